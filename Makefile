@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine with Python 3.11 and make:
+#   make demo   - virtualenv + install + run the streaming job on the bundled corpus
+#   make test   - virtualenv + install + run every test
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install bench lint clean
+
+$(STAMP): requirements.txt setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/newsflow demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+bench: $(STAMP)
+	for b in simhash lsh pipeline; do $(BIN)/python -m benchmarks.$$b --json; done
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,61 @@
+"""The ``newsflow`` command line.
+
+Each command lives in its own module, which defines ``COMMAND`` (its name),
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Commands
+are listed in :data:`COMMAND_MODULES` as ``(group, module)``; ``group`` is
+``None`` for a top-level command or a group name such as ``"eval"``
+(``newsflow eval extraction ...``). Modules are imported only when the CLI
+starts, so a heavy command does not slow down the others' imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
+    (None, "newsflow.commands.demo"),
+    (None, "newsflow.commands.run"),
+    ("eval", "newsflow.evaluation.extraction"),
+    ("eval", "newsflow.evaluation.clustering"),
+)
+
+GROUP_HELP = {
+    "eval": "evaluation commands; each prints one JSON line",
+    "sources": "source (publisher) administration",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Builds the argparse tree from :data:`COMMAND_MODULES`."""
+    parser = argparse.ArgumentParser(prog="newsflow", description="newsflow news aggregation system")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND")
+    top.required = True
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for group, module_name in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        if group is None:
+            target = top
+        else:
+            if group not in groups:
+                gp = top.add_parser(group, help=GROUP_HELP.get(group, group))
+                groups[group] = gp.add_subparsers(dest=f"{group}_command", metavar="SUBCOMMAND")
+                groups[group].required = True
+            target = groups[group]
+        sub = target.add_parser(module.COMMAND, help=module.HELP, description=module.HELP)
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``newsflow`` console script; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI command modules (see ``newsflow.cli``)."""

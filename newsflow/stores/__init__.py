@@ -1,0 +1,1 @@
+"""Serving-state and history stores: Redis (cluster state, LSH bands) and Parquet."""

@@ -1,0 +1,81 @@
+"""Article: one extracted, enriched, fingerprinted news article."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+import pyarrow as pa
+
+from schemas._arrow import UTC_TS
+
+
+class Article(NamedTuple):
+    """An article after extraction and enrichment.
+
+    Attributes:
+      article_id: 32 hex chars, the first 128 bits of SHA-256 of the canonical URL
+        (see ``newsflow.ids.article_id``); stable across runs and machines.
+      url: URL as fetched.
+      canonical_url: normalized URL the id is derived from.
+      source_domain: publisher host, lower case.
+      source_name: publisher display name ("" when unknown).
+      title: headline ("" when none could be found).
+      text: main text; for feed-only articles the feed summary.
+      authors: author names, in page order.
+      site_name: site name from page metadata ("" when unknown).
+      publish_time: UTC epoch seconds, ``None`` when unknown.
+      fetch_time: UTC epoch seconds.
+      event_time: ``publish_time`` if known and not later than ``fetch_time``, else ``fetch_time``.
+      language: ISO 639 code from fastText lid.176, ``"und"`` when unsure.
+      language_confidence: fastText probability of ``language``, in [0, 1].
+      simhash: 64-bit SimHash as 16 lower-case hex chars (see ``newsflow.simhash``).
+      word_count: number of ``\\w+`` tokens in ``text``.
+      feed_only: True when built from feed fields only (no page body).
+      source_authority: authority of the source in [0, 1] (sources table).
+      cluster_id: near-duplicate cluster id, ``None`` before assignment.
+    """
+
+    article_id: str
+    url: str
+    canonical_url: str
+    source_domain: str
+    source_name: str
+    title: str
+    text: str
+    authors: Sequence[str]
+    site_name: str
+    publish_time: Optional[float]
+    fetch_time: float
+    event_time: float
+    language: str = "und"
+    language_confidence: float = 0.0
+    simhash: str = ""
+    word_count: int = 0
+    feed_only: bool = False
+    source_authority: float = 0.0
+    cluster_id: Optional[str] = None
+
+
+ARTICLE_SCHEMA = pa.schema(
+    [
+        pa.field("article_id", pa.string(), nullable=False),
+        pa.field("url", pa.string()),
+        pa.field("canonical_url", pa.string()),
+        pa.field("source_domain", pa.string()),
+        pa.field("source_name", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("authors", pa.list_(pa.string())),
+        pa.field("site_name", pa.string()),
+        pa.field("publish_time", UTC_TS),
+        pa.field("fetch_time", UTC_TS),
+        pa.field("event_time", UTC_TS),
+        pa.field("language", pa.string()),
+        pa.field("language_confidence", pa.float32()),
+        pa.field("simhash", pa.string()),
+        pa.field("word_count", pa.int32()),
+        pa.field("feed_only", pa.bool_()),
+        pa.field("source_authority", pa.float32()),
+        pa.field("cluster_id", pa.string()),
+    ]
+)
