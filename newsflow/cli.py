@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "newsflow.commands.run"),
     ("eval", "newsflow.evaluation.extraction"),
     ("eval", "newsflow.evaluation.clustering"),
+    ("eval", "crawler.commands.eval_robots"),
 )
 
 GROUP_HELP = {
