@@ -1,0 +1,77 @@
+"""Source (publisher) authority table: ``data/sources.csv`` matched by longest domain suffix.
+
+The table format and the tier rubric are documented in ``data/SOURCES.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+DEFAULT_SOURCES_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sources.csv")
+UNKNOWN_AUTHORITY = 0.5
+
+
+@dataclass(frozen=True)
+class Source:
+    """One publisher: ``domain`` (lower case), display ``name``, ``tier`` and ``authority`` in [0, 1]."""
+
+    domain: str
+    name: str
+    tier: str
+    authority: float
+
+
+class SourceTable:
+    """Looks up publishers by domain suffix.
+
+    Args:
+      sources: mapping of lower-case domain -> :class:`Source`.
+    """
+
+    def __init__(self, sources: Mapping[str, Source]):
+        self._sources = dict(sources)
+
+    @classmethod
+    def load(cls, path: str = DEFAULT_SOURCES_PATH) -> "SourceTable":
+        """Reads a ``domain,name,tier,authority`` CSV.
+
+        Raises:
+          ValueError: a row has an authority outside [0, 1] or a missing domain.
+          OSError: the file cannot be read.
+        """
+        sources = {}
+        with open(path, encoding="utf-8", newline="") as f:
+            for lineno, row in enumerate(csv.DictReader(f), start=2):
+                domain = (row.get("domain") or "").strip().lower()
+                if not domain:
+                    raise ValueError(f"{path}:{lineno}: empty domain")
+                authority = float(row["authority"])
+                if not 0.0 <= authority <= 1.0:
+                    raise ValueError(f"{path}:{lineno}: authority {authority} outside [0, 1]")
+                sources[domain] = Source(domain, row.get("name", "").strip(), row.get("tier", "").strip(), authority)
+        return cls(sources)
+
+    def lookup(self, domain: str) -> Source | None:
+        """Returns the source whose domain is the longest suffix of ``domain`` (label-aligned), else ``None``."""
+        host = (domain or "").strip().lower().rstrip(".")
+        if host.startswith("www."):
+            host = host[4:]
+        while host:
+            found = self._sources.get(host)
+            if found is not None:
+                return found
+            _, dot, host = host.partition(".")
+            if not dot:
+                break
+        return None
+
+    def authority(self, domain: str) -> float:
+        """Authority in [0, 1] of ``domain``; :data:`UNKNOWN_AUTHORITY` when not listed."""
+        found = self.lookup(domain)
+        return UNKNOWN_AUTHORITY if found is None else found.authority
+
+    def __len__(self) -> int:
+        return len(self._sources)

