@@ -11,7 +11,12 @@ reader would call "the same article" must map to one string:
   :data:`TRACKING_PARAMS`), the remaining query parameters sorted by key
   (stable for equal keys);
 * an empty path becomes ``/``; dot segments are resolved;
-* upstream backslash escapes (``\\?`` in the UCI News Aggregator dump) are undone.
+* upstream backslash escapes (``\\?`` in the UCI News Aggregator dump) are undone;
+* detectable AMP variants map to the regular article (:func:`strip_amp`): AMP-cache
+  URLs (``*.cdn.ampproject.org/c/s/HOST/PATH``, ``www.google.com/amp/s/HOST/PATH``)
+  become ``https://HOST/PATH``; a trailing ``/amp`` path segment, a leading
+  ``/amp/`` segment, ``.amp.html`` -> ``.html`` and the ``amp``,
+  ``outputType=amp`` and ``_amp`` query parameters are removed.
 """
 
 from __future__ import annotations
@@ -56,6 +61,53 @@ def _is_tracking(key: str) -> bool:
     return k in TRACKING_PARAMS or k.startswith(TRACKING_PREFIXES)
 
 
+_AMP_CACHE_RE = re.compile(r"^https?://[^/]+\.cdn\.ampproject\.org/[cv]/(s/)?(.+)$", re.IGNORECASE)
+_GOOGLE_AMP_RE = re.compile(r"^https?://(?:www\.)?google\.[a-z.]+/amp/(s/)?(.+)$", re.IGNORECASE)
+_AMP_QUERY_KEYS = frozenset({"amp", "_amp", "usqp"})
+
+
+def strip_amp(url: str) -> str:
+    """Maps a detectable AMP variant of an article URL to the regular URL (else returns it unchanged).
+
+    Rules (documented in the module doc): AMP-cache and Google AMP viewer URLs are
+    unwrapped; ``/amp`` as the last or first path segment and ``.amp.html`` are
+    removed; ``amp``/``_amp``/``usqp`` query keys and ``outputType=amp`` are dropped.
+
+    Args:
+      url: absolute URL, ``str``.
+
+    Returns:
+      The URL without its AMP markers (not otherwise canonicalized).
+    """
+    for rx in (_AMP_CACHE_RE, _GOOGLE_AMP_RE):
+        m = rx.match(url)
+        if m:
+            url = ("https://" if m.group(1) else "http://") + m.group(2)
+            break
+    parts = urlsplit(url)
+    path = parts.path
+    if path.lower().endswith(".amp.html"):
+        path = path[: -len(".amp.html")] + ".html"
+    low = path.lower()
+    if low.endswith("/amp") or low.endswith("/amp/"):
+        path = path[: low.rfind("/amp")] or "/"
+        if low.endswith("/amp/") and not path.endswith("/"):
+            path += "/"
+    elif low.startswith("/amp/") and len(path) > 5:
+        path = path[4:]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        kept = [
+            (k, v)
+            for k, v in pairs
+            if k.lower() not in _AMP_QUERY_KEYS and not (k.lower() == "outputtype" and v.lower() == "amp")
+        ]
+        if len(kept) != len(pairs):
+            query = urlencode(kept, doseq=True)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, parts.fragment))
+
+
 def canonicalize_url(url: str) -> str:
     """Returns the canonical form of an absolute http(s) URL (rules in the module doc).
 
@@ -71,6 +123,8 @@ def canonicalize_url(url: str) -> str:
     if not isinstance(url, str) or not url.strip():
         raise ValueError("empty URL")
     url = _ESCAPE_RE.sub(r"\1", url.strip())
+    if "amp" in url.lower():
+        url = strip_amp(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
