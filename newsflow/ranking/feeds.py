@@ -1,0 +1,244 @@
+"""Feed assembly: score stories, maintain candidate pools, pick diverse top-k feeds.
+
+Used by ``jobs.build_feeds`` (precomputed feeds, every few minutes) and by ``serving``
+(a personal feed for a reader whose precomputed feed is missing). All times are UTC
+epoch seconds and are passed in (``now``), never read from the clock here.
+
+Feed documents (JSON, stored at :func:`newsflow.ranking.store.feed_key`)::
+
+    {"kind": "edition"|"topic"|"user", "name": str, "generated_at": float,
+     "alpha": float, "stories": [{story_id, title, url, domain, topics, languages,
+     article_count, source_count, independent_count, earliest_time, latest_time,
+     authority, score, relevance, breaking}, ...]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from newsflow.ranking.decay import decay_scores, lambda_for
+from newsflow.ranking.mmr import DEFAULT_ALPHA, DEFAULT_SOURCE_CAP, mmr_select, normalize_rows
+from newsflow.ranking.personalize import blocked_mask, history_weight, personal_relevance
+from newsflow.ranking.store import (
+    EMBEDDING_DIM,
+    GLOBAL_EDITION,
+    POOL_SIZE,
+    RankingStore,
+    StoryRecord,
+    UserProfile,
+    feed_key,
+)
+
+
+@dataclass(frozen=True)
+class FeedConfig:
+    """Feed-building knobs.
+
+    Attributes:
+      k: stories per public feed (top-k after MMR).
+      user_k: stories kept in a precomputed personal feed (more than served, so the
+        on-request re-rank can drop blocked/capped ones and still fill a page).
+      alpha: MMR relevance weight, 0.5–0.9.
+      source_cap: max stories per representative source domain.
+      pool_size: candidates kept per pool.
+      global_extra: global-pool stories added to a reader's candidates.
+      trending_extra: trending stories added to a reader's candidates.
+      follow_extra: stories taken from each followed topic's pool.
+    """
+
+    k: int = 20
+    user_k: int = 60
+    alpha: float = DEFAULT_ALPHA
+    source_cap: int = DEFAULT_SOURCE_CAP
+    pool_size: int = POOL_SIZE
+    global_extra: int = 100
+    trending_extra: int = 100
+    follow_extra: int = 100
+
+
+class Candidates:
+    """Column view of candidate stories for vectorized ranking.
+
+    Attributes:
+      stories: list of :class:`StoryRecord` (length n).
+      scores: float64 (n,) decayed scores at ``now``.
+      lambdas: float64 (n,) decay rates used (1/hours).
+      velocity: float64 (n,) new articles in the latest trending window.
+      embeddings: float32 (n, 128) unit rows (zero rows for a missing embedding).
+      breaking: bool (n,).
+    """
+
+    def __init__(self, stories: Sequence[StoryRecord], now: float, overrides: Mapping[str, float],
+                 breaking_ids: Iterable[str], velocity: Mapping[str, int] | None = None):
+        self.stories = list(stories)
+        brk = set(breaking_ids)
+        velocity = velocity or {}
+        n = len(self.stories)
+        self.breaking = np.fromiter((s.story_id in brk for s in self.stories), dtype=bool, count=n)
+        self.lambdas = np.array(
+            [lambda_for(s.topics, bool(b), overrides) for s, b in zip(self.stories, self.breaking)],
+            dtype=np.float64,
+        )
+        self.scores = decay_scores(
+            np.array([s.authority for s in self.stories], dtype=np.float64),
+            np.array([s.earliest_time for s in self.stories], dtype=np.float64),
+            now,
+            self.lambdas,
+        )
+        self.velocity = np.array([float(velocity.get(s.story_id, 0)) for s in self.stories])
+        emb = np.zeros((n, EMBEDDING_DIM), dtype=np.float32)
+        for i, s in enumerate(self.stories):
+            if s.embedding is not None:
+                emb[i] = s.embedding
+        self.embeddings = normalize_rows(emb) if n else emb
+        self.sources = [s.domain for s in self.stories]
+        self.topics = [s.topics for s in self.stories]
+
+    def __len__(self) -> int:
+        return len(self.stories)
+
+    def item(self, i: int, relevance: float) -> dict:
+        """Feed item for candidate ``i``."""
+        d = self.stories[i].summary()
+        d["score"] = float(self.scores[i])
+        d["relevance"] = float(relevance)
+        d["breaking"] = bool(self.breaking[i])
+        return d
+
+
+def editions_of(story: StoryRecord) -> list[str]:
+    """Editions a story belongs to: each of its languages (lower case) plus ``global``."""
+    eds = sorted({str(x).lower() for x in story.languages if str(x).strip() and str(x).lower() != "und"})
+    return eds + [GLOBAL_EDITION]
+
+
+def live_stories(stories: Iterable[Optional[StoryRecord]]) -> list[StoryRecord]:
+    """Drops missing records and stories merged into another one."""
+    return [s for s in stories if s is not None and not s.merged_into]
+
+
+def public_relevance(scores: np.ndarray) -> np.ndarray:
+    """Relevance for non-personal feeds: score divided by the best score (0 when all are 0)."""
+    m = float(scores.max()) if scores.size else 0.0
+    return scores / m if m > 0 else np.zeros_like(scores)
+
+
+def rank(cands: Candidates, relevance: np.ndarray, k: int, alpha: float, source_cap: int,
+         exclude: np.ndarray | None = None) -> list[dict]:
+    """MMR-picks ``k`` items from ``cands`` (excluding the ``exclude`` mask) as feed items."""
+    idx = np.arange(len(cands)) if exclude is None else np.flatnonzero(~exclude)
+    if idx.size == 0:
+        return []
+    # Stable candidate order (best relevance first) so MMR ties are deterministic.
+    idx = idx[np.lexsort((np.array([cands.stories[i].story_id for i in idx]), -relevance[idx]))]
+    picks = mmr_select(relevance[idx], cands.embeddings[idx], [cands.sources[i] for i in idx],
+                       k=k, alpha=alpha, source_cap=source_cap, normalized=True)
+    return [cands.item(int(idx[p]), float(relevance[idx[p]])) for p in picks]
+
+
+def feed_doc(kind: str, name: str, now: float, alpha: float, items: list[dict]) -> dict:
+    """The stored feed document."""
+    return {"kind": kind, "name": name, "generated_at": float(now), "alpha": float(alpha), "stories": items}
+
+
+def compute_pools(cands: Candidates, pool_size: int = POOL_SIZE) -> dict[tuple[str, str], dict[str, float]]:
+    """Top-``pool_size`` ``story_id -> score`` per edition and per topic.
+
+    Returns:
+      ``{("edition", ed) | ("topic", label): {story_id: score}}``.
+    """
+    pools: dict[tuple[str, str], dict[str, float]] = {}
+    for s, score in zip(cands.stories, cands.scores):
+        for ed in editions_of(s):
+            pools.setdefault(("edition", ed), {})[s.story_id] = float(score)
+        for t in {str(t).lower() for t in s.topics if str(t).strip()}:
+            pools.setdefault(("topic", t), {})[s.story_id] = float(score)
+    out = {}
+    for key, members in pools.items():
+        top = sorted(members.items(), key=lambda kv: (-kv[1], kv[0]))[:pool_size]
+        out[key] = dict(top)
+    return out
+
+
+def build_public_feeds(cands: Candidates, pools: Mapping[tuple[str, str], Mapping[str, float]],
+                       now: float, config: FeedConfig = FeedConfig()) -> dict[str, dict]:
+    """One MMR feed per pool: ``{redis key: feed document}``."""
+    pos = {s.story_id: i for i, s in enumerate(cands.stories)}
+    out = {}
+    for (kind, name), members in pools.items():
+        idx = np.array([pos[sid] for sid in members if sid in pos], dtype=np.int64)
+        exclude = np.ones(len(cands), dtype=bool)
+        exclude[idx] = False
+        rel = np.zeros(len(cands))
+        rel[idx] = public_relevance(cands.scores[idx])
+        items = rank(cands, rel, config.k, config.alpha, config.source_cap, exclude=exclude)
+        out[feed_key(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
+    return out
+
+
+def velocity_map(store: RankingStore, n: int = 500) -> dict[str, int]:
+    """``story_id -> new articles`` in the latest trending window (empty when none)."""
+    _, rows = store.latest_trending("story", n)
+    return dict(rows)
+
+
+def user_candidate_ids(store: RankingStore, profile: UserProfile, edition: str,
+                       velocity: Mapping[str, int], config: FeedConfig = FeedConfig()) -> list[str]:
+    """Candidate story ids for a reader.
+
+    A reader with history gets the edition pool, the global pool's top
+    ``global_extra`` and the top ``trending_extra`` trending stories. A cold-start reader
+    (no clicks) gets the edition's trending stories (trending ∩ edition pool) plus the
+    global pool's top ``global_extra``. Both get the top ``follow_extra`` of each followed
+    topic's pool. Order: first occurrence.
+    """
+    ed_pool = [sid for sid, _ in store.pool("edition", edition or GLOBAL_EDITION, config.pool_size)]
+    glob = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, config.global_extra)]
+    trending = sorted(velocity, key=lambda sid: (-velocity[sid], sid))[: config.trending_extra]
+    if history_weight(profile.clicks) == 0:
+        ed_set = set(ed_pool)
+        ids = [sid for sid in trending if sid in ed_set] + glob
+    else:
+        ids = ed_pool + glob + trending
+    for topic in sorted(profile.follow_topics):
+        ids += [sid for sid, _ in store.pool("topic", topic, config.follow_extra)]
+    seen, out = set(), []
+    for sid in ids:
+        if sid not in seen:
+            seen.add(sid)
+            out.append(sid)
+    return out
+
+
+def build_user_feed(store: RankingStore, profile: UserProfile, now: float, edition: str = "",
+                    config: FeedConfig = FeedConfig(), k: int | None = None) -> dict:
+    """A reader's personal feed document (MMR over personal relevance, blocks removed).
+
+    Args:
+      store: Redis-backed ranking store.
+      profile: the reader (an unknown reader has an empty profile: cold start).
+      now: UTC epoch seconds.
+      edition: edition to draw from; "" uses the profile's, else ``global``.
+      config: feed knobs.
+      k: items to keep (default ``config.user_k``).
+
+    Returns:
+      Feed document with ``kind="user"`` and ``name=profile.user_id``.
+    """
+    edition = edition or profile.edition or GLOBAL_EDITION
+    velocity = velocity_map(store)
+    ids = user_candidate_ids(store, profile, edition, velocity, config)
+    stories = live_stories(store.get_stories(ids)) if ids else []
+    cands = Candidates(stories, now, store.lambda_overrides(), store.breaking(now).keys(), velocity)
+    if not len(cands):
+        return feed_doc("user", profile.user_id, now, config.alpha, [])
+    rel = personal_relevance(cands.scores, cands.velocity, cands.embeddings, cands.topics,
+                             cands.sources, profile)
+    blocked = blocked_mask(cands.topics, cands.sources, profile)
+    items = rank(cands, rel, k or config.user_k, config.alpha, config.source_cap, exclude=blocked)
+    doc = feed_doc("user", profile.user_id, now, config.alpha, items)
+    doc["edition"] = edition
+    return doc

@@ -1,0 +1,73 @@
+"""Light on-request re-rank of a cached feed.
+
+Starting from a precomputed feed (already MMR-ordered), the request path:
+
+1. injects breaking stories that became breaking after the feed was generated
+   (``since > generated_at``) and are not already in it, newest first, at the top;
+2. removes stories the reader blocks (topic or representative source domain);
+3. reapplies the per-source cap (at most ``source_cap`` stories per representative
+   domain, keeping the earliest positions);
+4. truncates to ``k``.
+
+Pure and allocation-light: it runs on every personal-feed request.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from newsflow.ranking.mmr import DEFAULT_SOURCE_CAP
+from newsflow.ranking.store import UserProfile
+
+
+def is_blocked(item: Mapping, profile: UserProfile) -> bool:
+    """True when the reader blocks the item's representative domain or one of its topics."""
+    if str(item.get("domain", "")).lower() in profile.block_sources:
+        return True
+    return any(str(t).lower() in profile.block_topics for t in item.get("topics", ()))
+
+
+def rerank(
+    items: Sequence[Mapping],
+    generated_at: float,
+    breaking: Sequence[tuple[float, Mapping]],
+    profile: UserProfile,
+    k: int = 20,
+    source_cap: int = DEFAULT_SOURCE_CAP,
+) -> list[dict]:
+    """Re-ranks a cached feed (rules in the module docstring).
+
+    Args:
+      items: cached feed items (dicts with at least ``story_id``, ``domain``, ``topics``).
+      generated_at: when the cached feed was built, UTC epoch seconds.
+      breaking: ``(since, item)`` for live breaking stories; ``since`` is when the story
+        became breaking (UTC epoch s).
+      profile: the reader (blocks).
+      k: items to return.
+      source_cap: max items per representative domain.
+
+    Returns:
+      New list of item dicts; injected ones carry ``"injected": True``.
+    """
+    present = {it["story_id"] for it in items}
+    injected = []
+    for since, it in sorted(breaking, key=lambda p: (-p[0], p[1]["story_id"])):
+        if since > generated_at and it["story_id"] not in present:
+            d = dict(it)
+            d["breaking"] = True
+            d["injected"] = True
+            injected.append(d)
+            present.add(it["story_id"])
+    out: list[dict] = []
+    per_source: dict[str, int] = {}
+    for it in injected + [dict(i) for i in items]:
+        if is_blocked(it, profile):
+            continue
+        dom = str(it.get("domain", "")).lower()
+        if per_source.get(dom, 0) >= source_cap:
+            continue
+        per_source[dom] = per_source.get(dom, 0) + 1
+        out.append(it)
+        if len(out) >= k:
+            break
+    return out

@@ -1,0 +1,414 @@
+"""Reader/writer for the Redis keys that ranking and serving use.
+
+Written by the streaming job and the stories step (read here, never written):
+
+==============================  ======  ==================================================
+key                             type    content
+==============================  ======  ==================================================
+``nf:story:{story_id}``         HASH    title, url, domain, representative_id,
+                                        article_count, source_count, independent_count,
+                                        earliest_time, latest_time (UTC epoch s), topics
+                                        (JSON list), languages (JSON list), authority
+                                        (float in [0, 1]), embedding (128 float32 LE
+                                        bytes), entities (JSON), merged_into
+``nf:story:{story_id}:articles`` ZSET   article_id -> event_time
+``nf:article:{article_id}``     HASH    title, url, source_domain, source_name, event_time,
+                                        cluster_id (near-duplicate cluster), story_id,
+                                        authority, language
+``nf:lambda:topic``             HASH    topic label -> learned λ (1/hours), nightly job
+``nf:user:{user_id}``           HASH    interest (128 float32 LE bytes), clicks (int),
+                                        edition, follow_topics / follow_sources /
+                                        block_topics / block_sources (JSON lists)
+==============================  ======  ==================================================
+
+Written by ranking (this package, ``transforms.trending`` and ``jobs.build_feeds``):
+
+==================================  ======  ===============================================
+``nf:pool:edition:{edition}``       ZSET    story_id -> score; top ~500 per edition
+                                            (language code, or ``global``)
+``nf:pool:topic:{topic}``           ZSET    story_id -> score; top ~500 per topic label
+``nf:breaking``                     ZSET    story_id -> expiry time (UTC epoch s)
+``nf:breaking:since``               HASH    story_id -> when it (last) became breaking
+``nf:trending:windows:{kind}``      ZSET    window_end -> window_end, kind in
+                                            story/entity/topic
+``nf:trending:{kind}:{window_end}`` ZSET    key -> new articles in that window
+``nf:feed:edition:{edition}``       STRING  feed JSON, 5-minute TTL
+``nf:feed:topic:{topic}``           STRING  feed JSON, 5-minute TTL
+``nf:feed:user:{user_id}``          STRING  feed JSON, 5-minute TTL
+``nf:users:active``                 ZSET    user_id -> last event time (UTC epoch s)
+``nf:events``                       STREAM  reader events (see :mod:`newsflow.ranking.events`)
+==================================  ======  ===============================================
+
+Every method takes a ``redis.Redis`` client (``decode_responses=False``) at construction
+and raises ``redis.RedisError`` subclasses unchanged, so callers can degrade.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+EMBEDDING_DIM = 128
+POOL_SIZE = 500
+FEED_TTL_SECONDS = 300
+GLOBAL_EDITION = "global"
+TRENDING_KINDS = ("story", "entity", "topic")
+
+STORY_PREFIX = "nf:story:"
+ARTICLE_PREFIX = "nf:article:"
+LAMBDA_KEY = "nf:lambda:topic"
+USER_PREFIX = "nf:user:"
+BREAKING_KEY = "nf:breaking"
+BREAKING_SINCE_KEY = "nf:breaking:since"
+ACTIVE_USERS_KEY = "nf:users:active"
+
+
+def pool_key(kind: str, name: str) -> str:
+    """Key of a candidate pool: ``kind`` is ``"edition"`` or ``"topic"``."""
+    if kind not in ("edition", "topic"):
+        raise ValueError(f"pool kind must be 'edition' or 'topic', got {kind!r}")
+    return f"nf:pool:{kind}:{name}"
+
+
+def feed_key(kind: str, name: str) -> str:
+    """Key of a precomputed feed: ``kind`` is ``"edition"``, ``"topic"`` or ``"user"``."""
+    if kind not in ("edition", "topic", "user"):
+        raise ValueError(f"feed kind must be 'edition', 'topic' or 'user', got {kind!r}")
+    return f"nf:feed:{kind}:{name}"
+
+
+def trending_key(kind: str, window_end: float) -> str:
+    """Key of one trending window's counts (``kind`` in :data:`TRENDING_KINDS`)."""
+    return f"nf:trending:{kind}:{int(window_end)}"
+
+
+def trending_windows_key(kind: str) -> str:
+    """Key of the ZSET listing the windows written for ``kind``."""
+    return f"nf:trending:windows:{kind}"
+
+
+def _s(value) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _f(value, default: float = 0.0) -> float:
+    try:
+        return float(_s(value)) if value not in (None, b"", "") else default
+    except ValueError:
+        return default
+
+
+def _i(value, default: int = 0) -> int:
+    try:
+        return int(float(_s(value))) if value not in (None, b"", "") else default
+    except ValueError:
+        return default
+
+
+def _json_list(value) -> list:
+    if value in (None, b"", ""):
+        return []
+    try:
+        out = json.loads(_s(value))
+    except ValueError:
+        return []
+    return out if isinstance(out, list) else []
+
+
+def decode_embedding(value) -> Optional[np.ndarray]:
+    """Decodes 128 little-endian float32 values; ``None`` when absent or malformed."""
+    if not isinstance(value, (bytes, bytearray)) or len(value) != 4 * EMBEDDING_DIM:
+        return None
+    return np.frombuffer(bytes(value), dtype="<f4").astype(np.float32)
+
+
+def encode_embedding(vector: Sequence[float]) -> bytes:
+    """Encodes a 128-dim vector as little-endian float32 bytes.
+
+    Raises:
+      ValueError: the vector does not have 128 entries.
+    """
+    arr = np.asarray(vector, dtype="<f4").reshape(-1)
+    if arr.shape[0] != EMBEDDING_DIM:
+        raise ValueError(f"embedding must have {EMBEDDING_DIM} values, got {arr.shape[0]}")
+    return arr.tobytes()
+
+
+class StoryRecord(NamedTuple):
+    """A story cluster as read from ``nf:story:{story_id}`` (times UTC epoch s)."""
+
+    story_id: str
+    title: str
+    url: str
+    domain: str
+    representative_id: str
+    article_count: int
+    source_count: int
+    independent_count: int
+    earliest_time: float
+    latest_time: float
+    topics: list
+    languages: list
+    authority: float
+    embedding: Optional[np.ndarray]
+    entities: list
+    merged_into: str
+
+    @classmethod
+    def from_hash(cls, story_id: str, h: Mapping[bytes, bytes]) -> "StoryRecord":
+        """Builds a record from an HGETALL result; missing fields get neutral defaults."""
+        g = lambda name: h.get(name.encode())  # noqa: E731
+        return cls(
+            story_id=story_id,
+            title=_s(g("title")),
+            url=_s(g("url")),
+            domain=_s(g("domain")).lower(),
+            representative_id=_s(g("representative_id")),
+            article_count=_i(g("article_count")),
+            source_count=_i(g("source_count")),
+            independent_count=_i(g("independent_count")),
+            earliest_time=_f(g("earliest_time")),
+            latest_time=_f(g("latest_time")),
+            topics=[str(t) for t in _json_list(g("topics"))],
+            languages=[str(t) for t in _json_list(g("languages"))],
+            authority=min(1.0, max(0.0, _f(g("authority")))),
+            embedding=decode_embedding(g("embedding")),
+            entities=_json_list(g("entities")),
+            merged_into=_s(g("merged_into")),
+        )
+
+    def summary(self) -> dict:
+        """JSON-safe dict of the fields a feed item shows."""
+        return {
+            "story_id": self.story_id,
+            "title": self.title,
+            "url": self.url,
+            "domain": self.domain,
+            "topics": list(self.topics),
+            "languages": list(self.languages),
+            "article_count": self.article_count,
+            "source_count": self.source_count,
+            "independent_count": self.independent_count,
+            "earliest_time": self.earliest_time,
+            "latest_time": self.latest_time,
+            "authority": self.authority,
+        }
+
+
+class ArticleRecord(NamedTuple):
+    """An article as read from ``nf:article:{article_id}``."""
+
+    article_id: str
+    title: str
+    url: str
+    source_domain: str
+    source_name: str
+    event_time: float
+    cluster_id: str
+    story_id: str
+    authority: float
+    language: str
+
+    @classmethod
+    def from_hash(cls, article_id: str, h: Mapping[bytes, bytes]) -> "ArticleRecord":
+        """Builds a record from an HGETALL result."""
+        g = lambda name: h.get(name.encode())  # noqa: E731
+        return cls(
+            article_id=article_id,
+            title=_s(g("title")),
+            url=_s(g("url")),
+            source_domain=_s(g("source_domain")).lower(),
+            source_name=_s(g("source_name")),
+            event_time=_f(g("event_time")),
+            cluster_id=_s(g("cluster_id")) or f"solo:{article_id}",
+            story_id=_s(g("story_id")),
+            authority=_f(g("authority")),
+            language=_s(g("language")),
+        )
+
+
+class UserProfile(NamedTuple):
+    """What ranking knows about a reader (``nf:user:{user_id}``).
+
+    Attributes:
+      user_id: opaque id from a verified token.
+      interest: 128-dim interest vector (float32) or ``None`` before the nightly job ran.
+      clicks: number of clicks the interest vector is built from.
+      edition: preferred edition ("" when unknown).
+      follow_topics / follow_sources / block_topics / block_sources: lower-case labels and
+        source domains.
+    """
+
+    user_id: str
+    interest: Optional[np.ndarray] = None
+    clicks: int = 0
+    edition: str = ""
+    follow_topics: frozenset = frozenset()
+    follow_sources: frozenset = frozenset()
+    block_topics: frozenset = frozenset()
+    block_sources: frozenset = frozenset()
+
+    @classmethod
+    def from_hash(cls, user_id: str, h: Mapping[bytes, bytes]) -> "UserProfile":
+        """Builds a profile from an HGETALL result (an empty hash is a new user)."""
+        g = lambda name: h.get(name.encode())  # noqa: E731
+        low = lambda name: frozenset(str(x).lower() for x in _json_list(g(name)))  # noqa: E731
+        return cls(
+            user_id=user_id,
+            interest=decode_embedding(g("interest")),
+            clicks=max(0, _i(g("clicks"))),
+            edition=_s(g("edition")).lower(),
+            follow_topics=low("follow_topics"),
+            follow_sources=low("follow_sources"),
+            block_topics=low("block_topics"),
+            block_sources=low("block_sources"),
+        )
+
+
+class RankingStore:
+    """Typed access to the ranking keys above.
+
+    Args:
+      client: a ``redis.Redis`` client with ``decode_responses=False``.
+    """
+
+    def __init__(self, client):
+        self.client = client
+
+    # -- stories and articles -------------------------------------------------------
+    def iter_story_ids(self, batch: int = 1000) -> Iterator[str]:
+        """Yields every story id (keys ``nf:story:{id}`` without a further ``:`` part)."""
+        for key in self.client.scan_iter(match=STORY_PREFIX + "*", count=batch):
+            rest = _s(key)[len(STORY_PREFIX):]
+            if rest and ":" not in rest:
+                yield rest
+
+    def get_stories(self, story_ids: Sequence[str]) -> list[Optional[StoryRecord]]:
+        """Fetches stories in one pipeline; ``None`` where the hash does not exist."""
+        pipe = self.client.pipeline(transaction=False)
+        for sid in story_ids:
+            pipe.hgetall(STORY_PREFIX + sid)
+        out = []
+        for sid, h in zip(story_ids, pipe.execute()):
+            out.append(StoryRecord.from_hash(sid, h) if h else None)
+        return out
+
+    def get_story(self, story_id: str) -> Optional[StoryRecord]:
+        """One story, or ``None``."""
+        return self.get_stories([story_id])[0]
+
+    def story_articles(self, story_id: str) -> list[ArticleRecord]:
+        """The story's articles ordered by event time (ties: article id)."""
+        ids = [_s(a) for a in self.client.zrange(f"{STORY_PREFIX}{story_id}:articles", 0, -1)]
+        pipe = self.client.pipeline(transaction=False)
+        for aid in ids:
+            pipe.hgetall(ARTICLE_PREFIX + aid)
+        arts = [ArticleRecord.from_hash(a, h) for a, h in zip(ids, pipe.execute()) if h]
+        arts.sort(key=lambda a: (a.event_time, a.article_id))
+        return arts
+
+    # -- ranking inputs -------------------------------------------------------------
+    def lambda_overrides(self) -> dict[str, float]:
+        """Per-topic λ overrides from ``nf:lambda:topic``; unparsable or ≤ 0 values are skipped."""
+        out = {}
+        for k, v in self.client.hgetall(LAMBDA_KEY).items():
+            lam = _f(v, default=-1.0)
+            if lam > 0:
+                out[_s(k).lower()] = lam
+        return out
+
+    def user_profile(self, user_id: str) -> UserProfile:
+        """The reader's profile; an unknown user gets an empty (cold-start) profile."""
+        return UserProfile.from_hash(user_id, self.client.hgetall(USER_PREFIX + user_id))
+
+    # -- breaking set ----------------------------------------------------------------
+    def mark_breaking(self, items: Iterable[tuple[str, float, float]]) -> list[str]:
+        """Adds stories to the breaking set.
+
+        Args:
+          items: ``(story_id, now, ttl_seconds)``; ``now`` is the event time that made the
+            story breaking (UTC epoch s).
+
+        Returns:
+          The story ids that were not breaking before (newly breaking).
+        """
+        items = list(items)
+        if not items:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for sid, _, _ in items:
+            pipe.zscore(BREAKING_KEY, sid)
+        before = pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        fresh = []
+        max_expiry = 0.0
+        for (sid, now, ttl), old in zip(items, before):
+            expiry = float(now) + float(ttl)
+            max_expiry = max(max_expiry, expiry)
+            if old is None or float(old) <= float(now):
+                fresh.append(sid)
+                pipe.hset(BREAKING_SINCE_KEY, sid, repr(float(now)))
+            pipe.zadd(BREAKING_KEY, {sid: expiry}, gt=True)
+        pipe.execute()
+        return fresh
+
+    def breaking(self, now: float) -> dict[str, float]:
+        """Live breaking stories at ``now``: ``story_id -> since`` (UTC epoch s)."""
+        ids = [_s(x) for x in self.client.zrangebyscore(BREAKING_KEY, f"({float(now)!r}", "+inf")]
+        if not ids:
+            return {}
+        since = self.client.hmget(BREAKING_SINCE_KEY, ids)
+        return {sid: _f(s) for sid, s in zip(ids, since)}
+
+    # -- trending -------------------------------------------------------------------
+    def latest_trending(self, kind: str, n: int = 50) -> tuple[Optional[float], list[tuple[str, int]]]:
+        """The newest written window of ``kind`` and its top-``n`` ``(key, count)`` pairs."""
+        latest = self.client.zrevrange(trending_windows_key(kind), 0, 0, withscores=True)
+        if not latest:
+            return None, []
+        end = float(latest[0][1])
+        rows = self.client.zrevrange(trending_key(kind, end), 0, n - 1, withscores=True)
+        return end, [(_s(k), int(v)) for k, v in rows]
+
+    # -- pools ----------------------------------------------------------------------
+    def replace_pool(self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE,
+                     ttl_seconds: int = 86400) -> None:
+        """Atomically replaces a pool with the top-``size`` of ``scores`` (temp key + RENAME)."""
+        key = pool_key(kind, name)
+        top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:size]
+        if not top:
+            self.client.delete(key)
+            return
+        tmp = key + ":tmp"
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(tmp)
+        pipe.zadd(tmp, dict(top))
+        pipe.rename(tmp, key)
+        pipe.expire(key, ttl_seconds)
+        pipe.execute()
+
+    def pool(self, kind: str, name: str, n: int = POOL_SIZE) -> list[tuple[str, float]]:
+        """Top-``n`` ``(story_id, score)`` of a pool, best first."""
+        rows = self.client.zrevrange(pool_key(kind, name), 0, n - 1, withscores=True)
+        return [(_s(k), float(v)) for k, v in rows]
+
+    # -- feeds ----------------------------------------------------------------------
+    def write_feeds(self, feeds: Mapping[str, dict], ttl_seconds: int = FEED_TTL_SECONDS) -> None:
+        """Writes feed JSON documents (``key -> feed dict``) with a TTL, in one pipeline."""
+        pipe = self.client.pipeline(transaction=False)
+        for key, feed in feeds.items():
+            pipe.set(key, json.dumps(feed, separators=(",", ":"), sort_keys=True), ex=int(ttl_seconds))
+        pipe.execute()
+
+    def read_feed_raw(self, key: str) -> Optional[bytes]:
+        """The stored feed JSON bytes, or ``None`` when missing/expired."""
+        return self.client.get(key)
+
+    def active_users(self, since: float, limit: int = 10000) -> list[str]:
+        """Users with an event at or after ``since`` (UTC epoch s), most recent first."""
+        rows = self.client.zrevrangebyscore(ACTIVE_USERS_KEY, "+inf", float(since), start=0, num=limit)
+        return [_s(r) for r in rows]
