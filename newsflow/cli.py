@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "newsflow.commands.demo"),
     (None, "newsflow.commands.run"),
     ("eval", "newsflow.evaluation.extraction"),
+    ("eval", "newsflow.evaluation.language"),
     ("eval", "newsflow.evaluation.clustering"),
     ("eval", "crawler.commands.eval_robots"),
 )
