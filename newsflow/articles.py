@@ -1,0 +1,65 @@
+"""Building :class:`schemas.Article` records from raw documents and extracted content (pure logic)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from newsflow.urls import article_id, canonicalize_url
+from schemas import Article, RawDocument
+
+_WORD_RE = re.compile(r"\w+")
+
+# Publish times later than the fetch time by more than this (seconds) are treated as wrong
+# (time-zone errors, scheduled-publish metadata) and the fetch time is used as event time.
+MAX_CLOCK_SKEW_S = 3600.0
+
+
+def event_time(publish_time: Optional[float], fetch_time: float) -> float:
+    """Event time of an article, UTC epoch seconds: its publish time when known and not more
+    than :data:`MAX_CLOCK_SKEW_S` after the fetch time, else the fetch time."""
+    if publish_time is not None and publish_time <= fetch_time + MAX_CLOCK_SKEW_S:
+        return float(publish_time)
+    return float(fetch_time)
+
+
+def build_article(raw: RawDocument, content, *, source_authority: float, source_name: str = "") -> Article:
+    """Combines a RawDocument and its extracted content into an Article (no language/SimHash yet).
+
+    Args:
+      raw: the landed document.
+      content: ``newsflow.extraction.ExtractedContent`` (title, text, authors, site_name, publish_time).
+      source_authority: authority of ``raw.source_domain`` in [0, 1].
+      source_name: display name from the sources table ("" if unknown); the document's own
+        ``source_name`` or the page's site name are preferred when present.
+
+    Raises:
+      ValueError: the URL cannot be canonicalized (not http(s), no host).
+    """
+    canonical = canonicalize_url(raw.url)
+    publish = content.publish_time
+    if publish is None and raw.published_time is not None:
+        publish = raw.published_time
+    text = content.text or ""
+    return Article(
+        article_id=article_id(raw.url),
+        url=raw.url,
+        canonical_url=canonical,
+        source_domain=raw.source_domain,
+        source_name=raw.source_name or content.site_name or source_name or "",
+        title=content.title or "",
+        text=text,
+        authors=list(content.authors),
+        site_name=content.site_name or "",
+        publish_time=publish,
+        fetch_time=float(raw.fetch_time),
+        event_time=event_time(publish, raw.fetch_time),
+        word_count=len(_WORD_RE.findall(text)),
+        feed_only=raw.is_feed_only,
+        source_authority=float(source_authority),
+    )
+
+
+def fingerprint_text(article: Article) -> str:
+    """The text a SimHash is computed over: title and main text (feed summary for feed-only)."""
+    return f"{article.title}\n{article.text}" if article.text else article.title

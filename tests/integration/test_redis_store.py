@@ -1,0 +1,166 @@
+"""RedisClusterStore against a real embedded Redis: assignment, representative, merges, replays, concurrency."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+
+from newsflow.stores.redis_store import RedisClusterStore, StoreConfig, band_keys
+from schemas import Article
+
+
+def art(aid: str, fp: int, domain: str = "example.com", authority: float = 0.5, t: float = 1000.0,
+        lang: str = "en", title: str | None = None) -> Article:
+    return Article(
+        article_id=aid, url=f"https://{domain}/{aid}", canonical_url=f"https://{domain}/{aid}", source_domain=domain,
+        source_name=domain, title=title or f"title {aid}", text="", authors=[], site_name="", publish_time=t,
+        fetch_time=t, event_time=t, language=lang, language_confidence=0.9, simhash=f"{fp:016x}", word_count=0,
+        feed_only=True, source_authority=authority,
+    )
+
+
+def dump(client) -> dict:
+    """Every key with its type and full value, for exact before/after comparisons."""
+    out = {}
+    for key in sorted(client.keys("*")):
+        kind = client.type(key).decode()
+        if kind == "hash":
+            out[key] = dict(client.hgetall(key))
+        elif kind == "set":
+            out[key] = sorted(client.smembers(key))
+        elif kind == "zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "string":
+            out[key] = client.get(key)
+        else:
+            out[key] = kind
+    return out
+
+
+def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():
+    fp = 0x1234_5678_9ABC_DEF0
+    assert band_keys("nf", f"{fp:016x}") == ["nf:lsh:0:def0", "nf:lsh:1:9abc", "nf:lsh:2:5678", "nf:lsh:3:1234"]
+    from newsflow.simhash import bands
+
+    assert [f"{b:04x}" for b in bands(fp)] == ["def0", "9abc", "5678", "1234"]
+
+
+def test_near_duplicates_join_and_far_ones_found_new_clusters(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    r = store.assign_batch([
+        art("a", 0x0, "x.com", 0.5, 100.0),
+        art("b", 0b111, "y.com", 0.9, 200.0),          # distance 3 from a: joins
+        art("c", 0b1111 << 20, "z.com", 0.5, 50.0),    # distance 4 from a, 7 from b: new cluster
+    ])
+    assert [(x.cluster_id, x.created) for x in r] == [("ca", True), ("ca", False), ("cc", True)]
+    ca = store.get_cluster("ca")
+    assert ca.article_count == 2
+    assert ca.source_domains == ["x.com", "y.com"]
+    assert ca.representative_id == "b"  # higher authority wins
+    assert (ca.earliest_time, ca.latest_time) == (100.0, 200.0)
+    assert store.cluster_count() == 2
+
+
+def test_representative_ties_go_to_the_earliest_article(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    store.assign_batch([art("late", 0x0, t=300.0, authority=0.9), art("early", 0x1, t=100.0, authority=0.9)])
+    assert store.get_cluster("clate").representative_id == "early"
+
+
+def test_closest_candidate_wins(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    # p and q are 6 bits apart: two clusters. n is 1 bit from q and 5 from p: joins q's cluster.
+    store.assign_batch([art("p", 0b000000), art("q", 0b111111)])
+    r = store.assign_batch([art("n", 0b011111)])
+    assert r[0].cluster_id == "cq" and r[0].merged == ()
+
+
+def test_bridge_article_merges_two_clusters_and_old_id_stays_resolvable(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    store.assign_batch([art("p", 0b000000, "p.com", t=10.0), art("q", 0b111111, "q.com", 0.8, t=20.0)])
+    assert store.cluster_count() == 2
+    # m has bits 0..2 set: distance 3 to p and 3 to q -> ties broken by smallest id (p), q's cluster merges in.
+    r = store.assign_batch([art("m", 0b000111, "m.com", t=30.0)])
+    assert r[0].cluster_id == "cp" and r[0].merged == ("cq",)
+    merged = store.get_cluster("cq", resolve=False)
+    assert merged.merged_into == "cp"
+    live = store.get_cluster("cq")  # resolves
+    assert live.cluster_id == "cp"
+    assert live.article_count == 3
+    assert live.source_domains == ["m.com", "p.com", "q.com"]
+    assert live.representative_id == "q"  # authority 0.8 beats 0.5
+    assert (live.earliest_time, live.latest_time) == (10.0, 30.0)
+    assert store.cluster_of("q") == "cp"
+    assert store.cluster_count() == 1
+
+
+def test_replay_leaves_redis_exactly_as_after_one_pass(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    batch = [art("a", 0x0, "x.com"), art("b", 0x3, "y.com"), art("c", 0xFFFF_0000, "z.com"), art("d", 0x7, "x.com")]
+    first = store.assign_batch(batch)
+    before = dump(client)
+    second = store.assign_batch(batch)
+    assert dump(client) == before
+    assert [r.cluster_id for r in second] == [r.cluster_id for r in first]
+    assert not any(r.new_article for r in second)
+    assert store.get_cluster("ca").source_domains == ["x.com", "y.com"]  # no duplicate sources
+
+
+def test_query_returns_exact_distances(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    store.add_many([("zero", 0), ("two", 0b11), ("four", 0b1111), ("far", (1 << 64) - 1)])
+    assert store.query(0) == [("zero", 0), ("two", 2)]
+    assert store.query(0b1) == [("two", 1), ("zero", 1), ("four", 3)]  # ties by id
+    assert store.nearest(0b111) == ("four", 1)  # "four" and "two" are both 1 bit away; smaller id wins
+    assert store.nearest(1 << 40 | 1 << 50 | 1 << 60 | 1 << 63) is None
+    assert len(store) == 4 and "two" in store
+
+
+def test_invalid_simhash_is_refused(redis_server):
+    client, _ = redis_server
+    with pytest.raises(ValueError, match="16 hex"):
+        RedisClusterStore(client).assign_batch([art("a", 0)._replace(simhash="xyz")])
+
+
+def test_store_config_rejects_distances_the_band_index_cannot_guarantee():
+    with pytest.raises(ValueError, match="0..3"):
+        StoreConfig(max_distance=4)
+
+
+def _worker(url: str, barrier, items):
+    import redis
+
+    store = RedisClusterStore(redis.Redis.from_url(url))
+    barrier.wait()
+    for item in items:
+        store.assign_batch([art(*item)])
+
+
+def test_concurrent_writers_put_near_duplicates_in_one_cluster(redis_server):
+    client, url = redis_server
+    # 4 processes x 25 articles, every fingerprint within distance 1 of 0 (or 0 itself): one story copied 100 times.
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = []
+    for w in range(4):
+        items = [(f"w{w}-{i:02d}", (1 << ((w * 25 + i) % 64)) if i else 0, f"site{w}.com") for i in range(25)]
+        procs.append(ctx.Process(target=_worker, args=(url, barrier, items)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    store = RedisClusterStore(client)
+    assert store.cluster_count() == 1
+    (cluster,) = store.top_clusters(5)
+    assert cluster.article_count == 100
+    assert cluster.source_domains == ["site0.com", "site1.com", "site2.com", "site3.com"]
+    members = {store.cluster_of(f"w{w}-{i:02d}") for w in range(4) for i in range(25)}
+    assert members == {cluster.cluster_id}

@@ -1,0 +1,115 @@
+"""Near-duplicate cluster assignment against the Redis store (``newsflow.stores.redis_store``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+import redis
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from newsflow.stores.redis_conn import connect
+from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
+from schemas import Article
+from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Configuration of :class:`AssignNearDuplicateClusters`.
+
+    Attributes:
+      redis_url: Redis to use (``redis://``, ``unix://``); ``None`` means ``$REDIS_URL`` or the
+        embedded server of this process.
+      store: key prefix and Hamming threshold.
+      min_batch_size / max_batch_size: articles per Lua script call (Redis round trip).
+    """
+
+    redis_url: str | None = None
+    store: StoreConfig = field(default_factory=StoreConfig)
+    min_batch_size: int = 1
+    max_batch_size: int = 200
+
+
+class _AssignFn(beam.DoFn):
+    """Batch of Articles -> Articles with ``cluster_id`` (one atomic Lua call per batch).
+
+    Transient Redis errors propagate (the runner retries the bundle; the script is
+    idempotent per article id). An article the store refuses (no valid SimHash) is
+    dead-lettered; the rest of its batch is still assigned.
+    """
+
+    def __init__(self, config: ClusterConfig):
+        self._config = config
+        self.assigned = Metrics.counter(METRICS_NAMESPACE, "clustered")
+        self.replayed = Metrics.counter(METRICS_NAMESPACE, "already_clustered")
+        self.created = Metrics.counter(METRICS_NAMESPACE, "clusters_created")
+        self.merged = Metrics.counter(METRICS_NAMESPACE, "clusters_merged")
+        self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_cluster")
+
+    def setup(self):
+        self._store = RedisClusterStore(connect(self._config.redis_url), self._config.store)
+
+    def process(self, batch):
+        good = []
+        for article in batch:
+            fp = article.simhash or ""
+            if len(fp) != 16:
+                self.dead.inc()
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG,
+                    dead_letter("cluster", "missing_simhash", f"invalid simhash {fp!r}",
+                                repr(article._replace(text=article.text[:1000])).encode("utf-8"), article.url),
+                )
+            else:
+                good.append(article)
+        if not good:
+            return
+        try:
+            results = self._store.assign_batch(good)
+        except redis.ResponseError as e:  # a script error is permanent for this batch
+            for article in good:
+                self.dead.inc()
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG,
+                    dead_letter("cluster", "redis_script_error", str(e),
+                                repr(article._replace(text=article.text[:1000])).encode("utf-8"), article.url),
+                )
+            return
+        for article, result in zip(good, results):
+            if result.new_article:
+                self.assigned.inc()
+            else:
+                self.replayed.inc()
+            if result.created:
+                self.created.inc()
+            if result.merged:
+                self.merged.inc(len(result.merged))
+            yield article._replace(cluster_id=result.cluster_id)
+
+
+class AssignNearDuplicateClusters(beam.PTransform):
+    """Article (with SimHash) -> Article with ``cluster_id``; state in Redis.
+
+    Closest candidate within the Hamming threshold wins (ties: smallest article id);
+    otherwise the article founds a new cluster. Articles are batched per Redis call with
+    ``BatchElements``; batching never crosses windows, so timestamps are preserved.
+    """
+
+    def __init__(self, config: ClusterConfig = ClusterConfig()):
+        super().__init__()
+        self._config = config
+
+    def expand(self, pcoll):
+        out = (
+            pcoll
+            | "Batch" >> beam.BatchElements(
+                min_batch_size=self._config.min_batch_size, max_batch_size=self._config.max_batch_size
+            )
+            | "Assign" >> beam.ParDo(_AssignFn(self._config)).with_outputs(DEAD_LETTER_TAG, main="main")
+        )
+        restamped = out.main | "RestampEventTime" >> beam.Map(
+            lambda a: beam.window.TimestampedValue(a, a.event_time)
+        ).with_output_types(Article)
+        return {"main": restamped, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}

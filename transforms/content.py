@@ -1,0 +1,212 @@
+"""Content transforms: parse landing records, extract, detect language, fingerprint.
+
+Each public composite takes one frozen config and returns a ``TaggedOutput``-style
+dict ``{"main": ..., "dead_letter": ...}``; every failure becomes a
+:class:`schemas.DeadLetter` with the step, the reason and the raw payload.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+from apache_beam.utils import shared
+
+from newsflow.articles import build_article, fingerprint_text
+from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError
+from newsflow.language import LanguageIdentifier
+from newsflow.simhash import simhash, to_hex
+from newsflow.sources import DEFAULT_SOURCES_PATH, SourceTable
+from schemas import Article, DeadLetter, RawDocument
+from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
+
+_MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+class _ParseFn(beam.DoFn):
+    """Parses one landing record (JSON bytes) into a RawDocument; bad records are dead-lettered."""
+
+    def __init__(self):
+        self.parsed = Metrics.counter(METRICS_NAMESPACE, "parsed")
+        self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_parse")
+
+    def process(self, element):
+        payload = element if isinstance(element, bytes) else str(element).encode("utf-8", "surrogatepass")
+        error_type = None
+        try:
+            if len(payload) > _MAX_LINE_BYTES:
+                error_type, msg = "too_large", f"landing record of {len(payload)} bytes exceeds {_MAX_LINE_BYTES}"
+            else:
+                text = payload.decode("utf-8")
+                record = json.loads(text)
+                raw = RawDocument.from_json_dict(record)
+        except UnicodeDecodeError as e:
+            error_type, msg = "undecodable", f"landing record is not UTF-8: {e}"
+        except json.JSONDecodeError as e:
+            error_type, msg = "invalid_json", f"landing record is not JSON: {e}"
+        except ValueError as e:
+            error_type, msg = "missing_fields", str(e)
+        if error_type is not None:
+            self.dead.inc()
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("parse", error_type, msg, payload))
+            return
+        self.parsed.inc()
+        yield raw
+
+
+class ParseRawDocuments(beam.PTransform):
+    """bytes (one landing-file line or message) -> RawDocument, plus dead letters."""
+
+    def expand(self, pcoll):
+        out = pcoll | "Parse" >> beam.ParDo(_ParseFn()).with_outputs(DEAD_LETTER_TAG, main="main")
+        return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
+
+
+@dataclass(frozen=True)
+class ContentConfig:
+    """Configuration of the content steps.
+
+    Attributes:
+      extraction: per-document extraction limits and options.
+      sources_path: the sources authority CSV.
+      language_threshold: fastText confidence below which the language is "und" (None: library default).
+    """
+
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+    sources_path: str = DEFAULT_SOURCES_PATH
+    language_threshold: float | None = None
+
+
+class _Models:
+    """Per-worker heavy objects (sources table, fastText model), held through ``shared.Shared``."""
+
+    def __init__(self, config: ContentConfig):
+        self.sources = SourceTable.load(config.sources_path)
+        kwargs = {} if config.language_threshold is None else {"threshold": config.language_threshold}
+        self.language = LanguageIdentifier(**kwargs)
+
+
+
+class _ExtractFn(beam.DoFn):
+    """RawDocument -> Article (text, metadata, source authority) or a dead letter.
+
+    Extraction runs under the per-document time limit of ``ExtractionConfig``.
+    """
+
+    def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
+        self._config = config
+        self._shared = shared_handle
+        self.extracted = Metrics.counter(METRICS_NAMESPACE, "extracted")
+        self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_extract")
+        self.feed_only = Metrics.counter(METRICS_NAMESPACE, "feed_only_articles")
+        self.extract_ms = Metrics.distribution(METRICS_NAMESPACE, "extract_ms")
+
+    def setup(self):
+        self._extractor = ArticleExtractor(self._config.extraction)
+        config = self._config
+        self._models = self._shared.acquire(lambda: _Models(config), tag=f"models:{config.sources_path}")
+
+    def teardown(self):
+        extractor = getattr(self, "_extractor", None)
+        if extractor is not None:
+            extractor.close()
+
+    def process(self, raw: RawDocument):
+        started = time.perf_counter()
+        try:
+            content = self._extractor.extract(raw)
+            source = self._models.sources.lookup(raw.source_domain)
+            article = build_article(
+                raw,
+                content,
+                source_authority=self._models.sources.authority(raw.source_domain),
+                source_name=source.name if source else "",
+            )
+        except ExtractionError as e:
+            self.dead.inc()
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG, dead_letter("extract", e.error_type, str(e), raw_payload(raw), raw.url)
+            )
+            return
+        except ValueError as e:  # URL that cannot be canonicalized
+            self.dead.inc()
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url))
+            return
+        if article.feed_only:
+            self.feed_only.inc()
+        self.extracted.inc()
+        self.extract_ms.update(int((time.perf_counter() - started) * 1000))
+        yield article
+
+
+class _DetectLanguageFn(beam.DoFn):
+    """Article -> Article with ``language`` / ``language_confidence`` from fastText lid.176."""
+
+    def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
+        self._config = config
+        self._shared = shared_handle
+        self.und = Metrics.counter(METRICS_NAMESPACE, "language_und")
+
+    def setup(self):
+        config = self._config
+        self._models = self._shared.acquire(lambda: _Models(config), tag=f"models:{config.sources_path}")
+
+    def process(self, article: Article):
+        language, confidence = self._models.language.detect(fingerprint_text(article)[:2000])
+        if language == "und":
+            self.und.inc()
+        yield article._replace(language=language, language_confidence=float(confidence))
+
+
+class _FingerprintFn(beam.DoFn):
+    """Article -> Article with its 64-bit SimHash (16 hex) over title + text."""
+
+    def process(self, article: Article):
+        yield article._replace(simhash=to_hex(simhash(fingerprint_text(article))))
+
+
+class DetectLanguage(beam.PTransform):
+    """Article -> Article with language code and confidence ("und" when unsure)."""
+
+    def __init__(self, config: ContentConfig = ContentConfig()):
+        super().__init__()
+        self._config = config
+
+    def expand(self, pcoll):
+        return pcoll | "DetectLanguage" >> beam.ParDo(_DetectLanguageFn(self._config, shared.Shared()))
+
+
+class FingerprintArticles(beam.PTransform):
+    """Article -> Article with ``simhash`` set (see ``newsflow.simhash`` for the definition)."""
+
+    def expand(self, pcoll):
+        return pcoll | "SimHash" >> beam.ParDo(_FingerprintFn())
+
+
+class ExtractArticles(beam.PTransform):
+    """RawDocument -> Article with text and metadata (trafilatura); failures dead-lettered.
+
+    Output elements are timestamped with the article's event time (publish time, else fetch
+    time), so downstream event-time windows see when the news happened.
+    """
+
+    def __init__(self, config: ContentConfig = ContentConfig()):
+        super().__init__()
+        self._config = config
+
+    def expand(self, pcoll):
+        out = pcoll | "Extract" >> beam.ParDo(_ExtractFn(self._config, shared.Shared())).with_outputs(
+            DEAD_LETTER_TAG, main="main"
+        )
+        timestamped = out.main | "StampEventTime" >> beam.Map(
+            lambda a: beam.window.TimestampedValue(a, a.event_time)
+        ).with_output_types(Article)
+        return {"main": timestamped, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
+
+
+for _t in (RawDocument, Article, DeadLetter):
+    beam.coders.registry.register_coder(_t, beam.coders.RowCoder)

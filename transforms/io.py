@@ -1,0 +1,289 @@
+"""I/O at the edges: landing-file, Pub/Sub and Kafka sources; Parquet and cluster-snapshot sinks.
+
+Sources all produce ``bytes`` (one JSON RawDocument each) so the same content
+transforms run behind every source. Sinks write content-addressed Parquet files
+(``newsflow.stores.parquet``) so replays never add files or rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms import trigger, window
+
+from newsflow.stores.parquet import write_records
+from newsflow.stores.redis_conn import connect
+from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
+from schemas import ARTICLE_SCHEMA, CLUSTER_SCHEMA, DEAD_LETTER_SCHEMA, RAW_DOCUMENT_SCHEMA, Article, DeadLetter
+from schemas._arrow import datetime_to_epoch
+from transforms.deadletter import METRICS_NAMESPACE
+
+
+# ---------------------------------------------------------------------------------- sources
+class ReadLandingFiles(beam.PTransform):
+    """Bounded replay of landing files -> bytes, one JSON RawDocument per element.
+
+    Args:
+      patterns: file patterns, local or ``gs://`` (``*.jsonl``, ``*.jsonl.gz``, ``*.parquet``).
+      file_format: ``"jsonl"`` (gzip detected from the ``.gz`` suffix) or ``"parquet"``
+        (columns of ``schemas.RAW_DOCUMENT_SCHEMA``).
+    """
+
+    def __init__(self, patterns: list[str], file_format: str = "jsonl"):
+        super().__init__()
+        if file_format not in ("jsonl", "parquet"):
+            raise ValueError(f"file_format must be 'jsonl' or 'parquet', got {file_format!r}")
+        self._patterns = list(patterns)
+        self._format = file_format
+
+    def expand(self, pbegin):
+        if self._format == "jsonl":
+            reads = [
+                pbegin | f"ReadJsonl[{i}]" >> beam.io.ReadFromText(p, coder=beam.coders.BytesCoder())
+                for i, p in enumerate(self._patterns)
+            ]
+        else:
+            reads = [
+                pbegin
+                | f"ReadParquet[{i}]" >> beam.io.ReadFromParquet(p, columns=RAW_DOCUMENT_SCHEMA.names)
+                | f"ParquetRowToJson[{i}]" >> beam.Map(_parquet_row_to_json)
+                for i, p in enumerate(self._patterns)
+            ]
+        return reads[0] if len(reads) == 1 else tuple(reads) | "FlattenInputs" >> beam.Flatten()
+
+
+def _parquet_row_to_json(row: dict) -> bytes:
+    import base64
+
+    d = dict(row)
+    body = d.pop("body", None)
+    d["body_b64"] = None if body is None else base64.b64encode(body).decode("ascii")
+    for key in ("fetch_time", "published_time"):
+        value = d.get(key)
+        if isinstance(value, dt.datetime):
+            d[key] = datetime_to_epoch(value)
+    return json.dumps(d, default=str).encode("utf-8")
+
+
+class ReadPubSubMessages(beam.PTransform):
+    """Unbounded: Pub/Sub messages (one JSON RawDocument each) -> bytes. For Dataflow."""
+
+    def __init__(self, subscription: str):
+        super().__init__()
+        self._subscription = subscription
+
+    def expand(self, pbegin):
+        return pbegin | "ReadPubSub" >> beam.io.ReadFromPubSub(subscription=self._subscription)
+
+
+class ReadKafkaMessages(beam.PTransform):
+    """Unbounded: Kafka record values (one JSON RawDocument each) -> bytes. For Flink.
+
+    Uses Beam's cross-language ``ReadFromKafka`` (needs a Java expansion service on the runner).
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, group_id: str = "newsflow"):
+        super().__init__()
+        self._bootstrap = bootstrap_servers
+        self._topic = topic
+        self._group = group_id
+
+    def expand(self, pbegin):
+        from apache_beam.io.kafka import ReadFromKafka
+
+        return (
+            pbegin
+            | "ReadKafka" >> ReadFromKafka(
+                consumer_config={"bootstrap.servers": self._bootstrap, "group.id": self._group},
+                topics=[self._topic],
+            )
+            | "KafkaValues" >> beam.Map(lambda kv: kv[1])
+        )
+
+
+# ------------------------------------------------------------------------------------ sinks
+@dataclass(frozen=True)
+class SinkConfig:
+    """Where and how the Parquet datasets are written.
+
+    Attributes:
+      output_root: local directory or ``gs://bucket/prefix``; datasets go to
+        ``<root>/articles``, ``<root>/clusters``, ``<root>/deadletters``.
+      streaming: in streaming mode files are flushed every ``flush_seconds`` of processing
+        time (global window, repeated processing-time trigger: no element is ever late and
+        dropped); in batch mode once at the end.
+      flush_seconds: processing-time flush interval in streaming mode.
+      shards_per_partition: files per partition and flush (rows routed by article/cluster id hash).
+    """
+
+    output_root: str
+    streaming: bool = False
+    flush_seconds: int = 60
+    shards_per_partition: int = 1
+
+
+def _date_of(epoch_s: float | None) -> str:
+    if epoch_s is None:
+        return "date=unknown"
+    return "date=" + dt.datetime.fromtimestamp(epoch_s, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _shard(key: str, shards: int) -> int:
+    return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:8], 16) % max(1, shards)
+
+
+def _flush_windowing(config: SinkConfig):
+    if config.streaming:
+        return beam.WindowInto(
+            window.GlobalWindows(),
+            trigger=trigger.Repeatedly(trigger.AfterProcessingTime(config.flush_seconds)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+    return beam.WindowInto(window.GlobalWindows())
+
+
+class _WritePartitionFn(beam.DoFn):
+    """(partition, shard), records -> one content-addressed Parquet file; emits its path."""
+
+    def __init__(self, root: str, dataset: str, schema, sort_field: str, dedupe: bool):
+        self._root = root
+        self._dataset = dataset
+        self._schema = schema
+        self._sort_field = sort_field
+        self._dedupe = dedupe
+        self.files = Metrics.counter(METRICS_NAMESPACE, f"parquet_files_{dataset}")
+        self.rows = Metrics.counter(METRICS_NAMESPACE, f"parquet_rows_{dataset}")
+
+    def process(self, element):
+        (partition, _shard_id), records = element
+        records = list(records)
+        if self._dedupe:
+            by_key = {}
+            for r in records:  # same id twice (e.g. one article from two feeds): keep one, deterministically
+                k = getattr(r, self._sort_field)
+                by_key[k] = r if k not in by_key else max(by_key[k], r, key=repr)
+            records = list(by_key.values())
+        sort_field = self._sort_field
+        path = write_records(
+            self._root, self._dataset, partition, records, self._schema,
+            sort_key=lambda r: (getattr(r, sort_field), repr(r)),
+        )
+        if path:
+            self.files.inc()
+            self.rows.inc(len(records))
+            yield path
+
+
+class WriteArticles(beam.PTransform):
+    """Articles -> ``<root>/articles/date=YYYY-MM-DD/part-<hash>.parquet`` (by event date, UTC).
+
+    Cluster ids are re-read from Redis just before writing, so rows carry the cluster an
+    article belongs to after any merge (``nf:a2c`` is rewritten on merge).
+    """
+
+    def __init__(self, config: SinkConfig, redis_url: str | None, store: StoreConfig = StoreConfig()):
+        super().__init__()
+        self._config = config
+        self._redis_url = redis_url
+        self._store = store
+
+    def expand(self, pcoll):
+        cfg = self._config
+        return (
+            pcoll
+            | "Window" >> _flush_windowing(cfg)
+            | "KeyByPartition" >> beam.Map(
+                lambda a: ((_date_of(a.event_time), _shard(a.article_id, cfg.shards_per_partition)), a)
+            )
+            | "Group" >> beam.GroupByKey()
+            | "ResolveClusters" >> beam.ParDo(_ResolveClusterIdsFn(self._redis_url, self._store))
+            | "Write" >> beam.ParDo(_WritePartitionFn(cfg.output_root, "articles", ARTICLE_SCHEMA, "article_id", True))
+        )
+
+
+class _ResolveClusterIdsFn(beam.DoFn):
+    def __init__(self, redis_url, store: StoreConfig):
+        self._redis_url = redis_url
+        self._store_config = store
+
+    def setup(self):
+        self._store = RedisClusterStore(connect(self._redis_url), self._store_config)
+
+    def process(self, element):
+        key, articles = element
+        articles = list(articles)
+        ids = [a.article_id for a in articles]
+        current = self._store.client.hmget(f"{self._store_config.prefix}:a2c", ids) if ids else []
+        out = []
+        for a, cid in zip(articles, current):
+            out.append(a._replace(cluster_id=cid.decode()) if cid is not None else a)
+        yield key, out
+
+
+class WriteClusterSnapshots(beam.PTransform):
+    """Cluster ids touched -> their current state read from Redis -> Parquet.
+
+    ``<root>/clusters/date=YYYY-MM-DD/part-<hash>.parquet`` partitioned by the cluster's
+    earliest event date. Each flush writes the state of the clusters touched since the
+    previous flush (merged clusters included, with ``merged_into`` set).
+    """
+
+    def __init__(self, config: SinkConfig, redis_url: str | None, store: StoreConfig = StoreConfig()):
+        super().__init__()
+        self._config = config
+        self._redis_url = redis_url
+        self._store = store
+
+    def expand(self, pcoll):
+        cfg = self._config
+        return (
+            pcoll
+            | "Window" >> _flush_windowing(cfg)
+            | "KeyByShard" >> beam.Map(lambda cid: (_shard(cid, cfg.shards_per_partition), cid))
+            | "Group" >> beam.GroupByKey()
+            | "ReadState" >> beam.ParDo(_ReadClustersFn(self._redis_url, self._store))
+            | "GroupByDate" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(_WritePartitionFn(cfg.output_root, "clusters", CLUSTER_SCHEMA, "cluster_id", True))
+        )
+
+
+class _ReadClustersFn(beam.DoFn):
+    def __init__(self, redis_url, store: StoreConfig):
+        self._redis_url = redis_url
+        self._store_config = store
+
+    def setup(self):
+        self._store = RedisClusterStore(connect(self._redis_url), self._store_config)
+
+    def process(self, element):
+        shard, cluster_ids = element
+        ids = sorted(set(cluster_ids))
+        for i in range(0, len(ids), 500):
+            for cluster in self._store.get_clusters(ids[i : i + 500]):
+                if cluster is not None:
+                    yield (_date_of(cluster.earliest_time), shard), cluster
+
+
+class WriteDeadLetters(beam.PTransform):
+    """DeadLetters -> ``<root>/deadletters/step=<step>/part-<hash>.parquet``."""
+
+    def __init__(self, config: SinkConfig):
+        super().__init__()
+        self._config = config
+
+    def expand(self, pcoll):
+        cfg = self._config
+        return (
+            pcoll
+            | "Window" >> _flush_windowing(cfg)
+            | "KeyByStep" >> beam.Map(lambda d: ((f"step={d.step}", 0), d)).with_input_types(DeadLetter)
+            | "Group" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(
+                _WritePartitionFn(cfg.output_root, "deadletters", DEAD_LETTER_SCHEMA, "payload", False)
+            )
+        )
