@@ -1,0 +1,490 @@
+"""64-bit SimHash fingerprints of article text, for near-duplicate detection.
+
+SimHash (Charikar, "Similarity estimation techniques from rounding
+algorithms", STOC 2002) maps a weighted set of features to a 64-bit
+fingerprint such that similar sets get fingerprints with a small Hamming
+distance. Manku, Jain and Das Sarma ("Detecting near-duplicates for web
+crawling", WWW 2007) showed that 64-bit SimHash with a Hamming distance of at
+most 3 finds near-duplicate web pages; newsflow uses that threshold (see
+``DESIGN.md``) together with the band index in :mod:`newsflow.lsh`.
+
+The fingerprint of a text is fully specified here, so that any process, machine
+or language can reproduce it bit for bit:
+
+1. **Normalization**: Unicode NFKC, then ``str.casefold()``.
+2. **Tokenization**: every match of the regex ``\\w+`` (Python ``re``, Unicode
+   word characters: letters, digits, underscore, in any script).
+3. **Shingles (features)**: word 3-grams, the three tokens joined by a single
+   space (``"the quick brown"``). A text with 1 or 2 tokens uses its tokens as
+   unigram features. A text with no tokens has no features.
+4. **Feature hash** (64 bits, unsigned). A feature string is split on single
+   spaces into words ``p_1 .. p_m`` (``m = 3`` for a shingle, 1 for a unigram).
+   Each word is hashed with BLAKE2b-64:
+   ``w(p) = int.from_bytes(hashlib.blake2b(p.encode("utf-8"), digest_size=8).digest(), "big")``
+   (the whole 8-byte digest, no key/salt/person). The words are chained
+   through the splitmix64 finalizer ``mix64``:
+   ``h_0 = 0``, ``h_i = mix64(h_{i-1} XOR w(p_i))``, feature hash ``= h_m``.
+   ``mix64(z)`` (all arithmetic modulo 2**64) is
+   ``z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27; z *= 0x94D049BB133111EB; z ^= z >> 31``
+   (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
+   OOPSLA 2014; constants from Vigna's ``splitmix64.c``). ``mix64`` is a
+   bijection with full avalanche, so feature hashes are uniform and
+   order-sensitive (``"a b c"`` and ``"c b a"`` differ). Hashing words rather
+   than whole shingles lets :func:`simhash_many` hash each distinct word once
+   per batch and combine words into shingle hashes with vectorized numpy
+   arithmetic. Python's ``hash()`` is never used: it is salted per process.
+5. **Weights**: a feature's weight is the number of times it occurs in the
+   text (repeated shingles count once per occurrence).
+6. **Bit accounting** (Charikar): for each bit position ``j`` (0 = least
+   significant), ``V[j] = sum(w for features whose hash has bit j set) -
+   sum(w for features whose hash has bit j clear)``; bit ``j`` of the
+   fingerprint is 1 iff ``V[j] > 0`` (ties give 0). Equivalently: iff the
+   weight of features with bit ``j`` set is more than half the total weight.
+   No features (empty text) gives fingerprint 0.
+
+With the same features, weights and feature hash, the PyPI ``simhash`` package
+(``simhash.Simhash(features, hashfunc=lambda b: feature_hash(b.decode()).to_bytes(8, "big"))``)
+returns identical fingerprints; the tests and ``benchmarks/simhash.py`` check
+this.
+
+LSH bands (:func:`bands`): band ``i`` of a fingerprint is bits
+``[i * band_bits, (i + 1) * band_bits)`` counting from the least significant
+bit, i.e. ``(fp >> (i * band_bits)) & (2**band_bits - 1)``. The in-memory
+:class:`newsflow.lsh.BandIndex` and the Redis-backed store in
+``newsflow/stores/`` both use this function, so their band keys agree.
+
+Example:
+  >>> fp = simhash("Storm hits the coast; thousands without power.")
+  >>> len(to_hex(fp))
+  16
+  >>> hamming(fp, simhash("STORM hits the coast, thousands without power!"))
+  0
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from hashlib import blake2b
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+FINGERPRINT_BITS = 64
+"""Width of a fingerprint in bits."""
+
+SHINGLE_SIZE = 3
+"""Default shingle size: word 3-grams."""
+
+MAX_FINGERPRINT = (1 << FINGERPRINT_BITS) - 1
+
+_MASK64 = MAX_FINGERPRINT
+_MIX_C1 = 0xBF58476D1CE4E5B9
+_MIX_C2 = 0x94D049BB133111EB
+_TOKEN_RE = re.compile(r"\w+")
+_HEX_RE = re.compile(r"[0-9a-fA-F]{16}")
+
+
+def normalize(text: str) -> str:
+    """Normalizes text for fingerprinting: Unicode NFKC, then casefold.
+
+    Args:
+      text: any Unicode string.
+
+    Returns:
+      The normalized string.
+
+    Raises:
+      TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def tokenize(text: str) -> list[str]:
+    """Splits text into normalized word tokens.
+
+    Normalizes with :func:`normalize` (NFKC + casefold) and returns every match
+    of the Unicode regex ``\\w+``, in order.
+
+    Args:
+      text: any Unicode string.
+
+    Returns:
+      The tokens, e.g. ``tokenize("Hello, World!") == ["hello", "world"]``.
+
+    Raises:
+      TypeError: ``text`` is not a ``str``.
+    """
+    return _TOKEN_RE.findall(normalize(text))
+
+
+def shingles(tokens: Sequence[str], k: int = SHINGLE_SIZE) -> list[str]:
+    """Word k-gram shingles of a token sequence, joined by single spaces.
+
+    Args:
+      tokens: tokens as returned by :func:`tokenize`.
+      k: shingle size in tokens, >= 1.
+
+    Returns:
+      ``len(tokens) - k + 1`` shingles in order (repeats kept) when there are
+      at least ``k`` tokens; otherwise the tokens themselves as unigrams
+      (an empty list for no tokens).
+
+    Raises:
+      ValueError: ``k < 1``.
+    """
+    if k < 1:
+        raise ValueError(f"shingle size k must be >= 1, got {k}")
+    n = len(tokens)
+    if n < k:
+        return list(tokens)
+    if k == 1:
+        return list(tokens)
+    if k == 3:
+        return [" ".join(g) for g in zip(tokens, tokens[1:], tokens[2:])]
+    return [" ".join(tokens[i : i + k]) for i in range(n - k + 1)]
+
+
+def _mix64_int(z: int) -> int:
+    """splitmix64 finalizer on a Python int (see the module docstring)."""
+    z ^= z >> 30
+    z = (z * _MIX_C1) & _MASK64
+    z ^= z >> 27
+    z = (z * _MIX_C2) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer on a uint64 array (wrapping multiplication); modifies ``z``."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(_MIX_C1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(_MIX_C2)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def _word_hashes(words: Iterable[str]) -> np.ndarray:
+    """BLAKE2b-64 (big-endian) of the UTF-8 of each word, as a uint64 array."""
+    digests = b"".join([blake2b(w.encode("utf-8"), digest_size=8).digest() for w in words])
+    return np.frombuffer(digests, dtype=">u8").astype(np.uint64)
+
+
+def feature_hash(feature: str) -> int:
+    """The 64-bit hash of one feature (module docstring, step 4).
+
+    The feature is split on single spaces into words; each word is hashed with
+    BLAKE2b-64 of its UTF-8 (big-endian) and the words are chained through the
+    splitmix64 finalizer: ``h = 0; for p in words: h = mix64(h ^ w(p))``.
+
+    Args:
+      feature: a shingle (``"storm hits the"``), a unigram, or any string.
+
+    Returns:
+      Unsigned int in ``[0, 2**64)``.
+
+    Raises:
+      TypeError: ``feature`` is not a ``str``.
+    """
+    if not isinstance(feature, str):
+        raise TypeError(f"feature must be str, got {type(feature).__name__}")
+    h = 0
+    for word in feature.split(" "):
+        w = int.from_bytes(blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
+        h = _mix64_int(h ^ w)
+    return h
+
+
+def _feature_hashes(features: list[str]) -> np.ndarray:
+    """Vectorized :func:`feature_hash` over a list of feature strings; uint64 array."""
+    vocab: dict[str, int] = {}
+    lengths = np.empty(len(features), dtype=np.int64)
+    ids: list[int] = []
+    for i, f in enumerate(features):
+        if not isinstance(f, str):
+            raise TypeError(f"features must be str, got {type(f).__name__}: {f!r}")
+        parts = f.split(" ")
+        lengths[i] = len(parts)
+        ids.extend([vocab.setdefault(p, len(vocab)) for p in parts])
+    word = _word_hashes(vocab)[np.asarray(ids, dtype=np.int64)]
+    offsets = np.zeros(len(features), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    h = np.zeros(len(features), dtype=np.uint64)
+    for j in range(int(lengths.max(initial=0))):
+        active = np.flatnonzero(lengths > j)
+        h[active] = _mix64(h[active] ^ word[offsets[active] + j])
+    return h
+
+
+# Per-segment bit counting. Bit b + 16q of a hash is moved into 16-bit lane q of
+# row b (rows b = 0..15, lanes q = 0..3), so one uint64 addition adds four bit
+# counters at once; a lane holds counts up to 65535 features per segment.
+_LANE_MASK = np.uint64(0x0001000100010001)
+_LANE_SHIFTS = np.arange(16, dtype=np.uint64)
+_LANE_OFFSETS = np.array([0, 16, 32, 48], dtype=np.uint64)
+_MAX_LANE_COUNT = 0xFFFF
+
+
+def _segment_bit_counts(hashes: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Counts set bits per segment.
+
+    Args:
+      hashes: uint64 array, shape (n,).
+      starts: int64 array, shape (m,), strictly increasing segment starts, all
+        ``< n``; segment s is ``hashes[starts[s]:starts[s+1]]`` (the last one runs
+        to the end), each at most 65535 long.
+
+    Returns:
+      int64 array (m, 64); ``[s, j]`` = number of hashes in segment s with bit j set.
+    """
+    lanes = (hashes[None, :] >> _LANE_SHIFTS[:, None]) & _LANE_MASK  # (16, n)
+    sums = np.add.reduceat(lanes, starts, axis=1)  # (16, m)
+    counts = (sums[:, :, None] >> _LANE_OFFSETS) & np.uint64(_MAX_LANE_COUNT)  # (16, m, 4): [b, s, q]
+    return counts.transpose(1, 2, 0).reshape(len(starts), 64).astype(np.int64)  # column 16q + b
+
+
+def _counts_per_text(hashes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(n_texts, 64) int64 set-bit counts for consecutive runs of ``lengths`` hashes."""
+    m = len(lengths)
+    out = np.zeros((m, 64), dtype=np.int64)
+    # Split every run into pieces of at most 65535 hashes (lane capacity).
+    pieces = np.maximum(1, -(-lengths // _MAX_LANE_COUNT))
+    pieces[lengths == 0] = 0
+    owner = np.repeat(np.arange(m), pieces)
+    if owner.size == 0:
+        return out
+    text_start = np.zeros(m, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=text_start[1:])
+    first_piece = np.zeros(m, dtype=np.int64)
+    np.cumsum(pieces[:-1], out=first_piece[1:])
+    piece_rank = np.arange(owner.size) - first_piece[owner]
+    starts = text_start[owner] + piece_rank * _MAX_LANE_COUNT
+    counts = _segment_bit_counts(hashes, starts)
+    if owner.size == m:
+        out[:] = counts
+    else:
+        np.add.at(out, owner, counts)
+    return out
+
+
+def _pack_bits(set_bits: np.ndarray) -> np.ndarray:
+    """(m, 64) bool, column j = bit j -> uint64 array (m,)."""
+    packed = np.packbits(set_bits, axis=1, bitorder="little")  # byte k = bits 8k..8k+7
+    return packed.view("<u8").reshape(-1).astype(np.uint64)
+
+
+def simhash_features(features: Iterable[str], weights: Optional[Iterable[float]] = None) -> int:
+    """SimHash of a weighted feature set (Charikar 2002), 64 bits.
+
+    Each feature is hashed with :func:`feature_hash`; bit ``j`` of the result
+    is 1 iff the total weight of features whose hash has bit ``j`` set is more
+    than half of the total weight (ties give 0). A feature listed twice counts
+    twice.
+
+    Args:
+      features: feature strings, e.g. from :func:`shingles`.
+      weights: one non-negative finite weight per feature (int or float), or
+        ``None`` for weight 1 each.
+
+    Returns:
+      Unsigned fingerprint in ``[0, 2**64)``; 0 when there are no features or
+      the total weight is 0.
+
+    Raises:
+      TypeError: a feature is not a ``str``.
+      ValueError: ``weights`` has a different length than ``features``, or a
+        weight is negative or not finite.
+    """
+    if isinstance(features, str):
+        raise TypeError("features must be an iterable of str, not a single str")
+    feats = list(features)
+    if weights is None:
+        w = np.ones(len(feats), dtype=np.float64)
+    else:
+        try:
+            w = np.asarray(list(weights), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("weights must be numbers") from None
+        if w.shape != (len(feats),):
+            raise ValueError(f"got {len(feats)} features but {w.size} weights")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError("weights must be finite and >= 0")
+    hashes = _feature_hashes(feats)
+    total = float(w.sum())
+    if not feats or total == 0.0:
+        return 0
+    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8), bitorder="little").reshape(-1, 64)
+    ones = w @ bits  # (64,), column j = bit j
+    return int(_pack_bits((2.0 * ones > total)[None, :])[0])
+
+
+def simhash(text: str) -> int:
+    """SimHash fingerprint of a text, per the module specification.
+
+    Args:
+      text: any Unicode string.
+
+    Returns:
+      Unsigned 64-bit fingerprint in ``[0, 2**64)``; 0 for text without any
+      ``\\w`` token (e.g. ``""``).
+
+    Raises:
+      TypeError: ``text`` is not a ``str``.
+    """
+    return int(simhash_many([text])[0])
+
+
+def simhash_many(texts: Iterable[str]) -> np.ndarray:
+    """Batch SimHash: the same fingerprints as :func:`simhash`, computed fast.
+
+    Tokens of all texts are mapped to a per-call vocabulary; each distinct word
+    is hashed once (BLAKE2b-64); word hashes are chained into shingle hashes
+    with vectorized splitmix64; set bits are counted per text four counters per
+    uint64 addition (16-bit lanes) with ``np.add.reduceat``. Each occurrence of
+    a shingle contributes weight 1, which equals weighting by count.
+
+    Args:
+      texts: Unicode strings.
+
+    Returns:
+      ``np.ndarray`` of shape ``(n_texts,)``, dtype ``uint64``;
+      ``out[i] == simhash(texts[i])``.
+
+    Raises:
+      TypeError: an element (or ``texts`` itself) is not a ``str``.
+    """
+    if isinstance(texts, str):
+        raise TypeError("texts must be an iterable of str, not a single str")
+    k = SHINGLE_SIZE
+    vocab: dict[str, int] = {}
+    setdefault = vocab.setdefault
+    ids: list[int] = []
+    n_tokens: list[int] = []
+    findall = _TOKEN_RE.findall
+    for text in texts:
+        tokens = findall(normalize(text))
+        n_tokens.append(len(tokens))
+        ids.extend([setdefault(t, len(vocab)) for t in tokens])
+    m = len(n_tokens)
+    out = np.zeros(m, dtype=np.uint64)
+    if not ids:
+        return out
+    word = _word_hashes(vocab)[np.asarray(ids, dtype=np.int64)]  # (N,) per token
+    n = np.asarray(n_tokens, dtype=np.int64)
+    # chain[i] = hash of the (j+1)-gram starting at token i (across text borders;
+    # invalid windows are never selected below).
+    unigram = _mix64(word.copy())
+    chain = unigram
+    for j in range(1, k):
+        chain = _mix64(chain[:-1] ^ word[j:])
+    total = word.size
+    doc = np.repeat(np.arange(m), n)
+    start = np.zeros(m, dtype=np.int64)
+    np.cumsum(n[:-1], out=start[1:])
+    pos_in_doc = np.arange(total) - start[doc]
+    long_doc = n >= k
+    n_features = np.where(long_doc, n - k + 1, n)
+    is_long = long_doc[doc]
+    keep = ~is_long | (pos_in_doc <= n[doc] - k)
+    kgram = np.zeros(total, dtype=np.uint64)
+    kgram[: chain.size] = chain
+    features = np.where(is_long, kgram, unigram)[keep]
+    counts = _counts_per_text(features, n_features)
+    out[:] = _pack_bits(2 * counts > n_features[:, None])
+    out[n_features == 0] = 0
+    return out
+
+
+def _check_fp(fp: int, name: str = "fingerprint") -> int:
+    if isinstance(fp, (bool, np.bool_)) or not isinstance(fp, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(fp).__name__}")
+    fp = int(fp)
+    if fp < 0 or fp > MAX_FINGERPRINT:
+        raise ValueError(f"{name} must be in [0, 2**64), got {fp}")
+    return fp
+
+
+def to_hex(fp: int) -> str:
+    """Formats a fingerprint as 16 lower-case hex characters (zero padded).
+
+    Args:
+      fp: fingerprint in ``[0, 2**64)``.
+
+    Returns:
+      E.g. ``to_hex(255) == "00000000000000ff"``.
+
+    Raises:
+      TypeError: ``fp`` is not an integer.
+      ValueError: ``fp`` is out of range.
+    """
+    return format(_check_fp(fp), "016x")
+
+
+def from_hex(s: str) -> int:
+    """Parses a fingerprint written by :func:`to_hex`.
+
+    Args:
+      s: exactly 16 hex digits (either case); no ``0x`` prefix, sign,
+        whitespace or underscores.
+
+    Returns:
+      The fingerprint in ``[0, 2**64)``.
+
+    Raises:
+      ValueError: ``s`` is not a string of exactly 16 hex digits.
+    """
+    if not isinstance(s, str) or not _HEX_RE.fullmatch(s):
+        raise ValueError(f"fingerprint hex must be exactly 16 hex digits, got {s!r}")
+    return int(s, 16)
+
+
+def hamming(a: int, b: int) -> int:
+    """Hamming distance between two 64-bit fingerprints (number of differing bits).
+
+    Args:
+      a: fingerprint in ``[0, 2**64)``.
+      b: fingerprint in ``[0, 2**64)``.
+
+    Returns:
+      An int in ``[0, 64]``.
+
+    Raises:
+      TypeError: an argument is not an integer.
+      ValueError: an argument is out of range.
+    """
+    return (_check_fp(a, "a") ^ _check_fp(b, "b")).bit_count()
+
+
+def bands(fp: int, n_bands: int = 4, band_bits: int = 16) -> tuple[int, ...]:
+    """Splits a fingerprint into LSH bands.
+
+    Band ``i`` is bits ``[i * band_bits, (i + 1) * band_bits)`` counting from
+    the least significant bit: ``(fp >> (i * band_bits)) & (2**band_bits - 1)``.
+    With the default 4 bands x 16 bits, two fingerprints within Hamming
+    distance 3 share at least one identical band (pigeonhole: 3 differing bits
+    touch at most 3 of the 4 bands). The Redis store in ``newsflow/stores/``
+    uses this same function for its band keys.
+
+    Args:
+      fp: fingerprint in ``[0, 2**64)``.
+      n_bands: number of bands, >= 1.
+      band_bits: bits per band, >= 1; ``n_bands * band_bits`` must be 64.
+
+    Returns:
+      ``n_bands`` ints, each in ``[0, 2**band_bits)``, band 0 first.
+
+    Raises:
+      TypeError: ``fp`` is not an integer.
+      ValueError: ``fp`` is out of range, or the band layout does not cover
+        exactly 64 bits.
+    """
+    fp = _check_fp(fp)
+    if n_bands < 1 or band_bits < 1 or n_bands * band_bits != FINGERPRINT_BITS:
+        raise ValueError(
+            f"n_bands * band_bits must be {FINGERPRINT_BITS} with both >= 1, "
+            f"got {n_bands} x {band_bits}"
+        )
+    mask = (1 << band_bits) - 1
+    return tuple((fp >> (i * band_bits)) & mask for i in range(n_bands))

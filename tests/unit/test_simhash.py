@@ -1,0 +1,327 @@
+"""Tests for newsflow.simhash: hand-computed fingerprints, a bit-loop reference,
+the PyPI ``simhash`` package as a reference tool, and cross-process determinism."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from newsflow.simhash import (
+    bands,
+    feature_hash,
+    from_hex,
+    hamming,
+    shingles,
+    simhash,
+    simhash_features,
+    simhash_many,
+    to_hex,
+    tokenize,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+M64 = (1 << 64) - 1
+
+
+# --- an independent, deliberately plain reference implementation of the spec ---
+
+
+def ref_word_hash(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def ref_mix64(z: int) -> int:
+    # splitmix64 finalizer, Vigna's splitmix64.c
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % (1 << 64)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % (1 << 64)
+    return z ^ (z >> 31)
+
+
+def ref_feature_hash(feature: str) -> int:
+    h = 0
+    for word in feature.split(" "):
+        h = ref_mix64(h ^ ref_word_hash(word))
+    return h
+
+
+def ref_features(text: str) -> list[str]:
+    tokens = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+    if len(tokens) < 3:
+        return tokens
+    return [tokens[i] + " " + tokens[i + 1] + " " + tokens[i + 2] for i in range(len(tokens) - 2)]
+
+
+def ref_simhash(text: str) -> int:
+    v = [0] * 64
+    for feature in ref_features(text):
+        h = ref_feature_hash(feature)
+        for j in range(64):
+            v[j] += 1 if (h >> j) & 1 else -1
+    return sum(1 << j for j in range(64) if v[j] > 0)
+
+
+def ref_popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+PARAGRAPH = (
+    "The storm made landfall early on Tuesday near the mouth of the river, "
+    "cutting power to more than two hundred thousand homes across the region. "
+    "Emergency crews worked through the night to clear fallen trees from the main "
+    "roads, and officials urged residents to stay indoors until the winds eased. "
+    "Schools in four counties will remain closed for the rest of the week."
+)
+
+
+# --- the mixing function, against published splitmix64 outputs ---
+
+
+def test_feature_mixing_matches_published_splitmix64_outputs():
+    # splitmix64 seeded with 0 outputs mix64(k * 0x9E3779B97F4A7C15) for k = 1, 2, 3:
+    # e220a8397b1dcdaf, 6e789e6aa1b965f4, 06c45d188009454f (Vigna, splitmix64.c).
+    gamma = 0x9E3779B97F4A7C15
+    expected = [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+    assert [ref_mix64((k * gamma) & M64) for k in (1, 2, 3)] == expected
+    # A unigram feature is mix64(blake2b64(word)), so feature_hash exposes mix64 on
+    # hashes we can compute directly from hashlib.
+    for word in ["hello", "", "naïve", "東京"]:
+        assert feature_hash(word) == ref_mix64(ref_word_hash(word))
+
+
+# --- fingerprints computed by hand from hashlib ---
+
+
+def test_one_token_text_is_its_feature_hash():
+    w = int.from_bytes(hashlib.blake2b(b"hello", digest_size=8).digest(), "big")
+    assert simhash("Hello!") == ref_mix64(w)
+
+
+def test_two_token_text_is_and_of_the_two_unigram_hashes():
+    # Two features of weight 1: bit j is set iff more than half (i.e. both) have it.
+    h1 = ref_mix64(ref_word_hash("hello"))
+    h2 = ref_mix64(ref_word_hash("world"))
+    assert simhash("Hello, WORLD.") == h1 & h2
+
+
+def test_three_distinct_shingles_give_bitwise_majority():
+    a = ref_feature_hash("a b c")
+    b = ref_feature_hash("b c d")
+    c = ref_feature_hash("c d e")
+    assert simhash("a b c d e") == (a & b) | (a & c) | (b & c)
+
+
+def test_shingle_hash_chains_word_hashes():
+    h = 0
+    for word in ["storm", "hits", "coast"]:
+        h = ref_mix64(h ^ ref_word_hash(word))
+    assert feature_hash("storm hits coast") == h
+    assert feature_hash("coast hits storm") != h
+
+
+def test_repeated_shingles_are_weighted_by_count():
+    # tokens a b c a b c -> shingles: "a b c" x2, "b c a", "c a b"; total weight 4,
+    # a bit is set iff its weight of ones is > 2, i.e. "a b c" plus at least one other.
+    abc, bca, cab = (ref_feature_hash(f) for f in ("a b c", "b c a", "c a b"))
+    assert simhash("a b c a b c") == abc & (bca | cab)
+    assert simhash_features(["a b c", "b c a", "c a b"], [2, 1, 1]) == abc & (bca | cab)
+
+
+def test_empty_and_tokenless_texts_have_fingerprint_zero():
+    assert simhash("") == 0
+    assert simhash("!!! ... ---") == 0
+    assert simhash_features([]) == 0
+    assert list(simhash_many(["", "?"])) == [0, 0]
+
+
+# --- against the bit-loop reference and the PyPI package ---
+
+
+def test_one_word_edit_distance_matches_reference():
+    edited = PARAGRAPH.replace("four counties", "five counties")
+    assert edited != PARAGRAPH
+    ours = hamming(simhash(PARAGRAPH), simhash(edited))
+    assert simhash(PARAGRAPH) == ref_simhash(PARAGRAPH)
+    assert simhash(edited) == ref_simhash(edited)
+    assert ours == ref_popcount(ref_simhash(PARAGRAPH) ^ ref_simhash(edited))
+    # 3 of the 61 shingles differ. Expected distance is about 64 * angle / pi
+    # (Charikar 2002) = 64 * arccos(58/61) / pi ~= 6.4 bits: a short text is not
+    # within distance 3 after a one-word edit, only long ones are.
+    assert 0 < ours < 20
+
+
+def test_matches_pypi_simhash_package_on_same_features_and_weights():
+    import simhash as pypi_simhash
+
+    def hashfunc(b: bytes) -> bytes:
+        return ref_feature_hash(b.decode("utf-8")).to_bytes(8, "big")
+
+    texts = [PARAGRAPH, PARAGRAPH.upper(), "a b c a b c", "Breaking: quake hits city, 3 dead", "x y"]
+    for text in texts:
+        weighted = Counter(shingles(tokenize(text)))
+        expected = pypi_simhash.Simhash(list(weighted.items()), hashfunc=hashfunc).value
+        assert simhash(text) == expected
+        assert simhash_features(list(weighted), list(weighted.values())) == expected
+
+
+WORDS = ["storm", "Storm", "power", "the", "a", "café", "CAFÉ", "ﬁne", "東京", "ß", "SS", "2024", "x_y"]
+text_strategy = st.lists(
+    st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", ", ", ". ", "\n", " — ", "'"])),
+    max_size=40,
+).map(lambda parts: "".join(w + sep for w, sep in parts))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(text_strategy, max_size=6))
+def test_simhash_many_equals_bit_loop_reference(texts):
+    got = simhash_many(texts)
+    assert got.dtype == np.uint64 and got.shape == (len(texts),)
+    assert [int(x) for x in got] == [ref_simhash(t) for t in texts]
+    assert [simhash(t) for t in texts] == [ref_simhash(t) for t in texts]
+
+
+def test_counts_above_16_bit_lane_capacity():
+    # 70,000 copies of one shingle: every set bit is counted 70,000 > 65,535 times,
+    # which overflows a single 16-bit lane, so the text is split into pieces.
+    long_text = "a " * 70_002
+    other = "b c d e"
+    got = simhash_many([other, long_text, other])
+    assert int(got[1]) == ref_feature_hash("a a a")
+    assert int(got[0]) == int(got[2]) == ref_simhash(other)
+    # Two shingles with 39,999 copies each (79,998 features in one text).
+    alternating = " ".join(["p", "q"] * 40_000)  # shingles "p q p" and "q p q", 39,999 + 39,999
+    hp, hq = ref_feature_hash("p q p"), ref_feature_hash("q p q")
+    # equal weights: a bit is set iff both hashes have it
+    assert simhash(alternating) == hp & hq
+
+
+# --- normalization, tokens, shingles ---
+
+
+def test_tokenize_normalizes_nfkc_and_casefold():
+    assert tokenize("Hello, World! It's 2024 — naïve café") == [
+        "hello", "world", "it", "s", "2024", "naïve", "café",
+    ]
+    assert tokenize("ＡＢＣ ﬁne") == ["abc", "fine"]  # fullwidth and ligature via NFKC
+    assert tokenize("STRASSE Straße") == ["strasse", "strasse"]  # casefold ß -> ss
+    assert tokenize("cafe\u0301") == ["café"]  # NFKC composes e + combining acute
+    with pytest.raises(TypeError):
+        tokenize(b"bytes")
+
+
+def test_shingles():
+    assert shingles(["a", "b", "c", "d"]) == ["a b c", "b c d"]
+    assert shingles(["a", "b"]) == ["a", "b"]
+    assert shingles([]) == []
+    assert shingles(["a", "b", "c"], k=2) == ["a b", "b c"]
+    assert shingles(["a", "b", "c", "d", "e"], k=4) == ["a b c d", "b c d e"]
+    with pytest.raises(ValueError):
+        shingles(["a"], k=0)
+
+
+# --- simhash_features argument handling ---
+
+
+def test_simhash_features_weights():
+    assert simhash_features(["x", "x", "y"]) == simhash_features(["x", "y"], [2, 1])
+    assert simhash_features(["x", "y"], [0.5, 0.25]) == simhash_features(["x", "y"], [2, 1])
+    hx, hy = ref_feature_hash("x"), ref_feature_hash("y")
+    assert simhash_features(["x", "y"], [3, 1]) == hx  # 3 > 4/2 for x's bits, 1 < 2 alone
+    assert simhash_features(["x", "y"], [0, 0]) == 0
+    assert simhash_features(["x", "y"], (w for w in [1, 1])) == hx & hy
+    with pytest.raises(ValueError, match="2 features but 3 weights"):
+        simhash_features(["x", "y"], [1, 2, 3])
+    with pytest.raises(ValueError):
+        simhash_features(["x"], [-1])
+    with pytest.raises(ValueError):
+        simhash_features(["x"], [float("nan")])
+    with pytest.raises(TypeError):
+        simhash_features(["x", 3])
+    with pytest.raises(TypeError):
+        simhash_features("a string, not a list")
+    with pytest.raises(TypeError):
+        simhash_many("a string, not a list")
+    with pytest.raises(TypeError):
+        simhash_many(["ok", None])
+
+
+# --- hex, hamming, bands ---
+
+
+def test_hex_round_trip_and_errors():
+    assert to_hex(0) == "0000000000000000"
+    assert to_hex(255) == "00000000000000ff"
+    assert to_hex(M64) == "ffffffffffffffff"
+    assert to_hex(np.uint64(M64)) == "ffffffffffffffff"
+    assert from_hex("00000000000000FF") == 255
+    for fp in [0, 1, 0x0123456789ABCDEF, M64, simhash(PARAGRAPH)]:
+        assert from_hex(to_hex(fp)) == fp
+    for bad in ["", "ff", "0x0123456789abcd", "0123456789abcdeg", " 0123456789abcde",
+                "0123456789abcdef0", "+123456789abcdef", "0123_56789abcdef", None, 12]:
+        with pytest.raises(ValueError):
+            from_hex(bad)
+    with pytest.raises(ValueError):
+        to_hex(-1)
+    with pytest.raises(ValueError):
+        to_hex(1 << 64)
+    with pytest.raises(TypeError):
+        to_hex(1.0)
+
+
+def test_hamming():
+    assert hamming(0, M64) == 64
+    assert hamming(0b1011, 0b0110) == 3
+    assert hamming(12345, 12345) == 0
+    assert hamming(1 << 63, 1) == 2
+    with pytest.raises(ValueError):
+        hamming(-1, 0)
+    with pytest.raises(ValueError):
+        hamming(0, 1 << 64)
+
+
+def test_bands_count_from_least_significant_bit():
+    assert bands(0x0123456789ABCDEF) == (0xCDEF, 0x89AB, 0x4567, 0x0123)
+    assert bands(0x0123456789ABCDEF, n_bands=8, band_bits=8) == (
+        0xEF, 0xCD, 0xAB, 0x89, 0x67, 0x45, 0x23, 0x01,
+    )
+    assert bands(0x0123456789ABCDEF, n_bands=2, band_bits=32) == (0x89ABCDEF, 0x01234567)
+    assert bands(0) == (0, 0, 0, 0)
+    with pytest.raises(ValueError):
+        bands(1, n_bands=4, band_bits=8)
+    with pytest.raises(ValueError):
+        bands(1 << 64)
+
+
+# --- determinism across processes ---
+
+
+def test_fingerprints_are_identical_in_other_processes():
+    texts = [PARAGRAPH, "Hello, WORLD.", "a b c a b c", "東京で地震 Tokyo quake", ""]
+    expected = [to_hex(simhash(t)) for t in texts]
+    code = (
+        "import sys, json\n"
+        "from newsflow.simhash import simhash, simhash_many, to_hex\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([[to_hex(simhash(t)) for t in texts], [to_hex(int(x)) for x in simhash_many(texts)]]))\n"
+    )
+    import json
+
+    for seed in ["0", "12345"]:  # different str-hash salts must not matter
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(REPO))
+        out = subprocess.run(
+            [sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
+            text=True, env=env, cwd=REPO, check=True, timeout=60,
+        ).stdout
+        single, batch = json.loads(out)
+        assert single == expected
+        assert batch == expected
