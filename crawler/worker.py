@@ -1,0 +1,347 @@
+"""Crawl worker: asyncio fetch loop over the shared Redis frontier.
+
+Run any number of workers (processes, machines) against one frontier. Each
+worker leases one task per host at a time, checks robots.txt, fetches with
+limits, parses feeds into new page tasks (deduplicated through the seen-URL
+set), lands article pages (and, when a page cannot be fetched, the feed entry
+as a feed-only document) through a :class:`crawler.landing.Publisher`, and
+reschedules feeds adaptively (:mod:`crawler.schedule`).
+
+Delivery is at-least-once up to the landing buffer: documents are published
+before the lease is completed; a worker killed mid-fetch loses only its lease
+(the task returns after ``lease_s``) and at most ``max_age_s`` of buffered
+documents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+import uuid
+from typing import Optional
+from urllib.parse import urljoin, urlsplit
+
+from crawler.config import CrawlerConfig
+from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
+from crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
+from crawler.frontier import Frontier, Task
+from crawler.robots import RobotsPolicy
+from crawler.schedule import ScheduleConfig, apply_skips, backoff_delay, next_interval, seed_prior, update_rate
+from newsflow.urls import canonicalize_url, source_domain
+from schemas import RawDocument
+
+_HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'#>]+)["']""", re.I)
+_SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
+TRANSIENT = frozenset({"timeout", "network"})
+
+
+def same_site_links(html: bytes, base_url: str, limit: int) -> list[str]:
+    """Absolute same-host http(s) links of an HTML page (no fragments, no media), in page order.
+
+    Args:
+      html: page bytes.
+      base_url: URL of the page (relative links resolve against it).
+      limit: maximum number returned.
+    """
+    host = (urlsplit(base_url).hostname or "").lower()
+    out, seen = [], {base_url.split("#")[0]}
+    for m in _HREF_RE.finditer(html[:2_000_000]):
+        href = m.group(1).decode("utf-8", "replace").strip()
+        url = urljoin(base_url, href).split("#")[0]
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or (parts.hostname or "").lower() != host:
+            continue
+        if parts.path.lower().endswith(_SKIP_EXT) or url in seen:
+            continue
+        seen.add(url)
+        out.append(url)
+        if len(out) >= limit:
+            break
+    return out
+
+
+class CrawlWorker:
+    """One crawl worker process.
+
+    Args:
+      frontier: shared frontier.
+      publisher: where RawDocuments go (e.g. :class:`crawler.landing.LandingWriter`).
+      config: limits, politeness and safety settings.
+      schedule: adaptive schedule settings.
+      worker_id: unique id (default: random).
+      clock: UTC epoch seconds source.
+      rng: random source for jitter.
+    """
+
+    def __init__(self, frontier: Frontier, publisher, config: CrawlerConfig = CrawlerConfig(),
+                 schedule: ScheduleConfig = ScheduleConfig(), worker_id: str = "", clock=time.time,
+                 rng: Optional[random.Random] = None):
+        self.frontier = frontier
+        self.publisher = publisher
+        self.config = config
+        self.schedule = schedule
+        self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:10]}"
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.fetcher: Optional[Fetcher] = None
+        self._robots: dict[str, RobotsPolicy] = {}
+        self.processed = 0
+
+    # ------------------------------------------------------------------ loop
+    async def run(self, max_tasks: Optional[int] = None, duration_s: Optional[float] = None,
+                  idle_exit_s: Optional[float] = None, poll_s: float = 0.05) -> dict:
+        """Crawls until ``max_tasks`` tasks are done, ``duration_s`` passes, or nothing was due for ``idle_exit_s``.
+
+        Returns:
+          ``{"processed": int}`` plus the frontier counters.
+        """
+        self.fetcher = Fetcher(self.config, clock=self.clock)
+        start = time.monotonic()
+        last_work = [time.monotonic()]
+        stop = asyncio.Event()
+
+        async def loop(i: int):
+            while not stop.is_set():
+                if max_tasks is not None and self.processed >= max_tasks:
+                    stop.set()
+                    break
+                if duration_s is not None and time.monotonic() - start >= duration_s:
+                    stop.set()
+                    break
+                now = self.clock()
+                if i == 0:
+                    self.frontier.apply_priorities(now)
+                    self.publisher_maybe_flush()
+                tasks = self.frontier.claim(self.worker_id, now, self.config.lease_s, 1)
+                if not tasks:
+                    if idle_exit_s is not None and time.monotonic() - last_work[0] >= idle_exit_s:
+                        stop.set()
+                        break
+                    await asyncio.sleep(poll_s)
+                    continue
+                last_work[0] = time.monotonic()
+                await self.process(tasks[0])
+                self.processed += 1
+                last_work[0] = time.monotonic()
+
+        try:
+            await asyncio.gather(*(loop(i) for i in range(self.config.concurrency)))
+        finally:
+            self.publisher.flush()
+            await self.fetcher.aclose()
+        return {"processed": self.processed, **self.frontier.stats()}
+
+    def publisher_maybe_flush(self) -> None:
+        """Commits the landing buffer if it is old enough (publishers without ``maybe_flush`` are skipped)."""
+        mf = getattr(self.publisher, "maybe_flush", None)
+        if mf is not None:
+            mf()
+
+    # ------------------------------------------------------------------ robots
+    async def robots_policy(self, url: str) -> RobotsPolicy:
+        """robots.txt policy for ``url``'s scheme/host/port (memory, then Redis, then fetched)."""
+        parts = urlsplit(url)
+        key = f"{parts.scheme}://{parts.netloc.lower()}"
+        now = self.clock()
+        pol = self._robots.get(key)
+        if pol is not None and pol.expires_at > now:
+            return pol
+        cached = self.frontier.robots_get(key)
+        if cached:
+            pol = RobotsPolicy.from_json(cached)
+            if pol.expires_at > now:
+                self._robots[key] = pol
+                return pol
+        res = await self.fetcher.fetch(key + "/robots.txt")
+        # network error, timeout, redirect trouble or an oversized file: "unreachable" (disallow for a while)
+        status = 0 if res.error_kind else res.status
+        body = res.body or b""
+        pol = RobotsPolicy.from_fetch(key, status, body, now)
+        self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
+        self._robots[key] = pol
+        self.frontier.incr("robots_fetched")
+        return pol
+
+    def _host_delay(self, pol: RobotsPolicy, result: Optional[FetchResult] = None) -> float:
+        delay = self.config.min_host_delay_s
+        cd = pol.crawl_delay(self.config.robots_agent)
+        if cd:
+            delay = max(delay, min(cd, self.config.max_host_delay_s))
+        if result is not None and result.retry_after_s is not None:
+            delay = max(delay, min(result.retry_after_s, self.schedule.backoff_cap_s))
+        return delay
+
+    # ------------------------------------------------------------------ tasks
+    async def process(self, task: Task) -> None:
+        """Fetches and handles one leased task, then completes its lease."""
+        now = self.clock()
+        try:
+            pol = await self.robots_policy(task.url)
+        except Exception as e:  # defensive: a robots bug must not kill the worker or leak the lease
+            self.frontier.dead_letter("robots", "robots_error", f"{type(e).__name__}: {e}", now, task.url)
+            self.frontier.complete(task, self.worker_id, self.clock(), self.config.min_host_delay_s,
+                                   now + self.schedule.backoff_base_s if task.kind != "page" else None)
+            return
+        delay = self._host_delay(pol)
+        if not pol.allowed(task.url, self.config.robots_agent):
+            reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
+            self.frontier.incr(reason)
+            if task.kind == "page":
+                self._land_feed_only(task, now, reason)
+                self.frontier.complete(task, self.worker_id, self.clock(), delay, None)
+            else:
+                retry = pol.expires_at if pol.disallow_all else now + self.schedule.max_interval_s
+                self._complete_feed_failure(task, now, delay, reason, f"robots.txt forbids {task.url}",
+                                            min_due=retry)
+            return
+        if task.kind == "page":
+            await self._process_page(task, delay)
+        else:
+            await self._process_feed(task, delay)
+
+    async def _process_feed(self, task: Task, delay: float) -> None:
+        st = task.state
+        res = await self.fetcher.fetch(task.url, st.get("etag", ""), st.get("last_modified", ""), FEED_TYPES)
+        now = self.clock()
+        delay = max(delay, self._host_delay(self._robots_for(task.url), res))
+        if res.error_kind or not (200 <= res.status < 300 or res.status == 304):
+            kind = res.error_kind or f"http_{res.status}"
+            self.frontier.incr(f"feed_error:{kind}")
+            self._complete_feed_failure(task, now, delay, kind, res.error or f"HTTP {res.status}",
+                                        retry_after=res.retry_after_s)
+            return
+        fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "",
+                  "backoff_until": ""}
+        published = []
+        if res.status == 304:
+            new_items, first = 0, False
+            hints = {}
+            self.frontier.incr("feed_not_modified")
+        else:
+            fields["etag"] = res.headers.get("etag", "")
+            fields["last_modified"] = res.headers.get("last-modified", "")
+            try:
+                if task.kind == "sitemap":
+                    entries, children = parse_news_sitemap(res.body, res.final_url)
+                    for child in children:
+                        self.frontier.add(child, "sitemap", now, source=task.url)
+                    parsed_title, hints = "", {}
+                else:
+                    parsed = parse_feed(res.body, res.final_url, res.headers.get("content-type", ""))
+                    entries, parsed_title = parsed.entries, parsed.title
+                    hints = {"ttl_s": parsed.ttl_s, "update_period_s": parsed.update_period_s,
+                             "skip_hours": sorted(parsed.skip_hours), "skip_days": sorted(parsed.skip_days)}
+                    if parsed.warning:
+                        self.frontier.incr("feed_warning")
+            except FeedParseError as e:
+                self.frontier.incr("feed_error:invalid_feed")
+                self.frontier.dead_letter("feed", "invalid_feed", str(e), now, task.url)
+                self._complete_feed_failure(task, now, delay, "invalid_feed", str(e))
+                return
+            fields["title"] = parsed_title
+            fields["hints"] = json.dumps(hints)
+            self._enqueue_entries(task, entries, parsed_title, now)
+            published = [e.published_time for e in entries]
+            new_items, first = self.frontier.count_new_items(task.tid, [e.guid or e.url or "" for e in entries])
+            fields["items"] = len(entries)
+        hints = hints or json.loads(st.get("hints") or "{}")
+        if first or not st.get("alpha"):
+            alpha, beta = seed_prior(self.schedule, published, hints.get("ttl_s"), hints.get("update_period_s"))
+        else:
+            last = float(st.get("last_fetch") or now)
+            alpha, beta = update_rate(float(st["alpha"]), float(st["beta"]), new_items, now - last, self.schedule)
+        interval = next_interval(alpha, beta, self.schedule, self.rng)
+        due = apply_skips(now + interval, hints.get("skip_hours", ()), hints.get("skip_days", ()))
+        fields.update(alpha=repr(alpha), beta=repr(beta), interval_s=round(interval, 1), new_items=new_items,
+                      next_due=round(due, 3), fetches=int(st.get("fetches") or 0) + 1)
+        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields)
+        self.frontier.incr("feeds_fetched" if ok else "lease_lost")
+
+    def _robots_for(self, url: str) -> RobotsPolicy:
+        parts = urlsplit(url)
+        return self._robots[f"{parts.scheme}://{parts.netloc.lower()}"]
+
+    def _enqueue_entries(self, task: Task, entries, feed_title: str, now: float) -> None:
+        source_name = task.state.get("source_name") or feed_title or None
+        for e in entries:
+            if not e.url:
+                self.frontier.incr("entry_without_link")
+                self.frontier.dead_letter("feed", "entry_without_link", (e.title or e.guid or "")[:300], now, task.url)
+                continue
+            try:
+                canonicalize_url(e.url)
+            except ValueError as err:
+                self.frontier.dead_letter("feed", "bad_url", str(err), now, task.url)
+                continue
+            if not self.frontier.mark_seen(e.url, self.config.seen_ttl_s):
+                self.frontier.incr("entry_seen_before")
+                continue
+            meta = {"title": e.title, "summary": e.summary, "published_time": e.published_time,
+                    "source_name": source_name, "feed_url": task.url}
+            self.frontier.add(e.url, "page", now, source=task.url, depth=0, meta=meta)
+            self.frontier.incr("pages_enqueued")
+
+    def _complete_feed_failure(self, task: Task, now: float, delay: float, kind: str, error: str,
+                               retry_after: Optional[float] = None, min_due: Optional[float] = None) -> None:
+        failures = int(task.state.get("failures") or 0) + 1
+        wait = backoff_delay(failures, self.schedule, self.rng, retry_after)
+        due = now + wait
+        if min_due is not None:
+            due = max(due, min_due)
+        fields = {"last_fetch": now, "last_status": kind, "failures": failures, "last_error": error[:300],
+                  "backoff_until": round(due, 3), "next_due": round(due, 3),
+                  "errors": int(task.state.get("errors") or 0) + 1}
+        self.frontier.complete(task, self.worker_id, now, delay, due, fields)
+
+    async def _process_page(self, task: Task, delay: float) -> None:
+        res = await self.fetcher.fetch(task.url, accept_types=PAGE_TYPES)
+        now = self.clock()
+        delay = max(delay, self._host_delay(self._robots_for(task.url), res))
+        if res.ok:
+            h = res.headers
+            m = task.meta
+            doc = RawDocument(
+                url=res.final_url, source_domain=source_domain(res.final_url), fetch_time=res.fetch_time,
+                http_status=res.status, content_type=h.get("content-type", ""),
+                content_language=h.get("content-language", ""), etag=h.get("etag", ""),
+                last_modified=h.get("last-modified", ""), body=res.body, title=m.get("title"),
+                summary=m.get("summary"), published_time=m.get("published_time"),
+                source_name=m.get("source_name"), feed_url=m.get("feed_url"))
+            self.publisher.publish([doc])
+            self.frontier.incr("pages_landed")
+            if self.config.follow_links and task.depth < self.config.follow_links:
+                for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
+                    if self.frontier.mark_seen(link, self.config.seen_ttl_s):
+                        self.frontier.add(link, "page", now, source=task.url, depth=task.depth + 1,
+                                          meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")})
+                        self.frontier.incr("links_enqueued")
+            ok = self.frontier.complete(task, self.worker_id, now, delay, None)
+            if not ok:
+                self.frontier.incr("lease_lost")
+            return
+        kind = res.error_kind or f"http_{res.status}"
+        self.frontier.incr(f"page_error:{kind}")
+        attempts = int(task.meta.get("attempts") or 0) + 1
+        transient = kind in TRANSIENT or res.status >= 500 or res.status == 429
+        if transient and attempts < self.config.page_attempts:
+            wait = backoff_delay(attempts, self.schedule, self.rng, res.retry_after_s)
+            meta = dict(task.meta, attempts=attempts, last_error=kind)
+            self.frontier.complete(task, self.worker_id, now, delay, now + wait,
+                                   {"meta": json.dumps(meta, ensure_ascii=False)})
+            return
+        self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}")
+        self.frontier.complete(task, self.worker_id, now, delay, None)
+
+    def _land_feed_only(self, task: Task, now: float, reason: str, detail: str = "") -> None:
+        """Lands the feed entry without a body when its page cannot be fetched; else dead-letters it."""
+        m = task.meta
+        if m.get("title") or m.get("summary"):
+            self.publisher.publish([RawDocument(
+                url=task.url, source_domain=source_domain(task.url), fetch_time=now, http_status=0,
+                title=m.get("title"), summary=m.get("summary"), published_time=m.get("published_time"),
+                source_name=m.get("source_name"), feed_url=m.get("feed_url"))])
+            self.frontier.incr("feed_only_landed")
+        self.frontier.dead_letter("page", reason, detail or reason, now, task.url)

@@ -1,0 +1,153 @@
+"""Fetcher limits and safety against real HTTP servers on 127.0.0.1."""
+
+import asyncio
+import gzip
+import time
+
+import pytest
+
+from crawler.config import CrawlerConfig
+from crawler.fetch import PAGE_TYPES, Fetcher, parse_retry_after
+from crawler.httpserver import HttpServer, Response
+from crawler.safety import AddressPolicy, UnsafeAddressError, is_forbidden_ip
+
+PAGE = ("<html><body>" + "caf\u00e9 " * 500 + "</body></html>").encode("utf-8")
+
+
+def handler(req):
+    p = req.path
+    if p == "/gzip":
+        return Response(200, {"Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"},
+                        gzip.compress(PAGE))
+    if p == "/etag":
+        if req.headers.get("if-none-match") == '"v1"':
+            return Response(304, {"ETag": '"v1"'}, b"")
+        return Response(200, {"Content-Type": "text/html", "ETag": '"v1"', "Last-Modified":
+                              "Mon, 10 Mar 2014 10:00:00 GMT"}, PAGE)
+    if p == "/loop-a":
+        return Response(302, {"Location": "/loop-b"}, b"")
+    if p == "/loop-b":
+        return Response(301, {"Location": "/loop-a"}, b"")
+    if p.startswith("/chain/"):
+        n = int(p.rsplit("/", 1)[1])
+        return Response(302, {"Location": f"/chain/{n + 1}"}, b"")
+    if p == "/big":
+        return Response(200, {"Content-Type": "text/html"}, b"x" * 300_000)
+    if p == "/big-chunked":
+        return Response(200, {"Content-Type": "text/html"}, ((0, b"y" * 10_000) for _ in range(100)))
+    if p == "/gzip-bomb":
+        return Response(200, {"Content-Type": "text/html", "Content-Encoding": "gzip"}, gzip.compress(b"\0" * 5_000_000))
+    if p == "/slow":
+        return Response(200, {"Content-Type": "text/html"}, ((0.2, b"<p>drip</p>") for _ in range(50)))
+    if p == "/to-private":
+        return Response(302, {"Location": "http://10.1.2.3/internal"}, b"")
+    if p == "/to-metadata":
+        return Response(307, {"Location": "http://169.254.169.254/latest/meta-data/"}, b"")
+    if p == "/busy":
+        return Response(503, {"Retry-After": "7", "Content-Type": "text/plain"}, b"busy")
+    if p == "/pdf":
+        return Response(200, {"Content-Type": "application/pdf"}, b"%PDF-1.4")
+    return Response(404, {"Content-Type": "text/plain"}, b"nope")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with HttpServer(handler) as s:
+        yield s
+
+
+def fetch(url, **kw):
+    cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), total_timeout_s=kw.pop("total", 5.0),
+                        max_body_bytes=kw.pop("max_body", 200_000), max_redirects=kw.pop("max_redirects", 5))
+
+    async def go():
+        f = Fetcher(cfg)
+        try:
+            return await f.fetch(url, **kw)
+        finally:
+            await f.aclose()
+
+    return asyncio.run(go())
+
+
+def test_gzip_body_is_decoded(server):
+    r = fetch(server.base_url + "/gzip")
+    assert r.ok and r.body == PAGE and r.headers["content-encoding"] == "gzip"
+
+
+def test_conditional_get_304(server):
+    first = fetch(server.base_url + "/etag")
+    assert first.status == 200 and first.headers["etag"] == '"v1"'
+    second = fetch(server.base_url + "/etag", etag='"v1"', last_modified=first.headers["last-modified"])
+    assert second.status == 304 and second.body is None and not second.error_kind
+    assert server.log[-1].headers["if-none-match"] == '"v1"'
+    assert server.log[-1].headers["if-modified-since"] == "Mon, 10 Mar 2014 10:00:00 GMT"
+
+
+def test_redirect_loop_and_limit(server):
+    r = fetch(server.base_url + "/loop-a")
+    assert r.error_kind == "redirect_loop"
+    r = fetch(server.base_url + "/chain/0", max_redirects=3)
+    assert r.error_kind == "too_many_redirects"
+    assert sum(1 for e in server.log if e.path.startswith("/chain/")) == 4  # first request + 3 redirects
+
+
+def test_oversized_bodies_cut_off(server):
+    assert fetch(server.base_url + "/big").error_kind == "too_large"
+    assert fetch(server.base_url + "/big-chunked").error_kind == "too_large"
+    bomb = fetch(server.base_url + "/gzip-bomb")
+    assert bomb.error_kind == "too_large" and bomb.body is None
+
+
+def test_endlessly_slow_response_cut_off(server):
+    t0 = time.monotonic()
+    r = fetch(server.base_url + "/slow", total=1.0)
+    assert r.error_kind == "timeout" and r.body is None
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_redirects_to_private_addresses_refused(server):
+    r = fetch(server.base_url + "/to-private")
+    assert r.error_kind == "unsafe_address" and "10.1.2.3" in r.error
+    r = fetch(server.base_url + "/to-metadata")
+    assert r.error_kind == "unsafe_address" and "169.254.169.254" in r.error
+    assert not any(e.path == "/internal" for e in server.log)
+
+
+def test_loopback_refused_without_allow_list(server):
+    async def go(url):
+        f = Fetcher(CrawlerConfig())
+        try:
+            return await f.fetch(url)
+        finally:
+            await f.aclose()
+
+    time.sleep(0.2)  # let earlier requests finish logging
+    before = sum(1 for e in server.log if e.path == "/gzip")
+    r = asyncio.run(go(server.base_url + "/gzip"))
+    assert r.error_kind == "unsafe_address"
+    r = asyncio.run(go(f"http://localhost:{server.port}/gzip"))  # after DNS resolution
+    assert r.error_kind == "unsafe_address"
+    time.sleep(0.2)
+    assert sum(1 for e in server.log if e.path == "/gzip") == before  # no request was sent
+
+
+def test_retry_after_and_content_type(server):
+    r = fetch(server.base_url + "/busy")
+    assert r.status == 503 and r.retry_after_s == 7.0
+    r = fetch(server.base_url + "/pdf", accept_types=PAGE_TYPES)
+    assert r.error_kind == "bad_content_type" and r.body is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480.0 - 60) == 60.0
+    assert parse_retry_after("soon", now=0) is None
+
+
+def test_address_classification():
+    for ip in ("127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "::1", "fe80::1",
+               "100.64.0.1", "0.0.0.0", "::ffff:127.0.0.1", "fd00:ec2::254", "224.0.0.1"):
+        assert is_forbidden_ip(ip), ip
+    for ip in ("8.8.8.8", "151.101.1.69", "2a04:4e42::81"):
+        assert not is_forbidden_ip(ip), ip
+    pol = AddressPolicy(["127.0.0.1"])
+    assert pol.ip_allowed("127.0.0.1") and not pol.ip_allowed("127.0.0.2")
+    with pytest.raises(UnsafeAddressError):
+        asyncio.run(AddressPolicy().check_host("metadata.google.internal", 80))
