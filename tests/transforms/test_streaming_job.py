@@ -1,0 +1,203 @@
+"""The streaming job end to end on the local runners: bad input, replay idempotence, TestStream order/lateness."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing import test_stream
+from apache_beam.testing.util import assert_that, equal_to
+
+from newsflow.simhash import hamming, simhash
+from newsflow.stores.parquet import list_files, read_dataset
+from newsflow.stores.redis_store import RedisClusterStore
+from newsflow.urls import article_id
+from pipelines.streaming import JobConfig, ProcessRawDocuments, build_pipeline, job_config_from_options, make_runner
+from schemas import RawDocument
+from tests.conftest import REPO_ROOT
+from tests.integration.test_redis_store import dump
+from transforms.cluster import ClusterConfig
+from transforms.content import ContentConfig
+from transforms.io import SinkConfig, WriteArticles
+
+ARTICLE_HTML = (
+    "<html><head><title>Council approves new riverside park</title></head><body><article>"
+    "<h1>Council approves new riverside park</h1>"
+    + "".join(
+        f"<p>The city council voted on Tuesday to approve plan number {i} for the riverside park, "
+        "which will add walking paths, a playground and flood defences along the old docks.</p>"
+        for i in range(8)
+    )
+    + "</article></body></html>"
+).encode()
+
+
+def feed_doc(url: str, title: str, t: float, domain: str | None = None) -> dict:
+    return RawDocument(url=url, source_domain=domain or url.split("/")[2], fetch_time=t, title=title,
+                       published_time=t).to_json_dict()
+
+
+def line(d) -> bytes:
+    return json.dumps(d).encode()
+
+
+def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
+    opts = PipelineOptions(["--input", landing, "--output", output or str(tmp_path / "out"), "--runner", "DirectRunner"])
+    config = job_config_from_options(opts)
+    config = JobConfig(**{**config.__dict__, "redis_url": redis_url,
+                          "cluster": ClusterConfig(redis_url=redis_url, store=config.cluster.store)})
+    p = beam.Pipeline(runner=make_runner(opts), options=opts)
+    build_pipeline(p, config)
+    result = p.run()
+    result.wait_until_finish()
+    return result
+
+
+def write_landing(path, lines: list[bytes]) -> str:
+    with gzip.open(path, "wb") as f:
+        for ln in lines:
+            f.write(ln + b"\n")
+    return str(path)
+
+
+def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed(tmp_path, redis_server):
+    _, url = redis_server
+    good_page = RawDocument(url="https://news.example.org/park", source_domain="news.example.org", fetch_time=1.7e9,
+                            http_status=200, content_type="text/html; charset=utf-8", body=ARTICLE_HTML).to_json_dict()
+    good_feed = feed_doc("https://wire.example.com/a1", "Storm closes ports along the northern coast", 1.7e9)
+    bad = {
+        b"{not json": "invalid_json",
+        b"\xff\xfe\x00garbage": "undecodable",
+        b"[1, 2, 3]": "missing_fields",
+        line({"source_domain": "x.com", "fetch_time": 1}): "missing_fields",
+        line({"url": "https://x.com/a", "source_domain": "x.com", "fetch_time": "yesterday"}): "missing_fields",
+        line({"url": "https://x.com/b", "source_domain": "x.com", "fetch_time": 1, "body_b64": "%%%"}): "missing_fields",
+    }
+    bad_docs = {
+        "https://x.com/404": ("http_error", dict(http_status=404, body=b"<html><body>Not found</body></html>")),
+        "https://x.com/empty": ("not_an_article", dict(http_status=200, body=b"<html><body><nav>Home</nav></body></html>")),
+        "https://x.com/binary": ("undecodable", dict(http_status=200, body=bytes(range(256)) * 40)),
+        "https://x.com/truncated": ("broken_html", dict(http_status=200, body=b"<html><head><title>Cut off</title></head>")),
+        "https://x.com/huge": ("too_large", dict(http_status=200, body=b"<p>" + b"a" * 6_000_000 + b"</p>")),
+        "javascript:alert(1)": ("bad_url", dict(title="Hostile", summary="a feed entry with a hostile URL")),
+        "https://x.com/nothing": ("missing_fields", dict()),
+    }
+    lines = [line(good_page), line(good_feed)] + list(bad)
+    for u, (_, fields) in bad_docs.items():
+        lines.append(line(RawDocument(url=u, source_domain="x.com", fetch_time=1.7e9, **fields).to_json_dict()))
+    landing = write_landing(tmp_path / "in.jsonl.gz", lines)
+
+    result = run_job(tmp_path, url, landing)
+
+    dl = read_dataset(str(tmp_path / "out"), "deadletters").to_pylist()
+    got = sorted((d["step"], d["error_type"], d["payload"]) for d in dl if d["step"] == "parse")
+    assert got == sorted(("parse", et, payload) for payload, et in bad.items())
+    got_extract = {d["url"]: d["error_type"] for d in dl if d["step"] == "extract"}
+    assert got_extract == {u: et for u, (et, _) in bad_docs.items()}
+    assert all(d["error"] for d in dl)
+    # every dead letter carries a payload that parses back to the original document
+    for d in dl:
+        if d["step"] == "extract":
+            assert RawDocument.from_json_dict(json.loads(d["payload"])).url == d["url"]
+    articles = read_dataset(str(tmp_path / "out"), "articles").to_pylist()
+    assert sorted(a["url"] for a in articles) == ["https://news.example.org/park", "https://wire.example.com/a1"]
+    park = next(a for a in articles if a["url"].endswith("/park"))
+    assert "riverside park" in park["text"] and park["language"] == "en" and park["cluster_id"]
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+    assert counters["dead_lettered_parse"] == len(bad)
+    assert counters["dead_lettered_extract"] == len(bad_docs)
+    assert counters["clustered"] == 2
+
+
+def _corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
+    out = []
+    for name, n in (("pages.jsonl.gz", n_pages), ("headlines.jsonl.gz", n_headlines)):
+        with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", name), "rb") as f:
+            for i, ln in enumerate(f):
+                if i >= n:
+                    break
+                out.append(ln.rstrip(b"\n"))
+    return write_landing(tmp_path / "subset.jsonl.gz", out)
+
+
+def _file_bytes(root: str) -> dict:
+    out = {}
+    for dataset in ("articles", "clusters", "deadletters"):
+        for rel in list_files(root, dataset):
+            with open(os.path.join(root, dataset, rel), "rb") as f:
+                out[f"{dataset}/{rel}"] = f.read()
+    return out
+
+
+def test_replaying_the_same_input_twice_changes_nothing(tmp_path, redis_server):
+    client, url = redis_server
+    landing = _corpus_subset(tmp_path)
+    out = str(tmp_path / "out")
+    run_job(tmp_path, url, landing, out)
+    redis_once, files_once = dump(client), _file_bytes(out)
+    assert any(k.startswith("articles/") for k in files_once)
+    n_articles = read_dataset(out, "articles").num_rows
+    second = run_job(tmp_path, url, landing, out)
+    assert dump(client) == redis_once
+    assert _file_bytes(out) == files_once
+    assert read_dataset(out, "articles").num_rows == n_articles
+    counters = {c.key.metric.name: c.committed for c in second.metrics().query()["counters"]}
+    assert counters.get("clustered", 0) == 0 and counters["already_clustered"] == n_articles
+    assert counters.get("clusters_created", 0) == 0
+
+
+def _streaming_events(docs_in_arrival_order, watermarks):
+    stream = test_stream.TestStream()
+    for item in docs_in_arrival_order:
+        if isinstance(item, float):
+            stream = stream.advance_watermark_to(item)
+        elif item == "tick":
+            stream = stream.advance_processing_time(120)
+        else:
+            d, ts = item
+            stream = stream.add_elements([beam.window.TimestampedValue(line(d), ts)])
+    return stream.advance_watermark_to_infinity()
+
+
+def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, redis_server):
+    client, url = redis_server
+    base = 1_394_470_000.0
+    title = "Malaysia Airlines flight MH370 search widens to the Andaman Sea as families wait for news"
+    a = feed_doc("https://a.example.com/mh370", title, base + 3600)
+    b = feed_doc("https://b.example.com/mh370", title + ".", base + 60)       # near-duplicate, earlier
+    c = feed_doc("https://c.example.com/ecb", "ECB unlikely to end sterilisation of SMP purchases, traders say", base + 1800)
+    late = feed_doc("https://d.example.com/mh370-late", title, base + 30)   # arrives after the watermark passed it
+    assert hamming(simhash(title), simhash(title + ".")) <= 3
+    events = [
+        (a, base + 3600), (c, base + 1800), "tick",
+        base + 7200,                      # watermark passes every element so far
+        (b, base + 60),                   # out of order and behind the watermark (late)
+        "tick",
+        (late, base + 30),                # late as well
+        "tick",
+    ]
+    opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    out = str(tmp_path / "out")
+    with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
+        raw = p | _streaming_events(events, None)
+        core = raw | ProcessRawDocuments(ContentConfig(), ClusterConfig(redis_url=url))
+        core["articles"] | WriteArticles(SinkConfig(output_root=out, streaming=True, flush_seconds=60), url)
+        assert_that(core["articles"] | beam.Map(lambda x: x.url), equal_to([d["url"] for d in (a, b, c, late)]),
+                    label="AllArticlesIncludingLate")
+        assert_that(core["dead_letter"], equal_to([]), label="NoDeadLetters")
+    store = RedisClusterStore(client)
+    mh370 = {store.cluster_of(article_id(d["url"])) for d in (a, b, late)}
+    assert len(mh370) == 1
+    (cid,) = mh370
+    cluster = store.get_cluster(cid)
+    assert cluster.article_count == 3
+    assert cluster.earliest_time == base + 30   # the late article is the earliest report
+    assert store.cluster_of(article_id(c["url"])) != cid
+    rows = read_dataset(out, "articles").to_pylist()
+    assert sorted(r["url"] for r in rows) == sorted(d["url"] for d in (a, b, c, late))
