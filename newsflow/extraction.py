@@ -17,7 +17,10 @@ Steps for a fetched page (``raw.body`` is bytes):
    not HTML or has no ``<body>`` content (e.g. truncated in ``<head>``) ->
    ``"broken_html"``.
 4. trafilatura (Barbaresi, ACL 2021 demo) extracts the main text and metadata.
-   Text shorter than ``min_text_chars`` -> ``"not_an_article"``.
+   Text shorter than ``min_text_chars`` -> ``"not_an_article"``. Dates come from
+   htmldate with ``extensive_search=False`` (structured markup and the URL only:
+   the extensive search turns a footer "(c) 2024" into 2024-01-01, which would make
+   a fresh article look months old) and ``max_date`` one day past fetch_time + ``max_future_s``.
 
 Feed-only documents (``raw.body is None``) are built from the feed title and the
 summary with its HTML stripped; no title and no summary -> ``"missing_fields"``.
@@ -334,9 +337,17 @@ def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
         return _accept(text, "utf-8")
     from charset_normalizer import from_bytes  # imported lazily: only needed for undeclared non-UTF-8 pages
 
-    best = from_bytes(body[:200_000]).best()
+    matches = from_bytes(body[:200_000])
+    best = matches.best()
     if best is not None and best.encoding:
         enc = best.encoding
+        # Detection confuses the single-byte Latin code pages (French cp1252 text comes
+        # back as cp1257 with "ą" for "à"). windows-1252 is by far the most used legacy
+        # web encoding, so it wins whenever the detector finds it (nearly) as clean.
+        if enc != "cp1252" and not best.multi_byte_usage:
+            cp1252 = [m for m in matches if m.encoding == "cp1252"]
+            if "cp1252" in best.could_be_from_charset or (cp1252 and cp1252[0].chaos <= best.chaos + 0.05):
+                enc = "cp1252"
         try:
             return _accept(body.decode(enc), enc)
         except (UnicodeDecodeError, LookupError):
@@ -524,7 +535,10 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
     html_language = _language_tag(tree.get("lang") or tree.get("{http://www.w3.org/XML/1998/namespace}lang"))
     if not html_language:
         html_language = _language_tag(raw.content_language)
-    max_date = datetime.fromtimestamp(raw.fetch_time + config.max_future_s, tz=timezone.utc).strftime("%Y-%m-%d")
+    # htmldate compares against midnight of max_date, so allow one more day here; the
+    # exact limit (fetch_time + max_future_s) is applied by _choose_publish_time.
+    max_date = datetime.fromtimestamp(raw.fetch_time + config.max_future_s + 86_400, tz=timezone.utc).strftime(
+        "%Y-%m-%d")
     doc = trafilatura.bare_extraction(
         tree,
         url=raw.url,
@@ -536,7 +550,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
         deduplicate=config.deduplicate,
         date_extraction_params={
             "original_date": True,
-            "extensive_search": True,
+            "extensive_search": False,
             "max_date": max_date,
             "outputformat": "%Y-%m-%dT%H:%M:%S%z",
         },
