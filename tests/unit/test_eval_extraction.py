@@ -1,0 +1,119 @@
+"""Tests for the article-extraction-benchmark metric and the ``eval extraction`` command."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from newsflow.evaluation import extraction as ev
+from newsflow.evaluation.extraction import PageScore, aggregate, evaluate, page_score, shingles, tokenize
+
+DATA = Path("/work/shared/data/article-extraction-benchmark")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
+
+
+def test_tokens_are_unicode_words():
+    assert tokenize("Größe über-all, 3.5 km!") == ["Größe", "über", "all", "3", "5", "km"]
+    assert tokenize(None) == []
+
+
+def test_shingles_are_a_multiset_of_4_grams():
+    # "a b c d a b c d": abcd, bcda, cdab, dabc, abcd -> abcd counted twice
+    s = shingles("a b c d a b c d")
+    assert s[("a", "b", "c", "d")] == 2 and sum(s.values()) == 5
+    # fewer than 4 tokens: one shorter shingle; no tokens: none
+    assert shingles("hello world") == {("hello", "world"): 1}
+    assert shingles("  ,. ") == {}
+
+
+def test_page_score_by_hand():
+    # true: abcd, bcde   pred: abcd, bcdx -> tp 1, fp 1, fn 1 -> each 1/3
+    s = page_score("a b c d e", "a b c d x")
+    assert s == pytest.approx(PageScore(1 / 3, 1 / 3, 1 / 3))
+    # repeated shingle: true abcd x2 (+3 others), pred abcd x1 -> tp 1, fp 0, fn 4
+    assert page_score("a b c d a b c d", "a b c d") == pytest.approx(PageScore(0.2, 0.0, 0.8))
+    assert page_score("", "") == PageScore(0.0, 0.0, 0.0)
+
+
+def test_aggregate_averages_pages_then_takes_f1():
+    pages = [
+        page_score("a b c d e", "a b c d x"),  # P 0.5, R 0.5
+        page_score("one two three four", "one two three four"),  # P 1, R 1 (fp = fn = 0)
+        page_score("w x y z", ""),  # tp = fp = 0: left out of P; R 0
+    ]
+    scores = aggregate(pages)
+    assert scores.pages == 3
+    assert scores.precision == pytest.approx((0.5 + 1.0) / 2)  # 0.75
+    assert scores.recall == pytest.approx((0.5 + 1.0 + 0.0) / 3)  # 0.5
+    assert scores.f1 == pytest.approx(2 * 0.75 * 0.5 / 1.25)  # 0.6
+
+
+def test_evaluate_treats_missing_predictions_as_empty():
+    scores = evaluate({"p1": "a b c d e", "p2": "q r s t"}, {"p1": "a b c d e"})
+    assert (scores.precision, scores.recall) == (1.0, pytest.approx(0.5))
+
+
+def test_aggregate_needs_predictions():
+    with pytest.raises(ValueError):
+        aggregate([page_score("a b c d", "")])
+
+
+@pytest.mark.parametrize(
+    "name,f1,precision,recall",
+    [
+        ("trafilatura", 0.952, 0.932, 0.973),
+        ("newspaper", 0.951, 0.967, 0.936),
+        ("html-text", 0.672, 0.508, 0.994),
+        ("readability", 0.924, 0.913, 0.936),
+    ],
+)
+def test_reproduces_provenance_table(name, f1, precision, recall, capsys):
+    if not DATA.is_dir():
+        pytest.skip("shared data not available")
+    code = ev.main(["--ground-truth", str(DATA / "ground-truth.json"),
+                    "--predictions", str(DATA / "reference_outputs" / f"{name}.json")])
+    assert code == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1
+    out = json.loads(lines[0])
+    assert out["pages"] == 138
+    assert (round(out["f1"], 3), round(out["precision"], 3), round(out["recall"], 3)) == (f1, precision, recall)
+
+
+def test_command_extracts_html_dir(tmp_path, capsys):
+    html = (FIXTURES / "article_de.html").read_text(encoding="utf-8")
+    truth = re.findall(r"<p>(Nach vier.*?|Die Brücke ist.*?|Anwohnerinnen.*?)</p>", html)
+    assert len(truth) == 3
+    (tmp_path / "html").mkdir()
+    shutil.copy(FIXTURES / "article_de.html", tmp_path / "html" / "elbe.html")
+    gt = {"elbe": {"articleBody": "\n".join(truth), "url": "https://elbtal.example/bruecke"},
+          "gone": {"articleBody": "this page file is missing", "url": "https://elbtal.example/gone"}}
+    (tmp_path / "gt.json").write_text(json.dumps(gt), encoding="utf-8")
+    assert ev.main(["--ground-truth", str(tmp_path / "gt.json"), "--html-dir", str(tmp_path / "html")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # The extractor keeps the 6-token headline before the N body tokens: N-3 true
+    # shingles all found, plus 6 extra predicted ones -> P = (N-3)/(N+3), R = 1.
+    # The missing page adds a recall of 0 and no precision term.
+    n = len(tokenize(" ".join(truth)))
+    assert out["pages"] == 2 and out["errors"] == {"missing_file": 1}
+    assert out["precision"] == round((n - 3) / (n + 3), 4)
+    assert out["recall"] == round((1.0 + 0.0) / 2, 4)
+
+
+def test_our_extractor_meets_the_target_on_the_shared_benchmark(capsys):
+    if not DATA.is_dir():
+        pytest.skip("shared data not available")
+    assert ev.main(["--ground-truth", str(DATA / "ground-truth.json"), "--html-dir", str(DATA / "html")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pages"] == 138 and out["errors"] == {}
+    assert out["f1"] >= 0.95
+
+
+def test_bad_ground_truth_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "gt.json").write_text('["not", "a", "mapping"]', encoding="utf-8")
+    assert ev.main(["--ground-truth", str(tmp_path / "gt.json"), "--predictions", str(tmp_path / "gt.json")]) == 2
+    assert "ground truth" in capsys.readouterr().err
