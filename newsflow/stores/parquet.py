@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import posixpath
 import uuid
 from typing import Iterable
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -27,6 +29,17 @@ from schemas._arrow import records_to_table
 
 
 def _fs_and_path(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow filesystem + path for a local path or URI.
+
+    ``gs://`` honours ``STORAGE_EMULATOR_HOST`` (``http://host:port``, as google-cloud-storage
+    does) by connecting anonymously to that endpoint; otherwise default GCP credentials apply.
+    """
+    if uri.startswith("gs://"):
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emulator:
+            parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
+            fs = pafs.GcsFileSystem(anonymous=True, endpoint_override=parts.netloc, scheme=parts.scheme or "http")
+            return fs, uri[len("gs://"):]
     if "://" in uri:
         return pafs.FileSystem.from_uri(uri)
     return pafs.LocalFileSystem(), uri
