@@ -99,7 +99,9 @@ def normalize(text: str) -> str:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    return unicodedata.normalize("NFKC", text).casefold()
+    if not unicodedata.is_normalized("NFKC", text):  # quick check; most text is already NFKC
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold()
 
 
 def tokenize(text: str) -> list[str]:
@@ -336,14 +338,20 @@ def simhash(text: str) -> int:
     return int(simhash_many([text])[0])
 
 
+# simhash_many works in chunks of about this many tokens to bound the memory of
+# its temporary arrays (~200 bytes per token).
+_CHUNK_TOKENS = 1 << 16
+
+
 def simhash_many(texts: Iterable[str]) -> np.ndarray:
     """Batch SimHash: the same fingerprints as :func:`simhash`, computed fast.
 
-    Tokens of all texts are mapped to a per-call vocabulary; each distinct word
-    is hashed once (BLAKE2b-64); word hashes are chained into shingle hashes
-    with vectorized splitmix64; set bits are counted per text four counters per
-    uint64 addition (16-bit lanes) with ``np.add.reduceat``. Each occurrence of
-    a shingle contributes weight 1, which equals weighting by count.
+    Tokens are mapped to a per-call vocabulary; each distinct word is hashed
+    once (BLAKE2b-64); word hashes are chained into shingle hashes with
+    vectorized splitmix64; set bits are counted per text, four counters per
+    uint64 addition (16-bit lanes), with ``np.add.reduceat``. Each occurrence
+    of a shingle contributes weight 1, which equals weighting by count. Texts
+    are processed in chunks of about 65,536 tokens, so memory stays bounded.
 
     Args:
       texts: Unicode strings.
@@ -357,21 +365,42 @@ def simhash_many(texts: Iterable[str]) -> np.ndarray:
     """
     if isinstance(texts, str):
         raise TypeError("texts must be an iterable of str, not a single str")
-    k = SHINGLE_SIZE
     vocab: dict[str, int] = {}
+    word_hashes = np.zeros(0, dtype=np.uint64)
     setdefault = vocab.setdefault
+    findall = _TOKEN_RE.findall
+    results: list[np.ndarray] = []
     ids: list[int] = []
     n_tokens: list[int] = []
-    findall = _TOKEN_RE.findall
+
+    def flush() -> None:
+        nonlocal word_hashes
+        if len(word_hashes) < len(vocab):
+            new_words = list(vocab)[len(word_hashes) :]
+            word_hashes = np.concatenate([word_hashes, _word_hashes(new_words)])
+        results.append(_fingerprints(word_hashes, ids, n_tokens))
+        ids.clear()
+        n_tokens.clear()
+
     for text in texts:
         tokens = findall(normalize(text))
         n_tokens.append(len(tokens))
         ids.extend([setdefault(t, len(vocab)) for t in tokens])
+        if len(ids) >= _CHUNK_TOKENS:
+            flush()
+    if n_tokens or not results:
+        flush()
+    return results[0] if len(results) == 1 else np.concatenate(results)
+
+
+def _fingerprints(word_hashes: np.ndarray, ids: list[int], n_tokens: list[int]) -> np.ndarray:
+    """Fingerprints of consecutive texts given per-token word ids (see simhash_many)."""
+    k = SHINGLE_SIZE
     m = len(n_tokens)
     out = np.zeros(m, dtype=np.uint64)
     if not ids:
         return out
-    word = _word_hashes(vocab)[np.asarray(ids, dtype=np.int64)]  # (N,) per token
+    word = word_hashes[np.asarray(ids, dtype=np.int64)]  # (N,) per token
     n = np.asarray(n_tokens, dtype=np.int64)
     # chain[i] = hash of the (j+1)-gram starting at token i (across text borders;
     # invalid windows are never selected below).

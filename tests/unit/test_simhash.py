@@ -205,6 +205,16 @@ def test_counts_above_16_bit_lane_capacity():
     assert simhash(alternating) == hp & hq
 
 
+def test_batches_larger_than_one_chunk_match_single_texts():
+    # 2,500 texts x 68 tokens = 170,000 tokens: more than one internal chunk.
+    texts = [f"{PARAGRAPH} Update {i} at {i % 7} pm." for i in range(2500)]
+    got = [int(x) for x in simhash_many(texts)]
+    assert got == [simhash(t) for t in texts]
+    for i in [0, 1, 962, 963, 964, 2499]:  # the first chunk ends after text 963 (65,552 tokens)
+        assert got[i] == ref_simhash(texts[i])
+    assert len(set(got)) > 100
+
+
 # --- normalization, tokens, shingles ---
 
 
