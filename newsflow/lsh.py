@@ -15,8 +15,11 @@ in ``newsflow/stores/``; :class:`BandIndex` is the in-memory implementation
 used by tests, benchmarks and single-process runs.
 
 Memory at 1,000,000 fingerprints: fingerprints in one ``array('Q')`` (8 bytes
-each), per band a dict from band value to an ``array('I')`` of item positions
-(4 bytes per entry), plus the id list and the id -> position dict.
+each), per band a table (a 65,536-slot list for 16-bit bands) from band value
+to an ``array('I')`` of item positions (4 bytes per entry), plus the id list
+and the id -> position dict. Band values are those of
+:func:`newsflow.simhash.bands` (band ``i`` = bits ``[16i, 16i + 16)`` from the
+least significant bit), so they match the Redis store's band keys.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from newsflow.simhash import FINGERPRINT_BITS, MAX_FINGERPRINT, bands
+from newsflow.simhash import FINGERPRINT_BITS, MAX_FINGERPRINT
 
 DEFAULT_MAX_DISTANCE = 3
 """Near-duplicate threshold in bits (Manku et al. 2007; DESIGN.md)."""
@@ -108,7 +111,15 @@ class BandIndex:
         self._fps = array("Q")
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}
-        self._tables: list[dict[int, array]] = [{} for _ in range(n_bands)]
+        # Band value -> array('I') of item positions. Up to 16-bit bands a
+        # list with one slot per value (None = empty) is smaller and faster
+        # than a dict; wider bands use a dict.
+        self._tables: list = [
+            [None] * (1 << band_bits) if band_bits <= 16 else {} for _ in range(n_bands)
+        ]
+        self._lookups = [t.__getitem__ if isinstance(t, list) else t.get for t in self._tables]
+        self._shifts = tuple(i * band_bits for i in range(n_bands))
+        self._mask = (1 << band_bits) - 1
 
     @property
     def exact_up_to(self) -> int:
@@ -160,8 +171,10 @@ class BandIndex:
         self._fps.append(fp)
         self._ids.append(item_id)
         self._pos[item_id] = pos
-        for table, value in zip(self._tables, bands(fp, self.n_bands, self.band_bits)):
-            bucket = table.get(value)
+        mask = self._mask
+        for table, lookup, shift in zip(self._tables, self._lookups, self._shifts):
+            value = (fp >> shift) & mask
+            bucket = lookup(value)
             if bucket is None:
                 table[value] = array("I", (pos,))
             else:
@@ -187,13 +200,10 @@ class BandIndex:
             raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
         if not 0 <= max_distance <= FINGERPRINT_BITS:
             raise ValueError(f"max_distance must be in [0, 64], got {max_distance}")
-        buckets = []
-        n_candidates = 0
-        for table, value in zip(self._tables, bands(fp, self.n_bands, self.band_bits)):
-            bucket = table.get(value)
-            if bucket is not None:
-                buckets.append(bucket)
-                n_candidates += len(bucket)
+        mask = self._mask
+        buckets = [lookup((fp >> shift) & mask) for lookup, shift in zip(self._lookups, self._shifts)]
+        buckets = [b for b in buckets if b is not None]
+        n_candidates = sum(map(len, buckets))
         if n_candidates == 0:
             return []
         ids = self._ids
@@ -205,6 +215,8 @@ class BandIndex:
                     d = (fps[pos] ^ fp).bit_count()
                     if d <= max_distance:
                         found[pos] = d
+            if not found:
+                return []
             hits = [(ids[pos], d) for pos, d in found.items()]
         else:
             positions = np.unique(np.concatenate([np.frombuffer(b, dtype=np.uint32) for b in buckets]))
