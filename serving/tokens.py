@@ -1,0 +1,116 @@
+"""Signed reader tokens: the only way the API learns who a reader is.
+
+Format (all parts base64url without padding)::
+
+    nf1.<payload>.<signature>
+    payload   = base64url(JSON {"sub": user_id, "iat": issued UTC epoch s, "exp": expiry UTC epoch s})
+    signature = base64url(HMAC-SHA256(secret, "nf1." + payload))
+
+The signature covers the version and the payload, so changing the user id, the expiry
+or the version invalidates it; comparison is constant-time (``hmac.compare_digest``).
+A token is refused when malformed, signed with another key, expired (``exp <= now``),
+or issued in the future by more than :data:`CLOCK_SKEW_SECONDS`. The secret comes
+from ``$NEWSFLOW_TOKEN_SECRET`` in production (at least 32 bytes); rotate it to revoke
+every outstanding token. Clients send ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+
+VERSION = "nf1"
+CLOCK_SKEW_SECONDS = 60
+MIN_SECRET_BYTES = 32
+_USER_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
+
+
+class TokenError(ValueError):
+    """A token was refused; ``reason`` is one of malformed, bad_signature, expired, not_yet_valid."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _b64e(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _b64d(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _check_secret(secret: bytes) -> bytes:
+    if not isinstance(secret, (bytes, bytearray)) or len(secret) < MIN_SECRET_BYTES:
+        raise ValueError(f"token secret must be at least {MIN_SECRET_BYTES} bytes")
+    return bytes(secret)
+
+
+def sign_token(user_id: str, secret: bytes, now: float, ttl_seconds: int = 86400) -> str:
+    """Issues a token for ``user_id``.
+
+    Args:
+      user_id: 1–128 chars of ``[A-Za-z0-9_.@:-]``.
+      secret: HMAC key, ≥ 32 bytes.
+      now: issue time, UTC epoch seconds.
+      ttl_seconds: lifetime in seconds (> 0).
+
+    Returns:
+      The token string.
+
+    Raises:
+      ValueError: bad user id, secret or ttl.
+    """
+    if not isinstance(user_id, str) or not _USER_RE.match(user_id):
+        raise ValueError(f"user id must be 1-128 chars of [A-Za-z0-9_.@:-], got {user_id!r}")
+    if ttl_seconds <= 0:
+        raise ValueError(f"ttl_seconds must be > 0, got {ttl_seconds!r}")
+    payload = _b64e(json.dumps({"sub": user_id, "iat": int(now), "exp": int(now) + int(ttl_seconds)},
+                               separators=(",", ":"), sort_keys=True).encode())
+    signing_input = f"{VERSION}.{payload}".encode("ascii")
+    sig = hmac.new(_check_secret(secret), signing_input, hashlib.sha256).digest()
+    return f"{VERSION}.{payload}.{_b64e(sig)}"
+
+
+def verify_token(token: str, secret: bytes, now: float) -> str:
+    """Checks a token and returns its user id.
+
+    Args:
+      token: the ``nf1.…`` string.
+      secret: HMAC key.
+      now: current time, UTC epoch seconds.
+
+    Returns:
+      The user id (``sub``).
+
+    Raises:
+      TokenError: refused (``reason`` says why).
+    """
+    if not isinstance(token, str) or len(token) > 2048:
+        raise TokenError("malformed", "token missing or too long")
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] != VERSION:
+        raise TokenError("malformed", "token must look like nf1.<payload>.<signature>")
+    try:
+        sig = _b64d(parts[2])
+    except (ValueError, TypeError):
+        raise TokenError("malformed", "signature is not base64url") from None
+    expected = hmac.new(_check_secret(secret), f"{parts[0]}.{parts[1]}".encode("ascii"), hashlib.sha256).digest()
+    if not hmac.compare_digest(sig, expected):
+        raise TokenError("bad_signature", "token signature does not match")
+    try:
+        claims = json.loads(_b64d(parts[1]))
+        sub, exp, iat = claims["sub"], float(claims["exp"]), float(claims["iat"])
+    except (ValueError, TypeError, KeyError):
+        raise TokenError("malformed", "token payload is not valid") from None
+    if not isinstance(sub, str) or not _USER_RE.match(sub):
+        raise TokenError("malformed", "token subject is not a valid user id")
+    if exp <= now:
+        raise TokenError("expired", "token expired")
+    if iat > now + CLOCK_SKEW_SECONDS:
+        raise TokenError("not_yet_valid", "token issued in the future")
+    return sub
