@@ -18,6 +18,8 @@ from typing import Sequence
 COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "newsflow.commands.demo"),
     (None, "newsflow.commands.run"),
+    (None, "jobs.build_feeds"),
+    (None, "serving.command"),
     ("eval", "newsflow.evaluation.extraction"),
     ("eval", "newsflow.evaluation.language"),
     ("eval", "newsflow.evaluation.clustering"),
