@@ -109,7 +109,11 @@ class HttpServer:
 
             do_GET = do_POST = do_HEAD = _serve
 
-        self._server = ThreadingHTTPServer((host, port), _H)
+        class _Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # client went away mid-response: not an error
+                pass
+
+        self._server = _Server((host, port), _H)
         self._server.daemon_threads = True
         self._thread: Optional[threading.Thread] = None
 

@@ -101,6 +101,7 @@ class CrawlWorker:
         self.fetcher = Fetcher(self.config, clock=self.clock)
         start = time.monotonic()
         last_work = [time.monotonic()]
+        inflight = [0]
         stop = asyncio.Event()
 
         async def loop(i: int):
@@ -117,15 +118,19 @@ class CrawlWorker:
                     self.publisher_maybe_flush()
                 tasks = self.frontier.claim(self.worker_id, now, self.config.lease_s, 1)
                 if not tasks:
-                    if idle_exit_s is not None and time.monotonic() - last_work[0] >= idle_exit_s:
+                    if idle_exit_s is not None and inflight[0] == 0 and time.monotonic() - last_work[0] >= idle_exit_s:
                         stop.set()
                         break
                     await asyncio.sleep(poll_s)
                     continue
                 last_work[0] = time.monotonic()
-                await self.process(tasks[0])
+                inflight[0] += 1
+                try:
+                    await self.process(tasks[0])
+                finally:
+                    inflight[0] -= 1
+                    last_work[0] = time.monotonic()
                 self.processed += 1
-                last_work[0] = time.monotonic()
 
         try:
             await asyncio.gather(*(loop(i) for i in range(self.config.concurrency)))

@@ -24,6 +24,9 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("eval", "newsflow.evaluation.language"),
     ("eval", "newsflow.evaluation.clustering"),
     ("eval", "crawler.commands.eval_robots"),
+    (None, "crawler.commands.replay_web"),
+    (None, "crawler.commands.crawl"),
+    ("sources", "crawler.commands.sources_status"),
 )
 
 GROUP_HELP = {

