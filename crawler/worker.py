@@ -33,7 +33,7 @@ from crawler.schedule import ScheduleConfig, apply_skips, backoff_delay, next_in
 from newsflow.urls import canonicalize_url, source_domain
 from schemas import RawDocument
 
-_HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'#>]+)["']""", re.I)
+_HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
 TRANSIENT = frozenset({"timeout", "network"})
 
