@@ -13,26 +13,30 @@ or language can reproduce it bit for bit:
 
 1. **Normalization**: Unicode NFKC, then ``str.casefold()``.
 2. **Tokenization**: every match of the regex ``\\w+`` (Python ``re``, Unicode
-   word characters: letters, digits, underscore, in any script).
+   word characters: a code point ``c`` is a word character iff
+   ``c.isalnum() or c == "_"``, in any script).
 3. **Shingles (features)**: word 3-grams, the three tokens joined by a single
    space (``"the quick brown"``). A text with 1 or 2 tokens uses its tokens as
    unigram features. A text with no tokens has no features.
-4. **Feature hash** (64 bits, unsigned). A feature string is split on single
-   spaces into words ``p_1 .. p_m`` (``m = 3`` for a shingle, 1 for a unigram).
-   Each word is hashed with BLAKE2b-64:
-   ``w(p) = int.from_bytes(hashlib.blake2b(p.encode("utf-8"), digest_size=8).digest(), "big")``
-   (the whole 8-byte digest, no key/salt/person). The words are chained
-   through the splitmix64 finalizer ``mix64``:
+4. **Feature hash** (64 bits, unsigned; all arithmetic modulo 2**64). A
+   feature string is split on single spaces into words ``p_1 .. p_m``
+   (``m = 3`` for a shingle, 1 for a unigram). Each word gets a polynomial
+   hash over its Unicode code points, finalized with splitmix64:
+   ``w(p) = mix64(sum(ord(p[i]) * B**i for i in range(len(p))))`` with
+   ``B = 0x100000001B3`` (the 64-bit FNV prime). The words are chained:
    ``h_0 = 0``, ``h_i = mix64(h_{i-1} XOR w(p_i))``, feature hash ``= h_m``.
-   ``mix64(z)`` (all arithmetic modulo 2**64) is
+   ``mix64(z)`` is
    ``z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27; z *= 0x94D049BB133111EB; z ^= z >> 31``
-   (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
-   OOPSLA 2014; constants from Vigna's ``splitmix64.c``). ``mix64`` is a
-   bijection with full avalanche, so feature hashes are uniform and
-   order-sensitive (``"a b c"`` and ``"c b a"`` differ). Hashing words rather
-   than whole shingles lets :func:`simhash_many` hash each distinct word once
-   per batch and combine words into shingle hashes with vectorized numpy
-   arithmetic. Python's ``hash()`` is never used: it is salted per process.
+   (the splitmix64 finalizer: Steele, Lea and Flood, "Fast splittable
+   pseudorandom number generators", OOPSLA 2014; constants from Vigna's
+   ``splitmix64.c``), a bijection with full avalanche, so feature hashes are
+   well spread and order-sensitive (``"a b c"`` and ``"c b a"`` differ).
+   Why not a cryptographic hash such as BLAKE2b per shingle: a word
+   polynomial can be computed for every token at once with numpy prefix sums
+   (:func:`simhash_many`), with no per-token Python call, which makes the
+   batch path several times faster; SimHash needs well-mixed, deterministic
+   feature hashes, not collision resistance against an adversary. Python's
+   ``hash()`` is never used: it is salted per process.
 5. **Weights**: a feature's weight is the number of times it occurs in the
    text (repeated shingles count once per occurrence).
 6. **Bit accounting** (Charikar): for each bit position ``j`` (0 = least
@@ -65,7 +69,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from hashlib import blake2b
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -81,6 +84,8 @@ MAX_FINGERPRINT = (1 << FINGERPRINT_BITS) - 1
 _MASK64 = MAX_FINGERPRINT
 _MIX_C1 = 0xBF58476D1CE4E5B9
 _MIX_C2 = 0x94D049BB133111EB
+_WORD_BASE = 0x100000001B3  # the 64-bit FNV prime; odd, so invertible mod 2**64
+_WORD_BASE_INV = pow(_WORD_BASE, -1, 1 << 64)
 _TOKEN_RE = re.compile(r"\w+")
 _HEX_RE = re.compile(r"[0-9a-fA-F]{16}")
 
@@ -168,18 +173,22 @@ def _mix64(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _word_hashes(words: Iterable[str]) -> np.ndarray:
-    """BLAKE2b-64 (big-endian) of the UTF-8 of each word, as a uint64 array."""
-    digests = b"".join([blake2b(w.encode("utf-8"), digest_size=8).digest() for w in words])
-    return np.frombuffer(digests, dtype=">u8").astype(np.uint64)
+def _word_hash_int(word: str) -> int:
+    """Word hash on Python ints: mix64(sum(ord(c) * B**i) mod 2**64)."""
+    acc = 0
+    power = 1
+    for ch in word:
+        acc = (acc + ord(ch) * power) & _MASK64
+        power = (power * _WORD_BASE) & _MASK64
+    return _mix64_int(acc)
 
 
 def feature_hash(feature: str) -> int:
     """The 64-bit hash of one feature (module docstring, step 4).
 
-    The feature is split on single spaces into words; each word is hashed with
-    BLAKE2b-64 of its UTF-8 (big-endian) and the words are chained through the
-    splitmix64 finalizer: ``h = 0; for p in words: h = mix64(h ^ w(p))``.
+    The feature is split on single spaces into words; each word ``p`` gets
+    ``w(p) = mix64(sum(ord(p[i]) * 0x100000001B3**i) mod 2**64)`` and the words
+    are chained: ``h = 0; for p in words: h = mix64(h ^ w(p))``.
 
     Args:
       feature: a shingle (``"storm hits the"``), a unigram, or any string.
@@ -194,23 +203,81 @@ def feature_hash(feature: str) -> int:
         raise TypeError(f"feature must be str, got {type(feature).__name__}")
     h = 0
     for word in feature.split(" "):
-        w = int.from_bytes(blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
-        h = _mix64_int(h ^ w)
+        h = _mix64_int(h ^ _word_hash_int(word))
     return h
+
+
+class _Powers:
+    """Cached ``B**i`` and ``B**-i`` mod 2**64 (uint64) for i < n, grown on demand."""
+
+    def __init__(self) -> None:
+        self.fwd = np.ones(1, dtype=np.uint64)
+        self.inv = np.ones(1, dtype=np.uint64)
+
+    def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.fwd) < n:
+            size = max(n, 2 * len(self.fwd))
+            fwd = np.full(size, _WORD_BASE, dtype=np.uint64)
+            inv = np.full(size, _WORD_BASE_INV, dtype=np.uint64)
+            fwd[0] = inv[0] = 1
+            # cumprod wraps modulo 2**64, which is the arithmetic we want.
+            self.fwd, self.inv = np.cumprod(fwd), np.cumprod(inv)
+        return self.fwd, self.inv
+
+
+_POWERS = _Powers()
+
+
+def _span_word_hashes(code_points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Word hashes of the spans ``code_points[starts[k]:ends[k]]``, uint64 (len(starts),).
+
+    With ``t_i = cp_i * B**i`` (i = global index) and prefix sums ``c``, a span's
+    polynomial is ``(c[end] - c[start]) * B**-start`` (B is odd, so invertible
+    mod 2**64); all arithmetic wraps modulo 2**64.
+    """
+    n = len(code_points)
+    fwd, inv = _POWERS.get(n + 1)
+    prefix = np.zeros(n + 1, dtype=np.uint64)
+    np.cumsum(code_points.astype(np.uint64) * fwd[:n], out=prefix[1:])
+    return _mix64((prefix[ends] - prefix[starts]) * inv[starts])
+
+
+def _code_points(text: str) -> np.ndarray:
+    """Unicode code points of ``text`` as uint32 (lone surrogates kept as-is)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+
+
+_WORD_TABLE: Optional[np.ndarray] = None
+
+
+def _word_table() -> np.ndarray:
+    """Boolean table over all code points: True where the regex ``\\w`` matches.
+
+    Built once, on first use (~0.2 s), by running :data:`_TOKEN_RE` over a string
+    of every code point, so it agrees with :func:`tokenize` by construction.
+    """
+    global _WORD_TABLE
+    if _WORD_TABLE is None:
+        table = np.zeros(0x110000, dtype=bool)
+        for m in _TOKEN_RE.finditer("".join(map(chr, range(0x110000)))):
+            table[m.start() : m.end()] = True
+        _WORD_TABLE = table
+    return _WORD_TABLE
 
 
 def _feature_hashes(features: list[str]) -> np.ndarray:
     """Vectorized :func:`feature_hash` over a list of feature strings; uint64 array."""
-    vocab: dict[str, int] = {}
+    parts: list[str] = []
     lengths = np.empty(len(features), dtype=np.int64)
-    ids: list[int] = []
     for i, f in enumerate(features):
         if not isinstance(f, str):
             raise TypeError(f"features must be str, got {type(f).__name__}: {f!r}")
-        parts = f.split(" ")
-        lengths[i] = len(parts)
-        ids.extend([vocab.setdefault(p, len(vocab)) for p in parts])
-    word = _word_hashes(vocab)[np.asarray(ids, dtype=np.int64)]
+        split = f.split(" ")
+        lengths[i] = len(split)
+        parts.extend(split)
+    part_len = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    ends = np.cumsum(part_len)
+    word = _span_word_hashes(_code_points("".join(parts)), ends - part_len, ends)
     offsets = np.zeros(len(features), dtype=np.int64)
     np.cumsum(lengths[:-1], out=offsets[1:])
     h = np.zeros(len(features), dtype=np.uint64)
@@ -325,6 +392,11 @@ def simhash_features(features: Iterable[str], weights: Optional[Iterable[float]]
 def simhash(text: str) -> int:
     """SimHash fingerprint of a text, per the module specification.
 
+    Short texts (normalized length <= 160 characters, e.g. headlines) are
+    fingerprinted in plain Python, which is faster than numpy's per-call
+    overhead; longer ones go through :func:`simhash_many`. Both give the same
+    value. For many texts, :func:`simhash_many` is much faster.
+
     Args:
       text: any Unicode string.
 
@@ -335,23 +407,54 @@ def simhash(text: str) -> int:
     Raises:
       TypeError: ``text`` is not a ``str``.
     """
-    return int(simhash_many([text])[0])
+    norm = normalize(text)
+    if len(norm) <= _SMALL_TEXT_CHARS:
+        return _simhash_small(norm)
+    return int(_fingerprints([norm])[0])
 
 
-# simhash_many works in chunks of about this many tokens to bound the memory of
-# its temporary arrays (~200 bytes per token).
-_CHUNK_TOKENS = 1 << 16
+_SMALL_TEXT_CHARS = 160
+
+
+def _simhash_small(norm: str) -> int:
+    """SimHash of one normalized text with Python ints (same result as numpy)."""
+    words = [_word_hash_int(t) for t in _TOKEN_RE.findall(norm)]
+    if not words:
+        return 0
+    mix = _mix64_int
+    if len(words) < SHINGLE_SIZE:
+        features = [mix(w) for w in words]
+    else:
+        chained = [mix(w) for w in words]
+        for j in range(1, SHINGLE_SIZE):
+            chained = [mix(h ^ w) for h, w in zip(chained, words[j:])]
+        features = chained
+    n = len(features)
+    fp = 0
+    # column c of the binary strings is bit 63 - c
+    for c, column in enumerate(zip(*[format(h, "064b") for h in features])):
+        if 2 * column.count("1") > n:
+            fp |= 1 << (63 - c)
+    return fp
+
+
+# simhash_many works in chunks of about this many characters to bound the
+# memory of its temporary arrays (~30 bytes per character).
+_CHUNK_CHARS = 1 << 19
 
 
 def simhash_many(texts: Iterable[str]) -> np.ndarray:
     """Batch SimHash: the same fingerprints as :func:`simhash`, computed fast.
 
-    Tokens are mapped to a per-call vocabulary; each distinct word is hashed
-    once (BLAKE2b-64); word hashes are chained into shingle hashes with
-    vectorized splitmix64; set bits are counted per text, four counters per
-    uint64 addition (16-bit lanes), with ``np.add.reduceat``. Each occurrence
-    of a shingle contributes weight 1, which equals weighting by count. Texts
-    are processed in chunks of about 65,536 tokens, so memory stays bounded.
+    All per-character and per-token work is vectorized with numpy: normalized
+    texts are joined (with ``"\\n"``, never part of a token) into one array of
+    code points; tokens are the runs of ``\\w`` code points (a lookup table
+    equal to the regex); word hashes come from prefix sums of ``cp_i * B**i``;
+    word hashes are chained into shingle hashes with splitmix64; set bits are
+    counted per text, four counters per uint64 addition (16-bit lanes), with
+    ``np.add.reduceat``. Each occurrence of a shingle adds weight 1, which
+    equals weighting by count. Texts are processed in chunks of about 524,288
+    characters, so memory stays bounded.
 
     Args:
       texts: Unicode strings.
@@ -365,43 +468,41 @@ def simhash_many(texts: Iterable[str]) -> np.ndarray:
     """
     if isinstance(texts, str):
         raise TypeError("texts must be an iterable of str, not a single str")
-    vocab: dict[str, int] = {}
-    word_hashes = np.zeros(0, dtype=np.uint64)
-    setdefault = vocab.setdefault
-    findall = _TOKEN_RE.findall
     results: list[np.ndarray] = []
-    ids: list[int] = []
-    n_tokens: list[int] = []
-
-    def flush() -> None:
-        nonlocal word_hashes
-        if len(word_hashes) < len(vocab):
-            new_words = list(vocab)[len(word_hashes) :]
-            word_hashes = np.concatenate([word_hashes, _word_hashes(new_words)])
-        results.append(_fingerprints(word_hashes, ids, n_tokens))
-        ids.clear()
-        n_tokens.clear()
-
+    chunk: list[str] = []
+    chars = 0
     for text in texts:
-        tokens = findall(normalize(text))
-        n_tokens.append(len(tokens))
-        ids.extend([setdefault(t, len(vocab)) for t in tokens])
-        if len(ids) >= _CHUNK_TOKENS:
-            flush()
-    if n_tokens or not results:
-        flush()
+        norm = normalize(text)
+        chunk.append(norm)
+        chars += len(norm) + 1
+        if chars >= _CHUNK_CHARS:
+            results.append(_fingerprints(chunk))
+            chunk, chars = [], 0
+    if chunk or not results:
+        results.append(_fingerprints(chunk))
     return results[0] if len(results) == 1 else np.concatenate(results)
 
 
-def _fingerprints(word_hashes: np.ndarray, ids: list[int], n_tokens: list[int]) -> np.ndarray:
-    """Fingerprints of consecutive texts given per-token word ids (see simhash_many)."""
+def _fingerprints(normalized: list[str]) -> np.ndarray:
+    """Fingerprints of already normalized texts (see simhash_many)."""
     k = SHINGLE_SIZE
-    m = len(n_tokens)
+    m = len(normalized)
     out = np.zeros(m, dtype=np.uint64)
-    if not ids:
+    if m == 0:
         return out
-    word = word_hashes[np.asarray(ids, dtype=np.int64)]  # (N,) per token
-    n = np.asarray(n_tokens, dtype=np.int64)
+    cps = _code_points("\n".join(normalized))
+    is_word = _word_table()[cps].view(np.int8)
+    edges = np.diff(is_word, prepend=np.int8(0), append=np.int8(0))
+    tok_start = np.flatnonzero(edges == 1)
+    if tok_start.size == 0:
+        return out
+    tok_end = np.flatnonzero(edges == -1)
+    word = _span_word_hashes(cps, tok_start, tok_end)  # (N,) per token, in order
+    text_start = np.zeros(m, dtype=np.int64)
+    np.cumsum(np.fromiter((len(t) + 1 for t in normalized[:-1]), dtype=np.int64, count=m - 1),
+              out=text_start[1:])
+    doc = np.searchsorted(text_start, tok_start, side="right") - 1  # text of each token
+    n = np.bincount(doc, minlength=m)
     # chain[i] = hash of the (j+1)-gram starting at token i (across text borders;
     # invalid windows are never selected below).
     unigram = _mix64(word.copy())
@@ -409,7 +510,6 @@ def _fingerprints(word_hashes: np.ndarray, ids: list[int], n_tokens: list[int]) 
     for j in range(1, k):
         chain = _mix64(chain[:-1] ^ word[j:])
     total = word.size
-    doc = np.repeat(np.arange(m), n)
     start = np.zeros(m, dtype=np.int64)
     np.cumsum(n[:-1], out=start[1:])
     pos_in_doc = np.arange(total) - start[doc]

@@ -1,9 +1,9 @@
-"""Tests for newsflow.simhash: hand-computed fingerprints, a bit-loop reference,
-the PyPI ``simhash`` package as a reference tool, and cross-process determinism."""
+"""Tests for newsflow.simhash: fingerprints computed by hand from the documented
+hash, a plain bit-loop reference, the PyPI ``simhash`` package as a reference
+tool, and cross-process determinism."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -37,15 +37,16 @@ M64 = (1 << 64) - 1
 # --- an independent, deliberately plain reference implementation of the spec ---
 
 
-def ref_word_hash(word: str) -> int:
-    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
-
-
 def ref_mix64(z: int) -> int:
     # splitmix64 finalizer, Vigna's splitmix64.c
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % (1 << 64)
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % (1 << 64)
     return z ^ (z >> 31)
+
+
+def ref_word_hash(word: str) -> int:
+    # polynomial over code points, base = 64-bit FNV prime, then mix64
+    return ref_mix64(sum(ord(c) * 0x100000001B3**i for i, c in enumerate(word)) % (1 << 64))
 
 
 def ref_feature_hash(feature: str) -> int:
@@ -93,18 +94,21 @@ def test_feature_mixing_matches_published_splitmix64_outputs():
     gamma = 0x9E3779B97F4A7C15
     expected = [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
     assert [ref_mix64((k * gamma) & M64) for k in (1, 2, 3)] == expected
-    # A unigram feature is mix64(blake2b64(word)), so feature_hash exposes mix64 on
-    # hashes we can compute directly from hashlib.
-    for word in ["hello", "", "naïve", "東京"]:
+    # A one-character word c has polynomial ord(c), so its word hash is mix64(ord(c))
+    # and its unigram feature hash mix64(mix64(ord(c))).
+    assert feature_hash("a") == ref_mix64(ref_mix64(97))
+    for word in ["hello", "", "naïve", "東京", "x_y"]:
         assert feature_hash(word) == ref_mix64(ref_word_hash(word))
 
 
-# --- fingerprints computed by hand from hashlib ---
+# --- fingerprints computed by hand from the documented formulas ---
 
 
 def test_one_token_text_is_its_feature_hash():
-    w = int.from_bytes(hashlib.blake2b(b"hello", digest_size=8).digest(), "big")
-    assert simhash("Hello!") == ref_mix64(w)
+    b = 0x100000001B3
+    poly = (104 + 101 * b + 108 * b**2 + 108 * b**3 + 111 * b**4) % (1 << 64)  # "hello"
+    assert simhash("Hello!") == ref_mix64(ref_mix64(poly))
+    assert feature_hash("hello") == ref_mix64(ref_mix64(poly))
 
 
 def test_two_token_text_is_and_of_the_two_unigram_hashes():
@@ -190,6 +194,40 @@ def test_simhash_many_equals_bit_loop_reference(texts):
     assert [simhash(t) for t in texts] == [ref_simhash(t) for t in texts]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(max_size=60), max_size=5))
+def test_any_unicode_text_matches_reference(texts):
+    # Arbitrary code points (all scripts, combining marks, digits, controls):
+    # the vectorized tokenizer must find exactly the regex tokens.
+    assert [int(x) for x in simhash_many(texts)] == [ref_simhash(t) for t in texts]
+
+
+def test_word_characters_are_exactly_isalnum_or_underscore():
+    from newsflow.simhash import _word_table
+
+    table = _word_table()
+    expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=bool,
+                           count=0x110000)
+    assert np.array_equal(table, expected)
+    assert not table[ord("\n")]  # simhash_many joins texts with "\n"
+
+
+def test_short_text_python_path_equals_numpy_path_at_the_threshold():
+    import newsflow.simhash as module
+
+    limit = module._SMALL_TEXT_CHARS
+    for length in range(limit - 3, limit + 4):
+        text = (PARAGRAPH * 2)[:length]
+        assert simhash(text) == int(simhash_many([text])[0]) == ref_simhash(text)
+
+
+def test_lone_surrogates_and_text_borders():
+    texts = ["ab\ud800cd", "end", "start of next", "\ud83d", "x"]
+    assert [int(x) for x in simhash_many(texts)] == [ref_simhash(t) for t in texts]
+    # tokens never run across text borders: "end" + "start" is not one token
+    assert int(simhash_many(["end", "start"])[0]) == simhash("end")
+
+
 def test_counts_above_16_bit_lane_capacity():
     # 70,000 copies of one shingle: every set bit is counted 70,000 > 65,535 times,
     # which overflows a single 16-bit lane, so the text is split into pieces.
@@ -206,11 +244,16 @@ def test_counts_above_16_bit_lane_capacity():
 
 
 def test_batches_larger_than_one_chunk_match_single_texts():
-    # 2,500 texts x 68 tokens = 170,000 tokens: more than one internal chunk.
+    import newsflow.simhash as module
+
     texts = [f"{PARAGRAPH} Update {i} at {i % 7} pm." for i in range(2500)]
+    chars = [len(t) + 1 for t in texts]  # + the "\n" joiner
+    assert sum(chars) > module._CHUNK_CHARS  # at least two internal chunks
     got = [int(x) for x in simhash_many(texts)]
     assert got == [simhash(t) for t in texts]
-    for i in [0, 1, 962, 963, 964, 2499]:  # the first chunk ends after text 963 (65,552 tokens)
+    # the first chunk ends with the text that brings the total to _CHUNK_CHARS
+    border = int(np.searchsorted(np.cumsum(chars), module._CHUNK_CHARS))
+    for i in [0, 1, border - 1, border, border + 1, 2499]:
         assert got[i] == ref_simhash(texts[i])
     assert len(set(got)) > 100
 
