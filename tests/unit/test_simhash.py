@@ -378,3 +378,29 @@ def test_fingerprints_are_identical_in_other_processes():
         single, batch = json.loads(out)
         assert single == expected
         assert batch == expected
+
+
+# --- hash quality (deterministic inputs, so these are exact regression checks) ---
+
+
+def test_feature_hash_bits_are_balanced_and_distinct_on_structured_words():
+    # Sequential, highly structured words are the hard case for a polynomial hash.
+    from newsflow.simhash import _feature_hashes
+
+    words = [f"item{i}" for i in range(20_000)] + [f"{i:05d}" for i in range(20_000)]
+    hashes = _feature_hashes(words)
+    assert len(set(hashes.tolist())) == len(words)
+    freq = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
+    # binomial std at n = 40,000 is 0.0025; allow 8 std
+    assert freq.min() > 0.48 and freq.max() < 0.52
+    assert [feature_hash(w) for w in words[:50]] == hashes[:50].tolist()
+
+
+def test_unrelated_texts_are_about_32_bits_apart():
+    rng = np.random.default_rng(1)
+    vocab = [f"w{i}" for i in range(5000)]
+    texts = [" ".join(rng.choice(vocab, size=80)) for _ in range(200)]
+    fps = simhash_many(texts)
+    dist = np.bitwise_count(fps[:, None] ^ fps[None, :])[np.triu_indices(len(fps), 1)]
+    assert 31.0 < dist.mean() < 33.0
+    assert dist.min() > 3  # no false near-duplicates among 19,900 unrelated pairs
