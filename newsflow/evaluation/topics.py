@@ -1,0 +1,161 @@
+"""Topic classification accuracy against Google-News sections.
+
+Formats:
+
+* ``huffpost`` (default): News Category JSONL (``headline``, ``short_description``, ``category``,
+  ``link``); categories are mapped with :data:`newsflow.topics.HUFFPOST_SECTIONS`, unmapped ones
+  are skipped. The shipped copy of this file is also training data, so by default only rows in the
+  held-out test buckets (8-9 of sha256("newsflow-topics:" + link|headline) mod 10, see
+  ``jobs/train_topics.py``) are scored; ``--all-rows`` scores every row (for files the model never
+  saw, such as a held-back part).
+* ``agnews``: AG News CSV (``row,class_index,title,description``), read from ../shared/data only
+  (non-commercial: never copied into the repo, never trained on). Class 4 (Sci/Tech) accepts
+  Technology or Science. All rows are scored (the model never saw AG News).
+
+Prediction = the most probable section (no threshold); ``coverage`` is the share of rows whose top
+section reaches the classifier's confidence threshold and ``accuracy_confident`` the accuracy on
+those. Baselines measured in the same run, both trained on the same training split of the shipped
+data: ``baseline_majority`` (most frequent training section) and ``baseline_tfidf_logreg``
+(TF-IDF 1-2-gram + one-vs-rest logistic regression, liblinear, C=5).
+
+Command (prints one JSON line)::
+
+    newsflow eval topics --data /work/shared/data/huffpost-news-category/News_Category_Dataset_v3_sample.jsonl
+    newsflow eval topics --format agnews --data /work/shared/data/ag-news-test/test.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import sys
+import time
+from collections import Counter
+from typing import Optional, Sequence
+
+COMMAND = "topics"
+HELP = "score topic sections on HuffPost JSONL (or AG News CSV with --format agnews)"
+
+
+def _open(path: str):
+    return gzip.open(path, "rt", encoding="utf-8", newline="") if path.endswith(".gz") else open(path, encoding="utf-8", newline="")
+
+
+def load_rows(path: str, fmt: str, all_rows: bool = False) -> list[tuple[str, tuple[str, ...], str]]:
+    """``(text, accepted sections, gold class name)`` per scored row.
+
+    Raises:
+      ValueError: unknown format or a malformed line.
+    """
+    from newsflow.topics import AGNEWS_SECTIONS, HUFFPOST_SECTIONS, TEST_BUCKETS, split_bucket
+
+    out = []
+    if fmt == "huffpost":
+        with _open(path) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+                section = HUFFPOST_SECTIONS.get(r.get("category", ""))
+                if not section:
+                    continue
+                headline = r.get("headline") or ""
+                if not all_rows and split_bucket(f"{r.get('link', '')}|{headline}") not in TEST_BUCKETS:
+                    continue
+                out.append((f"{headline}. {r.get('short_description') or ''}".strip(), (section,), section))
+    elif fmt == "agnews":
+        with _open(path) as f:
+            for r in csv.DictReader(f):
+                accepted = AGNEWS_SECTIONS.get(str(r.get("class_index", "")).strip())
+                if accepted is None:
+                    raise ValueError(f"{path}: row {r.get('row')!r} has an unknown class_index {r.get('class_index')!r}")
+                text = f"{r.get('title') or ''}. {(r.get('description') or '').replace(chr(92) + 'n', ' ')}"
+                out.append((text, accepted, "/".join(accepted)))
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+    return out
+
+
+def score(rows: Sequence[tuple[str, tuple[str, ...], str]], predicted: Sequence[str]) -> dict:
+    """Accuracy and macro-F1 (over gold classes) of predicted sections.
+
+    A prediction counts as correct when it is one of the row's accepted sections; for macro-F1 a
+    prediction is mapped to the gold class that accepts it (else to itself).
+    """
+    gold = [g for _, _, g in rows]
+    accept_to_class = {s: g for _, acc, g in rows for s in acc}
+    pred_cls = [accept_to_class.get(p, p) for p in predicted]
+    correct = [p in acc for p, (_, acc, _) in zip(predicted, rows)]
+    f1s = []
+    for c in sorted(set(gold)):
+        tp = sum(1 for g, p in zip(gold, pred_cls) if g == c and p == c)
+        fp = sum(1 for g, p in zip(gold, pred_cls) if g != c and p == c)
+        fn = sum(1 for g, p in zip(gold, pred_cls) if g == c and p != c)
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return {
+        "accuracy": round(sum(correct) / len(rows), 4) if rows else 0.0,
+        "macro_f1": round(sum(f1s) / len(f1s), 4) if f1s else 0.0,
+    }
+
+
+def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_path: Optional[str] = None) -> dict:
+    """Scores the topic model and the same-run baselines (see the module docstring)."""
+    from jobs.train_topics import ensure_topic_model  # builds the model from shipped data when missing
+    from newsflow.topics import SECTIONS, TopicClassifier, load_examples
+
+    rows = load_rows(path, fmt, all_rows)
+    if not rows:
+        raise ValueError(f"{path}: no scorable rows")
+    clf = TopicClassifier.load(ensure_topic_model(model_path))
+    t0 = time.perf_counter()
+    top = clf.top_section([t for t, _, _ in rows])
+    seconds = time.perf_counter() - t0
+    pred = [s for s, _ in top]
+    result = {"docs": len(rows), "format": fmt, "split": "all rows" if all_rows or fmt == "agnews" else "test buckets 8-9", **score(rows, pred)}
+    confident = [(p, r) for (p, prob), r in zip(top, rows) if prob >= clf.threshold]
+    result["coverage"] = round(len(confident) / len(rows), 4)
+    result["accuracy_confident"] = round(sum(p in r[1] for p, r in confident) / len(confident), 4) if confident else 0.0
+    result["docs_per_second"] = round(len(rows) / seconds, 1) if seconds > 0 else None
+
+    train = [(t, next(l for l in ls if l in SECTIONS)) for t, ls in load_examples()["train"] if any(l in SECTIONS for l in ls)]
+    majority = Counter(s for _, s in train).most_common(1)[0][0]
+    result["baseline_majority"] = {"section": majority, **score(rows, [majority] * len(rows))}
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    x = vec.fit_transform([t for t, _ in train])
+    lr = OneVsRestClassifier(LogisticRegression(max_iter=1000, C=5.0, solver="liblinear")).fit(x, [s for _, s in train])
+    result["baseline_tfidf_logreg"] = score(rows, list(lr.predict(vec.transform([t for t, _, _ in rows]))))
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--data``, ``--format``, ``--all-rows``, ``--model``."""
+    parser.add_argument("--data", required=True, help="HuffPost JSONL or AG News CSV (plain or .gz)")
+    parser.add_argument("--format", choices=("huffpost", "agnews"), default="huffpost", help="input format (default huffpost)")
+    parser.add_argument("--all-rows", action="store_true", help="huffpost: score every row, not only the held-out test buckets")
+    parser.add_argument("--model", default=None, help="topic model path (default: var/models/topics-v1.bin, built when missing)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints one JSON line; returns 0, or 2 on a bad input file."""
+    try:
+        result = evaluate(args.data, args.format, args.all_rows, args.model)
+    except (OSError, ValueError) as e:
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=HELP)
+    add_arguments(p)
+    sys.exit(run(p.parse_args()))
