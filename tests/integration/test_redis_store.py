@@ -164,3 +164,27 @@ def test_concurrent_writers_put_near_duplicates_in_one_cluster(redis_server):
     assert cluster.source_domains == ["site0.com", "site1.com", "site2.com", "site3.com"]
     members = {store.cluster_of(f"w{w}-{i:02d}") for w in range(4) for i in range(25)}
     assert members == {cluster.cluster_id}
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_flips = st.lists(st.integers(min_value=0, max_value=63), min_size=0, max_size=3, unique=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.integers(min_value=0, max_value=2**64 - 1), flips=_flips,
+       others=st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=20))
+def test_redis_band_index_finds_every_pair_within_distance_3(redis_server, base, flips, others):
+    client, _ = redis_server
+    client.flushdb()  # one server for all examples: start each from empty
+    store = RedisClusterStore(client)
+    near = base
+    for bit in flips:
+        near ^= 1 << bit
+    store.add_many([("base", base)] + [(f"o{i}", fp) for i, fp in enumerate(others)])
+    found = dict(store.query(near))
+    assert found["base"] == len(flips)
+    expected = {"base": len(flips)}
+    expected.update({f"o{i}": bin(fp ^ near).count("1") for i, fp in enumerate(others) if bin(fp ^ near).count("1") <= 3})
+    assert found == expected
