@@ -52,9 +52,9 @@ def normalize_entity(text: str, label: str) -> Optional[Entity]:
     group = LABEL_GROUPS.get(label)
     if group is None:
         return None
-    t = _SPACE.sub(" ", text).strip().strip("\"“”‘'()[]")
-    t = _LEADING_THE.sub("", t)
-    t = _POSSESSIVE.sub("", t).strip(" -–—,:;")
+    t = _POSSESSIVE.sub("", _SPACE.sub(" ", text).strip())
+    t = _LEADING_THE.sub("", t.strip("\"“”‘'()[]"))
+    t = t.strip(" -–—,:;\"“”‘'()[]")
     if not t or not any(ch.isalnum() for ch in t):
         return None
     key = t.casefold().replace(".", "")

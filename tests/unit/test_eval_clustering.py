@@ -1,0 +1,50 @@
+"""Pair-counting clustering metric and the eval command on a small CSV in the upstream format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from newsflow.evaluation.clustering import evaluate, pairwise_scores, read_stories
+
+
+def test_pairwise_scores_by_hand():
+    gold = ["a", "a", "a", "b", "b"]
+    pred = [1, 1, 2, 2, 2]
+    # gold pairs: 3 + 1 = 4; predicted pairs: 1 + 3 = 4; correct: (0,1) and (3,4) -> P = R = 0.5
+    assert pairwise_scores(gold, pred) == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert pairwise_scores(["a", "b"], [1, 2]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    with pytest.raises(ValueError):
+        pairwise_scores([1], [1, 2])
+
+
+ROWS = [
+    ("1", "Chiquita and Fyffes agree merger to create world's largest banana company", "http://a.com/chiquita-fyffes-merger-banana", "s1", 1394470501000),
+    ("2", "Chiquita, Fyffes merge to form world's biggest banana supplier", "http://c.com/chiquita-fyffes-banana-deal", "s1", 1394470561000),
+    ("3", "Malaysia Airlines flight MH370 missing over South China Sea", "http://b.com/malaysia-airlines-jet-missing", "s2", 1394470621000),
+    ("4", "Search for missing Malaysia Airlines jet widens", "http://d.com/search-for-missing-malaysia-airlines-jet", "s2", 1394470681000),
+]
+
+
+def test_eval_on_a_small_file(tmp_path):
+    p = tmp_path / "s.csv"
+    lines = ["ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP"]
+    for i, t, u, s, ts in reversed(ROWS):  # out of order on disk: the reader sorts by timestamp
+        lines.append(f'{i},"{t}",{u},X,b,{s},{u.split("/")[2]},{ts}')
+    p.write_text("\n".join(lines) + "\n")
+    assert [r["ID"] for r in read_stories(str(p))] == ["1", "2", "3", "4"]
+    out = evaluate(str(p))
+    assert (out["docs"], out["gold_clusters"], out["clusters"]) == (4, 2, 2)
+    assert (out["precision"], out["recall"], out["f1"]) == (1.0, 1.0, 1.0)
+    assert set(out["baseline"]) >= {"precision", "recall", "f1", "clusters"}
+    nd = evaluate(str(p), level="near-duplicate", baseline=False)
+    assert nd["clusters"] == 4  # rewrites are not near-duplicates
+    json.dumps(out)
+
+
+def test_bad_timestamp_is_a_clear_error(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP\n1,t,http://a.com/x,X,b,s,a.com,notatime\n")
+    with pytest.raises(ValueError, match="TIMESTAMP"):
+        read_stories(str(p))
