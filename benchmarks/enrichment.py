@@ -1,0 +1,153 @@
+"""Enrichment throughput per stage on the bundled corpus (``data/corpus/*.jsonl.gz``).
+
+Stages, each timed on its own over the same articles, single process:
+
+* ``extraction``: :func:`newsflow.extraction.extract_content` on the corpus pages with a body;
+* ``language``: :class:`newsflow.language.LanguageIdentifier.detect_batch` on title + lead;
+* ``topics``: :class:`newsflow.topics.TopicClassifier.predict` on title + lead;
+* ``entities``: :class:`newsflow.entities.EntityExtractor` (spaCy NER) on title + lead;
+* ``embedding``: :meth:`newsflow.embedding.TextModel.embed` (128-dim) on title + lead;
+* ``clustering``: :class:`newsflow.stories.StoryClusterer` (in-memory store) over every article
+  in event-time order.
+
+Baseline, measured in the same run: one pass of :func:`newsflow.embedding.tokenize` over the same
+title + lead texts (pure-Python regex tokenization). Each stage reports articles/s and
+``ratio_to_baseline`` = stage rate / baseline rate, comparable across machines.
+
+Run::
+
+    python -m benchmarks.enrichment --json
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import gzip
+import json
+import os
+import time
+
+from benchmarks._common import emit, environment, parse_args, sig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_corpus(pattern: str) -> list:
+    """RawDocuments from the corpus JSONL files (``body_b64`` decoded)."""
+    from schemas.raw import RawDocument
+
+    docs = []
+    for path in sorted(glob.glob(pattern)):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                d = json.loads(line)
+                b64 = d.pop("body_b64", None)
+                d["body"] = base64.b64decode(b64) if b64 else None
+                docs.append(RawDocument(**{k: v for k, v in d.items() if k in RawDocument._fields}))
+    return docs
+
+
+def _rate(n: int, seconds: float) -> float:
+    return n / seconds if seconds > 0 else float("inf")
+
+
+def main(argv=None) -> int:
+    args = parse_args(__doc__.splitlines()[0], argv, lambda p: p.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "*.jsonl.gz")))
+    raws = load_corpus(args.corpus)
+    if not raws:
+        emit({"benchmark": "enrichment", "error": f"no corpus files match {args.corpus}"}, args.json)
+        return 1
+    from jobs.train_topics import ensure_topic_model
+    from newsflow.embedding import load_text_model, tokenize
+    from newsflow.entities import EntityExtractor, load_nlp
+    from newsflow.extraction import ExtractionError, extract_content
+    from newsflow.language import LanguageIdentifier
+    from newsflow.stores.story_store import InMemoryStoryStore
+    from newsflow.stories import StoryArticle, StoryClusterer
+    from newsflow.topics import TopicClassifier
+    from newsflow.urls import article_id
+
+    # models load outside the timed regions (they load once per worker in the pipeline)
+    text_model = load_text_model()
+    topics = TopicClassifier.load(ensure_topic_model())
+    lang = LanguageIdentifier()
+    load_nlp()
+    lang.detect_batch(["warm up"])
+
+    stages = {}
+    pages = [r for r in raws if r.body]
+    t = time.perf_counter()
+    extracted, errors = {}, 0
+    for r in pages:
+        try:
+            extracted[r.url] = extract_content(r)
+        except ExtractionError:
+            errors += 1
+    stages["extraction"] = (len(pages), time.perf_counter() - t)
+
+    titles, leads, times, urls = [], [], [], []
+    for r in raws:
+        c = extracted.get(r.url)
+        title = (getattr(c, "title", "") or r.title or "") if c else (r.title or "")
+        text = (getattr(c, "text", "") or "") if c else (r.summary or "")
+        titles.append(title)
+        leads.append(text[:1000])
+        times.append(r.published_time or r.fetch_time)
+        urls.append(r.url)
+    docs = [f"{a}\n{b}".strip() for a, b in zip(titles, leads)]
+    n = len(docs)
+
+    t = time.perf_counter()
+    for d in docs:
+        tokenize(d)
+    base = (n, time.perf_counter() - t)
+
+    t = time.perf_counter()
+    langs = [l for l, _ in lang.detect_batch(docs)]
+    stages["language"] = (n, time.perf_counter() - t)
+
+    t = time.perf_counter()
+    topic_out = topics.predict(docs)
+    stages["topics"] = (n, time.perf_counter() - t)
+
+    ex = EntityExtractor()
+    t = time.perf_counter()
+    ents = ex.extract_many(list(zip(titles, leads)), langs)
+    stages["entities"] = (n, time.perf_counter() - t)
+
+    t = time.perf_counter()
+    emb = text_model.embed(docs)
+    stages["embedding"] = (n, time.perf_counter() - t)
+
+    order = sorted(range(n), key=lambda i: (times[i], urls[i]))
+    arts = [
+        StoryArticle(article_id(urls[i]), float(times[i]), titles[i], urls[i], raws[i].source_domain, None, 0.5, langs[i],
+                     tuple(topic_out[i]), tuple((e.key, e.text, e.label) for e in ents[i]), emb[i])
+        for i in order
+    ]
+    store = InMemoryStoryStore()
+    clusterer = StoryClusterer(store, text_model)
+    t = time.perf_counter()
+    for a in arts:
+        clusterer.add(a)
+    stages["clustering"] = (n, time.perf_counter() - t)
+
+    base_rate = _rate(*base)
+    result = {
+        "benchmark": "enrichment",
+        "articles": n,
+        "pages": len(pages),
+        "extraction_errors": errors,
+        "baseline": {"name": "tokenize(title+lead)", "articles_per_s": sig(base_rate)},
+        "stages": {k: {"articles": m, "seconds": sig(s), "articles_per_s": sig(_rate(m, s)), "ratio_to_baseline": sig(_rate(m, s) / base_rate)} for k, (m, s) in stages.items()},
+        "stories": len(store.stories),
+        "entity_languages_skipped": dict(ex.skipped),
+        "environment": environment(),
+    }
+    emit(result, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
