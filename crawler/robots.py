@@ -1,23 +1,55 @@
-"""robots.txt (RFC 9309) for the crawl tier: matching, status-code policy and a Redis cache.
+"""robots.txt (RFC 9309) for the crawl tier: matching on protego, status-code policy, cache records.
 
-Allow/disallow decisions use :class:`RobotsMatcher`, a line-for-line port of
-Google's reference parser and matcher (github.com/google/robotstxt,
-``robots.cc``): UTF-8 byte-order mark skipped, lines cut at 16,664 bytes,
-``user-agent`` values reduced to their product token (``[A-Za-z_-]+``) and
-compared case-insensitively, a missing colon tolerated, rule patterns
-percent-escaped (non-ASCII bytes and lower-case ``%xx``), ``*``/``$``
-wildcards, the longest match wins and ``Allow`` wins ties,
-``.../index.html`` allows the directory. ``protego`` (which fails some of the
-reference vectors on its own, e.g. a leading byte-order mark) supplies the
-non-standard ``Crawl-delay`` and ``Request-rate`` values and the sitemaps.
+Allow/disallow decisions and ``Crawl-delay``/``Request-rate`` come from
+`protego <https://github.com/scrapy/protego>`_. In front of it sits a thin
+normalization layer, written from RFC 9309 and RFC 3986, that rewrites a
+robots.txt into the plain ``field: value`` lines protego reads and fixes the
+cases where protego on its own disagrees with the conformance vectors in
+``../shared/data/robotstxt-conformance``:
+
+1. **Bytes and lines.** A leading UTF-8 byte-order mark (or a truncated one)
+   is dropped; lines end at CR, LF or CRLF (RFC 9309 section 2.2, ``EOL``) and
+   nothing else (protego's ``str.splitlines`` would also split on form feeds,
+   U+2028 and others); only the first :data:`ROBOTS_MAX_BYTES` (500 KiB, the
+   minimum parsing limit of RFC 9309 section 2.5) are read, and each line is cut
+   after :data:`MAX_LINE_BYTES`, so a very long rule still applies as its prefix.
+2. **Records.** ``#`` starts a comment (section 2.2.3); a field name is matched
+   case-insensitively (section 2.1); a missing colon is tolerated when the line
+   is ``name value`` with a one-word value (``disallow /``). Lines that are not
+   ``user-agent``/``allow``/``disallow`` or one of the other records protego
+   knows (``sitemap``, ``crawl-delay``, ``request-rate``, ``visit-time``,
+   ``host``) are dropped, because other records "MUST NOT terminate a group"
+   (section 2.2.4) and protego ends a group on any unknown line.
+3. **User agents** (section 2.2.1). A ``user-agent`` value is reduced to its
+   product token, the leading run of ``[A-Za-z_-]`` (``FOO BAR`` -> ``FOO``,
+   ``FooBot/2.1`` -> ``FooBot``), or ``*``. Groups are then matched to the
+   crawler by case-insensitive *equality* of product tokens: protego on its own
+   applies a group to every crawler name that contains its token at a word
+   start (group ``foo`` would govern crawler ``foobar``), so the layer renames
+   each group to either the crawler's token, ``*`` or :data:`_UNMATCHED_GROUP`
+   before protego sees it. The crawler passes its product token
+   (``CrawlerConfig.robots_agent``), not its full ``User-Agent`` header; a name
+   that is not a valid product token only ever gets the ``*`` group.
+4. **Percent-encoding** (section 2.2.2, RFC 3986 section 2.1). In rule paths,
+   octets outside printable ASCII and the characters RFC 3986 never allows
+   in a URI (space, ``"<>\\^`{|}``) are percent-encoded, and the hex digits of
+   existing escapes are upper-cased; in request paths the same is done except
+   for non-ASCII characters, which are left as they are (a URL with raw
+   non-ASCII characters is not a URI; callers that will send the request
+   percent-encode it first, see :func:`to_request_uri`). Escapes are then
+   compared as written: protego decodes escapes of unreserved characters
+   (``/%62az`` == ``/baz``), the conformance vectors do not, so every ``%XX``
+   reaches protego as ``%25XX``, which protego keeps verbatim on both sides.
 
 :class:`RobotsPolicy` adds the RFC 9309 section 2.3.1 status rules:
 2xx parse the body; 4xx (unavailable) allow everything; 5xx or an unreachable
-host disallow everything until a retry time; results are cached 24 hours.
+host disallow everything until a retry time; results are cached 24 hours
+(section 2.4).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -25,137 +57,180 @@ from typing import Optional
 
 from protego import Protego
 
-MAX_LINE_BYTES = 2083 * 8  # kMaxLineLen in robots.cc
-_UTF8_BOM = b"\xef\xbb\xbf"
-_HEX = b"0123456789ABCDEF"
-_DISALLOW_TYPOS = ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")
-_PRODUCT_RE = re.compile(r"[A-Za-z_-]*")
+ROBOTS_MAX_BYTES = 500 * 1024
+"""Bytes of a robots.txt that are parsed (RFC 9309 section 2.5: at least 500 KiB)."""
+
+MAX_LINE_BYTES = 16 * 1024
+"""A line is cut after this many bytes; the rest of it is ignored."""
+
+_UNMATCHED_GROUP = "0"
+"""Name given to groups that do not match the crawler. Digits are not allowed in a
+product token (RFC 9309 section 2.2.1), so protego can never match it to a crawler name."""
+
+_UNMATCHED_QUERY = "unmatched-agent"
+"""Name asked of protego when the caller's name is not a product token (only ``*`` applies)."""
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+_TOKEN = re.compile(r"[A-Za-z_-]+")
+_FIELDS = {
+    "user-agent": "user-agent", "useragent": "user-agent", "user agent": "user-agent",
+    "allow": "allow",
+    # protego's accepted misspellings; RFC 9309 section 2.2.4 lets crawlers be lenient
+    "disallow": "disallow", "dissallow": "disallow", "dissalow": "disallow", "disalow": "disallow",
+    "diasllow": "disallow", "disallaw": "disallow",
+    "sitemap": "sitemap", "sitemaps": "sitemap", "site-map": "sitemap",
+    "crawl-delay": "crawl-delay", "crawl delay": "crawl-delay",
+    "request-rate": "request-rate", "request rate": "request-rate",
+    "visit-time": "visit-time", "visit time": "visit-time",
+    "host": "host",
+}
+# an escape, or an octet that must be escaped in a rule path: not printable ASCII, or excluded by RFC 3986
+_PATTERN_OCTET = re.compile(rb'%[0-9A-Fa-f]{2}|[^\x21-\x7e]|["<>\\^`{|}]')
+# the same for a request path, minus non-ASCII octets (left for the caller to encode)
+_PATH_OCTET = re.compile(rb'%[0-9A-Fa-f]{2}|[\x00-\x20\x7f]|["<>\\^`{|}]')
+_ESCAPE = re.compile(r"%([0-9A-F]{2})")
+_SCHEME_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_LINE_BREAKERS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
-def extract_user_agent(value: str) -> str:
-    """Product token of a user-agent string: its leading run of ``[A-Za-z_-]`` characters."""
-    return _PRODUCT_RE.match(value).group(0)
+def is_product_token(name: str) -> bool:
+    """True when ``name`` is a valid robots.txt product token (RFC 9309 section 2.2.1).
 
-
-def is_valid_user_agent_to_obey(user_agent: str) -> bool:
-    """True when ``user_agent`` is a non-empty product token made only of ``[A-Za-z_-]``."""
-    return bool(user_agent) and extract_user_agent(user_agent) == user_agent
-
-
-def get_path_params_query(url: str) -> str:
-    """Path, params and query of ``url`` as robots.txt rules see them (``"/"`` when none).
-
-    Port of ``GetPathParamsQuery`` in robots.cc: the fragment is dropped, a
-    result that would start with ``?`` or ``;`` gets a leading ``/``, and the
-    path is not unescaped or re-escaped.
+    A product token is one or more of ``A-Z a-z - _``; e.g. ``"Foo_Bar-bot"`` is
+    valid, ``""``, ``"Foobot/2.1"``, ``"Foo Bar"`` and ``"Foobot*"`` are not.
     """
-    search_start = 2 if url.startswith("//") else 0
-    early_path = _find_first_of(url, "/?;", search_start)
-    protocol_end = url.find("://", search_start)
-    if protocol_end == -1 or (early_path != -1 and early_path < protocol_end):
-        protocol_end = search_start
-    else:
-        protocol_end += 3
-    path_start = _find_first_of(url, "/?;", protocol_end)
-    if path_start == -1:
-        return "/"
-    hash_pos = url.find("#", search_start)
-    if hash_pos != -1 and hash_pos < path_start:
-        return "/"
-    path_end = len(url) if hash_pos == -1 else hash_pos
-    if url[path_start] != "/":
-        return "/" + url[path_start:path_end]
-    return url[path_start:path_end]
+    return bool(_TOKEN.fullmatch(name or ""))
 
 
-def _find_first_of(s: str, chars: str, start: int) -> int:
-    best = -1
-    for c in chars:
-        i = s.find(c, start)
-        if i != -1 and (best == -1 or i < best):
-            best = i
-    return best
+def product_token(value: str) -> str:
+    """The product token at the start of a ``user-agent`` value (``""`` when there is none).
+
+    Example: ``product_token("FooBot/1.0 (+http://x)") == "FooBot"``.
+    """
+    m = _TOKEN.match(value)
+    return m.group(0) if m else ""
 
 
-def maybe_escape_pattern(pattern: str | bytes) -> str:
-    """Percent-escapes bytes >= 0x80 and upper-cases existing ``%xx`` escapes (robots.cc rule)."""
+def normalize_pattern(pattern: str | bytes) -> str:
+    """Percent-encoding normal form of an allow/disallow path (RFC 9309 2.2.2, RFC 3986 2.1).
+
+    Octets outside printable ASCII (UTF-8 of non-ASCII characters, controls,
+    space) and ``"<>\\^`{|}`` are percent-encoded with upper-case hex; the hex of
+    existing ``%xx`` escapes is upper-cased; everything else, including ``*`` and
+    ``$``, is kept. Example: ``"/á/%aa"`` -> ``"/%C3%A1/%AA"``.
+
+    Args:
+      pattern: the rule value; ``str`` is taken as UTF-8.
+
+    Returns:
+      An ASCII string.
+    """
     raw = pattern.encode("utf-8", "surrogateescape") if isinstance(pattern, str) else pattern
-    out = bytearray()
-    i = 0
-    while i < len(raw):
-        b = raw[i]
-        if b == 0x25 and i + 2 < len(raw) and _is_hex(raw[i + 1]) and _is_hex(raw[i + 2]):
-            out += b"%" + bytes([raw[i + 1]]).upper() + bytes([raw[i + 2]]).upper()
-            i += 3
+    return _PATTERN_OCTET.sub(_escape_octet, raw).decode("ascii")
+
+
+def _escape_octet(m: re.Match) -> bytes:
+    s = m.group(0)
+    return s.upper() if len(s) == 3 else b"%%%02X" % s[0]
+
+
+def path_and_query(url: str) -> str:
+    """The part of ``url`` that robots.txt rules are matched against: path, params and query.
+
+    The fragment is dropped; ``scheme://authority``, ``//authority`` or, for a
+    URL written without a scheme (``example.com/a``), the leading host is
+    removed; the result always starts with ``/`` (``"/"`` when there is no path).
+    Nothing is decoded or encoded.
+
+    Examples: ``"http://h/a/b?c=http://d.e/#f"`` -> ``"/a/b?c=http://d.e/"``,
+    ``"example.com?a"`` -> ``"/?a"``, ``""`` -> ``"/"``.
+    """
+    s = url.partition("#")[0]
+    m = _SCHEME_AUTHORITY.match(s)
+    if m:
+        rest = s[m.end():]
+    elif s.startswith("//"):
+        rest = s[2:]
+    elif s.startswith("/"):
+        return s
+    else:
+        rest = s
+    cut = [i for i in (rest.find("/"), rest.find("?")) if i != -1]
+    if not cut:
+        return "/"
+    path = rest[min(cut):]
+    return path if path.startswith("/") else "/" + path
+
+
+def to_request_uri(url: str) -> str:
+    """``url`` as an HTTP client sends it: non-ASCII characters percent-encoded as UTF-8 (RFC 3986 2.1).
+
+    Example: ``"http://h/ツ"`` -> ``"http://h/%E3%83%84"``. ASCII is left unchanged.
+    """
+    if url.isascii():
+        return url
+    return "".join(c if c.isascii() else "".join("%%%02X" % b for b in c.encode("utf-8", "surrogateescape"))
+                   for c in url)
+
+
+def _protect_escapes(text: str) -> str:
+    """Writes each ``%XX`` as ``%25XX`` so protego compares escapes as written instead of decoding them."""
+    return _ESCAPE.sub(r"%25\1", text)
+
+
+def _read_records(body: bytes) -> list[tuple[str, str]]:
+    """Splits a robots.txt into ``(field, value)`` records in protego's vocabulary (module doc, steps 1-4).
+
+    ``user-agent`` values become a lower-case product token, ``"*"`` or ``""``;
+    allow/disallow values become protected normalized patterns.
+    """
+    if body[:3] == b"\xef\xbb\xbf":
+        body = body[3:]
+    elif body[:2] == b"\xef\xbb" or (body[:1] == b"\xef" and body[1:2].isascii()):
+        body = body[2:] if body[:2] == b"\xef\xbb" else body[1:]
+    if len(body) > ROBOTS_MAX_BYTES:
+        body = body[:ROBOTS_MAX_BYTES]
+        last_eol = max(body.rfind(b"\n"), body.rfind(b"\r"))
+        body = body[: last_eol + 1] if last_eol >= 0 else b""
+    records = []
+    for line in _EOL.split(body):
+        rec = _parse_line(line[:MAX_LINE_BYTES])
+        if rec is None:
             continue
-        if b >= 0x80:
-            out += b"%" + bytes([_HEX[b >> 4], _HEX[b & 15]])
+        field, value = rec
+        if field == "user-agent":
+            first = value.split()[0].decode("latin-1") if value.split() else ""
+            text = "*" if first == "*" else product_token(first).lower()
+        elif field in ("allow", "disallow"):
+            text = _protect_escapes(normalize_pattern(value))
         else:
-            out.append(b)
-        i += 1
-    return out.decode("latin-1")
+            text = _LINE_BREAKERS.sub("", value.decode("utf-8", "replace"))
+        records.append((field, text))
+    return records
 
 
-def _is_hex(b: int) -> bool:
-    return chr(b) in "0123456789abcdefABCDEF"
-
-
-def _matches(path: bytes, pattern: bytes) -> bool:
-    """Wildcard match of ``pattern`` (``*`` any run, trailing ``$`` end) against a path prefix."""
-    pathlen = len(path)
-    pos = [0]
-    n = len(pattern)
-    for k in range(n):
-        ch = pattern[k]
-        if ch == 0x24 and k + 1 == n:  # '$' at end
-            return pos[-1] == pathlen
-        if ch == 0x2A:  # '*'
-            pos = list(range(pos[0], pathlen + 1))
-        else:
-            pos = [p + 1 for p in pos if p < pathlen and path[p] == ch]
-            if not pos:
-                return False
-    return True
-
-
-def _split_lines(body: bytes) -> list[bytes]:
-    """Lines of a robots.txt body as robots.cc reads them (BOM skipped, ``\\r``/``\\n``/``\\r\\n``)."""
-    i = 0
-    while i < len(body) and i < 3 and body[i] == _UTF8_BOM[i]:
-        i += 1
-    body = body[i:]
-    lines = re.split(rb"\r\n|\r|\n", body)
-    return [ln[: MAX_LINE_BYTES - 1] for ln in lines]
-
-
-def _key_value(line: bytes) -> Optional[tuple[bytes, bytes]]:
-    hash_pos = line.find(b"#")
-    if hash_pos != -1:
-        line = line[:hash_pos]
-    line = line.strip(b" \t\n\v\f\r")
-    sep = line.find(b":")
-    if sep == -1:
-        m = re.search(rb"[ \t]", line)
-        if m is None:
-            return None
-        sep = m.start()
-        value = line[sep:].lstrip(b" \t")
-        if re.search(rb"[ \t]", value):
-            return None
-    key = line[:sep].strip(b" \t\n\v\f\r")
-    if not key:
+def _parse_line(line: bytes) -> Optional[tuple[str, bytes]]:
+    """``(field, value)`` of one line, or ``None`` for blank, comment-only or unknown lines."""
+    line = line.split(b"#", 1)[0].strip()
+    if not line:
         return None
-    return key, line[sep + 1 :].strip(b" \t\n\v\f\r")
-
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: str  # "agent", "allow", "disallow"
-    value: bytes
+    name, colon, value = line.partition(b":")
+    field = _FIELDS.get(name.strip().lower().decode("latin-1"))
+    if colon and field:
+        return field, value.strip()
+    words = line.split(None, 1)
+    if len(words) == 2 and len(words[1].split()) == 1:
+        field = _FIELDS.get(words[0].lower().decode("latin-1"))
+        if field:
+            return field, words[1].strip()
+    return None
 
 
 class RobotsMatcher:
-    """A parsed robots.txt answering "may this agent fetch this URL" like Google's reference matcher.
+    """A parsed robots.txt answering "may this crawler fetch this URL", via protego.
+
+    The body is normalized once (module doc); one protego parser per crawler
+    name is built on first use and kept.
 
     Args:
       body: robots.txt bytes (``str`` is encoded as UTF-8).
@@ -168,70 +243,66 @@ class RobotsMatcher:
     def __init__(self, body: bytes | str):
         if isinstance(body, str):
             body = body.encode("utf-8", "surrogateescape")
-        self._rules: list[_Rule] = []
-        for line in _split_lines(body):
-            kv = _key_value(line)
-            if kv is None:
-                continue
-            key, value = kv[0].lower(), kv[1]
-            if key.startswith(b"user-agent") or key.startswith(b"useragent") or key.startswith(b"user agent"):
-                self._rules.append(_Rule("agent", value))
-            elif key.startswith(b"allow"):
-                self._rules.append(_Rule("allow", maybe_escape_pattern(value).encode("latin-1")))
-            elif any(key.startswith(t.encode()) for t in _DISALLOW_TYPOS):
-                self._rules.append(_Rule("disallow", maybe_escape_pattern(value).encode("latin-1")))
+        self._records = _read_records(body)
+        self._parsers: dict[str, tuple[Protego, str]] = {}
+
+    def _parser(self, user_agent: str) -> tuple[Protego, str]:
+        """protego parser with groups renamed for ``user_agent``, and the name to query it with."""
+        hit = self._parsers.get(user_agent)
+        if hit is not None:
+            return hit
+        me = user_agent.lower() if is_product_token(user_agent) else None
+        lines = []
+        for field, text in self._records:
+            if field == "user-agent" and text != "*":
+                text = me if (me is not None and text == me) else _UNMATCHED_GROUP
+            lines.append(f"{field}: {text}")
+        hit = (Protego.parse("\n".join(lines)), me or _UNMATCHED_QUERY)
+        self._parsers[user_agent] = hit
+        return hit
 
     def allowed(self, url: str, user_agent: str) -> bool:
         """True when ``user_agent`` may fetch ``url``.
 
         Args:
-          url: absolute URL (or a path); only path, params and query are matched.
-          user_agent: the crawler's name; its product token is what groups are matched on.
+          url: absolute URL (or a path); only path, params and query are matched,
+            as given (percent-encode non-ASCII first, see :func:`to_request_uri`).
+          user_agent: the crawler's product token, e.g. ``"newsflow-crawler"``;
+            matched case-insensitively against the file's groups.
         """
-        agent = extract_user_agent(user_agent).lower()
-        path = get_path_params_query(url).encode("utf-8", "surrogateescape")
-        seen_global = seen_specific = seen_separator = ever_specific = False
-        best = {("allow", "g"): -1, ("allow", "s"): -1, ("disallow", "g"): -1, ("disallow", "s"): -1}
-        for rule in self._rules:
-            if rule.kind == "agent":
-                if seen_separator:
-                    seen_global = seen_specific = seen_separator = False
-                v = rule.value
-                if v[:1] == b"*" and (len(v) == 1 or v[1:2].isspace()):
-                    seen_global = True
-                else:
-                    token = extract_user_agent(v.decode("latin-1")).lower()
-                    if token == agent:
-                        seen_specific = ever_specific = True
-                continue
-            if not (seen_global or seen_specific):
-                continue
-            seen_separator = True
-            scope = "s" if seen_specific else "g"
-            priority = len(rule.value) if _matches(path, rule.value) else -1
-            if priority >= 0:
-                if best[(rule.kind, scope)] < priority:
-                    best[(rule.kind, scope)] = priority
-            elif rule.kind == "allow":
-                slash = rule.value.rfind(b"/")
-                if slash != -1 and rule.value[slash:].startswith(b"/index.htm"):
-                    alt = rule.value[: slash + 1] + b"$"
-                    if _matches(path, alt) and best[("allow", scope)] < len(alt):
-                        best[("allow", scope)] = len(alt)
-        a_s, d_s = best[("allow", "s")], best[("disallow", "s")]
-        if a_s > 0 or d_s > 0:
-            return not d_s > a_s
-        if ever_specific:
-            return True
-        a_g, d_g = best[("allow", "g")], best[("disallow", "g")]
-        if a_g > 0 or d_g > 0:
-            return not d_g > a_g
-        return True
+        parser, name = self._parser(user_agent)
+        path = path_and_query(url).encode("utf-8", "surrogateescape")
+        path = _PATH_OCTET.sub(_escape_octet, path).decode("utf-8", "surrogateescape")
+        return parser.can_fetch("http://robots.invalid" + _protect_escapes(path), name)
+
+    def crawl_delay(self, user_agent: str) -> Optional[float]:
+        """``Crawl-delay`` (or seconds per request from ``Request-rate``) of the group for ``user_agent``.
+
+        Returns:
+          Seconds (float), or ``None`` when the group sets neither.
+        """
+        parser, name = self._parser(user_agent)
+        delay = parser.crawl_delay(name)
+        if delay is None:
+            rate = parser.request_rate(name)
+            if rate is not None and rate.requests:
+                delay = rate.seconds / rate.requests
+        return None if delay is None else float(delay)
+
+    @property
+    def sitemaps(self) -> list[str]:
+        """``Sitemap`` URLs listed in the file, in order."""
+        return [text for field, text in self._records if field == "sitemap"]
 
 
 def is_user_agent_allowed(robots_txt: str | bytes, user_agent: str, url: str) -> bool:
     """One-shot form of :meth:`RobotsMatcher.allowed` (the conformance-vector signature)."""
     return RobotsMatcher(robots_txt).allowed(url, user_agent)
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher_for(body: bytes) -> RobotsMatcher:
+    return RobotsMatcher(body)
 
 
 # --------------------------------------------------------------------------- policy
@@ -273,29 +344,21 @@ class RobotsPolicy:
         return not (200 <= self.status < 300 or 400 <= self.status < 500)
 
     def allowed(self, url: str, user_agent: str) -> bool:
-        """True when ``user_agent`` may fetch ``url`` under this policy."""
+        """True when ``user_agent`` (a product token) may fetch ``url`` under this policy.
+
+        ``url`` is matched in the form the HTTP client sends it (:func:`to_request_uri`).
+        """
         if self.disallow_all:
             return False
         if not (200 <= self.status < 300):
             return True  # 4xx: "unavailable" means no restrictions
-        return RobotsMatcher(self.body).allowed(url, user_agent)
+        return _matcher_for(self.body).allowed(to_request_uri(url), user_agent)
 
     def crawl_delay(self, user_agent: str) -> Optional[float]:
         """``Crawl-delay`` (or 1/``Request-rate``) for ``user_agent`` in seconds, ``None`` if absent."""
         if not self.body:
             return None
-        text = self.body.decode("utf-8", "replace").lstrip("\ufeff")
-        try:
-            rp = Protego.parse(text)
-        except Exception:  # protego raises on pathological input; no delay then
-            return None
-        agent = extract_user_agent(user_agent) or user_agent
-        delay = rp.crawl_delay(agent)
-        if delay is None:
-            rate = rp.request_rate(agent)
-            if rate is not None and rate.requests:
-                delay = rate.seconds / rate.requests
-        return None if delay is None else float(delay)
+        return _matcher_for(self.body).crawl_delay(user_agent)
 
     def to_json(self) -> str:
         """Serialises for the Redis cache."""
