@@ -1,0 +1,121 @@
+"""Beam glue for enrichment: Article -> StoryArticle with topics, entities, embedding, authority.
+
+:class:`EnrichArticles` batches articles (``BatchElements``) and runs, per batch, the pure
+components: :class:`newsflow.topics.TopicClassifier` on title + lead, spaCy entities
+(:class:`newsflow.entities.EntityExtractor`, English only; other languages are counted), the
+128-dim embedding (:class:`newsflow.embedding.TextModel`) and article quality/authority
+(:mod:`newsflow.quality`). Models are loaded once per worker through ``apache_beam.utils.shared``.
+The output feeds :class:`transforms.stories.AssignStoryClusters`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+from apache_beam.utils import shared
+
+from newsflow.stories import StoryArticle
+from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
+
+METRICS_NAMESPACE = "newsflow.enrich"
+LEAD_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class EnrichConfig:
+    """Configuration of :class:`EnrichArticles`.
+
+    Attributes:
+      topic_model_path / text_model_path: model files (``None``: defaults, built when missing).
+      topic_threshold: minimum calibrated probability for a topic label.
+      max_batch_size: articles per batch (spaCy ``nlp.pipe`` and fastText calls).
+    """
+
+    topic_model_path: Optional[str] = None
+    text_model_path: Optional[str] = None
+    topic_threshold: float = 0.5
+    max_batch_size: int = 64
+
+
+class _Models:
+    """Per-worker models (held through ``shared.Shared``)."""
+
+    def __init__(self, config: EnrichConfig):
+        from jobs.train_topics import ensure_topic_model
+        from newsflow.embedding import load_text_model
+        from newsflow.entities import load_nlp
+        from newsflow.topics import TopicClassifier
+
+        self.topics = TopicClassifier.load(ensure_topic_model(config.topic_model_path), config.topic_threshold)
+        self.text = load_text_model(config.text_model_path)
+        load_nlp()
+
+
+class _EnrichFn(beam.DoFn):
+    """Batch of Articles -> StoryArticles; a failing article is dead-lettered, the rest go on."""
+
+    def __init__(self, config: EnrichConfig, handle: shared.Shared):
+        self._config = config
+        self._handle = handle
+        self.enriched = Metrics.counter(METRICS_NAMESPACE, "enriched")
+        self.no_entity_model = Metrics.counter(METRICS_NAMESPACE, "entities_unsupported_language")
+        self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_enrich")
+
+    def setup(self):
+        from newsflow.entities import EntityExtractor
+
+        self._models = self._handle.acquire(lambda: _Models(self._config))
+        self._entities = EntityExtractor(lead_chars=LEAD_CHARS)
+
+    def process(self, batch):
+        from newsflow.quality import article_quality, authority, is_original
+
+        docs = [f"{a.title}\n{(a.text or '')[:LEAD_CHARS]}".strip() for a in batch]
+        topics = self._models.topics.predict(docs)
+        before = sum(self._entities.skipped.values())
+        ents = self._entities.extract_many([(a.title, a.text or "") for a in batch], [a.language for a in batch])
+        self.no_entity_model.inc(sum(self._entities.skipped.values()) - before)
+        emb = self._models.text.embed(docs)
+        for i, a in enumerate(batch):
+            try:
+                q = article_quality(a.text or "", authors=a.authors or (), original=is_original(a.article_id, a.cluster_id), word_count=a.word_count or None)
+                auth = authority(float(a.source_authority), q)
+            except ValueError as e:
+                self.dead.inc()
+                yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("enrich", "invalid_article", str(e), repr(a._replace(text=(a.text or "")[:1000])).encode("utf-8"), a.url))
+                continue
+            self.enriched.inc()
+            yield StoryArticle(
+                article_id=a.article_id,
+                event_time=float(a.event_time),
+                title=a.title,
+                url=a.url,
+                source_domain=a.source_domain,
+                cluster_id=a.cluster_id,
+                authority=round(auth, 6),
+                language=a.language,
+                topics=tuple(topics[i]),
+                entities=tuple((e.key, e.text, e.label) for e in ents[i]),
+                embedding=tuple(float(x) for x in emb[i]),
+            )
+
+
+class EnrichArticles(beam.PTransform):
+    """Article -> StoryArticle (``{"main", "dead_letter"}``), timestamps restored to event time."""
+
+    def __init__(self, config: EnrichConfig = EnrichConfig()):
+        super().__init__()
+        self._config = config
+
+    def expand(self, pcoll):
+        out = (
+            pcoll
+            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self._config.max_batch_size)
+            | "Enrich" >> beam.ParDo(_EnrichFn(self._config, shared.Shared())).with_outputs(DEAD_LETTER_TAG, main="main")
+        )
+        main = out.main | "RestampEventTime" >> beam.Map(lambda s: beam.window.TimestampedValue(s, s.event_time))
+        return {"main": main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
