@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "crawler.commands.replay_web"),
     (None, "crawler.commands.crawl"),
     ("sources", "crawler.commands.sources_status"),
+    (None, "crawler.commands.push_server"),
 )
 
 GROUP_HELP = {

