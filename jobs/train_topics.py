@@ -33,7 +33,7 @@ from typing import Optional
 
 import numpy as np
 
-from newsflow.embedding import MODEL_DIR, ensure_embedding_model, read_huffpost, read_news_aggregator
+from newsflow.embedding import ensure_embedding_model
 from newsflow.topics import LABELS, SECTIONS, TOPIC_VERSION, TopicClassifier, clean_text, default_topic_path, load_examples, platt_fit
 
 COMMAND = "train-topics"

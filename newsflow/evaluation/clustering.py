@@ -35,7 +35,7 @@ import math
 import sys
 import time
 from collections import Counter
-from typing import Optional, Sequence
+from typing import Sequence
 
 COMMAND = "clustering"
 HELP = "score story (or near-duplicate) clustering against gold story ids (news-aggregator CSV)"

@@ -6,7 +6,6 @@ import json
 import math
 
 import numpy as np
-import pytest
 
 from newsflow.embedding import TextModel
 from newsflow.stores.story_store import ACTIVE_KEY, ASSIGN_KEY, InMemoryStoryStore, RedisStoryStore, story_articles_key, story_key
