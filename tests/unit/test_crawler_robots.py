@@ -4,10 +4,9 @@ import json
 import os
 
 import pytest
-
-from crawler.commands import eval_robots
 from protego import Protego
 
+from crawler.commands import eval_robots
 from crawler.robots import (
     MAX_LINE_BYTES,
     ROBOTS_MAX_BYTES,
