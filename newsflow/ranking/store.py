@@ -330,11 +330,15 @@ class RankingStore:
         """Adds stories to the breaking set.
 
         Args:
-          items: ``(story_id, now, ttl_seconds)``; ``now`` is the event time that made the
-            story breaking (UTC epoch s).
+          items: ``(story_id, now, ttl_seconds)``; ``now`` is the event time (window end)
+            at which the story was breaking, UTC epoch s.
 
         Returns:
           The story ids that were not breaking before (newly breaking).
+
+        ``since`` is the earliest breaking time of the current run: a window that arrives
+        out of order (earlier than the stored ``since`` while the story is still in the
+        set) moves ``since`` back; after the entry expired, a new run starts.
         """
         items = list(items)
         if not items:
@@ -342,19 +346,27 @@ class RankingStore:
         pipe = self.client.pipeline(transaction=False)
         for sid, _, _ in items:
             pipe.zscore(BREAKING_KEY, sid)
-        before = pipe.execute()
+            pipe.hget(BREAKING_SINCE_KEY, sid)
+        res = pipe.execute()
+        state = {}
+        for (sid, _, _), old, since in zip(items, res[0::2], res[1::2]):
+            state.setdefault(sid, (None if old is None else float(old), None if since is None else _f(since)))
         pipe = self.client.pipeline(transaction=False)
         fresh = []
-        max_expiry = 0.0
-        for (sid, now, ttl), old in zip(items, before):
-            expiry = float(now) + float(ttl)
-            max_expiry = max(max_expiry, expiry)
-            if old is None or float(old) <= float(now):
+        for sid, now, ttl in items:
+            now = float(now)
+            exp, since = state[sid]
+            if exp is not None and exp > now:  # still breaking at `now`: same run
+                since = now if since is None else min(since, now)
+            else:  # not in the set at `now`: a new run starts
+                since = now
                 fresh.append(sid)
-                pipe.hset(BREAKING_SINCE_KEY, sid, repr(float(now)))
-            pipe.zadd(BREAKING_KEY, {sid: expiry}, gt=True)
+            exp = max(exp or 0.0, now + float(ttl))
+            state[sid] = (exp, since)
+            pipe.hset(BREAKING_SINCE_KEY, sid, repr(since))
+            pipe.zadd(BREAKING_KEY, {sid: exp}, gt=True)
         pipe.execute()
-        return fresh
+        return list(dict.fromkeys(fresh))
 
     def breaking(self, now: float) -> dict[str, float]:
         """Live breaking stories at ``now``: ``story_id -> since`` (UTC epoch s)."""

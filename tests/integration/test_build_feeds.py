@@ -69,3 +69,14 @@ def test_parse_now(r):
     assert parse_now("1700000000", RankingStore(r)) == NOW
     with pytest.raises(ValueError, match="latest"):
         parse_now("yesterday", RankingStore(r))
+
+
+def test_mark_breaking_runs_and_out_of_order_windows(server):
+    server.flushall()
+    st = RankingStore(server)
+    assert st.mark_breaking([("s1", 5000.0, 3600)]) == ["s1"]
+    assert st.mark_breaking([("s1", 2000.0, 3600)]) == []  # earlier window, same run
+    assert st.breaking(6000.0) == {"s1": 2000.0}
+    assert st.breaking(8600.0) == {}  # expired at 5000 + 3600
+    assert st.mark_breaking([("s1", 9000.0, 3600)]) == ["s1"]  # a new run
+    assert st.breaking(9000.5) == {"s1": 9000.0}

@@ -176,3 +176,4 @@ def test_rerank_injects_newer_breaking_and_reapplies_blocks_and_cap():
     assert [i["story_id"] for i in out] == ["s9", "s1", "s3", "s6"]
     assert out[0]["injected"] is True and "injected" not in out[1]
     assert [i["story_id"] for i in rerank(items, 1000.0, breaking, p, k=2)] == ["s9", "s1"]
+

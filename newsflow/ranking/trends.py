@@ -1,0 +1,174 @@
+"""Trending windows: records, input parsing and the Redis writer behind ``transforms.trending``.
+
+A trending window counts *distinct* new articles per story, per entity and per topic in
+a sliding event-time window (1 hour every 5 minutes by default). A story with more than
+20 in a window is breaking (:func:`newsflow.ranking.decay.is_breaking`); its decay λ
+switches to 0.5 while it stays in the breaking set.
+
+Redis layout written by :func:`write_trends` (see also :mod:`newsflow.ranking.store`):
+``nf:trending:{kind}:{window_end}`` ZSET key -> count (top ``top_n``, expires after
+``2 × window``), ``nf:trending:windows:{kind}`` ZSET of written window ends, and for
+breaking stories ``nf:breaking`` / ``nf:breaking:since`` plus a priority re-crawl request
+(``nf:crawl:priority``) for the sources of each newly breaking story.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import pyarrow as pa
+
+from newsflow.ranking.priority import request_priority_recrawl
+from newsflow.ranking.store import (
+    ARTICLE_PREFIX,
+    STORY_PREFIX,
+    RankingStore,
+    trending_key,
+    trending_windows_key,
+)
+
+KINDS = ("story", "entity", "topic")
+
+
+class TrendInput(NamedTuple):
+    """One new article as the trending step needs it (its timestamp is the event time)."""
+
+    article_id: str
+    story_id: str
+    topics: tuple
+    entities: tuple
+
+
+class TrendCount(NamedTuple):
+    """Distinct new articles for one key in one window.
+
+    Attributes:
+      kind: ``"story"``, ``"entity"`` or ``"topic"``.
+      key: story id, entity text or topic label.
+      count: distinct article ids in the window.
+      window_start / window_end: UTC epoch seconds, ``[start, end)``.
+      breaking: story kind only: ``count`` > the breaking threshold.
+      decay_lambda: story kind only: λ (1/hours) its score uses at ``window_end``
+        (0.5 breaking, else by topic class); 0.0 for other kinds.
+    """
+
+    kind: str
+    key: str
+    count: int
+    window_start: float
+    window_end: float
+    breaking: bool = False
+    decay_lambda: float = 0.0
+
+
+TREND_SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("count", pa.int32()),
+        pa.field("window_start", pa.timestamp("us", tz="UTC")),
+        pa.field("window_end", pa.timestamp("us", tz="UTC")),
+        pa.field("breaking", pa.bool_()),
+        pa.field("decay_lambda", pa.float32()),
+    ]
+)
+
+
+def _entity_text(e: Any) -> str:
+    if isinstance(e, str):
+        return e.strip()
+    if isinstance(e, dict):
+        return str(e.get("text") or e.get("name") or "").strip()
+    if isinstance(e, (list, tuple)) and e:
+        return str(e[0]).strip()
+    return ""
+
+
+def parse_trend_input(element: Any) -> TrendInput:
+    """Reads ``article_id``, ``story_id``, ``topics``, ``entities`` from a dict or NamedTuple.
+
+    Entities may be strings, ``{"text"|"name": ...}`` dicts or ``(text, label)`` pairs;
+    topics are lower-cased; empty labels are dropped; duplicates removed (order kept).
+
+    Raises:
+      ValueError: ``article_id`` or ``story_id`` missing/empty, or topics/entities not lists.
+    """
+    get = element.get if isinstance(element, dict) else (lambda k, d=None: getattr(element, k, d))
+    aid, sid = get("article_id"), get("story_id")
+    if not isinstance(aid, str) or not aid:
+        raise ValueError(f"article_id missing or not a string: {aid!r}")
+    if not isinstance(sid, str) or not sid:
+        raise ValueError(f"story_id missing or not a string: {sid!r}")
+    topics, entities = get("topics") or (), get("entities") or ()
+    if isinstance(topics, (str, bytes)) or isinstance(entities, (str, bytes)):
+        raise ValueError("topics and entities must be lists, not strings")
+    t = tuple(dict.fromkeys(str(x).strip().lower() for x in topics if str(x).strip()))
+    e = tuple(dict.fromkeys(x for x in (_entity_text(v) for v in entities) if x))
+    return TrendInput(aid, sid, t, e)
+
+
+def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, top_n: int = 100,
+                 breaking_ttl_seconds: float = 3600.0) -> list[str]:
+    """Writes window counts to Redis, updates the breaking set, asks for re-crawls.
+
+    Args:
+      client: ``redis.Redis`` client.
+      trends: window counts (any kinds/windows); idempotent for a replayed window.
+      window_seconds: window size (keys expire after twice this).
+      top_n: keys kept per window and kind.
+      breaking_ttl_seconds: a breaking story leaves the set this long after the end of the
+        last window in which it was breaking.
+
+    Returns:
+      Story ids that became breaking (re-crawl requested for their sources).
+    """
+    trends = sorted(trends, key=lambda t: (t.window_end, t.kind, t.key))
+    pipe = client.pipeline(transaction=False)
+    touched = set()
+    for t in trends:
+        key = trending_key(t.kind, t.window_end)
+        pipe.zadd(key, {t.key: int(t.count)})
+        touched.add((t.kind, t.window_end))
+    ttl = int(2 * window_seconds)
+    for kind, end in touched:
+        key = trending_key(kind, end)
+        pipe.zremrangebyrank(key, 0, -(top_n + 1))
+        pipe.expire(key, ttl)
+        pipe.zadd(trending_windows_key(kind), {str(int(end)): float(end)})
+        pipe.zremrangebyscore(trending_windows_key(kind), "-inf", f"({float(end) - ttl}")
+    pipe.execute()
+    store = RankingStore(client)
+    breaking = [(t.key, t.window_end, breaking_ttl_seconds) for t in trends if t.kind == "story" and t.breaking]
+    fresh = store.mark_breaking(breaking)
+    if breaking:
+        client.expire("nf:breaking", int(breaking_ttl_seconds) * 2)
+        client.expire("nf:breaking:since", int(breaking_ttl_seconds) * 2)
+    when = {sid: end for sid, end, _ in breaking}
+    for sid in dict.fromkeys(fresh):
+        request_priority_recrawl(client, story_sources(client, sid), f"breaking:story {sid}", when[sid])
+    return list(dict.fromkeys(fresh))
+
+
+def story_sources(client, story_id: str, limit: int = 20) -> list[str]:
+    """Source domains covering a story: its representative domain, then its newest articles'."""
+    out = []
+    dom = client.hget(STORY_PREFIX + story_id, "domain")
+    if dom:
+        out.append(dom.decode() if isinstance(dom, bytes) else str(dom))
+    ids = client.zrevrange(f"{STORY_PREFIX}{story_id}:articles", 0, limit - 1)
+    if ids:
+        pipe = client.pipeline(transaction=False)
+        for aid in ids:
+            pipe.hget(ARTICLE_PREFIX + (aid.decode() if isinstance(aid, bytes) else aid), "source_domain")
+        out += [d.decode() if isinstance(d, bytes) else str(d) for d in pipe.execute() if d]
+    return list(dict.fromkeys(x.lower() for x in out if x))[:limit]
+
+
+def trends_to_keys(inp: TrendInput) -> Iterable[tuple[tuple[str, str], tuple[str, tuple]]]:
+    """``((kind, key), (article_id, topics))`` for the story, each entity and each topic."""
+    value = (inp.article_id, inp.topics)
+    yield ("story", inp.story_id), value
+    for e in inp.entities:
+        yield ("entity", e), value
+    for t in inp.topics:
+        yield ("topic", t), value

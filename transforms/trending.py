@@ -1,0 +1,224 @@
+"""Trending windows in the streaming job: ``ComputeTrendingWindows``.
+
+Counts distinct new articles per story, per entity and per topic in sliding event-time
+windows (1 hour every 5 minutes by default), marks stories with more than 20 as breaking
+(λ = 0.5), and — when ``write_redis`` — writes each fired window to Redis (trending ZSETs,
+the breaking set with expiry, and a crawler priority request for newly breaking stories;
+layout in :mod:`newsflow.ranking.trends`). ``WriteTrends`` stores the window counts as
+Parquet (``<root>/trends/date=YYYY-MM-DD/``).
+
+Input: a PCollection of dicts or NamedTuples with ``article_id``, ``story_id``, ``topics``,
+``entities``, timestamped with the article's event time. Replays are not double counted
+(counts are distinct article ids per window). Output: ``{"trends": TrendCount,
+"dead_letter": DeadLetter}`` (elements missing ids are dead-lettered).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam import pvalue, window
+from apache_beam.metrics import Metrics
+from apache_beam.transforms import trigger
+
+from newsflow.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
+from newsflow.ranking.trends import TREND_SCHEMA, TrendCount, parse_trend_input, trends_to_keys, write_trends
+from newsflow.stores.parquet import write_records
+from schemas import DeadLetter
+
+METRICS_NAMESPACE = "newsflow.trending"
+TRENDS_TAG = "trends"
+DEAD_LETTER_TAG = "dead_letter"
+
+
+@dataclass(frozen=True)
+class TrendingConfig:
+    """Configuration of :class:`ComputeTrendingWindows`.
+
+    Attributes:
+      window_seconds: sliding window size (default 3600 s).
+      period_seconds: window period (default 300 s).
+      allowed_lateness_seconds: late articles within this still update their windows
+        (the window fires again with the corrected count).
+      breaking_threshold: a story is breaking with MORE than this many articles in a window.
+      breaking_ttl_seconds: how long after its last breaking window a story stays breaking.
+      top_n: keys kept in Redis per window and kind.
+      write_redis: write windows/breaking set/re-crawl requests to Redis.
+      redis_url: ``redis://``/``unix://`` URL; ``None`` means ``$REDIS_URL`` or the embedded server.
+    """
+
+    window_seconds: int = 3600
+    period_seconds: int = 300
+    allowed_lateness_seconds: int = 0
+    breaking_threshold: int = BREAKING_THRESHOLD
+    breaking_ttl_seconds: int = 3600
+    top_n: int = 100
+    write_redis: bool = True
+    redis_url: Optional[str] = None
+
+    def __post_init__(self):
+        if self.window_seconds <= 0 or self.period_seconds <= 0 or self.window_seconds % self.period_seconds:
+            raise ValueError(
+                f"window_seconds ({self.window_seconds}) must be a positive multiple of period_seconds "
+                f"({self.period_seconds})")
+
+
+class _ParseFn(beam.DoFn):
+    """dict/NamedTuple -> TrendInput (timestamp kept); bad elements -> dead letter."""
+
+    def __init__(self):
+        self.bad = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_trend_input")
+
+    def process(self, element):
+        try:
+            yield parse_trend_input(element)
+        except ValueError as e:
+            self.bad.inc()
+            payload = json.dumps(element if isinstance(element, dict) else repr(element), default=repr)
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter("trending", "invalid_input", str(e),
+                                                                 payload.encode("utf-8")))
+
+
+class _DistinctArticlesFn(beam.CombineFn):
+    """Counts distinct article ids and collects story topics: accumulator ``(set ids, set topics)``."""
+
+    def create_accumulator(self):
+        return set(), set()
+
+    def add_input(self, acc, value):
+        aid, topics = value
+        acc[0].add(aid)
+        acc[1].update(topics)
+        return acc
+
+    def merge_accumulators(self, accs):
+        ids, topics = set(), set()
+        for a, t in accs:
+            ids |= a
+            topics |= t
+        return ids, topics
+
+    def extract_output(self, acc):
+        return len(acc[0]), tuple(sorted(acc[1]))
+
+
+class _ToTrendCountFn(beam.DoFn):
+    """((kind, key), (count, topics)) in a window -> TrendCount with breaking flag and λ."""
+
+    def __init__(self, threshold: int):
+        self._threshold = threshold
+        self.breaking = Metrics.counter(METRICS_NAMESPACE, "breaking_story_windows")
+
+    def process(self, element, win=beam.DoFn.WindowParam):
+        (kind, key), (count, topics) = element
+        brk, lam = False, 0.0
+        if kind == "story":
+            brk = is_breaking(count, self._threshold)
+            lam = lambda_for(topics, brk)
+            if brk:
+                self.breaking.inc()
+        yield TrendCount(kind, key, int(count), float(win.start), float(win.end), brk, lam)
+
+
+class _WriteRedisFn(beam.DoFn):
+    """Buffers a bundle's TrendCounts and writes them in one pass (pipelined) at bundle end.
+
+    Redis errors propagate so the runner retries the bundle; the writes are idempotent
+    (ZADD of absolute counts, breaking expiry only moves forward).
+    """
+
+    def __init__(self, config: TrendingConfig):
+        self._config = config
+        self.newly_breaking = Metrics.counter(METRICS_NAMESPACE, "newly_breaking")
+
+    def setup(self):
+        from newsflow.stores.redis_conn import connect
+
+        self._client = connect(self._config.redis_url)
+
+    def start_bundle(self):
+        self._buffer = []
+
+    def process(self, element):
+        self._buffer.append(element)
+
+    def finish_bundle(self):
+        if self._buffer:
+            c = self._config
+            fresh = write_trends(self._client, self._buffer, c.window_seconds, c.top_n, c.breaking_ttl_seconds)
+            self.newly_breaking.inc(len(fresh))
+            self._buffer = []
+
+
+class ComputeTrendingWindows(beam.PTransform):
+    """Timestamped article records -> ``{"trends": TrendCount, "dead_letter": DeadLetter}``."""
+
+    def __init__(self, config: TrendingConfig = TrendingConfig()):
+        super().__init__()
+        self._config = config
+
+    def expand(self, pcoll):
+        c = self._config
+        parsed = pcoll | "ParseTrendInput" >> beam.ParDo(_ParseFn()).with_outputs(DEAD_LETTER_TAG, main=TRENDS_TAG)
+        trends = (
+            parsed[TRENDS_TAG]
+            | "SlidingWindows" >> beam.WindowInto(
+                window.SlidingWindows(c.window_seconds, c.period_seconds),
+                trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)) if c.allowed_lateness_seconds else None,
+                allowed_lateness=c.allowed_lateness_seconds,
+                accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+            )
+            | "KeyByStoryEntityTopic" >> beam.FlatMap(trends_to_keys)
+            | "CountDistinctArticles" >> beam.CombinePerKey(_DistinctArticlesFn())
+            | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold))
+        )
+        if c.write_redis:
+            _ = trends | "WriteTrendingToRedis" >> beam.ParDo(_WriteRedisFn(c))
+        return {"trends": trends, "dead_letter": parsed[DEAD_LETTER_TAG]}
+
+
+class _WriteTrendFileFn(beam.DoFn):
+    def __init__(self, root: str):
+        self._root = root
+
+    def process(self, element):
+        partition, rows = element
+        path = write_records(self._root, "trends", partition, list(rows), TREND_SCHEMA,
+                             sort_key=lambda t: (t.window_end, t.kind, -t.count, t.key))
+        if path:
+            yield path
+
+
+class WriteTrends(beam.PTransform):
+    """TrendCounts (entities/topics/stories per window) -> Parquet under ``<root>/trends``.
+
+    Rows are regrouped in the global window (batch: once at the end; streaming: every
+    ``flush_seconds`` of processing time; ``streaming=None`` picks by whether the input is
+    bounded) and written per UTC date of the window end. Emits the paths written.
+    """
+
+    def __init__(self, output_root: str, streaming: Optional[bool] = None, flush_seconds: int = 60):
+        super().__init__()
+        self._root, self._streaming, self._flush = output_root, streaming, flush_seconds
+
+    def expand(self, pcoll):
+        import datetime as dt
+
+        streaming = (not pcoll.is_bounded) if self._streaming is None else self._streaming
+        if streaming:
+            win = beam.WindowInto(window.GlobalWindows(),
+                                  trigger=trigger.Repeatedly(trigger.AfterProcessingTime(self._flush)),
+                                  accumulation_mode=trigger.AccumulationMode.DISCARDING)
+        else:
+            win = beam.WindowInto(window.GlobalWindows())
+        date = lambda t: "date=" + dt.datetime.fromtimestamp(t.window_end, tz=dt.timezone.utc).strftime("%Y-%m-%d")  # noqa: E731
+        return (
+            pcoll
+            | "GlobalWindow" >> win
+            | "KeyByDate" >> beam.Map(lambda t: (date(t), t))
+            | "GroupByDate" >> beam.GroupByKey()
+            | "WriteParquet" >> beam.ParDo(_WriteTrendFileFn(self._root))
+        )
