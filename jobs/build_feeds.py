@@ -88,16 +88,19 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
     for i in range(0, len(ids), 1000):
         stories += live_stories(store.get_stories(ids[i:i + 1000]))
     stories.sort(key=lambda s: s.story_id)
-    cands = Candidates(stories, now, store.lambda_overrides(), store.breaking(now).keys(), velocity_map(store))
+    shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
+    cands = Candidates(stories, now, shared[1], shared[2], shared[0])
     pools = compute_pools(cands, config.pool_size)
     for (kind, name), members in pools.items():
         store.replace_pool(kind, name, members, config.pool_size)
     feeds = build_public_feeds(cands, pools, now, config)
     store.write_feeds(feeds, feed_ttl)
     users = store.active_users(now - active_window)
+    by_id = {s.story_id: s for s in stories}
     user_feeds = {}
     for uid in users:
-        user_feeds[feed_key("user", uid)] = build_user_feed(store, store.user_profile(uid), now, "", config)
+        user_feeds[feed_key("user", uid)] = build_user_feed(store, store.user_profile(uid), now, "", config,
+                                                            stories_by_id=by_id, shared=shared)
         if len(user_feeds) >= 200:
             store.write_feeds(user_feeds, feed_ttl)
             user_feeds.clear()

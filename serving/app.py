@@ -172,6 +172,7 @@ class Api:
         self.snapshots = SnapshotStore(config.snapshot_dir)
         self._cache: dict[str, tuple[float, Response]] = {}
         self._redis_down_until = 0.0
+        self._breaking_cache: tuple[float, dict, dict] = (0.0, {}, {})
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
@@ -403,16 +404,9 @@ class Api:
                 doc = build_user_feed(self.store, profile, now, edition, self.config.feed)
                 self.store.write_feeds({feed_key("user", user): doc}, FEED_TTL_SECONDS)
             generated_at = float(doc.get("generated_at") or 0.0)
-            breaking = self.store.breaking(now)
-            fresh_ids = [sid for sid, since in breaking.items() if since > generated_at]
-            inject = []
-            if fresh_ids:
-                for rec in self.store.get_stories(fresh_ids):
-                    if rec is None or rec.merged_into:
-                        continue
-                    item = dict(rec.summary(), breaking=True, relevance=None,
-                                score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING))
-                    inject.append((breaking[rec.story_id], item))
+            breaking, items_by_id = self._breaking_items(now)
+            inject = [(since, items_by_id[sid]) for sid, since in breaking.items()
+                      if since > generated_at and sid in items_by_id]
         except REDIS_ERRORS as e:
             self._mark_down()
             log.warning("redis unavailable for feed of %s: %s", user, e)
@@ -426,6 +420,23 @@ class Api:
         payload = {"user": user, "edition": edition, "generated_at": generated_at, "stale": False,
                    "count": len(items), "stories": items}
         return self._respond(request, payload, "private")
+
+    def _breaking_items(self, now: float) -> tuple[dict, dict]:
+        """Live breaking set ``{story_id: since}`` and their feed items, shared by all readers
+        and cached in-process for ``local_cache_seconds`` (the set changes every few minutes)."""
+        expires, breaking, items = self._breaking_cache
+        if time.monotonic() < expires:
+            return breaking, items
+        breaking = self.store.breaking(now)
+        items = {}
+        if breaking:
+            for rec in self.store.get_stories(list(breaking)):
+                if rec is None or rec.merged_into:
+                    continue
+                items[rec.story_id] = dict(rec.summary(), breaking=True, relevance=None,
+                                           score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING))
+        self._breaking_cache = (time.monotonic() + self.config.local_cache_seconds, breaking, items)
+        return breaking, items
 
     async def events(self, request: Request) -> Response:
         user = self._user(request)

