@@ -8,7 +8,9 @@ key                             type    content
 ``nf:story:{story_id}``         HASH    title, url, domain, representative_id,
                                         article_count, source_count, independent_count,
                                         earliest_time, latest_time (UTC epoch s), topics
-                                        (JSON list), languages (JSON list), authority
+                                        (JSON list, or JSON {label: probability} as
+                                        ``newsflow.stores.story_store`` writes it),
+                                        languages (JSON list), authority
                                         (float in [0, 1]), embedding (128 float32 LE
                                         bytes), entities (JSON), merged_into
 ``nf:story:{story_id}:articles`` ZSET   article_id -> event_time
@@ -39,6 +41,10 @@ Written by ranking (this package, ``transforms.trending`` and ``jobs.build_feeds
 ``nf:events``                       STREAM  reader events (see :mod:`newsflow.ranking.events`)
 ==================================  ======  ===============================================
 
+The stories step keeps other keys under the same prefix (``nf:story:assign``, ``nf:story:active``,
+``nf:story:merges``, ``nf:story:{id}:state``); :meth:`RankingStore.iter_story_ids` skips them
+and :meth:`RankingStore.get_stories` treats a hash without ``earliest_time`` as no story.
+
 Every method takes a ``redis.Redis`` client (``decode_responses=False``) at construction
 and raises ``redis.RedisError`` subclasses unchanged, so callers can degrade.
 """
@@ -63,6 +69,7 @@ USER_PREFIX = "nf:user:"
 BREAKING_KEY = "nf:breaking"
 BREAKING_SINCE_KEY = "nf:breaking:since"
 ACTIVE_USERS_KEY = "nf:users:active"
+RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges"})
 
 
 def pool_key(kind: str, name: str) -> str:
@@ -119,6 +126,26 @@ def _json_list(value) -> list:
     return out if isinstance(out, list) else []
 
 
+def _topic_labels(value) -> list[str]:
+    """Topic labels from either a JSON list (most confident first) or a JSON object
+    ``{label: probability}`` (sorted by probability, descending; ties by label)."""
+    if value in (None, b"", ""):
+        return []
+    try:
+        out = json.loads(_s(value))
+    except ValueError:
+        return []
+    if isinstance(out, dict):
+        pairs = []
+        for label, p in out.items():
+            try:
+                pairs.append((-float(p), str(label)))
+            except (TypeError, ValueError):
+                pairs.append((0.0, str(label)))
+        return [label for _, label in sorted(pairs)]
+    return [str(t) for t in out] if isinstance(out, list) else []
+
+
 def decode_embedding(value) -> Optional[np.ndarray]:
     """Decodes 128 little-endian float32 values; ``None`` when absent or malformed."""
     if not isinstance(value, (bytes, bytearray)) or len(value) != 4 * EMBEDDING_DIM:
@@ -173,7 +200,7 @@ class StoryRecord(NamedTuple):
             independent_count=_i(g("independent_count")),
             earliest_time=_f(g("earliest_time")),
             latest_time=_f(g("latest_time")),
-            topics=[str(t) for t in _json_list(g("topics"))],
+            topics=_topic_labels(g("topics")),
             languages=[str(t) for t in _json_list(g("languages"))],
             authority=min(1.0, max(0.0, _f(g("authority")))),
             embedding=decode_embedding(g("embedding")),
@@ -281,10 +308,11 @@ class RankingStore:
 
     # -- stories and articles -------------------------------------------------------
     def iter_story_ids(self, batch: int = 1000) -> Iterator[str]:
-        """Yields every story id (keys ``nf:story:{id}`` without a further ``:`` part)."""
+        """Yields every story id (keys ``nf:story:{id}`` without a further ``:`` part,
+        except the stories step's reserved names)."""
         for key in self.client.scan_iter(match=STORY_PREFIX + "*", count=batch):
             rest = _s(key)[len(STORY_PREFIX):]
-            if rest and ":" not in rest:
+            if rest and ":" not in rest and rest not in RESERVED_STORY_NAMES:
                 yield rest
 
     def get_stories(self, story_ids: Sequence[str]) -> list[Optional[StoryRecord]]:
@@ -294,7 +322,7 @@ class RankingStore:
             pipe.hgetall(STORY_PREFIX + sid)
         out = []
         for sid, h in zip(story_ids, pipe.execute()):
-            out.append(StoryRecord.from_hash(sid, h) if h else None)
+            out.append(StoryRecord.from_hash(sid, h) if h and b"earliest_time" in h else None)
         return out
 
     def get_story(self, story_id: str) -> Optional[StoryRecord]:

@@ -47,6 +47,13 @@ def populate(r) -> None:
             "topics": json.dumps(topics), "languages": json.dumps(langs), "authority": repr(auth),
             "embedding": encode_embedding(axis(ax)), "entities": json.dumps([]), "merged_into": "",
         })
+    # s3's topics in the stories step's {label: probability} form (Business first)
+    pipe.hset("nf:story:s3", "topics", json.dumps({"World": 0.41, "Business": 0.91}))
+    # the stories step's own keys under the same prefix must not be read as stories
+    pipe.hset("nf:story:assign", mapping={"a1": "s1", "a3": "s1"})
+    pipe.zadd("nf:story:active", {"s1": NOW})
+    pipe.rpush("nf:story:merges", json.dumps({"from": "s8", "into": "s1"}))
+    pipe.set("nf:story:s1:state", "{}")
     pipe.hset("nf:story:s8", mapping={"title": "Storm (old cluster)", "url": "https://z.com/s8", "domain": "z.com",
                                       "authority": "0.9", "earliest_time": repr(NOW - H), "latest_time": repr(NOW - H),
                                       "topics": "[]", "languages": '["en"]', "merged_into": "s1"})

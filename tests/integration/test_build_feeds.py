@@ -41,6 +41,11 @@ def test_pools_and_public_feeds(r):
     assert _ids(r, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4"]
     assert _ids(r, "nf:feed:edition:global") == ["s1", "s7", "s6", "s3", "s4"]
     assert _ids(r, "nf:feed:topic:obituary") == ["s4"]
+    # s3's topics came as {label: probability}: both labels pool it, most probable first
+    assert _ids(r, "nf:feed:topic:business") == ["s3"]
+    # world: s1; then s3 (.7*.704=.493) beats s2, s1's angle (.7*.889-.3=.322); then s2
+    assert _ids(r, "nf:feed:topic:world") == ["s1", "s3", "s2"]
+    assert json.loads(r.get("nf:feed:topic:business"))["stories"][0]["topics"] == ["Business", "World"]
     assert 290 < r.ttl("nf:feed:edition:en") <= 300
 
 
