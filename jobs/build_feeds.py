@@ -21,12 +21,11 @@ time instead of the wall clock.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from newsflow.ranking.events import flush_events
 from newsflow.ranking.feeds import (
@@ -35,7 +34,9 @@ from newsflow.ranking.feeds import (
     build_public_feeds,
     build_user_feed,
     compute_pools,
+    latest_story_time,
     live_stories,
+    parse_now,
     velocity_map,
 )
 from newsflow.ranking.store import FEED_TTL_SECONDS, RankingStore, feed_key
@@ -57,13 +58,6 @@ class BuildStats:
     user_feeds: int
     events_flushed: int
     seconds: float
-
-
-def latest_story_time(store: RankingStore) -> Optional[float]:
-    """The newest ``latest_time`` over all stories, or ``None`` with no stories."""
-    ids = list(store.iter_story_ids())
-    times = [s.latest_time for s in store.get_stories(ids) if s is not None]
-    return max(times) if times else None
 
 
 def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_window: float = 3600.0,
@@ -114,33 +108,6 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
                 break
     return BuildStats(now, len(stories), len(pools), len(feeds), len(users), flushed,
                       round(time.perf_counter() - t0, 3))
-
-
-def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float] = time.time) -> float:
-    """Resolves ``--now``: ``None`` → the clock; ``latest`` → newest story time; a number →
-    UTC epoch seconds; else an ISO 8601 time (naive means UTC).
-
-    Raises:
-      ValueError: unparsable value, or ``latest`` with no stories.
-    """
-    if value is None or value == "":
-        return float(clock())
-    if value == "latest":
-        t = latest_story_time(store)
-        if t is None:
-            raise ValueError("--now latest: there are no stories in Redis")
-        return t
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        d = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=dt.timezone.utc)
-    return d.timestamp()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

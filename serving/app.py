@@ -78,7 +78,10 @@ class ServingConfig:
       redis_backoff_seconds: after a Redis error, requests skip Redis (answer from
         snapshots at once) for this long instead of each waiting on a dead server.
       feed: feed-building knobs for personal feeds built on request.
-      clock: returns the current UTC epoch seconds (injectable for tests).
+      clock: returns the current UTC epoch seconds (tokens, events; injectable for tests).
+      ranking_clock: the time personal feeds are scored and breaking stories are read at;
+        ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
+        corpus' time so a historical corpus does not decay to zero.
     """
 
     token_secret: bytes
@@ -91,6 +94,7 @@ class ServingConfig:
     redis_backoff_seconds: float = 2.0
     feed: FeedConfig = field(default_factory=FeedConfig)
     clock: Callable[[], float] = time.time
+    ranking_clock: Optional[Callable[[], float]] = None
 
 
 class ApiError(Exception):
@@ -173,6 +177,7 @@ class Api:
         self._cache: dict[str, tuple[float, Response]] = {}
         self._redis_down_until = 0.0
         self._breaking_cache: tuple[float, dict, dict] = (0.0, {}, {})
+        self._ranking_now = config.ranking_clock or config.clock
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
@@ -316,7 +321,7 @@ class Api:
         limit = self._limit(request)
 
         def build() -> Response:
-            now = self.config.clock()
+            now = self._ranking_now()
             try:
                 self._guard()
                 end, story_rows = self.store.latest_trending("story", limit)
@@ -393,7 +398,7 @@ class Api:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        now = self.config.clock()
+        now = self._ranking_now()
         try:
             self._guard()
             profile = self.store.user_profile(user)

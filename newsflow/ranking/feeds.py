@@ -14,8 +14,10 @@ Feed documents (JSON, stored at :func:`newsflow.ranking.store.feed_key`)::
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -256,3 +258,37 @@ def build_user_feed(store: RankingStore, profile: UserProfile, now: float, editi
     doc = feed_doc("user", profile.user_id, now, config.alpha, items)
     doc["edition"] = edition
     return doc
+
+
+def latest_story_time(store: RankingStore) -> Optional[float]:
+    """The newest ``latest_time`` over all stories, or ``None`` with no stories."""
+    ids = list(store.iter_story_ids())
+    times = [s.latest_time for s in store.get_stories(ids) if s is not None]
+    return max(times) if times else None
+
+
+def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float] = time.time) -> float:
+    """Resolves ``--now``: ``None`` → the clock; ``latest`` → newest story time; a number →
+    UTC epoch seconds; else an ISO 8601 time (naive means UTC).
+
+    Raises:
+      ValueError: unparsable value, or ``latest`` with no stories.
+    """
+    if value is None or value == "":
+        return float(clock())
+    if value == "latest":
+        t = latest_story_time(store)
+        if t is None:
+            raise ValueError("--now latest: there are no stories in Redis")
+        return t
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        d = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=dt.timezone.utc)
+    return d.timestamp()

@@ -85,3 +85,36 @@ def test_mark_breaking_runs_and_out_of_order_windows(server):
     assert st.breaking(8600.0) == {}  # expired at 5000 + 3600
     assert st.mark_breaking([("s1", 9000.0, 3600)]) == ["s1"]  # a new run
     assert st.breaking(9000.5) == {"s1": 9000.0}
+
+
+def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from jobs import build_feeds as job
+    from serving import command as serve_cmd
+    from serving.tokens import verify_token
+
+    server.flushall()
+    populate(server)
+    parser = argparse.ArgumentParser()
+    job.add_arguments(parser)
+    url = f"unix://{server.socket_file}"
+    assert job.run(parser.parse_args(["--redis-url", url, "--alpha", "0.95"])) == 2
+    assert "alpha" in capsys.readouterr().out
+    assert job.run(parser.parse_args(["--redis-url", url, "--now", "latest", "--every", "0.01",
+                                      "--max-runs", "2"])) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 2 and lines[0]["now"] == NOW - 0.5 * 3600 + 600 and lines[0]["stories"] == 7
+    assert _ids(server, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4"]
+
+    monkeypatch.delenv("NEWSFLOW_TOKEN_SECRET", raising=False)
+    sp = argparse.ArgumentParser()
+    serve_cmd.add_arguments(sp)
+    assert serve_cmd.run(sp.parse_args(["--data-dir", str(tmp_path), "--mint-token", "alice"])) == 0
+    token = capsys.readouterr().out.strip()
+    secret = serve_cmd.token_secret(str(tmp_path))  # persisted: the same secret again
+    import time
+
+    assert verify_token(token, secret, time.time()) == "alice"
+    monkeypatch.setenv("NEWSFLOW_TOKEN_SECRET", "short")
+    assert serve_cmd.run(sp.parse_args(["--data-dir", str(tmp_path), "--mint-token", "alice"])) == 2
