@@ -25,7 +25,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 from newsflow.ranking.events import flush_events
 from newsflow.ranking.feeds import (
@@ -34,7 +33,6 @@ from newsflow.ranking.feeds import (
     build_public_feeds,
     build_user_feed,
     compute_pools,
-    latest_story_time,
     live_stories,
     parse_now,
     velocity_map,
@@ -144,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     store = RankingStore(client)
     config = FeedConfig(k=args.k, alpha=args.alpha)
     runs = 0
+    first_start = time.monotonic()
     try:
         while True:
             started = time.monotonic()
@@ -152,10 +151,8 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as e:
                 print(f"error: {e}")
                 return 2
-            if args.now not in (None, "", "latest") and runs > 0:
-                now += time.monotonic() - first_start  # a fixed --now advances with the schedule
-            if runs == 0:
-                first_start = started
+            if args.now not in (None, "", "latest"):
+                now += started - first_start  # a fixed --now advances with the schedule
             stats = build_feeds(client, now, config, args.active_window, args.events_dir)
             print(json.dumps(stats.__dict__), flush=True)
             runs += 1

@@ -45,10 +45,20 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.ranking.events import MAX_EVENTS_PER_REQUEST, append_events, is_valid_story_id, validate_event
+from newsflow.ranking.events import (
+    MAX_EVENTS_PER_REQUEST,
+    append_events,
+    is_valid_story_id,
+    validate_event,
+)
 from newsflow.ranking.feeds import FeedConfig, build_user_feed
 from newsflow.ranking.rerank import rerank
-from newsflow.ranking.store import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStore, feed_key
+from newsflow.ranking.store import (
+    FEED_TTL_SECONDS,
+    GLOBAL_EDITION,
+    RankingStore,
+    feed_key,
+)
 from serving.openapi import openapi_schema
 from serving.tokens import TokenError, verify_token
 

@@ -25,7 +25,13 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger
 
 from newsflow.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
-from newsflow.ranking.trends import TREND_SCHEMA, TrendCount, parse_trend_input, trends_to_keys, write_trends
+from newsflow.ranking.trends import (
+    TREND_SCHEMA,
+    TrendCount,
+    parse_trend_input,
+    trends_to_keys,
+    write_trends,
+)
 from newsflow.stores.parquet import write_records
 from schemas import DeadLetter
 

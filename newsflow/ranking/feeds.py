@@ -22,8 +22,17 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from newsflow.ranking.decay import decay_scores, lambda_for
-from newsflow.ranking.mmr import DEFAULT_ALPHA, DEFAULT_SOURCE_CAP, mmr_select, normalize_rows
-from newsflow.ranking.personalize import blocked_mask, history_weight, personal_relevance
+from newsflow.ranking.mmr import (
+    DEFAULT_ALPHA,
+    DEFAULT_SOURCE_CAP,
+    mmr_select,
+    normalize_rows,
+)
+from newsflow.ranking.personalize import (
+    blocked_mask,
+    history_weight,
+    personal_relevance,
+)
 from newsflow.ranking.store import (
     EMBEDDING_DIM,
     GLOBAL_EDITION,

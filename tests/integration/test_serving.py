@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from jobs.build_feeds import build_feeds
 from newsflow.ranking.events import flush_events
-from newsflow.ranking.store import UserProfile, encode_embedding
+from newsflow.ranking.store import encode_embedding
 from serving.app import ServingConfig, create_app, serving_client
 from serving.tokens import TokenError, sign_token, verify_token
 from tests.integration.ranking_data import NOW, add_trending, axis, populate
