@@ -17,7 +17,8 @@ and answers ``If-None-Match`` with ``304``. Public feeds are also cached in-proc
 ``local_cache_seconds`` (1 s), which is well under the feeds' 5-minute TTL.
 
 Degradation: when Redis is unreachable or a feed is missing, public feeds (and the personal
-feed) are served from the last good copy the process saw, kept in memory and in
+feed) are served from the last good copy the process saw (every edition feed is snapshotted
+at startup, and each feed again whenever a newer one is read), kept in memory and in
 ``snapshot_dir`` (so it survives restarts), with ``X-Newsflow-Stale: 1`` and
 ``X-Newsflow-Stale-Reason``; with no snapshot either, the answer is an empty list (200,
 stale). Unknown readers get the cold-start feed; nothing answers 500 for a missing user
@@ -26,6 +27,7 @@ or an empty feed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -489,6 +491,25 @@ class Api:
     async def openapi(self, request: Request) -> Response:
         return self._respond(request, openapi_schema(), "public")
 
+    def warm_snapshots(self) -> int:
+        """Snapshots every edition feed present in Redis (at startup), so a restart followed by
+        a Redis outage still has the last good feeds. Returns how many were stored; a Redis
+        error is logged, not raised."""
+        n = 0
+        try:
+            for key in self.store.client.scan_iter(match="nf:feed:edition:*", count=500):
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                raw = self.store.read_feed_raw(name)
+                if raw is not None:
+                    try:
+                        self.snapshots.put("edition:" + name.rsplit(":", 1)[1], json.loads(raw))
+                        n += 1
+                    except ValueError:
+                        log.error("corrupt feed JSON at %s", name)
+        except REDIS_ERRORS as e:
+            log.warning("could not warm snapshots: %s", e)
+        return n
+
     async def health(self, request: Request) -> Response:
         try:
             ok = bool(self.store.client.ping())  # no guard: health checks probe for recovery
@@ -557,6 +578,12 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error})
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        api.warm_snapshots()
+        yield
+
+    app = Starlette(routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error},
+                    lifespan=lifespan)
     app.state.api = api
     return app

@@ -255,6 +255,14 @@ def test_real_uvicorn_server(r, tmp_path):
 
 
 # ---- degraded mode -------------------------------------------------------------------------
+def test_startup_snapshots_every_edition_feed(r, tmp_path):
+    with _client(r, tmp_path) as c:  # the context runs the lifespan (startup)
+        for ed in ("en", "de", "global"):
+            r.delete(f"nf:feed:edition:{ed}")
+        resp = c.get("/v1/top", params={"edition": "de"})  # never requested before the loss
+        assert _ids(resp) == ["s6"] and resp.headers["x-newsflow-stale-reason"] == "feed-missing"
+
+
 def test_feed_missing_serves_snapshot(r, tmp_path):
     c = _client(r, tmp_path)
     good = c.get("/v1/top", params={"edition": "en"})
