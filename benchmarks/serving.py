@@ -27,6 +27,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -194,6 +195,7 @@ def main(argv=None) -> int:
             results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a)
     finally:
         server.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
     base = results["baseline"]["rps"]
     for name in ("cached_feed", "personal_feed"):
         results[name]["rps_vs_baseline"] = round(results[name]["rps"] / base, 3)
