@@ -1,4 +1,4 @@
-"""The newsflow streaming job: raw documents -> articles -> near-duplicate clusters.
+"""The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories.
 
 Build without running (for tests and launchers) with :func:`build_pipeline`; run with
 :func:`run` or ``newsflow run``. Example, a bounded replay on this machine::
@@ -37,6 +37,8 @@ from transforms.content import (
     ParseRawDocuments,
 )
 from transforms.deadletter import DEAD_LETTER_TAG
+from transforms.enrich import EnrichArticles, EnrichConfig
+from transforms.stories import AssignStoryClusters, StoryTransformConfig
 from transforms.io import (
     ReadKafkaMessages,
     ReadLandingFiles,
@@ -94,6 +96,8 @@ class JobConfig:
     streaming: bool = False
     content: ContentConfig = field(default_factory=ContentConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    enrich: EnrichConfig = field(default_factory=EnrichConfig)
+    stories: StoryTransformConfig = field(default_factory=StoryTransformConfig)
     flush_seconds: int = 60
 
 
@@ -139,6 +143,8 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
         streaming=streaming,
         content=ContentConfig(extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)),
         cluster=ClusterConfig(redis_url=o.redis_url, store=store, max_batch_size=o.redis_batch_size),
+        # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
+        stories=StoryTransformConfig(redis_url=o.redis_url, ordering="timers" if streaming else "sort"),
         flush_seconds=o.flush_seconds,
     )
 
@@ -171,6 +177,25 @@ class ProcessRawDocuments(beam.PTransform):
         return {"articles": clustered["main"], DEAD_LETTER_TAG: dead}
 
 
+class BuildStories(beam.PTransform):
+    """Clustered Articles -> story assignments: enrichment (topics, entities, embedding, authority)
+    then online story clustering in event-time order (state in Redis, ``nf:story:*``).
+
+    Returns ``{"stories": PCollection[StoryAssignment], "dead_letter": PCollection[DeadLetter]}``.
+    """
+
+    def __init__(self, enrich: EnrichConfig, stories: StoryTransformConfig):
+        super().__init__()
+        self._enrich = enrich
+        self._stories = stories
+
+    def expand(self, articles):
+        enriched = articles | "EnrichArticles" >> EnrichArticles(self._enrich)
+        assigned = enriched["main"] | "AssignStoryClusters" >> AssignStoryClusters(self._stories)
+        dead = (enriched[DEAD_LETTER_TAG], assigned[DEAD_LETTER_TAG]) | "FlattenStoryDeadLetters" >> beam.Flatten()
+        return {"stories": assigned["main"], DEAD_LETTER_TAG: dead}
+
+
 def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
     """Adds the whole job to ``pipeline`` without running it.
 
@@ -185,6 +210,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
     else:
         raw = pipeline | "ReadKafka" >> ReadKafkaMessages(config.kafka_bootstrap_servers, config.kafka_topic)
     core = raw | "ProcessRawDocuments" >> ProcessRawDocuments(config.content, config.cluster)
+    stories = core["articles"] | "BuildStories" >> BuildStories(config.enrich, config.stories)
     sink = SinkConfig(output_root=config.output, streaming=config.streaming, flush_seconds=config.flush_seconds)
     store = config.cluster.store
     articles = core["articles"]
@@ -194,10 +220,12 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
         | "TouchedClusterIds" >> beam.Map(lambda a: a.cluster_id)
         | "WriteClusterSnapshots" >> WriteClusterSnapshots(sink, config.redis_url, store)
     )
-    dead_files = core[DEAD_LETTER_TAG] | "WriteDeadLetters" >> WriteDeadLetters(sink)
+    all_dead = (core[DEAD_LETTER_TAG], stories[DEAD_LETTER_TAG]) | "FlattenAllDeadLetters" >> beam.Flatten()
+    dead_files = all_dead | "WriteDeadLetters" >> WriteDeadLetters(sink)
     return {
         "articles": articles,
-        DEAD_LETTER_TAG: core[DEAD_LETTER_TAG],
+        "stories": stories["stories"],
+        DEAD_LETTER_TAG: all_dead,
         "article_files": article_files,
         "cluster_files": cluster_files,
         "dead_letter_files": dead_files,

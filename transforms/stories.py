@@ -17,6 +17,8 @@ double count.
 
 from __future__ import annotations
 
+import math
+import pickle
 from dataclasses import dataclass
 from typing import Optional
 
@@ -45,36 +47,44 @@ class StoryTransformConfig:
       shard_key: key of the single ordering shard (all articles share it: story clustering
         compares each article with every live story, so one ordered stream is the simple, exact
         choice; it handles thousands of articles per second, far above the crawl rate).
+      ordering: ``"timers"`` (streaming: buffer in state, release on event-time timers) or
+        ``"sort"`` (bounded replays: one GroupByKey then a sort by ``(event_time, article_id)``;
+        the whole input is present, so the order cannot depend on bundling, and it avoids
+        re-reading the buffer at every timer firing).
+      release_granularity_s: timers are set to the next multiple of this many seconds after an
+        article's event time, so articles of the same minute are released (sorted) together by
+        one firing instead of one firing each.
     """
 
     redis_url: Optional[str] = None
     stories: StoryConfig = StoryConfig()
     text_model_path: Optional[str] = None
     shard_key: str = "stories"
+    ordering: str = "timers"
+    release_granularity_s: float = 60.0
+
+    def __post_init__(self):
+        if self.ordering not in ("timers", "sort"):
+            raise ValueError(f"ordering must be 'timers' or 'sort', got {self.ordering!r}")
+        if self.release_granularity_s <= 0:
+            raise ValueError(f"release_granularity_s must be > 0, got {self.release_granularity_s}")
 
 
-class _OrderedAssignFn(beam.DoFn):
-    """(shard key, StoryArticle) -> StoryAssignment, released in event-time order.
+def _init_metrics(fn) -> None:
+    fn.assigned = Metrics.counter(METRICS_NAMESPACE, "stories_assigned")
+    fn.created = Metrics.counter(METRICS_NAMESPACE, "stories_created")
+    fn.merged = Metrics.counter(METRICS_NAMESPACE, "stories_merged")
+    fn.replayed = Metrics.counter(METRICS_NAMESPACE, "stories_replayed")
+    fn.late = Metrics.counter(METRICS_NAMESPACE, "stories_late")
+    fn.dead = Metrics.counter(METRICS_NAMESPACE, "stories_dead_lettered")
 
-    State: ``buffer`` (bag of ``(event_time, article_id, StoryArticle)`` not yet released) and
-    ``timer_at`` (event time the flush timer is set to, or absent). The flush timer fires when the
-    watermark passes the earliest buffered event time; it releases everything at or before the
-    firing time, clears the bag and re-adds what is left, then re-arms itself for the earliest
-    remaining element. Both are empty once the watermark passes the last element.
-    """
 
-    BUFFER = BagStateSpec("buffer", PickleCoder())
-    TIMER_AT = ReadModifyWriteStateSpec("timer_at", FloatCoder())
-    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+class _AssignFnBase(beam.DoFn):
+    """Shared part of the story-assignment DoFns: metrics, the clusterer (opened in ``setup``)."""
 
     def __init__(self, config: StoryTransformConfig):
         self._config = config
-        self.assigned = Metrics.counter(METRICS_NAMESPACE, "stories_assigned")
-        self.created = Metrics.counter(METRICS_NAMESPACE, "stories_created")
-        self.merged = Metrics.counter(METRICS_NAMESPACE, "stories_merged")
-        self.replayed = Metrics.counter(METRICS_NAMESPACE, "stories_replayed")
-        self.late = Metrics.counter(METRICS_NAMESPACE, "stories_late")
-        self.dead = Metrics.counter(METRICS_NAMESPACE, "stories_dead_lettered")
+        _init_metrics(self)
 
     def setup(self):
         from newsflow.embedding import load_text_model
@@ -83,6 +93,43 @@ class _OrderedAssignFn(beam.DoFn):
         from newsflow.stories import StoryClusterer
 
         self._clusterer = StoryClusterer(RedisStoryStore(connect(self._config.redis_url)), load_text_model(self._config.text_model_path), self._config.stories)
+
+    def _assign(self, article, t):
+        """Runs the clusterer on one article; yields the assignment or a dead letter."""
+        try:
+            result: StoryAssignment = self._clusterer.add(article)
+        except ValueError as e:  # permanent: bad record
+            self.dead.inc()
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG,
+                dead_letter("stories", "invalid_article", str(e), repr(article).encode("utf-8"), article.url),
+            )
+            return
+        if result.duplicate:
+            self.replayed.inc()
+        else:
+            self.assigned.inc()
+        if result.created:
+            self.created.inc()
+        if result.merged:
+            self.merged.inc(len(result.merged))
+        yield beam.window.TimestampedValue(result, t)
+
+
+class _OrderedAssignFn(_AssignFnBase):
+    """(shard key, StoryArticle) -> StoryAssignment, released in event-time order.
+
+    State: ``buffer`` (bag of ``(event_time, article_id, pickled StoryArticle)`` not yet released)
+    and ``timer_at`` (event time the flush timer is set to, or absent). The flush timer is set to
+    the release tick (next multiple of ``release_granularity_s``) of the earliest buffered article
+    and fires when the watermark passes it; it releases everything at or before the tick, sorted by
+    ``(event_time, article_id)``, clears the bag and re-adds what is left, then re-arms itself for
+    the earliest remaining article. Both are empty once the watermark passes the last article.
+    """
+
+    BUFFER = BagStateSpec("buffer", PickleCoder())
+    TIMER_AT = ReadModifyWriteStateSpec("timer_at", FloatCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
 
     def process(
         self,
@@ -93,11 +140,15 @@ class _OrderedAssignFn(beam.DoFn):
     ):
         _, article = element
         t = float(article.event_time)
-        buffer.add((t, article.article_id, article))
+        # The bag holds (time, id, pickled article): three objects per entry, cheap for the
+        # runner's state cache to size, whatever the embedding length.
+        buffer.add((t, article.article_id, pickle.dumps(article, protocol=pickle.HIGHEST_PROTOCOL)))
+        g = self._config.release_granularity_s
+        tick = math.ceil(t / g) * g
         current = timer_at.read()
-        if current is None or t < current:
-            flush.set(Timestamp.of(t))
-            timer_at.write(t)
+        if current is None or tick < current:
+            flush.set(Timestamp.of(tick))
+            timer_at.write(tick)
 
     @on_timer(FLUSH)
     def on_flush(self, fire=beam.DoFn.TimestampParam, buffer=beam.DoFn.StateParam(BUFFER), timer_at=beam.DoFn.StateParam(TIMER_AT), flush=beam.DoFn.TimerParam(FLUSH)):
@@ -109,28 +160,30 @@ class _OrderedAssignFn(beam.DoFn):
         for x in rest:
             buffer.add(x)
         if rest:
-            flush.set(Timestamp.of(rest[0][0]))
-            timer_at.write(rest[0][0])
+            g = self._config.release_granularity_s
+            tick = math.ceil(rest[0][0] / g) * g
+            flush.set(Timestamp.of(tick))
+            timer_at.write(tick)
         else:
             timer_at.clear()
-        for t, _, article in ready:
-            if t < limit - 1e-6:
+        for t, _, payload in ready:
+            article = pickle.loads(payload)
+            if t < limit - self._config.release_granularity_s:
                 self.late.inc()
-            try:
-                result: StoryAssignment = self._clusterer.add(article)
-            except ValueError as e:  # permanent: bad record
-                self.dead.inc()
-                yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("stories", "invalid_article", str(e), repr(article).encode("utf-8"), article.url))
-                continue
-            if result.duplicate:
-                self.replayed.inc()
-            else:
-                self.assigned.inc()
-            if result.created:
-                self.created.inc()
-            if result.merged:
-                self.merged.inc(len(result.merged))
-            yield beam.window.TimestampedValue(result, t)
+            yield from self._assign(article, t)
+
+
+class _SortedAssignFn(_AssignFnBase):
+    """(shard key, all StoryArticles) -> StoryAssignments in ``(event_time, article_id)`` order.
+
+    For bounded input after a GroupByKey: every article is in the group, so sorting gives the
+    same sequence whatever the file order or bundling.
+    """
+
+    def process(self, element):
+        _, articles = element
+        for article in sorted(articles, key=lambda a: (float(a.event_time), a.article_id)):
+            yield from self._assign(article, float(article.event_time))
 
 
 class AssignStoryClusters(beam.PTransform):
@@ -146,9 +199,11 @@ class AssignStoryClusters(beam.PTransform):
 
     def expand(self, pcoll):
         key = self._config.shard_key
-        out = (
-            pcoll
-            | "KeyToShard" >> beam.Map(lambda a: (key, a))
-            | "AssignInEventTimeOrder" >> beam.ParDo(_OrderedAssignFn(self._config)).with_outputs(DEAD_LETTER_TAG, main="main")
-        )
+        keyed = pcoll | "KeyToShard" >> beam.Map(lambda a: (key, a))
+        if self._config.ordering == "sort":
+            keyed = keyed | "CollectBoundedInput" >> beam.GroupByKey()
+            fn = _SortedAssignFn(self._config)
+        else:
+            fn = _OrderedAssignFn(self._config)
+        out = keyed | "AssignInEventTimeOrder" >> beam.ParDo(fn).with_outputs(DEAD_LETTER_TAG, main="main")
         return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}

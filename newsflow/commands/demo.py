@@ -20,7 +20,7 @@ import threading
 import time
 
 COMMAND = "demo"
-HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top clusters"
+HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top stories"
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS_GLOB = os.path.join(REPO_ROOT, "data", "corpus", "*.jsonl.gz")
@@ -40,6 +40,36 @@ def _count_lines(pattern: str) -> int:
         with opener(path, "rb") as f:
             n += sum(1 for _ in f)
     return n
+
+
+def _short(title: str, width: int = 90) -> str:
+    title = (title or "(untitled)").replace("\n", " ")
+    return title if len(title) <= width else title[: width - 3] + "..."
+
+
+def top_stories(client, n: int) -> list[dict]:
+    """The ``n`` live stories with the most distinct outlets (ties: more articles, then earlier), from
+    the ``nf:story:{id}`` serving records."""
+    import json
+
+    ids = [x.decode() for x in client.zrange("nf:story:active", 0, -1)]
+    pipe = client.pipeline(transaction=False)
+    for sid in ids:
+        pipe.hmget(f"nf:story:{sid}", "title", "domain", "article_count", "source_count", "independent_count",
+                   "earliest_time", "topics", "languages")
+    out = []
+    for sid, rec in zip(ids, pipe.execute()):
+        if rec[0] is None:
+            continue
+        topics = json.loads(rec[6] or b"{}")
+        out.append({
+            "story_id": sid, "title": rec[0].decode(), "domain": (rec[1] or b"").decode(),
+            "article_count": int(rec[2]), "source_count": int(rec[3]), "independent_count": int(rec[4]),
+            "earliest_time": float(rec[5]), "topics": sorted(topics, key=lambda k: -topics[k]),
+            "languages": json.loads(rec[7] or b"[]"),
+        })
+    out.sort(key=lambda r: (-r["source_count"], -r["article_count"], r["earliest_time"], r["story_id"]))
+    return out[:n]
 
 
 def _fmt_time(epoch: float) -> str:
@@ -110,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - started
 
     counters = {}
-    for c in result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
+    for c in result.metrics().query(MetricsFilter())["counters"]:
         counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
     dead = sum(v for k, v in counters.items() if k.startswith("dead_lettered"))
     print(f"\ndone in {elapsed:.1f}s: {counters.get('parsed', 0):,} documents parsed, "
@@ -119,14 +149,21 @@ def run(args: argparse.Namespace) -> int:
           f"{counters.get('already_clustered', 0):,} already stored (replay); "
           f"clusters created {counters.get('clusters_created', 0):,}, merged {counters.get('clusters_merged', 0):,}")
 
-    top = store.top_clusters(args.top, min_articles=2)
-    print(f"\nTop near-duplicate clusters ({store.cluster_count():,} live clusters in Redis):")
+    stories = top_stories(client, args.top)
+    print(f"\nTop stories by distinct outlets ({int(client.zcard('nf:story:active')):,} live stories in Redis; "
+          f"{counters.get('stories_merged', 0):,} merges):")
+    for i, st in enumerate(stories, 1):
+        print(f"{i:3d}. {_short(st['title'])}")
+        syndicated = st["article_count"] - st["independent_count"]
+        print(f"     {st['source_count']} sources | {st['independent_count']} independent reports, "
+              f"{syndicated} syndicated copies | topics: {', '.join(st['topics']) or '-'} | "
+              f"languages: {', '.join(st['languages'])} | earliest {_fmt_time(st['earliest_time'])} | rep: {st['domain']}")
+
+    top = store.top_clusters(min(5, args.top), min_articles=2)
+    print(f"\nLargest near-duplicate groups (syndicated copies; {store.cluster_count():,} groups in Redis):")
     for i, c in enumerate(top, 1):
-        title = (c.representative_title or "(untitled)").replace("\n", " ")
-        if len(title) > 90:
-            title = title[:87] + "..."
-        print(f"{i:3d}. {title}")
-        print(f"     {c.source_count} sources, {c.article_count} articles | languages: {', '.join(c.languages)} | "
+        print(f"{i:3d}. {_short(c.representative_title)}")
+        print(f"     {c.source_count} sources, {c.article_count} copies | languages: {', '.join(c.languages)} | "
               f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}")
 
     print("\nOutputs:")
