@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench lint clean
+.PHONY: demo test install models bench lint clean
 
 $(STAMP): requirements.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -17,14 +17,18 @@ $(STAMP): requirements.txt setup.py
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# Topic classifier + text-embedding model, trained from data/topics when missing (seconds).
+models: $(STAMP)
+	$(BIN)/newsflow train-topics
+
+demo: $(STAMP) models
 	$(BIN)/newsflow demo
 
-test: $(STAMP)
+test: $(STAMP) models
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
-bench: $(STAMP)
-	for b in simhash lsh pipeline; do $(BIN)/python -m benchmarks.$$b --json; done
+bench: $(STAMP) models
+	for b in simhash lsh pipeline extraction enrichment mmr serving crawl; do $(BIN)/python -m benchmarks.$$b --json; done
 
 clean:
 	rm -rf $(VENV) var
