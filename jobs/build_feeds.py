@@ -24,88 +24,15 @@ import argparse
 import json
 import logging
 import time
-from dataclasses import dataclass
 
-from newsflow.ranking.events import flush_events
-from newsflow.ranking.feeds import (
-    Candidates,
-    FeedConfig,
-    build_public_feeds,
-    build_user_feed,
-    compute_pools,
-    live_stories,
-    parse_now,
-    velocity_map,
-)
-from newsflow.ranking.store import FEED_TTL_SECONDS, RankingStore, feed_key
+from newsflow.ranking.build import BuildStats, build_feeds  # noqa: F401 (re-exported for callers of the job)
+from newsflow.ranking.feeds import FeedConfig, parse_now
+from newsflow.ranking.store import RankingStore
 
 log = logging.getLogger("newsflow.jobs.build_feeds")
 
 COMMAND = "build-feeds"
 HELP = "score stories, refresh candidate pools and write precomputed feeds (5-minute TTL) to Redis"
-
-
-@dataclass(frozen=True)
-class BuildStats:
-    """What one run did (counts) and its ``now`` (UTC epoch s) and duration (s)."""
-
-    now: float
-    stories: int
-    pools: int
-    public_feeds: int
-    user_feeds: int
-    events_flushed: int
-    seconds: float
-
-
-def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_window: float = 3600.0,
-                events_dir: str | None = None, feed_ttl: int = FEED_TTL_SECONDS) -> BuildStats:
-    """One run of the job (steps in the module docstring).
-
-    Args:
-      client: ``redis.Redis`` client.
-      now: scoring time, UTC epoch seconds.
-      config: feed knobs (k, α, source cap, pool size).
-      active_window: readers with an event in the last this-many seconds get a feed.
-      events_dir: where to flush reader events as Parquet; ``None`` skips it.
-      feed_ttl: TTL of written feeds, seconds.
-
-    Returns:
-      :class:`BuildStats`.
-    """
-    t0 = time.perf_counter()
-    store = RankingStore(client)
-    ids = list(store.iter_story_ids())
-    stories = []
-    for i in range(0, len(ids), 1000):
-        stories += live_stories(store.get_stories(ids[i:i + 1000]), now)
-    stories.sort(key=lambda s: s.story_id)
-    shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
-    cands = Candidates(stories, now, shared[1], shared[2], shared[0])
-    pools = compute_pools(cands, config.pool_size)
-    for (kind, name), members in pools.items():
-        store.replace_pool(kind, name, members, config.pool_size)
-    feeds = build_public_feeds(cands, pools, now, config)
-    store.write_feeds(feeds, feed_ttl)
-    users = store.active_users(now - active_window)
-    by_id = {s.story_id: s for s in stories}
-    user_feeds = {}
-    for uid in users:
-        user_feeds[feed_key("user", uid)] = build_user_feed(store, store.user_profile(uid), now, "", config,
-                                                            stories_by_id=by_id, shared=shared)
-        if len(user_feeds) >= 200:
-            store.write_feeds(user_feeds, feed_ttl)
-            user_feeds.clear()
-    store.write_feeds(user_feeds, feed_ttl)
-    flushed = 0
-    if events_dir:
-        while True:
-            n, _ = flush_events(client, events_dir)
-            flushed += n
-            if n == 0:
-                break
-    return BuildStats(now, len(stories), len(pools), len(feeds), len(users), flushed,
-                      round(time.perf_counter() - t0, 3))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

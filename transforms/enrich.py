@@ -45,7 +45,7 @@ class _Models:
     """Per-worker models (held through ``shared.Shared``)."""
 
     def __init__(self, config: EnrichConfig):
-        from jobs.train_topics import ensure_topic_model
+        from newsflow.topic_training import ensure_topic_model
         from newsflow.embedding import load_text_model
         from newsflow.entities import load_nlp
         from newsflow.topics import TopicClassifier

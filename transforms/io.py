@@ -19,7 +19,7 @@ from apache_beam.transforms import trigger, window
 from newsflow.stores.parquet import write_records
 from newsflow.stores.redis_conn import connect
 from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
-from schemas import ARTICLE_SCHEMA, CLUSTER_SCHEMA, DEAD_LETTER_SCHEMA, RAW_DOCUMENT_SCHEMA, Article, DeadLetter
+from schemas import ARTICLE_SCHEMA, CLUSTER_SCHEMA, DEAD_LETTER_SCHEMA, RAW_DOCUMENT_SCHEMA, DeadLetter
 from schemas._arrow import datetime_to_epoch
 from transforms.deadletter import METRICS_NAMESPACE
 

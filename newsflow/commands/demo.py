@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"     {c.source_count} sources, {c.article_count} copies | languages: {', '.join(c.languages)} | "
               f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}")
 
-    from jobs.build_feeds import build_feeds
+    from newsflow.ranking.build import build_feeds
     from newsflow.ranking.feeds import REPLAY_CLOCK_KEY
 
     if clock is not None:

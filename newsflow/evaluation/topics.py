@@ -105,7 +105,7 @@ def score(rows: Sequence[tuple[str, tuple[str, ...], str]], predicted: Sequence[
 
 def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_path: Optional[str] = None) -> dict:
     """Scores the topic model and the same-run baselines (see the module docstring)."""
-    from jobs.train_topics import ensure_topic_model  # builds the model from shipped data when missing
+    from newsflow.topic_training import ensure_topic_model  # builds the model from shipped data when missing
     from newsflow.topics import SECTIONS, TopicClassifier, load_examples
 
     rows = load_rows(path, fmt, all_rows)

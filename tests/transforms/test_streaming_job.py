@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import os
 
 import apache_beam as beam
-import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
@@ -17,7 +15,7 @@ from newsflow.simhash import hamming, simhash
 from newsflow.stores.parquet import list_files, read_dataset
 from newsflow.stores.redis_store import RedisClusterStore
 from newsflow.urls import article_id
-from pipelines.streaming import JobConfig, ProcessRawDocuments, build_pipeline, job_config_from_options, make_runner
+from pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options, make_runner
 from schemas import RawDocument
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump
@@ -47,10 +45,10 @@ def line(d) -> bytes:
 
 
 def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
-    opts = PipelineOptions(["--input", landing, "--output", output or str(tmp_path / "out"), "--runner", "DirectRunner"])
+    opts = PipelineOptions(["--input", landing, "--output", output or str(tmp_path / "out"), "--runner", "DirectRunner",
+                            "--redis_url", redis_url])
     config = job_config_from_options(opts)
-    config = JobConfig(**{**config.__dict__, "redis_url": redis_url,
-                          "cluster": ClusterConfig(redis_url=redis_url, store=config.cluster.store)})
+    assert config.cluster.redis_url == config.stories.redis_url == config.trending.redis_url == redis_url
     p = beam.Pipeline(runner=make_runner(opts), options=opts)
     build_pipeline(p, config)
     result = p.run()
