@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     if not raws:
         emit({"benchmark": "enrichment", "error": f"no corpus files match {args.corpus}"}, args.json)
         return 1
-    from jobs.train_topics import ensure_topic_model
+    from newsflow.topic_training import ensure_topic_model
     from newsflow.embedding import load_text_model, tokenize
     from newsflow.entities import EntityExtractor, load_nlp
     from newsflow.extraction import ExtractionError, extract_content

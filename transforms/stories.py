@@ -93,19 +93,24 @@ class _AssignFnBase(beam.DoFn):
         from newsflow.stores.story_store import RedisStoryStore
         from newsflow.stories import StoryClusterer
 
-        self._clusterer = StoryClusterer(RedisStoryStore(connect(self._config.redis_url)), load_text_model(self._config.text_model_path), self._config.stories)
+        # One ordered writer (a single shard key): the store may cache live stories in process.
+        self._store = RedisStoryStore(connect(self._config.redis_url), cache=True)
+        self._clusterer = StoryClusterer(self._store, load_text_model(self._config.text_model_path), self._config.stories)
 
     def _assign(self, article, t):
         """Runs the clusterer on one article; yields the assignment or a dead letter."""
         try:
             result: StoryAssignment = self._clusterer.add(article)
-        except ValueError as e:  # permanent: bad record
+        except ValueError as e:  # permanent: bad record (refused before any state changed)
             self.dead.inc()
             yield pvalue.TaggedOutput(
                 DEAD_LETTER_TAG,
                 dead_letter("stories", "invalid_article", str(e), repr(article).encode("utf-8"), article.url),
             )
             return
+        except Exception:
+            self._store.invalidate()  # a half-applied step: the retry must start from Redis state
+            raise
         if result.duplicate:
             self.replayed.inc()
         else:

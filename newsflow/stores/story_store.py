@@ -24,6 +24,7 @@ Redis keys (all under ``nf:story:``):
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Protocol
 
@@ -217,12 +218,31 @@ class RedisStoryStore:
     Every write of one story goes through one MULTI/EXEC pipeline, so a crash never leaves a
     serving record that disagrees with the state. Keys are listed in the module docstring.
 
+    With ``cache=True`` the live stories are also kept in process (write-through): ``active()``
+    answers from memory instead of reading and parsing every live story's state per article,
+    which made clustering cost grow with the number of live stories. This is only valid for a
+    single writer — the ordered story-assignment step, which runs on one key — and the cache
+    must be dropped with :meth:`invalidate` after a failed step (the runner retries it).
+    Stories whose latest time is more than ``cache_horizon_s`` before the newest ``since`` asked
+    for are evicted; an older ``since`` (a very late article) falls back to Redis.
+
     Args:
       client: a ``redis.Redis``-compatible client (bytes responses).
+      cache: keep live stories in process (single writer only).
+      cache_horizon_s: eviction horizon of the cache, seconds.
     """
 
-    def __init__(self, client) -> None:
+    def __init__(self, client, cache: bool = False, cache_horizon_s: float = 86400.0) -> None:
         self.r = client
+        self._use_cache = cache
+        self._horizon_s = cache_horizon_s
+        self._cache: Optional[dict[str, StoryState]] = None
+        self._cache_since = math.inf
+
+    def invalidate(self) -> None:
+        """Drops the in-process cache; the next ``active()`` reloads from Redis."""
+        self._cache = None
+        self._cache_since = math.inf
 
     def assigned_story(self, article_id: str) -> Optional[str]:
         v = self.r.hget(ASSIGN_KEY, article_id)
@@ -243,6 +263,20 @@ class RedisStoryStore:
         return StoryState.from_json(raw) if raw else None
 
     def active(self, since: float) -> list[StoryState]:
+        if not self._use_cache:
+            return self._active_from_redis(since)
+        if self._cache is None:
+            self._cache = {st.story_id: st for st in self._active_from_redis(since)}
+            self._cache_since = since
+        elif since < self._cache_since:
+            return self._active_from_redis(since)  # older than what the cache covers
+        floor = since - self._horizon_s
+        if floor > self._cache_since:
+            self._cache = {k: v for k, v in self._cache.items() if v.latest_time >= floor}
+            self._cache_since = floor
+        return [self._cache[k] for k in sorted(self._cache) if self._cache[k].latest_time >= since]
+
+    def _active_from_redis(self, since: float) -> list[StoryState]:
         ids = sorted(x.decode() if isinstance(x, bytes) else x for x in self.r.zrangebyscore(ACTIVE_KEY, since, "+inf"))
         if not ids:
             return []
@@ -263,6 +297,8 @@ class RedisStoryStore:
         if article_id is not None:
             pipe.hsetnx(ASSIGN_KEY, article_id, state.story_id)
         pipe.execute()
+        if self._cache is not None:
+            self._cache[state.story_id] = state
 
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
         pipe = self.r.pipeline(transaction=True)
@@ -272,6 +308,9 @@ class RedisStoryStore:
         pipe.zrem(ACTIVE_KEY, loser.story_id)
         pipe.rpush(MERGES_KEY, json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}))
         pipe.execute()
+        if self._cache is not None:
+            self._cache.pop(loser.story_id, None)
+            self._cache[winner.story_id] = winner
 
     def merges(self) -> list[dict[str, Any]]:
         """All recorded merges, oldest first."""
