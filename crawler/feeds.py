@@ -94,10 +94,16 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
       A :class:`ParsedFeed`; entries without a link have ``url=None``.
 
     Raises:
-      FeedParseError: the document is not a recognisable feed.
+      FeedParseError: the document is not a recognisable feed, or feedparser itself failed on it
+        (e.g. a surrogate character reference ``&#xD800;``).
     """
     headers = {"content-type": content_type} if content_type else {}
-    d = feedparser.parse(body, response_headers=headers) if headers else feedparser.parse(body)
+    try:
+        d = feedparser.parse(body, response_headers=headers) if headers else feedparser.parse(body)
+    except (UnicodeError, ValueError, RecursionError) as e:
+        # feedparser's loose parser raises on hostile input, e.g. UnicodeEncodeError for a
+        # surrogate character reference such as &#xD800;
+        raise FeedParseError(f"not a feed: the parser failed with {type(e).__name__}: {e}"[:300]) from None
     if not d.version and not d.entries:
         exc = d.get("bozo_exception")
         raise FeedParseError(f"not a feed: {exc or 'unrecognised document'}")

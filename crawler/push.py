@@ -27,8 +27,14 @@ and authenticates in one of two ways:
 
 Secrets and signatures are compared with :func:`hmac.compare_digest` (constant time).
 
+Every string field must be valid Unicode (a lone surrogate such as JSON
+``"\\ud800"`` is refused), ``url``, ``title`` and ``source_name`` may hold no
+control characters (CR, LF, TAB, NUL ...), ``summary`` and ``body`` no NUL; a URL
+may not contain whitespace or exceed ``max_url_chars`` (2,048) characters.
+Client mistakes are always 4xx with a reason, never 5xx.
+
 Responses (JSON): ``200 {"accepted", "duplicates", "files"}``; ``400`` malformed
-JSON or wrong top-level shape; ``401`` no credentials; ``403`` wrong
+JSON (including nesting too deep to parse) or wrong top-level shape; ``401`` no credentials; ``403`` wrong
 credentials or a stale signature; ``413`` body over ``max_body_bytes`` or too
 many documents; ``415`` not JSON; ``422`` invalid documents (nothing of the
 request is landed; ``rejected`` lists each bad document's index and reasons);
@@ -48,8 +54,10 @@ to the hub is not part of this module.
 
 A pushed URL is checked without DNS (nothing is fetched from it here; the
 crawler re-checks after resolution before it ever fetches): http(s) only, no
-user info, and no IP literal or host name that :mod:`crawler.safety` refuses
-(private, loopback, link-local, metadata, ``localhost``) unless allow-listed.
+user info, and no host that :func:`newsflow.netsafety.literal_host_problem` refuses
+(a private, loopback, link-local or reserved IP literal in any form the C resolver
+accepts, e.g. decimal ``2852039166`` or octal ``0251.0376.0251.0376``; ``localhost``,
+``*.local``/``*.internal`` names, metadata names, single-label hosts) unless allow-listed.
 
 Run it with ``newsflow push-server`` (see :mod:`crawler.commands.push_server`).
 """
@@ -59,16 +67,17 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import hmac
-import ipaddress
 import json
 import math
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 from urllib.parse import urlsplit
 
 from crawler.feeds import FeedParseError, parse_feed
-from crawler.safety import METADATA_HOSTS, AddressPolicy
+from crawler.safety import AddressPolicy
+from newsflow.netsafety import literal_host_problem, parse_ip_literal
 from newsflow.urls import article_id, canonicalize_url, source_domain
 from schemas import RawDocument
 
@@ -76,7 +85,6 @@ PUSH_PATH = "/v1/push"
 CREDENTIALS_ENV = "NEWSFLOW_PUSH_CREDENTIALS"
 MIN_SECRET_CHARS = 16
 _FIELDS = frozenset({"url", "title", "summary", "body", "published_time", "source_name"})
-_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain", ".home.arpa")
 _HUB_HASHES = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 
 
@@ -203,35 +211,72 @@ def authenticate(headers: Mapping[str, str], body: bytes, config: PushConfig, no
     return client
 
 
+def _printable(value: str, limit: int) -> str:
+    """``repr`` of at most ``limit`` characters of ``value``, safe to encode as UTF-8 (surrogates escaped)."""
+    return repr(value[:limit]).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def text_problem(name: str, value: str, controls: bool = False) -> Optional[str]:
+    """Why a pushed string field cannot be stored, or ``None`` if it can.
+
+    Args:
+      name: field name, used in the reason.
+      value: the decoded JSON string.
+      controls: also refuse every control character (Unicode category ``Cc``: C0, DEL, C1);
+        otherwise only NUL is refused.
+
+    Returns:
+      A reason naming the field and the character offset: a lone surrogate (JSON
+      ``"\\ud800"`` decodes to one; it cannot be encoded as UTF-8), NUL, or a control character.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"{name} contains a lone surrogate U+{ord(value[e.start]):04X} at character {e.start} (not valid Unicode)"
+    if controls:
+        for i, c in enumerate(value):
+            if unicodedata.category(c) == "Cc":
+                return f"{name} contains control character U+{ord(c):04X} at character {i}"
+        return None
+    i = value.find("\0")
+    return f"{name} contains control character U+0000 at character {i}" if i >= 0 else None
+
+
 def check_push_url(url: Any, config: PushConfig) -> str:
-    """Validates a pushed article URL without DNS; returns it stripped.
+    """Validates a pushed article URL without DNS; returns it stripped of surrounding spaces.
 
     Raises:
-      ValueError: with the reason (not a string, too long, not absolute http(s),
-        user info present, or a forbidden host).
+      ValueError: with the reason: not a string, a lone surrogate, a control character
+        (CR, LF, TAB, NUL ...), whitespace inside, longer than ``max_url_chars``, not
+        absolute http(s), user info present, or a host that
+        :func:`newsflow.netsafety.literal_host_problem` refuses (forbidden IP literal in any
+        form, e.g. octal ``0251.0376.0251.0376``; local, metadata or single-label names)
+        unless allow-listed.
     """
     if not isinstance(url, str) or not url.strip():
         raise ValueError("url must be a non-empty string")
-    url = url.strip()
+    problem = text_problem("url", url, controls=True)
+    if problem:
+        raise ValueError(problem)
+    url = url.strip(" ")
     if len(url) > config.max_url_chars:
         raise ValueError(f"url is longer than {config.max_url_chars} characters")
+    if any(c.isspace() for c in url):
+        raise ValueError("url contains whitespace (spaces must be percent-encoded as %20)")
     canonicalize_url(url)  # raises ValueError for non-http(s), no host, bad port
     parts = urlsplit(url)
     if parts.username is not None or parts.password is not None:
         raise ValueError("url must not contain user info")
     host = (parts.hostname or "").rstrip(".").lower()
-    policy = AddressPolicy(config.allow_hosts)
     if host in {h.strip().lower().rstrip(".") for h in config.allow_hosts}:
         return url
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        ip = None
-    if ip is not None:
-        if not policy.ip_allowed(str(ip)):
-            raise ValueError(f"url host {host} is a private, loopback, link-local or reserved address")
-    elif host in METADATA_HOSTS or host == "localhost" or host.endswith(_LOCAL_SUFFIXES) or "." not in host:
-        raise ValueError(f"url host {host!r} is not a public host name")
+    problem = literal_host_problem(host)
+    if problem:
+        policy = AddressPolicy(config.allow_hosts)
+        ip = parse_ip_literal(host)
+        if ip is not None and policy.ip_allowed(str(ip)):
+            return url
+        raise ValueError(f"url host {host!r} is not a public host: {problem}")
     return url
 
 
@@ -241,12 +286,15 @@ def _published(value: Any, now: float, config: PushConfig) -> Optional[float]:
     if isinstance(value, bool):
         raise ValueError("published_time must be RFC 3339 text or epoch seconds")
     if isinstance(value, (int, float)):
-        t = float(value)
+        try:
+            t = float(value)
+        except OverflowError:  # a JSON integer too large for a float
+            raise ValueError("published_time must be a positive finite time") from None
     elif isinstance(value, str):
         try:
             d = _dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise ValueError(f"published_time is not RFC 3339: {value[:40]!r}") from None
+            raise ValueError(f"published_time is not RFC 3339: {_printable(value, 40)}") from None
         if d.tzinfo is None:
             raise ValueError("published_time needs a time zone offset (e.g. 'Z' or '+02:00')")
         t = d.timestamp()
@@ -280,7 +328,8 @@ def validate_document(doc: Any, client: str, now: float, config: PushConfig) -> 
     reasons = []
     unknown = sorted(set(doc) - _FIELDS)
     if unknown:
-        reasons.append(f"unknown field(s): {', '.join(unknown)}")
+        shown = ", ".join(k[:40].encode("utf-8", "backslashreplace").decode("utf-8") for k in unknown[:10])
+        reasons.append(f"unknown field(s): {shown}" + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""))
     url = None
     try:
         url = check_push_url(doc.get("url"), config)
@@ -291,10 +340,14 @@ def validate_document(doc: Any, client: str, now: float, config: PushConfig) -> 
         reasons.append("title must be a non-empty string")
     elif len(title) > config.max_title_chars:
         reasons.append(f"title is longer than {config.max_title_chars} characters")
+    elif problem := text_problem("title", title, controls=True):
+        reasons.append(problem)
     summary, body = doc.get("summary"), doc.get("body")
     for name, value in (("summary", summary), ("body", body), ("source_name", doc.get("source_name"))):
         if value is not None and not isinstance(value, str):
             reasons.append(f"{name} must be a string")
+        elif value is not None and (problem := text_problem(name, value, controls=name == "source_name")):
+            reasons.append(problem)
     if isinstance(summary, str) and len(summary) > config.max_summary_chars:
         reasons.append(f"summary is longer than {config.max_summary_chars} characters")
     if not any(isinstance(v, str) and v.strip() for v in (summary, body)):
@@ -362,6 +415,10 @@ class PushIngestor:
             raise PushError(400, f"body is not UTF-8: {e.reason} at byte {e.start}") from None
         except json.JSONDecodeError as e:
             raise PushError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        except RecursionError:
+            raise PushError(400, "malformed JSON: arrays or objects nested too deeply") from None
+        except ValueError as e:  # e.g. an integer literal over the 4,300-digit conversion limit
+            raise PushError(400, f"malformed JSON: {e}") from None
         if not isinstance(payload, (list, dict)):
             raise PushError(400, "body must be a JSON object or an array of objects")
         items = payload if isinstance(payload, list) else [payload]
@@ -460,6 +517,11 @@ class PushIngestor:
                 continue
             title = (entry.title or "").strip() or None
             summary = (entry.summary or "").strip() or None
+            problem = (text_problem("title", title, controls=True) if title else None) or (
+                text_problem("summary", summary) if summary else None)
+            if problem:
+                skipped.append({"url": url, "reason": problem})
+                continue
             if title is None and summary is None:
                 skipped.append({"url": url, "reason": "entry has neither title nor summary"})
                 continue

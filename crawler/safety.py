@@ -5,6 +5,10 @@ with DNS and *all* resolved addresses must be public; the crawler then also
 checks the peer address of the connection it actually used. Hosts or
 networks listed in an explicit allow-list (``--allow-host 127.0.0.1``) are
 exempt, which is how local replay and tests run.
+
+The address rules themselves (:func:`is_forbidden_ip`, :func:`parse_ip_literal`,
+:func:`literal_host_problem`, :data:`METADATA_HOSTS`) live in :mod:`newsflow.netsafety`,
+shared with the pipeline and the push endpoint; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -14,36 +18,14 @@ import ipaddress
 import socket
 from typing import Iterable, Optional
 
-_EXTRA_BLOCKED = tuple(
-    ipaddress.ip_network(n)
-    for n in (
-        "0.0.0.0/8",
-        "100.64.0.0/10",  # carrier-grade NAT
-        "192.0.0.0/24",
-        "198.18.0.0/15",
-        "fd00:ec2::254/128",  # AWS IMDS over IPv6
-        "64:ff9b::/96",  # NAT64 can reach private IPv4
-    )
-)
-METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data", "instance-data.ec2.internal"})
+from newsflow.netsafety import METADATA_HOSTS, is_forbidden_ip, literal_host_problem, parse_ip_literal
+
+__all__ = ["METADATA_HOSTS", "AddressPolicy", "UnsafeAddressError", "is_forbidden_ip", "literal_host_problem",
+           "parse_ip_literal"]
 
 
 class UnsafeAddressError(Exception):
     """The URL's host is, or resolves to, an address the crawler must not contact."""
-
-
-def is_forbidden_ip(ip: str | ipaddress._BaseAddress) -> bool:
-    """True for private, loopback, link-local (incl. 169.254.169.254), multicast, reserved and unspecified IPs.
-
-    IPv4-mapped IPv6 addresses are judged by their IPv4 part.
-    """
-    addr = ipaddress.ip_address(str(ip).split("%")[0]) if not isinstance(ip, ipaddress._BaseAddress) else ip
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    if (addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_multicast or addr.is_reserved
-            or addr.is_unspecified or getattr(addr, "is_site_local", False)):
-        return True
-    return any(addr in net for net in _EXTRA_BLOCKED if net.version == addr.version)
 
 
 class AddressPolicy:
@@ -84,14 +66,23 @@ class AddressPolicy:
           The resolved IP strings.
 
         Raises:
-          UnsafeAddressError: an address is forbidden, the host is a metadata name, or DNS fails.
+          UnsafeAddressError: an address is forbidden (any IP literal form, e.g. octal
+            ``0251.0376.0251.0376``), the host is a metadata, local (``localhost``, ``*.local``,
+            ``*.internal`` ...) or single-label name (refused before DNS unless listed in the
+            allow-list, or sent by ``resolve_as`` to an allow-listed address; metadata names
+            never), or DNS fails.
         """
         name = host.lower().rstrip(".").strip("[]")
         if name in self._names:
             return []
-        if name in METADATA_HOSTS:
-            raise UnsafeAddressError(f"metadata host refused: {host}")
-        target = resolve_as or name
+        literal = parse_ip_literal(name)
+        if literal is None:
+            # local, metadata and single-label names are refused before any DNS lookup, unless a
+            # replay override sends the request to an explicitly allowed address
+            problem = literal_host_problem(name)
+            if problem and (name in METADATA_HOSTS or not self._explicit(resolve_as)):
+                raise UnsafeAddressError(f"{host} refused: {problem}")
+        target = resolve_as or (str(literal) if literal is not None else name)
         try:
             ips = [str(ipaddress.ip_address(target))]
         except ValueError:
@@ -104,3 +95,11 @@ class AddressPolicy:
         if bad or not ips:
             raise UnsafeAddressError(f"{host} resolves to a forbidden address {bad[0] if bad else '(none)'}")
         return ips
+
+    def _explicit(self, ip: Optional[str]) -> bool:
+        """True when ``ip`` is an address inside an allow-listed network."""
+        try:
+            addr = ipaddress.ip_address((ip or "").split("%")[0])
+        except ValueError:
+            return False
+        return any(addr in n for n in self._nets if n.version == addr.version)

@@ -152,3 +152,29 @@ def test_address_classification():
     assert pol.ip_allowed("127.0.0.1") and not pol.ip_allowed("127.0.0.2")
     with pytest.raises(UnsafeAddressError):
         asyncio.run(AddressPolicy().check_host("metadata.google.internal", 80))
+
+
+def test_address_policy_uses_the_shared_literal_checks():
+    from newsflow import netsafety
+    from crawler import safety
+
+    assert safety.is_forbidden_ip is netsafety.is_forbidden_ip  # one implementation, re-exported
+    assert safety.METADATA_HOSTS is netsafety.METADATA_HOSTS
+
+    def refused(host, policy=None, resolve_as=None):
+        with pytest.raises(UnsafeAddressError) as e:
+            asyncio.run((policy or AddressPolicy()).check_host(host, 80, resolve_as))
+        return str(e.value)
+
+    # IP literals in the forms inet_aton accepts, judged without DNS
+    assert "169.254.169.254" in refused("0251.0376.0251.0376")
+    assert "169.254.169.254" in refused("2852039166")
+    assert "127.0.0.1" in refused("0x7f.1")
+    # local, metadata and single-label names are refused before any lookup
+    assert "is local" in refused("printer.local")
+    assert "single label" in refused("intranet")
+    assert "metadata" in refused("metadata.google.internal", AddressPolicy(["127.0.0.1"]), "127.0.0.1")
+    # an allow-listed replay override may use any non-metadata name; a public one may not
+    assert asyncio.run(AddressPolicy(["127.0.0.1"]).check_host("intranet", 80, "127.0.0.1")) == ["127.0.0.1"]
+    assert "single label" in refused("intranet", AddressPolicy(), "93.184.216.34")
+    assert asyncio.run(AddressPolicy(["127.0.0.1"]).check_host("0x7f.1", 80)) == ["127.0.0.1"]

@@ -19,6 +19,7 @@ import uvicorn
 from crawler.frontier import Frontier
 from crawler.landing import LandingWriter, read_landing_file
 from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app, sign
+from newsflow.urls import article_id
 
 SECRET = "wire-secret-0123456789abcdef"
 TOPIC = "https://wire.example/feed.xml"
@@ -268,3 +269,62 @@ def test_websub_signed_delivery_lands_entries(env):
     r = client.post("/websub/wx", content=junk, headers={
         "X-Hub-Signature": "sha256=" + hmac.new(HUB_SECRET.encode(), junk, hashlib.sha256).hexdigest()})
     assert r.status_code == 422 and r.json()["error"].startswith("not a feed")
+
+
+@pytest.mark.parametrize("field", ["title", "summary", "body", "url", "source_name"])
+def test_lone_surrogate_is_a_422_not_a_5xx(env, field):
+    client, landing, frontier, _ = env
+    before = _files(landing)
+    doc = _doc(f"/surrogate-{field}", body="<p>text</p>", source_name="Wire")
+    doc[field] = doc[field] + "\ud800"  # json.dumps writes it as the escape \ud800
+    body = json.dumps(doc).encode()
+    assert b"\\ud800" in body
+    r = client.post(PUSH_PATH, headers=_bearer(), content=body)
+    assert r.status_code == 422, r.text
+    (reasons,) = [x["reasons"] for x in r.json()["rejected"]]
+    assert reasons == [f"{field} contains a lone surrogate U+D800 at character {len(doc[field]) - 1} (not valid Unicode)"]
+    assert _files(landing) == before
+    assert not frontier.r.exists(frontier.p + "seen:" + article_id(_doc(f"/surrogate-{field}")["url"]))
+
+
+def test_control_characters_whitespace_and_odd_ip_forms_in_urls_refused(env):
+    client, landing, _, _ = env
+    before = _files(landing)
+    batch = [_doc("/a", url="https://wire.example/a\r\nX-Injected: 1"), _doc("/b", title="Quake\x00hits"),
+             _doc("/c", url="https://wire.example/a b"), _doc("/d", url="http://0251.0376.0251.0376/x"),
+             _doc("/e", url="https://wire.example/" + "e" * 2100)]
+    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(batch).encode())
+    assert r.status_code == 422
+    rejected = {x["index"]: x["reasons"] for x in r.json()["rejected"]}
+    assert rejected == {
+        0: [f"url contains control character U+000D at character {len('https://wire.example/a')}"],
+        1: ["title contains control character U+0000 at character 5"],
+        2: ["url contains whitespace (spaces must be percent-encoded as %20)"],
+        3: ["url host '0251.0376.0251.0376' is not a public host: address 169.254.169.254 is private, "
+            "loopback, link-local or reserved"],
+        4: ["url is longer than 2048 characters"],
+    }
+    assert _files(landing) == before
+
+
+def test_deeply_nested_json_is_a_400(env):
+    client, landing, _, ingestor = env
+    before = _files(landing)
+    depth = 9_000  # under the fixture's 20,000-byte body limit, far over the parser's recursion limit
+    r = client.post(PUSH_PATH, headers=_bearer(), content=b"[" * depth + b"]" * depth)
+    assert r.status_code == 400
+    assert r.json()["error"] == "malformed JSON: arrays or objects nested too deeply"
+    # the full 100,000-deep attack against the endpoint logic (the HTTP server would refuse it as too large)
+    big = PushIngestor(PushConfig(credentials={"wire": SECRET}, max_body_bytes=1_000_000), ingestor.publisher,
+                       ingestor.frontier)
+    status, payload = big.ingest({"authorization": "Bearer " + SECRET, "content-type": "application/json"},
+                                 b"[" * 100_000 + b"]" * 100_000)
+    assert (status, payload["error"]) == (400, "malformed JSON: arrays or objects nested too deeply")
+    status, payload = big.ingest({"authorization": "Bearer " + SECRET, "content-type": "application/json"},
+                                 json.dumps(_doc("/huge-int")).encode()[:-1] + b', "published_time": ' + b"9" * 5000
+                                 + b"}")
+    assert status == 400 and payload["error"].startswith("malformed JSON: Exceeds the limit")
+    status, payload = big.ingest({"authorization": "Bearer " + SECRET, "content-type": "application/json"},
+                                 json.dumps(_doc("/big-int", published_time=10 ** 400)).encode())
+    assert status == 422 and payload["rejected"][0]["reasons"] == ["published_time must be a positive finite time"]
+    assert _files(landing) == before

@@ -12,6 +12,7 @@ from crawler.push import (
     check_push_url,
     parse_credentials,
     sign,
+    text_problem,
     validate_document,
 )
 
@@ -107,6 +108,15 @@ def test_validate_document_collects_every_reason():
     ("http://metadata.google.internal/x", "not a public host"),
     ("http://printer.local/x", "not a public host"),
     ("http://intranet/x", "not a public host"),
+    ("http://0251.0376.0251.0376/x", "address 169.254.169.254 is private"),  # octal, as inet_aton reads it
+    ("http://2852039166/x", "address 169.254.169.254 is private"),  # decimal
+    ("http://0xa9fea9fe/x", "address 169.254.169.254 is private"),  # hex
+    ("http://127.1/x", "address 127.0.0.1 is private"),  # short form
+    ("http://[::ffff:10.0.0.1]/x", "private"),
+    ("http://wire.example/a\nb", "control character U\\+000A at character 21"),
+    ("http://wire.example/a\tb", "control character U\\+0009"),
+    ("http://wire.example/a\u00a0b", "whitespace"),
+    ("http://wire.example/\udfff", "lone surrogate U\\+DFFF at character 20"),
     ("http://user:pw@wire.example/x", "user info"),
     ("javascript:alert(1)", "http"),
     ("https://wire.example/" + "a" * 3000, "longer than"),
@@ -122,3 +132,23 @@ def test_allow_list_admits_local_hosts():
     assert check_push_url("http://127.0.0.1:9/x", cfg) == "http://127.0.0.1:9/x"
     assert check_push_url("http://localhost/x", cfg) == "http://localhost/x"
     assert check_push_url("https://93.184.216.34/a", CFG) == "https://93.184.216.34/a"
+
+
+def test_text_problem():
+    assert text_problem("title", "Quake hits Ankara – 5.1", controls=True) is None
+    assert text_problem("summary", "line one\nline two\ttab") is None  # free text may hold newlines
+    assert text_problem("summary", "ab\x00c") == "summary contains control character U+0000 at character 2"
+    assert text_problem("title", "a\x85b", controls=True) == "title contains control character U+0085 at character 1"
+    assert text_problem("body", "ok \ud83d", controls=False) == (
+        "body contains a lone surrogate U+D83D at character 3 (not valid Unicode)")
+    assert text_problem("body", "ok \U0001F600") is None  # a real astral character is fine
+
+
+def test_surrogate_in_field_names_and_times_is_reported_safely():
+    with pytest.raises(ValueError) as e:
+        validate_document({"url": "https://wire.example/a", "title": "t", "summary": "s", "\ud800x": 1,
+                           "published_time": "\udc00"}, "wire", NOW, CFG)
+    reasons = e.value.args
+    assert reasons == ("unknown field(s): \\ud800x", "published_time is not RFC 3339: '\\udc00'")
+    for r in reasons:
+        r.encode("utf-8")  # the 422 response can be encoded
