@@ -37,9 +37,7 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
       ValueError: the URL cannot be canonicalized (not http(s), no host).
     """
     canonical = canonicalize_url(raw.url)
-    publish = content.publish_time
-    if publish is None and raw.published_time is not None:
-        publish = raw.published_time
+    publish = content.publish_time  # extraction already weighed the feed's published_time
     text = content.text or ""
     return Article(
         article_id=article_id(raw.url),

@@ -4,7 +4,8 @@ Each command lives in its own module, which defines ``COMMAND`` (its name),
 ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Commands
 are listed in :data:`COMMAND_MODULES` as ``(group, module)``; ``group`` is
 ``None`` for a top-level command or a group name such as ``"eval"``
-(``newsflow eval extraction ...``). Modules are imported only when the CLI
+(``newsflow eval extraction ...``). A module that sets ``ACCEPTS_EXTRA_ARGS = True`` receives
+the arguments it did not declare in ``args.extra_args`` (``newsflow run`` passes them to Beam). Modules are imported only when the CLI
 starts, so a heavy command does not slow down the others' imports.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from typing import Sequence
 
@@ -56,14 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
             target = groups[group]
         sub = target.add_parser(module.COMMAND, help=module.HELP, description=module.HELP)
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _accepts_extra=getattr(module, "ACCEPTS_EXTRA_ARGS", False))
     return parser
+
+
+def _quiet_optional_gcp_warning(record: logging.LogRecord) -> bool:
+    """Drops Beam's import-time notice that the optional BigQuery client (apitools) is missing:
+    newsflow does not use BigQuery, and the notice would open every command's output."""
+    return "apitools not found" not in record.getMessage()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``newsflow`` console script; returns the process exit code."""
+    logging.getLogger().addFilter(_quiet_optional_gcp_warning)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not args._accepts_extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.extra_args = extra
     return int(args._run(args) or 0)
 
 

@@ -167,3 +167,40 @@ def source_domain(url: str) -> str:
     """Lower-case host of ``url`` without a leading ``www.`` (``""`` when there is no host)."""
     host = (urlsplit(url.strip()).hostname or "").rstrip(".").lower()
     return host[4:] if host.startswith("www.") else host
+
+
+MAX_URL_LENGTH = 2048
+_HOSTNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$")
+
+
+def check_document_url(url: str, domain: str) -> None:
+    """Refuses a landed document's URL or source domain that no news article can have.
+
+    Rules: at most :data:`MAX_URL_LENGTH` characters, no whitespace or control characters inside,
+    canonicalizable http(s) (:func:`canonicalize_url`), a host that is not private, loopback,
+    link-local, local or a metadata service (``newsflow.netsafety.literal_host_problem``, no DNS),
+    and a ``source_domain`` that is a valid host name equal to the URL's host or a label-aligned
+    suffix of it (a record cannot claim another publisher's authority).
+
+    Raises:
+      schemas.RecordError: ``error_type`` ``"bad_url"``, ``"unsafe_url"`` or ``"source_mismatch"``.
+    """
+    from newsflow.netsafety import literal_host_problem
+    from schemas import RecordError
+
+    u = url.strip()
+    if len(u) > MAX_URL_LENGTH:
+        raise RecordError("bad_url", f"URL of {len(u)} characters exceeds {MAX_URL_LENGTH}")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in u):
+        raise RecordError("bad_url", f"URL contains whitespace or control characters: {u[:200]!r}")
+    try:
+        canonicalize_url(u)
+    except ValueError as e:
+        raise RecordError("bad_url", str(e)) from None
+    host = (urlsplit(u).hostname or "").rstrip(".").lower()
+    problem = literal_host_problem(host)
+    if problem:
+        raise RecordError("unsafe_url", f"refusing {u[:200]!r}: {problem}")
+    d = (domain or "").strip().rstrip(".").lower()
+    if not _HOSTNAME_RE.match(d) or not (host == d or host.endswith("." + d)):
+        raise RecordError("source_mismatch", f"source_domain {domain[:100]!r} is not the host of {u[:200]!r} or a parent domain of it")

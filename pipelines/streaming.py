@@ -18,6 +18,7 @@ FlinkRunner, PrismRunner) is passed to Beam unchanged.
 
 from __future__ import annotations
 
+import argparse
 import logging
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -47,6 +48,7 @@ from transforms.io import (
     WriteArticles,
     WriteClusterSnapshots,
     WriteDeadLetters,
+    check_inputs_exist,
 )
 
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", "BundleBasedDirectRunner")
@@ -135,6 +137,8 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
                          f"--trending_period_s ({o.trending_period_s})")
     if o.redis_batch_size < 1:
         raise ValueError(f"--redis_batch_size must be >= 1, got {o.redis_batch_size}")
+    if o.input:
+        check_inputs_exist(o.input)
     if (o.pubsub_subscription or o.kafka_topic) and not streaming:
         raise ValueError("Pub/Sub and Kafka sources are unbounded: add --streaming")
     input_format = o.input_format
@@ -218,8 +222,11 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
       dict of the main PCollections: ``articles``, ``dead_letter``, and the sink outputs
       ``article_files``, ``cluster_files``, ``dead_letter_files`` (paths written).
     """
+    read_dead = []
     if config.inputs:
-        raw = pipeline | "ReadLandingFiles" >> ReadLandingFiles(list(config.inputs), config.input_format)
+        landed = pipeline | "ReadLandingFiles" >> ReadLandingFiles(list(config.inputs), config.input_format)
+        raw = landed["main"]
+        read_dead.append(landed[DEAD_LETTER_TAG])
     elif config.pubsub_subscription:
         raw = pipeline | "ReadPubSub" >> ReadPubSubMessages(config.pubsub_subscription)
     else:
@@ -240,7 +247,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
         | "WriteClusterSnapshots" >> WriteClusterSnapshots(sink, config.redis_url, store)
     )
     all_dead = (
-        core[DEAD_LETTER_TAG], stories[DEAD_LETTER_TAG], trending[DEAD_LETTER_TAG]
+        *read_dead, core[DEAD_LETTER_TAG], stories[DEAD_LETTER_TAG], trending[DEAD_LETTER_TAG]
     ) | "FlattenAllDeadLetters" >> beam.Flatten()
     dead_files = all_dead | "WriteDeadLetters" >> WriteDeadLetters(sink)
     return {
@@ -268,19 +275,46 @@ def make_runner(options: PipelineOptions):
     return FnApiRunner()
 
 
-def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None):
+def flags_help() -> str:
+    """Help text of the newsflow pipeline flags (Beam's own flags, e.g. ``--runner``, also apply)."""
+    parser = argparse.ArgumentParser(prog="newsflow run", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                     description="Pipeline flags of the newsflow streaming job. Beam's flags "
+                                                 "(--runner, --streaming, --project, ...) apply as well.")
+    NewsflowOptions._add_argparse_args(parser)
+    return parser.format_help()
+
+
+def _unknown_flags(options: PipelineOptions) -> list[str]:
+    known = set(options.get_all_options(drop_default=False).keys())
+    everything = options.get_all_options(drop_default=False, retain_unknown_options=True)
+    return sorted(k for k in everything if k not in known)
+
+
+def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None, embedded_redis: bool = False):
     """Parses ``argv`` (Beam + :class:`NewsflowOptions` flags), builds and runs the job; returns the result.
 
     Args:
       argv: command-line flags.
       redis_url: overrides ``--redis_url`` (the CLI passes the embedded server's socket URL).
+      embedded_redis: with no ``--redis_url`` and no ``$REDIS_URL``, start (or reuse) the embedded
+        server of the data directory and hand its socket URL to the workers.
 
     Raises:
-      ValueError: invalid options (see :func:`job_config_from_options`).
+      ValueError: invalid or unknown options, or inputs that match no file (the message says which).
     """
+    import os
+
     options = PipelineOptions(list(argv or []))
+    unknown = _unknown_flags(options)
+    if unknown:
+        raise ValueError(f"unknown flag(s): {', '.join('--' + u for u in unknown)} (see `newsflow run --help-flags`)")
+    o = options.view_as(NewsflowOptions)
     if redis_url:
-        options.view_as(NewsflowOptions).redis_url = redis_url
+        o.redis_url = redis_url
+    elif embedded_redis and not o.redis_url and not os.environ.get("REDIS_URL"):
+        from newsflow.stores.redis_conn import embedded_socket_url
+
+        o.redis_url = embedded_socket_url()  # this process keeps the embedded server alive
     config = job_config_from_options(options)
     runner = make_runner(options)
     pipeline = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
@@ -290,10 +324,41 @@ def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None):
     return result
 
 
+def counters(result) -> dict[str, int]:
+    """All Beam counters of a finished run, summed by name."""
+    out: dict[str, int] = {}
+    for c in result.metrics().query()["counters"]:
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + c.committed
+    return out
+
+
+def summarize(result) -> str:
+    """One JSON line of the run's main counters (what ``newsflow run`` prints)."""
+    import json
+
+    c = counters(result)
+    keys = ("landing_lines_read", "parsed", "extracted", "clustered", "already_clustered", "duplicate_article_copies",
+            "clusters_created", "clusters_merged", "stories_assigned", "stories_created", "stories_merged",
+            "parquet_files_articles", "parquet_files_clusters", "parquet_files_deadletters")
+    summary = {k: c.get(k, 0) for k in keys}
+    summary["dead_lettered"] = sum(v for k, v in c.items() if k.startswith("dead_lettered") or k.endswith("dead_lettered"))
+    return json.dumps(summary)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m pipelines.streaming`` entry point."""
+    """``python -m pipelines.streaming`` entry point (``--help`` lists the pipeline flags)."""
+    import sys
+
+    argv = list(argv or [])
+    if "--help" in argv or "-h" in argv:
+        print(flags_help())
+        return
     logging.getLogger().setLevel(logging.INFO)
-    run(argv)
+    try:
+        print(summarize(run(argv, embedded_redis=True)))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Records are ``typing.NamedTuple`` so Beam encodes them with a deterministic
 ``timestamp[us, tz=UTC]`` in Arrow. Only stdlib and pyarrow are imported here.
 """
 
-from schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument
+from schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument, RecordError
 from schemas.article import ARTICLE_SCHEMA, Article
 from schemas.cluster import CLUSTER_SCHEMA, Cluster
 from schemas.deadletter import DEAD_LETTER_SCHEMA, DeadLetter
@@ -19,4 +19,5 @@ __all__ = [
     "DeadLetter",
     "RAW_DOCUMENT_SCHEMA",
     "RawDocument",
+    "RecordError",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 from typing import NamedTuple, Optional
 
 import pyarrow as pa
@@ -63,69 +64,105 @@ class RawDocument(NamedTuple):
 
     @classmethod
     def from_json_dict(cls, d: dict) -> "RawDocument":
-        """Parses a landing-file dict (see :meth:`to_json_dict`).
+        """Parses and type-checks a landing-file dict (see :meth:`to_json_dict`).
+
+        Times must be finite UTC epoch seconds within :data:`MIN_EPOCH_S`..:data:`MAX_EPOCH_S`;
+        strings must be valid Unicode (no lone surrogates); optional text fields are strings or null.
 
         Raises:
-          ValueError: a required field is missing or has the wrong type, or
-            ``body_b64`` is not valid base64.
+          RecordError: with ``error_type`` ``"not_an_object"``, ``"missing_fields"``,
+            ``"invalid_field"`` (wrong type, out of range, bad base64) or ``"invalid_unicode"``.
         """
         if not isinstance(d, dict):
-            raise ValueError(f"landing record must be a JSON object, got {type(d).__name__}")
+            raise RecordError("not_an_object", f"landing record must be a JSON object, got {type(d).__name__}")
         missing = [k for k in ("url", "source_domain", "fetch_time") if d.get(k) in (None, "")]
         if missing:
-            raise ValueError(f"missing required field(s): {', '.join(missing)}")
-        if not isinstance(d["url"], str) or not isinstance(d["source_domain"], str):
-            raise ValueError("url and source_domain must be strings")
-        try:
-            fetch_time = float(d["fetch_time"])
-        except (TypeError, ValueError):
-            raise ValueError(f"fetch_time must be epoch seconds, got {d['fetch_time']!r}") from None
+            raise RecordError("missing_fields", f"missing required field(s): {', '.join(missing)}")
+        url = _text(d, "url", required=True)
+        domain = _text(d, "source_domain", required=True)
+        fetch_time = _epoch(d, "fetch_time")
+        published = None if d.get("published_time") is None else _epoch(d, "published_time")
         body_b64 = d.get("body_b64")
         body = d.get("body")
         if body_b64 is not None:
+            if not isinstance(body_b64, str):
+                raise RecordError("invalid_field", f"body_b64 must be a base64 string, got {type(body_b64).__name__}")
             try:
                 body = base64.b64decode(body_b64, validate=True)
             except (ValueError, TypeError) as e:
-                raise ValueError(f"body_b64 is not valid base64: {e}") from None
+                raise RecordError("invalid_field", f"body_b64 is not valid base64: {e}") from None
         elif isinstance(body, str):
-            body = body.encode("utf-8")
-        elif body is not None and not isinstance(body, bytes):
-            raise ValueError("body must be bytes, a string or absent")
-        published = d.get("published_time")
-        if published is not None:
-            try:
-                published = float(published)
-            except (TypeError, ValueError):
-                raise ValueError(f"published_time must be epoch seconds, got {published!r}") from None
-
-        def _s(key: str) -> str:
-            v = d.get(key)
-            return "" if v is None else str(v)
-
-        def _opt(key: str) -> Optional[str]:
-            v = d.get(key)
-            return None if v is None else str(v)
-
+            body = _text(d, "body").encode("utf-8")
+        elif body is not None:
+            raise RecordError("invalid_field", f"body must be a string or absent, got {type(body).__name__}")
+        status = d.get("http_status")
+        if status is None or status == "":
+            status = 0
+        elif isinstance(status, bool) or not isinstance(status, (int, str)):
+            raise RecordError("invalid_field", f"http_status must be an integer, got {status!r}"[:300])
         try:
-            status = int(d.get("http_status") or 0)
-        except (TypeError, ValueError):
-            raise ValueError(f"http_status must be an integer, got {d.get('http_status')!r}") from None
+            status = int(status)
+        except ValueError:
+            raise RecordError("invalid_field", f"http_status must be an integer, got {status!r}"[:300]) from None
+        if not 0 <= status <= 999:
+            raise RecordError("invalid_field", f"http_status {status} outside 0..999")
         return cls(
-            url=d["url"],
-            source_domain=d["source_domain"].lower(),
+            url=url,
+            source_domain=domain.strip().lower(),
             fetch_time=fetch_time,
             http_status=status,
-            content_type=_s("content_type"),
-            content_language=_s("content_language"),
-            etag=_s("etag"),
-            last_modified=_s("last_modified"),
+            content_type=_text(d, "content_type") or "",
+            content_language=_text(d, "content_language") or "",
+            etag=_text(d, "etag") or "",
+            last_modified=_text(d, "last_modified") or "",
             body=body,
-            title=_opt("title"),
-            summary=_opt("summary"),
+            title=_text(d, "title"),
+            summary=_text(d, "summary"),
             published_time=published,
-            source_name=_opt("source_name"),
-            feed_url=_opt("feed_url"),
+            source_name=_text(d, "source_name"),
+            feed_url=_text(d, "feed_url"),
         )
+
+
+# Plausible range of news timestamps, UTC epoch seconds: 1970-01-01 .. 2100-01-01.
+MIN_EPOCH_S = 0.0
+MAX_EPOCH_S = 4_102_444_800.0
+
+
+class RecordError(ValueError):
+    """A landing record that cannot become a RawDocument; ``error_type`` names the reason."""
+
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def _text(d: dict, key: str, required: bool = False) -> Optional[str]:
+    value = d.get(key)
+    if value is None:
+        if required:
+            raise RecordError("missing_fields", f"missing required field: {key}")
+        return None
+    if not isinstance(value, str):
+        raise RecordError("invalid_field", f"{key} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError("invalid_unicode", f"{key} contains invalid Unicode (a lone surrogate)") from None
+    return value
+
+
+def _epoch(d: dict, key: str) -> float:
+    value = d.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise RecordError("invalid_field", f"{key} must be epoch seconds, got {type(value).__name__}")
+    try:
+        t = float(value)
+    except ValueError:
+        raise RecordError("invalid_field", f"{key} must be epoch seconds, got {value!r}"[:300]) from None
+    if not math.isfinite(t) or not MIN_EPOCH_S <= t <= MAX_EPOCH_S:
+        raise RecordError("invalid_field", f"{key} {value!r} is not a UTC epoch time between 1970 and 2100"[:300])
+    return t
 
 
 RAW_DOCUMENT_SCHEMA = pa.schema(

@@ -21,38 +21,50 @@ from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionEr
 from newsflow.language import LanguageIdentifier
 from newsflow.simhash import simhash, to_hex
 from newsflow.sources import DEFAULT_SOURCES_PATH, SourceTable
-from schemas import Article, DeadLetter, RawDocument
+from newsflow.urls import check_document_url
+from schemas import Article, DeadLetter, RawDocument, RecordError
 from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
 
 _MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 class _ParseFn(beam.DoFn):
-    """Parses one landing record (JSON bytes) into a RawDocument; bad records are dead-lettered."""
+    """Parses one landing record (JSON bytes) into a validated RawDocument; bad records are dead-lettered.
+
+    A UTF-8 byte-order mark at the start of a line is ignored; blank lines are not records (counted
+    as ``blank_lines``). Validation: ``RawDocument.from_json_dict`` (types, ranges, Unicode) and
+    ``newsflow.urls.check_document_url`` (URL shape and safety, source domain matches the URL).
+    """
 
     def __init__(self):
         self.parsed = Metrics.counter(METRICS_NAMESPACE, "parsed")
+        self.blank = Metrics.counter(METRICS_NAMESPACE, "blank_lines")
         self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_parse")
 
     def process(self, element):
         payload = element if isinstance(element, bytes) else str(element).encode("utf-8", "surrogatepass")
-        error_type = None
+        if not payload.strip():
+            self.blank.inc()
+            return
+        url = ""
         try:
             if len(payload) > _MAX_LINE_BYTES:
-                error_type, msg = "too_large", f"landing record of {len(payload)} bytes exceeds {_MAX_LINE_BYTES}"
-            else:
+                raise RecordError("too_large", f"landing record of {len(payload)} bytes exceeds {_MAX_LINE_BYTES}")
+            try:
                 text = payload.decode("utf-8")
-                record = json.loads(text)
-                raw = RawDocument.from_json_dict(record)
-        except UnicodeDecodeError as e:
-            error_type, msg = "undecodable", f"landing record is not UTF-8: {e}"
-        except json.JSONDecodeError as e:
-            error_type, msg = "invalid_json", f"landing record is not JSON: {e}"
-        except ValueError as e:
-            error_type, msg = "missing_fields", str(e)
-        if error_type is not None:
+            except UnicodeDecodeError as e:
+                raise RecordError("undecodable", f"landing record is not UTF-8: {e}") from None
+            try:
+                record = json.loads(text.lstrip("\ufeff"))
+            except (json.JSONDecodeError, RecursionError) as e:
+                raise RecordError("invalid_json", f"landing record is not JSON: {str(e)[:300]}") from None
+            if isinstance(record, dict) and isinstance(record.get("url"), str):
+                url = record["url"][:2048]
+            raw = RawDocument.from_json_dict(record)
+            check_document_url(raw.url, raw.source_domain)
+        except RecordError as e:
             self.dead.inc()
-            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("parse", error_type, msg, payload))
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("parse", e.error_type, str(e), payload, url))
             return
         self.parsed.inc()
         yield raw
@@ -135,6 +147,11 @@ class _ExtractFn(beam.DoFn):
         except ValueError as e:  # URL that cannot be canonicalized
             self.dead.inc()
             yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url))
+            return
+        except Exception as e:  # noqa: BLE001 - deterministic for this document: dead-letter it, keep the job running
+            self.dead.inc()
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
+                "extract", "extract_failed", f"{type(e).__name__}: {e}", raw_payload(raw), raw.url))
             return
         if article.feed_only:
             self.feed_only.inc()

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 import apache_beam as beam
+from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
 
@@ -21,10 +22,81 @@ from newsflow.stores.redis_conn import connect
 from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
 from schemas import ARTICLE_SCHEMA, CLUSTER_SCHEMA, DEAD_LETTER_SCHEMA, RAW_DOCUMENT_SCHEMA, DeadLetter
 from schemas._arrow import datetime_to_epoch
-from transforms.deadletter import METRICS_NAMESPACE
+from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
 
 
 # ---------------------------------------------------------------------------------- sources
+MAX_RECORD_BYTES = 16 * 1024 * 1024  # one landing line: a 5 MB page as base64 plus fields fits easily
+_SKIP_CHUNK = 1024 * 1024
+
+
+class _ReadLinesFn(beam.DoFn):
+    """A matched landing file -> its lines (bytes), plus dead letters for what cannot be read.
+
+    Lines are read with a length limit (:data:`MAX_RECORD_BYTES`), so one enormous line costs
+    linear time and becomes a ``too_large`` dead letter (payload: its first KiB) instead of
+    stalling the reader. A corrupt or truncated gzip file, or an I/O error, ends that file with a
+    ``corrupt_file`` dead letter naming the file and how many lines were read before it; the lines
+    read up to there are kept.
+    """
+
+    def __init__(self, max_record_bytes: int = MAX_RECORD_BYTES):
+        self._max = max_record_bytes
+        self.lines = Metrics.counter(METRICS_NAMESPACE, "landing_lines_read")
+        self.files = Metrics.counter(METRICS_NAMESPACE, "landing_files_read")
+        self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_read")
+
+    def process(self, readable_file):
+        import gzip
+        import zlib
+
+        from apache_beam.io.filesystem import CompressionTypes
+
+        path = readable_file.metadata.path
+        n = 0
+        try:
+            raw = readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED)
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+            with stream:
+                while True:
+                    line = stream.readline(self._max + 1)
+                    if not line:
+                        break
+                    n += 1
+                    if len(line) > self._max and not line.endswith(b"\n"):
+                        head = line[:1024]
+                        while line and not line.endswith(b"\n"):
+                            line = stream.readline(_SKIP_CHUNK)
+                        self.dead.inc()
+                        yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
+                            "read", "too_large", f"{path}: line {n} is longer than {self._max} bytes", head))
+                        continue
+                    self.lines.inc()
+                    yield line.rstrip(b"\r\n")
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+            self.dead.inc()
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
+                "read", "corrupt_file", f"{path}: {type(e).__name__}: {e} (after {n} lines)", path.encode("utf-8")))
+            return
+        self.files.inc()
+
+
+def check_inputs_exist(patterns) -> None:
+    """Raises ``ValueError`` naming every pattern that matches no file (local or ``gs://``)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    empty = []
+    for pattern in patterns:
+        try:
+            matched = FileSystems.match([pattern])[0].metadata_list
+        except Exception as e:  # noqa: BLE001 - Beam raises several types for a bad pattern or bucket
+            raise ValueError(f"cannot list input {pattern!r}: {e}") from None
+        if not matched:
+            empty.append(pattern)
+    if empty:
+        raise ValueError(f"no landing files match {', '.join(repr(p) for p in empty)}")
+
+
 class ReadLandingFiles(beam.PTransform):
     """Bounded replay of landing files -> bytes, one JSON RawDocument per element.
 
@@ -32,6 +104,9 @@ class ReadLandingFiles(beam.PTransform):
       patterns: file patterns, local or ``gs://`` (``*.jsonl``, ``*.jsonl.gz``, ``*.parquet``).
       file_format: ``"jsonl"`` (gzip detected from the ``.gz`` suffix) or ``"parquet"``
         (columns of ``schemas.RAW_DOCUMENT_SCHEMA``).
+
+    Returns ``{"main": bytes records, "dead_letter": DeadLetters}`` (unreadable files and
+    over-long lines; see :class:`_ReadLinesFn`).
     """
 
     def __init__(self, patterns: list[str], file_format: str = "jsonl"):
@@ -42,19 +117,27 @@ class ReadLandingFiles(beam.PTransform):
         self._format = file_format
 
     def expand(self, pbegin):
+        from apache_beam.io import fileio
+
         if self._format == "jsonl":
-            reads = [
-                pbegin | f"ReadJsonl[{i}]" >> beam.io.ReadFromText(p, coder=beam.coders.BytesCoder())
-                for i, p in enumerate(self._patterns)
-            ]
-        else:
-            reads = [
+            out = (
                 pbegin
-                | f"ReadParquet[{i}]" >> beam.io.ReadFromParquet(p, columns=RAW_DOCUMENT_SCHEMA.names)
-                | f"ParquetRowToJson[{i}]" >> beam.Map(_parquet_row_to_json)
-                for i, p in enumerate(self._patterns)
-            ]
-        return reads[0] if len(reads) == 1 else tuple(reads) | "FlattenInputs" >> beam.Flatten()
+                | "Patterns" >> beam.Create(self._patterns)
+                | "MatchFiles" >> fileio.MatchAll()
+                | "ReadMatches" >> fileio.ReadMatches()
+                | "SpreadFiles" >> beam.Reshuffle()
+                | "ReadLines" >> beam.ParDo(_ReadLinesFn()).with_outputs(DEAD_LETTER_TAG, main="main")
+            )
+            return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
+        reads = [
+            pbegin
+            | f"ReadParquet[{i}]" >> beam.io.ReadFromParquet(p, columns=RAW_DOCUMENT_SCHEMA.names)
+            | f"ParquetRowToJson[{i}]" >> beam.Map(_parquet_row_to_json)
+            for i, p in enumerate(self._patterns)
+        ]
+        main = reads[0] if len(reads) == 1 else tuple(reads) | "FlattenInputs" >> beam.Flatten()
+        none = pbegin | "NoReadDeadLetters" >> beam.Create([]).with_output_types(DeadLetter)
+        return {"main": main, DEAD_LETTER_TAG: none}
 
 
 def _parquet_row_to_json(row: dict) -> bytes:
@@ -218,17 +301,33 @@ class _StoreFn(beam.DoFn):
 
 
 class _ResolveClusterIdsFn(_StoreFn):
-    """(key, articles) -> (key, articles with their current cluster id after any merge)."""
+    """(key, articles) -> (key, articles with their current cluster id after any merge).
+
+    Only the copy of an article that Redis holds (same URL and event time as ``nf:article:{id}``)
+    is kept: when two documents share a canonical URL (a ``utm_`` variant, a re-fetch with a new
+    publish time), the article exists once, in Redis and in Parquet, whatever partitions the
+    copies fell in. Dropped copies are counted (``duplicate_article_copies``).
+    """
+
+    def __init__(self, redis_url, store: StoreConfig):
+        super().__init__(redis_url, store)
+        self.duplicates = Metrics.counter(METRICS_NAMESPACE, "duplicate_article_copies")
 
     def process(self, element):
         key, articles = element
         articles = list(articles)
-        ids = [a.article_id for a in articles]
-        current = self._store.client.hmget(f"{self._store_config.prefix}:a2c", ids) if ids else []
+        prefix = self._store_config.prefix
+        pipe = self._store.client.pipeline(transaction=False)
+        for a in articles:
+            pipe.hmget(f"{prefix}:article:{a.article_id}", "url", "event_time", "cluster_id")
         out = []
-        for a, cid in zip(articles, current):
-            out.append(a._replace(cluster_id=cid.decode()) if cid is not None else a)
-        yield key, out
+        for a, (url, event_time, _) in zip(articles, pipe.execute() if articles else []):
+            if url is not None and (url.decode() != a.url or event_time.decode() != repr(float(a.event_time))):
+                self.duplicates.inc()
+                continue
+            out.append(a)
+        current = self._store.client.hmget(f"{prefix}:a2c", [a.article_id for a in out]) if out else []
+        yield key, [a._replace(cluster_id=cid.decode()) if cid is not None else a for a, cid in zip(out, current)]
 
 
 class WriteClusterSnapshots(beam.PTransform):

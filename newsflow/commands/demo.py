@@ -113,13 +113,19 @@ class _Progress(threading.Thread):
         self._client, self._prefix, self._total, self._interval = client, prefix, total, interval
         self._stop_event = threading.Event()
         self._start = time.monotonic()
+        self._before = (int(client.hlen(f"{prefix}:fp")), int(client.hlen("nf:story:assign")))
 
     def run(self):
+        last = None
         while not self._stop_event.wait(self._interval):
-            done = int(self._client.hlen(f"{self._prefix}:fp"))
-            clusters = int(self._client.zcard(f"{self._prefix}:clusters:by_size"))
-            print(f"  [{time.monotonic() - self._start:5.0f}s] articles clustered: {done:,} of {self._total:,} "
-                  f"input documents; clusters: {clusters:,}", flush=True)
+            done = int(self._client.hlen(f"{self._prefix}:fp")) - self._before[0]
+            stories = int(self._client.hlen("nf:story:assign")) - self._before[1]
+            state = (done, stories)
+            if state == last:
+                continue
+            last = state
+            print(f"  [{time.monotonic() - self._start:5.0f}s] new articles fingerprinted and grouped: {done:,} of "
+                  f"{self._total:,} landing records; placed in stories: {stories:,}", flush=True)
 
     def stop(self):
         self._stop_event.set()
@@ -181,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ndone in {elapsed:.1f}s: {counters.get('parsed', 0):,} documents parsed, "
           f"{counters.get('extracted', 0):,} articles ({counters.get('feed_only_articles', 0):,} feed-only), "
           f"{dead:,} dead-lettered; {counters.get('clustered', 0):,} newly clustered, "
-          f"{counters.get('already_clustered', 0):,} already stored (replay); "
+          f"{counters.get('already_clustered', 0):,} already stored (replayed or duplicate URLs); "
           f"clusters created {counters.get('clusters_created', 0):,}, merged {counters.get('clusters_merged', 0):,}")
 
     stories = top_stories(client, args.top)

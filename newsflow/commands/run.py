@@ -11,28 +11,32 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import os
 
 COMMAND = "run"
-HELP = "run the streaming job (all Beam and newsflow pipeline flags pass through)"
+HELP = "run the streaming job (all Beam and newsflow pipeline flags pass through; --help-flags lists them)"
+ACCEPTS_EXTRA_ARGS = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("beam_args", nargs=argparse.REMAINDER,
-                        help="pipeline flags, e.g. --input 'data/corpus/*.jsonl.gz' --output var/output; "
-                             "see `python -m pipelines.streaming --help`")
+    parser.add_argument("--help-flags", action="store_true",
+                        help="list the pipeline flags (--input, --output, --redis_url, ...) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    from apache_beam.options.pipeline_options import PipelineOptions
+    import logging
+    import sys
 
-    from newsflow.stores.redis_conn import embedded_socket_url
-    from pipelines.streaming import NewsflowOptions, run as run_job
+    from pipelines.streaming import flags_help, run as run_job, summarize
 
-    beam_args = [a for a in args.beam_args if a != "--"]
-    options = PipelineOptions(beam_args).view_as(NewsflowOptions)
-    redis_url = None
-    if not options.redis_url and not os.environ.get("REDIS_URL"):
-        redis_url = embedded_socket_url()  # keep the embedded server alive in this process
-    run_job(beam_args, redis_url=redis_url)
+    if args.help_flags:
+        print(flags_help())
+        return 0
+    beam_args = [a for a in getattr(args, "extra_args", []) if a != "--"]
+    try:
+        result = run_job(beam_args, embedded_redis=True)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    logging.getLogger(__name__).debug("finished")
+    print(summarize(result))
     return 0

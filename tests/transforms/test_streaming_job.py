@@ -68,13 +68,32 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
     good_page = RawDocument(url="https://news.example.org/park", source_domain="news.example.org", fetch_time=1.7e9,
                             http_status=200, content_type="text/html; charset=utf-8", body=ARTICLE_HTML).to_json_dict()
     good_feed = feed_doc("https://wire.example.com/a1", "Storm closes ports along the northern coast", 1.7e9)
+    ok = {"url": "https://x.com/a", "source_domain": "x.com", "fetch_time": 1.7e9, "title": "A headline"}
     bad = {
         b"{not json": "invalid_json",
         b"\xff\xfe\x00garbage": "undecodable",
-        b"[1, 2, 3]": "missing_fields",
+        b"[1, 2, 3]": "not_an_object",
         line({"source_domain": "x.com", "fetch_time": 1}): "missing_fields",
-        line({"url": "https://x.com/a", "source_domain": "x.com", "fetch_time": "yesterday"}): "missing_fields",
-        line({"url": "https://x.com/b", "source_domain": "x.com", "fetch_time": 1, "body_b64": "%%%"}): "missing_fields",
+        line({**ok, "fetch_time": "yesterday"}): "invalid_field",
+        b'{"url": "https://x.com/n", "source_domain": "x.com", "fetch_time": NaN, "title": "t"}': "invalid_field",
+        b'{"url": "https://x.com/i", "source_domain": "x.com", "fetch_time": Infinity, "title": "t"}': "invalid_field",
+        line({**ok, "fetch_time": 1e20}): "invalid_field",
+        line({**ok, "fetch_time": True}): "invalid_field",
+        line({**ok, "published_time": -1e15}): "invalid_field",
+        b'{"url": "https://x.com/p", "source_domain": "x.com", "fetch_time": 1, "published_time": NaN}': "invalid_field",
+        line({**ok, "title": ["a list", "as title"]}): "invalid_field",
+        line({**ok, "http_status": []}): "invalid_field",
+        line({**ok, "body_b64": "%%%"}): "invalid_field",
+        b'{"url": "https://x.com/\\ud800x", "source_domain": "x.com", "fetch_time": 1, "title": "t"}': "invalid_unicode",
+        b'{"url": "https://x.com/s", "source_domain": "x.com", "fetch_time": 1, "title": "\\udc80"}': "invalid_unicode",
+        line({**ok, "url": "javascript:alert(1)"}): "bad_url",
+        line({**ok, "url": "https://x.com/ab\r\nSet-Cookie: x=1"}): "bad_url",
+        line({**ok, "url": "https://x.com/" + "a" * 3000}): "bad_url",
+        line({**ok, "url": "http://169.254.169.254/latest/meta-data/", "source_domain": "169.254.169.254"}): "unsafe_url",
+        line({**ok, "url": "http://0251.0376.0251.0376/x", "source_domain": "x.com"}): "unsafe_url",
+        line({**ok, "url": "http://localhost:6379/", "source_domain": "localhost"}): "unsafe_url",
+        line({**ok, "url": "https://evil.example/story", "source_domain": "reuters.com"}): "source_mismatch",
+        line({**ok, "source_domain": "X.COM\n<script>"}): "source_mismatch",
     }
     bad_docs = {
         "https://x.com/404": ("http_error", dict(http_status=404, body=b"<html><body>Not found</body></html>")),
@@ -82,10 +101,10 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
         "https://x.com/binary": ("undecodable", dict(http_status=200, body=bytes(range(256)) * 40)),
         "https://x.com/truncated": ("broken_html", dict(http_status=200, body=b"<html><head><title>Cut off</title></head>")),
         "https://x.com/huge": ("too_large", dict(http_status=200, body=b"<p>" + b"a" * 6_000_000 + b"</p>")),
-        "javascript:alert(1)": ("bad_url", dict(title="Hostile", summary="a feed entry with a hostile URL")),
         "https://x.com/nothing": ("missing_fields", dict()),
     }
-    lines = [line(good_page), line(good_feed)] + list(bad)
+    bom_feed = feed_doc("https://wire.example.com/a2", "Ports reopen after the storm passes", 1.7e9 + 60)
+    lines = [line(good_page), line(good_feed), b"\xef\xbb\xbf" + line(bom_feed), b"", b"   "] + list(bad)
     for u, (_, fields) in bad_docs.items():
         lines.append(line(RawDocument(url=u, source_domain="x.com", fetch_time=1.7e9, **fields).to_json_dict()))
     landing = write_landing(tmp_path / "in.jsonl.gz", lines)
@@ -103,13 +122,15 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
         if d["step"] == "extract":
             assert RawDocument.from_json_dict(json.loads(d["payload"])).url == d["url"]
     articles = read_dataset(str(tmp_path / "out"), "articles").to_pylist()
-    assert sorted(a["url"] for a in articles) == ["https://news.example.org/park", "https://wire.example.com/a1"]
+    assert sorted(a["url"] for a in articles) == ["https://news.example.org/park", "https://wire.example.com/a1",
+                                                  "https://wire.example.com/a2"]
     park = next(a for a in articles if a["url"].endswith("/park"))
     assert "riverside park" in park["text"] and park["language"] == "en" and park["cluster_id"]
     counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
     assert counters["dead_lettered_parse"] == len(bad)
     assert counters["dead_lettered_extract"] == len(bad_docs)
-    assert counters["clustered"] == 2
+    assert counters["clustered"] == 3
+    assert counters["blank_lines"] == 2
 
 
 def _corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
@@ -201,3 +222,17 @@ def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, r
     assert store.cluster_of(article_id(c["url"])) != cid
     rows = read_dataset(out, "articles").to_pylist()
     assert sorted(r["url"] for r in rows) == sorted(d["url"] for d in (a, b, c, late))
+
+
+def test_two_copies_of_one_article_are_stored_once(tmp_path, redis_server):
+    client, url = redis_server
+    first = feed_doc("https://example.com/story", "Council approves new budget", 1394470501.0)
+    second = feed_doc("https://example.com/story?utm_source=tw", "Council approves new budget (updated)", 1394902501.0)
+    landing = write_landing(tmp_path / "in.jsonl.gz", [line(first), line(second)])
+    result = run_job(tmp_path, url, landing)
+    rows = read_dataset(str(tmp_path / "out"), "articles").to_pylist()
+    assert len(rows) == 1 and rows[0]["article_id"] == article_id("https://example.com/story")
+    stored = client.hgetall(f"nf:article:{rows[0]['article_id']}")
+    assert rows[0]["url"] == stored[b"url"].decode()
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+    assert counters["duplicate_article_copies"] == 1 and counters["clustered"] == 1
