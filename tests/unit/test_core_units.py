@@ -67,10 +67,13 @@ def test_build_article_fields():
     raw = RawDocument(url="https://www.example.com/a?utm_source=x", source_domain="example.com", fetch_time=1000.0,
                       published_time=900.0, source_name=None, body=None, title="T", summary="S")
     content = ExtractedContent(title="Title", text="one two three", authors=("A",), site_name="Example",
-                               publish_time=None, html_language="")
+                               publish_time=900.0, html_language="")
     a = build_article(raw, content, source_authority=0.75, source_name="Example News")
     assert a.article_id == article_id("https://www.example.com/a")
     assert (a.publish_time, a.event_time, a.word_count, a.feed_only) == (900.0, 900.0, 3, True)
+    # extraction decides the publish time (it drops implausible feed times): no fallback to the raw field
+    b = build_article(raw, content._replace(publish_time=None), source_authority=0.75)
+    assert (b.publish_time, b.event_time) == (None, 1000.0)
     assert a.source_name == "Example" and a.source_authority == 0.75
 
 
