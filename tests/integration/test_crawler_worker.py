@@ -304,3 +304,37 @@ def test_priority_hook_pulls_source_forward_and_depth_one(redis, tmp_path):
     # feed -> article -> one same-site link (other.test link not followed); depth stops at 1
     assert urls == ["http://p.test/more/0", "http://p.test/news/0"]
     assert fr.stats()["links_enqueued"] == 1
+
+
+def test_safety_refusal_is_its_own_error_kind_and_progress_is_reported(redis, tmp_path):
+    import json
+
+    feed = rss("c.test", 1).replace(b"http://c.test/news/0", b"http://0251.0376.0251.0376/latest/meta-data/")
+    site = Site(feeds={"c.test": feed})
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://metadata.google.internal/computeMetadata/v1/", "feed", 0.0)
+        fr.add("http://c.test/feed.xml", "feed", 0.0)
+        lines = []
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), config(srv.port), schedule=FAST)
+        run_worker(w, max_tasks=3, progress=lines.append, progress_every_s=0.05)
+        log = list(srv.log)
+    # nothing, not even robots.txt, was requested for the refused hosts
+    assert sorted({e.host.split(":")[0] for e in log}) == ["c.test"]
+    meta = [h for h in fr.feeds() if "metadata" in h["url"]][0]
+    assert meta["last_status"] == "unsafe_address"
+    assert meta["last_error"].startswith("safety guard refused http://metadata.google.internal/computeMetadata/v1/")
+    assert "robots" not in meta["last_error"]
+    dead = [json.loads(x) for x in redis.lrange("nf:crawl:deadletter", 0, -1)]
+    assert sorted((d["reason"], d["url"]) for d in dead) == [
+        ("unsafe_address", "http://0251.0376.0251.0376/latest/meta-data/"),
+        ("unsafe_address", "http://metadata.google.internal/computeMetadata/v1/")]
+    stats = fr.stats()
+    assert stats["unsafe_address"] == 2 and stats["feed_error:unsafe_address"] == 1
+    assert stats["page_error:unsafe_address"] == 1 and "robots_unreachable" not in stats
+    assert not os.path.exists(tmp_path / "land") or landed(tmp_path / "land") == []  # the unsafe page was not landed
+    # progress: periodic lines plus a final one that matches the end state
+    assert len(lines) >= 1
+    assert lines[-1]["processed"] == 3
+    assert (lines[-1]["landed"], lines[-1]["errors"], lines[-1]["refused"]) == (0, 2, 0)
+    assert [x["processed"] for x in lines] == sorted(x["processed"] for x in lines)

@@ -2,7 +2,14 @@
 
 import random
 
-from crawler.schedule import ScheduleConfig, apply_skips, backoff_delay, next_interval, seed_prior, update_rate
+from crawler.schedule import (
+    ScheduleConfig,
+    apply_skips,
+    backoff_delay,
+    next_interval,
+    seed_prior,
+    update_rate,
+)
 from crawler.worker import same_site_links
 
 CFG = ScheduleConfig(jitter=0.0)
