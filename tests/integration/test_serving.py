@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from jobs.build_feeds import build_feeds
 from newsflow.ranking.events import flush_events
 from newsflow.ranking.store import encode_embedding
+from newsflow.stores.redis_conn import stop_embedded
 from serving.app import ServingConfig, create_app, serving_client
 from serving.tokens import TokenError, sign_token, verify_token
 from tests.integration.ranking_data import NOW, add_trending, axis, populate
@@ -277,7 +278,7 @@ def test_redis_shut_down_serves_last_good_feed(tmp_path):
     c = _client(r, tmp_path)
     good_en = _ids(c.get("/v1/top", params={"edition": "en"}))
     good_global = _ids(c.get("/v1/top"))
-    server.shutdown()  # the server process is stopped; its socket is gone
+    stop_embedded(server, save=False)  # the server process is stopped; its socket is gone
     with pytest.raises(redis.ConnectionError):
         r.ping()
     stale = c.get("/v1/top", params={"edition": "en"})

