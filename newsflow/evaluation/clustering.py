@@ -23,6 +23,11 @@ baseline of the data set's PROVENANCE.md).
 Command (prints one JSON line)::
 
     newsflow eval clustering --stories /work/shared/data/news-aggregator-stories/newsCorpora_2014-03-10_11.csv
+
+Errors: bad input (a missing, unreadable or truncated file, an empty file or one without data
+rows, missing columns, a row with missing fields or a bad ``TIMESTAMP``, headlines without any
+scorable word) prints ``error: <file>: <problem>`` to stderr and exits with code 2 (the
+convention of :mod:`newsflow.evaluation.inputs`).
 """
 
 from __future__ import annotations
@@ -37,27 +42,47 @@ import time
 from collections import Counter
 from typing import Sequence
 
+from newsflow.evaluation.inputs import READ_ERRORS, InputError, describe, fail
+
 COMMAND = "clustering"
 HELP = "score story (or near-duplicate) clustering against gold story ids (news-aggregator CSV)"
+
+
+REQUIRED_COLUMNS = ("ID", "TITLE", "URL", "STORY", "TIMESTAMP")
 
 
 def read_stories(path: str) -> list[dict]:
     """Rows of a news-aggregator CSV sorted by ``(TIMESTAMP, ID)``.
 
     Raises:
-      ValueError: a required column is missing or a timestamp is not an integer.
+      InputError: the file cannot be read (missing, not UTF-8, truncated gzip, NUL bytes), has no
+        header or no data rows, lacks a required column (:data:`REQUIRED_COLUMNS`), or a row has
+        missing fields or a ``TIMESTAMP`` that is not an integer (epoch milliseconds).
     """
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-    need = {"ID", "TITLE", "URL", "STORY", "TIMESTAMP"}
-    if rows and not need <= set(rows[0]):
-        raise ValueError(f"{path}: missing columns {sorted(need - set(rows[0]))}")
-    for r in rows:
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            missing = [c for c in REQUIRED_COLUMNS if c not in header]
+            if not header:
+                raise InputError(f"{path}: empty file, expected a CSV header {','.join(REQUIRED_COLUMNS)},...")
+            if missing:
+                raise InputError(f"{path}: missing columns {missing} (header has {header[:10]})")
+            rows = list(reader)
+    except READ_ERRORS as e:
+        if isinstance(e, InputError):
+            raise
+        raise InputError(f"{path}: {describe(e)}") from None
+    if not rows:
+        raise InputError(f"{path}: no data rows after the header")
+    for n, r in enumerate(rows, 2):
+        if any(r.get(c) is None for c in REQUIRED_COLUMNS):
+            raise InputError(f"{path}: line {n} (ID={r.get('ID')!r}) has fewer fields than the header")
         try:
             r["_t"] = int(r["TIMESTAMP"]) / 1000.0
         except ValueError:
-            raise ValueError(f"{path}: row ID={r.get('ID')!r} has a bad TIMESTAMP {r['TIMESTAMP']!r}") from None
+            raise InputError(f"{path}: row ID={r.get('ID')!r} has a bad TIMESTAMP {r['TIMESTAMP']!r}") from None
     rows.sort(key=lambda r: (r["_t"], int(r["ID"]) if r["ID"].isdigit() else 0, r["ID"]))
     return rows
 
@@ -180,7 +205,13 @@ def story_labels(rows: Sequence[dict], *, use_entities: bool = True, use_time: b
 
 
 def evaluate(path: str, level: str = "story", use_entities: bool = True, use_time: bool = True, baseline: bool = True) -> dict:
-    """Scores one clustering level on a news-aggregator CSV (see the module docstring)."""
+    """Scores one clustering level on a news-aggregator CSV (see the module docstring).
+
+    Raises:
+      InputError: bad input (see :func:`read_stories`; also headlines without any word the
+        TF-IDF baseline can use).
+      ValueError: an unknown ``level``.
+    """
     rows = read_stories(path)
     gold = [r["STORY"] for r in rows]
     t0 = time.perf_counter()
@@ -204,7 +235,10 @@ def evaluate(path: str, level: str = "story", use_entities: bool = True, use_tim
         "seconds": round(seconds, 2),
     }
     if baseline:
-        b = baseline_tfidf([r["TITLE"] for r in rows])
+        try:
+            b = baseline_tfidf([r["TITLE"] for r in rows])
+        except ValueError as e:  # sklearn: "empty vocabulary; perhaps the documents only contain stop words"
+            raise InputError(f"{path}: the TITLE column has no scorable words for the TF-IDF baseline ({e})") from None
         out["baseline"] = {"method": "single-pass tfidf(title) centroid, cosine 0.2", "clusters": len(set(b)), **pairwise_scores(gold, b)}
     return out
 
@@ -219,12 +253,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prints one JSON line; returns 0, or 2 on a bad input file."""
+    """Prints one JSON line.
+
+    Returns:
+      0 on success; 2 on bad input, after printing ``error: <file>: <problem>`` to stderr.
+    """
     try:
         result = evaluate(args.stories, args.level, not args.no_entities, not args.no_time, not args.no_baseline)
-    except (OSError, ValueError) as e:
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), file=sys.stderr)
-        return 2
+    except InputError as e:
+        return fail(e)
     print(json.dumps(result, sort_keys=False))
     return 0
 

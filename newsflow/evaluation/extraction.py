@@ -23,7 +23,15 @@ Command (prints one JSON line ``{"pages", "precision", "recall", "f1", ...}``)::
 ``--html-dir`` holds ``<id>.html.gz`` or ``<id>.html``; each page is run through
 :class:`newsflow.extraction.ArticleExtractor` with its ground-truth URL. A page that
 fails extraction counts as an empty prediction; failures are counted per
-``error_type`` under ``"errors"``.
+``error_type`` under ``"errors"``. A page file that cannot be read (a truncated or
+corrupt ``.html.gz``, an unreadable file) is scored the same way: an empty prediction,
+counted as ``"unreadable_file"``, with a ``warning: <file>: <problem>`` line on stderr;
+a page without any file counts as ``"missing_file"``.
+
+Errors: bad input (missing or unreadable ground-truth/predictions file, wrong JSON shape,
+a non-string ``articleBody``, ``--html-dir`` not a directory, nothing to score) prints
+``error: <file>: <problem>`` to stderr and exits with code 2 (the convention of
+:mod:`newsflow.evaluation.inputs`); a successful run exits 0.
 """
 
 from __future__ import annotations
@@ -34,9 +42,12 @@ import json
 import re
 import sys
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Mapping, NamedTuple, Optional, Sequence
+
+from newsflow.evaluation.inputs import InputError, describe, fail, read_json
 
 COMMAND = "extraction"
 HELP = "score article-body extraction (4-gram shingle P/R/F1 of the article-extraction-benchmark)"
@@ -152,33 +163,60 @@ def load_ground_truth(path: Path) -> dict[str, dict]:
     """Reads ``{id: {"articleBody": str, "url": str}}`` (benchmark ``ground-truth.json``).
 
     Raises:
-      ValueError: the file is not a JSON object of objects with ``articleBody``.
+      InputError: the file is missing, unreadable or not JSON, or not a JSON object of objects
+        with a string ``articleBody`` (and, when present, a string ``url``); the message names
+        the file and the first bad page.
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not all(isinstance(v, dict) and "articleBody" in v for v in data.values()):
-        raise ValueError(f"{path}: expected {{id: {{'articleBody': ..., 'url': ...}}}}")
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a ground truth file: expected a JSON object "
+                         f"{{id: {{'articleBody': ..., 'url': ...}}}}, got {type(data).__name__}")
+    for key, value in data.items():
+        if not isinstance(value, dict) or not isinstance(value.get("articleBody"), str):
+            raise InputError(f"{path}: ground truth page {key!r} has no string 'articleBody'")
+        if value.get("url") is not None and not isinstance(value["url"], str):
+            raise InputError(f"{path}: ground truth page {key!r} has a non-string 'url'")
     return data
 
 
 def load_predictions(path: Path) -> dict[str, Optional[str]]:
-    """Reads a predictions file: benchmark ``{"output": {id: {"articleBody"}}}`` or plain ``{id: {...}}``/``{id: str}``."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """Reads a predictions file: benchmark ``{"output": {id: {"articleBody"}}}`` or plain ``{id: {...}}``/``{id: str}``.
+
+    Raises:
+      InputError: the file is missing, unreadable or not JSON, not an object, or a prediction
+        is neither a string, ``null`` nor an object whose ``articleBody`` is a string or ``null``.
+    """
+    data = read_json(path)
     if isinstance(data, dict) and isinstance(data.get("output"), dict):
         data = data["output"]
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object of predictions")
-    return {k: (v.get("articleBody") if isinstance(v, dict) else v) for k, v in data.items()}
+        raise InputError(f"{path}: expected a JSON object of predictions, got {type(data).__name__}")
+    out = {}
+    for key, value in data.items():
+        text = value.get("articleBody") if isinstance(value, dict) else value
+        if text is not None and not isinstance(text, str):
+            raise InputError(f"{path}: prediction {key!r} is not a string (got {type(text).__name__})")
+        out[key] = text
+    return out
 
 
-def _read_html(html_dir: Path, page_id: str) -> Optional[bytes]:
-    gz = html_dir / f"{page_id}.html.gz"
-    if gz.exists():
-        with gzip.open(gz, "rb") as f:
-            return f.read()
-    plain = html_dir / f"{page_id}.html"
-    if plain.exists():
-        return plain.read_bytes()
-    return None
+def _read_html(html_dir: Path, page_id: str) -> tuple[Optional[bytes], Optional[Path]]:
+    """``(bytes, path)`` of a page file, ``(None, None)`` when there is none.
+
+    Raises:
+      InputError: the file exists but cannot be read (truncated/corrupt gzip, permissions).
+    """
+    for path in (html_dir / f"{page_id}.html.gz", html_dir / f"{page_id}.html"):
+        if not path.exists():
+            continue
+        try:
+            if path.suffix == ".gz":
+                with gzip.open(path, "rb") as f:
+                    return f.read(), path
+            return path.read_bytes(), path
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(f"{path}: {describe(e)}") from None
+    return None, None
 
 
 def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
@@ -192,8 +230,9 @@ def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
       fetch_time: UTC epoch seconds recorded as the fetch time (default: now).
 
     Returns:
-      ``(predictions, errors)``: ``{id: text}`` ("" for a failed or missing page)
-      and a ``Counter`` of failure reasons (``error_type`` or ``"missing_file"``).
+      ``(predictions, errors)``: ``{id: text}`` ("" for a failed, missing or unreadable page)
+      and a ``Counter`` of failure reasons (``error_type``, ``"missing_file"`` or
+      ``"unreadable_file"``; an unreadable file also gets a ``warning:`` line on stderr).
     """
     from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError
     from newsflow.urls import source_domain
@@ -204,7 +243,13 @@ def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
     errors: Counter = Counter()
     with ArticleExtractor(config or ExtractionConfig()) as extractor:
         for page_id, item in ground_truth.items():
-            body = _read_html(Path(html_dir), page_id)
+            try:
+                body, _ = _read_html(Path(html_dir), page_id)
+            except InputError as e:
+                print(f"warning: {e} (scored as an empty prediction)", file=sys.stderr)
+                errors["unreadable_file"] += 1
+                predictions[page_id] = ""
+                continue
             if body is None:
                 errors["missing_file"] += 1
                 predictions[page_id] = ""
@@ -232,28 +277,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prints one JSON line with pages, precision, recall, f1 (and errors, seconds); returns the exit code."""
+    """Prints one JSON line with pages, precision, recall, f1 (and errors, seconds).
+
+    Returns:
+      0 on success; 2 on bad input, after printing ``error: <file>: <problem>`` to stderr.
+    """
     try:
         gt = load_ground_truth(args.ground_truth)
-    except (OSError, ValueError) as e:
-        print(f"error: cannot read ground truth: {e}", file=sys.stderr)
-        return 2
+    except InputError as e:
+        return fail(e)
+    if not gt:
+        return fail(f"{args.ground_truth}: no pages to score")
     truth = {k: v["articleBody"] for k, v in gt.items()}
     t0 = time.perf_counter()
     errors: Counter = Counter()
     if args.predictions is not None:
+        source = args.predictions
         try:
             predictions = load_predictions(args.predictions)
-        except (OSError, ValueError) as e:
-            print(f"error: cannot read predictions: {e}", file=sys.stderr)
-            return 2
+        except InputError as e:
+            return fail(e)
         missing = [k for k in truth if k not in predictions]
         if missing:
             errors["missing_prediction"] = len(missing)
     else:
+        source = args.html_dir
         if not args.html_dir.is_dir():
-            print(f"error: --html-dir {args.html_dir} is not a directory", file=sys.stderr)
-            return 2
+            return fail(f"--html-dir {args.html_dir}: not a directory")
         from newsflow.extraction import ExtractionConfig
 
         config = ExtractionConfig() if args.timeout_s is None else ExtractionConfig(timeout_s=args.timeout_s)
@@ -261,8 +311,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         scores = evaluate(truth, predictions)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return fail(f"{source}: nothing to score against {args.ground_truth} ({e})")
     out = {
         "pages": scores.pages,
         "precision": round(scores.precision, 4),

@@ -14,9 +14,19 @@ Baselines measured in the same run:
   subtag as the prediction (over pages with html; no declaration counts as wrong);
 * ``baseline_majority_accuracy``: always predicting the most frequent label.
 
+A labelled record is scored from its html (through the extractor) when it is an ``article``
+with an ``html_file``, or when it has an ``html_file`` but no ``text_file``; otherwise from its
+``text_file``.
+
 Command (prints one JSON line)::
 
     newsflow eval language --data /work/shared/data/newspaper4k-test-pages/index.jsonl
+
+Errors: bad input (a missing or unreadable index, a line that is not a JSON object, e.g. a CSV
+given as the index, a record without ``id`` or with a non-string field, a referenced file that is
+missing, unreadable or a truncated ``.gz``, no labelled record) prints
+``error: <file>[:<line>]: <problem>`` to stderr and exits with code 2 (the convention of
+:mod:`newsflow.evaluation.inputs`).
 """
 
 from __future__ import annotations
@@ -26,17 +36,72 @@ import gzip
 import json
 import sys
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
+
+from newsflow.evaluation.inputs import InputError, describe, fail
 
 COMMAND = "language"
 HELP = "score language identification on language-labelled pages (newspaper4k index.jsonl format)"
 
 
-def _read_text(path: Path) -> str:
-    data = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
-    return data.decode("utf-8", errors="replace")
+def _read_bytes(path: Path, where: str) -> bytes:
+    """Bytes of a referenced page file (gunzipped for ``.gz``).
+
+    Raises:
+      InputError: ``"<where>: cannot read <path>: <problem>"``.
+    """
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"{where}: cannot read {path}: {describe(e)}") from None
+
+
+def load_records(index_path: Path) -> list[tuple[str, dict]]:
+    """The labelled records of an ``index.jsonl``, each with its ``"<file>:<line>"`` location.
+
+    Returns:
+      ``[(location, record)]`` for records with a ``language`` label and an ``html_file`` or
+      ``text_file``.
+
+    Raises:
+      InputError: the file cannot be read, a line is not a JSON object, a labelled record has no
+        string ``id`` or a non-string ``language``/``html_file``/``text_file``/``url``, or no
+        record is labelled.
+    """
+    try:
+        text = Path(index_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{index_path}: {describe(e)}") from None
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{index_path}:{n}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: not a JSON line ({e.msg} at column {e.colno}); expected index.jsonl "
+                             "records {id, language, html_file|text_file, ...}") from None
+        except RecursionError:
+            raise InputError(f"{where}: JSON nested too deeply") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        for key in ("language", "html_file", "text_file", "url", "kind"):
+            if rec.get(key) is not None and not isinstance(rec[key], str):
+                raise InputError(f"{where}: field {key!r} must be a string, got {type(rec[key]).__name__}")
+        if rec.get("language") and (rec.get("html_file") or rec.get("text_file")):
+            if not isinstance(rec.get("id"), str) or not rec["id"]:
+                raise InputError(f"{where}: record has no string 'id'")
+            records.append((where, rec))
+    if not records:
+        raise InputError(f"{index_path}: no record has a language label and an html_file or text_file")
+    return records
 
 
 def _primary(tag: str) -> str:
@@ -58,39 +123,38 @@ def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_tim
       i.e. counts as wrong) and ``wrong`` (``{id: [label, predicted, confidence]}``).
 
     Raises:
-      ValueError: a line is not a JSON object, or no record has a language label.
-      OSError: a referenced file cannot be read.
+      InputError: bad input (see :func:`load_records`), or a referenced file cannot be read;
+        the message names the file (and the index line).
     """
-    from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError, decode_html
+    from newsflow.extraction import (
+        ArticleExtractor,
+        ExtractionConfig,
+        ExtractionError,
+        decode_html,
+    )
     from newsflow.language import LanguageIdentifier
     from newsflow.urls import source_domain
     from schemas.raw import RawDocument
 
     base = Path(index_path).parent
-    records = []
-    for n, line in enumerate(Path(index_path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        if not isinstance(rec, dict):
-            raise ValueError(f"{index_path}:{n}: expected a JSON object")
-        if rec.get("language") and (rec.get("html_file") or rec.get("text_file")):
-            records.append(rec)
-    if not records:
-        raise ValueError(f"{index_path}: no record has a language label and a file")
+    located = load_records(Path(index_path))
+    records = [rec for _, rec in located]
     fetch_time = time.time() if fetch_time is None else fetch_time
     lid = LanguageIdentifier() if threshold is None else LanguageIdentifier(threshold)
     texts: list[str] = []
     html_langs: dict[str, str] = {}
     errors: dict[str, str] = {}
     with ArticleExtractor(ExtractionConfig()) as extractor:
-        for rec in records:
-            if rec.get("kind") == "article" and rec.get("html_file"):
-                path = base / rec["html_file"]
-                body = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
+        for where, rec in located:
+            use_html = rec.get("html_file") and (rec.get("kind") == "article" or not rec.get("text_file"))
+            if use_html:
+                body = _read_bytes(base / rec["html_file"], where)
                 url = rec.get("url") or f"http://unknown.invalid/{rec['id']}"
-                raw = RawDocument(url=url, source_domain=source_domain(url), fetch_time=fetch_time,
-                                  http_status=200, content_type="text/html", body=body)
+                try:
+                    raw = RawDocument(url=url, source_domain=source_domain(url), fetch_time=fetch_time,
+                                      http_status=200, content_type="text/html", body=body)
+                except ValueError as e:
+                    raise InputError(f"{where}: bad url {url[:200]!r}: {e}") from None
                 try:
                     content = extractor.extract(raw)
                     texts.append(content.title + "\n" + content.text)
@@ -100,7 +164,7 @@ def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_tim
                     texts.append("")
                     html_langs[rec["id"]] = _html_lang_only(decode_html, body)
             else:
-                texts.append(_read_text(base / rec["text_file"]))
+                texts.append(_read_bytes(base / rec["text_file"], where).decode("utf-8", errors="replace"))
     predictions = lid.detect_batch(texts)
     labels = [_primary(rec["language"]) for rec in records]
     correct = [lab == pred[0] for lab, pred in zip(labels, predictions)]
@@ -139,13 +203,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prints one JSON line (see :func:`evaluate_file`); returns the exit code."""
+    """Prints one JSON line (see :func:`evaluate_file`).
+
+    Returns:
+      0 on success; 2 on bad input, after printing ``error: <file>: <problem>`` to stderr.
+    """
     t0 = time.perf_counter()
     try:
         out = evaluate_file(args.data, args.threshold)
-    except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except InputError as e:
+        return fail(e)
     out["seconds"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(out, ensure_ascii=False))
     return 0

@@ -22,6 +22,11 @@ Command (prints one JSON line)::
 
     newsflow eval topics --data /work/shared/data/huffpost-news-category/News_Category_Dataset_v3_sample.jsonl
     newsflow eval topics --format agnews --data /work/shared/data/ag-news-test/test.csv
+
+Errors: bad input (a missing, unreadable or truncated file, a line that is not a JSON object,
+a CSV without the AG News columns or with an unknown ``class_index``, no scorable row, an
+unreadable ``--model``) prints ``error: <file>: <problem>`` to stderr and exits with code 2 (the
+convention of :mod:`newsflow.evaluation.inputs`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import time
 from collections import Counter
 from typing import Optional, Sequence
 
+from newsflow.evaluation.inputs import READ_ERRORS, InputError, describe, fail
+
 COMMAND = "topics"
 HELP = "score topic sections on HuffPost JSONL (or AG News CSV with --format agnews)"
 
@@ -47,9 +54,25 @@ def load_rows(path: str, fmt: str, all_rows: bool = False) -> list[tuple[str, tu
     """``(text, accepted sections, gold class name)`` per scored row.
 
     Raises:
-      ValueError: unknown format or a malformed line.
+      InputError: the file cannot be read, a line is not a JSON object (huffpost), the CSV lacks
+        ``class_index``/``title`` or has an unknown ``class_index`` (agnews).
+      ValueError: unknown format.
     """
-    from newsflow.topics import AGNEWS_SECTIONS, HUFFPOST_SECTIONS, TEST_BUCKETS, split_bucket
+    try:
+        return _load_rows(path, fmt, all_rows)
+    except READ_ERRORS as e:
+        if isinstance(e, InputError) or fmt not in ("huffpost", "agnews"):
+            raise
+        raise InputError(f"{path}: {describe(e)}") from None
+
+
+def _load_rows(path: str, fmt: str, all_rows: bool) -> list[tuple[str, tuple[str, ...], str]]:
+    from newsflow.topics import (
+        AGNEWS_SECTIONS,
+        HUFFPOST_SECTIONS,
+        TEST_BUCKETS,
+        split_bucket,
+    )
 
     out = []
     if fmt == "huffpost":
@@ -60,8 +83,14 @@ def load_rows(path: str, fmt: str, all_rows: bool = False) -> list[tuple[str, tu
                 try:
                     r = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-                section = HUFFPOST_SECTIONS.get(r.get("category", ""))
+                    raise InputError(f"{path}:{n}: not a JSON line ({e.msg} at column {e.colno}); expected "
+                                     "HuffPost records {headline, short_description, category, link}") from None
+                if not isinstance(r, dict):
+                    raise InputError(f"{path}:{n}: expected a JSON object, got {type(r).__name__}")
+                for key in ("headline", "short_description", "category", "link"):
+                    if r.get(key) is not None and not isinstance(r[key], str):
+                        raise InputError(f"{path}:{n}: field {key!r} must be a string, got {type(r[key]).__name__}")
+                section = HUFFPOST_SECTIONS.get(r.get("category") or "")
                 if not section:
                     continue
                 headline = r.get("headline") or ""
@@ -70,10 +99,14 @@ def load_rows(path: str, fmt: str, all_rows: bool = False) -> list[tuple[str, tu
                 out.append((f"{headline}. {r.get('short_description') or ''}".strip(), (section,), section))
     elif fmt == "agnews":
         with _open(path) as f:
-            for r in csv.DictReader(f):
+            reader = csv.DictReader(f)
+            missing = [c for c in ("class_index", "title") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise InputError(f"{path}: not an AG News CSV: missing columns {missing}")
+            for r in reader:
                 accepted = AGNEWS_SECTIONS.get(str(r.get("class_index", "")).strip())
                 if accepted is None:
-                    raise ValueError(f"{path}: row {r.get('row')!r} has an unknown class_index {r.get('class_index')!r}")
+                    raise InputError(f"{path}: row {r.get('row')!r} has an unknown class_index {r.get('class_index')!r}")
                 text = f"{r.get('title') or ''}. {(r.get('description') or '').replace(chr(92) + 'n', ' ')}"
                 out.append((text, accepted, "/".join(accepted)))
     else:
@@ -105,13 +138,19 @@ def score(rows: Sequence[tuple[str, tuple[str, ...], str]], predicted: Sequence[
 
 def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_path: Optional[str] = None) -> dict:
     """Scores the topic model and the same-run baselines (see the module docstring)."""
-    from newsflow.topic_training import ensure_topic_model  # builds the model from shipped data when missing
+    from newsflow.topic_training import (
+        ensure_topic_model,  # builds the model from shipped data when missing
+    )
     from newsflow.topics import SECTIONS, TopicClassifier, load_examples
 
     rows = load_rows(path, fmt, all_rows)
     if not rows:
-        raise ValueError(f"{path}: no scorable rows")
-    clf = TopicClassifier.load(ensure_topic_model(model_path))
+        raise InputError(f"{path}: no scorable rows" + ("" if all_rows or fmt != "huffpost" else
+                                                         " in the held-out test buckets (try --all-rows)"))
+    try:
+        clf = TopicClassifier.load(ensure_topic_model(model_path))
+    except (OSError, EOFError, ValueError, KeyError) as e:
+        raise InputError(f"{model_path or 'topic model'}: cannot load the topic model: {describe(e)}") from None
     t0 = time.perf_counter()
     top = clf.top_section([t for t, _, _ in rows])
     seconds = time.perf_counter() - t0
@@ -145,12 +184,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prints one JSON line; returns 0, or 2 on a bad input file."""
+    """Prints one JSON line.
+
+    Returns:
+      0 on success; 2 on bad input, after printing ``error: <file>: <problem>`` to stderr.
+    """
     try:
         result = evaluate(args.data, args.format, args.all_rows, args.model)
-    except (OSError, ValueError) as e:
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), file=sys.stderr)
-        return 2
+    except InputError as e:
+        return fail(e)
     print(json.dumps(result))
     return 0
 

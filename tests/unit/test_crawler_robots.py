@@ -110,7 +110,30 @@ def test_eval_robots_command_bad_file(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
     assert eval_robots.run(argparse.Namespace(cases=str(bad))) == 2
-    assert "cannot read robots cases" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: {bad}: not JSON (Expecting property name enclosed in double quotes " \
+                                      "at line 1 column 2)\n"
+
+
+@pytest.mark.parametrize("content, problem", [
+    ({"other": []}, "no 'is_user_agent_allowed' list"),
+    ({"is_user_agent_allowed": [3]}, "case 0 is not an object"),
+    ({"is_user_agent_allowed": [{"test": "t1", "robots_txt": "", "user_agent": "a", "url": "http://h/"}]},
+     "case 0 ('t1') has no 'expected_allowed'"),
+    ({"is_user_agent_allowed": [{"test": "t2", "robots_txt": 5, "user_agent": "a", "url": "http://h/",
+                                 "expected_allowed": True}]}, "case 0 ('t2'): 'robots_txt' must be str, got int"),
+    ({"is_user_agent_allowed": [{"test": "t3", "robots_txt": "", "user_agent": "a", "url": "http://h/",
+                                 "expected_allowed": "yes"}]}, "case 0 ('t3'): 'expected_allowed' must be bool, got str"),
+])
+def test_eval_robots_command_bad_cases_exit_2(tmp_path, capsys, content, problem):
+    import argparse
+
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(content))
+    assert eval_robots.run(argparse.Namespace(cases=str(path))) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"error: {path}: {problem}")
+    assert eval_robots.run(argparse.Namespace(cases=str(tmp_path / "none.json"))) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'none.json'}: file not found\n"
 
 
 def test_partial_byte_order_mark_and_bom_only_at_start():

@@ -48,3 +48,30 @@ def test_bad_timestamp_is_a_clear_error(tmp_path):
     p.write_text("ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP\n1,t,http://a.com/x,X,b,s,a.com,notatime\n")
     with pytest.raises(ValueError, match="TIMESTAMP"):
         read_stories(str(p))
+
+
+HEADER = "ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP\n"
+
+
+@pytest.mark.parametrize("content, problem", [
+    (None, "file not found"),
+    ("", "empty file, expected a CSV header ID,TITLE,URL,STORY,TIMESTAMP,..."),
+    (HEADER, "no data rows after the header"),
+    ("ID,TITLE,URL\n1,Quake,http://a.com/q\n", "missing columns ['STORY', 'TIMESTAMP']"),
+    (HEADER + "1,Quake,http://a.com/q\n", "line 2 (ID='1') has fewer fields than the header"),
+    (HEADER + "1,a,http://a.com/q,X,b,s1,a.com,1394470501000\n2,!,http://b.com/r,X,b,s1,b.com,1394470502000\n",
+     "the TITLE column has no scorable words for the TF-IDF baseline (empty vocabulary"),
+])
+def test_eval_clustering_bad_input_exits_2(tmp_path, capsys, content, problem):
+    import argparse
+
+    from newsflow.evaluation import clustering
+
+    p = tmp_path / "s.csv"
+    if content is not None:
+        p.write_text(content, encoding="utf-8")
+    args = argparse.Namespace(stories=str(p), level="near-duplicate", no_entities=True, no_time=False, no_baseline=False)
+    assert clustering.run(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: {p}: {problem}")

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from newsflow.evaluation import extraction as ev
-from newsflow.evaluation.extraction import PageScore, aggregate, evaluate, page_score, shingles, tokenize
+from newsflow.evaluation.extraction import (
+    PageScore,
+    aggregate,
+    evaluate,
+    page_score,
+    shingles,
+    tokenize,
+)
 
 DATA = Path("/work/shared/data/article-extraction-benchmark")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
@@ -117,3 +124,54 @@ def test_bad_ground_truth_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "gt.json").write_text('["not", "a", "mapping"]', encoding="utf-8")
     assert ev.main(["--ground-truth", str(tmp_path / "gt.json"), "--predictions", str(tmp_path / "gt.json")]) == 2
     assert "ground truth" in capsys.readouterr().err
+
+
+def test_truncated_html_gz_is_scored_empty_with_a_warning(tmp_path, capsys):
+    import gzip
+
+    html = (FIXTURES / "article_de.html").read_bytes()
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "elbe.html").write_bytes(html)
+    full = gzip.compress(html)
+    (tmp_path / "html" / "cut.html.gz").write_bytes(full[: len(full) // 2])  # truncated download
+    gt = {"elbe": {"articleBody": "Die Brücke ist gesperrt und bleibt es", "url": "https://elbtal.example/bruecke"},
+          "cut": {"articleBody": "lost words of a truncated page", "url": "https://elbtal.example/cut"}}
+    (tmp_path / "gt.json").write_text(json.dumps(gt), encoding="utf-8")
+    assert ev.main(["--ground-truth", str(tmp_path / "gt.json"), "--html-dir", str(tmp_path / "html")]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["pages"] == 2 and out["errors"] == {"unreadable_file": 1}
+    assert captured.err.startswith(f"warning: {tmp_path / 'html' / 'cut.html.gz'}: corrupt or truncated gzip data")
+
+
+@pytest.mark.parametrize("content, problem", [
+    (None, "file not found"),
+    ("", "not JSON (Expecting value at line 1 column 1)"),
+    ('{"p1": {"articleBody": 42}}', "ground truth page 'p1' has no string 'articleBody'"),
+    ('{"p1": {"articleBody": "a b c d", "url": ["x"]}}', "ground truth page 'p1' has a non-string 'url'"),
+    ("{}", "no pages to score"),
+])
+def test_bad_ground_truth_exits_2_naming_file_and_problem(tmp_path, capsys, content, problem):
+    gt = tmp_path / "gt.json"
+    if content is not None:
+        gt.write_text(content, encoding="utf-8")
+    preds = tmp_path / "p.json"
+    preds.write_text('{"p1": "a b c d"}', encoding="utf-8")
+    assert ev.main(["--ground-truth", str(gt), "--predictions", str(preds)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"error: {gt}: {problem}\n"
+
+
+def test_bad_predictions_exit_2(tmp_path, capsys):
+    gt = tmp_path / "gt.json"
+    gt.write_text('{"p1": {"articleBody": "a b c d"}}', encoding="utf-8")
+    preds = tmp_path / "p.json"
+    for content, problem in (('{"output": {"p1": {"articleBody": 7}}}', "prediction 'p1' is not a string (got int)"),
+                             ('{"other": ""}', "nothing to score against")):
+        preds.write_text(content, encoding="utf-8")
+        assert ev.main(["--ground-truth", str(gt), "--predictions", str(preds)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {preds}: ") and problem in err
+    assert ev.main(["--ground-truth", str(gt), "--html-dir", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == f"error: --html-dir {tmp_path / 'none'}: not a directory\n"
