@@ -91,6 +91,7 @@ def run(args) -> int:
     except ValueError as e:
         print(f"error: push-server: {e}", file=sys.stderr)
         return 2
+    import redis
     import uvicorn
 
     from crawler.commands.crawl import default_landing
@@ -100,8 +101,12 @@ def run(args) -> int:
     from newsflow.stores.redis_conn import connect
 
     landing = args.landing or default_landing()
-    ingestor = PushIngestor(config, LandingWriter(landing, compress=not args.no_gzip, worker_id="push"),
-                            Frontier(connect(None, embedded_path=args.redis_path)))
+    try:
+        frontier = Frontier(connect(None, embedded_path=args.redis_path))
+    except redis.RedisError as e:
+        print(f"error: push-server: cannot reach Redis for the seen-URL set: {e}", file=sys.stderr)
+        return 2
+    ingestor = PushIngestor(config, LandingWriter(landing, compress=not args.no_gzip, worker_id="push"), frontier)
     print(json.dumps({"listening": f"http://{args.host}:{args.port}/v1/push", "clients": sorted(config.credentials),
                       "landing": landing}), flush=True)
     uvicorn.run(create_app(ingestor), host=args.host, port=args.port, log_level="warning")
