@@ -57,8 +57,8 @@ def progress_counts(before: dict, after: dict) -> dict:
     Returns:
       ``{"landed", "errors", "refused"}`` increments: landed documents (article pages plus
       feed-only documents), fetch errors (``feed_error:*`` and ``page_error:*``, which include
-      address-safety refusals, kind ``unsafe_address``) and robots.txt refusals. Counters are shared by every worker of the
-      frontier, so with several workers the numbers cover all of them.
+      address-safety refusals, kind ``unsafe_address``) and robots.txt refusals. Counters are
+      shared by every worker of the frontier, so with several workers they cover all of them.
     """
     def delta(name: str) -> int:
         return int(after.get(name, 0)) - int(before.get(name, 0))
