@@ -215,15 +215,24 @@ class BuildStories(beam.PTransform):
         return {"stories": assigned["main"], DEAD_LETTER_TAG: dead, TREND_INPUT_TAG: assigned[TREND_INPUT_TAG]}
 
 
-def build_pipeline(pipeline: beam.Pipeline, config: JobConfig) -> dict:
+def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTransform | None = None) -> dict:
     """Adds the whole job to ``pipeline`` without running it.
+
+    Args:
+      pipeline: the pipeline to add to.
+      config: validated job configuration.
+      source: optional PTransform from the pipeline root to ``bytes`` records (one JSON
+        RawDocument each) that replaces the configured source, e.g. a ``TestStream`` in tests
+        or a custom connector.
 
     Returns:
       dict of the main PCollections: ``articles``, ``dead_letter``, and the sink outputs
       ``article_files``, ``cluster_files``, ``dead_letter_files`` (paths written).
     """
     read_dead = []
-    if config.inputs:
+    if source is not None:
+        raw = pipeline | "CustomSource" >> source
+    elif config.inputs:
         landed = pipeline | "ReadLandingFiles" >> ReadLandingFiles(list(config.inputs), config.input_format)
         raw = landed["main"]
         read_dead.append(landed[DEAD_LETTER_TAG])

@@ -198,12 +198,39 @@ class _WriteTrendFileFn(beam.DoFn):
             yield path
 
 
+def _trend_date(t) -> str:
+    import datetime as dt
+
+    return "date=" + dt.datetime.fromtimestamp(t.window_end, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+class _WriteTrendBatchFn(beam.DoFn):
+    """A batch of TrendCounts (one bundle's fired panes) -> one Parquet file per UTC date."""
+
+    def __init__(self, root: str):
+        self._root = root
+
+    def process(self, batch):
+        by_date: dict[str, list] = {}
+        for t in batch:
+            by_date.setdefault(_trend_date(t), []).append(t)
+        for partition, rows in sorted(by_date.items()):
+            path = write_records(self._root, "trends", partition, rows, TREND_SCHEMA,
+                                 sort_key=lambda t: (t.window_end, t.kind, -t.count, t.key))
+            if path:
+                yield path
+
+
 class WriteTrends(beam.PTransform):
     """TrendCounts (entities/topics/stories per window) -> Parquet under ``<root>/trends``.
 
-    Rows are regrouped in the global window (batch: once at the end; streaming: every
-    ``flush_seconds`` of processing time; ``streaming=None`` picks by whether the input is
-    bounded) and written per UTC date of the window end. Emits the paths written.
+    Batch (bounded input): regrouped in the global window and written once per UTC date of the
+    window end, so a replay writes the same files. Streaming: each bundle of fired window panes is
+    written as it comes (one file per date per bundle), with no second trigger: re-windowing the
+    sliding-window output into a global window with a processing-time trigger never finished on
+    Beam's streaming DirectRunner. ``streaming=None`` picks by whether the input is bounded.
+    ``flush_seconds`` is kept for signature compatibility and is unused in streaming mode.
+    Emits the paths written.
     """
 
     def __init__(self, output_root: str, streaming: Optional[bool] = None, flush_seconds: int = 60):
@@ -211,20 +238,17 @@ class WriteTrends(beam.PTransform):
         self._root, self._streaming, self._flush = output_root, streaming, flush_seconds
 
     def expand(self, pcoll):
-        import datetime as dt
-
         streaming = (not pcoll.is_bounded) if self._streaming is None else self._streaming
         if streaming:
-            win = beam.WindowInto(window.GlobalWindows(),
-                                  trigger=trigger.Repeatedly(trigger.AfterProcessingTime(self._flush)),
-                                  accumulation_mode=trigger.AccumulationMode.DISCARDING)
-        else:
-            win = beam.WindowInto(window.GlobalWindows())
-        date = lambda t: "date=" + dt.datetime.fromtimestamp(t.window_end, tz=dt.timezone.utc).strftime("%Y-%m-%d")  # noqa: E731
+            return (
+                pcoll
+                | "BatchFiredPanes" >> beam.BatchElements(min_batch_size=1, max_batch_size=10_000)
+                | "WriteParquetBatches" >> beam.ParDo(_WriteTrendBatchFn(self._root))
+            )
         return (
             pcoll
-            | "GlobalWindow" >> win
-            | "KeyByDate" >> beam.Map(lambda t: (date(t), t))
+            | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
+            | "KeyByDate" >> beam.Map(lambda t: (_trend_date(t), t))
             | "GroupByDate" >> beam.GroupByKey()
             | "WriteParquet" >> beam.ParDo(_WriteTrendFileFn(self._root))
         )

