@@ -262,18 +262,22 @@ class _WritePartitionFn(beam.DoFn):
             yield path
 
 
-class WriteArticles(beam.PTransform):
-    """Articles -> ``<root>/articles/date=YYYY-MM-DD/part-<hash>.parquet`` (by event date, UTC).
-
-    Cluster ids are re-read from Redis just before writing, so rows carry the cluster an
-    article belongs to after any merge (``nf:a2c`` is rewritten on merge).
-    """
+class _StoreSink(beam.PTransform):
+    """A sink that reads the near-duplicate store while writing: sink config, Redis URL, store config."""
 
     def __init__(self, config: SinkConfig, redis_url: str | None, store: StoreConfig = StoreConfig()):
         super().__init__()
         self._config = config
         self._redis_url = redis_url
         self._store = store
+
+
+class WriteArticles(_StoreSink):
+    """Articles -> ``<root>/articles/date=YYYY-MM-DD/part-<hash>.parquet`` (by event date, UTC).
+
+    Cluster ids are re-read from Redis just before writing, so rows carry the cluster an
+    article belongs to after any merge (``nf:a2c`` is rewritten on merge).
+    """
 
     def expand(self, pcoll):
         cfg = self._config
@@ -330,19 +334,13 @@ class _ResolveClusterIdsFn(_StoreFn):
         yield key, [a._replace(cluster_id=cid.decode()) if cid is not None else a for a, cid in zip(out, current)]
 
 
-class WriteClusterSnapshots(beam.PTransform):
+class WriteClusterSnapshots(_StoreSink):
     """Cluster ids touched -> their current state read from Redis -> Parquet.
 
     ``<root>/clusters/date=YYYY-MM-DD/part-<hash>.parquet`` partitioned by the cluster's
     earliest event date. Each flush writes the state of the clusters touched since the
     previous flush (merged clusters included, with ``merged_into`` set).
     """
-
-    def __init__(self, config: SinkConfig, redis_url: str | None, store: StoreConfig = StoreConfig()):
-        super().__init__()
-        self._config = config
-        self._redis_url = redis_url
-        self._store = store
 
     def expand(self, pcoll):
         cfg = self._config
