@@ -9,6 +9,16 @@ from newsflow.urls import article_id, canonicalize_url
 from schemas import Article, RawDocument
 
 _WORD_RE = re.compile(r"\w+")
+# C0/C1 controls and bidirectional overrides/isolates: never meaningful in a headline, and the
+# bidi ones can make a displayed title read differently from what it is.
+_TITLE_JUNK_RE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+MAX_TITLE_CHARS = 1000
+
+
+def clean_title(title: str) -> str:
+    """Title with control and bidi-override characters replaced by spaces, whitespace collapsed,
+    cut to :data:`MAX_TITLE_CHARS` characters."""
+    return " ".join(_TITLE_JUNK_RE.sub(" ", title or "").split())[:MAX_TITLE_CHARS]
 
 # Publish times later than the fetch time by more than this (seconds) are treated as wrong
 # (time-zone errors, scheduled-publish metadata) and the fetch time is used as event time.
@@ -45,7 +55,7 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
         canonical_url=canonical,
         source_domain=raw.source_domain,
         source_name=raw.source_name or content.site_name or source_name or "",
-        title=content.title or "",
+        title=clean_title(content.title),
         text=text,
         authors=list(content.authors),
         site_name=content.site_name or "",

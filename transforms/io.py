@@ -85,8 +85,12 @@ def check_inputs_exist(patterns) -> None:
     """Raises ``ValueError`` naming every pattern that matches no file (local or ``gs://``)."""
     from apache_beam.io.filesystems import FileSystems
 
+    import os
+
     empty = []
     for pattern in patterns:
+        if "://" not in pattern and os.path.isdir(pattern):
+            raise ValueError(f"input {pattern!r} is a directory; give a file pattern such as '{pattern.rstrip('/')}/*.jsonl.gz'")
         try:
             matched = FileSystems.match([pattern])[0].metadata_list
         except Exception as e:  # noqa: BLE001 - Beam raises several types for a bad pattern or bucket

@@ -405,9 +405,12 @@ class RankingStore:
         return {sid: _f(s) for sid, s in zip(ids, since)}
 
     # -- trending -------------------------------------------------------------------
-    def latest_trending(self, kind: str, n: int = 50) -> tuple[Optional[float], list[tuple[str, int]]]:
-        """The newest written window of ``kind`` and its top-``n`` ``(key, count)`` pairs."""
-        latest = self.client.zrevrange(trending_windows_key(kind), 0, 0, withscores=True)
+    def latest_trending(self, kind: str, n: int = 50, now: Optional[float] = None) -> tuple[Optional[float], list[tuple[str, int]]]:
+        """The newest written window of ``kind`` ending at or before ``now`` (UTC epoch s; ``None``:
+        any) and its top-``n`` ``(key, count)`` pairs. ``now`` matters when ranking a replay at its
+        replay clock: windows from after it do not exist yet."""
+        top = "+inf" if now is None else now
+        latest = self.client.zrevrangebyscore(trending_windows_key(kind), top, "-inf", start=0, num=1, withscores=True)
         if not latest:
             return None, []
         end = float(latest[0][1])

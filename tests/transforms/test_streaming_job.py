@@ -93,6 +93,9 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
         line({**ok, "url": "http://0251.0376.0251.0376/x", "source_domain": "x.com"}): "unsafe_url",
         line({**ok, "url": "http://localhost:6379/", "source_domain": "localhost"}): "unsafe_url",
         line({**ok, "url": "https://evil.example/story", "source_domain": "reuters.com"}): "source_mismatch",
+        line({**ok, "url": "http://evil.com\\@reuters.com/story", "source_domain": "reuters.com"}): "bad_url",
+        line({**ok, "url": "http://127.0.0.1\\@x.com/a", "source_domain": "x.com"}): "bad_url",
+        line({**ok, "url": "http://user:pw@x.com/a"}): "bad_url",
         line({**ok, "source_domain": "X.COM\n<script>"}): "source_mismatch",
     }
     bad_docs = {

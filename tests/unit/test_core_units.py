@@ -94,3 +94,29 @@ def test_parquet_files_are_content_addressed_and_round_trip(tmp_path):
     assert table.column("article_id").to_pylist() == ["a", "b"]
     assert pq.read_schema(p1).field("event_time").type == ARTICLE_SCHEMA.field("event_time").type
     assert table.column("date").to_pylist() == ["1970-01-02"] * 2
+
+
+def test_document_url_checks():
+    from newsflow.urls import check_document_url
+    from schemas import RecordError
+
+    check_document_url("https://www.reuters.com/world/a?b=1", "reuters.com")
+    cases = {
+        ("http://evil.com\\@reuters.com/story", "reuters.com"): "bad_url",  # browsers go to evil.com
+        ("http://user@reuters.com/x", "reuters.com"): "bad_url",
+        ("https://x.com/a b", "x.com"): "bad_url",
+        ("http://2852039166/x", "x.com"): "unsafe_url",  # 169.254.169.254 as one decimal number
+        ("https://reuters.com.evil.example/x", "reuters.com"): "source_mismatch",
+        ("https://notreuters.com/x", "reuters.com"): "source_mismatch",
+    }
+    for (url, domain), error_type in cases.items():
+        with pytest.raises(RecordError) as e:
+            check_document_url(url, domain)
+        assert e.value.error_type == error_type, url
+
+
+def test_clean_title_removes_controls_and_bidi_overrides():
+    from newsflow.articles import MAX_TITLE_CHARS, clean_title
+
+    assert clean_title("Budget\x00 passes\u202e (reversed)\n today") == "Budget passes (reversed) today"
+    assert len(clean_title("x" * 5000)) == MAX_TITLE_CHARS
