@@ -410,12 +410,14 @@ class RankingStore:
         any) and its top-``n`` ``(key, count)`` pairs. ``now`` matters when ranking a replay at its
         replay clock: windows from after it do not exist yet."""
         top = "+inf" if now is None else now
-        latest = self.client.zrevrangebyscore(trending_windows_key(kind), top, "-inf", start=0, num=1, withscores=True)
-        if not latest:
-            return None, []
-        end = float(latest[0][1])
-        rows = self.client.zrevrange(trending_key(kind, end), 0, n - 1, withscores=True)
-        return end, [(_s(k), int(v)) for k, v in rows]
+        # newest first; a window whose key has expired (TTL) is skipped
+        for _, score in self.client.zrevrangebyscore(trending_windows_key(kind), top, "-inf", start=0, num=20,
+                                                      withscores=True):
+            end = float(score)
+            rows = self.client.zrevrange(trending_key(kind, end), 0, n - 1, withscores=True)
+            if rows:
+                return end, [(_s(k), int(v)) for k, v in rows]
+        return None, []
 
     # -- pools ----------------------------------------------------------------------
     def replace_pool(self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE,

@@ -107,6 +107,9 @@ def parse_trend_input(element: Any) -> TrendInput:
     return TrendInput(aid, sid, t, e)
 
 
+MAX_INDEXED_WINDOWS = 2016
+
+
 def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, top_n: int = 100,
                  breaking_ttl_seconds: float = 3600.0) -> list[str]:
     """Writes window counts to Redis, updates the breaking set, asks for re-crawls.
@@ -135,7 +138,11 @@ def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, to
         pipe.zremrangebyrank(key, 0, -(top_n + 1))
         pipe.expire(key, ttl)
         pipe.zadd(trending_windows_key(kind), {str(int(end)): float(end)})
-        pipe.zremrangebyscore(trending_windows_key(kind), "-inf", f"({float(end) - ttl}")
+        # Keep the newest MAX_INDEXED_WINDOWS windows in the index (bounded, ~7 days at a 5-minute
+        # period), not only those near the newest one: a replay ranked at its own clock must still
+        # find the windows around that clock when newer ones exist. Expired windows are skipped
+        # when read.
+        pipe.zremrangebyrank(trending_windows_key(kind), 0, -(MAX_INDEXED_WINDOWS + 1))
     pipe.execute()
     store = RankingStore(client)
     breaking = [(t.key, t.window_end, breaking_ttl_seconds) for t in trends if t.kind == "story" and t.breaking]
