@@ -104,9 +104,8 @@ def _story_stages(articles, client) -> dict:
     (Redis store, event-time order), in batches of 64 like the pipeline; models load untimed."""
     from newsflow.embedding import load_text_model
     from newsflow.entities import EntityExtractor, load_nlp
-    from newsflow.quality import article_quality, authority, is_original
     from newsflow.stores.story_store import RedisStoryStore
-    from newsflow.stories import StoryArticle, StoryClusterer
+    from newsflow.stories import StoryClusterer, story_article
     from newsflow.topic_training import ensure_topic_model
     from newsflow.topics import TopicClassifier
 
@@ -128,13 +127,7 @@ def _story_stages(articles, client) -> dict:
         t0 = time.perf_counter()
         emb = text_model.embed(docs)
         out["embedding"] += time.perf_counter() - t0
-        for a, tp, en, e in zip(batch, topics, ents, emb):
-            q = article_quality(a.text or "", authors=a.authors or (), original=is_original(a.article_id, a.cluster_id),
-                                word_count=a.word_count or None)
-            story_articles.append(StoryArticle(
-                a.article_id, float(a.event_time), a.title, a.url, a.source_domain, a.cluster_id,
-                authority(float(a.source_authority), q), a.language, tuple(tp),
-                tuple((x.key, x.text, x.label) for x in en), tuple(float(v) for v in e)))
+        story_articles += [story_article(a, tp, en, e) for a, tp, en, e in zip(batch, topics, ents, emb)]
     clusterer = StoryClusterer(RedisStoryStore(client, cache=True), text_model)
     t0 = time.perf_counter()
     for sa in sorted(story_articles, key=lambda x: (x.event_time, x.article_id)):

@@ -549,20 +549,13 @@ def create_app(ingestor: PushIngestor):
     limit = ingestor.config.max_body_bytes
 
     async def push(request):
-        too_big = JSONResponse({"error": f"body is larger than {limit} bytes"}, status_code=413)
-        try:
-            if int(request.headers.get("content-length") or 0) > limit:
-                return too_big
-        except ValueError:
+        body, problem = await _read_capped(request)
+        if problem == "bad_length":
             return JSONResponse({"error": "invalid Content-Length"}, status_code=400)
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return too_big
-            chunks.append(chunk)
+        if body is None:
+            return JSONResponse({"error": f"body is larger than {limit} bytes"}, status_code=413)
         headers = {k.lower(): v for k, v in request.headers.items()}
-        status, payload = await run_in_threadpool(ingestor.ingest, headers, b"".join(chunks))
+        status, payload = await run_in_threadpool(ingestor.ingest, headers, body)
         extra = {"WWW-Authenticate": 'Bearer realm="newsflow-push"'} if status == 401 else None
         return JSONResponse(payload, status_code=status, headers=extra)
 
@@ -574,26 +567,28 @@ def create_app(ingestor: PushIngestor):
         return PlainTextResponse(text, status_code=status)
 
     async def websub_post(request):
-        body = await _read_capped(request)
-        if body is None:
+        body, _ = await _read_capped(request)
+        if body is None:  # over the limit, or a Content-Length that is not a number
             return JSONResponse({"error": f"body is larger than {limit} bytes"}, status_code=413)
         headers = {k.lower(): v for k, v in request.headers.items()}
         status, payload = await run_in_threadpool(ingestor.websub_deliver, request.path_params["sub_id"], headers, body)
         return JSONResponse(payload, status_code=status)
 
-    async def _read_capped(request) -> Optional[bytes]:
+    async def _read_capped(request) -> tuple[Optional[bytes], str]:
+        """The request body, or ``(None, reason)`` with reason ``"too_large"`` (declared or streamed
+        past ``limit``) or ``"bad_length"`` (a Content-Length that is not a number)."""
         try:
             if int(request.headers.get("content-length") or 0) > limit:
-                return None
+                return None, "too_large"
         except ValueError:
-            return None
+            return None, "bad_length"
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                return None
+                return None, "too_large"
             chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks), ""
 
     return Starlette(routes=[
         Route(PUSH_PATH, push, methods=["POST"]),

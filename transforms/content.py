@@ -20,7 +20,7 @@ from newsflow.articles import build_article, fingerprint_text
 from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError
 from newsflow.language import LanguageIdentifier
 from newsflow.simhash import simhash, to_hex
-from newsflow.sources import DEFAULT_SOURCES_PATH, SourceTable
+from newsflow.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
 from newsflow.urls import check_document_url
 from schemas import Article, DeadLetter, RawDocument, RecordError
 from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
@@ -93,14 +93,9 @@ class ContentConfig:
     language_threshold: float | None = None
 
 
-class _Models:
-    """Per-worker heavy objects (sources table, fastText model), held through ``shared.Shared``."""
-
-    def __init__(self, config: ContentConfig):
-        self.sources = SourceTable.load(config.sources_path)
-        kwargs = {} if config.language_threshold is None else {"threshold": config.language_threshold}
-        self.language = LanguageIdentifier(**kwargs)
-
+def _language_identifier(config: ContentConfig) -> LanguageIdentifier:
+    kwargs = {} if config.language_threshold is None else {"threshold": config.language_threshold}
+    return LanguageIdentifier(**kwargs)
 
 
 class _ExtractFn(beam.DoFn):
@@ -119,8 +114,8 @@ class _ExtractFn(beam.DoFn):
 
     def setup(self):
         self._extractor = ArticleExtractor(self._config.extraction)
-        config = self._config
-        self._models = self._shared.acquire(lambda: _Models(config), tag=f"models:{config.sources_path}")
+        path = self._config.sources_path
+        self._sources = self._shared.acquire(lambda: SourceTable.load(path), tag=f"sources:{path}")
 
     def teardown(self):
         extractor = getattr(self, "_extractor", None)
@@ -131,11 +126,11 @@ class _ExtractFn(beam.DoFn):
         started = time.perf_counter()
         try:
             content = self._extractor.extract(raw)
-            source = self._models.sources.lookup(raw.source_domain)
+            source = self._sources.lookup(raw.source_domain)
             article = build_article(
                 raw,
                 content,
-                source_authority=self._models.sources.authority(raw.source_domain),
+                source_authority=source.authority if source else UNKNOWN_AUTHORITY,
                 source_name=source.name if source else "",
             )
         except ExtractionError as e:
@@ -170,10 +165,11 @@ class _DetectLanguageFn(beam.DoFn):
 
     def setup(self):
         config = self._config
-        self._models = self._shared.acquire(lambda: _Models(config), tag=f"models:{config.sources_path}")
+        self._language = self._shared.acquire(lambda: _language_identifier(config),
+                                              tag=f"language:{config.language_threshold}")
 
     def process(self, article: Article):
-        language, confidence = self._models.language.detect(fingerprint_text(article)[:2000])
+        language, confidence = self._language.detect(fingerprint_text(article)[:2000])
         if language == "und":
             self.und.inc()
         yield article._replace(language=language, language_confidence=float(confidence))

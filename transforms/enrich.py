@@ -18,7 +18,7 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
-from newsflow.stories import StoryArticle
+from newsflow.stories import story_article
 from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
 METRICS_NAMESPACE = "newsflow.enrich"
@@ -72,8 +72,6 @@ class _EnrichFn(beam.DoFn):
         self._entities = EntityExtractor(lead_chars=LEAD_CHARS)
 
     def process(self, batch):
-        from newsflow.quality import article_quality, authority, is_original
-
         docs = [f"{a.title}\n{(a.text or '')[:LEAD_CHARS]}".strip() for a in batch]
         topics = self._models.topics.predict(docs)
         before = sum(self._entities.skipped.values())
@@ -82,26 +80,13 @@ class _EnrichFn(beam.DoFn):
         emb = self._models.text.embed(docs)
         for i, a in enumerate(batch):
             try:
-                q = article_quality(a.text or "", authors=a.authors or (), original=is_original(a.article_id, a.cluster_id), word_count=a.word_count or None)
-                auth = authority(float(a.source_authority), q)
+                story_art = story_article(a, topics[i], ents[i], emb[i])
             except ValueError as e:
                 self.dead.inc()
                 yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("enrich", "invalid_article", str(e), repr(a._replace(text=(a.text or "")[:1000])).encode("utf-8"), a.url))
                 continue
             self.enriched.inc()
-            yield StoryArticle(
-                article_id=a.article_id,
-                event_time=float(a.event_time),
-                title=a.title,
-                url=a.url,
-                source_domain=a.source_domain,
-                cluster_id=a.cluster_id,
-                authority=round(auth, 6),
-                language=a.language,
-                topics=tuple(topics[i]),
-                entities=tuple((e.key, e.text, e.label) for e in ents[i]),
-                embedding=tuple(float(x) for x in emb[i]),
-            )
+            yield story_art
 
 
 class EnrichArticles(beam.PTransform):

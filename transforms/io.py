@@ -19,11 +19,16 @@ from apache_beam.transforms import trigger, window
 
 from newsflow.stores.parquet import write_records
 from newsflow.stores.redis_conn import connect
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
-from schemas import ARTICLE_SCHEMA, CLUSTER_SCHEMA, DEAD_LETTER_SCHEMA, RAW_DOCUMENT_SCHEMA, DeadLetter
+from newsflow.stores.redis_store import RedisClusterStore, StoreConfig, format_time
+from schemas import (
+    ARTICLE_SCHEMA,
+    CLUSTER_SCHEMA,
+    DEAD_LETTER_SCHEMA,
+    RAW_DOCUMENT_SCHEMA,
+    DeadLetter,
+)
 from schemas._arrow import datetime_to_epoch
 from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
-
 
 # ---------------------------------------------------------------------------------- sources
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # one landing line: a 5 MB page as base64 plus fields fits easily
@@ -83,9 +88,9 @@ class _ReadLinesFn(beam.DoFn):
 
 def check_inputs_exist(patterns) -> None:
     """Raises ``ValueError`` naming every pattern that matches no file (local or ``gs://``)."""
-    from apache_beam.io.filesystems import FileSystems
-
     import os
+
+    from apache_beam.io.filesystems import FileSystems
 
     empty = []
     for pattern in patterns:
@@ -214,7 +219,8 @@ class SinkConfig:
     shards_per_partition: int = 1
 
 
-def _date_of(epoch_s: float | None) -> str:
+def date_partition(epoch_s: float | None) -> str:
+    """Hive partition ``date=YYYY-MM-DD`` (UTC) of an epoch time; ``date=unknown`` for ``None``."""
     if epoch_s is None:
         return "date=unknown"
     return "date=" + dt.datetime.fromtimestamp(epoch_s, tz=dt.timezone.utc).strftime("%Y-%m-%d")
@@ -289,7 +295,7 @@ class WriteArticles(_StoreSink):
             pcoll
             | "Window" >> _flush_windowing(cfg)
             | "KeyByPartition" >> beam.Map(
-                lambda a: ((_date_of(a.event_time), _shard(a.article_id, cfg.shards_per_partition)), a)
+                lambda a: ((date_partition(a.event_time), _shard(a.article_id, cfg.shards_per_partition)), a)
             )
             | "Group" >> beam.GroupByKey()
             | "ResolveClusters" >> beam.ParDo(_ResolveClusterIdsFn(self._redis_url, self._store))
@@ -330,7 +336,7 @@ class _ResolveClusterIdsFn(_StoreFn):
             pipe.hmget(f"{prefix}:article:{a.article_id}", "url", "event_time", "cluster_id")
         out = []
         for a, (url, event_time, _) in zip(articles, pipe.execute() if articles else []):
-            if url is not None and (url.decode() != a.url or event_time.decode() != repr(float(a.event_time))):
+            if url is not None and (url.decode() != a.url or event_time.decode() != format_time(a.event_time)):
                 self.duplicates.inc()
                 continue
             out.append(a)
@@ -368,7 +374,7 @@ class _ReadClustersFn(_StoreFn):
         for i in range(0, len(ids), 500):
             for cluster in self._store.get_clusters(ids[i : i + 500]):
                 if cluster is not None:
-                    yield (_date_of(cluster.earliest_time), shard), cluster
+                    yield (date_partition(cluster.earliest_time), shard), cluster
 
 
 class WriteDeadLetters(beam.PTransform):

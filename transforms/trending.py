@@ -34,6 +34,7 @@ from newsflow.ranking.trends import (
 )
 from newsflow.stores.parquet import write_records
 from schemas import DeadLetter
+from transforms.io import date_partition
 
 METRICS_NAMESPACE = "newsflow.trending"
 TRENDS_TAG = "trends"
@@ -199,9 +200,7 @@ class _WriteTrendFileFn(beam.DoFn):
 
 
 def _trend_date(t) -> str:
-    import datetime as dt
-
-    return "date=" + dt.datetime.fromtimestamp(t.window_end, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+    return date_partition(t.window_end)
 
 
 class _WriteTrendBatchFn(beam.DoFn):

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from newsflow.stores.story_store import ACTIVE_KEY, ASSIGN_KEY, story_key
+
 COMMAND = "demo"
 HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top stories"
 
@@ -58,11 +60,9 @@ def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
 
 def _replay_clock(args, newest: dict[str, float]) -> float | None:
     if args.replay_clock:
-        try:
-            return float(args.replay_clock)
-        except ValueError:
-            d = dt.datetime.fromisoformat(args.replay_clock)
-            return (d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)).timestamp()
+        from newsflow.ranking.feeds import parse_time
+
+        return parse_time(args.replay_clock)
     headlines = os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz")
     if args.input == CORPUS_GLOB and headlines in newest:
         return newest[headlines]
@@ -79,10 +79,10 @@ def top_stories(client, n: int) -> list[dict]:
     the ``nf:story:{id}`` serving records."""
     import json
 
-    ids = [x.decode() for x in client.zrange("nf:story:active", 0, -1)]
+    ids = [x.decode() for x in client.zrange(ACTIVE_KEY, 0, -1)]
     pipe = client.pipeline(transaction=False)
     for sid in ids:
-        pipe.hmget(f"nf:story:{sid}", "title", "domain", "article_count", "source_count", "independent_count",
+        pipe.hmget(story_key(sid), "title", "domain", "article_count", "source_count", "independent_count",
                    "earliest_time", "topics", "languages")
     out = []
     for sid, rec in zip(ids, pipe.execute()):
@@ -113,13 +113,13 @@ class _Progress(threading.Thread):
         self._client, self._prefix, self._total, self._interval = client, prefix, total, interval
         self._stop_event = threading.Event()
         self._start = time.monotonic()
-        self._before = (int(client.hlen(f"{prefix}:fp")), int(client.hlen("nf:story:assign")))
+        self._before = (int(client.hlen(f"{prefix}:fp")), int(client.hlen(ASSIGN_KEY)))
 
     def run(self):
         last = None
         while not self._stop_event.wait(self._interval):
             done = int(self._client.hlen(f"{self._prefix}:fp")) - self._before[0]
-            stories = int(self._client.hlen("nf:story:assign")) - self._before[1]
+            stories = int(self._client.hlen(ASSIGN_KEY)) - self._before[1]
             state = (done, stories)
             if state == last:
                 continue
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
           f"clusters created {counters.get('clusters_created', 0):,}, merged {counters.get('clusters_merged', 0):,}")
 
     stories = top_stories(client, args.top)
-    print(f"\nTop stories by distinct outlets ({int(client.zcard('nf:story:active')):,} live stories in Redis; "
+    print(f"\nTop stories by distinct outlets ({int(client.zcard(ACTIVE_KEY)):,} live stories in Redis; "
           f"{counters.get('stories_merged', 0):,} merges):")
     for i, st in enumerate(stories, 1):
         print(f"{i:3d}. {_short(st['title'])}")
@@ -209,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
 
     from newsflow.ranking.build import build_feeds
     from newsflow.ranking.feeds import REPLAY_CLOCK_KEY
+    from newsflow.ranking.store import feed_key
 
     if clock is not None:
         client.set(REPLAY_CLOCK_KEY, repr(clock))
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nFeeds: ranked {stats.stories:,} stories at the replay clock {_fmt_time(clock)} "
               f"(authority x e^(-lambda*age_h), MMR, 2 per source): {stats.public_feeds} edition/topic feeds, "
               f"{stats.pools} candidate pools in Redis (nf:feed:*, nf:pool:*)")
-        top_feed = client.get("nf:feed:edition:global")
+        top_feed = client.get(feed_key("edition", "global"))
         if top_feed:
             import json
 

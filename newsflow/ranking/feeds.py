@@ -316,13 +316,22 @@ def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]
             raise ValueError("--now latest: there are no stories in Redis")
         return t
     try:
+        return parse_time(value)
+    except ValueError:
+        raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None
+
+
+def parse_time(value: str) -> float:
+    """UTC epoch seconds from epoch seconds or an ISO 8601 time (naive means UTC).
+
+    Raises:
+      ValueError: neither form parses.
+    """
+    try:
         return float(value)
     except ValueError:
         pass
-    try:
-        d = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None
+    d = dt.datetime.fromisoformat(value)
     if d.tzinfo is None:
         d = d.replace(tzinfo=dt.timezone.utc)
     return d.timestamp()

@@ -94,7 +94,8 @@ class StoreConfig:
             raise ValueError(f"max_distance must be in 0..3 for a 4 x 16-bit band index, got {self.max_distance}")
 
 
-def _fmt_time(value: float | None) -> str:
+def format_time(value: float | None) -> str:
+    """How the store writes a time into ``nf:article:{id}`` (``repr`` of the float; "" for none)."""
     return "" if value is None else repr(float(value))
 
 
@@ -142,8 +143,8 @@ class RedisClusterStore:
                     "url": a.url,
                     "domain": a.source_domain,
                     "name": a.source_name or "",
-                    "t": _fmt_time(a.event_time),
-                    "pt": _fmt_time(a.publish_time),
+                    "t": format_time(a.event_time),
+                    "pt": format_time(a.publish_time),
                     "lang": a.language or "und",
                     "auth": repr(float(a.source_authority)),
                     "feed": "1" if a.feed_only else "0",
