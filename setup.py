@@ -7,7 +7,7 @@ setup(
     version="0.1.0",
     description="News aggregation on Apache Beam: crawl, extract, cluster stories, rank, serve.",
     python_requires=">=3.11,<3.13",
-    packages=find_packages(include=["newsflow*", "schemas*", "transforms*", "pipelines*", "jobs*", "crawler*", "serving*", "benchmarks*"]),
+    packages=find_packages(include=["cli*", "newsflow*", "schemas*", "transforms*", "pipelines*", "jobs*", "crawler*", "serving*", "benchmarks*"]),
     include_package_data=True,
     install_requires=[
         "apache-beam>=2.77,<3",
@@ -32,5 +32,5 @@ setup(
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6", "simhash>=2.1", "gcp-storage-emulator>=2024.0"],
     },
-    entry_points={"console_scripts": ["newsflow=newsflow.cli:main"]},
+    entry_points={"console_scripts": ["newsflow=cli.main:main"]},
 )

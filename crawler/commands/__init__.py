@@ -1,1 +1,1 @@
-"""``newsflow`` CLI commands of the crawl tier (registered in ``newsflow.cli.COMMAND_MODULES``)."""
+"""``newsflow`` CLI commands of the crawl tier (registered in ``cli.main.COMMAND_MODULES``)."""

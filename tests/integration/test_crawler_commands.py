@@ -83,11 +83,11 @@ def test_crawl_command_lands_under_the_data_dir_prints_progress_and_reports_safe
     server = serve(web)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "newsflow.cli", "crawl", "--seeds", str(seeds), "--resolve",
+            [sys.executable, "-m", "cli", "crawl", "--seeds", str(seeds), "--resolve",
              f"*=127.0.0.1:{server.port}", "--allow-host", "127.0.0.1", "--min-host-delay", "0",
              "--idle-exit", "1.5", "--duration", "30", "--progress-every", "0.3"],
             cwd=cwd, env=env, capture_output=True, text=True, timeout=90)
-        status = subprocess.run([sys.executable, "-m", "newsflow.cli", "sources", "status", "--json"],
+        status = subprocess.run([sys.executable, "-m", "cli", "sources", "status", "--json"],
                                 cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     finally:
         server.stop()

@@ -15,7 +15,8 @@ from newsflow.simhash import hamming, simhash
 from newsflow.stores.parquet import list_files, read_dataset
 from newsflow.stores.redis_store import RedisClusterStore
 from newsflow.urls import article_id
-from pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options, make_runner
+from pipelines.launcher import make_runner
+from pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options
 from schemas import RawDocument
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump

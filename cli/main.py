@@ -1,4 +1,4 @@
-"""The ``newsflow`` command line.
+"""The ``newsflow`` command line (console script ``newsflow = cli.main:main``).
 
 Each command lives in its own module, which defines ``COMMAND`` (its name),
 ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Commands
@@ -18,8 +18,8 @@ import sys
 from typing import Sequence
 
 COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
-    (None, "newsflow.commands.demo"),
-    (None, "newsflow.commands.run"),
+    (None, "cli.demo"),
+    (None, "cli.run"),
     (None, "jobs.build_feeds"),
     (None, "serving.command"),
     ("eval", "newsflow.evaluation.extraction"),

@@ -1,4 +1,4 @@
-"""``newsflow run``: run the streaming job with Beam flags (bounded replay, Dataflow or Flink).
+"""``newsflow run``: launch the streaming job with Beam flags (bounded replay, Dataflow, Flink, portable runners).
 
 Examples::
 
@@ -6,6 +6,8 @@ Examples::
     newsflow run --runner DataflowRunner --streaming --pubsub_subscription projects/P/subscriptions/S \\
         --output gs://bucket/newsflow --redis_url redis://10.0.0.5:6379 --project P --region R \\
         --temp_location gs://bucket/tmp
+
+Everything is done by :mod:`pipelines.launcher` (flags, settings, runner, Redis check, JSON summary).
 """
 
 from __future__ import annotations
@@ -19,24 +21,15 @@ ACCEPTS_EXTRA_ARGS = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--help-flags", action="store_true",
-                        help="list the pipeline flags (--input, --output, --redis_url, ...) and exit")
+                        help="list the pipeline flags (--input, --output, --redis_url, --key_prefix, ...) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-    import sys
+    """Launches the job; prints one JSON summary line; returns 2 on invalid flags."""
+    from pipelines.launcher import main
+    from pipelines.streaming import SPEC
 
-    from pipelines.streaming import flags_help, run as run_job, summarize
-
+    argv = list(getattr(args, "extra_args", []))
     if args.help_flags:
-        print(flags_help())
-        return 0
-    beam_args = [a for a in getattr(args, "extra_args", []) if a != "--"]
-    try:
-        result = run_job(beam_args, embedded_redis=True)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    logging.getLogger(__name__).debug("finished")
-    print(summarize(result))
-    return 0
+        argv.append("--help-flags")
+    return main(SPEC, argv, prog="newsflow run")

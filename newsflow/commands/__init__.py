@@ -1,1 +1,0 @@
-"""CLI command modules (see ``newsflow.cli``)."""
