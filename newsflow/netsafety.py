@@ -8,7 +8,7 @@
   ``0251.0376.0251.0376``, hex, short ``127.1``) that is forbidden, ``localhost`` and names under
   ``.localhost``/``.local``/``.internal``/``.localdomain``, cloud metadata names, and single-label hosts.
 
-The crawler additionally checks every address DNS returns (``crawler/safety.py``); the pipeline and
+The crawl tier additionally checks every address DNS returns; the pipeline and
 the push endpoint, which never connect to article URLs, use the literal check only.
 """
 

@@ -1,6 +1,6 @@
 """Online story clustering: many outlets' own write-ups of one event become one story.
 
-Articles must be fed in event-time order (the Beam step ``transforms/stories.py`` buffers and
+Articles must be fed in event-time order (the streaming job's story step buffers and
 releases them that way). Each article is compared with every live story whose latest article is
 within the time window and scored
 

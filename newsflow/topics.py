@@ -6,7 +6,7 @@ Labels (:data:`SECTIONS`, :data:`ARTICLE_TYPES`):
 * article types, which drive the evergreen decay rate: obituary, explainer, historical.
 
 The model is a fastText supervised classifier with one-vs-all losses (so one text can carry a
-section and a type) trained by ``jobs/train_topics.py`` from the CC BY data in ``data/topics/``.
+section and a type) trained by ``newsflow train-topics`` from the CC BY data in ``data/topics/``.
 Raw one-vs-all scores are calibrated per label by Platt scaling (a logistic regression on the
 logit of the raw score, fitted on a held-out calibration split; Platt 1999), stored next to the
 model as ``<model>.calibration.json``. :meth:`TopicClassifier.predict` returns only labels whose

@@ -172,6 +172,12 @@ def make_runner(options: PipelineOptions):
     return FnApiRunner()
 
 
+def should_wait(options: PipelineOptions) -> bool:
+    """Whether :func:`launch` waits for the job: always on local runners and for batch jobs; never for
+    a streaming job on a remote runner (it runs until drained, so the launcher returns its job id)."""
+    return is_local(options) or not options.view_as(StandardOptions).streaming
+
+
 def resolve_settings(options: PipelineOptions, environ: Mapping[str, str] | None = None) -> Settings:
     """Settings from the shared flags, then the environment, then defaults (:meth:`Settings.resolve`).
 
@@ -234,7 +240,6 @@ def launch(spec: JobSpec, argv: Sequence[str] | None = None, *, environ: Mapping
     test_options = options.view_as(TestOptions)
     dry_run = parse_bool_flag(test_options.dry_run, "dry_run")
     test_options.dry_run = dry_run  # Beam treats any non-empty string, "false" included, as true
-    streaming = bool(options.view_as(StandardOptions).streaming)
     if spec.needs_redis and local and not dry_run and not settings.redis_url and embedded_redis:
         settings = settings.with_redis_url(embedded_socket_url(settings.embedded_redis_path))
     config = spec.config_from_options(options, settings)
@@ -253,7 +258,7 @@ def launch(spec: JobSpec, argv: Sequence[str] | None = None, *, environ: Mapping
     result = pipeline.run()
     out.result = result
     if wait is None:
-        wait = local or not streaming
+        wait = should_wait(options)
     if wait and not dry_run:
         result.wait_until_finish()
     out.state = str(getattr(result, "state", "UNKNOWN") or "UNKNOWN").rsplit(".", 1)[-1]

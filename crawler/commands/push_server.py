@@ -5,17 +5,17 @@ Example::
     export NEWSFLOW_PUSH_CREDENTIALS="wire:$(openssl rand -hex 24)"
     newsflow push-server --port 8090
 
-Landing files go to ``<data dir>/landing`` by default, where the data directory is
-:func:`newsflow.stores.redis_conn.default_data_dir` (``$NEWSFLOW_DATA_DIR`` or ``./var``), as
+Landing files go to ``<data dir>/landing`` by default, where the data directory comes from
+:class:`newsflow.settings.Settings` (``--data-dir``, ``$NEWSFLOW_DATA_DIR`` or ``./var``), as
 for ``newsflow crawl`` and the pipeline.
 
 Client credentials come from the environment variable named by
 ``--credentials-env`` (``CLIENT:SECRET`` pairs, comma separated) or from a
 JSON file ``{"client": "secret"}`` (``--credentials-file``); the server
 refuses to start without any (exit code 2, ``error: ...`` on stderr). Redis (the
-seen-URL set shared with the crawler) comes from :func:`newsflow.stores.redis_conn.connect`:
-``REDIS_URL`` when set, else the embedded server at ``<data dir>/redis/newsflow.rdb``
-(``--redis-path`` overrides the file).
+seen-URL set shared with the crawler) is ``--redis-url``/``$REDIS_URL`` when set, else the
+embedded server at ``<data dir>/redis/newsflow.rdb`` (``--redis-path`` overrides the file), with
+keys under ``--key-prefix``.
 WebSub subscriber callbacks are configured with ``--websub-file``. The protocol
 is documented in :mod:`crawler.push`.
 """
@@ -26,6 +26,8 @@ import argparse
 import json
 import os
 import sys
+
+from newsflow.settings import Settings, add_settings_arguments
 
 COMMAND = "push-server"
 HELP = "serve the authenticated push endpoint that lands wire-service articles at once"
@@ -39,6 +41,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--landing", default=None,
                         help="landing directory or gs://bucket/prefix (None = <data dir>/landing, data dir = "
                              "$NEWSFLOW_DATA_DIR or ./var)")
+    add_settings_arguments(parser)
     parser.add_argument("--redis-path", default=None,
                         help="embedded Redis file used when REDIS_URL is unset (None = <data dir>/redis/newsflow.rdb)")
     parser.add_argument("--credentials-env", default="NEWSFLOW_PUSH_CREDENTIALS",
@@ -87,6 +90,7 @@ def load_config(args):
 def run(args) -> int:
     """Serves until interrupted; returns 2 on a configuration error."""
     try:
+        settings = Settings.resolve(args)
         config = load_config(args)
     except ValueError as e:
         print(f"error: push-server: {e}", file=sys.stderr)
@@ -100,9 +104,9 @@ def run(args) -> int:
     from crawler.push import PushIngestor, create_app
     from newsflow.stores.redis_conn import connect
 
-    landing = args.landing or default_landing()
+    landing = args.landing or default_landing(settings)
     try:
-        frontier = Frontier(connect(None, embedded_path=args.redis_path))
+        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path))
     except redis.RedisError as e:
         print(f"error: push-server: cannot reach Redis for the seen-URL set: {e}", file=sys.stderr)
         return 2

@@ -1,8 +1,8 @@
 """``newsflow sources status``: each source's schedule, last fetch, errors and backoff.
 
-Reads the crawl frontier through :func:`newsflow.stores.redis_conn.connect` (``REDIS_URL``, else
-the embedded server at ``<data dir>/redis/newsflow.rdb``, data dir = ``$NEWSFLOW_DATA_DIR`` or
-``./var``) and prints a table, or one JSON object per source with ``--json``. When there is no
+Reads the crawl frontier from Redis (settings of :mod:`newsflow.settings`: ``--redis-url``/``$REDIS_URL``,
+else the embedded server at ``<data dir>/redis/newsflow.rdb``, data dir = ``--data-dir``,
+``$NEWSFLOW_DATA_DIR`` or ``./var``; keys under ``--key-prefix``) and prints a table, or one JSON object per source with ``--json``. When there is no
 embedded database yet (nothing was crawled) it says so on stderr and lists 0 sources without
 creating any file or directory.
 """
@@ -15,23 +15,24 @@ import os
 import sys
 import time
 
+from newsflow.settings import Settings, add_settings_arguments
+
 COMMAND = "status"
 HELP = "show each source's schedule, last fetch, errors and backoff"
 
 
 def add_arguments(parser) -> None:
-    """Adds ``--redis-path`` and ``--json``."""
+    """Adds the settings flags, ``--redis-path`` and ``--json``."""
+    add_settings_arguments(parser)
     parser.add_argument("--redis-path", default=None,
                         help="embedded Redis file read when REDIS_URL is unset "
                              "(default: <data dir>/redis/newsflow.rdb, data dir = $NEWSFLOW_DATA_DIR or ./var)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per source instead of a table")
 
 
-def embedded_path(redis_path: str | None) -> str:
-    """The embedded Redis file :func:`newsflow.stores.redis_conn.connect` would use."""
-    from newsflow.stores.redis_conn import default_data_dir
-
-    return os.path.abspath(redis_path or os.path.join(default_data_dir(), "redis", "newsflow.rdb"))
+def embedded_path(redis_path: str | None, settings: Settings) -> str:
+    """The embedded Redis file in use: ``--redis-path``, else the settings' ``<data dir>/redis/newsflow.rdb``."""
+    return os.path.abspath(redis_path or settings.embedded_redis_path)
 
 
 def _iso(v) -> str:
@@ -69,13 +70,18 @@ def run(args) -> int:
     from newsflow.stores.redis_conn import connect
 
     rows = []
-    path = embedded_path(args.redis_path)
-    if not os.environ.get("REDIS_URL") and not (os.path.exists(path) or os.path.exists(path + ".settings")):
+    try:
+        settings = Settings.resolve(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    path = embedded_path(args.redis_path, settings)
+    if not settings.redis_url and not (os.path.exists(path) or os.path.exists(path + ".settings")):
         print(f"no crawl state at {path} (nothing crawled yet; set NEWSFLOW_DATA_DIR, --redis-path or REDIS_URL)",
               file=sys.stderr)
     else:
         try:
-            rows = source_rows(Frontier(connect(None, embedded_path=path)), time.time())
+            rows = source_rows(Frontier(connect(settings.redis_url, embedded_path=path)), time.time())
         except redis.RedisError as e:
             print(f"error: cannot read the crawl frontier from Redis: {e}", file=sys.stderr)
             return 2

@@ -6,7 +6,7 @@ Formats:
   ``link``); categories are mapped with :data:`newsflow.topics.HUFFPOST_SECTIONS`, unmapped ones
   are skipped. The shipped copy of this file is also training data, so by default only rows in the
   held-out test buckets (8-9 of sha256("newsflow-topics:" + link|headline) mod 10, see
-  ``jobs/train_topics.py``) are scored; ``--all-rows`` scores every row (for files the model never
+  ``newsflow train-topics``) are scored; ``--all-rows`` scores every row (for files the model never
   saw, such as a held-back part).
 * ``agnews``: AG News CSV (``row,class_index,title,description``), read from ../shared/data only
   (non-commercial: never copied into the repo, never trained on). Class 4 (Sci/Tech) accepts

@@ -6,7 +6,7 @@ Pure Python/numpy; Redis access goes through :class:`newsflow.ranking.store.Rank
 * :mod:`~newsflow.ranking.decay` — ``authority × e^(−λ·age_hours)`` and the λ classes;
 * :mod:`~newsflow.ranking.mmr` — vectorized greedy MMR with a per-source cap;
 * :mod:`~newsflow.ranking.personalize` — the relevance blend, cold start, follows/blocks;
-* :mod:`~newsflow.ranking.feeds` — pools and feed documents (used by ``jobs.build_feeds``);
+* :mod:`~newsflow.ranking.feeds` — pools and feed documents (used by the feed-building job);
 * :mod:`~newsflow.ranking.rerank` — the light on-request re-rank (used by ``serving``);
 * :mod:`~newsflow.ranking.events` — reader events: validation, stream, Parquet flush;
 * :mod:`~newsflow.ranking.priority` — the crawler's priority re-crawl hook writer.

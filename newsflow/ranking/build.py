@@ -1,7 +1,7 @@
 """One run of the feed builder (pure, Beam-free): scores, candidate pools and precomputed feeds.
 
-``jobs.build_feeds`` wraps it as a scheduled batch job/CLI; ``serving`` and ``newsflow demo``
-call it directly. The steps are listed in ``jobs/build_feeds.py``.
+The ``newsflow build-feeds`` command wraps it as a scheduled job; ``serving`` and ``newsflow demo``
+call it directly. The steps are listed in :func:`build_feeds`.
 """
 
 from __future__ import annotations

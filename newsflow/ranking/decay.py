@@ -3,7 +3,7 @@
 The decay rate λ (per hour) depends on the story:
 
 * ``LAMBDA_BREAKING`` = 0.5 for a *breaking* story (more than 20 new articles in the
-  last hour, see :mod:`transforms.trending`), so a burst rises fast and fades fast;
+  last hour, from the streaming job's trending windows), so a burst rises fast and fades fast;
 * otherwise a learned per-topic override, if the nightly job wrote one for the story's
   first topic that has one (Redis HASH ``nf:lambda:topic``, see
   :func:`newsflow.ranking.store.RankingStore.lambda_overrides`);

@@ -1,6 +1,6 @@
 """Feed assembly: score stories, maintain candidate pools, pick diverse top-k feeds.
 
-Used by ``jobs.build_feeds`` (precomputed feeds, every few minutes) and by ``serving``
+Used by the feed-building job (precomputed feeds, every few minutes) and by the serving tier
 (a personal feed for a reader whose precomputed feed is missing). All times are UTC
 epoch seconds and are passed in (``now``), never read from the clock here.
 

@@ -1,7 +1,7 @@
 """Writer for the crawler's priority re-crawl hook (Redis LIST ``nf:crawl:priority``).
 
-Wire format, shared with ``crawler.frontier.request_priority`` (which ranking may not
-import: tiers meet only through Redis): each request is a JSON object
+Wire format, shared with the crawl tier's frontier (tiers meet only through Redis, and the
+crawl tier reads the format defined here): each request is a JSON object
 ``{"target": str, "reason": str, "time": UTC epoch s}`` RPUSHed onto the list
 ``nf:crawl:priority``; crawl workers LPOP and pull matching tasks forward. ``target`` is a
 source domain (``"reuters.com"``: all its feeds), a feed URL or an article URL.

@@ -23,7 +23,7 @@ key                             type    content
                                         block_topics / block_sources (JSON lists)
 ==============================  ======  ==================================================
 
-Written by ranking (this package, ``transforms.trending`` and ``jobs.build_feeds``):
+Written by ranking (this package, the streaming job's trending step and the feed-building job):
 
 ==================================  ======  ===============================================
 ``nf:pool:edition:{edition}``       ZSET    story_id -> score; top ~500 per edition

@@ -1,4 +1,4 @@
-"""Trending windows: records, input parsing and the Redis writer behind ``transforms.trending``.
+"""Trending windows: records, input parsing and the Redis writer behind the streaming job's trending step.
 
 A trending window counts *distinct* new articles per story, per entity and per topic in
 a sliding event-time window (1 hour every 5 minutes by default). A story with more than

@@ -1,5 +1,6 @@
 """jobs.build_feeds on a real embedded Redis with hand-built stories (values in ranking_data)."""
 
+from newsflow.settings import Settings
 import json
 
 import pytest
@@ -104,7 +105,7 @@ def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     serve_cmd.add_arguments(sp)
     assert serve_cmd.run(sp.parse_args(["--data-dir", str(tmp_path), "--mint-token", "alice"])) == 0
     token = capsys.readouterr().out.strip()
-    secret = serve_cmd.token_secret(str(tmp_path))  # persisted: the same secret again
+    secret = serve_cmd.token_secret(Settings.resolve(data_dir=str(tmp_path), environ={}))  # persisted: same secret
     import time
 
     assert verify_token(token, secret, time.time()) == "alice"
