@@ -53,8 +53,8 @@ def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
                 n += 1
                 try:
                     t = float(json.loads(line)["fetch_time"])
-                except (ValueError, KeyError, TypeError):
-                    continue
+                except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+                    continue  # ValueError also covers integers past Python's digit limit
                 newest[path] = max(newest.get(path, t), t)
     return n, newest
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import NamedTuple, Optional
 
@@ -129,6 +130,35 @@ MIN_EPOCH_S = 0.0
 MAX_EPOCH_S = 4_102_444_800.0
 
 
+MAX_INT_DIGITS = 4000  # below Python's int/str conversion limit (4,300 digits), far above any real field
+
+
+class TooLongNumber(NamedTuple):
+    """Stands in for a JSON integer of more than :data:`MAX_INT_DIGITS` digits, so that the record still
+    parses (its URL is known for the dead letter) and the field fails validation with a clear reason."""
+
+    digits: int
+
+    def __repr__(self) -> str:
+        return f"<a number of {self.digits} digits>"
+
+
+def bounded_int(text: str) -> int | TooLongNumber:
+    """``parse_int`` hook for ``json.loads``: ``int(text)``, or :class:`TooLongNumber` past the digit cap."""
+    digits = len(text) - (text[:1] in "+-")
+    return TooLongNumber(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+def loads_record(text: str):
+    """``json.loads`` for landing records: integers past :data:`MAX_INT_DIGITS` digits become
+    :class:`TooLongNumber` instead of raising.
+
+    Raises:
+      json.JSONDecodeError: not JSON. RecursionError: nested too deeply.
+    """
+    return json.loads(text, parse_int=bounded_int)
+
+
 class RecordError(ValueError):
     """A landing record that cannot become a RawDocument; ``error_type`` names the reason."""
 
@@ -154,10 +184,15 @@ def _text(d: dict, key: str, required: bool = False) -> Optional[str]:
 
 def _epoch(d: dict, key: str) -> float:
     value = d.get(key)
+    if isinstance(value, TooLongNumber):
+        raise RecordError("invalid_field", f"{key} is not a UTC epoch time between 1970 and 2100 ({value!r})")
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise RecordError("invalid_field", f"{key} must be epoch seconds, got {type(value).__name__}")
     try:
         t = float(value)
+    except OverflowError:  # an integer too large for a float (e.g. 1 followed by 400 zeros)
+        raise RecordError("invalid_field", f"{key} is not a UTC epoch time between 1970 and 2100 "
+                                           f"(a number of {len(str(value))} digits)") from None
     except ValueError:
         raise RecordError("invalid_field", f"{key} must be epoch seconds, got {value!r}"[:300]) from None
     if not math.isfinite(t) or not MIN_EPOCH_S <= t <= MAX_EPOCH_S:

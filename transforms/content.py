@@ -7,7 +7,6 @@ dict ``{"main": ..., "dead_letter": ...}``; every failure becomes a
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +22,7 @@ from newsflow.simhash import simhash, to_hex
 from newsflow.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
 from newsflow.urls import check_document_url
 from schemas import Article, DeadLetter, RawDocument, RecordError
+from schemas.raw import loads_record
 from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
 
 _MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -55,8 +55,8 @@ class _ParseFn(beam.DoFn):
             except UnicodeDecodeError as e:
                 raise RecordError("undecodable", f"landing record is not UTF-8: {e}") from None
             try:
-                record = json.loads(text.lstrip("\ufeff"))
-            except (json.JSONDecodeError, RecursionError) as e:
+                record = loads_record(text.lstrip("\ufeff"))
+            except (ValueError, RecursionError) as e:
                 raise RecordError("invalid_json", f"landing record is not JSON: {str(e)[:300]}") from None
             if isinstance(record, dict) and isinstance(record.get("url"), str):
                 url = record["url"][:2048]
@@ -65,6 +65,13 @@ class _ParseFn(beam.DoFn):
         except RecordError as e:
             self.dead.inc()
             yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("parse", e.error_type, str(e), payload, url))
+            return
+        except Exception as e:  # noqa: BLE001 - a record that breaks validation in an unforeseen way is
+            # dead-lettered with its error (deterministic for the record, so a retry cannot help); it never
+            # stops the job or takes the good records of its bundle down with it
+            self.dead.inc()
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
+                "parse", "invalid_record", f"{type(e).__name__}: {str(e)[:300]}", payload, url))
             return
         self.parsed.inc()
         yield raw
