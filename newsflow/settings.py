@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_KEY_PREFIX = "nf"
-_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 
 ENV_DATA_DIR = "NEWSFLOW_DATA_DIR"
 ENV_REDIS_URL = "REDIS_URL"

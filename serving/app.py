@@ -66,8 +66,10 @@ from serving.tokens import TokenError, verify_token
 
 log = logging.getLogger("newsflow.serving")
 
-EDITION_RE = re.compile(r"^(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)$")
-TOPIC_RE = re.compile(r"^[a-z0-9][a-z0-9 _&.'-]{0,63}$")
+# \Z, not $: "$" also matches before a final newline (edition=en%0A would pass)
+EDITION_RE = re.compile(r"(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)\Z")
+TOPIC_RE = re.compile(r"[a-z0-9][a-z0-9 _&.'-]{0,63}\Z")
+LIMIT_RE = re.compile(r"[0-9]{1,3}\Z")  # ASCII digits only: str.isdigit() accepts "²"
 MAX_LIMIT = 100
 MAX_BODY_BYTES = 64 * 1024
 STALE_HEADER = "X-Newsflow-Stale"
@@ -204,7 +206,7 @@ class Api:
         raw = request.query_params.get("limit")
         if raw is None:
             return self.config.default_limit
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        if not LIMIT_RE.match(raw) or not 1 <= int(raw) <= MAX_LIMIT:
             raise ApiError(400, "bad_parameter", f"limit must be an integer in [1, {MAX_LIMIT}], got {raw!r}")
         return int(raw)
 
@@ -464,7 +466,7 @@ class Api:
             raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes")
         try:
             data = json.loads(body)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # also integers past Python's 4,300-digit limit
             raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
         raw_events = data.get("events") if isinstance(data, dict) else None
         if not isinstance(raw_events, list) or not 1 <= len(raw_events) <= MAX_EVENTS_PER_REQUEST:

@@ -11,7 +11,9 @@ or the version invalidates it; comparison is constant-time (``hmac.compare_diges
 A token is refused when malformed, signed with another key, expired (``exp <= now``),
 or issued in the future by more than :data:`CLOCK_SKEW_SECONDS`. The secret comes
 from ``$NEWSFLOW_TOKEN_SECRET`` in production (at least 32 bytes); rotate it to revoke
-every outstanding token. Clients send ``Authorization: Bearer <token>``.
+every outstanding token. Clients send ``Authorization: Bearer <token>``. A token has exactly one
+accepted spelling: ASCII base64url without padding and with zero unused bits (RFC 4648 §3.5), so
+``=`` appended or a last character changed within the padding bits is refused as malformed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import re
 VERSION = "nf1"
 CLOCK_SKEW_SECONDS = 60
 MIN_SECRET_BYTES = 32
-_USER_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
+_USER_RE = re.compile(r"[A-Za-z0-9_.@:-]{1,128}\Z")
+# version, payload, and the 43-character unpadded base64url of a 32-byte HMAC-SHA256, ASCII only
+_TOKEN_RE = re.compile(r"nf1\.[A-Za-z0-9_-]{1,1900}\.[A-Za-z0-9_-]{43}\Z")
 
 
 class TokenError(ValueError):
@@ -92,18 +96,22 @@ def verify_token(token: str, secret: bytes, now: float) -> str:
     """
     if not isinstance(token, str) or len(token) > 2048:
         raise TokenError("malformed", "token missing or too long")
+    if not _TOKEN_RE.match(token):
+        raise TokenError("malformed", "token must look like nf1.<payload>.<signature> in unpadded base64url")
     parts = token.split(".")
-    if len(parts) != 3 or parts[0] != VERSION:
-        raise TokenError("malformed", "token must look like nf1.<payload>.<signature>")
     try:
         sig = _b64d(parts[2])
+        payload = _b64d(parts[1])
     except (ValueError, TypeError):
-        raise TokenError("malformed", "signature is not base64url") from None
+        raise TokenError("malformed", "token parts are not base64url") from None
+    if _b64e(sig) != parts[2] or _b64e(payload) != parts[1]:
+        # set bits in the unused padding bits of the last character: another spelling of the same bytes
+        raise TokenError("malformed", "token is not in canonical base64url")
     expected = hmac.new(_check_secret(secret), f"{parts[0]}.{parts[1]}".encode("ascii"), hashlib.sha256).digest()
     if not hmac.compare_digest(sig, expected):
         raise TokenError("bad_signature", "token signature does not match")
     try:
-        claims = json.loads(_b64d(parts[1]))
+        claims = json.loads(payload)
         sub, exp, iat = claims["sub"], float(claims["exp"]), float(claims["iat"])
     except (ValueError, TypeError, KeyError):
         raise TokenError("malformed", "token payload is not valid") from None

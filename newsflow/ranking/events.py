@@ -18,6 +18,7 @@ Event JSON accepted from clients::
 from __future__ import annotations
 
 import os
+import math
 import re
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
@@ -33,7 +34,7 @@ MAX_EVENTS_PER_REQUEST = 100
 MAX_PAST_SECONDS = 7 * 86400
 MAX_FUTURE_SECONDS = 300
 STREAM_MAXLEN = 1_000_000
-_STORY_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_STORY_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}\Z")
 
 EVENT_SCHEMA = pa.schema(
     [
@@ -68,6 +69,20 @@ def is_valid_story_id(value: Any) -> bool:
     return isinstance(value, str) and bool(_STORY_ID_RE.match(value))
 
 
+def _finite_number(value: Any, name: str, unit: str) -> float:
+    """``value`` as a finite float; ``ValueError`` naming the field for booleans, non-numbers, NaN,
+    infinities and integers too large for a float (a 400-digit ``time``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number ({unit}), got {str(value)[:40]!r}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a number ({unit}), got an integer of {len(str(abs(value)))} digits") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite number ({unit}), got {out!r}")
+    return out
+
+
 def validate_event(raw: Any, user_id: str, now: float) -> Event:
     """Validates one client event.
 
@@ -93,10 +108,7 @@ def validate_event(raw: Any, user_id: str, now: float) -> Event:
     sid = raw.get("story_id")
     if not is_valid_story_id(sid):
         raise ValueError(f"story_id must be 1-128 chars of [A-Za-z0-9_.:-], got {sid!r}")
-    t = raw.get("time", now)
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise ValueError(f"time must be UTC epoch seconds, got {t!r}")
-    t = float(t)
+    t = _finite_number(raw.get("time", now), "time", "UTC epoch seconds")
     if not (now - MAX_PAST_SECONDS <= t <= now + MAX_FUTURE_SECONDS):
         raise ValueError(f"time {t!r} is more than 7 days in the past or 5 minutes in the future")
     pos = raw.get("position")
@@ -104,9 +116,9 @@ def validate_event(raw: Any, user_id: str, now: float) -> Event:
         raise ValueError(f"position must be an integer in [0, 10000], got {pos!r}")
     dwell = raw.get("dwell_seconds")
     if etype == "dwell":
-        if isinstance(dwell, bool) or not isinstance(dwell, (int, float)) or not 0 < float(dwell) <= 86400:
+        dwell = _finite_number(dwell, "dwell_seconds", "seconds")
+        if not 0 < dwell <= 86400:
             raise ValueError(f"dwell events need dwell_seconds in (0, 86400], got {dwell!r}")
-        dwell = float(dwell)
     elif dwell is not None:
         raise ValueError(f"dwell_seconds is only allowed on dwell events (type {etype!r})")
     surface = raw.get("surface", "")
