@@ -11,10 +11,18 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
   signed bearer token (:mod:`serving.tokens`), never from a parameter;
 * ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream).
 
+This module holds the routes, parameter validation and the app factory; caching headers and
+ETags are :mod:`serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
+:mod:`serving.resilience`, and page assembly is :mod:`serving.pages`.
+
+Concurrency: handlers that touch Redis are plain functions, which Starlette runs in its thread
+pool, so a slow Redis never blocks the event loop; ``POST /v1/events`` reads its body on the loop
+and appends to Redis in the thread pool.
+
 Caching: public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable),
-personal ones ``private, no-store``; every GET has a strong ``ETag`` (BLAKE2b of the body)
-and answers ``If-None-Match`` with ``304``. Public feeds are also cached in-process for
-``local_cache_seconds`` (1 s), which is well under the feeds' 5-minute TTL.
+personal ones ``private, no-store``; every GET has a strong ``ETag`` and answers ``If-None-Match``
+with ``304``. Public feeds are also cached in-process for ``local_cache_seconds`` (1 s), well
+under the feeds' 5-minute TTL.
 
 Degradation: when Redis is unreachable or a feed is missing, public feeds (and the personal
 feed) are served from the last good copy the process saw (every edition feed is snapshotted
@@ -28,19 +36,15 @@ or an empty feed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
-import redis
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -61,8 +65,13 @@ from newsflow.ranking.store import (
     RankingStore,
     feed_key,
 )
+from serving.http_cache import LocalCache, cache_headers, conditional_json, json_bytes, not_modified_or
 from serving.openapi import openapi_schema
+from serving.pages import coverage_page, feed_page, trending_page
+from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
 from serving.tokens import TokenError, verify_token
+
+__all__ = ["ApiError", "ServingConfig", "create_app", "serving_client"]
 
 log = logging.getLogger("newsflow.serving")
 
@@ -72,9 +81,6 @@ TOPIC_RE = re.compile(r"[a-z0-9][a-z0-9 _&.'-]{0,63}\Z")
 LIMIT_RE = re.compile(r"[0-9]{1,3}\Z")  # ASCII digits only: str.isdigit() accepts "²"
 MAX_LIMIT = 100
 MAX_BODY_BYTES = 64 * 1024
-STALE_HEADER = "X-Newsflow-Stale"
-STALE_REASON_HEADER = "X-Newsflow-Stale-Reason"
-REDIS_ERRORS = (redis.RedisError, OSError)
 
 
 @dataclass(frozen=True)
@@ -108,77 +114,15 @@ class ServingConfig:
     redis_backoff_seconds: float = 2.0
     feed: FeedConfig = field(default_factory=FeedConfig)
     clock: Callable[[], float] = time.time
-    ranking_clock: Optional[Callable[[], float]] = None
+    ranking_clock: Callable[[], float] | None = None
 
 
 class ApiError(Exception):
     """A 4xx/5xx answer with a machine-readable code."""
 
-    def __init__(self, status: int, code: str, message: str, headers: Optional[dict] = None):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
         super().__init__(message)
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
-
-
-def _dumps(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _etag(body: bytes) -> str:
-    return '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-
-
-def _etag_matches(header: str, etag: str) -> bool:
-    if not header:
-        return False
-    for tag in header.split(","):
-        tag = tag.strip()
-        if tag == "*" or tag == etag or (tag.startswith("W/") and tag[2:] == etag):
-            return True
-    return False
-
-
-class SnapshotStore:
-    """Last good copy of each public feed, in memory and as files (atomic replace)."""
-
-    def __init__(self, directory: str):
-        self.directory = directory
-        self._mem: dict[str, dict] = {}
-        self._lock = threading.Lock()
-
-    def _path(self, name: str) -> str:
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-        return os.path.join(self.directory, f"{safe}.json")
-
-    def put(self, name: str, doc: dict) -> None:
-        """Remembers ``doc`` as the last good copy of ``name`` (file written when it changed)."""
-        with self._lock:
-            old = self._mem.get(name)
-            if old is not None and old.get("generated_at") == doc.get("generated_at"):
-                return
-            self._mem[name] = doc
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(_dumps(doc))
-            os.replace(tmp, self._path(name))
-        except OSError as e:  # a full disk must not break serving
-            log.warning("snapshot write failed for %s: %s", name, e)
-
-    def get(self, name: str) -> Optional[dict]:
-        """The last good copy of ``name`` (memory, else file), or ``None``."""
-        with self._lock:
-            doc = self._mem.get(name)
-        if doc is not None:
-            return doc
-        try:
-            with open(self._path(name), "rb") as f:
-                doc = json.loads(f.read())
-        except (OSError, ValueError):
-            return None
-        with self._lock:
-            self._mem.setdefault(name, doc)
-        return doc
 
 
 class Api:
@@ -188,18 +132,17 @@ class Api:
         self.store = RankingStore(client)
         self.config = config
         self.snapshots = SnapshotStore(config.snapshot_dir)
-        self._cache: dict[str, tuple[float, Response]] = {}
-        self._redis_down_until = 0.0
+        self.cache = LocalCache(config.local_cache_seconds)
+        self.breaker = RedisBreaker(config.redis_backoff_seconds)
         self._breaking_cache: tuple[float, dict, dict] = (0.0, {}, {})
         self._ranking_now = config.ranking_clock or config.clock
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
-        if time.monotonic() < self._redis_down_until:
-            raise redis.ConnectionError("redis marked unavailable (backing off)")
+        self.breaker.guard()
 
     def _mark_down(self) -> None:
-        self._redis_down_until = time.monotonic() + self.config.redis_backoff_seconds
+        self.breaker.mark_down()
 
     # -- helpers ------------------------------------------------------------------------
     def _limit(self, request: Request) -> int:
@@ -222,22 +165,9 @@ class Api:
         return ed
 
     def _respond(self, request: Request, payload: dict, cache: str, stale_reason: str = "") -> Response:
-        body = _dumps(payload)
-        etag = _etag(body)
-        headers = {"ETag": etag, "Vary": "Accept-Encoding"}
-        if cache == "public":
-            s_max = self.config.stale_s_maxage if stale_reason else self.config.s_maxage
-            max_age = min(self.config.max_age, s_max)
-            headers["Cache-Control"] = f"public, max-age={max_age}, s-maxage={s_max}"
-        else:
-            headers["Cache-Control"] = "private, no-store"
-            headers["Vary"] = "Authorization, Accept-Encoding"
-        if stale_reason:
-            headers[STALE_HEADER] = "1"
-            headers[STALE_REASON_HEADER] = stale_reason
-        if _etag_matches(request.headers.get("if-none-match", ""), etag):
-            return Response(status_code=304, headers=headers)
-        return Response(body, status_code=200, headers=headers, media_type="application/json")
+        headers = cache_headers(cache, self.config.max_age, self.config.s_maxage, self.config.stale_s_maxage,
+                                stale_reason)
+        return conditional_json(request.headers.get("if-none-match", ""), payload, headers)
 
     def _user(self, request: Request) -> str:
         auth = request.headers.get("authorization", "")
@@ -252,72 +182,24 @@ class Api:
                                                 f'error_description="{e.reason}"'}) from None
 
     def _cached(self, request: Request, key: str, build: Callable[[], Response]) -> Response:
-        """In-process cache of public responses for ``local_cache_seconds`` (200s only)."""
-        ttl = self.config.local_cache_seconds
-        now = time.monotonic()
-        hit = self._cache.get(key) if ttl > 0 else None
-        if hit is None or hit[0] <= now:
-            resp = build()
-            if ttl > 0 and resp.status_code == 200:
-                if len(self._cache) > 10000:
-                    self._cache.clear()
-                self._cache[key] = (now + ttl, resp)
-            hit = (0.0, resp)
-        resp = hit[1]
-        if _etag_matches(request.headers.get("if-none-match", ""), resp.headers.get("etag", "")):
-            headers = {k: v for k, v in resp.headers.items() if k.lower() not in ("content-length", "content-type")}
-            return Response(status_code=304, headers=headers)
-        return resp
+        """In-process cache of public ``200`` responses (:class:`~serving.http_cache.LocalCache`)."""
+        return not_modified_or(self.cache.get_or_build(key, build), request.headers.get("if-none-match", ""))
 
-    def _feed_with_fallback(self, name: str, key: str, fallback: str) -> tuple[Optional[dict], str]:
-        """Reads a feed; on a Redis error or a missing feed returns a snapshot and the reason."""
-        try:
-            self._guard()
-            raw = self.store.read_feed_raw(key)
-        except REDIS_ERRORS as e:
-            self._mark_down()
-            log.warning("redis unavailable reading %s: %s", key, e)
-            reason = "redis-unavailable"
-        else:
-            if raw is not None:
-                try:
-                    doc = json.loads(raw)
-                except ValueError:
-                    log.error("corrupt feed JSON at %s", key)
-                    reason = "feed-corrupt"
-                else:
-                    self.snapshots.put(name, doc)
-                    return doc, ""
-            else:
-                reason = "feed-missing"
-        doc = self.snapshots.get(name)
-        if doc is None and fallback and fallback != name:
-            doc = self.snapshots.get(fallback)
-        return doc, reason
-
-    @staticmethod
-    def _page(kind: str, name: str, doc: Optional[dict], limit: int, stale: str) -> dict:
-        stories = (doc or {}).get("stories", [])[:limit]
-        return {
-            kind: name,
-            "generated_at": (doc or {}).get("generated_at"),
-            "stale": bool(stale),
-            "count": len(stories),
-            "stories": stories,
-        }
+    def _feed_with_fallback(self, name: str, key: str, fallback: str) -> tuple[dict | None, str]:
+        return feed_with_fallback(self.store.read_feed_raw, self.breaker, self.snapshots, name, key, fallback)
 
     # -- handlers -----------------------------------------------------------------------
-    async def top(self, request: Request) -> Response:
+    def top(self, request: Request) -> Response:
         edition, limit = self._edition(request), self._limit(request)
 
         def build() -> Response:
             name = f"edition:{edition}"
             doc, stale = self._feed_with_fallback(name, feed_key("edition", edition), f"edition:{GLOBAL_EDITION}")
-            return self._respond(request, self._page("edition", edition, doc, limit, stale), "public", stale)
+            return self._respond(request, feed_page("edition", edition, doc, limit, stale), "public", stale)
 
         return self._cached(request, f"top|{edition}|{limit}", build)
 
-    async def topic(self, request: Request) -> Response:
+    def topic(self, request: Request) -> Response:
         raw = request.path_params["topic"]
         topic = raw.lower()
         if not TOPIC_RE.match(topic):
@@ -327,11 +209,11 @@ class Api:
         def build() -> Response:
             name = f"topic:{topic}"
             doc, stale = self._feed_with_fallback(name, feed_key("topic", topic), "")
-            return self._respond(request, self._page("topic", topic, doc, limit, stale), "public", stale)
+            return self._respond(request, feed_page("topic", topic, doc, limit, stale), "public", stale)
 
         return self._cached(request, f"topic|{topic}|{limit}", build)
 
-    async def trending(self, request: Request) -> Response:
+    def trending(self, request: Request) -> Response:
         limit = self._limit(request)
 
         def build() -> Response:
@@ -350,20 +232,13 @@ class Api:
                 doc = self.snapshots.get("trending") or {
                     "window_end": None, "stories": [], "entities": [], "topics": [], "breaking": []}
                 return self._respond(request, dict(doc, stale=True), "public", "redis-unavailable")
-            doc = {
-                "window_end": end,
-                "stories": [dict(recs[sid].summary(), new_articles=c) for sid, c in story_rows if sid in recs],
-                "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
-                "topics": [{"topic": k, "new_articles": c} for k, c in topic_rows],
-                "breaking": [dict(recs[sid].summary(), breaking_since=since)
-                             for sid, since in sorted(breaking.items(), key=lambda kv: -kv[1]) if sid in recs],
-            }
+            doc = trending_page(end, story_rows, entity_rows, topic_rows, breaking, recs)
             self.snapshots.put("trending", dict(doc, generated_at=end))
             return self._respond(request, dict(doc, stale=False), "public")
 
         return self._cached(request, f"trending|{limit}", build)
 
-    async def story(self, request: Request) -> Response:
+    def story(self, request: Request) -> Response:
         sid = request.path_params["story_id"]
         if not is_valid_story_id(sid):
             raise ApiError(400, "bad_parameter", f"story id must be 1-128 chars of [A-Za-z0-9_.:-], got {sid!r}")
@@ -381,34 +256,10 @@ class Api:
             self._mark_down()
             raise ApiError(503, "unavailable", f"story store unavailable: {type(e).__name__}",
                            {"Retry-After": "5"}) from None
-        groups: dict[str, list] = {}
-        for a in articles:
-            groups.setdefault(a.cluster_id, []).append(a)
-        reports = []
-        for cid, members in groups.items():
-            # the report is the copy with the highest authority, ties: earliest, then id
-            members.sort(key=lambda a: (-a.authority, a.event_time, a.article_id))
-            head, copies = members[0], members[1:]
-            reports.append({
-                "cluster_id": cid,
-                "article": _article_json(head),
-                "syndicated_copies": [_article_json(c) for c in sorted(copies, key=lambda a: (a.event_time, a.article_id))],
-            })
-        reports.sort(key=lambda r: (r["article"]["event_time"], r["article"]["article_id"]))
-        sources: dict[str, int] = {}
-        for a in articles:
-            sources[a.source_domain] = sources.get(a.source_domain, 0) + 1
-        payload = dict(
-            rec.summary(),
-            entities=rec.entities,
-            coverage={"articles": len(articles), "independent_reports": len(reports),
-                      "syndicated_copies": len(articles) - len(reports), "sources": len(sources)},
-            sources=[{"domain": d, "articles": n} for d, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0]))],
-            reports=reports,
-        )
+        payload = coverage_page(rec.summary(), rec.entities, articles)
         return self._respond(request, payload, "public")
 
-    async def feed(self, request: Request) -> Response:
+    def feed(self, request: Request) -> Response:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
@@ -431,7 +282,7 @@ class Api:
             log.warning("redis unavailable for feed of %s: %s", user, e)
             edition = edition_param or GLOBAL_EDITION
             snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
-            page = self._page("edition", edition, snap, limit, "redis-unavailable")
+            page = feed_page("edition", edition, snap, limit, "redis-unavailable")
             page["user"] = user
             return self._respond(request, page, "private", "redis-unavailable")
         items = rerank(doc.get("stories", []), generated_at, inject, profile, k=limit,
@@ -482,15 +333,15 @@ class Api:
             raise ApiError(400, "invalid_events", json.dumps(errors))
         try:
             self._guard()
-            ids = append_events(self.store.client, events)
+            ids = await run_in_threadpool(append_events, self.store.client, events)
         except REDIS_ERRORS as e:
             self._mark_down()
             raise ApiError(503, "unavailable", f"event log unavailable: {type(e).__name__}",
                            {"Retry-After": "5"}) from None
-        return Response(_dumps({"accepted": len(ids), "ids": ids}), status_code=202,
+        return Response(json_bytes({"accepted": len(ids), "ids": ids}), status_code=202,
                         media_type="application/json", headers={"Cache-Control": "no-store"})
 
-    async def openapi(self, request: Request) -> Response:
+    def openapi(self, request: Request) -> Response:
         return self._respond(request, openapi_schema(), "public")
 
     def warm_snapshots(self) -> int:
@@ -512,38 +363,20 @@ class Api:
             log.warning("could not warm snapshots: %s", e)
         return n
 
-    async def health(self, request: Request) -> Response:
+    def health(self, request: Request) -> Response:
         try:
             ok = bool(self.store.client.ping())  # no guard: health checks probe for recovery
         except REDIS_ERRORS:
             ok = False
-        return Response(_dumps({"redis": ok}), status_code=200, media_type="application/json",
+        return Response(json_bytes({"redis": ok}), status_code=200, media_type="application/json",
                         headers={"Cache-Control": "no-store"})
-
-
-def _article_json(a) -> dict:
-    return {"article_id": a.article_id, "title": a.title, "url": a.url, "source_domain": a.source_domain,
-            "source_name": a.source_name, "event_time": a.event_time, "language": a.language}
 
 
 def _error_body(status: int, code: str, message: str) -> bytes:
     if code == "invalid_events":
-        return _dumps({"error": {"code": code, "message": "some events are invalid",
+        return json_bytes({"error": {"code": code, "message": "some events are invalid",
                                  "details": json.loads(message)}})
-    return _dumps({"error": {"code": code, "message": message}})
-
-
-def serving_client(url: str) -> "redis.Redis":
-    """A Redis client tuned for the request path: 0.5 s timeouts and a single retry.
-
-    (redis-py's default of 10 retries with backoff would hold each request ~4 s against a
-    dead server.) ``url`` is ``redis://``, ``rediss://`` or ``unix://``.
-    """
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    return redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5,
-                                retry=Retry(NoBackoff(), 1))
+    return json_bytes({"error": {"code": code, "message": message}})
 
 
 def create_app(client, config: ServingConfig) -> Starlette:

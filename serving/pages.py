@@ -1,0 +1,85 @@
+"""Assembly of API pages from precomputed feeds and stored records (pure: no Redis, no HTTP).
+
+* :func:`feed_page` — one page of a precomputed feed document;
+* :func:`coverage_page` — a story's full coverage: independent reports (near-duplicate groups) with
+  their syndicated copies, and the sources;
+* :func:`trending_page` — trending stories, entities and topics, and the breaking set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+
+def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) -> dict:
+    """The first ``limit`` stories of a feed document as a page ``{kind: name, generated_at, stale, count,
+    stories}``; ``doc`` ``None`` gives an empty page."""
+    stories = (doc or {}).get("stories", [])[:limit]
+    return {kind: name, "generated_at": (doc or {}).get("generated_at"), "stale": bool(stale),
+            "count": len(stories), "stories": stories}
+
+
+def article_json(a) -> dict:
+    """The public fields of an :class:`ArticleRecord` (times UTC epoch seconds)."""
+    return {"article_id": a.article_id, "title": a.title, "url": a.url, "source_domain": a.source_domain,
+            "source_name": a.source_name, "event_time": a.event_time, "language": a.language}
+
+
+def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> dict:
+    """A story's full coverage.
+
+    Articles are grouped by near-duplicate group (``cluster_id``); each group is one independent report
+    whose lead copy has the highest authority (ties: earliest, then id) and whose other members are
+    syndicated copies (earliest first). Reports are ordered by their lead's event time, then id; sources
+    by article count, then domain.
+
+    Args:
+      summary: the story's summary fields (:meth:`StoryRecord.summary`).
+      entities: the story's entities.
+      articles: its :class:`ArticleRecord` members.
+    """
+    articles = list(articles)
+    groups: dict[str, list] = {}
+    for a in articles:
+        groups.setdefault(a.cluster_id, []).append(a)
+    reports = []
+    for cid, members in groups.items():
+        members.sort(key=lambda a: (-a.authority, a.event_time, a.article_id))
+        head, copies = members[0], members[1:]
+        reports.append({
+            "cluster_id": cid,
+            "article": article_json(head),
+            "syndicated_copies": [article_json(c) for c in sorted(copies, key=lambda a: (a.event_time, a.article_id))],
+        })
+    reports.sort(key=lambda r: (r["article"]["event_time"], r["article"]["article_id"]))
+    sources: dict[str, int] = {}
+    for a in articles:
+        sources[a.source_domain] = sources.get(a.source_domain, 0) + 1
+    return dict(
+        summary,
+        entities=entities,
+        coverage={"articles": len(articles), "independent_reports": len(reports),
+                  "syndicated_copies": len(articles) - len(reports), "sources": len(sources)},
+        sources=[{"domain": d, "articles": n} for d, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0]))],
+        reports=reports,
+    )
+
+
+def trending_page(window_end, story_rows, entity_rows, topic_rows, breaking: Mapping[str, float],
+                  records: Mapping) -> dict:
+    """Trending stories/entities/topics of the latest window and the breaking set (newest first).
+
+    Args:
+      window_end: end of the latest trending window (UTC epoch s) or ``None``.
+      story_rows / entity_rows / topic_rows: ``[(key, new_articles)]``, highest first.
+      breaking: ``{story_id: breaking_since}``.
+      records: ``{story_id: StoryRecord}`` of the stories named above (missing ones are skipped).
+    """
+    return {
+        "window_end": window_end,
+        "stories": [dict(records[sid].summary(), new_articles=c) for sid, c in story_rows if sid in records],
+        "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
+        "topics": [{"topic": k, "new_articles": c} for k, c in topic_rows],
+        "breaking": [dict(records[sid].summary(), breaking_since=since)
+                     for sid, since in sorted(breaking.items(), key=lambda kv: -kv[1]) if sid in records],
+    }

@@ -1,0 +1,72 @@
+"""A Redis that never answers does not stall the event loop: other requests are served meanwhile."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import redis
+import uvicorn
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from serving.app import ServingConfig, create_app
+
+
+def test_slow_redis_never_blocks_other_requests(tmp_path):
+    # A "Redis" on 127.0.0.1 that accepts connections and never answers: every Redis call waits for
+    # the client's socket timeout (2 s).
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(64)
+    accepted = []
+
+    def accept_forever():
+        while True:
+            try:
+                conn, _ = hole.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=accept_forever, daemon=True).start()
+    client = redis.Redis(host="127.0.0.1", port=hole.getsockname()[1], socket_timeout=2.0,
+                         socket_connect_timeout=2.0, retry=Retry(NoBackoff(), 0))
+    cfg = ServingConfig(token_secret=b"k" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0,
+                        redis_backoff_seconds=0.0)
+    app = create_app(client, cfg)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    deadline = time.time() + 10
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.02)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    done: list[tuple[str, float, int]] = []
+
+    def get(path: str) -> None:
+        resp = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=30)
+        done.append((path, time.monotonic(), resp.status_code))
+
+    try:
+        slow = [threading.Thread(target=get, args=(f"/v1/top?edition={ed}",)) for ed in ("en", "de", "fr", "es")]
+        for th in slow:
+            th.start()
+        time.sleep(0.3)  # the four requests are now waiting on the silent Redis
+        get("/openapi.json")
+        for th in slow:
+            th.join(30)
+    finally:
+        srv.should_exit = True
+        t.join(5)
+        hole.close()
+        for c in accepted:
+            c.close()
+    order = [path for path, _, _ in sorted(done, key=lambda d: d[1])]
+    assert order[0] == "/openapi.json", order  # answered while the Redis-bound requests still waited
+    statuses = {path: status for path, _, status in done}
+    assert statuses["/openapi.json"] == 200
+    # the Redis-bound requests degrade to stale (empty) pages, not errors
+    assert all(statuses[f"/v1/top?edition={ed}"] == 200 for ed in ("en", "de", "fr", "es"))
