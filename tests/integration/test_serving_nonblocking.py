@@ -8,11 +8,11 @@ import time
 
 import httpx
 import redis
-import uvicorn
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from serving.app import ServingConfig, create_app
+from tests.integration.asgi_server import serve_in_thread
 
 
 def test_slow_redis_never_blocks_other_requests(tmp_path):
@@ -37,30 +37,22 @@ def test_slow_redis_never_blocks_other_requests(tmp_path):
     cfg = ServingConfig(token_secret=b"k" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0,
                         redis_backoff_seconds=0.0)
     app = create_app(client, cfg)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    deadline = time.time() + 10
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    port = srv.servers[0].sockets[0].getsockname()[1]
     done: list[tuple[str, float, int]] = []
-
-    def get(path: str) -> None:
-        resp = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=30)
-        done.append((path, time.monotonic(), resp.status_code))
-
     try:
-        slow = [threading.Thread(target=get, args=(f"/v1/top?edition={ed}",)) for ed in ("en", "de", "fr", "es")]
-        for th in slow:
-            th.start()
-        time.sleep(0.3)  # the four requests are now waiting on the silent Redis
-        get("/openapi.json")
-        for th in slow:
-            th.join(30)
+        with serve_in_thread(app, lifespan="off") as port:
+
+            def get(path: str) -> None:
+                resp = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=30)
+                done.append((path, time.monotonic(), resp.status_code))
+
+            slow = [threading.Thread(target=get, args=(f"/v1/top?edition={ed}",)) for ed in ("en", "de", "fr", "es")]
+            for th in slow:
+                th.start()
+            time.sleep(0.3)  # the four requests are now waiting on the silent Redis
+            get("/openapi.json")
+            for th in slow:
+                th.join(30)
     finally:
-        srv.should_exit = True
-        t.join(5)
         hole.close()
         for c in accepted:
             c.close()
