@@ -4,7 +4,13 @@
 network or protocol trouble: every outcome is a :class:`FetchResult` whose
 ``error_kind`` says what went wrong (``timeout``, ``too_large``,
 ``redirect_loop``, ``too_many_redirects``, ``unsafe_address``,
-``bad_content_type``, ``network``, ``bad_url``).
+``bad_content_type``, ``network``, ``bad_url``, ``unsupported_encoding``,
+``bad_encoding``).
+
+Bodies are read raw and their ``Content-Encoding`` undone by
+:class:`crawler.inflate.BoundedDecoder`, which inflates in 64 KiB steps and
+stops at ``max_body_bytes`` of decoded output (``too_large``), so a
+decompression bomb costs at most the cap in memory, not its inflated size.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 
 from crawler.config import CrawlerConfig
+from crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding
 from crawler.safety import AddressPolicy, UnsafeAddressError
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -36,7 +43,7 @@ class FetchResult:
       final_url: URL of the last response (after redirects).
       status: HTTP status of the last response; 0 when no response was received.
       headers: response headers, lower-case names.
-      body: decoded-from-transfer (gunzipped) body bytes, ``None`` on error or for 304.
+      body: body bytes with transfer and content codings undone (gunzipped), ``None`` on error or for 304.
       error_kind: "" on success, else a short reason (see module doc).
       error: human-readable detail.
       retry_after_s: ``Retry-After`` in seconds for 429/503, else ``None``.
@@ -200,15 +207,22 @@ class Fetcher:
                         result.error_kind = "too_large"
                         result.error = f"Content-Length {declared} exceeds {self.config.max_body_bytes}"
                         return
-                    chunks, size = [], 0
-                    async for chunk in resp.aiter_bytes():
-                        size += len(chunk)
-                        if size > self.config.max_body_bytes:
-                            result.error_kind = "too_large"
-                            result.error = f"body exceeds {self.config.max_body_bytes} bytes"
-                            return
-                        chunks.append(chunk)
-                    result.body = b"".join(chunks)
+                    # raw (still encoded) bytes, inflated step by step under the cap (crawler.inflate)
+                    try:
+                        decoder = BoundedDecoder(resp.headers.get("content-encoding", ""), self.config.max_body_bytes)
+                        async for chunk in resp.aiter_raw():
+                            decoder.feed(chunk)
+                    except BodyTooLarge:
+                        result.error_kind = "too_large"
+                        result.error = f"body exceeds {self.config.max_body_bytes} bytes"
+                        return
+                    except UnsupportedEncoding as e:
+                        result.error_kind, result.error = "unsupported_encoding", str(e)
+                        return
+                    except CorruptEncoding as e:
+                        result.error_kind, result.error = "bad_encoding", str(e)[:300]
+                        return
+                    result.body = decoder.finish()
                     return
             except httpx.TimeoutException as e:
                 result.error_kind, result.error = "timeout", f"{type(e).__name__}: {e}"
