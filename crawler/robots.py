@@ -42,9 +42,11 @@ cases where protego on its own disagrees with the conformance vectors in
    reaches protego as ``%25XX``, which protego keeps verbatim on both sides.
 
 :class:`RobotsPolicy` adds the RFC 9309 section 2.3.1 status rules:
-2xx parse the body; 4xx (unavailable) allow everything; 5xx or an unreachable
-host disallow everything until a retry time; results are cached 24 hours
-(section 2.4).
+2xx parse the body; 4xx other than 429 (unavailable) allow everything; 5xx,
+429 Too Many Requests or an unreachable host disallow everything until a retry
+time, :data:`ROBOTS_ERROR_RETRY_S` (30 min) or the response's ``Retry-After``
+when longer (at most 24 h); other results are cached 24 hours (section 2.4).
+Times are UTC epoch seconds.
 """
 
 from __future__ import annotations
@@ -309,7 +311,19 @@ def _matcher_for(body: bytes) -> RobotsMatcher:
 
 
 ROBOTS_TTL_S = 24 * 3600.0
+"""Seconds a robots.txt verdict from a 2xx or an "unavailable" 4xx is kept (RFC 9309 section 2.4)."""
+
 ROBOTS_ERROR_RETRY_S = 30 * 60.0
+"""Seconds a host stays disallowed after a 5xx, a 429 or an unreachable robots.txt before it is asked again."""
+
+
+def robots_unavailable(status: int) -> bool:
+    """True for an "unavailable" robots.txt status: 4xx other than 429 (RFC 9309 2.3.1.3: allow all).
+
+    429 Too Many Requests is the server asking the crawler to slow down, not a missing
+    file, so it counts as "unreachable" with the 5xx (RFC 9309 2.3.1.4).
+    """
+    return 400 <= status < 500 and status != 429
 
 
 @dataclass(frozen=True)
@@ -322,7 +336,9 @@ class RobotsPolicy:
       body: the robots.txt bytes (empty unless 2xx).
       fetched_at: UTC epoch seconds of the fetch.
       expires_at: UTC epoch seconds after which it must be fetched again (24 h after
-        a 2xx/4xx, :data:`ROBOTS_ERROR_RETRY_S` after a 5xx or an unreachable host).
+        a 2xx or a 4xx other than 429; after a 5xx, a 429 or an unreachable host
+        :data:`ROBOTS_ERROR_RETRY_S`, or the response's ``Retry-After`` when that is
+        longer, at most 24 h).
     """
 
     host_key: str
@@ -333,15 +349,30 @@ class RobotsPolicy:
 
     @classmethod
     def from_fetch(cls, host_key: str, status: int, body: bytes, now: float,
-                   ttl_s: float = ROBOTS_TTL_S, error_retry_s: float = ROBOTS_ERROR_RETRY_S) -> "RobotsPolicy":
-        """Builds a policy from a fetch result (``status`` 0 = network error or timeout)."""
-        ok = 200 <= status < 300 or 400 <= status < 500
-        return cls(host_key, status, body if 200 <= status < 300 else b"", now, now + (ttl_s if ok else error_retry_s))
+                   ttl_s: float = ROBOTS_TTL_S, error_retry_s: float = ROBOTS_ERROR_RETRY_S,
+                   retry_after_s: Optional[float] = None) -> "RobotsPolicy":
+        """Builds a policy from a fetch result.
+
+        Args:
+          host_key: ``scheme://host[:port]``.
+          status: HTTP status; 0 = network error, timeout or redirect trouble.
+          body: response body (kept only for a 2xx).
+          now: UTC epoch seconds of the fetch.
+          ttl_s: seconds a 2xx / "unavailable" 4xx verdict is kept.
+          error_retry_s: seconds a 5xx / 429 / unreachable verdict (disallow all) is kept.
+          retry_after_s: the response's ``Retry-After`` in seconds (429/503); it extends
+            an error verdict when longer than ``error_retry_s``, up to ``ttl_s``.
+        """
+        if 200 <= status < 300 or robots_unavailable(status):
+            keep = ttl_s
+        else:
+            keep = max(error_retry_s, min(retry_after_s or 0.0, ttl_s))
+        return cls(host_key, status, body if 200 <= status < 300 else b"", now, now + keep)
 
     @property
     def disallow_all(self) -> bool:
-        """True after a 5xx or an unreachable host (RFC 9309 2.3.1.4: assume complete disallow)."""
-        return not (200 <= self.status < 300 or 400 <= self.status < 500)
+        """True after a 5xx, a 429 or an unreachable host (RFC 9309 2.3.1.4: assume complete disallow)."""
+        return not (200 <= self.status < 300 or robots_unavailable(self.status))
 
     def allowed(self, url: str, user_agent: str) -> bool:
         """True when ``user_agent`` (a product token) may fetch ``url`` under this policy.
@@ -351,7 +382,7 @@ class RobotsPolicy:
         if self.disallow_all:
             return False
         if not (200 <= self.status < 300):
-            return True  # 4xx: "unavailable" means no restrictions
+            return True  # 4xx other than 429: "unavailable" means no restrictions
         return _matcher_for(self.body).allowed(to_request_uri(url), user_agent)
 
     def crawl_delay(self, user_agent: str) -> Optional[float]:

@@ -223,7 +223,7 @@ class CrawlWorker:
         # network error, timeout, redirect trouble or an oversized file: "unreachable" (disallow for a while)
         status = 0 if res.error_kind else res.status
         body = res.body or b""
-        pol = RobotsPolicy.from_fetch(key, status, body, now)
+        pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s)
         self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         self._robots[key] = pol
         self.frontier.incr("robots_fetched")

@@ -90,6 +90,31 @@ def test_policy_status_rules():
     assert RobotsPolicy.from_json(ok.to_json()) == ok
 
 
+def test_robots_429_is_unreachable_not_unavailable():
+    now = 1728374400.0  # 2024-10-08 08:00:00 UTC
+    busy = RobotsPolicy.from_fetch("https://shop.example.org", 429, b"", now)
+    assert busy.disallow_all and not busy.allowed("/anything", "newsflow-crawler")
+    assert not busy.allowed("https://shop.example.org/anything", "newsflow-crawler")
+    assert busy.expires_at == now + 1800  # the short error wait, not 24 h
+    assert RobotsPolicy.from_json(busy.to_json()).disallow_all
+    # every other 4xx still means "no robots.txt": allow all, kept 24 h
+    for status in (400, 401, 403, 404, 410, 418, 451):
+        p = RobotsPolicy.from_fetch("https://h", status, b"", now)
+        assert p.allowed("https://h/anything", "newsflow-crawler") and p.expires_at == now + 86400, status
+    # 5xx and unreachable: disallow, short wait
+    for status in (0, 500, 502, 503, 504):
+        p = RobotsPolicy.from_fetch("https://h", status, b"", now)
+        assert p.disallow_all and p.expires_at == now + 1800, status
+
+
+def test_robots_retry_after_extends_the_error_wait_up_to_a_day():
+    now = 1000.0
+    assert RobotsPolicy.from_fetch("h", 429, b"", now, retry_after_s=7200.0).expires_at == now + 7200
+    assert RobotsPolicy.from_fetch("h", 503, b"", now, retry_after_s=3 * 86400.0).expires_at == now + 86400
+    assert RobotsPolicy.from_fetch("h", 503, b"", now, retry_after_s=60.0).expires_at == now + 1800  # shorter: ignored
+    assert RobotsPolicy.from_fetch("h", 404, b"", now, retry_after_s=7200.0).expires_at == now + 86400
+
+
 def test_request_rate_becomes_delay():
     p = RobotsPolicy.from_fetch("http://h", 200, b"User-agent: *\nRequest-rate: 1/5\n", now=0.0)
     assert p.crawl_delay("newsflow") == 5.0
