@@ -1,16 +1,37 @@
-"""Packaging for newsflow: ``pip install -e .`` installs the ``newsflow`` console script."""
+"""Packaging for newsflow: ``pip install -e .`` installs the ``newsflow`` console script.
+
+The package carries what workers need besides code (see :mod:`newsflow.resources`): ``data/sources.csv``
+and ``data/topics/`` as ``newsflow/_data/``, the trained models of ``var/models/`` (when built, ``make
+models``) as ``newsflow/_models/``, and the Redis Lua scripts. Dataflow's ``--setup_file ./setup.py``
+ships exactly this package to every worker; MANIFEST.in lists the same files for the sdist.
+"""
+
+import os
 
 from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL_FILES = ["embedding-v1.npz", "topics-v1.bin", "topics-v1.bin.calibration.json"]
+# the trained models ride along when they have been built; workers without them train from _data
+WITH_MODELS = all(os.path.isfile(os.path.join(HERE, "var", "models", f)) for f in MODEL_FILES)
 
 setup(
     name="newsflow",
     version="0.1.0",
     description="News aggregation on Apache Beam: crawl, extract, cluster stories, rank, serve.",
     python_requires=">=3.11,<3.13",
-    packages=find_packages(include=["cli*", "newsflow*", "schemas*", "transforms*", "pipelines*", "jobs*", "crawler*", "serving*", "benchmarks*"]),
+    packages=find_packages(include=["cli*", "newsflow*", "schemas*", "transforms*", "pipelines*", "jobs*", "crawler*", "serving*", "benchmarks*"])
+    + ["newsflow._data"] + (["newsflow._models"] if WITH_MODELS else []),
+    package_dir={"newsflow._data": "data", **({"newsflow._models": "var/models"} if WITH_MODELS else {})},
+    package_data={
+        "newsflow._data": ["sources.csv", "SOURCES.md", "topics/*"],
+        "newsflow._models": MODEL_FILES,
+        "newsflow.stores": ["lua/*.lua"],
+    },
+    exclude_package_data={"newsflow._data": ["*.py", "corpus/*"]},
     include_package_data=True,
     install_requires=[
-        "apache-beam>=2.77,<3",
+        "apache-beam[gcp]>=2.77,<3",
         "pyarrow>=17",
         "numpy>=1.26",
         "redis>=5",
@@ -30,7 +51,8 @@ setup(
         "pandas>=2.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6", "simhash>=2.1", "gcp-storage-emulator>=2024.0"],
+        "test": ["pytest>=8", "hypothesis>=6", "simhash>=2.1", "gcp-storage-emulator>=2024.0",
+                 "build>=1.2", "wheel>=0.43"],
     },
     entry_points={"console_scripts": ["newsflow=cli.main:main"]},
 )

@@ -32,8 +32,10 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from newsflow.resources import data_path, is_remote, local_model_file
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOPIC_DATA_DIR = os.path.join(REPO_ROOT, "data", "topics")
+TOPIC_DATA_DIR = data_path("topics")  # packaged with an installed newsflow, data/topics in a checkout
 HUFFPOST_PATH = os.path.join(TOPIC_DATA_DIR, "huffpost_news_category_v3_sample.jsonl.gz")
 NEWS_AGGREGATOR_PATH = os.path.join(TOPIC_DATA_DIR, "news_aggregator_2014-03-10_11.csv.gz")
 EMBEDDING_VERSION = "v1"
@@ -362,8 +364,11 @@ def build_embedding_model(path: Optional[str] = None) -> str:
 
 
 def ensure_embedding_model(path: Optional[str] = None) -> str:
-    """Returns the model path, building the model first when the file is missing."""
+    """Returns the model path, building the model first when the file is missing; a remote path
+    (``gs://...``) is copied to a local cache instead (FileNotFoundError when it is absent)."""
     path = path or default_embedding_path()
+    if is_remote(path):
+        return local_model_file(path)
     if not os.path.exists(path):
         build_embedding_model(path)
     return path

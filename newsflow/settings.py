@@ -12,7 +12,9 @@ setting           flags (both spellings)       environment variable        defau
                                                                            server at
                                                                            ``<data_dir>/redis/newsflow.rdb``
 ``key_prefix``    ``--key-prefix/--key_prefix``  ``NEWSFLOW_KEY_PREFIX``   ``nf``
-``model_dir``     ``--model-dir/--model_dir``  ``NEWSFLOW_MODEL_DIR``      ``<repo>/var/models``
+``model_dir``     ``--model-dir/--model_dir``  ``NEWSFLOW_MODEL_DIR``      ``<repo>/var/models``; installed:
+                                                                           the packaged models (see
+                                                                           :mod:`newsflow.resources`)
 ``token_secret``  (none: a secret)             ``NEWSFLOW_TOKEN_SECRET``   ``None``: a development secret
                                                                            under ``<data_dir>/serving``
 ================  ===========================  ==========================  ===============================
@@ -28,6 +30,8 @@ import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
+
+from newsflow.resources import default_model_dir
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_KEY_PREFIX = "nf"
@@ -101,7 +105,7 @@ class Settings:
         data_dir = os.path.abspath(pick("data_dir", ENV_DATA_DIR) or "var")
         redis_url = pick("redis_url", ENV_REDIS_URL)
         key_prefix = validate_key_prefix(pick("key_prefix", ENV_KEY_PREFIX) or DEFAULT_KEY_PREFIX)
-        model_dir = pick("model_dir", ENV_MODEL_DIR) or os.path.join(REPO_ROOT, "var", "models")
+        model_dir = pick("model_dir", ENV_MODEL_DIR) or default_model_dir(data_dir)
         if "://" not in model_dir:
             model_dir = os.path.abspath(model_dir)
         secret = overrides.get("token_secret")

@@ -6,11 +6,12 @@ The table format and the tier rubric are documented in ``data/SOURCES.md``.
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from typing import Mapping
 
-DEFAULT_SOURCES_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sources.csv")
+from newsflow.resources import data_path
+
+DEFAULT_SOURCES_PATH = data_path("sources.csv")  # packaged with an installed newsflow, data/ in a checkout
 UNKNOWN_AUTHORITY = 0.5
 
 

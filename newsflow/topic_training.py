@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 
 from newsflow.embedding import ensure_embedding_model
+from newsflow.resources import is_remote, local_model_file
 from newsflow.topics import LABELS, SECTIONS, TOPIC_VERSION, TopicClassifier, clean_text, default_topic_path, load_examples, platt_fit
 
 FASTTEXT_PARAMS = dict(loss="ova", epoch=25, lr=0.5, wordNgrams=2, dim=50, minCount=1, bucket=50_000, thread=1, seed=0, verbose=0)
@@ -90,8 +91,12 @@ def train(output: Optional[str] = None) -> dict:
 
 
 def ensure_topic_model(path: Optional[str] = None) -> str:
-    """Returns the topic model path, training it first when the model or its calibration is missing."""
+    """Returns the topic model path, training it first when the model or its calibration is missing; a
+    remote path (``gs://...``) is copied with its calibration to a local cache instead (FileNotFoundError
+    when absent)."""
     path = path or default_topic_path()
+    if is_remote(path):
+        return local_model_file(path, (".calibration.json",))
     if not (os.path.exists(path) and os.path.exists(path + ".calibration.json")):
         train(path)
     return path

@@ -15,7 +15,9 @@ the same way for every job (after the thin launchers of Google's Dataflow sample
    to the workers; checks that Redis answers, except for dry runs and remote runners (whose workers
    reach Redis from elsewhere);
 5. builds the pipeline; ``--dry_run true`` stops there on local runners (remote runners get Beam's
-   own dry run, e.g. Dataflow builds its job request without submitting it);
+   own dry run, e.g. Dataflow builds its job request without submitting it; offline: no credentials,
+   no staging, ``--temp_location`` checked here rather than by Beam's online default-bucket fallback;
+   ``--dataflow_job_file JOB.json`` receives that request, see :func:`write_dataflow_job_file`);
 6. runs it: batch jobs and local runs wait until finished; streaming jobs on remote runners return
    as soon as the job is submitted, with its job id;
 7. summarizes: :func:`summary` gives a JSON-ready dict that works on every runner (a runner without
@@ -31,7 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    StandardOptions,
+    TestOptions,
+)
 
 from newsflow.settings import DEFAULT_KEY_PREFIX, Settings
 
@@ -207,6 +215,65 @@ def flags_help(spec: JobSpec, prog: str) -> str:
     return parser.format_help()
 
 
+def check_dataflow_dry_run(options: PipelineOptions) -> None:
+    """Refuses Dataflow dry-run options that would make Beam go online.
+
+    Beam validates ``--temp_location``/``--staging_location`` when the pipeline is created and, when
+    neither is a valid ``gs://bucket/path``, looks up (or creates) a default bucket over the network.
+    A dry run must not, so a bad location is an error here.
+
+    Raises:
+      ValueError: no valid ``gs://`` temp or staging location (the message shows the value).
+    """
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+
+    cloud = options.view_as(GoogleCloudOptions)
+    validator = PipelineOptionsValidator(options, None)
+    given = {n: getattr(cloud, n) for n in ("temp_location", "staging_location") if getattr(cloud, n)}
+    if not given:
+        raise ValueError("a Dataflow dry run needs --temp_location gs://bucket/tmp (got none)")
+    for name, value in given.items():
+        errors = validator.validate_gcs_path(cloud, name)
+        if errors:
+            raise ValueError(f"--{name} {value!r} is not a valid gs://bucket/path: {errors[0]}")
+
+
+def write_dataflow_job_file(job: Any, path: str) -> dict:
+    """Writes the Dataflow job request of a dry run to ``path`` as JSON, contacting nothing.
+
+    Beam's dry run (``DataflowRunner`` with ``--dry_run``) builds the ``Job`` and returns before
+    ``create_job_description`` fills its ``environment`` (which uploads the pipeline and packages) and
+    before ``--dataflow_job_file`` is written. This completes the environment the same way, with Beam's
+    own ``Environment`` builder, minus the uploads (``packages`` stays empty; the pipeline URL is where it
+    would be staged). Runner v2 jobs carry their graph in that staged pipeline, not in ``steps``, so the
+    file holds both: ``{"job": <the Job as JSON>, "pipeline": <the runner API pipeline as JSON>}``.
+
+    Returns:
+      The written object.
+    """
+    import hashlib
+
+    from apache_beam.runners.dataflow.internal import apiclient
+    from apache_beam.runners.internal import names
+    from google.protobuf import json_format
+
+    cloud = job.options.view_as(GoogleCloudOptions)
+    serialized = job.proto_pipeline.SerializeToString()
+    job.proto.environment = apiclient.Environment(
+        packages=[],
+        options=job.options,
+        environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,  # what create_job_description passes
+        proto_pipeline_staged_url=f"{(cloud.staging_location or cloud.temp_location).rstrip('/')}/"
+                                  f"{names.STAGED_PIPELINE_FILENAME}",
+        proto_pipeline=job.proto_pipeline,
+        pipeline_proto_hash=hashlib.sha256(serialized).hexdigest(),
+    ).proto
+    out = {"job": json.loads(job.json()), "pipeline": json.loads(json_format.MessageToJson(job.proto_pipeline))}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+    return out
+
+
 def _count_transforms(pipeline: beam.Pipeline) -> int:
     proto = pipeline.to_runner_api()
     return sum(1 for t in proto.components.transforms.values() if not t.subtransforms)
@@ -245,6 +312,9 @@ def launch(spec: JobSpec, argv: Sequence[str] | None = None, *, environ: Mapping
     config = spec.config_from_options(options, settings)
     if spec.needs_redis and local and not dry_run:
         check_redis(settings)
+    dataflow_dry_run = dry_run and runner_name(options) == "DataflowRunner"
+    if dataflow_dry_run:
+        check_dataflow_dry_run(options)
     runner = make_runner(options)
     pipeline = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
     spec.build(pipeline, config)
@@ -257,6 +327,10 @@ def launch(spec: JobSpec, argv: Sequence[str] | None = None, *, environ: Mapping
         return out
     result = pipeline.run()
     out.result = result
+    job_file = options.view_as(DebugOptions).dataflow_job_file
+    if dataflow_dry_run and job_file and getattr(result, "job", None) is not None:
+        write_dataflow_job_file(result.job, job_file)
+        out.extra["dataflow_job_file"] = job_file
     if wait is None:
         wait = should_wait(options)
     if wait and not dry_run:

@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from newsflow.embedding import default_embedding_path
 from newsflow.extraction import ExtractionConfig
+from newsflow.resources import default_model_dir, is_remote
 from newsflow.settings import Settings
 from newsflow.stores.redis_store import StoreConfig
 from newsflow.topics import default_topic_path
@@ -50,7 +51,7 @@ from transforms.io import (
     WriteDeadLetters,
     check_inputs_exist,
 )
-from pipelines.launcher import JobSpec, LaunchResult, launch, resolve_settings, summary_line
+from pipelines.launcher import JobSpec, LaunchResult, is_local, launch, resolve_settings, summary_line
 
 
 class NewsflowOptions(PipelineOptions):
@@ -106,6 +107,26 @@ class JobConfig:
     flush_seconds: int = 60
 
 
+def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None) -> tuple[str | None, str | None]:
+    """``(topic model, text model)`` paths as the workers will see them.
+
+    Local runners and remote model directories (``gs://...``) use ``model_dir`` as given. Remote
+    workers cannot see this machine's files: with the default model directory they get ``None``, i.e.
+    the models packaged with the newsflow that ``--setup_file`` (or the Flex Template image) installs
+    on them (:mod:`newsflow.resources`).
+
+    Raises:
+      ValueError: a remote runner with a local model directory that is not the default.
+    """
+    if local or is_remote(model_dir):
+        return default_topic_path(model_dir), default_embedding_path(model_dir)
+    if os.path.abspath(model_dir) == os.path.abspath(default_model_dir(data_dir)):
+        return None, None
+    raise ValueError(f"--model_dir {model_dir!r} is a local directory that remote workers cannot read: use a "
+                     "gs:// directory (copy the files of `newsflow train-topics` there) or leave it unset to use "
+                     "the models packaged by setup.py")
+
+
 def job_config_from_options(options: PipelineOptions, settings: Settings | None = None) -> JobConfig:
     """Validates options and builds a :class:`JobConfig`.
 
@@ -150,6 +171,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
     if input_format == "auto":
         input_format = "parquet" if o.input and all(p.endswith(".parquet") for p in o.input) else "jsonl"
     store = StoreConfig(prefix=settings.key_prefix, max_distance=o.max_hamming_distance)
+    topic_model, text_model = worker_model_paths(settings.model_dir, is_local(options), settings.data_dir)
     return JobConfig(
         inputs=tuple(o.input or ()),
         input_format=input_format,
@@ -162,10 +184,9 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         content=ContentConfig(extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)),
         cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
-        enrich=EnrichConfig(topic_model_path=default_topic_path(settings.model_dir),
-                            text_model_path=default_embedding_path(settings.model_dir)),
+        enrich=EnrichConfig(topic_model_path=topic_model, text_model_path=text_model),
         stories=StoryTransformConfig(redis_url=settings.redis_url, ordering="timers" if streaming else "sort",
-                                     text_model_path=default_embedding_path(settings.model_dir)),
+                                     text_model_path=text_model),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
             period_seconds=o.trending_period_s,

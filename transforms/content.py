@@ -91,12 +91,13 @@ class ContentConfig:
 
     Attributes:
       extraction: per-document extraction limits and options.
-      sources_path: the sources authority CSV.
+      sources_path: the sources authority CSV (``None``: the table shipped with newsflow, resolved on the
+        worker, so a remote worker reads its installed copy, not this machine's path).
       language_threshold: fastText confidence below which the language is "und" (None: library default).
     """
 
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
-    sources_path: str = DEFAULT_SOURCES_PATH
+    sources_path: str | None = None
     language_threshold: float | None = None
 
 
@@ -121,7 +122,7 @@ class _ExtractFn(beam.DoFn):
 
     def setup(self):
         self._extractor = ArticleExtractor(self._config.extraction)
-        path = self._config.sources_path
+        path = self._config.sources_path or DEFAULT_SOURCES_PATH
         self._sources = self._shared.acquire(lambda: SourceTable.load(path), tag=f"sources:{path}")
 
     def teardown(self):
