@@ -22,11 +22,30 @@ Errors back off geometrically with "equal jitter":
 ``d = min(cap, base·2^(k−1))``, wait ``d/2 + U(0, d/2)``, never longer than
 the cap (a failing source keeps being retried, never parked), never shorter
 than a ``Retry-After``.
+
+Throttling answers are different: 429 Too Many Requests and 503 Service
+Unavailable (:data:`THROTTLE_STATUSES`) ask the crawler to come back later,
+so after the ``k``-th consecutive one a feed waits (:func:`throttle_delay`)
+
+    d = min(throttle_cap_s, interval_s · 2^(k−1));   wait = min(throttle_cap_s, d · (1 + jitter·u))
+
+where ``interval_s`` is the feed's current poll interval (``default_interval_s``
+when it has none yet) and ``u ∈ [0, 1)`` is a deterministic jitter from the
+task id and ``k`` (:func:`stable_unit`; the same on every worker and replay).
+A feed polled every 900 s that answers 429 at 12:00 is thus polled again
+at 12:15 at the earliest, then after ≥ 30 min, ≥ 1 h ..., never more than
+``throttle_cap_s`` (24 h) apart. A usable ``Retry-After`` (delta-seconds or
+HTTP-date, RFC 9110 section 10.2.3) wins when it is longer, up to the same cap.
+An article page (no poll interval) retries at its ``Retry-After`` when the
+answer has one, else like a feed polled every ``min_interval_s``; either way
+the whole host is paused (see :mod:`crawler.worker`). All times are seconds;
+due times are UTC epoch seconds.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Iterable, Optional
@@ -34,7 +53,11 @@ from typing import Iterable, Optional
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    """Bounds of the adaptive schedule and the backoff (seconds)."""
+    """Bounds of the adaptive schedule and the backoff (seconds).
+
+    ``throttle_cap_s`` is the longest wait after a 429/503 (also the cap on a
+    ``Retry-After``); see the module doc.
+    """
 
     min_interval_s: float = 120.0
     max_interval_s: float = 6 * 3600.0
@@ -45,6 +68,11 @@ class ScheduleConfig:
     default_interval_s: float = 3600.0
     backoff_base_s: float = 60.0
     backoff_cap_s: float = 6 * 3600.0
+    throttle_cap_s: float = 24 * 3600.0
+
+
+THROTTLE_STATUSES = frozenset({429, 503})
+"""HTTP statuses that ask the crawler to slow down (waited out by :func:`throttle_delay`)."""
 
 
 def seed_prior(cfg: ScheduleConfig, published_times: Iterable[Optional[float]] = (), ttl_s: Optional[float] = None,
@@ -115,4 +143,33 @@ def backoff_delay(failures: int, cfg: ScheduleConfig, rng: random.Random,
     wait = d / 2 + rng.uniform(0, d / 2)
     if retry_after_s is not None:
         wait = max(wait, min(retry_after_s, cfg.backoff_cap_s))
+    return wait
+
+
+def stable_unit(key: str) -> float:
+    """A number in ``[0, 1)`` fixed by ``key`` (SHA-1): jitter that every worker and replay agrees on."""
+    return int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:13], 16) / 16.0 ** 13
+
+
+def throttle_delay(failures: int, interval_s: float, cfg: ScheduleConfig, u: float,
+                   retry_after_s: Optional[float] = None) -> float:
+    """Seconds to wait after the ``failures``-th consecutive 429/503 (1-based) of a task polled every ``interval_s``.
+
+    ``min(cap, interval_s · 2^(failures−1))`` stretched by ``1 + jitter·u`` (never
+    shortened, so the first retry is never sooner than the next regular poll),
+    at most ``cfg.throttle_cap_s``; a longer ``retry_after_s`` wins, up to the cap.
+
+    Args:
+      failures: consecutive failures including this one (>= 1).
+      interval_s: the task's poll interval in seconds.
+      cfg: schedule settings (``jitter``, ``throttle_cap_s``).
+      u: jitter draw in ``[0, 1)``, e.g. ``stable_unit(f"{tid}|{failures}")``.
+      retry_after_s: the answer's ``Retry-After`` in seconds, ``None`` when missing or unusable.
+
+    Example: ``interval_s=900`` and no jitter give 900, 1800, 3600 ... 86400 s.
+    """
+    d = min(cfg.throttle_cap_s, max(1.0, interval_s) * 2.0 ** min(max(0, failures - 1), 64))
+    wait = min(cfg.throttle_cap_s, d * (1.0 + cfg.jitter * min(max(u, 0.0), 1.0)))
+    if retry_after_s is not None:
+        wait = max(wait, min(retry_after_s, cfg.throttle_cap_s))
     return wait

@@ -11,6 +11,27 @@ Delivery is at-least-once up to the landing buffer: documents are published
 before the lease is completed; a worker killed mid-fetch loses only its lease
 (the task returns after ``lease_s``) and at most ``max_age_s`` of buffered
 documents.
+
+Politeness (times in seconds, due times UTC epoch seconds). One request to a
+host at a time, and after every request to it, robots.txt included, the host
+rests before the next one (the frontier's ``next_allowed``):
+
+- the rest is ``min_host_delay_s``, raised to the robots.txt ``Crawl-delay``
+  (or seconds per request of ``Request-rate``) capped at ``max_host_delay_s``;
+- after a 429 or 503 the host rests at least its ``Retry-After`` (when usable),
+  else ``ScheduleConfig.min_interval_s``, at most ``throttle_cap_s`` (24 h);
+- when a task's host needs its robots.txt fetched first, that fetch is the
+  task's request for this turn: the task goes back to its queue and its own
+  request waits the rest like any other (``robots_then_requeued`` counter);
+- a robots.txt answered 5xx/429 or unreachable disallows the host until the
+  policy expires (30 min, or a longer ``Retry-After``; :mod:`crawler.robots`).
+
+Retries: a feed answered 429/503 waits :func:`crawler.schedule.throttle_delay`
+(from its poll interval, doubling, capped at 24 h, a longer ``Retry-After``
+wins); other feed errors back off with :func:`crawler.schedule.backoff_delay`.
+A page answered 429/503 retries at its ``Retry-After``, else after
+``throttle_delay`` from ``min_interval_s``. A 304 refreshes the stored
+``ETag``/``Last-Modified`` with the ones it carries.
 """
 
 from __future__ import annotations
@@ -31,11 +52,14 @@ from crawler.frontier import Frontier, Task
 from crawler.robots import RobotsPolicy
 from crawler.safety import UnsafeAddressError
 from crawler.schedule import (
+    THROTTLE_STATUSES,
     ScheduleConfig,
     apply_skips,
     backoff_delay,
     next_interval,
     seed_prior,
+    stable_unit,
+    throttle_delay,
     update_rate,
 )
 from newsflow.urls import canonicalize_url, source_domain
@@ -179,11 +203,12 @@ class CrawlWorker:
                 last_work[0] = time.monotonic()
                 inflight[0] += 1
                 try:
-                    await self.process(tasks[0])
+                    handled = await self.process(tasks[0])
                 finally:
                     inflight[0] -= 1
                     last_work[0] = time.monotonic()
-                self.processed += 1
+                if handled:
+                    self.processed += 1
 
         loops = [loop(i) for i in range(self.config.concurrency)]
         try:
@@ -205,18 +230,22 @@ class CrawlWorker:
     # ------------------------------------------------------------------ robots
     async def robots_policy(self, url: str) -> RobotsPolicy:
         """robots.txt policy for ``url``'s scheme/host/port (memory, then Redis, then fetched)."""
+        return (await self._robots_policy(url))[0]
+
+    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, Optional[FetchResult]]:
+        """The robots.txt policy for ``url`` and the robots.txt fetch result when it was requested just now."""
         parts = urlsplit(url)
         key = f"{parts.scheme}://{parts.netloc.lower()}"
         now = self.clock()
         pol = self._robots.get(key)
         if pol is not None and pol.expires_at > now:
-            return pol
+            return pol, None
         cached = self.frontier.robots_get(key)
         if cached:
             pol = RobotsPolicy.from_json(cached)
             if pol.expires_at > now:
                 self._robots[key] = pol
-                return pol
+                return pol, None
         res = await self.fetcher.fetch(key + "/robots.txt")
         if res.error_kind == "unsafe_address":  # the safety guard, not the site: never a robots verdict
             raise UnsafeAddressError(res.error)
@@ -227,32 +256,44 @@ class CrawlWorker:
         self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         self._robots[key] = pol
         self.frontier.incr("robots_fetched")
-        return pol
+        return pol, res
 
     def _host_delay(self, pol: RobotsPolicy, result: Optional[FetchResult] = None) -> float:
+        """Seconds the host must rest after a request (module doc, "Politeness")."""
         delay = self.config.min_host_delay_s
         cd = pol.crawl_delay(self.config.robots_agent)
         if cd:
             delay = max(delay, min(cd, self.config.max_host_delay_s))
-        if result is not None and result.retry_after_s is not None:
-            delay = max(delay, min(result.retry_after_s, self.schedule.backoff_cap_s))
+        if result is not None and not result.error_kind and result.status in THROTTLE_STATUSES:
+            pause = self.schedule.min_interval_s if result.retry_after_s is None else result.retry_after_s
+            delay = max(delay, min(pause, self.schedule.throttle_cap_s))
         return delay
 
     # ------------------------------------------------------------------ tasks
-    async def process(self, task: Task) -> None:
-        """Fetches and handles one leased task, then completes its lease."""
+    async def process(self, task: Task) -> bool:
+        """Fetches and handles one leased task, then completes its lease.
+
+        Returns:
+          False when only robots.txt was requested and the task went back to its queue
+          to wait out the host delay; True when the task itself was handled.
+        """
         now = self.clock()
         try:
-            pol = await self.robots_policy(task.url)
+            pol, robots_res = await self._robots_policy(task.url)
         except UnsafeAddressError as e:
             self._refuse_unsafe(task, now, str(e))
-            return
+            return True
         except Exception as e:  # defensive: a robots bug must not kill the worker or leak the lease
             self.frontier.dead_letter("robots", "robots_error", f"{type(e).__name__}: {e}", now, task.url)
             self.frontier.complete(task, self.worker_id, self.clock(), self.config.min_host_delay_s,
                                    now + self.schedule.backoff_base_s if task.kind != "page" else None)
-            return
-        delay = self._host_delay(pol)
+            return True
+        delay = self._host_delay(pol, robots_res)
+        if robots_res is not None and pol.allowed(task.url, self.config.robots_agent):
+            # robots.txt was a request to this host too: the task waits out the host delay in its queue
+            self.frontier.incr("robots_then_requeued")
+            self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock())
+            return False
         if not pol.allowed(task.url, self.config.robots_agent):
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
             self.frontier.incr(reason)
@@ -263,11 +304,12 @@ class CrawlWorker:
                 retry = pol.expires_at if pol.disallow_all else now + self.schedule.max_interval_s
                 self._complete_feed_failure(task, now, delay, reason, f"robots.txt forbids {task.url}",
                                             min_due=retry)
-            return
+            return True
         if task.kind == "page":
             await self._process_page(task, delay)
         else:
             await self._process_feed(task, delay)
+        return True
 
     def _refuse_unsafe(self, task: Task, now: float, error: str) -> None:
         """Reports a task whose host the address-safety guard refuses (error kind ``unsafe_address``).
@@ -296,7 +338,8 @@ class CrawlWorker:
             kind = res.error_kind or f"http_{res.status}"
             self.frontier.incr(f"feed_error:{kind}")
             self._complete_feed_failure(task, now, delay, kind, res.error or f"HTTP {res.status}",
-                                        retry_after=res.retry_after_s)
+                                        retry_after=res.retry_after_s,
+                                        throttled=not res.error_kind and res.status in THROTTLE_STATUSES)
             return
         fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "",
                   "backoff_until": ""}
@@ -305,6 +348,10 @@ class CrawlWorker:
             new_items, first = 0, False
             hints = {}
             self.frontier.incr("feed_not_modified")
+            # a 304 carries the representation's current validators (RFC 9110 15.4.5): the next poll sends them
+            for name, header in (("etag", "etag"), ("last_modified", "last-modified")):
+                if res.headers.get(header, "").strip():
+                    fields[name] = res.headers[header].strip()
         else:
             fields["etag"] = res.headers.get("etag", "")
             fields["last_modified"] = res.headers.get("last-modified", "")
@@ -370,9 +417,16 @@ class CrawlWorker:
             self.frontier.incr("pages_enqueued")
 
     def _complete_feed_failure(self, task: Task, now: float, delay: float, kind: str, error: str,
-                               retry_after: Optional[float] = None, min_due: Optional[float] = None) -> None:
+                               retry_after: Optional[float] = None, min_due: Optional[float] = None,
+                               throttled: bool = False) -> None:
+        """Reschedules a failed feed: error backoff, or for a 429/503 ``throttle_delay`` from its poll interval."""
         failures = int(task.state.get("failures") or 0) + 1
-        wait = backoff_delay(failures, self.schedule, self.rng, retry_after)
+        if throttled:
+            interval = float(task.state.get("interval_s") or self.schedule.default_interval_s)
+            wait = throttle_delay(failures, interval, self.schedule, stable_unit(f"{task.tid}|{failures}"),
+                                  retry_after)
+        else:
+            wait = backoff_delay(failures, self.schedule, self.rng, retry_after)
         due = now + wait
         if min_due is not None:
             due = max(due, min_due)
@@ -412,7 +466,13 @@ class CrawlWorker:
         attempts = int(task.meta.get("attempts") or 0) + 1
         transient = kind in TRANSIENT or res.status >= 500 or res.status == 429
         if transient and attempts < self.config.page_attempts:
-            wait = backoff_delay(attempts, self.schedule, self.rng, res.retry_after_s)
+            if res.status in THROTTLE_STATUSES and res.retry_after_s is not None:
+                wait = min(res.retry_after_s, self.schedule.throttle_cap_s)
+            elif res.status in THROTTLE_STATUSES:
+                wait = throttle_delay(attempts, self.schedule.min_interval_s, self.schedule,
+                                      stable_unit(f"{task.tid}|{attempts}"))
+            else:
+                wait = backoff_delay(attempts, self.schedule, self.rng, res.retry_after_s)
             meta = dict(task.meta, attempts=attempts, last_error=kind)
             self.frontier.complete(task, self.worker_id, now, delay, now + wait,
                                    {"meta": json.dumps(meta, ensure_ascii=False)})

