@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     from newsflow.extraction import ExtractionError, extract_content
     from newsflow.language import LanguageIdentifier
     from newsflow.stores.story_store import InMemoryStoryStore
-    from newsflow.stories import StoryArticle, StoryClusterer
+    from newsflow.stories import StoryClusterer
+    from schemas import StoryArticle
     from newsflow.topics import TopicClassifier
     from newsflow.urls import article_id
 

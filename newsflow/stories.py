@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -55,6 +54,7 @@ from newsflow.embedding import (
 )
 from newsflow.quality import article_quality, authority, is_original
 from newsflow.stores.story_store import StoryState, StoryStore
+from schemas.story import EntityRef, StoryArticle, StoryAssignment, TopicScore  # re-exported
 
 
 @dataclass(frozen=True)
@@ -99,36 +99,6 @@ class StoryConfig:
         return self
 
 
-class StoryArticle(NamedTuple):
-    """What story clustering needs from an enriched article.
-
-    Attributes:
-      article_id: stable article id (32 hex chars).
-      event_time: UTC epoch seconds.
-      title: headline.
-      url: article URL (its slug words count as text).
-      source_domain: outlet domain.
-      cluster_id: near-duplicate cluster id (``None``: the article is its own cluster).
-      authority: article authority in [0, 1] (:func:`newsflow.quality.authority`).
-      language: ISO 639 code.
-      topics: ``(label, probability)`` pairs from the topic classifier.
-      entities: ``(key, display text, label)`` triples from :mod:`newsflow.entities`.
-      embedding: 128-dim unit embedding (float32 sequence) or ``None``.
-    """
-
-    article_id: str
-    event_time: float
-    title: str
-    url: str = ""
-    source_domain: str = ""
-    cluster_id: Optional[str] = None
-    authority: float = 0.0
-    language: str = "und"
-    topics: Sequence[tuple[str, float]] = ()
-    entities: Sequence[tuple[str, str, str]] = ()
-    embedding: Optional[Sequence[float]] = None
-
-
 def story_article(article, topics, entities, embedding) -> StoryArticle:
     """The :class:`StoryArticle` of an enriched ``schemas.Article``: authority = 0.7 x source
     authority + 0.3 x article quality (:func:`newsflow.quality.authority`), original vs syndicated
@@ -155,30 +125,10 @@ def story_article(article, topics, entities, embedding) -> StoryArticle:
         cluster_id=article.cluster_id,
         authority=round(authority(float(article.source_authority), q), 6),
         language=article.language,
-        topics=tuple(topics),
-        entities=tuple((e.key, e.text, e.label) for e in entities),
+        topics=tuple(TopicScore(str(label), float(p)) for label, p in topics),
+        entities=tuple(EntityRef(e.key, e.text, e.label) for e in entities),
         embedding=tuple(float(x) for x in embedding),
     )
-
-
-class StoryAssignment(NamedTuple):
-    """Result of :meth:`StoryClusterer.add`.
-
-    Attributes:
-      article_id: the article.
-      story_id: live story id after this step (after any merge).
-      created: the article founded a new story.
-      duplicate: the article had been assigned before (replay); nothing changed.
-      merged: ids of stories merged into ``story_id`` by this step.
-      score: decayed score of the joined story (0.0 when created or duplicate).
-    """
-
-    article_id: str
-    story_id: str
-    created: bool
-    duplicate: bool
-    merged: tuple[str, ...]
-    score: float
 
 
 def _time_factor(dt_s: float, tau_s: float) -> float:

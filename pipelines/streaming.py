@@ -30,6 +30,7 @@ from newsflow.settings import Settings
 from newsflow.stores.redis_store import StoreConfig
 from newsflow.topics import default_topic_path
 from transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
+from transforms.coders import register_coders
 from transforms.content import (
     ContentConfig,
     DetectLanguage,
@@ -258,6 +259,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
       dict of the main PCollections: ``articles``, ``dead_letter``, and the sink outputs
       ``article_files``, ``cluster_files``, ``dead_letter_files`` (paths written).
     """
+    register_coders()  # the records' coders, registered explicitly (see transforms/coders.py)
     read_dead = []
     if source is not None:
         raw = pipeline | "CustomSource" >> source

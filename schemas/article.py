@@ -1,7 +1,5 @@
 """Article: one extracted, enriched, fingerprinted news article."""
 
-from __future__ import annotations
-
 from typing import NamedTuple, Optional, Sequence
 
 import pyarrow as pa
@@ -77,5 +75,49 @@ ARTICLE_SCHEMA = pa.schema(
         pa.field("feed_only", pa.bool_()),
         pa.field("source_authority", pa.float32()),
         pa.field("cluster_id", pa.string()),
+    ]
+)
+
+
+class ArticleRecord(NamedTuple):
+    """Serving view of an article, as read from ``nf:article:{article_id}`` (a story's member list).
+
+    Attributes:
+      article_id: stable article id (32 hex chars).
+      title: headline.
+      url: article URL.
+      source_domain: publisher host, lower case.
+      source_name: publisher display name ("" when unknown).
+      event_time: publish time if known and not later than the fetch, else fetch time; UTC epoch seconds.
+      cluster_id: near-duplicate cluster id (``"solo:<article_id>"`` when it has none).
+      story_id: story it belongs to ("" before assignment).
+      authority: article authority in [0, 1].
+      language: ISO 639 code ("" when unknown).
+    """
+
+    article_id: str
+    title: str
+    url: str
+    source_domain: str
+    source_name: str
+    event_time: float
+    cluster_id: str
+    story_id: str
+    authority: float
+    language: str
+
+
+ARTICLE_RECORD_SCHEMA = pa.schema(
+    [
+        pa.field("article_id", pa.string(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("url", pa.string()),
+        pa.field("source_domain", pa.string()),
+        pa.field("source_name", pa.string()),
+        pa.field("event_time", UTC_TS),
+        pa.field("cluster_id", pa.string()),
+        pa.field("story_id", pa.string()),
+        pa.field("authority", pa.float32()),
+        pa.field("language", pa.string()),
     ]
 )

@@ -1,7 +1,5 @@
 """Cluster: a near-duplicate group of articles (syndicated copies of one text)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple, Optional, Sequence
 
 import pyarrow as pa

@@ -1,7 +1,5 @@
 """DeadLetter: a record that a step could not process, with the reason and raw payload."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 import pyarrow as pa

@@ -1,7 +1,5 @@
 """RawDocument: what the crawl tier lands for the pipeline."""
 
-from __future__ import annotations
-
 import base64
 import json
 import math

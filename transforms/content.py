@@ -21,7 +21,7 @@ from newsflow.language import LanguageIdentifier
 from newsflow.simhash import simhash, to_hex
 from newsflow.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
 from newsflow.urls import check_document_url
-from schemas import Article, DeadLetter, RawDocument, RecordError
+from schemas import Article, RawDocument, RecordError
 from schemas.raw import loads_record
 from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
 
@@ -227,7 +227,3 @@ class ExtractArticles(beam.PTransform):
             lambda a: beam.window.TimestampedValue(a, a.event_time)
         ).with_output_types(Article)
         return {"main": timestamped, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
-
-
-for _t in (RawDocument, Article, DeadLetter):
-    beam.coders.registry.register_coder(_t, beam.coders.RowCoder)

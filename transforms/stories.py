@@ -24,13 +24,14 @@ from typing import Optional
 
 import apache_beam as beam
 from apache_beam import pvalue
-from apache_beam.coders import FloatCoder, PickleCoder
+from apache_beam.coders import BytesCoder, FloatCoder, StrUtf8Coder, TupleCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from newsflow.stories import StoryAssignment, StoryConfig
+from newsflow.stories import StoryConfig
+from schemas import StoryAssignment
 from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
 METRICS_NAMESPACE = "newsflow.stories"
@@ -134,15 +135,16 @@ class _AssignFnBase(beam.DoFn):
 class _OrderedAssignFn(_AssignFnBase):
     """(shard key, StoryArticle) -> StoryAssignment, released in event-time order.
 
-    State: ``buffer`` (bag of ``(event_time, article_id, pickled StoryArticle)`` not yet released)
-    and ``timer_at`` (event time the flush timer is set to, or absent). The flush timer is set to
+    State: ``buffer`` (bag of ``(event_time, article_id, pickled StoryArticle)`` not yet released,
+    with a deterministic ``TupleCoder``) and ``timer_at`` (event time the flush timer is set to, or
+    absent). The flush timer is set to
     the release tick (next multiple of ``release_granularity_s``) of the earliest buffered article
     and fires when the watermark passes it; it releases everything at or before the tick, sorted by
     ``(event_time, article_id)``, clears the bag and re-adds what is left, then re-arms itself for
     the earliest remaining article. Both are empty once the watermark passes the last article.
     """
 
-    BUFFER = BagStateSpec("buffer", PickleCoder())
+    BUFFER = BagStateSpec("buffer", TupleCoder((FloatCoder(), StrUtf8Coder(), BytesCoder())))
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", FloatCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
 

@@ -26,14 +26,12 @@ from apache_beam.transforms import trigger
 
 from newsflow.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
 from newsflow.ranking.trends import (
-    TREND_SCHEMA,
-    TrendCount,
     parse_trend_input,
     trends_to_keys,
     write_trends,
 )
 from newsflow.stores.parquet import write_records
-from schemas import DeadLetter
+from schemas import TREND_SCHEMA, DeadLetter, TrendCount
 from transforms.io import date_partition
 
 METRICS_NAMESPACE = "newsflow.trending"

@@ -171,7 +171,8 @@ def story_labels(rows: Sequence[dict], *, use_entities: bool = True, use_time: b
     """Runs :class:`StoryClusterer` over the rows; returns (live story id per row, stats)."""
     from newsflow.embedding import load_text_model
     from newsflow.stores.story_store import InMemoryStoryStore
-    from newsflow.stories import StoryArticle, StoryClusterer, StoryConfig
+    from newsflow.stories import StoryClusterer, StoryConfig
+    from schemas import StoryArticle
     from newsflow.urls import source_domain
 
     cfg = config or StoryConfig()

@@ -20,48 +20,21 @@ from __future__ import annotations
 import os
 import math
 import re
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from schemas.event import EVENT_SCHEMA, EVENT_TYPES, SURFACES, Event  # re-exported: the record lives in schemas/
+
 EVENT_STREAM = "nf:events"
 EVENT_CURSOR_KEY = "nf:events:flushed"
 ACTIVE_USERS_KEY = "nf:users:active"
-EVENT_TYPES = ("impression", "click", "dwell")
-SURFACES = ("top", "topic", "trending", "story", "feed")
 MAX_EVENTS_PER_REQUEST = 100
 MAX_PAST_SECONDS = 7 * 86400
 MAX_FUTURE_SECONDS = 300
 STREAM_MAXLEN = 1_000_000
 _STORY_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}\Z")
-
-EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("event_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.string(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("story_id", pa.string(), nullable=False),
-        pa.field("event_time", pa.timestamp("us", tz="UTC")),
-        pa.field("received_time", pa.timestamp("us", tz="UTC")),
-        pa.field("position", pa.int32()),
-        pa.field("dwell_seconds", pa.float32()),
-        pa.field("surface", pa.string()),
-    ]
-)
-
-
-class Event(NamedTuple):
-    """A validated reader event (times UTC epoch s)."""
-
-    user_id: str
-    type: str
-    story_id: str
-    event_time: float
-    received_time: float
-    position: Optional[int] = None
-    dwell_seconds: Optional[float] = None
-    surface: str = ""
 
 
 def is_valid_story_id(value: Any) -> bool:

@@ -34,14 +34,12 @@ from newsflow.ranking.personalize import (
     personal_relevance,
 )
 from newsflow.ranking.store import (
-    EMBEDDING_DIM,
     GLOBAL_EDITION,
     POOL_SIZE,
     RankingStore,
-    StoryRecord,
-    UserProfile,
     feed_key,
 )
+from schemas import EMBEDDING_DIM, StoryRecord, UserProfile
 
 
 @dataclass(frozen=True)

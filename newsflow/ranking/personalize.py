@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from newsflow.ranking.store import UserProfile
+from schemas import UserProfile
 
 HISTORY_CLICKS = 20
 """Clicks after which the interest vector has its full weight."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from newsflow.ranking.mmr import DEFAULT_SOURCE_CAP
-from newsflow.ranking.store import UserProfile
+from schemas import UserProfile
 
 
 def is_blocked(item: Mapping, profile: UserProfile) -> bool:

@@ -52,11 +52,13 @@ and raises ``redis.RedisError`` subclasses unchanged, so callers can degrade.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
-EMBEDDING_DIM = 128
+# Re-exported: the records live in schemas/; this module parses them from Redis hashes.
+from schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
+
 POOL_SIZE = 500
 FEED_TTL_SECONDS = 300
 GLOBAL_EDITION = "global"
@@ -165,135 +167,83 @@ def encode_embedding(vector: Sequence[float]) -> bytes:
     return arr.tobytes()
 
 
-class StoryRecord(NamedTuple):
-    """A story cluster as read from ``nf:story:{story_id}`` (times UTC epoch s)."""
-
-    story_id: str
-    title: str
-    url: str
-    domain: str
-    representative_id: str
-    article_count: int
-    source_count: int
-    independent_count: int
-    earliest_time: float
-    latest_time: float
-    topics: list
-    languages: list
-    authority: float
-    embedding: Optional[np.ndarray]
-    entities: list
-    merged_into: str
-
-    @classmethod
-    def from_hash(cls, story_id: str, h: Mapping[bytes, bytes]) -> "StoryRecord":
-        """Builds a record from an HGETALL result; missing fields get neutral defaults."""
-        g = lambda name: h.get(name.encode())  # noqa: E731
-        return cls(
-            story_id=story_id,
-            title=_s(g("title")),
-            url=_s(g("url")),
-            domain=_s(g("domain")).lower(),
-            representative_id=_s(g("representative_id")),
-            article_count=_i(g("article_count")),
-            source_count=_i(g("source_count")),
-            independent_count=_i(g("independent_count")),
-            earliest_time=_f(g("earliest_time")),
-            latest_time=_f(g("latest_time")),
-            topics=_topic_labels(g("topics")),
-            languages=[str(t) for t in _json_list(g("languages"))],
-            authority=min(1.0, max(0.0, _f(g("authority")))),
-            embedding=decode_embedding(g("embedding")),
-            entities=_json_list(g("entities")),
-            merged_into=_s(g("merged_into")),
-        )
-
-    def summary(self) -> dict:
-        """JSON-safe dict of the fields a feed item shows."""
-        return {
-            "story_id": self.story_id,
-            "title": self.title,
-            "url": self.url,
-            "domain": self.domain,
-            "topics": list(self.topics),
-            "languages": list(self.languages),
-            "article_count": self.article_count,
-            "source_count": self.source_count,
-            "independent_count": self.independent_count,
-            "earliest_time": self.earliest_time,
-            "latest_time": self.latest_time,
-            "authority": self.authority,
-        }
+def _topic_scores(value) -> tuple:
+    """:class:`TopicScore` pairs from a JSON object ``{label: probability}`` (most probable first,
+    ties by label); empty for a JSON list of labels or anything unparseable."""
+    if value in (None, b"", ""):
+        return ()
+    try:
+        out = json.loads(_s(value))
+    except ValueError:
+        return ()
+    if not isinstance(out, dict):
+        return ()
+    pairs = []
+    for label, p in out.items():
+        try:
+            pairs.append((-float(p), str(label)))
+        except (TypeError, ValueError):
+            continue
+    return tuple(TopicScore(label, -neg) for neg, label in sorted(pairs))
 
 
-class ArticleRecord(NamedTuple):
-    """An article as read from ``nf:article:{article_id}``."""
-
-    article_id: str
-    title: str
-    url: str
-    source_domain: str
-    source_name: str
-    event_time: float
-    cluster_id: str
-    story_id: str
-    authority: float
-    language: str
-
-    @classmethod
-    def from_hash(cls, article_id: str, h: Mapping[bytes, bytes]) -> "ArticleRecord":
-        """Builds a record from an HGETALL result."""
-        g = lambda name: h.get(name.encode())  # noqa: E731
-        return cls(
-            article_id=article_id,
-            title=_s(g("title")),
-            url=_s(g("url")),
-            source_domain=_s(g("source_domain")).lower(),
-            source_name=_s(g("source_name")),
-            event_time=_f(g("event_time")),
-            cluster_id=_s(g("cluster_id")) or f"solo:{article_id}",
-            story_id=_s(g("story_id")),
-            authority=_f(g("authority")),
-            language=_s(g("language")),
-        )
+def story_from_hash(story_id: str, h: Mapping[bytes, bytes]) -> StoryRecord:
+    """Builds a :class:`StoryRecord` from an HGETALL of ``nf:story:{story_id}``; missing fields get
+    neutral defaults (``outlets`` and ``article_ids`` are not in the hash and stay empty)."""
+    g = lambda name: h.get(name.encode())  # noqa: E731
+    return StoryRecord(
+        story_id=story_id,
+        title=_s(g("title")),
+        url=_s(g("url")),
+        domain=_s(g("domain")).lower(),
+        representative_id=_s(g("representative_id")),
+        article_count=_i(g("article_count")),
+        source_count=_i(g("source_count")),
+        independent_count=_i(g("independent_count")),
+        earliest_time=_f(g("earliest_time")),
+        latest_time=_f(g("latest_time")),
+        topics=_topic_labels(g("topics")),
+        languages=[str(t) for t in _json_list(g("languages"))],
+        authority=min(1.0, max(0.0, _f(g("authority")))),
+        embedding=decode_embedding(g("embedding")),
+        entities=_json_list(g("entities")),
+        merged_into=_s(g("merged_into")),
+        topic_scores=_topic_scores(g("topics")),
+    )
 
 
-class UserProfile(NamedTuple):
-    """What ranking knows about a reader (``nf:user:{user_id}``).
+def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecord:
+    """Builds an :class:`ArticleRecord` from an HGETALL of ``nf:article:{article_id}``."""
+    g = lambda name: h.get(name.encode())  # noqa: E731
+    return ArticleRecord(
+        article_id=article_id,
+        title=_s(g("title")),
+        url=_s(g("url")),
+        source_domain=_s(g("source_domain")).lower(),
+        source_name=_s(g("source_name")),
+        event_time=_f(g("event_time")),
+        cluster_id=_s(g("cluster_id")) or f"solo:{article_id}",
+        story_id=_s(g("story_id")),
+        authority=_f(g("authority")),
+        language=_s(g("language")),
+    )
 
-    Attributes:
-      user_id: opaque id from a verified token.
-      interest: 128-dim interest vector (float32) or ``None`` before the nightly job ran.
-      clicks: number of clicks the interest vector is built from.
-      edition: preferred edition ("" when unknown).
-      follow_topics / follow_sources / block_topics / block_sources: lower-case labels and
-        source domains.
-    """
 
-    user_id: str
-    interest: Optional[np.ndarray] = None
-    clicks: int = 0
-    edition: str = ""
-    follow_topics: frozenset = frozenset()
-    follow_sources: frozenset = frozenset()
-    block_topics: frozenset = frozenset()
-    block_sources: frozenset = frozenset()
-
-    @classmethod
-    def from_hash(cls, user_id: str, h: Mapping[bytes, bytes]) -> "UserProfile":
-        """Builds a profile from an HGETALL result (an empty hash is a new user)."""
-        g = lambda name: h.get(name.encode())  # noqa: E731
-        low = lambda name: frozenset(str(x).lower() for x in _json_list(g(name)))  # noqa: E731
-        return cls(
-            user_id=user_id,
-            interest=decode_embedding(g("interest")),
-            clicks=max(0, _i(g("clicks"))),
-            edition=_s(g("edition")).lower(),
-            follow_topics=low("follow_topics"),
-            follow_sources=low("follow_sources"),
-            block_topics=low("block_topics"),
-            block_sources=low("block_sources"),
-        )
+def user_from_hash(user_id: str, h: Mapping[bytes, bytes]) -> UserProfile:
+    """Builds a :class:`UserProfile` from an HGETALL of ``nf:user:{user_id}`` (an empty hash is a
+    new user)."""
+    g = lambda name: h.get(name.encode())  # noqa: E731
+    low = lambda name: frozenset(str(x).lower() for x in _json_list(g(name)))  # noqa: E731
+    return UserProfile(
+        user_id=user_id,
+        interest=decode_embedding(g("interest")),
+        clicks=max(0, _i(g("clicks"))),
+        edition=_s(g("edition")).lower(),
+        follow_topics=low("follow_topics"),
+        follow_sources=low("follow_sources"),
+        block_topics=low("block_topics"),
+        block_sources=low("block_sources"),
+    )
 
 
 class RankingStore:
@@ -322,7 +272,7 @@ class RankingStore:
             pipe.hgetall(STORY_PREFIX + sid)
         out = []
         for sid, h in zip(story_ids, pipe.execute()):
-            out.append(StoryRecord.from_hash(sid, h) if h and b"earliest_time" in h else None)
+            out.append(story_from_hash(sid, h) if h and b"earliest_time" in h else None)
         return out
 
     def get_story(self, story_id: str) -> Optional[StoryRecord]:
@@ -335,7 +285,7 @@ class RankingStore:
         pipe = self.client.pipeline(transaction=False)
         for aid in ids:
             pipe.hgetall(ARTICLE_PREFIX + aid)
-        arts = [ArticleRecord.from_hash(a, h) for a, h in zip(ids, pipe.execute()) if h]
+        arts = [article_from_hash(a, h) for a, h in zip(ids, pipe.execute()) if h]
         arts.sort(key=lambda a: (a.event_time, a.article_id))
         return arts
 
@@ -351,7 +301,7 @@ class RankingStore:
 
     def user_profile(self, user_id: str) -> UserProfile:
         """The reader's profile; an unknown user gets an empty (cold-start) profile."""
-        return UserProfile.from_hash(user_id, self.client.hgetall(USER_PREFIX + user_id))
+        return user_from_hash(user_id, self.client.hgetall(USER_PREFIX + user_id))
 
     # -- breaking set ----------------------------------------------------------------
     def mark_breaking(self, items: Iterable[tuple[str, float, float]]) -> list[str]:

@@ -14,9 +14,7 @@ breaking stories ``nf:breaking`` / ``nf:breaking:since`` plus a priority re-craw
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple, Sequence
-
-import pyarrow as pa
+from typing import Any, Iterable, Sequence
 
 from newsflow.ranking.priority import request_priority_recrawl
 from newsflow.ranking.store import (
@@ -26,52 +24,9 @@ from newsflow.ranking.store import (
     trending_key,
     trending_windows_key,
 )
+from schemas.trend import TREND_SCHEMA, TrendCount, TrendInput  # re-exported: the records live in schemas/
 
 KINDS = ("story", "entity", "topic")
-
-
-class TrendInput(NamedTuple):
-    """One new article as the trending step needs it (its timestamp is the event time)."""
-
-    article_id: str
-    story_id: str
-    topics: tuple
-    entities: tuple
-
-
-class TrendCount(NamedTuple):
-    """Distinct new articles for one key in one window.
-
-    Attributes:
-      kind: ``"story"``, ``"entity"`` or ``"topic"``.
-      key: story id, entity text or topic label.
-      count: distinct article ids in the window.
-      window_start / window_end: UTC epoch seconds, ``[start, end)``.
-      breaking: story kind only: ``count`` > the breaking threshold.
-      decay_lambda: story kind only: λ (1/hours) its score uses at ``window_end``
-        (0.5 breaking, else by topic class); 0.0 for other kinds.
-    """
-
-    kind: str
-    key: str
-    count: int
-    window_start: float
-    window_end: float
-    breaking: bool = False
-    decay_lambda: float = 0.0
-
-
-TREND_SCHEMA = pa.schema(
-    [
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("key", pa.string(), nullable=False),
-        pa.field("count", pa.int32()),
-        pa.field("window_start", pa.timestamp("us", tz="UTC")),
-        pa.field("window_end", pa.timestamp("us", tz="UTC")),
-        pa.field("breaking", pa.bool_()),
-        pa.field("decay_lambda", pa.float32()),
-    ]
-)
 
 
 def _entity_text(e: Any) -> str:

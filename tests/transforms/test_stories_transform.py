@@ -16,7 +16,8 @@ from apache_beam.transforms.window import TimestampedValue
 from newsflow.embedding import TextModel
 from newsflow.stores.redis_conn import stop_embedded
 from newsflow.stores.story_store import RedisStoryStore
-from newsflow.stories import StoryArticle, StoryConfig
+from newsflow.stories import StoryConfig
+from schemas import StoryArticle
 from transforms.stories import AssignStoryClusters, StoryTransformConfig
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)

@@ -13,7 +13,7 @@ from newsflow.ranking.decay import decay_score, decay_scores, is_breaking, lambd
 from newsflow.ranking.mmr import mmr_select, mmr_select_reference
 from newsflow.ranking.personalize import blocked_mask, personal_relevance
 from newsflow.ranking.rerank import rerank
-from newsflow.ranking.store import UserProfile
+from schemas import UserProfile
 
 NOW = 1_700_000_000.0
 TWO_HOURS_AGO = NOW - 7200.0

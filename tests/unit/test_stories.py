@@ -10,7 +10,8 @@ import pytest
 
 from newsflow.embedding import TextModel, load_text_model
 from newsflow.stores.story_store import InMemoryStoryStore, StoryState
-from newsflow.stories import StoryArticle, StoryClusterer, StoryConfig
+from newsflow.stories import StoryClusterer, StoryConfig
+from schemas import StoryArticle
 
 
 def tiny_model() -> TextModel:

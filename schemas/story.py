@@ -1,0 +1,242 @@
+"""Story records: what story clustering reads (StoryArticle) and returns (StoryAssignment), and a
+story as serving reads it and snapshots store it (StoryRecord), each with its Arrow schema.
+
+A story is many outlets' own write-ups of one event; near-duplicate clusters (syndicated copies,
+:class:`schemas.cluster.Cluster`) nest inside it. Story ids are ``"s"`` + the article id of the
+founding article (the earliest ``(event_time, article_id)``), so they are stable across replays.
+
+numpy is imported because :attr:`StoryRecord.embedding` is a float32 ``numpy.ndarray`` (ranking
+stacks them into a matrix for MMR); it is the only non-stdlib, non-pyarrow import here.
+"""
+
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from schemas._arrow import UTC_TS, embedding_field, table_to_records
+
+
+class TopicScore(NamedTuple):
+    """One topic label with its classifier probability in [0, 1]."""
+
+    label: str
+    probability: float
+
+
+class EntityRef(NamedTuple):
+    """A named entity of an article.
+
+    Attributes:
+      key: normalized key ``"<LABEL>:<lower-case text>"``, e.g. ``"ORG:united nations"``.
+      text: display text as found, e.g. ``"United Nations"``.
+      label: entity group, e.g. ``"PERSON"``, ``"ORG"``, ``"LOC"``, ``"EVENT"``.
+    """
+
+    key: str
+    text: str
+    label: str
+
+
+_TOPIC_SCORE_TYPE = pa.struct([("label", pa.string()), ("probability", pa.float32())])
+_ENTITY_REF_TYPE = pa.struct([("key", pa.string()), ("text", pa.string()), ("label", pa.string())])
+_STORY_ENTITY_TYPE = pa.struct(
+    [("key", pa.string()), ("text", pa.string()), ("label", pa.string()), ("count", pa.int32())]
+)
+
+
+class StoryArticle(NamedTuple):
+    """What story clustering needs from an enriched article.
+
+    Attributes:
+      article_id: stable article id (32 hex chars).
+      event_time: UTC epoch seconds.
+      title: headline.
+      url: article URL (its slug words count as text).
+      source_domain: outlet domain.
+      cluster_id: near-duplicate cluster id (``None``: the article is its own cluster).
+      authority: article authority in [0, 1] (0.7 source + 0.3 article quality).
+      language: ISO 639 code.
+      topics: :class:`TopicScore` ``(label, probability)`` pairs from the topic classifier.
+      entities: :class:`EntityRef` ``(key, display text, label)`` triples.
+      embedding: 128-dim unit embedding (float32 values) or ``None``.
+
+    Build ``topics`` and ``entities`` from :class:`TopicScore` / :class:`EntityRef`, not plain
+    tuples: Beam's row coder reads nested fields by name (plain tuples work outside Beam).
+    """
+
+    article_id: str
+    event_time: float
+    title: str
+    url: str = ""
+    source_domain: str = ""
+    cluster_id: Optional[str] = None
+    authority: float = 0.0
+    language: str = "und"
+    topics: Sequence[TopicScore] = ()
+    entities: Sequence[EntityRef] = ()
+    embedding: Optional[Sequence[float]] = None
+
+
+STORY_ARTICLE_SCHEMA = pa.schema(
+    [
+        pa.field("article_id", pa.string(), nullable=False),
+        pa.field("event_time", UTC_TS),
+        pa.field("title", pa.string()),
+        pa.field("url", pa.string()),
+        pa.field("source_domain", pa.string()),
+        pa.field("cluster_id", pa.string()),
+        pa.field("authority", pa.float32()),
+        pa.field("language", pa.string()),
+        pa.field("topics", pa.list_(_TOPIC_SCORE_TYPE)),
+        pa.field("entities", pa.list_(_ENTITY_REF_TYPE)),
+        embedding_field("embedding"),
+    ]
+)
+
+
+class StoryAssignment(NamedTuple):
+    """Result of assigning one article to a story.
+
+    Attributes:
+      article_id: the article.
+      story_id: live story id after this step (after any merge).
+      created: the article founded a new story.
+      duplicate: the article had been assigned before (replay); nothing changed.
+      merged: ids of stories merged into ``story_id`` by this step.
+      score: decayed similarity score of the joined story (0.0 when created or duplicate).
+    """
+
+    article_id: str
+    story_id: str
+    created: bool
+    duplicate: bool
+    merged: Tuple[str, ...]
+    score: float
+
+
+STORY_ASSIGNMENT_SCHEMA = pa.schema(
+    [
+        pa.field("article_id", pa.string(), nullable=False),
+        pa.field("story_id", pa.string(), nullable=False),
+        pa.field("created", pa.bool_()),
+        pa.field("duplicate", pa.bool_()),
+        pa.field("merged", pa.list_(pa.string())),
+        pa.field("score", pa.float64()),
+    ]
+)
+
+
+class StoryRecord(NamedTuple):
+    """A story cluster as serving reads it (``nf:story:{story_id}``) and snapshots store it.
+
+    Attributes:
+      story_id: ``"s"`` + the founding article's id.
+      title / url / domain: headline, URL and outlet domain of the lead article.
+      representative_id: article id of the lead article (highest-authority independent report;
+        ties: earliest event time, then smallest article id).
+      article_count: member articles.
+      source_count: distinct outlets (source domains).
+      independent_count: distinct near-duplicate clusters (independent reports).
+      earliest_time: first seen, the earliest member event time, UTC epoch seconds.
+      latest_time: latest member event time, UTC epoch seconds.
+      topics: topic labels, most probable first.
+      languages: member languages (ISO 639 codes).
+      authority: authority of the lead article in [0, 1].
+      embedding: 128-dim unit centroid embedding, float32 ``numpy.ndarray``, or ``None``.
+      entities: the story's top entities as ``{"key", "text", "label", "count"}`` dicts
+        (``count``: members naming it), most frequent first.
+      merged_into: id of the story it was merged into, ``""`` while live.
+      topic_scores: :class:`TopicScore` pairs (mean member probability), most probable first;
+        empty when the source only gave labels.
+      outlets: distinct member source domains, sorted (empty when not loaded).
+      article_ids: member article ids in event-time order (empty when not loaded).
+    """
+
+    story_id: str
+    title: str
+    url: str
+    domain: str
+    representative_id: str
+    article_count: int
+    source_count: int
+    independent_count: int
+    earliest_time: float
+    latest_time: float
+    topics: Sequence[str]
+    languages: Sequence[str]
+    authority: float
+    embedding: Optional[np.ndarray]
+    entities: Sequence[Mapping[str, Any]]
+    merged_into: str
+    topic_scores: Sequence[TopicScore] = ()
+    outlets: Sequence[str] = ()
+    article_ids: Sequence[str] = ()
+
+    def summary(self) -> dict:
+        """JSON-safe dict of the fields a feed item shows."""
+        return {
+            "story_id": self.story_id,
+            "title": self.title,
+            "url": self.url,
+            "domain": self.domain,
+            "topics": list(self.topics),
+            "languages": list(self.languages),
+            "article_count": self.article_count,
+            "source_count": self.source_count,
+            "independent_count": self.independent_count,
+            "earliest_time": self.earliest_time,
+            "latest_time": self.latest_time,
+            "authority": self.authority,
+        }
+
+
+STORY_SCHEMA = pa.schema(
+    [
+        pa.field("story_id", pa.string(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("url", pa.string()),
+        pa.field("domain", pa.string()),
+        pa.field("representative_id", pa.string()),
+        pa.field("article_count", pa.int32()),
+        pa.field("source_count", pa.int32()),
+        pa.field("independent_count", pa.int32()),
+        pa.field("earliest_time", UTC_TS),
+        pa.field("latest_time", UTC_TS),
+        pa.field("topics", pa.list_(pa.string())),
+        pa.field("languages", pa.list_(pa.string())),
+        pa.field("authority", pa.float32()),
+        embedding_field("embedding"),
+        pa.field("entities", pa.list_(_STORY_ENTITY_TYPE)),
+        pa.field("merged_into", pa.string()),
+        pa.field("topic_scores", pa.list_(_TOPIC_SCORE_TYPE)),
+        pa.field("outlets", pa.list_(pa.string())),
+        pa.field("article_ids", pa.list_(pa.string())),
+    ]
+)
+
+
+def _topic_scores(values) -> tuple:
+    return tuple(TopicScore(v["label"], v["probability"]) for v in values)
+
+
+def story_articles_from_table(table: pa.Table) -> list:
+    """StoryArticles from a table with :data:`STORY_ARTICLE_SCHEMA` (tuples where written as tuples)."""
+    return table_to_records(table, StoryArticle, {
+        "topics": _topic_scores,
+        "entities": lambda vs: tuple(EntityRef(v["key"], v["text"], v["label"]) for v in vs),
+        "embedding": tuple,
+    })
+
+
+def story_assignments_from_table(table: pa.Table) -> list:
+    """StoryAssignments from a table with :data:`STORY_ASSIGNMENT_SCHEMA`."""
+    return table_to_records(table, StoryAssignment, {"merged": tuple})
+
+
+def story_records_from_table(table: pa.Table) -> list:
+    """StoryRecords from a table with :data:`STORY_SCHEMA` (embeddings back as float32 arrays)."""
+    return table_to_records(table, StoryRecord, {
+        "embedding": lambda v: np.asarray(v, dtype=np.float32),
+        "topic_scores": _topic_scores,
+    })
