@@ -121,7 +121,7 @@ class Fetcher:
         return ip, int(port)
 
     async def fetch(self, url: str, etag: str = "", last_modified: str = "",
-                    accept_types: Sequence[str] | None = None) -> FetchResult:
+                    accept_types: Sequence[str] | None = None, validators_url: str = "") -> FetchResult:
         """GETs ``url``, following up to ``max_redirects`` redirects, each target checked for safety.
 
         Args:
@@ -130,6 +130,9 @@ class Fetcher:
           last_modified: previous ``Last-Modified`` (sent as ``If-Modified-Since``).
           accept_types: MIME types accepted for a 2xx body; others give ``bad_content_type``.
             A response without ``Content-Type`` is accepted.
+          validators_url: URL whose response gave ``etag``/``last_modified`` (the previous
+            ``final_url``); they are sent to the hop that requests it, so a redirected feed
+            still gets conditional requests. Empty: sent to ``url`` (the first hop).
 
         Returns:
           A :class:`FetchResult`; never raises for network/HTTP problems.
@@ -138,17 +141,18 @@ class Fetcher:
         result = FetchResult(url=url, final_url=url, fetch_time=self.clock())
         try:
             async with asyncio.timeout(self.config.total_timeout_s):
-                await self._fetch(url, etag, last_modified, accept_types, result)
+                await self._fetch(url, etag, last_modified, accept_types, result, validators_url or url)
         except TimeoutError:
             result.error_kind, result.error, result.body = "timeout", (
                 f"no complete response within {self.config.total_timeout_s:.1f}s"), None
         result.elapsed_s = time.monotonic() - start
         return result
 
-    async def _fetch(self, url, etag, last_modified, accept_types, result: FetchResult) -> None:
+    async def _fetch(self, url, etag, last_modified, accept_types, result: FetchResult,
+                     validators_url: str) -> None:
         seen = {url}
         current = url
-        for hop in range(self.config.max_redirects + 1):
+        for _hop in range(self.config.max_redirects + 1):
             parts = urlsplit(current)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 result.error_kind, result.error = "bad_url", f"not an absolute http(s) URL: {current[:200]}"
@@ -162,9 +166,9 @@ class Fetcher:
                 result.error_kind, result.error = "unsafe_address", str(e)
                 return
             headers = {}
-            if hop == 0 and etag:
+            if current == validators_url and etag:
                 headers["If-None-Match"] = etag
-            if hop == 0 and last_modified:
+            if current == validators_url and last_modified:
                 headers["If-Modified-Since"] = last_modified
             request_url = current
             if override:

@@ -33,6 +33,7 @@ raises :class:`CorruptEncoding`.
 from __future__ import annotations
 
 import zlib
+
 try:  # optional: only used when a server sends zstd anyway
     import zstandard
 except ImportError:  # pragma: no cover - depends on the environment

@@ -31,7 +31,8 @@ Retries: a feed answered 429/503 waits :func:`crawler.schedule.throttle_delay`
 wins); other feed errors back off with :func:`crawler.schedule.backoff_delay`.
 A page answered 429/503 retries at its ``Retry-After``, else after
 ``throttle_delay`` from ``min_interval_s``. A 304 refreshes the stored
-``ETag``/``Last-Modified`` with the ones it carries.
+``ETag``/``Last-Modified`` with the ones it carries; they are sent to the URL
+that gave them (the last redirect target), not only to the feed's own URL.
 """
 
 from __future__ import annotations
@@ -331,7 +332,8 @@ class CrawlWorker:
 
     async def _process_feed(self, task: Task, delay: float) -> None:
         st = task.state
-        res = await self.fetcher.fetch(task.url, st.get("etag", ""), st.get("last_modified", ""), FEED_TYPES)
+        res = await self.fetcher.fetch(task.url, st.get("etag", ""), st.get("last_modified", ""), FEED_TYPES,
+                                       validators_url=st.get("validators_url", ""))
         now = self.clock()
         delay = max(delay, self._host_delay(self._robots_for(task.url), res))
         if res.error_kind or not (200 <= res.status < 300 or res.status == 304):
@@ -355,6 +357,7 @@ class CrawlWorker:
         else:
             fields["etag"] = res.headers.get("etag", "")
             fields["last_modified"] = res.headers.get("last-modified", "")
+            fields["validators_url"] = res.final_url  # where the validators came from (after redirects)
             try:
                 if task.kind == "sitemap":
                     entries, children = parse_news_sitemap(res.body, res.final_url)

