@@ -1,14 +1,15 @@
 """Typed records that cross tier boundaries, each with its Arrow schema.
 
 Records are ``typing.NamedTuple`` so Beam encodes them with a ``RowCoder`` (registered in one
-explicit place by the Beam tier, not here: this package imports only stdlib, pyarrow and, for the
-two records holding embeddings, numpy). Record modules do not use ``from __future__ import
+explicit place by the Beam tier, not here: this package imports only stdlib, pyarrow and,
+for the two records holding embeddings, numpy). Record modules do not use ``from __future__ import
 annotations``: Beam reads the field annotations to build the row schema, and string annotations
 would turn every field into a pickled, non-deterministic "any" value. Times are UTC epoch seconds
 (``float``) in the records and ``timestamp[us, tz=UTC]`` in Arrow; embeddings are 128 float32
-values (``list<float32>``, the length in the field metadata and checked on write). :func:`schemas._arrow.records_to_table` and
-:func:`schemas._arrow.table_to_records` (or the ``*_from_table`` readers, for records holding
-sets, arrays or nested pairs) convert between records and tables.
+values (``list<float32>``, the length in the field metadata and checked on write).
+:func:`schemas._arrow.records_to_table` and :func:`schemas._arrow.table_to_records` (or the
+``*_from_table`` readers, for records holding sets, arrays or nested pairs) convert between
+records and tables.
 
 ==================  ==========================  ===========================================
 record              schema                      what it is

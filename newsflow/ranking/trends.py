@@ -24,7 +24,7 @@ from newsflow.ranking.store import (
     trending_key,
     trending_windows_key,
 )
-from schemas.trend import TREND_SCHEMA, TrendCount, TrendInput  # re-exported: the records live in schemas/
+from schemas.trend import TREND_SCHEMA, TrendCount, TrendInput  # noqa: F401  (re-exported; records live in schemas/)
 
 KINDS = ("story", "entity", "topic")
 

@@ -6,7 +6,17 @@ import numpy as np
 from apache_beam import coders
 
 import schemas
-from schemas import Article, DeadLetter, EntityRef, Event, StoryArticle, StoryAssignment, TopicScore, TrendCount, TrendInput
+from schemas import (
+    Article,
+    DeadLetter,
+    EntityRef,
+    Event,
+    StoryArticle,
+    StoryAssignment,
+    TopicScore,
+    TrendCount,
+    TrendInput,
+)
 from transforms import coders as record_coders
 from transforms.coders import NON_ROW_RECORDS, ROW_RECORDS, register_coders
 

@@ -114,7 +114,7 @@ def _same(a, b) -> bool:
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype \
             and np.array_equal(a, b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 
@@ -125,7 +125,8 @@ def _through_parquet(table: pa.Table) -> pa.Table:
     return pq.read_table(buf)
 
 
-@pytest.mark.parametrize("record,schema,reader", CASES, ids=lambda v: type(v).__name__ if isinstance(v, tuple) else None)
+@pytest.mark.parametrize("record,schema,reader", CASES,
+                         ids=lambda v: type(v).__name__ if isinstance(v, tuple) else None)
 def test_record_round_trips_through_its_arrow_schema(record, schema, reader):
     assert set(schema.names) == set(type(record)._fields), "the schema must name exactly the record's fields"
     table = records_to_table([record], schema)
