@@ -48,6 +48,8 @@ setup(
         "starlette>=0.37",
         "uvicorn>=0.29",
         "google-cloud-storage>=2.14",
+        "google-cloud-pubsub>=2.20",
+        "confluent-kafka>=2.3,<3",
         "pandas>=2.0",
     ],
     extras_require={

@@ -12,8 +12,8 @@ Each batch is one ``*.jsonl`` or ``*.jsonl.gz`` file, one
   overwritten.
 
 :class:`Publisher` is the interface the crawler writes to; :class:`LandingWriter`
-implements it with files. A Pub/Sub or Kafka publisher for production implements
-the same two methods (``publish`` / ``flush``).
+implements it with files; :mod:`crawler.sinks` adds Pub/Sub and Kafka sinks with the
+same two methods (``publish`` / ``flush``) and a fan-out to several of them.
 """
 
 from __future__ import annotations
@@ -40,9 +40,17 @@ class Publisher(Protocol):
         """Commits buffered documents; returns the names of committed files/messages."""
 
 
+def encode_record(doc: RawDocument) -> bytes:
+    """One landing record: ``json.dumps(doc.to_json_dict(), ensure_ascii=False)`` in UTF-8, no newline.
+
+    This is a landing-file line and, as is, a Pub/Sub or Kafka message (:mod:`crawler.sinks`).
+    """
+    return json.dumps(doc.to_json_dict(), ensure_ascii=False).encode("utf-8")
+
+
 def encode_batch(docs: Sequence[RawDocument], compress: bool) -> bytes:
-    """JSONL bytes (optionally gzip) of ``docs``, one ``to_json_dict()`` per line, UTF-8."""
-    text = "".join(json.dumps(d.to_json_dict(), ensure_ascii=False) + "\n" for d in docs).encode("utf-8")
+    """JSONL bytes (optionally gzip) of ``docs``, one :func:`encode_record` per line, UTF-8."""
+    text = b"".join(encode_record(d) + b"\n" for d in docs)
     if not compress:
         return text
     buf = io.BytesIO()

@@ -10,7 +10,11 @@ reschedules feeds adaptively (:mod:`crawler.schedule`).
 Delivery is at-least-once up to the landing buffer: documents are published
 before the lease is completed; a worker killed mid-fetch loses only its lease
 (the task returns after ``lease_s``) and at most ``max_age_s`` of buffered
-documents.
+documents. Message sinks (Pub/Sub, Kafka; :mod:`crawler.sinks`) confirm delivery
+inside ``publish`` (run off the event loop); a publish that raises is counted
+(``publish_failed``), dead-lettered (step ``publish``) and the task is retried
+after :func:`crawler.schedule.backoff_delay` (page refetched, published again), never
+completed as done.
 
 Politeness (times in seconds, due times UTC epoch seconds). One request to a
 host at a time, and after every request to it, robots.txt included, the host
@@ -299,8 +303,8 @@ class CrawlWorker:
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
             self.frontier.incr(reason)
             if task.kind == "page":
-                self._land_feed_only(task, now, reason)
-                self.frontier.complete(task, self.worker_id, self.clock(), delay, None)
+                if await self._land_feed_only(task, now, reason, delay=delay):
+                    self.frontier.complete(task, self.worker_id, self.clock(), delay, None)
             else:
                 retry = pol.expires_at if pol.disallow_all else now + self.schedule.max_interval_s
                 self._complete_feed_failure(task, now, delay, reason, f"robots.txt forbids {task.url}",
@@ -452,7 +456,8 @@ class CrawlWorker:
                 last_modified=h.get("last-modified", ""), body=res.body, title=m.get("title"),
                 summary=m.get("summary"), published_time=m.get("published_time"),
                 source_name=m.get("source_name"), feed_url=m.get("feed_url"))
-            self.publisher.publish([doc])
+            if not await self._publish(task, [doc], now, delay):
+                return
             self.frontier.incr("pages_landed")
             if self.config.follow_links and task.depth < self.config.follow_links:
                 for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
@@ -480,16 +485,44 @@ class CrawlWorker:
             self.frontier.complete(task, self.worker_id, now, delay, now + wait,
                                    {"meta": json.dumps(meta, ensure_ascii=False)})
             return
-        self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}")
-        self.frontier.complete(task, self.worker_id, now, delay, None)
+        if await self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}", delay):
+            self.frontier.complete(task, self.worker_id, now, delay, None)
 
-    def _land_feed_only(self, task: Task, now: float, reason: str, detail: str = "") -> None:
-        """Lands the feed entry without a body when its page cannot be fetched; else dead-letters it."""
+    async def _publish(self, task: Task, docs: list, now: float, delay: float) -> bool:
+        """Publishes ``docs`` off the event loop; True once the sink accepted them.
+
+        On an exception the sink did not confirm delivery: the failure is counted
+        (``publish_failed``) and dead-lettered (step ``publish``), and the task is put back
+        to be fetched and published again after ``backoff_delay`` of its ``publish_failures``
+        (seconds); returns False and the caller must not complete the task as done.
+        """
+        try:
+            await asyncio.to_thread(self.publisher.publish, docs)
+            return True
+        except Exception as e:  # noqa: BLE001 - any sink error means "not delivered": report and retry
+            failures = int(task.meta.get("publish_failures") or 0) + 1
+            self.frontier.incr("publish_failed")
+            self.frontier.dead_letter("publish", "publish_failed", f"{type(e).__name__}: {e}"[:300], now, task.url)
+            meta = dict(task.meta, publish_failures=failures)
+            wait = backoff_delay(failures, self.schedule, self.rng)
+            self.frontier.complete(task, self.worker_id, self.clock(), delay, now + wait,
+                                   {"meta": json.dumps(meta, ensure_ascii=False)})
+            return False
+
+    async def _land_feed_only(self, task: Task, now: float, reason: str, detail: str = "",
+                              delay: float = 0.0) -> bool:
+        """Lands the feed entry without a body when its page cannot be fetched; else dead-letters it.
+
+        Returns False when publishing failed (the task was put back for a retry by :meth:`_publish`).
+        """
         m = task.meta
         if m.get("title") or m.get("summary"):
-            self.publisher.publish([RawDocument(
+            doc = RawDocument(
                 url=task.url, source_domain=source_domain(task.url), fetch_time=now, http_status=0,
                 title=m.get("title"), summary=m.get("summary"), published_time=m.get("published_time"),
-                source_name=m.get("source_name"), feed_url=m.get("feed_url"))])
+                source_name=m.get("source_name"), feed_url=m.get("feed_url"))
+            if not await self._publish(task, [doc], now, delay):
+                return False
             self.frontier.incr("feed_only_landed")
         self.frontier.dead_letter("page", reason, detail or reason, now, task.url)
+        return True

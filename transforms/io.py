@@ -162,8 +162,16 @@ def _parquet_row_to_json(row: dict) -> bytes:
     return json.dumps(d, default=str).encode("utf-8")
 
 
+def kafka_record_value(record) -> bytes:
+    """The landing record of a Kafka ``(key, value)`` pair: its value bytes (``b""`` for a tombstone,
+    which the parse step counts as a blank line); the key (the canonical article URL) is not needed."""
+    value = record[1]
+    return b"" if value is None else bytes(value)
+
+
 class ReadPubSubMessages(beam.PTransform):
-    """Unbounded: Pub/Sub messages (one JSON RawDocument each) -> bytes. For Dataflow."""
+    """Unbounded: Pub/Sub messages (one JSON RawDocument each, as :mod:`crawler.sinks` publishes
+    them) -> their data bytes, unchanged. For Dataflow."""
 
     def __init__(self, subscription: str):
         super().__init__()
@@ -174,7 +182,8 @@ class ReadPubSubMessages(beam.PTransform):
 
 
 class ReadKafkaMessages(beam.PTransform):
-    """Unbounded: Kafka record values (one JSON RawDocument each) -> bytes. For Flink.
+    """Unbounded: Kafka record values (one JSON RawDocument each, as :mod:`crawler.sinks` produces
+    them; key = canonical article URL) -> bytes. For Flink.
 
     Uses Beam's cross-language ``ReadFromKafka`` (needs a Java expansion service on the runner).
     """
@@ -194,7 +203,7 @@ class ReadKafkaMessages(beam.PTransform):
                 consumer_config={"bootstrap.servers": self._bootstrap, "group.id": self._group},
                 topics=[self._topic],
             )
-            | "KafkaValues" >> beam.Map(lambda kv: kv[1])
+            | "KafkaValues" >> beam.Map(kafka_record_value)
         )
 
 

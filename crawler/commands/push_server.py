@@ -27,6 +27,7 @@ import json
 import os
 import sys
 
+from crawler.sinks import add_sink_arguments
 from newsflow.settings import Settings, add_settings_arguments
 
 COMMAND = "push-server"
@@ -54,6 +55,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--websub-file", default="",
                         help='JSON file {"id": {"topic": URL, "secret": S}}: WebSub callbacks at /websub/<id>')
     parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz landing files")
+    add_sink_arguments(parser)
 
 
 def load_config(args):
@@ -100,8 +102,8 @@ def run(args) -> int:
 
     from crawler.commands.crawl import default_landing
     from crawler.frontier import Frontier
-    from crawler.landing import LandingWriter
     from crawler.push import PushIngestor, create_app
+    from crawler.sinks import build_sink
     from newsflow.stores.redis_conn import connect
 
     landing = args.landing or default_landing(settings)
@@ -110,8 +112,13 @@ def run(args) -> int:
     except redis.RedisError as e:
         print(f"error: push-server: cannot reach Redis for the seen-URL set: {e}", file=sys.stderr)
         return 2
-    ingestor = PushIngestor(config, LandingWriter(landing, compress=not args.no_gzip, worker_id="push"), frontier)
+    try:
+        sink, sink_names = build_sink(args, landing, worker_id="push")
+    except (ValueError, ImportError) as e:
+        print(f"error: push-server: {e}", file=sys.stderr)
+        return 2
+    ingestor = PushIngestor(config, sink, frontier)
     print(json.dumps({"listening": f"http://{args.host}:{args.port}/v1/push", "clients": sorted(config.credentials),
-                      "landing": landing}), flush=True)
+                      "landing": None if args.no_landing else landing, "sinks": sink_names}), flush=True)
     uvicorn.run(create_app(ingestor), host=args.host, port=args.port, log_level="warning")
     return 0
