@@ -1,0 +1,421 @@
+"""The Redis key layout of newsflow: every key and scan pattern, named in one place.
+
+Every reader and writer builds its key names from a :class:`Keys` (``Keys()`` is the default
+prefix ``nf``; :attr:`newsflow.settings.Settings.keys` gives the configured one). No other module
+spells a key.
+
+**Prefix.** Every key is ``<prefix>:...``. The prefix is a plain namespace (letters, digits,
+``_ . -``, see :func:`newsflow.settings.validate_key_prefix`); two deployments with different
+prefixes share a Redis without seeing each other's keys.
+
+**Hash tags (Redis Cluster).** Keys that one Lua script or one MULTI/EXEC transaction touches
+together must live in one cluster slot, so the layout itself places a hash tag right after the
+prefix: ``<prefix>:{<group>}:<rest>``, where ``<rest>`` is the key's untagged name (strip the tag
+and you get the name as it was before tags existed). Three groups are tagged:
+
+==========  ==================================  =================================================
+tag         keys                                why they share a slot
+==========  ==================================  =================================================
+``{nd}``    near-duplicate index: ``lsh``,      ``stores/lua/assign.lua`` reads and writes all of
+            ``fp``, ``a2c``, ``article``,       them in one atomic script call (bands, merges,
+            ``cluster*``, ``merges``            article -> cluster rewrites)
+``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
+                                                ``stores/story_store.py`` touches the story's
+                                                hash, state, articles and the global ``assign`` /
+                                                ``active`` / ``merges`` keys together
+``{crawl}`` crawl scheduling: ``task``, ``q``,  the frontier's claim/add/complete Lua scripts
+            ``hosts``, ``host``, ``leases``     (``crawler/frontier.py``) move tasks between them
+==========  ==================================  =================================================
+
+Every other key is untagged, so it hashes on its whole name and spreads over the slots (with the
+default prefix those names are exactly as before). Multi-key writes outside the tagged groups are
+plain (non-transactional) pipelines whose order makes them safe: a pool is replaced by DEL + ZADD +
+EXPIRE of its own key in one MULTI (no temporary key), the events flush advances ``events:flushed``
+before deleting the flushed entries (a repeat rewrites the same content-addressed file), and the
+crawl dead-letter list and its counter need no atomicity. The tag is the group name alone, so the
+``{nd}`` groups of two prefixes share a slot; that is correct, only less spread. The Lua scripts get
+their group's tagged prefix (:attr:`Keys.nd`, :attr:`Keys.crawl_scheduling`) and one key of the
+group (for cluster routing) from Python; they never spell a prefix.
+
+Table of keys (``P`` = prefix; times are UTC epoch seconds):
+
+========================================  ======  ==============================  ================  ==================
+key                                       type    holds                           written by        read by
+========================================  ======  ==============================  ================  ==================
+``P:{nd}:lsh:{i}:{hhhh}``                 SET     "<fp hex>:<article id>" of      assign.lua        assign.lua,
+                                                  articles whose band i (bits                       RedisClusterStore
+                                                  16i..16i+15) is hhhh
+``P:{nd}:fp``                             HASH    article id -> SimHash (16 hex)  assign.lua        RedisClusterStore
+``P:{nd}:a2c``                            HASH    article id -> cluster id        assign.lua        RedisClusterStore,
+                                                  (rewritten on merge)                              Redis sinks
+``P:{nd}:article:{article_id}``           HASH    title, url, source_domain,      assign.lua        ranking store,
+                                                  source_name, event_time,                          trends, sinks
+                                                  language, cluster_id, ...
+``P:{nd}:cluster:{cid}``                  HASH    representative_*,               assign.lua        RedisClusterStore
+                                                  rep_authority, rep_time,
+                                                  earliest_time, latest_time,
+                                                  created_by, merged_into
+``P:{nd}:cluster:{cid}:articles``         SET     member article ids              assign.lua        RedisClusterStore
+``P:{nd}:cluster:{cid}:sources``          SET     distinct member source domains  assign.lua        RedisClusterStore
+``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisClusterStore
+``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisClusterStore
+                                                  count
+``P:{nd}:merges``                         HASH    merged cluster id -> cluster    assign.lua        assign.lua,
+                                                  it was merged into                                RedisClusterStore
+``P:{story}:story:{story_id}``            HASH    serving record: title, url,     RedisStoryStore   ranking store,
+                                                  domain, representative_id,                        trends, serving,
+                                                  article_count, source_count,                      demo
+                                                  independent_count,
+                                                  earliest_time, latest_time,
+                                                  topics (JSON), languages,
+                                                  authority, embedding,
+                                                  entities, merged_into
+``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time        RedisStoryStore   ranking store,
+                                                                                                    trends
+``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state (deleted   RedisStoryStore   RedisStoryStore
+                                                  on merge)
+``P:{story}:story:assign``                HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore
+                                                  first assigned to
+                                                  (idempotency)
+``P:{story}:story:active``                ZSET    live story id -> latest event   RedisStoryStore   RedisStoryStore,
+                                                  time                                              demo
+``P:{story}:story:merges``                LIST    JSON merge records {from,       RedisStoryStore   RedisStoryStore
+                                                  into, time, article_id}
+``P:lambda:topic``                        HASH    topic label -> learned λ        nightly decay     ranking store
+                                                  (1/hours)                       job
+``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
+                                                  clicks, follow_*/block_* (JSON  tests             serving
+                                                  lists)
+``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
+``P:events``                              STREAM  reader events                   serving           events flush job
+                                                  (newsflow.ranking.events)       /v1/events
+``P:events:flushed``                      STRING  id of the last event flushed    events flush job  events flush job
+                                                  to Parquet
+``P:breaking``                            ZSET    story id -> breaking expiry     trending sink     ranking, serving
+                                                  time
+``P:breaking:since``                      HASH    story id -> when it (last)      trending sink     ranking, serving
+                                                  became breaking
+``P:trending:{kind}:{window_end}``        ZSET    key -> count in that window     trending sink     ranking, serving
+                                                  (kind story, entity, topic;
+                                                  top-N, TTL 2 × window)
+``P:trending:windows:{kind}``             ZSET    window end -> window end        trending sink     ranking, serving
+                                                  (newest 2,016)
+``P:pool:{edition|topic}:{name}``         ZSET    story id -> score, top ~500     build_feeds       build_feeds,
+                                                  (replaced whole)                                  serving
+``P:feed:{edition|topic|user}:{name}``    STRING  feed JSON, 5-minute TTL         build_feeds,      serving
+                                                                                  serving (user)
+``P:clock:replay``                        STRING  replay clock (epoch s) of       demo              ranking, feeds
+                                                  newsflow demo
+``P:{crawl}:crawl:task:{tid}``            HASH    a crawl task and its feed       frontier scripts  frontier, worker
+                                                  schedule state
+``P:{crawl}:crawl:q:{host}``              ZSET    tids of one host by due time    frontier scripts  frontier
+``P:{crawl}:crawl:hosts``                 ZSET    hosts by when they may be       frontier scripts  frontier
+                                                  contacted next
+``P:{crawl}:crawl:host:{host}``           HASH    inflight, next_allowed, delay   frontier scripts  frontier scripts
+``P:{crawl}:crawl:leases``                ZSET    leased tids by lease expiry     frontier scripts  frontier
+``P:crawl:feeds``                         SET     tids of feed/sitemap tasks      frontier          frontier (status)
+``P:crawl:domain:{domain}``               SET     feed tids of a source domain    frontier          frontier
+                                                                                                    (priority)
+``P:crawl:seen:{article_id}``             STRING  seen canonical article URL      frontier          frontier
+                                                  (TTL)
+``P:crawl:fg:{tid}``                      SET     item ids of a feed's last       frontier          frontier
+                                                  fetch
+``P:crawl:robots:{scheme://host}``        STRING  cached robots.txt policy JSON   frontier          frontier
+                                                  (TTL)
+``P:crawl:priority``                      LIST    priority re-crawl requests      trending sink,    frontier
+                                                  (JSON)                          priority
+``P:crawl:deadletter``                    LIST    refused crawl work (JSON),      frontier          operators
+                                                  capped at 10,000
+``P:crawl:stats``                         HASH    crawl counters                  frontier          sources status
+========================================  ======  ==============================  ================  ==================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from newsflow.settings import DEFAULT_KEY_PREFIX, validate_key_prefix
+
+ND_TAG = "{nd}"
+STORY_TAG = "{story}"
+CRAWL_TAG = "{crawl}"
+POOL_KINDS = ("edition", "topic")
+FEED_KINDS = ("edition", "topic", "user")
+RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges"})
+
+
+def _s(v) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Names of every Redis key under one prefix (see the module docstring for the table).
+
+    Attributes:
+      prefix: plain namespace, ``"nf"`` by default; validated by
+        :func:`newsflow.settings.validate_key_prefix`.
+
+    Raises:
+      ValueError: the prefix is not a plain namespace (e.g. ``"{nf}"`` or ``"a:b"``).
+    """
+
+    prefix: str = DEFAULT_KEY_PREFIX
+
+    def __post_init__(self):
+        validate_key_prefix(self.prefix)
+
+    # -- whole namespace --------------------------------------------------------------------------
+    @property
+    def pattern(self) -> str:
+        """SCAN pattern of every key under the prefix."""
+        return f"{self.prefix}:*"
+
+    # -- near-duplicate index (tag {nd}, one Lua script) -----------------------------------------
+    @property
+    def nd(self) -> str:
+        """Tagged prefix of the near-duplicate group (``nf:{nd}``), handed to ``assign.lua``."""
+        return f"{self.prefix}:{ND_TAG}"
+
+    def lsh_band(self, i: int, band_hex: str) -> str:
+        """LSH band SET: band ``i`` (0..3) with 4-hex value ``band_hex``."""
+        return f"{self.nd}:lsh:{int(i)}:{band_hex}"
+
+    def lsh_bands(self, fp_hex: str) -> list[str]:
+        """The 4 band keys of a 16-hex SimHash (band 0 = least significant 16 bits)."""
+        return [self.lsh_band(i, fp_hex[12 - 4 * i:16 - 4 * i]) for i in range(4)]
+
+    @property
+    def fingerprints(self) -> str:
+        """HASH article id -> SimHash."""
+        return f"{self.nd}:fp"
+
+    @property
+    def article_clusters(self) -> str:
+        """HASH article id -> near-duplicate cluster id (``a2c``)."""
+        return f"{self.nd}:a2c"
+
+    def article(self, article_id: str) -> str:
+        """HASH of an article's serving fields."""
+        return f"{self.nd}:article:{article_id}"
+
+    def cluster(self, cluster_id: str) -> str:
+        """HASH of a near-duplicate cluster."""
+        return f"{self.nd}:cluster:{cluster_id}"
+
+    def cluster_articles(self, cluster_id: str) -> str:
+        """SET of a cluster's member article ids."""
+        return f"{self.cluster(cluster_id)}:articles"
+
+    def cluster_sources(self, cluster_id: str) -> str:
+        """SET of a cluster's distinct source domains."""
+        return f"{self.cluster(cluster_id)}:sources"
+
+    def cluster_languages(self, cluster_id: str) -> str:
+        """SET of a cluster's distinct languages."""
+        return f"{self.cluster(cluster_id)}:languages"
+
+    @property
+    def clusters_by_size(self) -> str:
+        """ZSET live cluster id -> article count."""
+        return f"{self.nd}:clusters:by_size"
+
+    @property
+    def cluster_merges(self) -> str:
+        """HASH merged cluster id -> cluster it was merged into."""
+        return f"{self.nd}:merges"
+
+    # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
+    @property
+    def story_base(self) -> str:
+        """``nf:{story}:story:``, the start of every story key."""
+        return f"{self.prefix}:{STORY_TAG}:story:"
+
+    def story(self, story_id: str) -> str:
+        """HASH serving record of a story."""
+        return f"{self.story_base}{story_id}"
+
+    def story_articles(self, story_id: str) -> str:
+        """ZSET article id -> event time of a story."""
+        return f"{self.story_base}{story_id}:articles"
+
+    def story_state(self, story_id: str) -> str:
+        """STRING clusterer JSON state of a live story."""
+        return f"{self.story_base}{story_id}:state"
+
+    @property
+    def story_assign(self) -> str:
+        """HASH article id -> story id it was first assigned to."""
+        return self.story_base + "assign"
+
+    @property
+    def story_active(self) -> str:
+        """ZSET live story id -> latest event time."""
+        return self.story_base + "active"
+
+    @property
+    def story_merges(self) -> str:
+        """LIST of JSON story merge records."""
+        return self.story_base + "merges"
+
+    @property
+    def story_pattern(self) -> str:
+        """SCAN pattern matching every story key (filter with :meth:`story_id_of`)."""
+        return self.story_base + "*"
+
+    def story_id_of(self, key) -> str | None:
+        """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
+        (the story's ``:articles``/``:state`` keys and ``assign``/``active``/``merges``)."""
+        key = _s(key)
+        if not key.startswith(self.story_base):
+            return None
+        rest = key[len(self.story_base):]
+        if not rest or ":" in rest or rest in RESERVED_STORY_NAMES:
+            return None
+        return rest
+
+    # -- ranking, users, events (untagged) --------------------------------------------------------
+    @property
+    def topic_lambdas(self) -> str:
+        """HASH topic label -> learned decay λ."""
+        return f"{self.prefix}:lambda:topic"
+
+    def user(self, user_id: str) -> str:
+        """HASH reader profile."""
+        return f"{self.prefix}:user:{user_id}"
+
+    @property
+    def active_users(self) -> str:
+        """ZSET user id -> last event time."""
+        return f"{self.prefix}:users:active"
+
+    @property
+    def events(self) -> str:
+        """STREAM of reader events."""
+        return f"{self.prefix}:events"
+
+    @property
+    def events_flushed(self) -> str:
+        """STRING id of the last event flushed to Parquet."""
+        return f"{self.prefix}:events:flushed"
+
+    @property
+    def breaking(self) -> str:
+        """ZSET story id -> breaking expiry time."""
+        return f"{self.prefix}:breaking"
+
+    @property
+    def breaking_since(self) -> str:
+        """HASH story id -> when it became breaking."""
+        return f"{self.prefix}:breaking:since"
+
+    def trending(self, kind: str, window_end: float) -> str:
+        """ZSET counts of one trending window (``kind``: story, entity, topic)."""
+        return f"{self.prefix}:trending:{kind}:{int(window_end)}"
+
+    def trending_windows(self, kind: str) -> str:
+        """ZSET of the written window ends of ``kind``."""
+        return f"{self.prefix}:trending:windows:{kind}"
+
+    def pool(self, kind: str, name: str) -> str:
+        """ZSET candidate pool; ``kind`` is ``"edition"`` or ``"topic"``."""
+        if kind not in POOL_KINDS:
+            raise ValueError(f"pool kind must be 'edition' or 'topic', got {kind!r}")
+        return f"{self.prefix}:pool:{kind}:{name}"
+
+    def pool_pattern(self, kind: str) -> str:
+        """SCAN pattern of the pools of ``kind``."""
+        return self.pool(kind, "*")
+
+    def feed(self, kind: str, name: str) -> str:
+        """STRING feed JSON; ``kind`` is ``"edition"``, ``"topic"`` or ``"user"``."""
+        if kind not in FEED_KINDS:
+            raise ValueError(f"feed kind must be 'edition', 'topic' or 'user', got {kind!r}")
+        return f"{self.prefix}:feed:{kind}:{name}"
+
+    def feed_pattern(self, kind: str) -> str:
+        """SCAN pattern of the feeds of ``kind``."""
+        return self.feed(kind, "*")
+
+    def feed_name_of(self, kind: str, key) -> str | None:
+        """The feed name if ``key`` (str or bytes) is a feed of ``kind``, else ``None``."""
+        key, start = _s(key), self.feed(kind, "")
+        return key[len(start):] if key.startswith(start) and len(key) > len(start) else None
+
+    @property
+    def replay_clock(self) -> str:
+        """STRING replay clock (epoch s) of ``newsflow demo``."""
+        return f"{self.prefix}:clock:replay"
+
+    # -- crawl frontier ---------------------------------------------------------------------------
+    @property
+    def crawl_scheduling(self) -> str:
+        """Tagged prefix (``nf:{crawl}:crawl:``, trailing colon) of the keys the frontier scripts move
+        tasks between; the scripts append ``task:``, ``q:``, ``hosts``, ``host:``, ``leases``."""
+        return f"{self.prefix}:{CRAWL_TAG}:crawl:"
+
+    def crawl_task(self, tid: str) -> str:
+        """HASH crawl task."""
+        return f"{self.crawl_scheduling}task:{tid}"
+
+    def crawl_queue(self, host: str) -> str:
+        """ZSET tids of one host by due time."""
+        return f"{self.crawl_scheduling}q:{host}"
+
+    @property
+    def crawl_hosts(self) -> str:
+        """ZSET hosts by next allowed contact."""
+        return f"{self.crawl_scheduling}hosts"
+
+    def crawl_host(self, host: str) -> str:
+        """HASH politeness state of a host."""
+        return f"{self.crawl_scheduling}host:{host}"
+
+    @property
+    def crawl_leases(self) -> str:
+        """ZSET leased tids by lease expiry."""
+        return f"{self.crawl_scheduling}leases"
+
+    @property
+    def crawl_base(self) -> str:
+        """``nf:crawl:``, the start of the untagged crawl keys."""
+        return f"{self.prefix}:crawl:"
+
+    @property
+    def crawl_feeds(self) -> str:
+        """SET tids of feed/sitemap tasks."""
+        return self.crawl_base + "feeds"
+
+    def crawl_domain(self, domain: str) -> str:
+        """SET feed tids of a source domain."""
+        return f"{self.crawl_base}domain:{domain}"
+
+    def crawl_seen(self, article_id: str) -> str:
+        """STRING marker of a seen article URL."""
+        return f"{self.crawl_base}seen:{article_id}"
+
+    def crawl_feed_items(self, tid: str) -> str:
+        """SET item ids of a feed's last fetch."""
+        return f"{self.crawl_base}fg:{tid}"
+
+    def crawl_robots(self, origin: str) -> str:
+        """STRING cached robots policy of ``scheme://host[:port]``."""
+        return f"{self.crawl_base}robots:{origin}"
+
+    @property
+    def crawl_priority(self) -> str:
+        """LIST priority re-crawl requests."""
+        return self.crawl_base + "priority"
+
+    @property
+    def crawl_deadletter(self) -> str:
+        """LIST refused crawl work."""
+        return self.crawl_base + "deadletter"
+
+    @property
+    def crawl_stats(self) -> str:
+        """HASH crawl counters."""
+        return self.crawl_base + "stats"
+
+
+DEFAULT_KEYS = Keys()
