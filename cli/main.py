@@ -20,6 +20,7 @@ from typing import Sequence
 COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "cli.demo"),
     (None, "cli.run"),
+    (None, "cli.run_continuous"),
     (None, "jobs.build_feeds"),
     (None, "serving.command"),
     ("eval", "newsflow.evaluation.extraction"),
