@@ -27,6 +27,8 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("eval", "newsflow.evaluation.language"),
     ("eval", "newsflow.evaluation.clustering"),
     ("eval", "newsflow.evaluation.topics"),
+    ("eval", "newsflow.evaluation.personalization"),
+    ("eval", "newsflow.evaluation.decay"),
     (None, "jobs.train_topics"),
     ("eval", "crawler.commands.eval_robots"),
     (None, "crawler.commands.replay_web"),

@@ -68,7 +68,8 @@ def read_clicks(path: str) -> Clicks:
                 except ValueError:
                     t = float("nan")
                 if not np.isfinite(t):
-                    raise InputError(f"{path}:{line}: click_timestamp must be a number (ms since the epoch), got {ts[:40]!r}")
+                    raise InputError(f"{path}:{line}: click_timestamp must be a number (ms since the epoch), "
+                                     f"got {ts[:40]!r}")
                 times.append(t)
                 article.append(r["click_article_id"].strip())
                 session.append(r["session_id"].strip())

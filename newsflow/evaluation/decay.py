@@ -128,7 +128,8 @@ def evaluate(path: str) -> dict:
     log_start = float(times.min())
     lam, fit = learn_lambda(times[train], items[train], n_items, log_start)
     if lam is None:
-        raise InputError(f"{path}: no article first clicked after the {BURN_IN_HOURS:g} h burn-in has clicks in the train part")
+        raise InputError(f"{path}: no article first clicked after the {BURN_IN_HOURS:g} h burn-in "
+                         "has clicks in the train part")
     first = np.full(n_items, np.inf)
     np.minimum.at(first, items, times)
     a, age, expo, clk = exposure_rows(times[test], items[test], first, split_time, float(times.max()) + 1e-3, log_start)
@@ -144,7 +145,7 @@ def evaluate(path: str) -> dict:
         "test_clicks_scored": int(n),
         "test_articles": int(len(np.unique(a))),
         "lambda_learned_per_hour": round(lam, 5),
-        "lambda_ci95": [round(lam - 1.96 * fit.global_se, 5), round(lam + 1.96 * fit.global_se, 5)],
+        "lambda_ci95": [round(max(lam - 1.96 * fit.global_se, 0.0), 5), round(lam + 1.96 * fit.global_se, 5)],
         "loglik": {k: round(v, 2) for k, v in ll.items()},
         "loglik_per_click": {k: round(v / n, 5) for k, v in ll.items()},
         "gain_per_click_vs_best_fixed": round((ll["learned"] - ll[best_fixed]) / n, 5),

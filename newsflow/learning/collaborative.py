@@ -32,7 +32,8 @@ rescaled) before the exponent could overflow, so results do not depend on when t
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Hashable, Mapping, NamedTuple, Optional, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,7 +43,7 @@ _MAX_EXPONENT = 600.0  # 2^600 ≈ 4e180: rebase before float64 overflows
 class _Clock:
     """Exponential-decay bookkeeping shared by the counters (``None`` half-life = no decay)."""
 
-    def __init__(self, half_life_hours: Optional[float], t_ref: float = 0.0):
+    def __init__(self, half_life_hours: float | None, t_ref: float = 0.0):
         self.rate = 0.0 if not half_life_hours else 1.0 / (3600.0 * float(half_life_hours))
         self.t_ref = float(t_ref)
 
@@ -69,8 +70,8 @@ class PairCounts:
         this many seconds before it (``None`` = the whole key history, e.g. a session).
     """
 
-    def __init__(self, half_life_hours: Optional[float] = None, directed: bool = False,
-                 window_seconds: Optional[float] = None, t_ref: float = 0.0):
+    def __init__(self, half_life_hours: float | None = None, directed: bool = False,
+                 window_seconds: float | None = None, t_ref: float = 0.0):
         self._clock = _Clock(half_life_hours, t_ref)
         self.directed = directed
         self.window = window_seconds
@@ -139,7 +140,7 @@ class DecayedPopularity:
       half_life_hours: decay half-life; ``None`` = plain counts.
     """
 
-    def __init__(self, n_items: int, half_life_hours: Optional[float] = None, t_ref: float = 0.0):
+    def __init__(self, n_items: int, half_life_hours: float | None = None, t_ref: float = 0.0):
         self._clock = _Clock(half_life_hours, t_ref)
         self.values = np.zeros(n_items, dtype=np.float64)
         self.first_seen = np.full(n_items, np.inf)
@@ -201,8 +202,8 @@ class ScorerConfig(NamedTuple):
     w_covisit: float = 1.0
     w_popularity: float = 0.1
     w_cluster: float = 0.0
-    pair_half_life_hours: Optional[float] = 6.0
-    popularity_half_life_hours: Optional[float] = 1.0
+    pair_half_life_hours: float | None = 6.0
+    popularity_half_life_hours: float | None = 1.0
     freshness_lambda: float = 0.0
     session_decay: float = 0.5
 
@@ -223,8 +224,9 @@ class SessionScorer:
       t_ref: reference time for the decayed sums (any time near the data).
     """
 
-    def __init__(self, n_items: int, config: ScorerConfig = ScorerConfig(),
-                 user_clusters: Optional[Mapping] = None, t_ref: float = 0.0):
+    def __init__(self, n_items: int, config: ScorerConfig | None = None,
+                 user_clusters: Mapping | None = None, t_ref: float = 0.0):
+        config = config or ScorerConfig()
         self.n = int(n_items)
         self.cfg = config
         self.covisit = PairCounts(config.pair_half_life_hours, directed=False, t_ref=t_ref)

@@ -43,7 +43,8 @@ A group's data *suffices* when it has at least :data:`MIN_CLICKS` clicks and se(
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -173,9 +174,9 @@ def fit_decay(
     groups: Sequence[str],
     age_hours: Sequence[float],
     clicks: Sequence[float],
-    impressions: Optional[Sequence[float]] = None,
-    positions: Optional[Sequence[int]] = None,
-    strata: Optional[Sequence] = None,
+    impressions: Sequence[float] | None = None,
+    positions: Sequence[int] | None = None,
+    strata: Sequence | None = None,
     iterations: int = 15,
 ) -> DecayFit:
     """Fits λ per group by maximum likelihood, with joint position bias and shrinkage.
@@ -215,7 +216,7 @@ def fit_decay(
     lam_g = np.full(len(names), 0.1)
     all_rows = np.arange(n)
     group_rows = [np.flatnonzero(gi == k) for k in range(len(names))]
-    for it in range(max(1, iterations) if pos is not None else 1):
+    for _ in range(max(1, iterations) if pos is not None else 1):
         offsets = imp * bias[pos] if pos is not None else imp
         for k, rows in enumerate(group_rows):
             lam_k, _ = _solve_lambda(rows, si, ages, offsets, ck, n_strata)
@@ -228,7 +229,8 @@ def fit_decay(
         expected_p = np.bincount(pos, c[si] * base, MAX_POSITION + 1)
         clicks_p = np.bincount(pos, ck, MAX_POSITION + 1)
         new_bias = np.where(expected_p > 0, clicks_p / np.maximum(expected_p, 1e-300), 1.0)
-        ref = new_bias[0] if expected_p[0] > 0 and new_bias[0] > 0 else (new_bias[expected_p > 0][0] if np.any(expected_p > 0) else 1.0)
+        seen = new_bias[expected_p > 0]
+        ref = new_bias[0] if expected_p[0] > 0 and new_bias[0] > 0 else (seen[0] if seen.size else 1.0)
         new_bias = new_bias / ref if ref > 0 else new_bias
         new_bias[expected_p <= 0] = 1.0
         if np.allclose(new_bias, bias, rtol=1e-6, atol=1e-9):
