@@ -1,23 +1,7 @@
 """Near-duplicate cluster state in Redis: LSH bands, fingerprints, clusters, merges.
 
-Key layout (prefix ``nf`` by default):
-
-=================================  ======  ==========================================================
-key                                type    holds
-=================================  ======  ==========================================================
-``nf:lsh:{i}:{hhhh}``              SET     ``"<fp hex>:<article id>"`` of articles whose band ``i``
-                                           (bits 16i..16i+15) is ``hhhh``
-``nf:fp``                          HASH    article id -> SimHash (16 hex)
-``nf:a2c``                         HASH    article id -> cluster id (rewritten on merge)
-``nf:article:{id}``                HASH    serving fields of an article (title, url, source_domain, ...)
-``nf:cluster:{cid}``               HASH    representative_*, rep_authority, rep_time, earliest_time,
-                                           latest_time, created_by, merged_into
-``nf:cluster:{cid}:articles``      SET     member article ids
-``nf:cluster:{cid}:sources``       SET     distinct member source domains
-``nf:cluster:{cid}:languages``     SET     distinct member languages
-``nf:clusters:by_size``            ZSET    live cluster id -> article count
-``nf:merges``                      HASH    merged cluster id -> cluster it was merged into
-=================================  ======  ==========================================================
+Keys: the near-duplicate group of :mod:`newsflow.keys` (LSH bands, fingerprints, article -> cluster,
+article serving hashes, clusters, merges), all under the ``{nd}`` hash tag (``nf:{nd}:lsh:0:abcd``).
 
 **Concurrency.** Every assignment runs inside one Lua script (``lua/assign.lua``);
 Redis runs scripts atomically, so two workers assigning near-duplicates at the same
@@ -26,12 +10,12 @@ clusters ever both hold near-duplicates of a new article (a chain A~B~C formed i
 different orders), the script merges them into the closest candidate's cluster and
 records the merge, so old ids stay resolvable.
 
-**Idempotence.** An article id already in ``nf:a2c`` is a no-op that returns its
+**Idempotence.** An article id already in ``a2c`` is a no-op that returns its
 (resolved) cluster, and every membership is a SET, so replaying the same input leaves
 Redis exactly as after one pass. Clusters are named ``"c" + founding article id``.
 
-The scripts address keys they compute, so they need a single Redis node (or Redis
-Cluster with all ``nf`` keys in one slot via a ``{tag}`` prefix such as ``{nf}``).
+The script addresses keys it computes from the tagged prefix Python hands it (:attr:`Keys.nd`), and
+every one of them carries the ``{nd}`` hash tag, so on Redis Cluster they all live in one slot.
 """
 
 from __future__ import annotations
@@ -43,6 +27,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import redis
 
+from newsflow.keys import Keys
 from schemas import Article, Cluster
 
 _LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
@@ -51,11 +36,6 @@ _LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 def _lua(name: str) -> str:
     with open(os.path.join(_LUA_DIR, name), encoding="utf-8") as f:
         return f.read()
-
-
-def band_keys(prefix: str, fp_hex: str) -> list[str]:
-    """Redis keys of the 4 × 16-bit LSH bands of a 16-hex fingerprint (band 0 = least significant bits)."""
-    return [f"{prefix}:lsh:{i}:{fp_hex[12 - 4 * i:16 - 4 * i]}" for i in range(4)]
 
 
 class AssignResult(NamedTuple):
@@ -81,7 +61,7 @@ class StoreConfig:
     """Configuration of :class:`RedisClusterStore`.
 
     Attributes:
-      prefix: key prefix (``"nf"``; use ``"{nf}"`` on Redis Cluster).
+      prefix: key prefix, a plain namespace (``"nf"``); hash tags are placed by :mod:`newsflow.keys`.
       max_distance: Hamming distance at or below which two fingerprints are near-duplicates
         (DESIGN: 3, Manku et al. 2007). Must be <= 3 for the 4-band index to have no false negatives.
     """
@@ -90,12 +70,18 @@ class StoreConfig:
     max_distance: int = 3
 
     def __post_init__(self):
+        Keys(self.prefix)  # validates the prefix
         if not 0 <= self.max_distance <= 3:
             raise ValueError(f"max_distance must be in 0..3 for a 4 x 16-bit band index, got {self.max_distance}")
 
+    @property
+    def keys(self) -> Keys:
+        """The key layout of :attr:`prefix`."""
+        return Keys(self.prefix)
+
 
 def format_time(value: float | None) -> str:
-    """How the store writes a time into ``nf:article:{id}`` (``repr`` of the float; "" for none)."""
+    """How the store writes a time into the article hash (:meth:`Keys.article`) (``repr`` of the float; "" for none)."""
     return "" if value is None else repr(float(value))
 
 
@@ -110,6 +96,7 @@ class RedisClusterStore:
     def __init__(self, client: redis.Redis, config: StoreConfig = StoreConfig()):
         self.client = client
         self.config = config
+        self.keys = config.keys
         self._assign = client.register_script(_lua("assign.lua"))
 
     # -- writes ---------------------------------------------------------------------------------
@@ -150,7 +137,8 @@ class RedisClusterStore:
                     "feed": "1" if a.feed_only else "0",
                 }
             )
-        raw = self._assign(args=[self.config.prefix, self.config.max_distance, json.dumps(payload)])
+        raw = self._assign(keys=[self.keys.fingerprints],
+                           args=[self.keys.nd, self.config.max_distance, json.dumps(payload)])
         out = []
         for r in json.loads(raw):
             merged = r.get("merged") or []
@@ -166,21 +154,20 @@ class RedisClusterStore:
           ValueError: ``item_id`` is stored with a different fingerprint.
         """
         fp_hex = f"{fp:016x}"
-        old = self.client.hget(f"{self.config.prefix}:fp", item_id)
+        old = self.client.hget(self.keys.fingerprints, item_id)
         if old is not None and old.decode() != fp_hex:
             raise ValueError(f"{item_id} already stored with fingerprint {old.decode()}")
         self.add_many([(item_id, fp)])
 
     def add_many(self, items: Iterable[tuple[str, int]], batch: int = 10_000) -> int:
         """Bulk-loads ``(item_id, fingerprint)`` pairs into the band index with pipelines; returns the count."""
-        p = self.config.prefix
         n = 0
         pipe = self.client.pipeline(transaction=False)
         for item_id, fp in items:
             fp_hex = f"{fp:016x}"
-            pipe.hset(f"{p}:fp", item_id, fp_hex)
+            pipe.hset(self.keys.fingerprints, item_id, fp_hex)
             member = f"{fp_hex}:{item_id}"
-            for key in band_keys(p, fp_hex):
+            for key in self.keys.lsh_bands(fp_hex):
                 pipe.sadd(key, member)
             n += 1
             if n % batch == 0:
@@ -203,7 +190,7 @@ class RedisClusterStore:
             raise ValueError(f"max_distance must be in 0..3, got {maxd}")
         found: dict[str, int] = {}
         # one SUNION of the 4 band sets: one command, one round trip
-        for member in self.client.sunion(band_keys(self.config.prefix, f"{fp:016x}")):
+        for member in self.client.sunion(self.keys.lsh_bands(f"{fp:016x}")):
             item_id = member[17:].decode()
             if item_id not in found:
                 found[item_id] = (int(member[:16], 16) ^ fp).bit_count()
@@ -215,17 +202,16 @@ class RedisClusterStore:
         return found[0] if found else None
 
     def __len__(self) -> int:
-        return int(self.client.hlen(f"{self.config.prefix}:fp"))
+        return int(self.client.hlen(self.keys.fingerprints))
 
     def __contains__(self, item_id: str) -> bool:
-        return bool(self.client.hexists(f"{self.config.prefix}:fp", item_id))
+        return bool(self.client.hexists(self.keys.fingerprints, item_id))
 
     def resolve(self, cluster_id: str) -> str:
         """Follows recorded merges from ``cluster_id`` to the live cluster id."""
-        p = self.config.prefix
         seen = 0
         while True:
-            nxt = self.client.hget(f"{p}:merges", cluster_id)
+            nxt = self.client.hget(self.keys.cluster_merges, cluster_id)
             if nxt is None:
                 return cluster_id
             cluster_id = nxt.decode()
@@ -235,7 +221,7 @@ class RedisClusterStore:
 
     def cluster_of(self, article_id: str) -> str | None:
         """Live cluster id of an article, or ``None`` if it was never assigned."""
-        cid = self.client.hget(f"{self.config.prefix}:a2c", article_id)
+        cid = self.client.hget(self.keys.article_clusters, article_id)
         return None if cid is None else self.resolve(cid.decode())
 
     def get_clusters(self, cluster_ids: Sequence[str], resolve: bool = False) -> list[Cluster | None]:
@@ -246,13 +232,12 @@ class RedisClusterStore:
           resolve: if True, a merged id returns the cluster it was merged into.
         """
         ids = [self.resolve(c) for c in cluster_ids] if resolve else list(cluster_ids)
-        p = self.config.prefix
         pipe = self.client.pipeline(transaction=False)
         for cid in ids:
-            pipe.hgetall(f"{p}:cluster:{cid}")
-            pipe.scard(f"{p}:cluster:{cid}:articles")
-            pipe.smembers(f"{p}:cluster:{cid}:sources")
-            pipe.smembers(f"{p}:cluster:{cid}:languages")
+            pipe.hgetall(self.keys.cluster(cid))
+            pipe.scard(self.keys.cluster_articles(cid))
+            pipe.smembers(self.keys.cluster_sources(cid))
+            pipe.smembers(self.keys.cluster_languages(cid))
         raw = pipe.execute()
         out: list[Cluster | None] = []
         for i, cid in enumerate(ids):
@@ -287,11 +272,11 @@ class RedisClusterStore:
         ids = [
             c.decode()
             for c in self.client.zrevrangebyscore(
-                f"{self.config.prefix}:clusters:by_size", "+inf", min_articles, start=0, num=n
+                self.keys.clusters_by_size, "+inf", min_articles, start=0, num=n
             )
         ]
         return [c for c in self.get_clusters(ids) if c is not None]
 
     def cluster_count(self) -> int:
         """Number of live (not merged) clusters."""
-        return int(self.client.zcard(f"{self.config.prefix}:clusters:by_size"))
+        return int(self.client.zcard(self.keys.clusters_by_size))

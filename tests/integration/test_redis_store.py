@@ -6,7 +6,8 @@ import multiprocessing as mp
 
 import pytest
 
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig, band_keys
+from newsflow.keys import Keys
+from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
 from schemas import Article
 
 
@@ -40,7 +41,8 @@ def dump(client) -> dict:
 
 def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():
     fp = 0x1234_5678_9ABC_DEF0
-    assert band_keys("nf", f"{fp:016x}") == ["nf:lsh:0:def0", "nf:lsh:1:9abc", "nf:lsh:2:5678", "nf:lsh:3:1234"]
+    assert Keys().lsh_bands(f"{fp:016x}") == [
+        "nf:{nd}:lsh:0:def0", "nf:{nd}:lsh:1:9abc", "nf:{nd}:lsh:2:5678", "nf:{nd}:lsh:3:1234"]
     from newsflow.simhash import bands
 
     assert [f"{b:04x}" for b in bands(fp)] == ["def0", "9abc", "5678", "1234"]

@@ -1,11 +1,13 @@
 -- Near-duplicate cluster assignment for a batch of articles, atomically.
--- ARGV[1] = key prefix (e.g. "nf"), ARGV[2] = max Hamming distance, ARGV[3] = JSON array of articles:
+-- KEYS[1] = the group's fingerprint hash (for Redis Cluster routing; every key below shares its slot).
+-- ARGV[1] = tagged prefix of the near-duplicate group from newsflow.keys.Keys.nd (e.g. "nf:{nd}"; this
+-- script never spells a prefix itself), ARGV[2] = max Hamming distance, ARGV[3] = JSON array of articles:
 --   {id, fp (16 hex, big-endian), title, url, domain, name, t (event time, epoch s as string),
 --    lang, auth (source authority as string), feed (0/1), pt (publish time string or "")}
 -- Returns a JSON array of {id, cluster, new (0/1), created (0/1), merged = [cluster ids merged into cluster]}.
 -- Band sets hold members "<fp hex>:<article id>".
 -- Band i of a fingerprint = bits [16i, 16i+16) counted from the least significant bit, i.e. hex
--- characters (16-4i-3 .. 16-4i) of the big-endian hex string; key <prefix>:lsh:<i>:<4 hex>.
+-- characters (16-4i-3 .. 16-4i) of the big-endian hex string; key <tagged prefix>:lsh:<i>:<4 hex>.
 local P = ARGV[1]
 local maxd = tonumber(ARGV[2])
 local docs = cjson.decode(ARGV[3])
