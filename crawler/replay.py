@@ -22,6 +22,15 @@ Per host it serves:
 
 Pages carry no publish time in the corpus; each gets a deterministic one spread
 over the headline time span (by hash of its URL).
+
+Control endpoint (any Host; the server listens on 127.0.0.1 only): ``POST /_replay/publish``
+with a JSON object ``{"url", "title", "body", "summary"?, "content_type"?, "published"?}``
+publishes a new article at once: it shows in its host's feed from ``published`` (UTC epoch
+seconds on the replay clock, default: now on that clock) and its page serves ``body`` (UTF-8
+text) without injected failures. Answers ``200 {"url", "published"}``, or ``400`` with the reason.
+Benchmarks use it to time a new article from its feed to the API (``benchmarks.crawl_to_display``).
+With ``start_at`` (``newsflow replay-web --start-time now --speed 1``) the replay clock is the
+wall clock, so the whole corpus is already published and new articles are published "now".
 """
 
 from __future__ import annotations
@@ -99,7 +108,8 @@ class ReplayWeb:
     """
 
     def __init__(self, docs: list[RawDocument], speed: float = 60.0, start_fraction: float = 0.1,
-                 slow_s: float = 2.0, clock=time.monotonic, inject_failures: bool = True):
+                 slow_s: float = 2.0, clock=time.monotonic, inject_failures: bool = True,
+                 start_at: Optional[float] = None):
         times = [d.published_time for d in docs if d.published_time]
         lo, hi = (min(times), max(times)) if times else (0.0, 86400.0)
         self.span = (lo, hi)
@@ -122,7 +132,8 @@ class ReplayWeb:
         self.speed = speed
         self.clock = clock
         self.t0 = clock()
-        self.start = lo + (hi - lo) * start_fraction
+        self.start = lo + (hi - lo) * start_fraction if start_at is None else start_at
+        self._published: set[str] = set()  # URLs added through the control endpoint (never fail)
         self.slow_s = slow_s
         self.inject_failures = inject_failures
         self._hits: dict[str, int] = {}
@@ -138,6 +149,31 @@ class ReplayWeb:
         with self._lock:
             self.sites.setdefault(host, {})[item.path] = item
             self._sorted[host] = sorted(self.sites[host].values(), key=lambda i: i.published)
+
+    def publish_json(self, body: bytes) -> Response:
+        """``POST /_replay/publish`` (module doc): adds the article; 400 on a malformed request."""
+        try:
+            d = json.loads(body.decode("utf-8"))
+            url, title, text = str(d["url"]), str(d["title"]), str(d["body"])
+            host = (urlsplit(url).hostname or "").lower()
+            if not host or not url.startswith(("http://", "https://")):
+                raise ValueError(f"not an absolute http(s) URL: {url!r}")
+            published = float(d["published"]) if d.get("published") is not None else self.replay_now()
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
+            return Response(400, {"Content-Type": "application/json"},
+                            json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+        item = ReplayItem(url, _path_of(url), published, title, str(d.get("summary") or ""), text.encode("utf-8"),
+                          str(d.get("content_type") or "text/html; charset=utf-8"),
+                          str(d.get("source_name") or self._source_name(host)))
+        with self._lock:
+            self._published.add(url)
+        self.add_item(item)
+        return Response(200, {"Content-Type": "application/json"},
+                        json.dumps({"url": url, "published": published}).encode())
+
+    def _source_name(self, host: str) -> str:
+        items = self._sorted.get(host) or []
+        return items[0].source_name if items else host
 
     def feed_urls(self) -> list[str]:
         """``http://HOST/feed.xml`` for every replayed host, sorted."""
@@ -180,6 +216,8 @@ class ReplayWeb:
 
     def __call__(self, req: Request) -> Response:
         host = req.host.split(":")[0]
+        if req.path == "/_replay/publish" and req.method == "POST":
+            return self.publish_json(req.body)
         if req.path == "/_replay/feeds":
             return Response(200, {"Content-Type": "text/plain"}, ("\n".join(self.feed_urls()) + "\n").encode())
         if host not in self.sites:
@@ -191,7 +229,7 @@ class ReplayWeb:
         item = self.sites[host].get(req.path)
         if item is None or item.published > self.replay_now() or item.body is None:
             return Response(404, {"Content-Type": "text/plain"}, b"not found")
-        if self.inject_failures:
+        if self.inject_failures and item.url not in self._published:
             bucket = _h("fail:" + item.url, 100)
             if bucket < 2:
                 return Response(500, {"Content-Type": "text/plain"}, b"server error")

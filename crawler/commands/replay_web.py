@@ -32,6 +32,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--port", type=int, default=8765, help="TCP port on 127.0.0.1 (0 = any free port)")
     parser.add_argument("--speed", type=float, default=60.0, help="replay-clock seconds per real second")
     parser.add_argument("--start-fraction", type=float, default=0.1, help="start point in the corpus span, 0..1")
+    parser.add_argument("--start-time", default=None,
+                        help="replay clock start instead of --start-fraction: UTC epoch seconds or 'now' (with "
+                             "--speed 1 the replay clock is the wall clock: the corpus is all published and "
+                             "POST /_replay/publish adds articles published now)")
     parser.add_argument("--no-failures", action="store_true", help="disable the injected slow/failing endpoints")
     parser.add_argument("--seeds-out", default=None, help="write the feed URLs to this file, one per line")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = forever)")
@@ -46,8 +50,14 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     try:
+        start_at = None if args.start_time is None else (
+            time.time() if args.start_time == "now" else float(args.start_time))
+    except ValueError:
+        print(f"error: --start-time must be epoch seconds or 'now', got {args.start_time!r}", file=sys.stderr)
+        return 2
+    try:
         web = ReplayWeb(load_corpus(args.corpus_dir), speed=args.speed, start_fraction=args.start_fraction,
-                        inject_failures=not args.no_failures)
+                        inject_failures=not args.no_failures, start_at=start_at)
     except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
         print(f"error: cannot load corpus from {args.corpus_dir}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

@@ -11,8 +11,8 @@ import sys
 import threading
 import time
 
-from newsflow.ranking.store import feed_key
-from newsflow.stores.story_store import ASSIGN_KEY
+from newsflow.keys import Keys
+from newsflow.stores.story_store import RedisStoryStore
 from newsflow.urls import article_id
 from tests.conftest import REPO_ROOT
 
@@ -92,12 +92,12 @@ class Loop:
 
 
 def _stories(client, ids: list[str]) -> dict[str, str]:
-    got = client.hmget(ASSIGN_KEY, ids)
-    return {a: s.decode() for a, s in zip(ids, got, strict=True) if s is not None}
+    store = RedisStoryStore(client)
+    return {a: s for a in ids if (s := store.assigned_story(a)) is not None}
 
 
 def _feed_story_ids(client) -> set[str]:
-    raw = client.get(feed_key("edition", "global"))
+    raw = client.get(Keys().feed("edition", "global"))
     return set() if raw is None else {i["story_id"] for i in json.loads(raw)["stories"]}
 
 
