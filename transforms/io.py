@@ -295,7 +295,7 @@ class WriteArticles(_StoreSink):
     """Articles -> ``<root>/articles/date=YYYY-MM-DD/part-<hash>.parquet`` (by event date, UTC).
 
     Cluster ids are re-read from Redis just before writing, so rows carry the cluster an
-    article belongs to after any merge (``nf:a2c`` is rewritten on merge).
+    article belongs to after any merge (``Keys.article_clusters`` is rewritten on merge).
     """
 
     def expand(self, pcoll):
@@ -326,7 +326,7 @@ class _StoreFn(beam.DoFn):
 class _ResolveClusterIdsFn(_StoreFn):
     """(key, articles) -> (key, articles with their current cluster id after any merge).
 
-    Only the copy of an article that Redis holds (same URL and event time as ``nf:article:{id}``)
+    Only the copy of an article that Redis holds (same URL and event time as ``Keys.article(id)``)
     is kept: when two documents share a canonical URL (a ``utm_`` variant, a re-fetch with a new
     publish time), the article exists once, in Redis and in Parquet, whatever partitions the
     copies fell in. Dropped copies are counted (``duplicate_article_copies``).
@@ -339,17 +339,17 @@ class _ResolveClusterIdsFn(_StoreFn):
     def process(self, element):
         key, articles = element
         articles = list(articles)
-        prefix = self._store_config.prefix
+        keys = self._store.keys
         pipe = self._store.client.pipeline(transaction=False)
         for a in articles:
-            pipe.hmget(f"{prefix}:article:{a.article_id}", "url", "event_time", "cluster_id")
+            pipe.hmget(keys.article(a.article_id), "url", "event_time", "cluster_id")
         out = []
         for a, (url, event_time, _) in zip(articles, pipe.execute() if articles else []):
             if url is not None and (url.decode() != a.url or event_time.decode() != format_time(a.event_time)):
                 self.duplicates.inc()
                 continue
             out.append(a)
-        current = self._store.client.hmget(f"{prefix}:a2c", [a.article_id for a in out]) if out else []
+        current = self._store.client.hmget(keys.article_clusters, [a.article_id for a in out]) if out else []
         yield key, [a._replace(cluster_id=cid.decode()) if cid is not None else a for a, cid in zip(out, current)]
 
 

@@ -30,6 +30,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
+from newsflow.keys import Keys
 from newsflow.stories import StoryConfig
 from schemas import StoryAssignment
 from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
@@ -56,6 +57,7 @@ class StoryTransformConfig:
       release_granularity_s: timers are set to the next multiple of this many seconds after an
         article's event time, so articles of the same minute are released (sorted) together by
         one firing instead of one firing each.
+      key_prefix: namespace of the Redis keys (:class:`newsflow.keys.Keys`).
     """
 
     redis_url: Optional[str] = None
@@ -64,8 +66,10 @@ class StoryTransformConfig:
     shard_key: str = "stories"
     ordering: str = "timers"
     release_granularity_s: float = 60.0
+    key_prefix: str = "nf"
 
     def __post_init__(self):
+        Keys(self.key_prefix)  # validates the prefix
         if self.ordering not in ("timers", "sort"):
             raise ValueError(f"ordering must be 'timers' or 'sort', got {self.ordering!r}")
         if self.release_granularity_s <= 0:
@@ -95,7 +99,7 @@ class _AssignFnBase(beam.DoFn):
         from newsflow.stories import StoryClusterer
 
         # One ordered writer (a single shard key): the store may cache live stories in process.
-        self._store = RedisStoryStore(connect(self._config.redis_url), cache=True)
+        self._store = RedisStoryStore(connect(self._config.redis_url), cache=True, keys=Keys(self._config.key_prefix))
         self._clusterer = StoryClusterer(self._store, load_text_model(self._config.text_model_path), self._config.stories)
 
     def _assign(self, article, t):
@@ -209,7 +213,7 @@ class AssignStoryClusters(beam.PTransform):
     Returns ``{"main": assignments, "dead_letter": dead letters, "trend_input": dicts}``; the
     trend inputs (``article_id``, ``story_id``, ``event_time``, topic labels, entity texts; one per
     newly assigned article, at its event time) feed ``transforms.trending.ComputeTrendingWindows``.
-    Story serving records are written to ``nf:story:{story_id}`` by the store as a side effect.
+    Story serving records are written to ``Keys.story(story_id)`` by the store as a side effect.
     """
 
     def __init__(self, config: StoryTransformConfig = StoryTransformConfig()):

@@ -24,6 +24,7 @@ from apache_beam import pvalue, window
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger
 
+from newsflow.keys import Keys
 from newsflow.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
 from newsflow.ranking.trends import (
     parse_trend_input,
@@ -53,6 +54,7 @@ class TrendingConfig:
       top_n: keys kept in Redis per window and kind.
       write_redis: write windows/breaking set/re-crawl requests to Redis.
       redis_url: ``redis://``/``unix://`` URL; ``None`` means ``$REDIS_URL`` or the embedded server.
+      key_prefix: namespace of the Redis keys (:class:`newsflow.keys.Keys`).
     """
 
     window_seconds: int = 3600
@@ -63,8 +65,10 @@ class TrendingConfig:
     top_n: int = 100
     write_redis: bool = True
     redis_url: Optional[str] = None
+    key_prefix: str = "nf"
 
     def __post_init__(self):
+        Keys(self.key_prefix)  # validates the prefix
         if self.window_seconds <= 0 or self.period_seconds <= 0 or self.window_seconds % self.period_seconds:
             raise ValueError(
                 f"window_seconds ({self.window_seconds}) must be a positive multiple of period_seconds "
@@ -153,7 +157,8 @@ class _WriteRedisFn(beam.DoFn):
     def finish_bundle(self):
         if self._buffer:
             c = self._config
-            fresh = write_trends(self._client, self._buffer, c.window_seconds, c.top_n, c.breaking_ttl_seconds)
+            fresh = write_trends(self._client, self._buffer, c.window_seconds, c.top_n, c.breaking_ttl_seconds,
+                                 keys=Keys(c.key_prefix))
             self.newly_breaking.inc(len(fresh))
             self._buffer = []
 

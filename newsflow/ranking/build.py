@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from newsflow.keys import Keys
 from newsflow.ranking.events import flush_events
 from newsflow.ranking.feeds import (
     Candidates,
@@ -19,7 +20,7 @@ from newsflow.ranking.feeds import (
     live_stories,
     velocity_map,
 )
-from newsflow.ranking.store import FEED_TTL_SECONDS, RankingStore, feed_key
+from newsflow.ranking.store import FEED_TTL_SECONDS, RankingStore
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class BuildStats:
 
 
 def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_window: float = 3600.0,
-                events_dir: str | None = None, feed_ttl: int = FEED_TTL_SECONDS) -> BuildStats:
+                events_dir: str | None = None, feed_ttl: int = FEED_TTL_SECONDS, keys: Keys = Keys()) -> BuildStats:
     """One run of the job (steps in the module docstring).
 
     Args:
@@ -46,12 +47,13 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
       active_window: readers with an event in the last this-many seconds get a feed.
       events_dir: where to flush reader events as Parquet; ``None`` skips it.
       feed_ttl: TTL of written feeds, seconds.
+      keys: the Redis key layout (:class:`newsflow.keys.Keys`).
 
     Returns:
       :class:`BuildStats`.
     """
     t0 = time.perf_counter()
-    store = RankingStore(client)
+    store = RankingStore(client, keys)
     ids = list(store.iter_story_ids())
     stories = []
     for i in range(0, len(ids), 1000):
@@ -62,13 +64,13 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
     pools = compute_pools(cands, config.pool_size)
     for (kind, name), members in pools.items():
         store.replace_pool(kind, name, members, config.pool_size)
-    feeds = build_public_feeds(cands, pools, now, config)
+    feeds = build_public_feeds(cands, pools, now, config, keys)
     store.write_feeds(feeds, feed_ttl)
     users = store.active_users(now - active_window)
     by_id = {s.story_id: s for s in stories}
     user_feeds = {}
     for uid in users:
-        user_feeds[feed_key("user", uid)] = build_user_feed(store, store.user_profile(uid), now, "", config,
+        user_feeds[keys.feed("user", uid)] = build_user_feed(store, store.user_profile(uid), now, "", config,
                                                             stories_by_id=by_id, shared=shared)
         if len(user_feeds) >= 200:
             store.write_feeds(user_feeds, feed_ttl)
@@ -77,7 +79,7 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
     flushed = 0
     if events_dir:
         while True:
-            n, _ = flush_events(client, events_dir)
+            n, _ = flush_events(client, events_dir, keys=keys)
             flushed += n
             if n == 0:
                 break

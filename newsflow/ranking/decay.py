@@ -5,7 +5,7 @@ The decay rate λ (per hour) depends on the story:
 * ``LAMBDA_BREAKING`` = 0.5 for a *breaking* story (more than 20 new articles in the
   last hour, from the streaming job's trending windows), so a burst rises fast and fades fast;
 * otherwise a learned per-topic override, if the nightly job wrote one for the story's
-  first topic that has one (Redis HASH ``nf:lambda:topic``, see
+  first topic that has one (Redis HASH ``Keys.topic_lambdas``, see
   :func:`newsflow.ranking.store.RankingStore.lambda_overrides`);
 * otherwise ``LAMBDA_EVERGREEN`` = 0.02 when any topic label is an evergreen class
   (obituary, historical, explainer; see :data:`EVERGREEN_TOPICS`);
@@ -50,7 +50,7 @@ def lambda_for(
     Args:
       topics: the story's topic labels, most confident first.
       breaking: whether the story is in the breaking set.
-      overrides: learned λ per topic label (lower case), e.g. from ``nf:lambda:topic``.
+      overrides: learned λ per topic label (lower case), e.g. from ``Keys.topic_lambdas``.
 
     Returns:
       λ in 1/hours: 0.5 if breaking; else the override of the first topic that has one;

@@ -1,12 +1,14 @@
 """Reader events (impression, click, dwell): validation, Redis stream, Parquet flush.
 
 The API validates each event with :func:`validate_event` and appends it with
-:func:`append_events` to the Redis stream ``nf:events`` (``XADD``, approximate
-``MAXLEN`` bound) and marks the user active in ``nf:users:active``. A job calls
-:func:`flush_events` to move the stream into Parquet files for the nightly jobs:
-rows are written first, then the cursor ``nf:events:flushed`` advances and the written
+:func:`append_events` to the Redis stream ``Keys.events`` (``XADD``, approximate
+``MAXLEN`` bound) and marks the user active in ``Keys.active_users`` (keys: :mod:`newsflow.keys`).
+A job calls :func:`flush_events` to move the stream into Parquet files for the nightly jobs:
+rows are written first, then the cursor ``Keys.events_flushed`` advances, then the written
 entries are deleted, so a crash between the two re-writes the same file name (the
-file is named by its first and last stream ids) instead of losing events.
+file is named by its first and last stream ids) instead of losing events. The cursor and the
+deletion are one ordered pipeline, not a transaction: the stream and the cursor are untagged
+keys that may live in different Redis Cluster slots.
 
 Event JSON accepted from clients::
 
@@ -25,11 +27,9 @@ from typing import Any, Mapping, Optional, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from newsflow.keys import Keys
 from schemas.event import EVENT_SCHEMA, EVENT_TYPES, SURFACES, Event  # re-exported: the record lives in schemas/
 
-EVENT_STREAM = "nf:events"
-EVENT_CURSOR_KEY = "nf:events:flushed"
-ACTIVE_USERS_KEY = "nf:users:active"
 MAX_EVENTS_PER_REQUEST = 100
 MAX_PAST_SECONDS = 7 * 86400
 MAX_FUTURE_SECONDS = 300
@@ -100,8 +100,8 @@ def validate_event(raw: Any, user_id: str, now: float) -> Event:
     return Event(user_id, etype, sid, t, float(now), pos, dwell, surface)
 
 
-def append_events(client, events: Sequence[Event]) -> list[str]:
-    """XADDs events to ``nf:events`` and marks their users active; one pipeline.
+def append_events(client, events: Sequence[Event], keys: Keys = Keys()) -> list[str]:
+    """XADDs events to ``Keys.events`` and marks their users active; one pipeline.
 
     Returns:
       The stream ids assigned, in order.
@@ -118,12 +118,12 @@ def append_events(client, events: Sequence[Event]) -> list[str]:
             "dwell_seconds": "" if e.dwell_seconds is None else repr(e.dwell_seconds),
             "surface": e.surface,
         }
-        pipe.xadd(EVENT_STREAM, fields, maxlen=STREAM_MAXLEN, approximate=True)
+        pipe.xadd(keys.events, fields, maxlen=STREAM_MAXLEN, approximate=True)
     latest: dict[str, float] = {}
     for e in events:
         latest[e.user_id] = max(latest.get(e.user_id, 0.0), e.received_time)
     if latest:
-        pipe.zadd(ACTIVE_USERS_KEY, latest, gt=True)
+        pipe.zadd(keys.active_users, latest, gt=True)
     res = pipe.execute()
     return [r.decode() if isinstance(r, bytes) else str(r) for r in res[: len(events)]]
 
@@ -132,21 +132,22 @@ def _d(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else ("" if v is None else str(v))
 
 
-def flush_events(client, out_dir: str, max_rows: int = 100_000) -> tuple[int, Optional[str]]:
+def flush_events(client, out_dir: str, max_rows: int = 100_000, keys: Keys = Keys()) -> tuple[int, Optional[str]]:
     """Moves up to ``max_rows`` events from the stream into one Parquet file.
 
     Args:
       client: ``redis.Redis`` client.
       out_dir: directory for ``events-{first_id}-{last_id}.parquet`` files.
       max_rows: upper bound of rows per call.
+      keys: the Redis key layout.
 
     Returns:
       ``(rows written, file path or None when the stream had nothing new)``.
     """
     import datetime as dt
 
-    cursor = _d(client.get(EVENT_CURSOR_KEY)) or "0-0"
-    entries = client.xrange(EVENT_STREAM, min=f"({cursor}", max="+", count=max_rows)
+    cursor = _d(client.get(keys.events_flushed)) or "0-0"
+    entries = client.xrange(keys.events, min=f"({cursor}", max="+", count=max_rows)
     if not entries:
         return 0, None
     ts = lambda v: dt.datetime.fromtimestamp(float(v), tz=dt.timezone.utc)  # noqa: E731
@@ -169,8 +170,8 @@ def flush_events(client, out_dir: str, max_rows: int = 100_000) -> tuple[int, Op
     tmp = path + ".tmp"
     pq.write_table(table, tmp)
     os.replace(tmp, path)
-    pipe = client.pipeline(transaction=True)
-    pipe.set(EVENT_CURSOR_KEY, last)
-    pipe.xdel(EVENT_STREAM, *[e[0] for e in entries])
+    pipe = client.pipeline(transaction=False)  # cursor first: see the module docstring
+    pipe.set(keys.events_flushed, last)
+    pipe.xdel(keys.events, *[e[0] for e in entries])
     pipe.execute()
     return len(entries), path

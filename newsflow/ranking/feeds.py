@@ -4,7 +4,7 @@ Used by the feed-building job (precomputed feeds, every few minutes) and by the 
 (a personal feed for a reader whose precomputed feed is missing). All times are UTC
 epoch seconds and are passed in (``now``), never read from the clock here.
 
-Feed documents (JSON, stored at :func:`newsflow.ranking.store.feed_key`)::
+Feed documents (JSON, stored at :meth:`newsflow.keys.Keys.feed`)::
 
     {"kind": "edition"|"topic"|"user", "name": str, "generated_at": float,
      "alpha": float, "stories": [{story_id, title, url, domain, topics, languages,
@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from newsflow.keys import Keys
 from newsflow.ranking.decay import decay_scores, lambda_for
 from newsflow.ranking.mmr import (
     DEFAULT_ALPHA,
@@ -37,7 +38,6 @@ from newsflow.ranking.store import (
     GLOBAL_EDITION,
     POOL_SIZE,
     RankingStore,
-    feed_key,
 )
 from schemas import EMBEDDING_DIM, StoryRecord, UserProfile
 
@@ -127,7 +127,6 @@ def editions_of(story: StoryRecord) -> list[str]:
 # A story whose earliest report is later than ``now`` by more than this does not exist yet at
 # ``now`` (it only happens when ranking a replayed corpus at its replay clock).
 FUTURE_TOLERANCE_S = 3600.0
-REPLAY_CLOCK_KEY = "nf:clock:replay"
 
 
 def live_stories(stories: Iterable[Optional[StoryRecord]], now: Optional[float] = None) -> list[StoryRecord]:
@@ -140,13 +139,13 @@ def live_stories(stories: Iterable[Optional[StoryRecord]], now: Optional[float] 
     ]
 
 
-def replay_clock(client) -> Optional[float]:
-    """The replay clock (UTC epoch s) that ``newsflow demo`` stores at ``nf:clock:replay``, or ``None``.
+def replay_clock(client, keys: Keys = Keys()) -> Optional[float]:
+    """The replay clock (UTC epoch s) that ``newsflow demo`` stores at ``Keys.replay_clock``, or ``None``.
 
     A replayed corpus has no "now" of its own: the demo sets this to the end of its replayed
     stream so that ranking, feeds and the API score its stories as if live at that moment.
     """
-    raw = client.get(REPLAY_CLOCK_KEY)
+    raw = client.get(keys.replay_clock)
     return None if raw is None else float(raw)
 
 
@@ -194,8 +193,8 @@ def compute_pools(cands: Candidates, pool_size: int = POOL_SIZE) -> dict[tuple[s
 
 
 def build_public_feeds(cands: Candidates, pools: Mapping[tuple[str, str], Mapping[str, float]],
-                       now: float, config: FeedConfig = FeedConfig()) -> dict[str, dict]:
-    """One MMR feed per pool: ``{redis key: feed document}``."""
+                       now: float, config: FeedConfig = FeedConfig(), keys: Keys = Keys()) -> dict[str, dict]:
+    """One MMR feed per pool: ``{redis key (Keys.feed): feed document}``."""
     pos = {s.story_id: i for i, s in enumerate(cands.stories)}
     out = {}
     for (kind, name), members in pools.items():
@@ -205,7 +204,7 @@ def build_public_feeds(cands: Candidates, pools: Mapping[tuple[str, str], Mappin
         rel = np.zeros(len(cands))
         rel[idx] = public_relevance(cands.scores[idx])
         items = rank(cands, rel, config.k, config.alpha, config.source_cap, exclude=exclude)
-        out[feed_key(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
+        out[keys.feed(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
     return out
 
 
@@ -304,7 +303,7 @@ def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]
       ValueError: unparsable value, or ``latest`` with no stories.
     """
     if value is None or value == "":
-        replay = replay_clock(store.client)
+        replay = replay_clock(store.client, store.keys)
         return float(clock()) if replay is None else replay
     if value == "wall":
         return float(clock())

@@ -1,48 +1,14 @@
 """Reader/writer for the Redis keys that ranking and serving use.
 
-Written by the streaming job and the stories step (read here, never written):
+Keys, their types, writers and readers are listed in :mod:`newsflow.keys`; every method here
+names keys through the store's :class:`newsflow.keys.Keys`. Read here, written elsewhere: the
+story serving hashes and their article ZSETs (stories step), article hashes (near-duplicate
+store), ``lambda:topic`` (nightly job), ``user:{id}`` (profile jobs). Written here: pools,
+breaking set, feeds. The story hash ``topics`` field is a JSON list, or JSON ``{label:
+probability}`` as ``newsflow.stores.story_store`` writes it; ``authority`` is a float in [0, 1].
 
-==============================  ======  ==================================================
-key                             type    content
-==============================  ======  ==================================================
-``nf:story:{story_id}``         HASH    title, url, domain, representative_id,
-                                        article_count, source_count, independent_count,
-                                        earliest_time, latest_time (UTC epoch s), topics
-                                        (JSON list, or JSON {label: probability} as
-                                        ``newsflow.stores.story_store`` writes it),
-                                        languages (JSON list), authority
-                                        (float in [0, 1]), embedding (128 float32 LE
-                                        bytes), entities (JSON), merged_into
-``nf:story:{story_id}:articles`` ZSET   article_id -> event_time
-``nf:article:{article_id}``     HASH    title, url, source_domain, source_name, event_time,
-                                        cluster_id (near-duplicate cluster), story_id,
-                                        authority, language
-``nf:lambda:topic``             HASH    topic label -> learned λ (1/hours), nightly job
-``nf:user:{user_id}``           HASH    interest (128 float32 LE bytes), clicks (int),
-                                        edition, follow_topics / follow_sources /
-                                        block_topics / block_sources (JSON lists)
-==============================  ======  ==================================================
-
-Written by ranking (this package, the streaming job's trending step and the feed-building job):
-
-==================================  ======  ===============================================
-``nf:pool:edition:{edition}``       ZSET    story_id -> score; top ~500 per edition
-                                            (language code, or ``global``)
-``nf:pool:topic:{topic}``           ZSET    story_id -> score; top ~500 per topic label
-``nf:breaking``                     ZSET    story_id -> expiry time (UTC epoch s)
-``nf:breaking:since``               HASH    story_id -> when it (last) became breaking
-``nf:trending:windows:{kind}``      ZSET    window_end -> window_end, kind in
-                                            story/entity/topic
-``nf:trending:{kind}:{window_end}`` ZSET    key -> new articles in that window
-``nf:feed:edition:{edition}``       STRING  feed JSON, 5-minute TTL
-``nf:feed:topic:{topic}``           STRING  feed JSON, 5-minute TTL
-``nf:feed:user:{user_id}``          STRING  feed JSON, 5-minute TTL
-``nf:users:active``                 ZSET    user_id -> last event time (UTC epoch s)
-``nf:events``                       STREAM  reader events (see :mod:`newsflow.ranking.events`)
-==================================  ======  ===============================================
-
-The stories step keeps other keys under the same prefix (``nf:story:assign``, ``nf:story:active``,
-``nf:story:merges``, ``nf:story:{id}:state``); :meth:`RankingStore.iter_story_ids` skips them
+The stories step keeps other keys next to the story hashes (``story:assign``, ``story:active``,
+``story:merges``, ``story:{id}:state``); :meth:`RankingStore.iter_story_ids` skips them
 and :meth:`RankingStore.get_stories` treats a hash without ``earliest_time`` as no story.
 
 Every method takes a ``redis.Redis`` client (``decode_responses=False``) at construction
@@ -56,6 +22,8 @@ from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from newsflow.keys import Keys
+
 # Re-exported: the records live in schemas/; this module parses them from Redis hashes.
 from schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
 
@@ -63,40 +31,6 @@ POOL_SIZE = 500
 FEED_TTL_SECONDS = 300
 GLOBAL_EDITION = "global"
 TRENDING_KINDS = ("story", "entity", "topic")
-
-STORY_PREFIX = "nf:story:"
-ARTICLE_PREFIX = "nf:article:"
-LAMBDA_KEY = "nf:lambda:topic"
-USER_PREFIX = "nf:user:"
-BREAKING_KEY = "nf:breaking"
-BREAKING_SINCE_KEY = "nf:breaking:since"
-ACTIVE_USERS_KEY = "nf:users:active"
-RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges"})
-
-
-def pool_key(kind: str, name: str) -> str:
-    """Key of a candidate pool: ``kind`` is ``"edition"`` or ``"topic"``."""
-    if kind not in ("edition", "topic"):
-        raise ValueError(f"pool kind must be 'edition' or 'topic', got {kind!r}")
-    return f"nf:pool:{kind}:{name}"
-
-
-def feed_key(kind: str, name: str) -> str:
-    """Key of a precomputed feed: ``kind`` is ``"edition"``, ``"topic"`` or ``"user"``."""
-    if kind not in ("edition", "topic", "user"):
-        raise ValueError(f"feed kind must be 'edition', 'topic' or 'user', got {kind!r}")
-    return f"nf:feed:{kind}:{name}"
-
-
-def trending_key(kind: str, window_end: float) -> str:
-    """Key of one trending window's counts (``kind`` in :data:`TRENDING_KINDS`)."""
-    return f"nf:trending:{kind}:{int(window_end)}"
-
-
-def trending_windows_key(kind: str) -> str:
-    """Key of the ZSET listing the windows written for ``kind``."""
-    return f"nf:trending:windows:{kind}"
-
 
 def _s(value) -> str:
     if value is None:
@@ -188,7 +122,7 @@ def _topic_scores(value) -> tuple:
 
 
 def story_from_hash(story_id: str, h: Mapping[bytes, bytes]) -> StoryRecord:
-    """Builds a :class:`StoryRecord` from an HGETALL of ``nf:story:{story_id}``; missing fields get
+    """Builds a :class:`StoryRecord` from an HGETALL of ``Keys.story(story_id)``; missing fields get
     neutral defaults (``outlets`` and ``article_ids`` are not in the hash and stay empty)."""
     g = lambda name: h.get(name.encode())  # noqa: E731
     return StoryRecord(
@@ -213,7 +147,7 @@ def story_from_hash(story_id: str, h: Mapping[bytes, bytes]) -> StoryRecord:
 
 
 def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecord:
-    """Builds an :class:`ArticleRecord` from an HGETALL of ``nf:article:{article_id}``."""
+    """Builds an :class:`ArticleRecord` from an HGETALL of ``Keys.article(article_id)``."""
     g = lambda name: h.get(name.encode())  # noqa: E731
     return ArticleRecord(
         article_id=article_id,
@@ -230,7 +164,7 @@ def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecor
 
 
 def user_from_hash(user_id: str, h: Mapping[bytes, bytes]) -> UserProfile:
-    """Builds a :class:`UserProfile` from an HGETALL of ``nf:user:{user_id}`` (an empty hash is a
+    """Builds a :class:`UserProfile` from an HGETALL of ``Keys.user(user_id)`` (an empty hash is a
     new user)."""
     g = lambda name: h.get(name.encode())  # noqa: E731
     low = lambda name: frozenset(str(x).lower() for x in _json_list(g(name)))  # noqa: E731
@@ -247,29 +181,31 @@ def user_from_hash(user_id: str, h: Mapping[bytes, bytes]) -> UserProfile:
 
 
 class RankingStore:
-    """Typed access to the ranking keys above.
+    """Typed access to the ranking keys (see :mod:`newsflow.keys`).
 
     Args:
       client: a ``redis.Redis`` client with ``decode_responses=False``.
+      keys: the Redis key layout (:class:`newsflow.keys.Keys`, default prefix ``nf``).
     """
 
-    def __init__(self, client):
+    def __init__(self, client, keys: Keys = Keys()):
         self.client = client
+        self.keys = keys
 
     # -- stories and articles -------------------------------------------------------
     def iter_story_ids(self, batch: int = 1000) -> Iterator[str]:
-        """Yields every story id (keys ``nf:story:{id}`` without a further ``:`` part,
-        except the stories step's reserved names)."""
-        for key in self.client.scan_iter(match=STORY_PREFIX + "*", count=batch):
-            rest = _s(key)[len(STORY_PREFIX):]
-            if rest and ":" not in rest and rest not in RESERVED_STORY_NAMES:
-                yield rest
+        """Yields every story id (story serving hashes, :meth:`Keys.story_id_of`; not the story's
+        ``:articles``/``:state`` keys nor the stories step's reserved names)."""
+        for key in self.client.scan_iter(match=self.keys.story_pattern, count=batch):
+            sid = self.keys.story_id_of(key)
+            if sid is not None:
+                yield sid
 
     def get_stories(self, story_ids: Sequence[str]) -> list[Optional[StoryRecord]]:
         """Fetches stories in one pipeline; ``None`` where the hash does not exist."""
         pipe = self.client.pipeline(transaction=False)
         for sid in story_ids:
-            pipe.hgetall(STORY_PREFIX + sid)
+            pipe.hgetall(self.keys.story(sid))
         out = []
         for sid, h in zip(story_ids, pipe.execute()):
             out.append(story_from_hash(sid, h) if h and b"earliest_time" in h else None)
@@ -281,19 +217,19 @@ class RankingStore:
 
     def story_articles(self, story_id: str) -> list[ArticleRecord]:
         """The story's articles ordered by event time (ties: article id)."""
-        ids = [_s(a) for a in self.client.zrange(f"{STORY_PREFIX}{story_id}:articles", 0, -1)]
+        ids = [_s(a) for a in self.client.zrange(self.keys.story_articles(story_id), 0, -1)]
         pipe = self.client.pipeline(transaction=False)
         for aid in ids:
-            pipe.hgetall(ARTICLE_PREFIX + aid)
+            pipe.hgetall(self.keys.article(aid))
         arts = [article_from_hash(a, h) for a, h in zip(ids, pipe.execute()) if h]
         arts.sort(key=lambda a: (a.event_time, a.article_id))
         return arts
 
     # -- ranking inputs -------------------------------------------------------------
     def lambda_overrides(self) -> dict[str, float]:
-        """Per-topic λ overrides from ``nf:lambda:topic``; unparsable or ≤ 0 values are skipped."""
+        """Per-topic λ overrides from ``Keys.topic_lambdas``; unparsable or ≤ 0 values are skipped."""
         out = {}
-        for k, v in self.client.hgetall(LAMBDA_KEY).items():
+        for k, v in self.client.hgetall(self.keys.topic_lambdas).items():
             lam = _f(v, default=-1.0)
             if lam > 0:
                 out[_s(k).lower()] = lam
@@ -301,7 +237,7 @@ class RankingStore:
 
     def user_profile(self, user_id: str) -> UserProfile:
         """The reader's profile; an unknown user gets an empty (cold-start) profile."""
-        return user_from_hash(user_id, self.client.hgetall(USER_PREFIX + user_id))
+        return user_from_hash(user_id, self.client.hgetall(self.keys.user(user_id)))
 
     # -- breaking set ----------------------------------------------------------------
     def mark_breaking(self, items: Iterable[tuple[str, float, float]]) -> list[str]:
@@ -323,8 +259,8 @@ class RankingStore:
             return []
         pipe = self.client.pipeline(transaction=False)
         for sid, _, _ in items:
-            pipe.zscore(BREAKING_KEY, sid)
-            pipe.hget(BREAKING_SINCE_KEY, sid)
+            pipe.zscore(self.keys.breaking, sid)
+            pipe.hget(self.keys.breaking_since, sid)
         res = pipe.execute()
         state = {}
         for (sid, _, _), old, since in zip(items, res[0::2], res[1::2]):
@@ -341,17 +277,17 @@ class RankingStore:
                 fresh.append(sid)
             exp = max(exp or 0.0, now + float(ttl))
             state[sid] = (exp, since)
-            pipe.hset(BREAKING_SINCE_KEY, sid, repr(since))
-            pipe.zadd(BREAKING_KEY, {sid: exp}, gt=True)
+            pipe.hset(self.keys.breaking_since, sid, repr(since))
+            pipe.zadd(self.keys.breaking, {sid: exp}, gt=True)
         pipe.execute()
         return list(dict.fromkeys(fresh))
 
     def breaking(self, now: float) -> dict[str, float]:
         """Live breaking stories at ``now``: ``story_id -> since`` (UTC epoch s)."""
-        ids = [_s(x) for x in self.client.zrangebyscore(BREAKING_KEY, f"({float(now)!r}", "+inf")]
+        ids = [_s(x) for x in self.client.zrangebyscore(self.keys.breaking, f"({float(now)!r}", "+inf")]
         if not ids:
             return {}
-        since = self.client.hmget(BREAKING_SINCE_KEY, ids)
+        since = self.client.hmget(self.keys.breaking_since, ids)
         return {sid: _f(s) for sid, s in zip(ids, since)}
 
     # -- trending -------------------------------------------------------------------
@@ -361,10 +297,10 @@ class RankingStore:
         replay clock: windows from after it do not exist yet."""
         top = "+inf" if now is None else now
         # newest first; a window whose key has expired (TTL) is skipped
-        for _, score in self.client.zrevrangebyscore(trending_windows_key(kind), top, "-inf", start=0, num=20,
+        for _, score in self.client.zrevrangebyscore(self.keys.trending_windows(kind), top, "-inf", start=0, num=20,
                                                       withscores=True):
             end = float(score)
-            rows = self.client.zrevrange(trending_key(kind, end), 0, n - 1, withscores=True)
+            rows = self.client.zrevrange(self.keys.trending(kind, end), 0, n - 1, withscores=True)
             if rows:
                 return end, [(_s(k), int(v)) for k, v in rows]
         return None, []
@@ -372,23 +308,22 @@ class RankingStore:
     # -- pools ----------------------------------------------------------------------
     def replace_pool(self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE,
                      ttl_seconds: int = 86400) -> None:
-        """Atomically replaces a pool with the top-``size`` of ``scores`` (temp key + RENAME)."""
-        key = pool_key(kind, name)
+        """Atomically replaces a pool with the top-``size`` of ``scores``: DEL + ZADD + EXPIRE of the
+        pool's own key in one MULTI/EXEC (one key, so it also runs on Redis Cluster)."""
+        key = self.keys.pool(kind, name)
         top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:size]
         if not top:
             self.client.delete(key)
             return
-        tmp = key + ":tmp"
         pipe = self.client.pipeline(transaction=True)
-        pipe.delete(tmp)
-        pipe.zadd(tmp, dict(top))
-        pipe.rename(tmp, key)
+        pipe.delete(key)
+        pipe.zadd(key, dict(top))
         pipe.expire(key, ttl_seconds)
         pipe.execute()
 
     def pool(self, kind: str, name: str, n: int = POOL_SIZE) -> list[tuple[str, float]]:
         """Top-``n`` ``(story_id, score)`` of a pool, best first."""
-        rows = self.client.zrevrange(pool_key(kind, name), 0, n - 1, withscores=True)
+        rows = self.client.zrevrange(self.keys.pool(kind, name), 0, n - 1, withscores=True)
         return [(_s(k), float(v)) for k, v in rows]
 
     # -- feeds ----------------------------------------------------------------------
@@ -405,5 +340,5 @@ class RankingStore:
 
     def active_users(self, since: float, limit: int = 10000) -> list[str]:
         """Users with an event at or after ``since`` (UTC epoch s), most recent first."""
-        rows = self.client.zrevrangebyscore(ACTIVE_USERS_KEY, "+inf", float(since), start=0, num=limit)
+        rows = self.client.zrevrangebyscore(self.keys.active_users, "+inf", float(since), start=0, num=limit)
         return [_s(r) for r in rows]

@@ -5,28 +5,21 @@ a sliding event-time window (1 hour every 5 minutes by default). A story with mo
 20 in a window is breaking (:func:`newsflow.ranking.decay.is_breaking`); its decay λ
 switches to 0.5 while it stays in the breaking set.
 
-Redis layout written by :func:`write_trends` (see also :mod:`newsflow.ranking.store`):
-``nf:trending:{kind}:{window_end}`` ZSET key -> count (top ``top_n``, expires after
-``2 × window``), ``nf:trending:windows:{kind}`` ZSET of written window ends, and for
-breaking stories ``nf:breaking`` / ``nf:breaking:since`` plus a priority re-crawl request
-(``nf:crawl:priority``) for the sources of each newly breaking story.
+Redis keys written by :func:`write_trends` (the table is in :mod:`newsflow.keys`):
+``Keys.trending(kind, window_end)`` ZSET key -> count (top ``top_n``, expires after
+``2 × window``), ``Keys.trending_windows(kind)`` ZSET of written window ends, and for
+breaking stories ``Keys.breaking`` / ``Keys.breaking_since`` plus a priority re-crawl request
+(``Keys.crawl_priority``) for the sources of each newly breaking story.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from newsflow.keys import Keys
 from newsflow.ranking.priority import request_priority_recrawl
-from newsflow.ranking.store import (
-    ARTICLE_PREFIX,
-    STORY_PREFIX,
-    RankingStore,
-    trending_key,
-    trending_windows_key,
-)
+from newsflow.ranking.store import RankingStore
 from schemas.trend import TREND_SCHEMA, TrendCount, TrendInput  # noqa: F401  (re-exported; records live in schemas/)
-
-KINDS = ("story", "entity", "topic")
 
 
 def _entity_text(e: Any) -> str:
@@ -66,7 +59,7 @@ MAX_INDEXED_WINDOWS = 2016
 
 
 def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, top_n: int = 100,
-                 breaking_ttl_seconds: float = 3600.0) -> list[str]:
+                 breaking_ttl_seconds: float = 3600.0, keys: Keys = Keys()) -> list[str]:
     """Writes window counts to Redis, updates the breaking set, asks for re-crawls.
 
     Args:
@@ -76,6 +69,7 @@ def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, to
       top_n: keys kept per window and kind.
       breaking_ttl_seconds: a breaking story leaves the set this long after the end of the
         last window in which it was breaking.
+      keys: the Redis key layout.
 
     Returns:
       Story ids that became breaking (re-crawl requested for their sources).
@@ -84,44 +78,45 @@ def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, to
     pipe = client.pipeline(transaction=False)
     touched = set()
     for t in trends:
-        key = trending_key(t.kind, t.window_end)
+        key = keys.trending(t.kind, t.window_end)
         pipe.zadd(key, {t.key: int(t.count)})
         touched.add((t.kind, t.window_end))
     ttl = int(2 * window_seconds)
     for kind, end in touched:
-        key = trending_key(kind, end)
+        key = keys.trending(kind, end)
         pipe.zremrangebyrank(key, 0, -(top_n + 1))
         pipe.expire(key, ttl)
-        pipe.zadd(trending_windows_key(kind), {str(int(end)): float(end)})
+        pipe.zadd(keys.trending_windows(kind), {str(int(end)): float(end)})
         # Keep the newest MAX_INDEXED_WINDOWS windows in the index (bounded, ~7 days at a 5-minute
         # period), not only those near the newest one: a replay ranked at its own clock must still
         # find the windows around that clock when newer ones exist. Expired windows are skipped
         # when read.
-        pipe.zremrangebyrank(trending_windows_key(kind), 0, -(MAX_INDEXED_WINDOWS + 1))
+        pipe.zremrangebyrank(keys.trending_windows(kind), 0, -(MAX_INDEXED_WINDOWS + 1))
     pipe.execute()
-    store = RankingStore(client)
+    store = RankingStore(client, keys=keys)
     breaking = [(t.key, t.window_end, breaking_ttl_seconds) for t in trends if t.kind == "story" and t.breaking]
     fresh = store.mark_breaking(breaking)
     if breaking:
-        client.expire("nf:breaking", int(breaking_ttl_seconds) * 2)
-        client.expire("nf:breaking:since", int(breaking_ttl_seconds) * 2)
+        client.expire(keys.breaking, int(breaking_ttl_seconds) * 2)
+        client.expire(keys.breaking_since, int(breaking_ttl_seconds) * 2)
     when = {sid: end for sid, end, _ in breaking}
     for sid in dict.fromkeys(fresh):
-        request_priority_recrawl(client, story_sources(client, sid), f"breaking:story {sid}", when[sid])
+        request_priority_recrawl(client, story_sources(client, sid, keys=keys), f"breaking:story {sid}", when[sid],
+                                 keys=keys)
     return list(dict.fromkeys(fresh))
 
 
-def story_sources(client, story_id: str, limit: int = 20) -> list[str]:
+def story_sources(client, story_id: str, limit: int = 20, keys: Keys = Keys()) -> list[str]:
     """Source domains covering a story: its representative domain, then its newest articles'."""
     out = []
-    dom = client.hget(STORY_PREFIX + story_id, "domain")
+    dom = client.hget(keys.story(story_id), "domain")
     if dom:
         out.append(dom.decode() if isinstance(dom, bytes) else str(dom))
-    ids = client.zrevrange(f"{STORY_PREFIX}{story_id}:articles", 0, limit - 1)
+    ids = client.zrevrange(keys.story_articles(story_id), 0, limit - 1)
     if ids:
         pipe = client.pipeline(transaction=False)
         for aid in ids:
-            pipe.hget(ARTICLE_PREFIX + (aid.decode() if isinstance(aid, bytes) else aid), "source_domain")
+            pipe.hget(keys.article(aid.decode() if isinstance(aid, bytes) else aid), "source_domain")
         out += [d.decode() if isinstance(d, bytes) else str(d) for d in pipe.execute() if d]
     return list(dict.fromkeys(x.lower() for x in out if x))[:limit]
 

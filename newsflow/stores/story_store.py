@@ -4,21 +4,14 @@
 logic runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Redis
 (:class:`RedisStoryStore`), where it survives restarts.
 
-Redis keys (all under ``nf:story:``):
-
-* ``nf:story:{story_id}`` HASH, the serving record read by ranking/serving: ``title``, ``url``,
-  ``domain``, ``representative_id``, ``article_count``, ``source_count`` (distinct outlets),
-  ``independent_count`` (distinct near-duplicate clusters), ``earliest_time`` / ``latest_time``
-  (UTC epoch seconds), ``topics`` (JSON ``{label: mean probability}``), ``languages`` (JSON list),
-  ``authority``, ``embedding`` (128 float32 little-endian bytes), ``entities`` (JSON list of
-  ``{key, text, label, count}``), ``merged_into`` (``""`` while live).
-* ``nf:story:{story_id}:articles`` ZSET article_id -> event time.
-* ``nf:story:{story_id}:state`` STRING, the clusterer's JSON state (centroid, members, ...);
-  deleted when the story is merged into another.
-* ``nf:story:assign`` HASH article_id -> story_id it was first assigned to (idempotency; follow
-  ``merged_into`` to the live story).
-* ``nf:story:active`` ZSET live story_id -> latest event time (candidate lookup by time window).
-* ``nf:story:merges`` LIST of JSON merge records ``{from, into, time, article_id}``.
+Redis keys: the story group of :mod:`newsflow.keys` (``Keys.story``, ``story_articles``,
+``story_state``, ``story_assign``, ``story_active``, ``story_merges``), all under the ``{story}``
+hash tag because one MULTI/EXEC writes a story's keys together with the global assign/active/merges
+keys. The serving hash ``Keys.story(id)`` holds ``title``, ``url``, ``domain``, ``representative_id``,
+``article_count``, ``source_count`` (distinct outlets), ``independent_count`` (distinct near-duplicate
+clusters), ``earliest_time`` / ``latest_time`` (UTC epoch seconds), ``topics`` (JSON ``{label: mean
+probability}``), ``languages`` (JSON list), ``authority``, ``embedding`` (128 float32 little-endian
+bytes), ``entities`` (JSON list of ``{key, text, label, count}``), ``merged_into`` (``""`` while live).
 """
 
 from __future__ import annotations
@@ -30,26 +23,7 @@ from typing import Any, Iterable, Optional, Protocol
 
 import numpy as np
 
-PREFIX = "nf:story:"
-ASSIGN_KEY = PREFIX + "assign"
-ACTIVE_KEY = PREFIX + "active"
-MERGES_KEY = PREFIX + "merges"
-
-
-def story_key(story_id: str) -> str:
-    """Key of a story's serving hash."""
-    return f"{PREFIX}{story_id}"
-
-
-def story_articles_key(story_id: str) -> str:
-    """Key of a story's article ZSET."""
-    return f"{PREFIX}{story_id}:articles"
-
-
-def story_state_key(story_id: str) -> str:
-    """Key of a story's JSON clusterer state."""
-    return f"{PREFIX}{story_id}:state"
-
+from newsflow.keys import Keys
 
 @dataclass
 class StoryState:
@@ -120,7 +94,7 @@ class StoryState:
         return len({m["domain"] for m in self.members.values() if m["domain"]})
 
     def serving_record(self, merged_into: str = "", top_entities: int = 10, top_topics: int = 3) -> dict[str, Any]:
-        """The ``nf:story:{id}`` hash fields (values as str/bytes/int/float)."""
+        """The story serving hash fields (:meth:`newsflow.keys.Keys.story`) (values as str/bytes/int/float)."""
         rep = self.representative()
         m = self.members.get(rep, {}) if rep else {}
         topics = {}
@@ -230,10 +204,12 @@ class RedisStoryStore:
       client: a ``redis.Redis``-compatible client (bytes responses).
       cache: keep live stories in process (single writer only).
       cache_horizon_s: eviction horizon of the cache, seconds.
+      keys: the Redis key layout (:class:`newsflow.keys.Keys`).
     """
 
-    def __init__(self, client, cache: bool = False, cache_horizon_s: float = 86400.0) -> None:
+    def __init__(self, client, cache: bool = False, cache_horizon_s: float = 86400.0, keys: Keys = Keys()) -> None:
         self.r = client
+        self.keys = keys
         self._use_cache = cache
         self._horizon_s = cache_horizon_s
         self._cache: Optional[dict[str, StoryState]] = None
@@ -245,21 +221,21 @@ class RedisStoryStore:
         self._cache_since = math.inf
 
     def assigned_story(self, article_id: str) -> Optional[str]:
-        v = self.r.hget(ASSIGN_KEY, article_id)
+        v = self.r.hget(self.keys.story_assign, article_id)
         return v.decode() if isinstance(v, bytes) else v
 
     def resolve(self, story_id: str) -> str:
         seen = set()
         while story_id not in seen:
             seen.add(story_id)
-            nxt = self.r.hget(story_key(story_id), "merged_into")
+            nxt = self.r.hget(self.keys.story(story_id), "merged_into")
             if not nxt:
                 break
             story_id = nxt.decode() if isinstance(nxt, bytes) else nxt
         return story_id
 
     def get(self, story_id: str) -> Optional[StoryState]:
-        raw = self.r.get(story_state_key(story_id))
+        raw = self.r.get(self.keys.story_state(story_id))
         return StoryState.from_json(raw) if raw else None
 
     def active(self, since: float) -> list[StoryState]:
@@ -277,25 +253,25 @@ class RedisStoryStore:
         return [self._cache[k] for k in sorted(self._cache) if self._cache[k].latest_time >= since]
 
     def _active_from_redis(self, since: float) -> list[StoryState]:
-        ids = sorted(x.decode() if isinstance(x, bytes) else x for x in self.r.zrangebyscore(ACTIVE_KEY, since, "+inf"))
+        ids = sorted(x.decode() if isinstance(x, bytes) else x for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf"))
         if not ids:
             return []
-        raws = self.r.mget([story_state_key(i) for i in ids])
+        raws = self.r.mget([self.keys.story_state(i) for i in ids])
         return [StoryState.from_json(raw) for raw in raws if raw]
 
     def _write(self, pipe, state: StoryState, merged_into: str = "") -> None:
         sid = state.story_id
-        pipe.set(story_state_key(sid), state.to_json())
-        pipe.hset(story_key(sid), mapping=state.serving_record(merged_into))
+        pipe.set(self.keys.story_state(sid), state.to_json())
+        pipe.hset(self.keys.story(sid), mapping=state.serving_record(merged_into))
         if state.members:
-            pipe.zadd(story_articles_key(sid), {aid: m["t"] for aid, m in state.members.items()})
-        pipe.zadd(ACTIVE_KEY, {sid: state.latest_time})
+            pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
+        pipe.zadd(self.keys.story_active, {sid: state.latest_time})
 
     def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
         pipe = self.r.pipeline(transaction=True)
         self._write(pipe, state)
         if article_id is not None:
-            pipe.hsetnx(ASSIGN_KEY, article_id, state.story_id)
+            pipe.hsetnx(self.keys.story_assign, article_id, state.story_id)
         pipe.execute()
         if self._cache is not None:
             self._cache[state.story_id] = state
@@ -303,10 +279,10 @@ class RedisStoryStore:
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
         pipe = self.r.pipeline(transaction=True)
         self._write(pipe, winner)
-        pipe.hset(story_key(loser.story_id), "merged_into", winner.story_id)
-        pipe.delete(story_state_key(loser.story_id))
-        pipe.zrem(ACTIVE_KEY, loser.story_id)
-        pipe.rpush(MERGES_KEY, json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}))
+        pipe.hset(self.keys.story(loser.story_id), "merged_into", winner.story_id)
+        pipe.delete(self.keys.story_state(loser.story_id))
+        pipe.zrem(self.keys.story_active, loser.story_id)
+        pipe.rpush(self.keys.story_merges, json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}))
         pipe.execute()
         if self._cache is not None:
             self._cache.pop(loser.story_id, None)
@@ -314,8 +290,8 @@ class RedisStoryStore:
 
     def merges(self) -> list[dict[str, Any]]:
         """All recorded merges, oldest first."""
-        return [json.loads(x) for x in self.r.lrange(MERGES_KEY, 0, -1)]
+        return [json.loads(x) for x in self.r.lrange(self.keys.story_merges, 0, -1)]
 
     def story_ids(self) -> Iterable[str]:
         """Ids of live stories."""
-        return [x.decode() if isinstance(x, bytes) else x for x in self.r.zrange(ACTIVE_KEY, 0, -1)]
+        return [x.decode() if isinstance(x, bytes) else x for x in self.r.zrange(self.keys.story_active, 0, -1)]

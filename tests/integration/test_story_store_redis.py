@@ -8,17 +8,13 @@ import math
 import numpy as np
 
 from newsflow.embedding import TextModel
+from newsflow.keys import Keys
 from newsflow.stores.redis_conn import stop_embedded
-from newsflow.stores.story_store import (
-    ACTIVE_KEY,
-    ASSIGN_KEY,
-    InMemoryStoryStore,
-    RedisStoryStore,
-    story_articles_key,
-    story_key,
-)
+from newsflow.stores.story_store import InMemoryStoryStore, RedisStoryStore
 from newsflow.stories import StoryClusterer, StoryConfig
 from schemas import StoryArticle
+
+KEYS = Keys()
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 
@@ -55,7 +51,7 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
         c = StoryClusterer(store, tiny_model(), CFG)
         again = [c.add(a) for a in ARTICLES]  # replay
         assert [x.story_id for x in again] == ["sa1", "sa1", "sa1"] and all(x.duplicate for x in again)
-        h = {k.decode(): v for k, v in r.hgetall(story_key("sa1")).items()}
+        h = {k.decode(): v for k, v in r.hgetall(KEYS.story("sa1")).items()}
         assert int(h["article_count"]) == 3 and int(h["source_count"]) == 3
         assert int(h["independent_count"]) == 2  # a1 and a3 share near-duplicate cluster ca1
         assert h["representative_id"] == b"a2" and h["domain"] == b"y.com" and float(h["authority"]) == 0.9
@@ -65,15 +61,15 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
         assert json.loads(h["entities"]) == [{"key": "ORG:acme", "text": "Acme", "label": "ORG", "count": 1}]
         assert np.frombuffer(h["embedding"], "<f4").tolist() == [1.0, 0.0, 0.0, 0.0]
         assert h["merged_into"] == b""
-        assert r.hget(story_key("sa2"), "merged_into") == b"sa1"
+        assert r.hget(KEYS.story("sa2"), "merged_into") == b"sa1"
         assert store.resolve("sa2") == "sa1"
-        assert r.zrange(story_articles_key("sa1"), 0, -1, withscores=True) == [(b"a1", 100.0), (b"a2", 160.0), (b"a3", 220.0)]
-        assert r.hget(ASSIGN_KEY, "a2") == b"sa2"  # first assignment kept; resolves through the merge
-        assert [x.decode() for x in r.zrange(ACTIVE_KEY, 0, -1)] == ["sa1"]
+        assert r.zrange(KEYS.story_articles("sa1"), 0, -1, withscores=True) == [(b"a1", 100.0), (b"a2", 160.0), (b"a3", 220.0)]
+        assert r.hget(KEYS.story_assign, "a2") == b"sa2"  # first assignment kept; resolves through the merge
+        assert [x.decode() for x in r.zrange(KEYS.story_active, 0, -1)] == ["sa1"]
         assert store.merges() == [{"from": "sa2", "into": "sa1", "time": 220.0, "article_id": "a3"}]
         # the restarted clusterer keeps going from the stored state
         nxt = c.add(StoryArticle("a4", 300.0, "alpha beta", source_domain="w.com"))
-        assert nxt.story_id == "sa1" and int(r.hget(story_key("sa1"), "article_count")) == 4
+        assert nxt.story_id == "sa1" and int(r.hget(KEYS.story("sa1"), "article_count")) == 4
     finally:
         stop_embedded(r, save=False)
 
@@ -86,5 +82,5 @@ def test_redis_and_memory_stores_agree(redis_server):
     out_r = [cr.add(a) for a in ARTICLES]
     assert out_m == out_r
     rec_m = mem.get("sa1").serving_record()
-    rec_r = {k.decode(): v for k, v in client.hgetall(story_key("sa1")).items()}
+    rec_r = {k.decode(): v for k, v in client.hgetall(KEYS.story("sa1")).items()}
     assert int(rec_r["article_count"]) == rec_m["article_count"] and rec_r["representative_id"].decode() == rec_m["representative_id"]

@@ -14,6 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 
 from newsflow.embedding import TextModel
+from newsflow.keys import Keys
 from newsflow.stores.redis_conn import stop_embedded
 from newsflow.stores.story_store import RedisStoryStore
 from newsflow.stories import StoryConfig
@@ -53,7 +54,7 @@ def _run(tmp_path, name, batches, model_path):
             assert_that(res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)), equal_to(EXPECTED), label="Assignments")
             assert_that(res["dead_letter"] | beam.Map(lambda d: d.error_type), equal_to(["invalid_article"]), label="DeadLetters")
         store = RedisStoryStore(server)
-        return sorted(store.story_ids()), store.merges(), int(server.hget("nf:story:sa1", "article_count"))
+        return sorted(store.story_ids()), store.merges(), int(server.hget(Keys().story("sa1"), "article_count"))
     finally:
         stop_embedded(server, save=False)
 

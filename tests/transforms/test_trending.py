@@ -21,6 +21,7 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 
+from newsflow.keys import Keys
 from newsflow.ranking.store import RankingStore
 from newsflow.stores.redis_conn import stop_embedded
 from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
@@ -56,9 +57,9 @@ def server(tmp_path):
 
 
 def test_lambda_switches_when_velocity_crosses_20_per_hour(server):
-    server.hset("nf:story:s1", mapping={"domain": "a.com"})
-    server.zadd("nf:story:s1:articles", {"a1": B})
-    server.hset("nf:article:a1", mapping={"source_domain": "b.com"})
+    server.hset(Keys().story("s1"), mapping={"domain": "a.com"})
+    server.zadd(Keys().story_articles("s1"), {"a1": B})
+    server.hset(Keys().article("a1"), mapping={"source_domain": "b.com"})
     url = f"unix://{server.socket_file}"
     first = [TimestampedValue(_art(i, B + 10 * i), B + 10 * i) for i in range(20)]
     first.append(TimestampedValue(_art(4, B + 40), B + 40))  # replayed duplicate
