@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="delete previous demo state and output first")
     parser.add_argument("--top", type=int, default=10, help="how many stories to print")
     parser.add_argument("--replay-clock", default=None,
-                        help="the replay's 'now' (epoch s or ISO 8601) stored in Redis (clock:replay) for ranking, feeds "
+                        help="the replay's 'now' (epoch s or ISO 8601) stored as clock:replay for ranking, feeds "
                              "and `newsflow serve`; default: the newest fetch time of the bundled headline stream "
                              "(data/corpus/headlines.jsonl.gz), or of all inputs when --input is given")
 
