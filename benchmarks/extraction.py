@@ -7,7 +7,7 @@ interleaved page by page so drift hits all three alike:
   with the same trafilatura options as :class:`ExtractionConfig` (the baseline);
 * ``inline``: :func:`newsflow.extraction.extract_content` (our decoding, checks
   and date handling, no time limit);
-* ``isolated``: :class:`newsflow.extraction.ArticleExtractor` (the same work in a
+* ``isolated``: :class:`newsflow.sandbox.ArticleExtractor` (the same work in a
   child process behind the time limit: pickling, two pipe transfers).
 
 ``isolated - inline`` per page is the cost of the timeout mechanism;
@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     ))
     import trafilatura
 
-    from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError, extract_content
+    from newsflow.extraction import ExtractionConfig, ExtractionError, extract_content
+    from newsflow.sandbox import ArticleExtractor
     from newsflow.urls import source_domain
     from schemas.raw import RawDocument
 

@@ -50,7 +50,8 @@ def bare_library_costs(docs) -> dict:
     import trafilatura
 
     from newsflow.articles import build_article, fingerprint_text
-    from newsflow.extraction import ExtractedContent, decode_html, html_fragment_to_text
+    from newsflow.decoding import decode_html
+    from newsflow.extraction import ExtractedContent, html_fragment_to_text
     from newsflow.language import LanguageIdentifier
     from newsflow.simhash import simhash, to_hex
     from newsflow.stores.redis_store import RedisClusterStore

@@ -16,8 +16,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from newsflow.articles import build_article, fingerprint_text
-from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError
+from newsflow.extraction import ExtractionConfig, ExtractionError
 from newsflow.language import LanguageIdentifier
+from newsflow.sandbox import ArticleExtractor
 from newsflow.simhash import simhash, to_hex
 from newsflow.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
 from newsflow.urls import check_document_url

@@ -21,7 +21,7 @@ Command (prints one JSON line ``{"pages", "precision", "recall", "f1", ...}``)::
     newsflow eval extraction --ground-truth ground-truth.json --predictions reference_outputs/trafilatura.json
 
 ``--html-dir`` holds ``<id>.html.gz`` or ``<id>.html``; each page is run through
-:class:`newsflow.extraction.ArticleExtractor` with its ground-truth URL. A page that
+:class:`newsflow.sandbox.ArticleExtractor` with its ground-truth URL. A page that
 fails extraction counts as an empty prediction; failures are counted per
 ``error_type`` under ``"errors"``. A page file that cannot be read (a truncated or
 corrupt ``.html.gz``, an unreadable file) is scored the same way: an empty prediction,
@@ -234,7 +234,8 @@ def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
       and a ``Counter`` of failure reasons (``error_type``, ``"missing_file"`` or
       ``"unreadable_file"``; an unreadable file also gets a ``warning:`` line on stderr).
     """
-    from newsflow.extraction import ArticleExtractor, ExtractionConfig, ExtractionError
+    from newsflow.extraction import ExtractionConfig, ExtractionError
+    from newsflow.sandbox import ArticleExtractor
     from newsflow.urls import source_domain
     from schemas.raw import RawDocument
 

@@ -4,7 +4,7 @@ Input: an ``index.jsonl`` with one record per line: ``id``, ``kind`` (``article`
 ``text_only`` | ``page_without_ground_truth``), ``language`` (ISO 639-1 label or
 null), ``url``, and ``html_file`` / ``text_file`` relative to the index's folder.
 Each record with a label is scored: an ``article`` is run through
-:class:`newsflow.extraction.ArticleExtractor` (html) and its extracted text through
+:class:`newsflow.sandbox.ArticleExtractor` (html) and its extracted text through
 :class:`newsflow.language.LanguageIdentifier`; a ``text_only`` record's text file
 is classified directly.
 
@@ -126,13 +126,10 @@ def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_tim
       InputError: bad input (see :func:`load_records`), or a referenced file cannot be read;
         the message names the file (and the index line).
     """
-    from newsflow.extraction import (
-        ArticleExtractor,
-        ExtractionConfig,
-        ExtractionError,
-        decode_html,
-    )
+    from newsflow.decoding import decode_html
+    from newsflow.extraction import ExtractionConfig, ExtractionError
     from newsflow.language import LanguageIdentifier
+    from newsflow.sandbox import ArticleExtractor
     from newsflow.urls import source_domain
     from schemas.raw import RawDocument
 

@@ -1,4 +1,4 @@
-"""Tests for newsflow.extraction: real pages, feed-only documents and every error type."""
+"""Tests for newsflow.extraction, .decoding and .sandbox: real pages, feed-only documents, every error type."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from newsflow.decoding import decode_html
 from newsflow.extraction import (
     ERROR_TYPES,
-    ArticleExtractor,
     ExtractedContent,
     ExtractionConfig,
     ExtractionError,
-    decode_html,
     extract_content,
     html_fragment_to_text,
 )
+from newsflow.sandbox import ArticleExtractor
 from schemas.raw import RawDocument
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
