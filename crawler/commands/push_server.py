@@ -64,7 +64,8 @@ def load_config(args):
     Raises:
       ValueError: no credentials, an unreadable or malformed credentials file, or a bad limit.
     """
-    from crawler.push import PushConfig, parse_credentials
+    from crawler.push import PushConfig
+    from crawler.push_auth import parse_credentials
 
     if args.credentials_file:
         try:

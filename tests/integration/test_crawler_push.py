@@ -18,7 +18,8 @@ import uvicorn
 
 from crawler.frontier import Frontier
 from crawler.landing import LandingWriter, read_landing_file
-from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app, sign
+from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app
+from crawler.push_auth import sign
 from newsflow.stores.redis_conn import stop_embedded
 from newsflow.urls import article_id
 
