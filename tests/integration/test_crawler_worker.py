@@ -22,6 +22,7 @@ from crawler.httpserver import HttpServer, Response
 from crawler.landing import LandingWriter, read_landing_file
 from crawler.schedule import ScheduleConfig
 from crawler.worker import CrawlWorker
+from newsflow.keys import Keys
 from newsflow.stores.redis_conn import stop_embedded
 
 FAST = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=0.2, backoff_cap_s=2.0)
@@ -195,9 +196,9 @@ def test_backoff_grows_then_recovers_and_304(redis, tmp_path):
             failures.append(fr.feeds()[0])
         tid = task_id("feed", "http://e.test/feed.xml")
         # force the recovered feed due now to see the conditional GET
-        redis.zadd("nf:crawl:q:e.test", {tid: 0})
-        redis.zadd("nf:crawl:hosts", {"e.test": 0})
-        redis.hset("nf:crawl:host:e.test", "next_allowed", 0)
+        redis.zadd(Keys().crawl_queue("e.test"), {tid: 0})
+        redis.zadd(Keys().crawl_hosts, {"e.test": 0})
+        redis.hset(Keys().crawl_host("e.test"), "next_allowed", 0)
         run_worker(w, max_tasks=w.processed + 3, duration_s=5)
         time.sleep(0.1)
         log = [e for e in srv.log if e.path == "/feed.xml"]
@@ -270,7 +271,7 @@ def test_killed_workers_lease_is_picked_up_by_another(redis, tmp_path):
                                  str(tmp_path / "dead")], env=env)
         try:
             assert site.arrived.wait(15), "doomed worker never fetched"
-            leased = redis.zrange("nf:crawl:leases", 0, -1)
+            leased = redis.zrange(Keys().crawl_leases, 0, -1)
             assert leased == [task_id("page", "http://k.test/news/7").encode()]
             proc.send_signal(signal.SIGKILL)
             proc.wait(5)
@@ -326,7 +327,7 @@ def test_safety_refusal_is_its_own_error_kind_and_progress_is_reported(redis, tm
     assert meta["last_status"] == "unsafe_address"
     assert meta["last_error"].startswith("safety guard refused http://metadata.google.internal/computeMetadata/v1/")
     assert "robots" not in meta["last_error"]
-    dead = [json.loads(x) for x in redis.lrange("nf:crawl:deadletter", 0, -1)]
+    dead = [json.loads(x) for x in redis.lrange(Keys().crawl_deadletter, 0, -1)]
     assert sorted((d["reason"], d["url"]) for d in dead) == [
         ("unsafe_address", "http://0251.0376.0251.0376/latest/meta-data/"),
         ("unsafe_address", "http://metadata.google.internal/computeMetadata/v1/")]
