@@ -186,13 +186,15 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
         enrich=EnrichConfig(topic_model_path=topic_model, text_model_path=text_model),
+        # --key_prefix reaches every Redis writer: cluster store and sinks (store), stories, trending
         stories=StoryTransformConfig(redis_url=settings.redis_url, ordering="timers" if streaming else "sort",
-                                     text_model_path=text_model),
+                                     text_model_path=text_model, key_prefix=settings.key_prefix),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
             period_seconds=o.trending_period_s,
             allowed_lateness_seconds=o.trending_allowed_lateness_s,
             redis_url=settings.redis_url,
+            key_prefix=settings.key_prefix,
         ),
         flush_seconds=o.flush_seconds,
     )
