@@ -61,9 +61,9 @@ def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
 
 def _replay_clock(args, newest: dict[str, float]) -> float | None:
     if args.replay_clock:
-        from newsflow.ranking.feeds import parse_time
+        from newsflow.timeutil import epoch_or_iso_to_epoch
 
-        return parse_time(args.replay_clock)
+        return epoch_or_iso_to_epoch(args.replay_clock)
     headlines = os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz")
     if args.input == CORPUS_GLOB and headlines in newest:
         return newest[headlines]

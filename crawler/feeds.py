@@ -10,7 +10,6 @@ sitemap indexes). Both return :class:`FeedEntry` records; neither does I/O.
 
 from __future__ import annotations
 
-import calendar
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -18,6 +17,8 @@ from typing import Optional
 from urllib.parse import urljoin
 
 import feedparser
+
+from newsflow.timeutil import iso_to_epoch_or_none, struct_time_to_epoch
 
 
 class FeedParseError(ValueError):
@@ -78,7 +79,7 @@ def _time_of(entry) -> Optional[float]:
     for key in ("published_parsed", "updated_parsed", "created_parsed"):
         t = entry[key] if key in entry else None
         if t:
-            return float(calendar.timegm(t))
+            return struct_time_to_epoch(t)
     return None
 
 
@@ -160,21 +161,6 @@ _SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 _NEWS = "{http://www.google.com/schemas/sitemap-news/0.9}"
 
 
-def _iso_to_epoch(text: str) -> Optional[float]:
-    import datetime as dt
-
-    text = (text or "").strip()
-    if not text:
-        return None
-    try:
-        v = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if v.tzinfo is None:
-        v = v.replace(tzinfo=dt.timezone.utc)
-    return v.timestamp()
-
-
 def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], list[str]]:
     """Parses a (news) sitemap or a sitemap index.
 
@@ -211,9 +197,9 @@ def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], lis
         title = published = None
         if news is not None:
             title = (news.findtext(f"{_NEWS}title") or "").strip() or None
-            published = _iso_to_epoch(news.findtext(f"{_NEWS}publication_date") or "")
+            published = iso_to_epoch_or_none(news.findtext(f"{_NEWS}publication_date") or "")
         if published is None:
-            published = _iso_to_epoch(u.findtext(f"{_SM}lastmod") or "")
+            published = iso_to_epoch_or_none(u.findtext(f"{_SM}lastmod") or "")
         full = urljoin(url, loc)
         entries.append(FeedEntry(url=full, title=title, published_time=published, guid=full))
     return entries, []

@@ -16,7 +16,6 @@ decompression bomb costs at most the cap in memory, not its inflated size.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -27,6 +26,7 @@ import httpx
 from crawler.config import CrawlerConfig
 from crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding
 from crawler.safety import AddressPolicy, UnsafeAddressError
+from newsflow.timeutil import http_date_to_epoch
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xml", "application/xml",
@@ -77,13 +77,10 @@ def parse_retry_after(value: str | None, now: float) -> Optional[float]:
     value = value.strip()
     if value.isdigit():
         return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
+    when = http_date_to_epoch(value)
     if when is None:
         return None
-    return max(0.0, when.timestamp() - now)
+    return max(0.0, when - now)
 
 
 def _mime(content_type: str) -> str:

@@ -19,7 +19,8 @@ from apache_beam.transforms import trigger, window
 
 from newsflow.stores.parquet import write_records
 from newsflow.stores.redis_conn import connect
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig, format_time
+from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
+from newsflow.timeutil import format_epoch, utc_date
 from schemas import (
     ARTICLE_SCHEMA,
     CLUSTER_SCHEMA,
@@ -232,7 +233,7 @@ def date_partition(epoch_s: float | None) -> str:
     """Hive partition ``date=YYYY-MM-DD`` (UTC) of an epoch time; ``date=unknown`` for ``None``."""
     if epoch_s is None:
         return "date=unknown"
-    return "date=" + dt.datetime.fromtimestamp(epoch_s, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+    return "date=" + utc_date(epoch_s)
 
 
 def _shard(key: str, shards: int) -> int:
@@ -345,7 +346,7 @@ class _ResolveClusterIdsFn(_StoreFn):
             pipe.hmget(keys.article(a.article_id), "url", "event_time", "cluster_id")
         out = []
         for a, (url, event_time, _) in zip(articles, pipe.execute() if articles else []):
-            if url is not None and (url.decode() != a.url or event_time.decode() != format_time(a.event_time)):
+            if url is not None and (url.decode() != a.url or event_time.decode() != format_epoch(a.event_time)):
                 self.duplicates.inc()
                 continue
             out.append(a)

@@ -14,7 +14,6 @@ Feed documents (JSON, stored at :meth:`newsflow.keys.Keys.feed`)::
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
@@ -39,6 +38,7 @@ from newsflow.ranking.store import (
     POOL_SIZE,
     RankingStore,
 )
+from newsflow.timeutil import epoch_or_iso_to_epoch
 from schemas import EMBEDDING_DIM, StoryRecord, UserProfile
 
 
@@ -313,22 +313,6 @@ def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]
             raise ValueError("--now latest: there are no stories in Redis")
         return t
     try:
-        return parse_time(value)
+        return epoch_or_iso_to_epoch(value)
     except ValueError:
         raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None
-
-
-def parse_time(value: str) -> float:
-    """UTC epoch seconds from epoch seconds or an ISO 8601 time (naive means UTC).
-
-    Raises:
-      ValueError: neither form parses.
-    """
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    d = dt.datetime.fromisoformat(value)
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=dt.timezone.utc)
-    return d.timestamp()

@@ -28,6 +28,7 @@ from typing import Iterable, NamedTuple, Sequence
 import redis
 
 from newsflow.keys import Keys
+from newsflow.timeutil import format_epoch
 from schemas import Article, Cluster
 
 _LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
@@ -80,11 +81,6 @@ class StoreConfig:
         return Keys(self.prefix)
 
 
-def format_time(value: float | None) -> str:
-    """How the store writes a time into the article hash (:meth:`Keys.article`) (``repr`` of the float; "" for none)."""
-    return "" if value is None else repr(float(value))
-
-
 class RedisClusterStore:
     """Near-duplicate index and cluster state in Redis (see the module docstring for keys).
 
@@ -130,8 +126,8 @@ class RedisClusterStore:
                     "url": a.url,
                     "domain": a.source_domain,
                     "name": a.source_name or "",
-                    "t": format_time(a.event_time),
-                    "pt": format_time(a.publish_time),
+                    "t": format_epoch(a.event_time),
+                    "pt": format_epoch(a.publish_time),
                     "lang": a.language or "und",
                     "auth": repr(float(a.source_authority)),
                     "feed": "1" if a.feed_only else "0",
