@@ -11,6 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
 
+from newsflow.keys import Keys
 from newsflow.simhash import hamming, simhash
 from newsflow.stores.parquet import list_files, read_dataset
 from newsflow.stores.redis_store import RedisClusterStore
@@ -165,7 +166,7 @@ def test_replaying_the_same_input_twice_changes_nothing(tmp_path, redis_server):
     redis_once, files_once = dump(client), _file_bytes(out)
     assert any(k.startswith("articles/") for k in files_once)
     assert any(k.startswith("trends/") for k in files_once)
-    assert client.zcard("nf:story:active") > 0
+    assert client.zcard(Keys().story_active) > 0
     n_articles = read_dataset(out, "articles").num_rows
     second = run_job(tmp_path, url, landing, out)
     assert dump(client) == redis_once
@@ -236,7 +237,7 @@ def test_two_copies_of_one_article_are_stored_once(tmp_path, redis_server):
     result = run_job(tmp_path, url, landing)
     rows = read_dataset(str(tmp_path / "out"), "articles").to_pylist()
     assert len(rows) == 1 and rows[0]["article_id"] == article_id("https://example.com/story")
-    stored = client.hgetall(f"nf:article:{rows[0]['article_id']}")
+    stored = client.hgetall(Keys().article(rows[0]['article_id']))
     assert rows[0]["url"] == stored[b"url"].decode()
     counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
     assert counters["duplicate_article_copies"] == 1 and counters["clustered"] == 1
@@ -281,7 +282,7 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
             build_pipeline(p, config, source=stream)
 
         def assignments(client):
-            return {k.decode(): v.decode() for k, v in client.hgetall("nf:story:assign").items()}
+            return {k.decode(): v.decode() for k, v in client.hgetall(Keys().story_assign).items()}
 
         batch, streamed = assignments(batch_redis), assignments(stream_redis)
         assert len(batch) == len(lines) and streamed == batch
