@@ -33,13 +33,13 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from newsflow.resources import data_path, is_remote, local_model_file
+from schemas import EMBEDDING_DIM  # one definition, next to the Arrow schemas that store embeddings
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC_DATA_DIR = data_path("topics")  # packaged with an installed newsflow, data/topics in a checkout
 HUFFPOST_PATH = os.path.join(TOPIC_DATA_DIR, "huffpost_news_category_v3_sample.jsonl.gz")
 NEWS_AGGREGATOR_PATH = os.path.join(TOPIC_DATA_DIR, "news_aggregator_2014-03-10_11.csv.gz")
 EMBEDDING_VERSION = "v1"
-EMBEDDING_DIM = 128
 
 # Scikit-learn's English stop-word list (Glasgow IR group), copied so tokenizing needs no sklearn.
 STOPWORDS = frozenset(

@@ -53,9 +53,13 @@ this.
 
 LSH bands (:func:`bands`): band ``i`` of a fingerprint is bits
 ``[i * band_bits, (i + 1) * band_bits)`` counting from the least significant
-bit, i.e. ``(fp >> (i * band_bits)) & (2**band_bits - 1)``. The in-memory
-:class:`newsflow.lsh.BandIndex` and the Redis-backed store in
-``newsflow/stores/`` both use this function, so their band keys agree.
+bit, i.e. ``(fp >> (i * band_bits)) & (2**band_bits - 1)``. This function is
+the reference for that layout; the indexes compute bands themselves with the
+same layout: :class:`newsflow.lsh.BandIndex` with shifts and masks, and the
+Redis store on the 16-hex-digit fingerprint text (band ``i`` = hex digits
+``[12 - 4i, 16 - 4i)``, in :meth:`newsflow.keys.Keys.lsh_bands` and in
+``newsflow/stores/lua/assign.lua``). ``tests/integration/test_redis_store.py``
+checks that the store's band keys equal this function's bands.
 
 Example:
   >>> fp = simhash("Storm hits the coast; thousands without power.")
@@ -593,8 +597,9 @@ def bands(fp: int, n_bands: int = 4, band_bits: int = 16) -> tuple[int, ...]:
     the least significant bit: ``(fp >> (i * band_bits)) & (2**band_bits - 1)``.
     With the default 4 bands x 16 bits, two fingerprints within Hamming
     distance 3 share at least one identical band (pigeonhole: 3 differing bits
-    touch at most 3 of the 4 bands). The Redis store in ``newsflow/stores/``
-    uses this same function for its band keys.
+    touch at most 3 of the 4 bands). The Redis store does not call this
+    function: it slices the hex fingerprint into the same bands (see the module
+    docstring), and a test checks the two agree.
 
     Args:
       fp: fingerprint in ``[0, 2**64)``.

@@ -12,7 +12,7 @@ class Article(NamedTuple):
 
     Attributes:
       article_id: 32 hex chars, the first 128 bits of SHA-256 of the canonical URL
-        (see ``newsflow.ids.article_id``); stable across runs and machines.
+        (see ``newsflow.urls.article_id``); stable across runs and machines.
       url: URL as fetched.
       canonical_url: normalized URL the id is derived from.
       source_domain: publisher host, lower case.

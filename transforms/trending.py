@@ -33,11 +33,11 @@ from newsflow.ranking.trends import (
 )
 from newsflow.stores.parquet import write_records
 from schemas import TREND_SCHEMA, DeadLetter, TrendCount
+from transforms.deadletter import DEAD_LETTER_TAG
 from transforms.io import date_partition
 
 METRICS_NAMESPACE = "newsflow.trending"
 TRENDS_TAG = "trends"
-DEAD_LETTER_TAG = "dead_letter"
 
 
 @dataclass(frozen=True)
