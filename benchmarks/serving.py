@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from newsflow.keys import Keys
 from newsflow.stores.redis_conn import stop_embedded
 
 SECRET = b"benchmark-secret-benchmark-secret-0123"
@@ -50,6 +51,7 @@ def _free_port() -> int:
 def _populate(client, n_stories: int, now: float, seed: int) -> None:
     from newsflow.ranking.store import encode_embedding
 
+    keys = Keys()
     rng = np.random.default_rng(seed)
     topics = ["world", "business", "tech", "sports", "science", "politics", "health", "obituary"]
     pipe = client.pipeline(transaction=False)
@@ -57,7 +59,7 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
         sid = f"s{i:05d}"
         dom = f"outlet{rng.integers(0, 40)}.example"
         age = float(rng.exponential(8.0))
-        pipe.hset(f"nf:story:{sid}", mapping={
+        pipe.hset(keys.story(sid), mapping={
             "title": f"Synthetic story {i} " + "x" * 40, "url": f"https://{dom}/{sid}", "domain": dom,
             "representative_id": f"a{i}", "article_count": int(rng.integers(1, 60)),
             "source_count": int(rng.integers(1, 20)), "independent_count": int(rng.integers(1, 10)),
@@ -67,10 +69,10 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
             "authority": repr(float(rng.uniform(0.2, 1.0))),
             "embedding": encode_embedding(rng.normal(size=128)), "entities": "[]", "merged_into": ""})
     for u in range(N_USERS):
-        pipe.hset(f"nf:user:u{u}", mapping={"clicks": str(int(rng.integers(0, 40))),
-                                            "interest": encode_embedding(rng.normal(size=128)),
-                                            "block_sources": json.dumps([f"outlet{rng.integers(0, 40)}.example"])})
-        pipe.zadd("nf:users:active", {f"u{u}": now})
+        pipe.hset(keys.user(f"u{u}"), mapping={"clicks": str(int(rng.integers(0, 40))),
+                                               "interest": encode_embedding(rng.normal(size=128)),
+                                               "block_sources": json.dumps([f"outlet{rng.integers(0, 40)}.example"])})
+        pipe.zadd(keys.active_users, {f"u{u}": now})
     pipe.execute()
 
 
@@ -181,8 +183,8 @@ def main(argv=None) -> int:
     stats = build_feeds(server, now)
     build_seconds = time.perf_counter() - t0
     for k in range(5):  # breaking after the feeds were built: injected on request
-        server.zadd("nf:breaking", {f"s{k:05d}": now + 3600})
-        server.hset("nf:breaking:since", f"s{k:05d}", repr(now + 1))
+        server.zadd(Keys().breaking, {f"s{k:05d}": now + 3600})
+        server.hset(Keys().breaking_since, f"s{k:05d}", repr(now + 1))
     url = f"unix://{server.socket_file}"
     get = lambda path, extra=b"": (f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n")  # noqa: E731
     tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]

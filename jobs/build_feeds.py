@@ -2,8 +2,8 @@
 
 One run (:func:`build_feeds`):
 
-1. reads every live story (``nf:story:*``), the per-topic λ overrides, the breaking set
-   and the latest trending window from Redis;
+1. reads every live story (``Keys.story``; all keys: :mod:`newsflow.keys`), the per-topic λ
+   overrides, the breaking set and the latest trending window from Redis;
 2. scores each story (``authority × e^(−λ·age_hours)``) at ``now``;
 3. replaces the candidate pools ``nf:pool:edition:{edition}`` / ``nf:pool:topic:{topic}``
    (top 500 each; editions are story languages plus ``global``);

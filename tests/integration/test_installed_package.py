@@ -15,6 +15,7 @@ import site
 import subprocess
 import sys
 
+from newsflow.keys import Keys
 from newsflow.stores.parquet import read_dataset
 from tests.conftest import REPO_ROOT
 
@@ -78,4 +79,4 @@ def test_the_shipped_package_runs_the_job_outside_the_checkout(tmp_path, redis_s
     articles = read_dataset(str(out), "articles").to_pylist()
     assert len(articles) == N_HEADLINES
     assert all(a["cluster_id"] for a in articles)
-    assert client.zcard("nf:story:active") > 0
+    assert client.zcard(Keys().story_active) > 0
