@@ -70,7 +70,6 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-
 def authenticate(headers: Mapping[str, str], body: bytes, config: PushConfig, now: float) -> str:
     """Returns the name of the client that sent the request.
 

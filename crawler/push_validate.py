@@ -211,4 +211,3 @@ def validate_document(doc: Any, client: str, now: float, config: PushConfig) -> 
         title=title.strip(), summary=summary.strip() if isinstance(summary, str) and summary.strip() else None,
         published_time=published, source_name=(doc.get("source_name") or "").strip() or None,
         feed_url=f"push:{client}")
-

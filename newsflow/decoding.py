@@ -234,4 +234,3 @@ def inflate_gzip(body: bytes, limit: int) -> bytes:
     if len(out) > limit:
         raise DecodeError("too_large", f"gzip body inflates past max_body_bytes={limit}")
     return out
-

@@ -366,4 +366,3 @@ def extract_content(raw: RawDocument, config: ExtractionConfig = ExtractionConfi
         raise ExtractionError("broken_html", f"page too deeply nested or too big to parse: {type(e).__name__}") from None
     except Exception as e:  # lxml/trafilatura raise assorted types on malformed markup
         raise ExtractionError("broken_html", f"parser failed: {type(e).__name__}: {e}"[:500]) from None
-
