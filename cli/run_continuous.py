@@ -80,6 +80,7 @@ def run(args) -> int:
         every_s=args.every,
         max_files=args.max_files,
         now=args.now,
+        key_prefix=settings.key_prefix,
     )
     print(
         json.dumps(

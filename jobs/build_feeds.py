@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}")
         return 2
     client = connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path)
-    store = RankingStore(client)
+    store = RankingStore(client, settings.keys)
     config = FeedConfig(k=args.k, alpha=args.alpha)
     runs = 0
     first_start = time.monotonic()
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             if args.now not in (None, "", "latest"):
                 now += started - first_start  # a fixed --now advances with the schedule
-            stats = build_feeds(client, now, config, args.active_window, args.events_dir)
+            stats = build_feeds(client, now, config, args.active_window, args.events_dir, keys=settings.keys)
             print(json.dumps(stats.__dict__), flush=True)
             runs += 1
             if runs >= max_runs or args.every is None:

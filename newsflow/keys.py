@@ -24,7 +24,7 @@ tag         keys                                why they share a slot
                                                 hash, state, articles and the global ``assign`` /
                                                 ``active`` / ``merges`` keys together
 ``{crawl}`` crawl scheduling: ``task``, ``q``,  the frontier's claim/add/complete Lua scripts
-            ``hosts``, ``host``, ``leases``     (``crawler/frontier.py``) move tasks between them
+            ``hosts``, ``host``, ``leases``     (the crawl frontier)    move tasks between them
 ==========  ==================================  =================================================
 
 Every other key is untagged, so it hashes on its whole name and spreads over the slots (with the

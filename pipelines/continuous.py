@@ -53,6 +53,7 @@ class ContinuousConfig:
     every_s: float = 5.0
     max_files: int = 200
     now: str | None = None
+    key_prefix: str = "nf"
 
 
 def default_cursor_path(data_dir: str, input_dir: str, key_prefix: str) -> str:
@@ -126,6 +127,7 @@ def run_once(
     Raises:
       ValueError: the job refused its flags or Redis is unreachable (the cursor is unchanged).
     """
+    from newsflow.keys import Keys
     from newsflow.ranking.build import build_feeds
     from newsflow.ranking.feeds import parse_now
     from newsflow.ranking.store import RankingStore
@@ -141,8 +143,9 @@ def run_once(
     job_s = time.monotonic() - t0
     cursor.add(new, sizes, clock())
     t1 = time.monotonic()
-    now = parse_now(config.now, RankingStore(client), clock)
-    stats = build_feeds(client, now)
+    keys = Keys(config.key_prefix)
+    now = parse_now(config.now, RankingStore(client, keys), clock)
+    stats = build_feeds(client, now, keys=keys)
     return {
         "files": len(new),
         "first": new[0],

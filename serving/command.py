@@ -59,7 +59,7 @@ def token_secret(settings: Settings) -> bytes:
         return f.read().strip().encode()
 
 
-def _start_feed_refresher(url: str, clock, every: float) -> None:
+def _start_feed_refresher(url: str, clock, every: float, keys) -> None:
     """Builds the feeds once now (so the API starts with fresh ones), then every ``every`` seconds
     in a daemon thread; a failing run is logged and retried at the next tick."""
     import logging
@@ -74,7 +74,7 @@ def _start_feed_refresher(url: str, clock, every: float) -> None:
 
     def once() -> None:
         try:
-            stats = build_feeds(client, clock())
+            stats = build_feeds(client, clock(), keys=keys)
             log.info("feeds rebuilt: %s", stats)
         except Exception as e:  # noqa: BLE001 - a refresh must never kill the server; the API serves snapshots
             log.warning("feed refresh failed (%s: %s); serving the previous feeds", type(e).__name__, e)
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     from newsflow.ranking.store import RankingStore
 
     try:
-        start = parse_now(args.now, RankingStore(client))
+        start = parse_now(args.now, RankingStore(client, settings.keys))
     except ValueError as e:
         print(f"error: {e}")
         return 2
@@ -135,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --refresh-feeds must be >= 0, got {args.refresh_feeds}")
         return 2
     if args.refresh_feeds:
-        _start_feed_refresher(url, ranking_clock or time.time, args.refresh_feeds)
-    config = ServingConfig(token_secret=secret, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
+        _start_feed_refresher(url, ranking_clock or time.time, args.refresh_feeds, settings.keys)
+    config = ServingConfig(token_secret=secret, keys=settings.keys, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
                            ranking_clock=ranking_clock)
     print(f"newsflow API on http://{args.host}:{args.port}/v1/top  (schema: /openapi.json)", flush=True)
     uvicorn.run(create_app(client, config), host=args.host, port=args.port, log_level=args.log_level)

@@ -141,7 +141,8 @@ def run(args) -> int:
             print(f"error: cannot read seeds file {args.seeds!r}: {e}", file=sys.stderr)
             return 2
     try:
-        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path))
+        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path),
+                            settings.keys)
     except redis.RedisError as e:
         print(f"error: cannot open the crawl frontier in Redis: {e}", file=sys.stderr)
         return 2

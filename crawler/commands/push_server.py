@@ -109,7 +109,8 @@ def run(args) -> int:
 
     landing = args.landing or default_landing(settings)
     try:
-        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path))
+        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path),
+                            settings.keys)
     except redis.RedisError as e:
         print(f"error: push-server: cannot reach Redis for the seen-URL set: {e}", file=sys.stderr)
         return 2

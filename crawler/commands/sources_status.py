@@ -81,7 +81,7 @@ def run(args) -> int:
               file=sys.stderr)
     else:
         try:
-            rows = source_rows(Frontier(connect(settings.redis_url, embedded_path=path)), time.time())
+            rows = source_rows(Frontier(connect(settings.redis_url, embedded_path=path), settings.keys), time.time())
         except redis.RedisError as e:
             print(f"error: cannot read the crawl frontier from Redis: {e}", file=sys.stderr)
             return 2
