@@ -24,7 +24,12 @@ models: $(STAMP)
 demo: $(STAMP) models
 	$(BIN)/newsflow demo
 
-test: $(STAMP) models
+# ruff (configuration in ruff.toml): lint rules and formatting, both checked, nothing rewritten.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(STAMP) models lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 bench: $(STAMP) models

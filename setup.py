@@ -20,8 +20,21 @@ setup(
     version="0.1.0",
     description="News aggregation on Apache Beam: crawl, extract, cluster stories, rank, serve.",
     python_requires=">=3.11,<3.13",
-    packages=find_packages(include=["cli*", "newsflow*", "schemas*", "transforms*", "pipelines*", "jobs*", "crawler*", "serving*", "benchmarks*"])
-    + ["newsflow._data"] + (["newsflow._models"] if WITH_MODELS else []),
+    packages=find_packages(
+        include=[
+            "cli*",
+            "newsflow*",
+            "schemas*",
+            "transforms*",
+            "pipelines*",
+            "jobs*",
+            "crawler*",
+            "serving*",
+            "benchmarks*",
+        ]
+    )
+    + ["newsflow._data"]
+    + (["newsflow._models"] if WITH_MODELS else []),
     package_dir={"newsflow._data": "data", **({"newsflow._models": "var/models"} if WITH_MODELS else {})},
     package_data={
         "newsflow._data": ["sources.csv", "SOURCES.md", "topics/*"],
@@ -53,8 +66,14 @@ setup(
         "pandas>=2.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6", "simhash>=2.1", "gcp-storage-emulator>=2024.0",
-                 "build>=1.2", "wheel>=0.43"],
+        "test": [
+            "pytest>=8",
+            "hypothesis>=6",
+            "simhash>=2.1",
+            "gcp-storage-emulator>=2024.0",
+            "build>=1.2",
+            "wheel>=0.43",
+        ],
     },
     entry_points={"console_scripts": ["newsflow=cli.main:main"]},
 )

@@ -15,11 +15,13 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None,
-               extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+def parse_args(
+    description: str, argv: Sequence[str] | None = None, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
     """Parses the common ``--json`` flag (plus any options added by ``extra``).
 
     Args:

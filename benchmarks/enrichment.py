@@ -53,21 +53,25 @@ def _rate(n: int, seconds: float) -> float:
 
 
 def main(argv=None) -> int:
-    args = parse_args(__doc__.splitlines()[0], argv, lambda p: p.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "*.jsonl.gz")))
+    args = parse_args(
+        __doc__.splitlines()[0],
+        argv,
+        lambda p: p.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "*.jsonl.gz")),
+    )
     raws = load_corpus(args.corpus)
     if not raws:
         emit({"benchmark": "enrichment", "error": f"no corpus files match {args.corpus}"}, args.json)
         return 1
-    from newsflow.topic_training import ensure_topic_model
     from newsflow.embedding import load_text_model, tokenize
     from newsflow.entities import EntityExtractor, load_nlp
     from newsflow.extraction import ExtractionError, extract_content
     from newsflow.language import LanguageIdentifier
     from newsflow.stores.story_store import InMemoryStoryStore
     from newsflow.stories import StoryClusterer
-    from schemas import StoryArticle
+    from newsflow.topic_training import ensure_topic_model
     from newsflow.topics import TopicClassifier
     from newsflow.urls import article_id
+    from schemas import StoryArticle
 
     # models load outside the timed regions (they load once per worker in the pipeline)
     text_model = load_text_model()
@@ -96,7 +100,7 @@ def main(argv=None) -> int:
         leads.append(text[:1000])
         times.append(r.published_time or r.fetch_time)
         urls.append(r.url)
-    docs = [f"{a}\n{b}".strip() for a, b in zip(titles, leads)]
+    docs = [f"{a}\n{b}".strip() for a, b in zip(titles, leads, strict=False)]
     n = len(docs)
 
     t = time.perf_counter()
@@ -105,7 +109,7 @@ def main(argv=None) -> int:
     base = (n, time.perf_counter() - t)
 
     t = time.perf_counter()
-    langs = [l for l, _ in lang.detect_batch(docs)]
+    langs = [lab for lab, _ in lang.detect_batch(docs)]
     stages["language"] = (n, time.perf_counter() - t)
 
     t = time.perf_counter()
@@ -114,7 +118,7 @@ def main(argv=None) -> int:
 
     ex = EntityExtractor()
     t = time.perf_counter()
-    ents = ex.extract_many(list(zip(titles, leads)), langs)
+    ents = ex.extract_many(list(zip(titles, leads, strict=False)), langs)
     stages["entities"] = (n, time.perf_counter() - t)
 
     t = time.perf_counter()
@@ -123,8 +127,19 @@ def main(argv=None) -> int:
 
     order = sorted(range(n), key=lambda i: (times[i], urls[i]))
     arts = [
-        StoryArticle(article_id(urls[i]), float(times[i]), titles[i], urls[i], raws[i].source_domain, None, 0.5, langs[i],
-                     tuple(topic_out[i]), tuple((e.key, e.text, e.label) for e in ents[i]), emb[i])
+        StoryArticle(
+            article_id(urls[i]),
+            float(times[i]),
+            titles[i],
+            urls[i],
+            raws[i].source_domain,
+            None,
+            0.5,
+            langs[i],
+            tuple(topic_out[i]),
+            tuple((e.key, e.text, e.label) for e in ents[i]),
+            emb[i],
+        )
         for i in order
     ]
     store = InMemoryStoryStore()
@@ -141,7 +156,15 @@ def main(argv=None) -> int:
         "pages": len(pages),
         "extraction_errors": errors,
         "baseline": {"name": "tokenize(title+lead)", "articles_per_s": sig(base_rate)},
-        "stages": {k: {"articles": m, "seconds": sig(s), "articles_per_s": sig(_rate(m, s)), "ratio_to_baseline": sig(_rate(m, s) / base_rate)} for k, (m, s) in stages.items()},
+        "stages": {
+            k: {
+                "articles": m,
+                "seconds": sig(s),
+                "articles_per_s": sig(_rate(m, s)),
+                "ratio_to_baseline": sig(_rate(m, s) / base_rate),
+            }
+            for k, (m, s) in stages.items()
+        },
         "stories": len(store.stories),
         "entity_languages_skipped": dict(ex.skipped),
         "environment": environment(),

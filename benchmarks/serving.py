@@ -59,19 +59,35 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
         sid = f"s{i:05d}"
         dom = f"outlet{rng.integers(0, 40)}.example"
         age = float(rng.exponential(8.0))
-        pipe.hset(keys.story(sid), mapping={
-            "title": f"Synthetic story {i} " + "x" * 40, "url": f"https://{dom}/{sid}", "domain": dom,
-            "representative_id": f"a{i}", "article_count": int(rng.integers(1, 60)),
-            "source_count": int(rng.integers(1, 20)), "independent_count": int(rng.integers(1, 10)),
-            "earliest_time": repr(now - age * 3600), "latest_time": repr(now - age * 1800),
-            "topics": json.dumps([topics[rng.integers(0, len(topics))]]),
-            "languages": json.dumps(["en"] if rng.random() < 0.8 else ["de"]),
-            "authority": repr(float(rng.uniform(0.2, 1.0))),
-            "embedding": encode_embedding(rng.normal(size=128)), "entities": "[]", "merged_into": ""})
+        pipe.hset(
+            keys.story(sid),
+            mapping={
+                "title": f"Synthetic story {i} " + "x" * 40,
+                "url": f"https://{dom}/{sid}",
+                "domain": dom,
+                "representative_id": f"a{i}",
+                "article_count": int(rng.integers(1, 60)),
+                "source_count": int(rng.integers(1, 20)),
+                "independent_count": int(rng.integers(1, 10)),
+                "earliest_time": repr(now - age * 3600),
+                "latest_time": repr(now - age * 1800),
+                "topics": json.dumps([topics[rng.integers(0, len(topics))]]),
+                "languages": json.dumps(["en"] if rng.random() < 0.8 else ["de"]),
+                "authority": repr(float(rng.uniform(0.2, 1.0))),
+                "embedding": encode_embedding(rng.normal(size=128)),
+                "entities": "[]",
+                "merged_into": "",
+            },
+        )
     for u in range(N_USERS):
-        pipe.hset(keys.user(f"u{u}"), mapping={"clicks": str(int(rng.integers(0, 40))),
-                                               "interest": encode_embedding(rng.normal(size=128)),
-                                               "block_sources": json.dumps([f"outlet{rng.integers(0, 40)}.example"])})
+        pipe.hset(
+            keys.user(f"u{u}"),
+            mapping={
+                "clicks": str(int(rng.integers(0, 40))),
+                "interest": encode_embedding(rng.normal(size=128)),
+                "block_sources": json.dumps([f"outlet{rng.integers(0, 40)}.example"]),
+            },
+        )
         pipe.zadd(keys.active_users, {f"u{u}": now})
     pipe.execute()
 
@@ -85,8 +101,13 @@ def _serve(kind: str, port: int, redis_url: str, snapshot_dir: str) -> None:
         async def app(scope, receive, send):
             if scope["type"] != "http":
                 return
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
     else:
         from serving.app import ServingConfig, create_app, serving_client
@@ -132,8 +153,13 @@ def _measure(port: int, requests: list[bytes], concurrency: int, seconds: float,
     asyncio.run(_load(port, requests, concurrency, warmup))
     lat, errors, elapsed = asyncio.run(_load(port, requests, concurrency, seconds))
     arr = np.asarray(lat) * 1000.0
-    return {"requests": len(lat), "rps": round(len(lat) / elapsed, 1), "p50_ms": round(float(np.percentile(arr, 50)), 3),
-            "p99_ms": round(float(np.percentile(arr, 99)), 3), "non_2xx": len(errors)}
+    return {
+        "requests": len(lat),
+        "rps": round(len(lat) / elapsed, 1),
+        "p50_ms": round(float(np.percentile(arr, 50)), 3),
+        "p99_ms": round(float(np.percentile(arr, 99)), 3),
+        "non_2xx": len(errors),
+    }
 
 
 def _wait_up(port: int, timeout: float = 20.0) -> None:
@@ -186,7 +212,7 @@ def main(argv=None) -> int:
         server.zadd(Keys().breaking, {f"s{k:05d}": now + 3600})
         server.hset(Keys().breaking_since, f"s{k:05d}", repr(now + 1))
     url = f"unix://{server.socket_file}"
-    get = lambda path, extra=b"": (f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n")  # noqa: E731
+    get = lambda path, extra=b"": f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n"  # noqa: E731
     tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]
     scenarios = {
         "baseline": ("baseline", [get("/")]),

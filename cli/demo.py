@@ -34,10 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", default=CORPUS_GLOB, help="landing files to replay (default: the bundled corpus)")
     parser.add_argument("--fresh", action="store_true", help="delete previous demo state and output first")
     parser.add_argument("--top", type=int, default=10, help="how many stories to print")
-    parser.add_argument("--replay-clock", default=None,
-                        help="the replay's 'now' (epoch s or ISO 8601) stored as clock:replay for ranking, feeds "
-                             "and `newsflow serve`; default: the newest fetch time of the bundled headline stream "
-                             "(data/corpus/headlines.jsonl.gz), or of all inputs when --input is given")
+    parser.add_argument(
+        "--replay-clock",
+        default=None,
+        help="the replay's 'now' (epoch s or ISO 8601) stored as clock:replay for ranking, feeds "
+        "and `newsflow serve`; default: the newest fetch time of the bundled headline stream "
+        "(data/corpus/headlines.jsonl.gz), or of all inputs when --input is given",
+    )
 
 
 def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
@@ -83,27 +86,42 @@ def top_stories(client, n: int, keys: Keys = Keys()) -> list[dict]:
     ids = [x.decode() for x in client.zrange(keys.story_active, 0, -1)]
     pipe = client.pipeline(transaction=False)
     for sid in ids:
-        pipe.hmget(keys.story(sid), "title", "domain", "article_count", "source_count", "independent_count",
-                   "earliest_time", "topics", "languages")
+        pipe.hmget(
+            keys.story(sid),
+            "title",
+            "domain",
+            "article_count",
+            "source_count",
+            "independent_count",
+            "earliest_time",
+            "topics",
+            "languages",
+        )
     out = []
-    for sid, rec in zip(ids, pipe.execute()):
+    for sid, rec in zip(ids, pipe.execute(), strict=False):
         if rec[0] is None:
             continue
         topics = json.loads(rec[6] or b"{}")
-        out.append({
-            "story_id": sid, "title": rec[0].decode(), "domain": (rec[1] or b"").decode(),
-            "article_count": int(rec[2]), "source_count": int(rec[3]), "independent_count": int(rec[4]),
-            "earliest_time": float(rec[5]),
-            # labels whose mean calibrated probability over the story's articles is at least 0.3
-            "topics": [k for k in sorted(topics, key=lambda k: -topics[k]) if topics[k] >= 0.3],
-            "languages": json.loads(rec[7] or b"[]"),
-        })
+        out.append(
+            {
+                "story_id": sid,
+                "title": rec[0].decode(),
+                "domain": (rec[1] or b"").decode(),
+                "article_count": int(rec[2]),
+                "source_count": int(rec[3]),
+                "independent_count": int(rec[4]),
+                "earliest_time": float(rec[5]),
+                # labels whose mean calibrated probability over the story's articles is at least 0.3
+                "topics": [k for k in sorted(topics, key=lambda k: -topics[k]) if topics[k] >= 0.3],
+                "languages": json.loads(rec[7] or b"[]"),
+            }
+        )
     out.sort(key=lambda r: (-r["source_count"], -r["article_count"], r["earliest_time"], r["story_id"]))
     return out[:n]
 
 
 def _fmt_time(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class _Progress(threading.Thread):
@@ -125,8 +143,11 @@ class _Progress(threading.Thread):
             if state == last:
                 continue
             last = state
-            print(f"  [{time.monotonic() - self._start:5.0f}s] new articles fingerprinted and grouped: {done:,} of "
-                  f"{self._total:,} landing records; placed in stories: {stories:,}", flush=True)
+            print(
+                f"  [{time.monotonic() - self._start:5.0f}s] new articles fingerprinted and grouped: {done:,} of "
+                f"{self._total:,} landing records; placed in stories: {stories:,}",
+                flush=True,
+            )
 
     def stop(self):
         self._stop_event.set()
@@ -161,8 +182,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         clock = _replay_clock(args, newest)
     except ValueError:
-        print(f"newsflow demo: --replay-clock must be epoch seconds or ISO 8601, got {args.replay_clock!r}",
-              file=sys.stderr)
+        print(
+            f"newsflow demo: --replay-clock must be epoch seconds or ISO 8601, got {args.replay_clock!r}",
+            file=sys.stderr,
+        )
         return 2
     redis_url = settings.redis_url
     if redis_url:
@@ -182,9 +205,24 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress.start()
     try:
-        result = run_job(["--input", args.input, "--output", output, "--runner", "DirectRunner",
-                          "--redis_url", redis_url, "--key_prefix", settings.key_prefix,
-                          "--data_dir", data_dir, "--model_dir", settings.model_dir]).result
+        result = run_job(
+            [
+                "--input",
+                args.input,
+                "--output",
+                output,
+                "--runner",
+                "DirectRunner",
+                "--redis_url",
+                redis_url,
+                "--key_prefix",
+                settings.key_prefix,
+                "--data_dir",
+                data_dir,
+                "--model_dir",
+                settings.model_dir,
+            ]
+        ).result
     finally:
         progress.stop()
     elapsed = time.monotonic() - started
@@ -193,52 +231,68 @@ def run(args: argparse.Namespace) -> int:
     for c in result.metrics().query(MetricsFilter())["counters"]:
         counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
     dead = sum(v for k, v in counters.items() if k.startswith("dead_lettered"))
-    print(f"\ndone in {elapsed:.1f}s: {counters.get('parsed', 0):,} documents parsed, "
-          f"{counters.get('extracted', 0):,} articles ({counters.get('feed_only_articles', 0):,} feed-only), "
-          f"{dead:,} dead-lettered; {counters.get('clustered', 0):,} newly clustered, "
-          f"{counters.get('already_clustered', 0):,} already stored (replayed or duplicate URLs); "
-          f"clusters created {counters.get('clusters_created', 0):,}, merged {counters.get('clusters_merged', 0):,}")
+    print(
+        f"\ndone in {elapsed:.1f}s: {counters.get('parsed', 0):,} documents parsed, "
+        f"{counters.get('extracted', 0):,} articles ({counters.get('feed_only_articles', 0):,} feed-only), "
+        f"{dead:,} dead-lettered; {counters.get('clustered', 0):,} newly clustered, "
+        f"{counters.get('already_clustered', 0):,} already stored (replayed or duplicate URLs); "
+        f"clusters created {counters.get('clusters_created', 0):,}, merged {counters.get('clusters_merged', 0):,}"
+    )
 
     stories = top_stories(client, args.top, keys)
-    print(f"\nTop stories by distinct outlets ({int(client.zcard(keys.story_active)):,} live stories in Redis; "
-          f"{counters.get('stories_merged', 0):,} merges):")
+    print(
+        f"\nTop stories by distinct outlets ({int(client.zcard(keys.story_active)):,} live stories in Redis; "
+        f"{counters.get('stories_merged', 0):,} merges):"
+    )
     for i, st in enumerate(stories, 1):
         print(f"{i:3d}. {_short(st['title'])}")
         syndicated = st["article_count"] - st["independent_count"]
-        print(f"     {st['source_count']} sources | {st['independent_count']} independent reports, "
-              f"{syndicated} syndicated copies | topics: {', '.join(st['topics']) or '-'} | "
-              f"languages: {', '.join(st['languages'])} | earliest {_fmt_time(st['earliest_time'])} | rep: {st['domain']}")
+        print(
+            f"     {st['source_count']} sources | {st['independent_count']} independent reports, "
+            f"{syndicated} syndicated copies | topics: {', '.join(st['topics']) or '-'} | "
+            f"languages: {', '.join(st['languages'])} | earliest {_fmt_time(st['earliest_time'])} | rep: {st['domain']}"
+        )
 
     top = store.top_clusters(min(5, args.top), min_articles=2)
     print(f"\nLargest near-duplicate groups (syndicated copies; {store.cluster_count():,} groups in Redis):")
     for i, c in enumerate(top, 1):
         print(f"{i:3d}. {_short(c.representative_title)}")
-        print(f"     {c.source_count} sources, {c.article_count} copies | languages: {', '.join(c.languages)} | "
-              f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}")
+        print(
+            f"     {c.source_count} sources, {c.article_count} copies | languages: {', '.join(c.languages)} | "
+            f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}"
+        )
 
     from newsflow.ranking.build import build_feeds
 
     if clock is not None:
         client.set(keys.replay_clock, repr(clock))
         stats = build_feeds(client, clock, keys=keys)
-        print(f"\nFeeds: ranked {stats.stories:,} stories at the replay clock {_fmt_time(clock)} "
-              f"(authority x e^(-lambda*age_h), MMR, 2 per source): {stats.public_feeds} edition/topic feeds, "
-              f"{stats.pools} candidate pools in Redis ({keys.feed_pattern()}, {keys.pool_pattern()})")
+        print(
+            f"\nFeeds: ranked {stats.stories:,} stories at the replay clock {_fmt_time(clock)} "
+            f"(authority x e^(-lambda*age_h), MMR, 2 per source): {stats.public_feeds} edition/topic feeds, "
+            f"{stats.pools} candidate pools in Redis ({keys.feed_pattern()}, {keys.pool_pattern()})"
+        )
         top_feed = client.get(keys.feed("edition", "global"))
         if top_feed:
             import json
 
             for i, item in enumerate(json.loads(top_feed)["stories"][:5], 1):
-                print(f"{i:3d}. {_short(item['title'], 80)}  [{item['source_count']} sources, score {item['score']:.3f}]")
+                print(
+                    f"{i:3d}. {_short(item['title'], 80)}  [{item['source_count']} sources, score {item['score']:.3f}]"
+                )
 
     print("\nOutputs:")
     for dataset in ("articles", "clusters", "deadletters"):
         files = list_files(output, dataset)
         print(f"  {os.path.join(output, dataset)}: {len(files)} Parquet files")
     print(f"  {os.path.join(output, 'trends')}: {len(list_files(output, 'trends'))} Parquet files")
-    print(f"  Redis ({where_redis}): stories {keys.story_pattern}, near-duplicate groups {keys.cluster('*')}, "
-          f"articles {keys.article('*')}, LSH bands {keys.lsh_pattern}, trending {keys.trending_pattern}, "
-          f"feeds {keys.feed_pattern()}")
-    print("\nNext: `newsflow serve` serves these stories at http://127.0.0.1:8080/v1/top "
-          "(ranked at the replay clock); running `newsflow demo` again replays the same input and changes nothing.")
+    print(
+        f"  Redis ({where_redis}): stories {keys.story_pattern}, near-duplicate groups {keys.cluster('*')}, "
+        f"articles {keys.article('*')}, LSH bands {keys.lsh_pattern}, trending {keys.trending_pattern}, "
+        f"feeds {keys.feed_pattern()}"
+    )
+    print(
+        "\nNext: `newsflow serve` serves these stories at http://127.0.0.1:8080/v1/top "
+        "(ranked at the replay clock); running `newsflow demo` again replays the same input and changes nothing."
+    )
     return 0

@@ -5,7 +5,8 @@ Each command lives in its own module, which defines ``COMMAND`` (its name),
 are listed in :data:`COMMAND_MODULES` as ``(group, module)``; ``group`` is
 ``None`` for a top-level command or a group name such as ``"eval"``
 (``newsflow eval extraction ...``). A module that sets ``ACCEPTS_EXTRA_ARGS = True`` receives
-the arguments it did not declare in ``args.extra_args`` (``newsflow run`` passes them to Beam). Modules are imported only when the CLI
+the arguments it did not declare in ``args.extra_args`` (``newsflow run`` passes them to Beam).
+Modules are imported only when the CLI
 starts, so a heavy command does not slow down the others' imports.
 """
 
@@ -15,7 +16,7 @@ import argparse
 import importlib
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "cli.demo"),

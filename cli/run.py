@@ -20,8 +20,11 @@ ACCEPTS_EXTRA_ARGS = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--help-flags", action="store_true",
-                        help="list the pipeline flags (--input, --output, --redis_url, --key_prefix, ...) and exit")
+    parser.add_argument(
+        "--help-flags",
+        action="store_true",
+        help="list the pipeline flags (--input, --output, --redis_url, --key_prefix, ...) and exit",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

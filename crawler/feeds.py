@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Optional
 from urllib.parse import urljoin
 
 import feedparser
@@ -37,11 +36,11 @@ class FeedEntry:
       guid: item id (``<guid>``/``<id>``), else the link.
     """
 
-    url: Optional[str]
-    title: Optional[str] = None
-    summary: Optional[str] = None
-    published_time: Optional[float] = None
-    guid: Optional[str] = None
+    url: str | None
+    title: str | None = None
+    summary: str | None = None
+    published_time: float | None = None
+    guid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,8 @@ class ParsedFeed:
     entries: list[FeedEntry]
     title: str = ""
     version: str = ""
-    ttl_s: Optional[float] = None
-    update_period_s: Optional[float] = None
+    ttl_s: float | None = None
+    update_period_s: float | None = None
     skip_hours: frozenset[int] = field(default_factory=frozenset)
     skip_days: frozenset[str] = field(default_factory=frozenset)
     warning: str = ""
@@ -75,7 +74,7 @@ _SKIP_DAYS_RE = re.compile(rb"<skipDays>(.*?)</skipDays>", re.S | re.I)
 _DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
-def _time_of(entry) -> Optional[float]:
+def _time_of(entry) -> float | None:
     for key in ("published_parsed", "updated_parsed", "created_parsed"):
         t = entry[key] if key in entry else None
         if t:
@@ -153,8 +152,16 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
             name = day.decode("ascii").capitalize()
             if name in _DAYS:
                 skip_days.add(name)
-    return ParsedFeed(entries, f.get("title") or "", d.version or "", ttl_s, update_s,
-                      frozenset(skip_hours), frozenset(skip_days), warning)
+    return ParsedFeed(
+        entries,
+        f.get("title") or "",
+        d.version or "",
+        ttl_s,
+        update_s,
+        frozenset(skip_hours),
+        frozenset(skip_days),
+        warning,
+    )
 
 
 _SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
@@ -184,8 +191,11 @@ def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], lis
         raise FeedParseError(f"malformed sitemap XML: {e}") from None
     tag = root.tag.split("}")[-1]
     if tag == "sitemapindex":
-        return [], [urljoin(url, (s.findtext(f"{_SM}loc") or "").strip()) for s in root.iter(f"{_SM}sitemap")
-                    if (s.findtext(f"{_SM}loc") or "").strip()]
+        return [], [
+            urljoin(url, (s.findtext(f"{_SM}loc") or "").strip())
+            for s in root.iter(f"{_SM}sitemap")
+            if (s.findtext(f"{_SM}loc") or "").strip()
+        ]
     if tag != "urlset":
         raise FeedParseError(f"not a sitemap: root element <{tag}>")
     entries = []

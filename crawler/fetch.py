@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
@@ -29,8 +29,16 @@ from crawler.safety import AddressPolicy, UnsafeAddressError
 from newsflow.timeutil import http_date_to_epoch
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xml", "application/xml",
-              "text/xml", "text/plain", "application/x-rss+xml", "text/html")
+FEED_TYPES = (
+    "application/rss+xml",
+    "application/atom+xml",
+    "application/rdf+xml",
+    "application/xml",
+    "text/xml",
+    "text/plain",
+    "application/x-rss+xml",
+    "text/html",
+)
 PAGE_TYPES = ("text/html", "application/xhtml+xml")
 
 
@@ -56,10 +64,10 @@ class FetchResult:
     final_url: str = ""
     status: int = 0
     headers: dict = field(default_factory=dict)
-    body: Optional[bytes] = None
+    body: bytes | None = None
     error_kind: str = ""
     error: str = ""
-    retry_after_s: Optional[float] = None
+    retry_after_s: float | None = None
     fetch_time: float = 0.0
     elapsed_s: float = 0.0
     server_ip: str = ""
@@ -70,7 +78,7 @@ class FetchResult:
         return not self.error_kind and 200 <= self.status < 300 and self.body is not None
 
 
-def parse_retry_after(value: str | None, now: float) -> Optional[float]:
+def parse_retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date); ``None`` if invalid."""
     if not value:
         return None
@@ -101,24 +109,33 @@ class Fetcher:
         self.policy = policy or AddressPolicy(config.allow_hosts)
         self.clock = clock
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
-        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False,
-                                         limits=httpx.Limits(max_connections=max(10, config.concurrency * 2)),
-                                         headers={"User-Agent": config.user_agent,
-                                                  "Accept-Encoding": "gzip, deflate"})
+        self._client = httpx.AsyncClient(
+            timeout=timeout,
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=max(10, config.concurrency * 2)),
+            headers={"User-Agent": config.user_agent, "Accept-Encoding": "gzip, deflate"},
+        )
 
     async def aclose(self) -> None:
         """Closes the HTTP client."""
         await self._client.aclose()
 
-    def _override(self, host: str) -> Optional[tuple[str, int]]:
+    def _override(self, host: str) -> tuple[str, int] | None:
         r = self.config.resolve.get(host.lower()) or self.config.resolve.get("*")
         if not r:
             return None
         ip, _, port = r.rpartition(":")
         return ip, int(port)
 
-    async def fetch(self, url: str, etag: str = "", last_modified: str = "",
-                    accept_types: Sequence[str] | None = None, validators_url: str = "") -> FetchResult:
+    async def fetch(
+        self,
+        url: str,
+        etag: str = "",
+        last_modified: str = "",
+        accept_types: Sequence[str] | None = None,
+        validators_url: str = "",
+    ) -> FetchResult:
         """GETs ``url``, following up to ``max_redirects`` redirects, each target checked for safety.
 
         Args:
@@ -140,13 +157,15 @@ class Fetcher:
             async with asyncio.timeout(self.config.total_timeout_s):
                 await self._fetch(url, etag, last_modified, accept_types, result, validators_url or url)
         except TimeoutError:
-            result.error_kind, result.error, result.body = "timeout", (
-                f"no complete response within {self.config.total_timeout_s:.1f}s"), None
+            result.error_kind, result.error, result.body = (
+                "timeout",
+                (f"no complete response within {self.config.total_timeout_s:.1f}s"),
+                None,
+            )
         result.elapsed_s = time.monotonic() - start
         return result
 
-    async def _fetch(self, url, etag, last_modified, accept_types, result: FetchResult,
-                     validators_url: str) -> None:
+    async def _fetch(self, url, etag, last_modified, accept_types, result: FetchResult, validators_url: str) -> None:
         seen = {url}
         current = url
         for _hop in range(self.config.max_redirects + 1):
@@ -203,8 +222,12 @@ class Fetcher:
                         result.error_kind, result.error = "bad_content_type", f"content type {ctype!r} not accepted"
                         return
                     declared = resp.headers.get("content-length")
-                    if declared and declared.isdigit() and "content-encoding" not in result.headers \
-                            and int(declared) > self.config.max_body_bytes:
+                    if (
+                        declared
+                        and declared.isdigit()
+                        and "content-encoding" not in result.headers
+                        and int(declared) > self.config.max_body_bytes
+                    ):
                         result.error_kind = "too_large"
                         result.error = f"Content-Length {declared} exceeds {self.config.max_body_bytes}"
                         return

@@ -27,8 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 from urllib.parse import urlsplit
 
 from newsflow.keys import Keys
@@ -47,7 +47,9 @@ local function ready(P, host)
 end
 """
 
-_ADD = _READY + """
+_ADD = (
+    _READY
+    + """
 local P, tid, host, due, mode = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local tk = P..'task:'..tid
 local created = 0
@@ -62,8 +64,11 @@ if mode == 'set' or (not cur) or due < tonumber(cur) then redis.call('ZADD', q, 
 ready(P, host)
 return created
 """
+)
 
-_CLAIM = _READY + """
+_CLAIM = (
+    _READY
+    + """
 local P, now, lease, worker, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local expired = redis.call('ZRANGEBYSCORE', P..'leases', '-inf', now, 'LIMIT', 0, 1000)
 for _, tid in ipairs(expired) do
@@ -98,8 +103,11 @@ for _, host in ipairs(hosts) do
 end
 return out
 """
+)
 
-_COMPLETE = _READY + """
+_COMPLETE = (
+    _READY
+    + """
 local P, tid, worker, now, delay, next_due = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local tk = P..'task:'..tid
 if redis.call('HGET', tk, 'holder') ~= worker then return 0 end
@@ -118,6 +126,7 @@ end
 ready(P, host)
 return 1
 """
+)
 
 
 def host_key(url: str) -> str:
@@ -134,7 +143,7 @@ def task_id(kind: str, url: str) -> str:
         canonical = canonicalize_url(url)
     except ValueError:
         canonical = url
-    return hashlib.sha1(f"{kind}|{canonical}".encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha1(f"{kind}|{canonical}".encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)
@@ -162,8 +171,7 @@ class Task:
     state: dict
 
 
-def request_priority(redis, source_or_url: str, reason: str, now: Optional[float] = None,
-                     keys: Keys = Keys()) -> None:
+def request_priority(redis, source_or_url: str, reason: str, now: float | None = None, keys: Keys = Keys()) -> None:
     """Asks the crawl tier to re-crawl a source now (the trending step's hook).
 
     Pushes ``{"target", "reason", "time"}`` onto the Redis list ``Keys.crawl_priority``;
@@ -179,8 +187,10 @@ def request_priority(redis, source_or_url: str, reason: str, now: Optional[float
       now: UTC epoch seconds (default: ``time.time()``).
       keys: the Redis key layout.
     """
-    redis.rpush(keys.crawl_priority, json.dumps({"target": source_or_url, "reason": reason,
-                                                 "time": time.time() if now is None else now}))
+    redis.rpush(
+        keys.crawl_priority,
+        json.dumps({"target": source_or_url, "reason": reason, "time": time.time() if now is None else now}),
+    )
 
 
 class Frontier:
@@ -200,8 +210,16 @@ class Frontier:
         self._complete = redis.register_script(_COMPLETE)
 
     # ------------------------------------------------------------------ tasks
-    def add(self, url: str, kind: str, due: float, source: str = "", depth: int = 0,
-            meta: Optional[dict] = None, force_due: bool = False) -> bool:
+    def add(
+        self,
+        url: str,
+        kind: str,
+        due: float,
+        source: str = "",
+        depth: int = 0,
+        meta: dict | None = None,
+        force_due: bool = False,
+    ) -> bool:
         """Adds a task, or moves an existing queued task's due time earlier.
 
         Args:
@@ -224,10 +242,27 @@ class Frontier:
         canonicalize_url(url)  # raises ValueError for a bad URL
         tid = task_id(kind, url)
         host = host_key(url)
-        fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth),
-                  "meta", json.dumps(meta or {}, ensure_ascii=False), "created", str(due)]
-        created = bool(self._add(keys=[self.keys.crawl_hosts],
-                                 args=[self._p, tid, host, due, "set" if force_due else "min", *fields]))
+        fields = [
+            "url",
+            url,
+            "kind",
+            kind,
+            "host",
+            host,
+            "source",
+            source,
+            "depth",
+            str(depth),
+            "meta",
+            json.dumps(meta or {}, ensure_ascii=False),
+            "created",
+            str(due),
+        ]
+        created = bool(
+            self._add(
+                keys=[self.keys.crawl_hosts], args=[self._p, tid, host, due, "set" if force_due else "min", *fields]
+            )
+        )
         if created and kind in ("feed", "sitemap"):
             self.r.sadd(self.keys.crawl_feeds, tid)
             self.r.sadd(self.keys.crawl_domain(source_domain(url)), tid)
@@ -245,14 +280,31 @@ class Frontier:
         for tid in tids:
             pipe.hgetall(self.keys.crawl_task(_s(tid)))
         out = []
-        for tid, h in zip(tids, pipe.execute()):
+        for tid, h in zip(tids, pipe.execute(), strict=False):
             st = {_s(k): _s(v) for k, v in h.items()}
-            out.append(Task(_s(tid), st.get("url", ""), st.get("kind", "page"), st.get("host", ""),
-                            st.get("source", ""), int(st.get("depth") or 0), json.loads(st.get("meta") or "{}"), st))
+            out.append(
+                Task(
+                    _s(tid),
+                    st.get("url", ""),
+                    st.get("kind", "page"),
+                    st.get("host", ""),
+                    st.get("source", ""),
+                    int(st.get("depth") or 0),
+                    json.loads(st.get("meta") or "{}"),
+                    st,
+                )
+            )
         return out
 
-    def complete(self, task: Task, worker: str, now: float, host_delay_s: float,
-                 next_due: Optional[float] = None, fields: Optional[dict] = None) -> bool:
+    def complete(
+        self,
+        task: Task,
+        worker: str,
+        now: float,
+        host_delay_s: float,
+        next_due: float | None = None,
+        fields: dict | None = None,
+    ) -> bool:
         """Ends a lease: frees the host until ``now + host_delay_s``; reschedules or deletes the task.
 
         Args:
@@ -287,8 +339,11 @@ class Frontier:
                 self.dead_letter("priority", "invalid_request", _s(raw)[:500], now)
                 continue
             if "://" in target:
-                tids = [t for t in (task_id("feed", target), task_id("sitemap", target))
-                        if self.r.exists(self.keys.crawl_task(t))]
+                tids = [
+                    t
+                    for t in (task_id("feed", target), task_id("sitemap", target))
+                    if self.r.exists(self.keys.crawl_task(t))
+                ]
                 if tids:
                     for t in tids:
                         moved += self._pull(t, now)
@@ -333,7 +388,7 @@ class Frontier:
         pipe.execute()
         return len(ids - old), first
 
-    def robots_get(self, key: str) -> Optional[str]:
+    def robots_get(self, key: str) -> str | None:
         """Cached robots policy JSON for ``scheme://host[:port]``, ``None`` if absent/expired."""
         v = self.r.get(self.keys.crawl_robots(key))
         return None if v is None else _s(v)
@@ -348,8 +403,12 @@ class Frontier:
         The list and the counter are two untagged keys (different Redis Cluster slots), so this is
         an ordered pipeline, not a transaction; neither needs the other to be atomic."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.lpush(self.keys.crawl_deadletter, json.dumps({"step": step, "reason": reason, "detail": detail[:1000],
-                                                      "url": url, "time": now}, ensure_ascii=False))
+        pipe.lpush(
+            self.keys.crawl_deadletter,
+            json.dumps(
+                {"step": step, "reason": reason, "detail": detail[:1000], "url": url, "time": now}, ensure_ascii=False
+            ),
+        )
         pipe.ltrim(self.keys.crawl_deadletter, 0, DEADLETTER_CAP - 1)
         pipe.hincrby(self.keys.crawl_stats, f"deadletter:{reason}", 1)
         pipe.execute()
@@ -388,4 +447,3 @@ class Frontier:
 
 def _s(v) -> str:
     return v.decode("utf-8") if isinstance(v, bytes) else str(v)
-

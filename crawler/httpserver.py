@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterable, Optional, Union
 
 
 @dataclass
 class Request:
-    """An incoming request: ``method``, ``path`` (with query), ``host`` (Host header, lower case), ``headers``, ``body``."""
+    """An incoming request: ``method``, ``path`` (with query), ``host`` (Host header, lower case),
+    ``headers``, ``body``."""
 
     method: str
     path: str
@@ -36,7 +37,7 @@ class Response:
 
     status: int = 200
     headers: dict = field(default_factory=dict)
-    body: Union[bytes, Iterable] = b""
+    body: bytes | Iterable = b""
 
 
 @dataclass
@@ -76,8 +77,13 @@ class HttpServer:
                 start = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(min(length, 20_000_000)) if length else b""
-                req = Request(self.command, self.path, (self.headers.get("Host") or "").lower(),
-                              {k.lower(): v for k, v in self.headers.items()}, body)
+                req = Request(
+                    self.command,
+                    self.path,
+                    (self.headers.get("Host") or "").lower(),
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
                 try:
                     resp = outer.handler(req)
                 except Exception as e:  # a handler bug becomes a 500, the server keeps running
@@ -118,7 +124,7 @@ class HttpServer:
 
         self._server = _Server((host, port), _H)
         self._server.daemon_threads = True
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -130,10 +136,9 @@ class HttpServer:
         """``http://127.0.0.1:PORT``."""
         return f"http://{self._server.server_address[0]}:{self.port}"
 
-    def start(self) -> "HttpServer":
+    def start(self) -> HttpServer:
         """Serves in a daemon thread; returns self."""
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 

@@ -212,4 +212,3 @@ class BoundedDecoder:
     def size(self) -> int:
         """Decoded bytes so far."""
         return self._sink.size
-

@@ -25,7 +25,8 @@ import os
 import threading
 import time
 import uuid
-from typing import Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from schemas import RawDocument
 
@@ -72,8 +73,16 @@ class LandingWriter:
       clock: UTC epoch seconds source.
     """
 
-    def __init__(self, target: str, compress: bool = True, max_docs: int = 500, max_age_s: float = 5.0,
-                 worker_id: str = "", gcs_client=None, clock=time.time):
+    def __init__(
+        self,
+        target: str,
+        compress: bool = True,
+        max_docs: int = 500,
+        max_age_s: float = 5.0,
+        worker_id: str = "",
+        gcs_client=None,
+        clock=time.time,
+    ):
         self.target = target.rstrip("/")
         self.compress = compress
         self.max_docs = max_docs
@@ -81,7 +90,7 @@ class LandingWriter:
         self.worker_id = worker_id or uuid.uuid4().hex[:8]
         self.clock = clock
         self._buf: list[RawDocument] = []
-        self._first_at: Optional[float] = None
+        self._first_at: float | None = None
         self._seq = 0
         self._lock = threading.Lock()
         self._bucket = None
@@ -131,8 +140,9 @@ class LandingWriter:
         if self._bucket is not None:
             obj = f"{self._prefix}/{name}" if self._prefix else name
             blob = self._bucket.blob(obj)
-            blob.upload_from_string(data, content_type="application/gzip" if self.compress else "application/jsonl",
-                                    if_generation_match=0)
+            blob.upload_from_string(
+                data, content_type="application/gzip" if self.compress else "application/jsonl", if_generation_match=0
+            )
             full = f"gs://{self._bucket.name}/{obj}"
         else:
             tmp = os.path.join(self.target, f".{name}.tmp")

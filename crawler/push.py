@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence
 
 from crawler.feeds import FeedParseError, parse_feed
 from crawler.push_auth import CREDENTIALS_ENV, MIN_SECRET_CHARS, PushError, authenticate
@@ -270,7 +270,7 @@ def create_app(ingestor: PushIngestor):
         status, payload = await run_in_threadpool(ingestor.websub_deliver, request.path_params["sub_id"], headers, body)
         return JSONResponse(payload, status_code=status)
 
-    async def _read_capped(request) -> tuple[Optional[bytes], str]:
+    async def _read_capped(request) -> tuple[bytes | None, str]:
         """The request body, or ``(None, reason)`` with reason ``"too_large"`` (declared or streamed
         past ``limit``) or ``"bad_length"`` (a Content-Length that is not a number)."""
         try:
@@ -286,9 +286,11 @@ def create_app(ingestor: PushIngestor):
             chunks.append(chunk)
         return b"".join(chunks), ""
 
-    return Starlette(routes=[
-        Route(PUSH_PATH, push, methods=["POST"]),
-        Route("/websub/{sub_id}", websub_get, methods=["GET"]),
-        Route("/websub/{sub_id}", websub_post, methods=["POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
-    ])
+    return Starlette(
+        routes=[
+            Route(PUSH_PATH, push, methods=["POST"]),
+            Route("/websub/{sub_id}", websub_get, methods=["GET"]),
+            Route("/websub/{sub_id}", websub_post, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ]
+    )

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from crawler.safety import AddressPolicy
@@ -48,7 +48,7 @@ def _printable(value: str, limit: int) -> str:
     return repr(value[:limit]).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def text_problem(name: str, value: str, controls: bool = False) -> Optional[str]:
+def text_problem(name: str, value: str, controls: bool = False) -> str | None:
     """Why a pushed string field cannot be stored, or ``None`` if it can.
 
     Args:
@@ -64,7 +64,9 @@ def text_problem(name: str, value: str, controls: bool = False) -> Optional[str]
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        return f"{name} contains a lone surrogate U+{ord(value[e.start]):04X} at character {e.start} (not valid Unicode)"
+        return (
+            f"{name} contains a lone surrogate U+{ord(value[e.start]):04X} at character {e.start} (not valid Unicode)"
+        )
     if controls:
         for i, c in enumerate(value):
             if unicodedata.category(c) == "Cc":
@@ -112,7 +114,7 @@ def check_push_url(url: Any, config: PushConfig) -> str:
     return url
 
 
-def published_time(value: Any, now: float, config: PushConfig) -> Optional[float]:
+def published_time(value: Any, now: float, config: PushConfig) -> float | None:
     """UTC epoch seconds of a pushed ``published_time``, ``None`` when it is absent.
 
     Args:
@@ -205,9 +207,15 @@ def validate_document(doc: Any, client: str, now: float, config: PushConfig) -> 
         raise ValueError(*reasons)
     has_body = isinstance(body, str) and body.strip()
     return RawDocument(
-        url=url, source_domain=source_domain(url), fetch_time=now, http_status=0,
+        url=url,
+        source_domain=source_domain(url),
+        fetch_time=now,
+        http_status=0,
         content_type="text/html; charset=utf-8" if has_body else "",
         body=body.encode("utf-8") if has_body else None,
-        title=title.strip(), summary=summary.strip() if isinstance(summary, str) and summary.strip() else None,
-        published_time=published, source_name=(doc.get("source_name") or "").strip() or None,
-        feed_url=f"push:{client}")
+        title=title.strip(),
+        summary=summary.strip() if isinstance(summary, str) and summary.strip() else None,
+        published_time=published,
+        source_name=(doc.get("source_name") or "").strip() or None,
+        feed_url=f"push:{client}",
+    )

@@ -44,7 +44,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
 from urllib.parse import urlsplit
 
 from crawler.httpserver import HttpServer, Request, Response
@@ -64,7 +63,7 @@ class ReplayItem:
     published: float
     title: str
     summary: str
-    body: Optional[bytes]
+    body: bytes | None
     content_type: str
     source_name: str
 
@@ -107,9 +106,16 @@ class ReplayWeb:
       clock: monotonic seconds source.
     """
 
-    def __init__(self, docs: list[RawDocument], speed: float = 60.0, start_fraction: float = 0.1,
-                 slow_s: float = 2.0, clock=time.monotonic, inject_failures: bool = True,
-                 start_at: Optional[float] = None):
+    def __init__(
+        self,
+        docs: list[RawDocument],
+        speed: float = 60.0,
+        start_fraction: float = 0.1,
+        slow_s: float = 2.0,
+        clock=time.monotonic,
+        inject_failures: bool = True,
+        start_at: float | None = None,
+    ):
         times = [d.published_time for d in docs if d.published_time]
         lo, hi = (min(times), max(times)) if times else (0.0, 86400.0)
         self.span = (lo, hi)
@@ -125,8 +131,16 @@ class ReplayWeb:
 
                 m = re.search(rb"<title[^>]*>(.*?)</title>", d.body[:200_000], re.S | re.I)
                 title = html.unescape(m.group(1).decode("utf-8", "replace").strip()) if m else ""
-            item = ReplayItem(d.url, _path_of(d.url), pub, title or d.url, d.summary or "", d.body,
-                              d.content_type or "text/html", d.source_name or host)
+            item = ReplayItem(
+                d.url,
+                _path_of(d.url),
+                pub,
+                title or d.url,
+                d.summary or "",
+                d.body,
+                d.content_type or "text/html",
+                d.source_name or host,
+            )
             self.sites.setdefault(host, {})[item.path] = item
         self._sorted = {h: sorted(v.values(), key=lambda i: i.published) for h, v in self.sites.items()}
         self.speed = speed
@@ -160,16 +174,25 @@ class ReplayWeb:
                 raise ValueError(f"not an absolute http(s) URL: {url!r}")
             published = float(d["published"]) if d.get("published") is not None else self.replay_now()
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
-            return Response(400, {"Content-Type": "application/json"},
-                            json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
-        item = ReplayItem(url, _path_of(url), published, title, str(d.get("summary") or ""), text.encode("utf-8"),
-                          str(d.get("content_type") or "text/html; charset=utf-8"),
-                          str(d.get("source_name") or self._source_name(host)))
+            return Response(
+                400, {"Content-Type": "application/json"}, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode()
+            )
+        item = ReplayItem(
+            url,
+            _path_of(url),
+            published,
+            title,
+            str(d.get("summary") or ""),
+            text.encode("utf-8"),
+            str(d.get("content_type") or "text/html; charset=utf-8"),
+            str(d.get("source_name") or self._source_name(host)),
+        )
         with self._lock:
             self._published.add(url)
         self.add_item(item)
-        return Response(200, {"Content-Type": "application/json"},
-                        json.dumps({"url": url, "published": published}).encode())
+        return Response(
+            200, {"Content-Type": "application/json"}, json.dumps({"url": url, "published": published}).encode()
+        )
 
     def _source_name(self, host: str) -> str:
         items = self._sorted.get(host) or []
@@ -179,7 +202,7 @@ class ReplayWeb:
         """``http://HOST/feed.xml`` for every replayed host, sorted."""
         return [f"http://{h}/feed.xml" for h in sorted(self.sites)]
 
-    def visible(self, host: str, now: Optional[float] = None) -> list[ReplayItem]:
+    def visible(self, host: str, now: float | None = None) -> list[ReplayItem]:
         """Items of ``host`` already published on the replay clock, newest first (at most 20)."""
         now = self.replay_now() if now is None else now
         items = [i for i in self._sorted.get(host, []) if i.published <= now]
@@ -201,18 +224,23 @@ class ReplayWeb:
         etag = '"' + hashlib.sha1("|".join(i.url for i in items).encode()).hexdigest()[:16] + '"'
         if req.headers.get("if-none-match") == etag:
             return Response(304, {"ETag": etag}, b"")
-        parts = [f"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<rss version=\"2.0\"><channel>"
-                 f"<title>{html.escape(items[0].source_name if items else host)}</title>"
-                 f"<link>http://{host}/</link><ttl>5</ttl>"]
+        parts = [
+            f'<?xml version="1.0" encoding="utf-8"?>\n<rss version="2.0"><channel>'
+            f"<title>{html.escape(items[0].source_name if items else host)}</title>"
+            f"<link>http://{host}/</link><ttl>5</ttl>"
+        ]
         for i in items:
-            parts.append(f"<item><title>{html.escape(i.title)}</title><link>{html.escape(i.url)}</link>"
-                         f"<guid>{html.escape(i.url)}</guid>"
-                         f"<pubDate>{email.utils.formatdate(i.published, usegmt=True)}</pubDate>"
-                         + (f"<description>{html.escape(i.summary)}</description>" if i.summary else "")
-                         + "</item>")
+            parts.append(
+                f"<item><title>{html.escape(i.title)}</title><link>{html.escape(i.url)}</link>"
+                f"<guid>{html.escape(i.url)}</guid>"
+                f"<pubDate>{email.utils.formatdate(i.published, usegmt=True)}</pubDate>"
+                + (f"<description>{html.escape(i.summary)}</description>" if i.summary else "")
+                + "</item>"
+            )
         parts.append("</channel></rss>")
-        return Response(200, {"Content-Type": "application/rss+xml; charset=utf-8", "ETag": etag},
-                        "".join(parts).encode("utf-8"))
+        return Response(
+            200, {"Content-Type": "application/rss+xml; charset=utf-8", "ETag": etag}, "".join(parts).encode("utf-8")
+        )
 
     def __call__(self, req: Request) -> Response:
         host = req.host.split(":")[0]
@@ -240,8 +268,11 @@ class ReplayWeb:
                     return Response(503, {"Content-Type": "text/plain", "Retry-After": "1"}, b"busy")
             elif bucket < 8:
                 half = len(item.body) // 2
-                return Response(200, {"Content-Type": item.content_type},
-                                [(self.slow_s / 2, item.body[:half]), (self.slow_s / 2, item.body[half:])])
+                return Response(
+                    200,
+                    {"Content-Type": item.content_type},
+                    [(self.slow_s / 2, item.body[:half]), (self.slow_s / 2, item.body[half:])],
+                )
         return Response(200, {"Content-Type": item.content_type}, item.body)
 
 

@@ -55,7 +55,6 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from protego import Protego
 
@@ -75,15 +74,26 @@ _UNMATCHED_QUERY = "unmatched-agent"
 _EOL = re.compile(rb"\r\n|\r|\n")
 _TOKEN = re.compile(r"[A-Za-z_-]+")
 _FIELDS = {
-    "user-agent": "user-agent", "useragent": "user-agent", "user agent": "user-agent",
+    "user-agent": "user-agent",
+    "useragent": "user-agent",
+    "user agent": "user-agent",
     "allow": "allow",
     # protego's accepted misspellings; RFC 9309 section 2.2.4 lets crawlers be lenient
-    "disallow": "disallow", "dissallow": "disallow", "dissalow": "disallow", "disalow": "disallow",
-    "diasllow": "disallow", "disallaw": "disallow",
-    "sitemap": "sitemap", "sitemaps": "sitemap", "site-map": "sitemap",
-    "crawl-delay": "crawl-delay", "crawl delay": "crawl-delay",
-    "request-rate": "request-rate", "request rate": "request-rate",
-    "visit-time": "visit-time", "visit time": "visit-time",
+    "disallow": "disallow",
+    "dissallow": "disallow",
+    "dissalow": "disallow",
+    "disalow": "disallow",
+    "diasllow": "disallow",
+    "disallaw": "disallow",
+    "sitemap": "sitemap",
+    "sitemaps": "sitemap",
+    "site-map": "sitemap",
+    "crawl-delay": "crawl-delay",
+    "crawl delay": "crawl-delay",
+    "request-rate": "request-rate",
+    "request rate": "request-rate",
+    "visit-time": "visit-time",
+    "visit time": "visit-time",
     "host": "host",
 }
 # an escape, or an octet that must be escaped in a rule path: not printable ASCII, or excluded by RFC 3986
@@ -150,7 +160,7 @@ def path_and_query(url: str) -> str:
     s = url.partition("#")[0]
     m = _SCHEME_AUTHORITY.match(s)
     if m:
-        rest = s[m.end():]
+        rest = s[m.end() :]
     elif s.startswith("//"):
         rest = s[2:]
     elif s.startswith("/"):
@@ -160,7 +170,7 @@ def path_and_query(url: str) -> str:
     cut = [i for i in (rest.find("/"), rest.find("?")) if i != -1]
     if not cut:
         return "/"
-    path = rest[min(cut):]
+    path = rest[min(cut) :]
     return path if path.startswith("/") else "/" + path
 
 
@@ -171,8 +181,9 @@ def to_request_uri(url: str) -> str:
     """
     if url.isascii():
         return url
-    return "".join(c if c.isascii() else "".join("%%%02X" % b for b in c.encode("utf-8", "surrogateescape"))
-                   for c in url)
+    return "".join(
+        c if c.isascii() else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogateescape")) for c in url
+    )
 
 
 def _protect_escapes(text: str) -> str:
@@ -211,7 +222,7 @@ def _read_records(body: bytes) -> list[tuple[str, str]]:
     return records
 
 
-def _parse_line(line: bytes) -> Optional[tuple[str, bytes]]:
+def _parse_line(line: bytes) -> tuple[str, bytes] | None:
     """``(field, value)`` of one line, or ``None`` for blank, comment-only or unknown lines."""
     line = line.split(b"#", 1)[0].strip()
     if not line:
@@ -277,7 +288,7 @@ class RobotsMatcher:
         path = _PATH_OCTET.sub(_escape_octet, path).decode("utf-8", "surrogateescape")
         return parser.can_fetch("http://robots.invalid" + _protect_escapes(path), name)
 
-    def crawl_delay(self, user_agent: str) -> Optional[float]:
+    def crawl_delay(self, user_agent: str) -> float | None:
         """``Crawl-delay`` (or seconds per request from ``Request-rate``) of the group for ``user_agent``.
 
         Returns:
@@ -348,9 +359,16 @@ class RobotsPolicy:
     expires_at: float
 
     @classmethod
-    def from_fetch(cls, host_key: str, status: int, body: bytes, now: float,
-                   ttl_s: float = ROBOTS_TTL_S, error_retry_s: float = ROBOTS_ERROR_RETRY_S,
-                   retry_after_s: Optional[float] = None) -> "RobotsPolicy":
+    def from_fetch(
+        cls,
+        host_key: str,
+        status: int,
+        body: bytes,
+        now: float,
+        ttl_s: float = ROBOTS_TTL_S,
+        error_retry_s: float = ROBOTS_ERROR_RETRY_S,
+        retry_after_s: float | None = None,
+    ) -> RobotsPolicy:
         """Builds a policy from a fetch result.
 
         Args:
@@ -385,7 +403,7 @@ class RobotsPolicy:
             return True  # 4xx other than 429: "unavailable" means no restrictions
         return _matcher_for(self.body).allowed(to_request_uri(url), user_agent)
 
-    def crawl_delay(self, user_agent: str) -> Optional[float]:
+    def crawl_delay(self, user_agent: str) -> float | None:
         """``Crawl-delay`` (or 1/``Request-rate``) for ``user_agent`` in seconds, ``None`` if absent."""
         if not self.body:
             return None
@@ -393,12 +411,20 @@ class RobotsPolicy:
 
     def to_json(self) -> str:
         """Serialises for the Redis cache."""
-        return json.dumps({"host_key": self.host_key, "status": self.status, "body": self.body.decode("latin-1"),
-                           "fetched_at": self.fetched_at, "expires_at": self.expires_at})
+        return json.dumps(
+            {
+                "host_key": self.host_key,
+                "status": self.status,
+                "body": self.body.decode("latin-1"),
+                "fetched_at": self.fetched_at,
+                "expires_at": self.expires_at,
+            }
+        )
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "RobotsPolicy":
+    def from_json(cls, text: str | bytes) -> RobotsPolicy:
         """Inverse of :meth:`to_json`."""
         d = json.loads(text)
-        return cls(d["host_key"], int(d["status"]), d["body"].encode("latin-1"), float(d["fetched_at"]),
-                   float(d["expires_at"]))
+        return cls(
+            d["host_key"], int(d["status"]), d["body"].encode("latin-1"), float(d["fetched_at"]), float(d["expires_at"])
+        )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from newsflow.netsafety import (
     METADATA_HOSTS,
@@ -25,8 +25,14 @@ from newsflow.netsafety import (
     parse_ip_literal,
 )
 
-__all__ = ["METADATA_HOSTS", "AddressPolicy", "UnsafeAddressError", "is_forbidden_ip", "literal_host_problem",
-           "parse_ip_literal"]
+__all__ = [
+    "METADATA_HOSTS",
+    "AddressPolicy",
+    "UnsafeAddressError",
+    "is_forbidden_ip",
+    "literal_host_problem",
+    "parse_ip_literal",
+]
 
 
 class UnsafeAddressError(Exception):
@@ -59,7 +65,7 @@ class AddressPolicy:
             return True
         return not is_forbidden_ip(addr)
 
-    async def check_host(self, host: str, port: int, resolve_as: Optional[str] = None) -> list[str]:
+    async def check_host(self, host: str, port: int, resolve_as: str | None = None) -> list[str]:
         """Resolves ``host`` and checks every address.
 
         Args:
@@ -103,7 +109,7 @@ class AddressPolicy:
             raise UnsafeAddressError(f"{host} resolves to a forbidden address {bad[0] if bad else '(none)'}")
         return ips
 
-    def _explicit(self, ip: Optional[str]) -> bool:
+    def _explicit(self, ip: str | None) -> bool:
         """True when ``ip`` is an address inside an allow-listed network."""
         try:
             addr = ipaddress.ip_address((ip or "").split("%")[0])

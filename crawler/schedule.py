@@ -47,8 +47,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,12 @@ THROTTLE_STATUSES = frozenset({429, 503})
 """HTTP statuses that ask the crawler to slow down (waited out by :func:`throttle_delay`)."""
 
 
-def seed_prior(cfg: ScheduleConfig, published_times: Iterable[Optional[float]] = (), ttl_s: Optional[float] = None,
-               update_period_s: Optional[float] = None) -> tuple[float, float]:
+def seed_prior(
+    cfg: ScheduleConfig,
+    published_times: Iterable[float | None] = (),
+    ttl_s: float | None = None,
+    update_period_s: float | None = None,
+) -> tuple[float, float]:
     """Prior ``(alpha, beta)`` of the publish rate from a feed's own content and hints.
 
     Args:
@@ -101,7 +105,9 @@ def seed_prior(cfg: ScheduleConfig, published_times: Iterable[Optional[float]] =
     return cfg.prior_weight_s / interval, cfg.prior_weight_s
 
 
-def update_rate(alpha: float, beta: float, new_items: int, elapsed_s: float, cfg: ScheduleConfig) -> tuple[float, float]:
+def update_rate(
+    alpha: float, beta: float, new_items: int, elapsed_s: float, cfg: ScheduleConfig
+) -> tuple[float, float]:
     """Posterior ``(alpha, beta)`` after a poll that found ``new_items`` new items ``elapsed_s`` after the last one."""
     elapsed_s = max(0.0, elapsed_s)
     w = 0.5 ** (elapsed_s / cfg.half_life_s)
@@ -128,7 +134,7 @@ def apply_skips(due: float, skip_hours: Iterable[int] = (), skip_days: Iterable[
     hours, days = set(skip_hours), set(skip_days)
     if not hours and not days:
         return due
-    t = dt.datetime.fromtimestamp(due, tz=dt.timezone.utc)
+    t = dt.datetime.fromtimestamp(due, tz=dt.UTC)
     for _ in range(24 * 8):
         if t.hour not in hours and _DAYS[t.weekday()] not in days:
             return t.timestamp() if t.timestamp() >= due else due
@@ -136,8 +142,7 @@ def apply_skips(due: float, skip_hours: Iterable[int] = (), skip_days: Iterable[
     return due
 
 
-def backoff_delay(failures: int, cfg: ScheduleConfig, rng: random.Random,
-                  retry_after_s: Optional[float] = None) -> float:
+def backoff_delay(failures: int, cfg: ScheduleConfig, rng: random.Random, retry_after_s: float | None = None) -> float:
     """Seconds to wait after the ``failures``-th consecutive failure (1-based), honouring ``Retry-After``."""
     d = min(cfg.backoff_cap_s, cfg.backoff_base_s * (2 ** max(0, failures - 1)))
     wait = d / 2 + rng.uniform(0, d / 2)
@@ -148,11 +153,12 @@ def backoff_delay(failures: int, cfg: ScheduleConfig, rng: random.Random,
 
 def stable_unit(key: str) -> float:
     """A number in ``[0, 1)`` fixed by ``key`` (SHA-1): jitter that every worker and replay agrees on."""
-    return int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:13], 16) / 16.0 ** 13
+    return int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:13], 16) / 16.0**13
 
 
-def throttle_delay(failures: int, interval_s: float, cfg: ScheduleConfig, u: float,
-                   retry_after_s: Optional[float] = None) -> float:
+def throttle_delay(
+    failures: int, interval_s: float, cfg: ScheduleConfig, u: float, retry_after_s: float | None = None
+) -> float:
     """Seconds to wait after the ``failures``-th consecutive 429/503 (1-based) of a task polled every ``interval_s``.
 
     ``min(cap, interval_s · 2^(failures−1))`` stretched by ``1 + jitter·u`` (never

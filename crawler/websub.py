@@ -72,8 +72,9 @@ def verify_intent(topic: str, params: Mapping[str, str]) -> tuple[int, str]:
     return 200, challenge
 
 
-def feed_documents(feed: ParsedFeed, topic: str, now: float,
-                   config: PushConfig) -> tuple[list[RawDocument], list[dict]]:
+def feed_documents(
+    feed: ParsedFeed, topic: str, now: float, config: PushConfig
+) -> tuple[list[RawDocument], list[dict]]:
     """Feed-only RawDocuments of a delivered feed's entries, and the entries skipped.
 
     Args:
@@ -97,14 +98,25 @@ def feed_documents(feed: ParsedFeed, topic: str, now: float,
         title = (entry.title or "").strip() or None
         summary = (entry.summary or "").strip() or None
         problem = (text_problem("title", title, controls=True) if title else None) or (
-            text_problem("summary", summary) if summary else None)
+            text_problem("summary", summary) if summary else None
+        )
         if problem:
             skipped.append({"url": url, "reason": problem})
             continue
         if title is None and summary is None:
             skipped.append({"url": url, "reason": "entry has neither title nor summary"})
             continue
-        docs.append(RawDocument(url=url, source_domain=source_domain(url), fetch_time=now, http_status=0,
-                                title=title, summary=summary, published_time=entry.published_time,
-                                source_name=feed.title or None, feed_url=topic))
+        docs.append(
+            RawDocument(
+                url=url,
+                source_domain=source_domain(url),
+                fetch_time=now,
+                http_status=0,
+                title=title,
+                summary=summary,
+                published_time=entry.published_time,
+                source_name=feed.title or None,
+                feed_url=topic,
+            )
+        )
     return docs, skipped

@@ -47,7 +47,7 @@ import random
 import re
 import time
 import uuid
-from typing import Callable, Optional
+from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
 from crawler.config import CrawlerConfig
@@ -89,12 +89,16 @@ def progress_counts(before: dict, after: dict) -> dict:
       address-safety refusals, kind ``unsafe_address``) and robots.txt refusals. Counters are
       shared by every worker of the frontier, so with several workers they cover all of them.
     """
+
     def delta(name: str) -> int:
         return int(after.get(name, 0)) - int(before.get(name, 0))
 
     errors = sum(delta(k) for k in after if k.startswith(("feed_error:", "page_error:")))
-    return {"landed": delta("pages_landed") + delta("feed_only_landed"), "errors": errors,
-            "refused": sum(delta(k) for k in REFUSAL_COUNTERS)}
+    return {
+        "landed": delta("pages_landed") + delta("feed_only_landed"),
+        "errors": errors,
+        "refused": sum(delta(k) for k in REFUSAL_COUNTERS),
+    }
 
 
 def same_site_links(html: bytes, base_url: str, limit: int) -> list[str]:
@@ -135,9 +139,16 @@ class CrawlWorker:
       rng: random source for jitter.
     """
 
-    def __init__(self, frontier: Frontier, publisher, config: CrawlerConfig = CrawlerConfig(),
-                 schedule: ScheduleConfig = ScheduleConfig(), worker_id: str = "", clock=time.time,
-                 rng: Optional[random.Random] = None):
+    def __init__(
+        self,
+        frontier: Frontier,
+        publisher,
+        config: CrawlerConfig = CrawlerConfig(),
+        schedule: ScheduleConfig = ScheduleConfig(),
+        worker_id: str = "",
+        clock=time.time,
+        rng: random.Random | None = None,
+    ):
         self.frontier = frontier
         self.publisher = publisher
         self.config = config
@@ -145,14 +156,20 @@ class CrawlWorker:
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:10]}"
         self.clock = clock
         self.rng = rng or random.Random()
-        self.fetcher: Optional[Fetcher] = None
+        self.fetcher: Fetcher | None = None
         self._robots: dict[str, RobotsPolicy] = {}
         self.processed = 0
 
     # ------------------------------------------------------------------ loop
-    async def run(self, max_tasks: Optional[int] = None, duration_s: Optional[float] = None,
-                  idle_exit_s: Optional[float] = None, poll_s: float = 0.05,
-                  progress: Optional[Callable[[dict], None]] = None, progress_every_s: float = 5.0) -> dict:
+    async def run(
+        self,
+        max_tasks: int | None = None,
+        duration_s: float | None = None,
+        idle_exit_s: float | None = None,
+        poll_s: float = 0.05,
+        progress: Callable[[dict], None] | None = None,
+        progress_every_s: float = 5.0,
+    ) -> dict:
         """Crawls until ``max_tasks`` tasks are done, ``duration_s`` passes, or nothing was due for ``idle_exit_s``.
 
         Args:
@@ -173,8 +190,14 @@ class CrawlWorker:
         stats_at_start = self.frontier.stats() if progress is not None else {}
 
         def report() -> None:
-            progress({"elapsed_s": round(time.monotonic() - start, 1), "processed": self.processed,
-                      **progress_counts(stats_at_start, self.frontier.stats()), "pending": self.frontier.pending()})
+            progress(
+                {
+                    "elapsed_s": round(time.monotonic() - start, 1),
+                    "processed": self.processed,
+                    **progress_counts(stats_at_start, self.frontier.stats()),
+                    "pending": self.frontier.pending(),
+                }
+            )
 
         async def reporter():
             while not stop.is_set():
@@ -182,6 +205,7 @@ class CrawlWorker:
                     await asyncio.wait_for(stop.wait(), progress_every_s)
                 except TimeoutError:
                     report()
+
         last_work = [time.monotonic()]
         inflight = [0]
         stop = asyncio.Event()
@@ -237,7 +261,7 @@ class CrawlWorker:
         """robots.txt policy for ``url``'s scheme/host/port (memory, then Redis, then fetched)."""
         return (await self._robots_policy(url))[0]
 
-    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, Optional[FetchResult]]:
+    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, FetchResult | None]:
         """The robots.txt policy for ``url`` and the robots.txt fetch result when it was requested just now."""
         parts = urlsplit(url)
         key = f"{parts.scheme}://{parts.netloc.lower()}"
@@ -263,7 +287,7 @@ class CrawlWorker:
         self.frontier.incr("robots_fetched")
         return pol, res
 
-    def _host_delay(self, pol: RobotsPolicy, result: Optional[FetchResult] = None) -> float:
+    def _host_delay(self, pol: RobotsPolicy, result: FetchResult | None = None) -> float:
         """Seconds the host must rest after a request (module doc, "Politeness")."""
         delay = self.config.min_host_delay_s
         cd = pol.crawl_delay(self.config.robots_agent)
@@ -290,8 +314,13 @@ class CrawlWorker:
             return True
         except Exception as e:  # defensive: a robots bug must not kill the worker or leak the lease
             self.frontier.dead_letter("robots", "robots_error", f"{type(e).__name__}: {e}", now, task.url)
-            self.frontier.complete(task, self.worker_id, self.clock(), self.config.min_host_delay_s,
-                                   now + self.schedule.backoff_base_s if task.kind != "page" else None)
+            self.frontier.complete(
+                task,
+                self.worker_id,
+                self.clock(),
+                self.config.min_host_delay_s,
+                now + self.schedule.backoff_base_s if task.kind != "page" else None,
+            )
             return True
         delay = self._host_delay(pol, robots_res)
         if robots_res is not None and pol.allowed(task.url, self.config.robots_agent):
@@ -307,8 +336,7 @@ class CrawlWorker:
                     self.frontier.complete(task, self.worker_id, self.clock(), delay, None)
             else:
                 retry = pol.expires_at if pol.disallow_all else now + self.schedule.max_interval_s
-                self._complete_feed_failure(task, now, delay, reason, f"robots.txt forbids {task.url}",
-                                            min_due=retry)
+                self._complete_feed_failure(task, now, delay, reason, f"robots.txt forbids {task.url}", min_due=retry)
             return True
         if task.kind == "page":
             await self._process_page(task, delay)
@@ -331,24 +359,40 @@ class CrawlWorker:
         else:
             self.frontier.incr("feed_error:unsafe_address")
             self.frontier.dead_letter(task.kind, "unsafe_address", detail, now, task.url)
-            self._complete_feed_failure(task, now, self.config.min_host_delay_s, "unsafe_address", detail,
-                                        min_due=now + self.schedule.max_interval_s)
+            self._complete_feed_failure(
+                task,
+                now,
+                self.config.min_host_delay_s,
+                "unsafe_address",
+                detail,
+                min_due=now + self.schedule.max_interval_s,
+            )
 
     async def _process_feed(self, task: Task, delay: float) -> None:
         st = task.state
-        res = await self.fetcher.fetch(task.url, st.get("etag", ""), st.get("last_modified", ""), FEED_TYPES,
-                                       validators_url=st.get("validators_url", ""))
+        res = await self.fetcher.fetch(
+            task.url,
+            st.get("etag", ""),
+            st.get("last_modified", ""),
+            FEED_TYPES,
+            validators_url=st.get("validators_url", ""),
+        )
         now = self.clock()
         delay = max(delay, self._host_delay(self._robots_for(task.url), res))
         if res.error_kind or not (200 <= res.status < 300 or res.status == 304):
             kind = res.error_kind or f"http_{res.status}"
             self.frontier.incr(f"feed_error:{kind}")
-            self._complete_feed_failure(task, now, delay, kind, res.error or f"HTTP {res.status}",
-                                        retry_after=res.retry_after_s,
-                                        throttled=not res.error_kind and res.status in THROTTLE_STATUSES)
+            self._complete_feed_failure(
+                task,
+                now,
+                delay,
+                kind,
+                res.error or f"HTTP {res.status}",
+                retry_after=res.retry_after_s,
+                throttled=not res.error_kind and res.status in THROTTLE_STATUSES,
+            )
             return
-        fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "",
-                  "backoff_until": ""}
+        fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "", "backoff_until": ""}
         published = []
         if res.status == 304:
             new_items, first = 0, False
@@ -371,8 +415,12 @@ class CrawlWorker:
                 else:
                     parsed = parse_feed(res.body, res.final_url, res.headers.get("content-type", ""))
                     entries, parsed_title = parsed.entries, parsed.title
-                    hints = {"ttl_s": parsed.ttl_s, "update_period_s": parsed.update_period_s,
-                             "skip_hours": sorted(parsed.skip_hours), "skip_days": sorted(parsed.skip_days)}
+                    hints = {
+                        "ttl_s": parsed.ttl_s,
+                        "update_period_s": parsed.update_period_s,
+                        "skip_hours": sorted(parsed.skip_hours),
+                        "skip_days": sorted(parsed.skip_days),
+                    }
                     if parsed.warning:
                         self.frontier.incr("feed_warning")
             except FeedParseError as e:
@@ -394,8 +442,14 @@ class CrawlWorker:
             alpha, beta = update_rate(float(st["alpha"]), float(st["beta"]), new_items, now - last, self.schedule)
         interval = next_interval(alpha, beta, self.schedule, self.rng)
         due = apply_skips(now + interval, hints.get("skip_hours", ()), hints.get("skip_days", ()))
-        fields.update(alpha=repr(alpha), beta=repr(beta), interval_s=round(interval, 1), new_items=new_items,
-                      next_due=round(due, 3), fetches=int(st.get("fetches") or 0) + 1)
+        fields.update(
+            alpha=repr(alpha),
+            beta=repr(beta),
+            interval_s=round(interval, 1),
+            new_items=new_items,
+            next_due=round(due, 3),
+            fetches=int(st.get("fetches") or 0) + 1,
+        )
         ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields)
         self.frontier.incr("feeds_fetched" if ok else "lease_lost")
 
@@ -418,28 +472,46 @@ class CrawlWorker:
             if not self.frontier.mark_seen(e.url, self.config.seen_ttl_s):
                 self.frontier.incr("entry_seen_before")
                 continue
-            meta = {"title": e.title, "summary": e.summary, "published_time": e.published_time,
-                    "source_name": source_name, "feed_url": task.url}
+            meta = {
+                "title": e.title,
+                "summary": e.summary,
+                "published_time": e.published_time,
+                "source_name": source_name,
+                "feed_url": task.url,
+            }
             self.frontier.add(e.url, "page", now, source=task.url, depth=0, meta=meta)
             self.frontier.incr("pages_enqueued")
 
-    def _complete_feed_failure(self, task: Task, now: float, delay: float, kind: str, error: str,
-                               retry_after: Optional[float] = None, min_due: Optional[float] = None,
-                               throttled: bool = False) -> None:
+    def _complete_feed_failure(
+        self,
+        task: Task,
+        now: float,
+        delay: float,
+        kind: str,
+        error: str,
+        retry_after: float | None = None,
+        min_due: float | None = None,
+        throttled: bool = False,
+    ) -> None:
         """Reschedules a failed feed: error backoff, or for a 429/503 ``throttle_delay`` from its poll interval."""
         failures = int(task.state.get("failures") or 0) + 1
         if throttled:
             interval = float(task.state.get("interval_s") or self.schedule.default_interval_s)
-            wait = throttle_delay(failures, interval, self.schedule, stable_unit(f"{task.tid}|{failures}"),
-                                  retry_after)
+            wait = throttle_delay(failures, interval, self.schedule, stable_unit(f"{task.tid}|{failures}"), retry_after)
         else:
             wait = backoff_delay(failures, self.schedule, self.rng, retry_after)
         due = now + wait
         if min_due is not None:
             due = max(due, min_due)
-        fields = {"last_fetch": now, "last_status": kind, "failures": failures, "last_error": error[:300],
-                  "backoff_until": round(due, 3), "next_due": round(due, 3),
-                  "errors": int(task.state.get("errors") or 0) + 1}
+        fields = {
+            "last_fetch": now,
+            "last_status": kind,
+            "failures": failures,
+            "last_error": error[:300],
+            "backoff_until": round(due, 3),
+            "next_due": round(due, 3),
+            "errors": int(task.state.get("errors") or 0) + 1,
+        }
         self.frontier.complete(task, self.worker_id, now, delay, due, fields)
 
     async def _process_page(self, task: Task, delay: float) -> None:
@@ -450,20 +522,35 @@ class CrawlWorker:
             h = res.headers
             m = task.meta
             doc = RawDocument(
-                url=res.final_url, source_domain=source_domain(res.final_url), fetch_time=res.fetch_time,
-                http_status=res.status, content_type=h.get("content-type", ""),
-                content_language=h.get("content-language", ""), etag=h.get("etag", ""),
-                last_modified=h.get("last-modified", ""), body=res.body, title=m.get("title"),
-                summary=m.get("summary"), published_time=m.get("published_time"),
-                source_name=m.get("source_name"), feed_url=m.get("feed_url"))
+                url=res.final_url,
+                source_domain=source_domain(res.final_url),
+                fetch_time=res.fetch_time,
+                http_status=res.status,
+                content_type=h.get("content-type", ""),
+                content_language=h.get("content-language", ""),
+                etag=h.get("etag", ""),
+                last_modified=h.get("last-modified", ""),
+                body=res.body,
+                title=m.get("title"),
+                summary=m.get("summary"),
+                published_time=m.get("published_time"),
+                source_name=m.get("source_name"),
+                feed_url=m.get("feed_url"),
+            )
             if not await self._publish(task, [doc], now, delay):
                 return
             self.frontier.incr("pages_landed")
             if self.config.follow_links and task.depth < self.config.follow_links:
                 for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
                     if self.frontier.mark_seen(link, self.config.seen_ttl_s):
-                        self.frontier.add(link, "page", now, source=task.url, depth=task.depth + 1,
-                                          meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")})
+                        self.frontier.add(
+                            link,
+                            "page",
+                            now,
+                            source=task.url,
+                            depth=task.depth + 1,
+                            meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")},
+                        )
                         self.frontier.incr("links_enqueued")
             ok = self.frontier.complete(task, self.worker_id, now, delay, None)
             if not ok:
@@ -477,13 +564,15 @@ class CrawlWorker:
             if res.status in THROTTLE_STATUSES and res.retry_after_s is not None:
                 wait = min(res.retry_after_s, self.schedule.throttle_cap_s)
             elif res.status in THROTTLE_STATUSES:
-                wait = throttle_delay(attempts, self.schedule.min_interval_s, self.schedule,
-                                      stable_unit(f"{task.tid}|{attempts}"))
+                wait = throttle_delay(
+                    attempts, self.schedule.min_interval_s, self.schedule, stable_unit(f"{task.tid}|{attempts}")
+                )
             else:
                 wait = backoff_delay(attempts, self.schedule, self.rng, res.retry_after_s)
             meta = dict(task.meta, attempts=attempts, last_error=kind)
-            self.frontier.complete(task, self.worker_id, now, delay, now + wait,
-                                   {"meta": json.dumps(meta, ensure_ascii=False)})
+            self.frontier.complete(
+                task, self.worker_id, now, delay, now + wait, {"meta": json.dumps(meta, ensure_ascii=False)}
+            )
             return
         if await self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}", delay):
             self.frontier.complete(task, self.worker_id, now, delay, None)
@@ -505,12 +594,12 @@ class CrawlWorker:
             self.frontier.dead_letter("publish", "publish_failed", f"{type(e).__name__}: {e}"[:300], now, task.url)
             meta = dict(task.meta, publish_failures=failures)
             wait = backoff_delay(failures, self.schedule, self.rng)
-            self.frontier.complete(task, self.worker_id, self.clock(), delay, now + wait,
-                                   {"meta": json.dumps(meta, ensure_ascii=False)})
+            self.frontier.complete(
+                task, self.worker_id, self.clock(), delay, now + wait, {"meta": json.dumps(meta, ensure_ascii=False)}
+            )
             return False
 
-    async def _land_feed_only(self, task: Task, now: float, reason: str, detail: str = "",
-                              delay: float = 0.0) -> bool:
+    async def _land_feed_only(self, task: Task, now: float, reason: str, detail: str = "", delay: float = 0.0) -> bool:
         """Lands the feed entry without a body when its page cannot be fetched; else dead-letters it.
 
         Returns False when publishing failed (the task was put back for a retry by :meth:`_publish`).
@@ -518,9 +607,16 @@ class CrawlWorker:
         m = task.meta
         if m.get("title") or m.get("summary"):
             doc = RawDocument(
-                url=task.url, source_domain=source_domain(task.url), fetch_time=now, http_status=0,
-                title=m.get("title"), summary=m.get("summary"), published_time=m.get("published_time"),
-                source_name=m.get("source_name"), feed_url=m.get("feed_url"))
+                url=task.url,
+                source_domain=source_domain(task.url),
+                fetch_time=now,
+                http_status=0,
+                title=m.get("title"),
+                summary=m.get("summary"),
+                published_time=m.get("published_time"),
+                source_name=m.get("source_name"),
+                feed_url=m.get("feed_url"),
+            )
             if not await self._publish(task, [doc], now, delay):
                 return False
             self.frontier.incr("feed_only_landed")

@@ -29,8 +29,8 @@ from schemas import RawDocument  # noqa: E402
 
 # Upstream does not record when these pages were fetched; we use the first day of the
 # month their collection is dated to (documented in data/corpus/NOTICE.md).
-AEB_FETCH_TIME = dt.datetime(2019, 11, 1, tzinfo=dt.timezone.utc).timestamp()
-N4K_FETCH_TIME = dt.datetime(2023, 11, 7, tzinfo=dt.timezone.utc).timestamp()
+AEB_FETCH_TIME = dt.datetime(2019, 11, 1, tzinfo=dt.UTC).timestamp()
+N4K_FETCH_TIME = dt.datetime(2023, 11, 7, tzinfo=dt.UTC).timestamp()
 
 
 def _gz(path: str) -> bytes:
@@ -46,18 +46,32 @@ def pages(shared: str) -> list[RawDocument]:
         url = truth[item_id]["url"]
         body = _gz(os.path.join(aeb, "html", f"{item_id}.html.gz"))
         docs.append(
-            RawDocument(url=url, source_domain=source_domain(url), fetch_time=AEB_FETCH_TIME, http_status=200,
-                        content_type="text/html; charset=utf-8", body=body)
+            RawDocument(
+                url=url,
+                source_domain=source_domain(url),
+                fetch_time=AEB_FETCH_TIME,
+                http_status=200,
+                content_type="text/html; charset=utf-8",
+                body=body,
+            )
         )
     fundus = os.path.join(shared, "fundus-news-pages")
     for line in open(os.path.join(fundus, "expected.jsonl"), encoding="utf-8"):
         rec = json.loads(line)
         url = rec["url"]
-        fetched = dt.datetime.fromisoformat(rec["crawl_date"]).replace(tzinfo=dt.timezone.utc).timestamp()
+        fetched = dt.datetime.fromisoformat(rec["crawl_date"]).replace(tzinfo=dt.UTC).timestamp()
         body = _gz(os.path.join(fundus, rec["html_file"]))
         docs.append(
-            RawDocument(url=url, source_domain=source_domain(url), fetch_time=round(fetched, 3), http_status=200,
-                        content_type="text/html", content_language="", body=body, source_name=rec["publisher"])
+            RawDocument(
+                url=url,
+                source_domain=source_domain(url),
+                fetch_time=round(fetched, 3),
+                http_status=200,
+                content_type="text/html",
+                content_language="",
+                body=body,
+                source_name=rec["publisher"],
+            )
         )
     n4k = os.path.join(shared, "newspaper4k-test-pages")
     for line in open(os.path.join(n4k, "index.jsonl"), encoding="utf-8"):
@@ -67,8 +81,14 @@ def pages(shared: str) -> list[RawDocument]:
         url = rec.get("url") or f"https://newspaper4k-fixtures.invalid/{rec['id']}"
         body = _gz(os.path.join(n4k, rec["html_file"]))
         docs.append(
-            RawDocument(url=url, source_domain=source_domain(url), fetch_time=N4K_FETCH_TIME, http_status=200,
-                        content_type="text/html", body=body)
+            RawDocument(
+                url=url,
+                source_domain=source_domain(url),
+                fetch_time=N4K_FETCH_TIME,
+                http_status=200,
+                content_type="text/html",
+                body=body,
+            )
         )
     return docs
 
@@ -83,8 +103,16 @@ def headlines(shared: str) -> list[RawDocument]:
             host = row["HOSTNAME"].lower()
             domain = host[4:] if host.startswith("www.") else host
             docs.append(
-                RawDocument(url=url, source_domain=domain, fetch_time=ts, http_status=0, title=row["TITLE"],
-                            summary=None, published_time=ts, source_name=row["PUBLISHER"].replace("\\", ""))
+                RawDocument(
+                    url=url,
+                    source_domain=domain,
+                    fetch_time=ts,
+                    http_status=0,
+                    title=row["TITLE"],
+                    summary=None,
+                    published_time=ts,
+                    source_name=row["PUBLISHER"].replace("\\", ""),
+                )
             )
     return docs
 

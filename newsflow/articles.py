@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from newsflow.urls import article_id, canonicalize_url
 from schemas import Article, RawDocument
@@ -20,12 +19,13 @@ def clean_title(title: str) -> str:
     cut to :data:`MAX_TITLE_CHARS` characters."""
     return " ".join(_TITLE_JUNK_RE.sub(" ", title or "").split())[:MAX_TITLE_CHARS]
 
+
 # Publish times later than the fetch time by more than this (seconds) are treated as wrong
 # (time-zone errors, scheduled-publish metadata) and the fetch time is used as event time.
 MAX_CLOCK_SKEW_S = 3600.0
 
 
-def event_time(publish_time: Optional[float], fetch_time: float) -> float:
+def event_time(publish_time: float | None, fetch_time: float) -> float:
     """Event time of an article, UTC epoch seconds: its publish time when known and not more
     than :data:`MAX_CLOCK_SKEW_S` after the fetch time, else the fetch time."""
     if publish_time is not None and publish_time <= fetch_time + MAX_CLOCK_SKEW_S:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import codecs
 import re
 import zlib
-from typing import Optional
 
 
 class DecodeError(Exception):
@@ -41,8 +40,23 @@ _CHARSET_RE = re.compile(rb"""charset\s*=\s*["']?\s*([A-Za-z0-9._:\-]+)""", re.I
 _META_RE = re.compile(rb"<meta\b[^>]*>", re.I)
 _HEADER_CHARSET_RE = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9._:\-]+)""", re.I)
 # WHATWG Encoding Standard: these labels mean windows-1252 in HTML.
-_WINDOWS_1252_LABELS = frozenset({"latin1", "latin-1", "iso-8859-1", "iso8859-1", "iso_8859-1", "l1", "ascii",
-                                  "us-ascii", "cp819", "ibm819", "iso-ir-100", "x-cp1252", "windows-1252"})
+_WINDOWS_1252_LABELS = frozenset(
+    {
+        "latin1",
+        "latin-1",
+        "iso-8859-1",
+        "iso8859-1",
+        "iso_8859-1",
+        "l1",
+        "ascii",
+        "us-ascii",
+        "cp819",
+        "ibm819",
+        "iso-ir-100",
+        "x-cp1252",
+        "windows-1252",
+    }
+)
 _SEVEN_BIT_ENCODINGS = frozenset({"iso2022_jp", "iso2022_jp_2", "iso2022_kr", "utf_7", "hz"})
 _BINARY_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "PNG image"),
@@ -64,7 +78,7 @@ _BOMS = (
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
-def _normalize_charset(label: str) -> Optional[str]:
+def _normalize_charset(label: str) -> str | None:
     """Python codec name for a charset label, or None when Python does not know it."""
     label = label.strip().strip("\"'").lower()
     if not label:
@@ -89,7 +103,7 @@ def _meta_charsets(head: bytes) -> list[str]:
     return out
 
 
-def _mostly_utf8(body: bytes) -> Optional[str]:
+def _mostly_utf8(body: bytes) -> str | None:
     """Decodes ``body`` as UTF-8 when it clearly is UTF-8 with a few stray bytes.
 
     A page in a single-byte charset has almost no valid multi-byte UTF-8
@@ -143,7 +157,7 @@ def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
     for bom, enc in _BOMS:
         if head.startswith(bom):
             try:
-                return body[len(bom):].decode(enc), enc
+                return body[len(bom) :].decode(enc), enc
             except UnicodeDecodeError as e:
                 raise DecodeError("undecodable", f"body starts with a {enc} BOM but does not decode: {e}") from None
     declared: list[str] = []

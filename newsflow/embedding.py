@@ -27,7 +27,7 @@ import math
 import os
 import re
 from collections import Counter
-from typing import Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -88,7 +88,7 @@ def stem(word: str) -> str:
     return word
 
 
-def tokenize(text: Optional[str]) -> list[str]:
+def tokenize(text: str | None) -> list[str]:
     """Lower-cased, stop-word-free, lightly stemmed word tokens of ``text`` (``[]`` for ``None``)."""
     if not text:
         return []
@@ -100,7 +100,7 @@ def tokenize(text: Optional[str]) -> list[str]:
     return out
 
 
-def url_slug_tokens(url: Optional[str]) -> list[str]:
+def url_slug_tokens(url: str | None) -> list[str]:
     """Words of the URL path segments that look like a slug (at least 3 alphabetic parts).
 
     ``http://x.com/2014/03/new-deal-makes-chiquita-world-s-top-banana-company`` ->
@@ -137,7 +137,7 @@ def sparse_normalize(v: Mapping[str, float]) -> dict[str, float]:
     return {t: w / n for t, w in v.items()} if n > 0 else {}
 
 
-def centroid_update(mean: Optional[np.ndarray], count: int, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def centroid_update(mean: np.ndarray | None, count: int, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Adds one member to a cluster's running mean embedding.
 
     Args:
@@ -189,7 +189,14 @@ class TextModel:
       version: model version string.
     """
 
-    def __init__(self, vocabulary: Sequence[str], idf: np.ndarray, unseen_idf: float, components: np.ndarray, version: str = EMBEDDING_VERSION):
+    def __init__(
+        self,
+        vocabulary: Sequence[str],
+        idf: np.ndarray,
+        unseen_idf: float,
+        components: np.ndarray,
+        version: str = EMBEDDING_VERSION,
+    ):
         self.vocabulary = list(vocabulary)
         self.index = {t: i for i, t in enumerate(self.vocabulary)}
         self.idf = np.asarray(idf, dtype=np.float32)
@@ -209,7 +216,9 @@ class TextModel:
         i = self.index.get(term)
         return float(self.idf[i]) if i is not None else self.unseen_idf
 
-    def tfidf(self, tokens: Iterable[str], extra_tokens: Iterable[str] = (), extra_weight: float = 1.0) -> dict[str, float]:
+    def tfidf(
+        self, tokens: Iterable[str], extra_tokens: Iterable[str] = (), extra_weight: float = 1.0
+    ) -> dict[str, float]:
         """Unit-length sparse TF-IDF vector, sublinear tf (``1 + ln tf``).
 
         Args:
@@ -270,7 +279,7 @@ class TextModel:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str) -> "TextModel":
+    def load(cls, path: str) -> TextModel:
         """Reads a model written by :meth:`save`.
 
         Raises:
@@ -300,7 +309,9 @@ def read_news_aggregator(path: str = NEWS_AGGREGATOR_PATH) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def train_text_model(idf_texts: Sequence[str], svd_texts: Sequence[str], dim: int = EMBEDDING_DIM, seed: int = 0) -> TextModel:
+def train_text_model(
+    idf_texts: Sequence[str], svd_texts: Sequence[str], dim: int = EMBEDDING_DIM, seed: int = 0
+) -> TextModel:
     """Learns the IDF table from ``idf_texts`` and the SVD projection from ``idf_texts + svd_texts``.
 
     Deterministic: randomized SVD with a fixed ``seed`` and iteration count.
@@ -348,12 +359,12 @@ def default_model_dir() -> str:
     return Settings.resolve().model_dir
 
 
-def default_embedding_path(model_dir: Optional[str] = None) -> str:
+def default_embedding_path(model_dir: str | None = None) -> str:
     """``<model_dir>/embedding-v1.npz``; ``model_dir`` defaults to :func:`default_model_dir`."""
     return os.path.join(model_dir or default_model_dir(), f"embedding-{EMBEDDING_VERSION}.npz")
 
 
-def build_embedding_model(path: Optional[str] = None) -> str:
+def build_embedding_model(path: str | None = None) -> str:
     """Trains the text model from the shipped data and writes it to ``path``; returns the path."""
     path = path or default_embedding_path()
     hp = read_huffpost()
@@ -363,7 +374,7 @@ def build_embedding_model(path: Optional[str] = None) -> str:
     return path
 
 
-def ensure_embedding_model(path: Optional[str] = None) -> str:
+def ensure_embedding_model(path: str | None = None) -> str:
     """Returns the model path, building the model first when the file is missing; a remote path
     (``gs://...``) is copied to a local cache instead (FileNotFoundError when it is absent)."""
     path = path or default_embedding_path()
@@ -377,7 +388,7 @@ def ensure_embedding_model(path: Optional[str] = None) -> str:
 _MODELS: dict[str, TextModel] = {}
 
 
-def load_text_model(path: Optional[str] = None) -> TextModel:
+def load_text_model(path: str | None = None) -> TextModel:
     """Loads (once per process and path) the text model, building it when missing."""
     path = ensure_embedding_model(path)
     model = _MODELS.get(path)

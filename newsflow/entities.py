@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 LEAD_CHARS = 1000
 LABEL_GROUPS = {"PERSON": "PERSON", "ORG": "ORG", "GPE": "LOC", "LOC": "LOC", "EVENT": "EVENT"}
@@ -47,7 +48,7 @@ class Entity(NamedTuple):
     label: str
 
 
-def normalize_entity(text: str, label: str) -> Optional[Entity]:
+def normalize_entity(text: str, label: str) -> Entity | None:
     """Normalized :class:`Entity` for a span text and spaCy label (``None`` if not kept or empty)."""
     group = LABEL_GROUPS.get(label)
     if group is None:
@@ -104,7 +105,9 @@ class EntityExtractor:
             return title if lead.startswith(title) else f"{title}.\n{lead}"
         return title or lead
 
-    def extract_many(self, docs: Sequence[tuple[str, str]], languages: Optional[Sequence[str]] = None) -> list[list[Entity]]:
+    def extract_many(
+        self, docs: Sequence[tuple[str, str]], languages: Sequence[str] | None = None
+    ) -> list[list[Entity]]:
         """Entities per document, in order of first mention, deduplicated by key.
 
         Args:
@@ -132,7 +135,7 @@ class EntityExtractor:
                 todo_text.append(s)
         if todo_text:
             nlp = load_nlp()
-            for i, doc in zip(todo_idx, nlp.pipe(todo_text, batch_size=self.batch_size)):
+            for i, doc in zip(todo_idx, nlp.pipe(todo_text, batch_size=self.batch_size), strict=False):
                 seen = set()
                 for span in doc.ents:
                     e = normalize_entity(span.text, span.label_)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import html as html_lib
 import re
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from newsflow.decoding import DecodeError, decode_html, inflate_gzip
 from newsflow.timeutil import page_date_to_epoch, utc_date
@@ -94,7 +94,7 @@ class ExtractedContent(NamedTuple):
     text: str
     authors: tuple[str, ...]
     site_name: str
-    publish_time: Optional[float]
+    publish_time: float | None
     html_language: str
 
 
@@ -159,8 +159,33 @@ class ExtractionConfig:
             raise ValueError(f"max_future_s must be >= 0 seconds, got {self.max_future_s!r}")
 
 
-_BLOCK_TAGS = frozenset({"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote",
-                         "tr", "table", "section", "article", "pre", "hr", "dd", "dt", "figure", "figcaption"})
+_BLOCK_TAGS = frozenset(
+    {
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "blockquote",
+        "tr",
+        "table",
+        "section",
+        "article",
+        "pre",
+        "hr",
+        "dd",
+        "dt",
+        "figure",
+        "figcaption",
+    }
+)
 _WS_RE = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
@@ -210,14 +235,14 @@ def html_fragment_to_text(fragment: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _language_tag(value: Optional[str]) -> str:
+def _language_tag(value: str | None) -> str:
     if not value:
         return ""
     first = value.split(",")[0].split(";")[0].strip().lower().replace("_", "-")
     return first if re.fullmatch(r"[a-z]{1,8}(-[a-z0-9]{1,8})*", first) else ""
 
 
-def _split_authors(value: Optional[str]) -> tuple[str, ...]:
+def _split_authors(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
     out: list[str] = []
@@ -228,8 +253,9 @@ def _split_authors(value: Optional[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _choose_publish_time(page_date: Optional[str], feed_time: Optional[float], fetch_time: float,
-                         max_future_s: float) -> Optional[float]:
+def _choose_publish_time(
+    page_date: str | None, feed_time: float | None, fetch_time: float, max_future_s: float
+) -> float | None:
     """Page date with a time of day, else the feed time, else a date-only page date (midnight UTC).
 
     A feed's ``published_time`` is exact to the second while many pages only
@@ -363,6 +389,8 @@ def extract_content(raw: RawDocument, config: ExtractionConfig = ExtractionConfi
     except ExtractionError:
         raise
     except (RecursionError, MemoryError) as e:
-        raise ExtractionError("broken_html", f"page too deeply nested or too big to parse: {type(e).__name__}") from None
+        raise ExtractionError(
+            "broken_html", f"page too deeply nested or too big to parse: {type(e).__name__}"
+        ) from None
     except Exception as e:  # lxml/trafilatura raise assorted types on malformed markup
         raise ExtractionError("broken_html", f"parser failed: {type(e).__name__}: {e}"[:500]) from None

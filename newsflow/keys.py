@@ -188,7 +188,7 @@ class Keys:
 
     def lsh_bands(self, fp_hex: str) -> list[str]:
         """The 4 band keys of a 16-hex SimHash (band 0 = least significant 16 bits)."""
-        return [self.lsh_band(i, fp_hex[12 - 4 * i:16 - 4 * i]) for i in range(4)]
+        return [self.lsh_band(i, fp_hex[12 - 4 * i : 16 - 4 * i]) for i in range(4)]
 
     @property
     def fingerprints(self) -> str:
@@ -274,7 +274,7 @@ class Keys:
         key = _s(key)
         if not key.startswith(self.story_base):
             return None
-        rest = key[len(self.story_base):]
+        rest = key[len(self.story_base) :]
         if not rest or ":" in rest or rest in RESERVED_STORY_NAMES:
             return None
         return rest
@@ -350,7 +350,7 @@ class Keys:
     def feed_name_of(self, kind: str, key) -> str | None:
         """The feed name if ``key`` (str or bytes) is a feed of ``kind``, else ``None``."""
         key, start = _s(key), self.feed(kind, "")
-        return key[len(start):] if key.startswith(start) and len(key) > len(start) else None
+        return key[len(start) :] if key.startswith(start) and len(key) > len(start) else None
 
     @property
     def replay_clock(self) -> str:

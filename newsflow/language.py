@@ -17,7 +17,7 @@ import importlib.util
 import os
 import re
 import threading
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 UNDETERMINED = "und"
 """ISO 639-2 code for "undetermined", returned for empty or low-confidence text."""
@@ -70,7 +70,7 @@ def _load_model(path: str):
         return model
 
 
-def _prepare(text: Optional[str]) -> str:
+def _prepare(text: str | None) -> str:
     """One lower-cased line: fastText predicts a single line, and lid.176 mistakes
     Title Case Headlines for other languages (3,000 HuffPost headlines: 83.6% "en"
     at >= 0.5 as given, 96.4% lower-cased)."""
@@ -92,7 +92,7 @@ class LanguageIdentifier:
       FileNotFoundError: the model file is missing.
     """
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLD, model_path: Optional[str] = None):
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, model_path: str | None = None):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         self.threshold = threshold
@@ -101,7 +101,7 @@ class LanguageIdentifier:
             raise FileNotFoundError(f"language model not found: {self.model_path}")
         self._model = _load_model(self.model_path)
 
-    def detect(self, text: Optional[str]) -> tuple[str, float]:
+    def detect(self, text: str | None) -> tuple[str, float]:
         """Language of one text.
 
         Args:
@@ -115,7 +115,7 @@ class LanguageIdentifier:
         """
         return self.detect_batch([text])[0]
 
-    def detect_batch(self, texts: Sequence[Optional[str]]) -> list[tuple[str, float]]:
+    def detect_batch(self, texts: Sequence[str | None]) -> list[tuple[str, float]]:
         """Languages of several texts in one fastText call (same rules as :meth:`detect`).
 
         Args:
@@ -130,7 +130,7 @@ class LanguageIdentifier:
         if not idx:
             return out
         labels, probs = self._model.predict([prepared[i] for i in idx], k=1)
-        for i, label, prob in zip(idx, labels, probs):
+        for i, label, prob in zip(idx, labels, probs, strict=False):
             code = label[0].replace("__label__", "") if len(label) else UNDETERMINED
             confidence = min(1.0, float(prob[0])) if len(prob) else 0.0
             out[i] = (code if confidence >= self.threshold else UNDETERMINED, confidence)

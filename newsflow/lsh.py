@@ -25,7 +25,7 @@ least significant bit), so they match the Redis store's band keys.
 from __future__ import annotations
 
 from array import array
-from typing import Optional, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class NearDuplicateIndex(Protocol):
         """All stored ``(item_id, distance)`` with distance <= max_distance, sorted by (distance, item_id)."""
         ...
 
-    def nearest(self, fp: int, max_distance: int = DEFAULT_MAX_DISTANCE) -> Optional[tuple[str, int]]:
+    def nearest(self, fp: int, max_distance: int = DEFAULT_MAX_DISTANCE) -> tuple[str, int] | None:
         """The closest stored ``(item_id, distance)`` (ties: smallest id), or None."""
         ...
 
@@ -103,8 +103,7 @@ class BandIndex:
         """
         if n_bands < 1 or band_bits < 1 or n_bands * band_bits != FINGERPRINT_BITS:
             raise ValueError(
-                f"n_bands * band_bits must be {FINGERPRINT_BITS} with both >= 1, "
-                f"got {n_bands} x {band_bits}"
+                f"n_bands * band_bits must be {FINGERPRINT_BITS} with both >= 1, got {n_bands} x {band_bits}"
             )
         self.n_bands = n_bands
         self.band_bits = band_bits
@@ -114,9 +113,7 @@ class BandIndex:
         # Band value -> array('I') of item positions. Up to 16-bit bands a
         # list with one slot per value (None = empty) is smaller and faster
         # than a dict; wider bands use a dict.
-        self._tables: list = [
-            [None] * (1 << band_bits) if band_bits <= 16 else {} for _ in range(n_bands)
-        ]
+        self._tables: list = [[None] * (1 << band_bits) if band_bits <= 16 else {} for _ in range(n_bands)]
         self._lookups = [t.__getitem__ if isinstance(t, list) else t.get for t in self._tables]
         self._shifts = tuple(i * band_bits for i in range(n_bands))
         self._mask = (1 << band_bits) - 1
@@ -134,7 +131,7 @@ class BandIndex:
         """True if ``item_id`` is stored."""
         return item_id in self._pos
 
-    def fingerprint(self, item_id: str) -> Optional[int]:
+    def fingerprint(self, item_id: str) -> int | None:
         """The stored fingerprint of ``item_id``, or None if it is not stored."""
         pos = self._pos.get(item_id)
         return None if pos is None else self._fps[pos]
@@ -164,15 +161,14 @@ class BandIndex:
             if old == fp:
                 return
             raise ValueError(
-                f"item {item_id!r} is already stored with fingerprint {old:016x}, "
-                f"cannot re-add it with {fp:016x}"
+                f"item {item_id!r} is already stored with fingerprint {old:016x}, cannot re-add it with {fp:016x}"
             )
         pos = len(self._ids)
         self._fps.append(fp)
         self._ids.append(item_id)
         self._pos[item_id] = pos
         mask = self._mask
-        for table, lookup, shift in zip(self._tables, self._lookups, self._shifts):
+        for table, lookup, shift in zip(self._tables, self._lookups, self._shifts, strict=False):
             value = (fp >> shift) & mask
             bucket = lookup(value)
             if bucket is None:
@@ -201,7 +197,7 @@ class BandIndex:
         if not 0 <= max_distance <= FINGERPRINT_BITS:
             raise ValueError(f"max_distance must be in [0, 64], got {max_distance}")
         mask = self._mask
-        buckets = [lookup((fp >> shift) & mask) for lookup, shift in zip(self._lookups, self._shifts)]
+        buckets = [lookup((fp >> shift) & mask) for lookup, shift in zip(self._lookups, self._shifts, strict=False)]
         buckets = [b for b in buckets if b is not None]
         n_candidates = sum(map(len, buckets))
         if n_candidates == 0:
@@ -224,11 +220,11 @@ class BandIndex:
             stored = np.frombuffer(self._fps, dtype=np.uint64)[positions]
             dist = np.bitwise_count(stored ^ np.uint64(fp))
             keep = np.flatnonzero(dist <= max_distance)
-            hits = [(ids[p], int(d)) for p, d in zip(positions[keep].tolist(), dist[keep].tolist())]
+            hits = [(ids[p], int(d)) for p, d in zip(positions[keep].tolist(), dist[keep].tolist(), strict=False)]
         hits.sort(key=lambda hit: (hit[1], hit[0]))
         return hits
 
-    def nearest(self, fp: int, max_distance: int = DEFAULT_MAX_DISTANCE) -> Optional[tuple[str, int]]:
+    def nearest(self, fp: int, max_distance: int = DEFAULT_MAX_DISTANCE) -> tuple[str, int] | None:
         """The closest stored item within ``max_distance`` bits of ``fp``.
 
         Args:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Optional
 
 _EXTRA_BLOCKED = tuple(
     ipaddress.ip_network(n)
@@ -42,16 +41,27 @@ def is_forbidden_ip(ip) -> bool:
     Raises:
       ValueError: ``ip`` is not an IP address.
     """
-    addr = ip if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address)) else ipaddress.ip_address(str(ip).split("%")[0])
+    addr = (
+        ip
+        if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address))
+        else ipaddress.ip_address(str(ip).split("%")[0])
+    )
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
-    if (addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_multicast or addr.is_reserved
-            or addr.is_unspecified or getattr(addr, "is_site_local", False)):
+    if (
+        addr.is_private
+        or addr.is_loopback
+        or addr.is_link_local
+        or addr.is_multicast
+        or addr.is_reserved
+        or addr.is_unspecified
+        or getattr(addr, "is_site_local", False)
+    ):
         return True
     return any(addr in net for net in _EXTRA_BLOCKED if net.version == addr.version)
 
 
-def parse_ip_literal(host: str) -> Optional[ipaddress._BaseAddress]:
+def parse_ip_literal(host: str) -> ipaddress._BaseAddress | None:
     """The IP address a host string denotes literally (any inet_aton IPv4 form, or IPv6), else ``None``."""
     h = host.strip("[]").split("%")[0]
     try:
@@ -66,7 +76,7 @@ def parse_ip_literal(host: str) -> Optional[ipaddress._BaseAddress]:
     return None
 
 
-def literal_host_problem(host: str) -> Optional[str]:
+def literal_host_problem(host: str) -> str | None:
     """Why ``host`` (lower case, no port) is not an acceptable public news host, or ``None`` if it is.
 
     No DNS lookup is made.

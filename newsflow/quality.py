@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 WEIGHTS = {"length": 0.30, "readability": 0.15, "quotes": 0.15, "named_sources": 0.20, "original": 0.15, "byline": 0.05}
 SOURCE_WEIGHT = 0.7
@@ -54,7 +55,7 @@ def syllables(word: str) -> int:
     return max(1, n)
 
 
-def flesch_reading_ease(text: str) -> Optional[float]:
+def flesch_reading_ease(text: str) -> float | None:
     """Flesch reading ease of ``text`` (higher = easier), ``None`` when it has no words."""
     words = _WORD.findall(text or "")
     if not words:
@@ -64,12 +65,14 @@ def flesch_reading_ease(text: str) -> Optional[float]:
     return 206.835 - 1.015 * (len(words) / sentences) - 84.6 * (syl / len(words))
 
 
-def is_original(article_id: str, cluster_id: Optional[str]) -> bool:
+def is_original(article_id: str, cluster_id: str | None) -> bool:
     """True when the article founded its near-duplicate cluster (or has none yet)."""
     return cluster_id is None or cluster_id == "c" + article_id
 
 
-def quality_signals(text: str, *, authors: Sequence[str] = (), original: bool = True, word_count: Optional[int] = None) -> QualitySignals:
+def quality_signals(
+    text: str, *, authors: Sequence[str] = (), original: bool = True, word_count: int | None = None
+) -> QualitySignals:
     """Computes the quality signals of one article.
 
     Args:
@@ -90,12 +93,21 @@ def quality_signals(text: str, *, authors: Sequence[str] = (), original: bool = 
     sources = min(1.0, len(_ATTRIBUTION.findall(text)) / 3.0)
     orig = 1.0 if original else 0.0
     byline = 1.0 if any(a.strip() for a in authors) else 0.0
-    vals = {"length": length, "readability": readability, "quotes": quotes, "named_sources": sources, "original": orig, "byline": byline}
+    vals = {
+        "length": length,
+        "readability": readability,
+        "quotes": quotes,
+        "named_sources": sources,
+        "original": orig,
+        "byline": byline,
+    }
     quality = sum(WEIGHTS[k] * v for k, v in vals.items())
     return QualitySignals(**{k: round(v, 6) for k, v in vals.items()}, quality=round(min(1.0, max(0.0, quality)), 6))
 
 
-def article_quality(text: str, *, authors: Sequence[str] = (), original: bool = True, word_count: Optional[int] = None) -> float:
+def article_quality(
+    text: str, *, authors: Sequence[str] = (), original: bool = True, word_count: int | None = None
+) -> float:
     """Article quality in [0, 1] (see :func:`quality_signals`)."""
     return quality_signals(text, authors=authors, original=original, word_count=word_count).quality
 

@@ -79,8 +79,9 @@ def local_model_file(path: str, companion_suffixes: Sequence[str] = (), cache_di
     from newsflow.stores.parquet import _fs_and_path
 
     remote_dir, name = path.rsplit("/", 1)
-    cache = os.path.join(cache_dir or tempfile.gettempdir(), "newsflow-models",
-                         hashlib.sha256(remote_dir.encode()).hexdigest()[:16])
+    cache = os.path.join(
+        cache_dir or tempfile.gettempdir(), "newsflow-models", hashlib.sha256(remote_dir.encode()).hexdigest()[:16]
+    )
     os.makedirs(cache, exist_ok=True)
     with _LOCK:
         for suffix in ("", *companion_suffixes):

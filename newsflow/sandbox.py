@@ -42,7 +42,6 @@ import threading
 import time
 import weakref
 from dataclasses import asdict
-from typing import Optional
 
 from newsflow.extraction import ExtractedContent, ExtractionConfig, ExtractionError, check_fetch, extract_content
 from schemas.raw import RawDocument
@@ -138,7 +137,7 @@ class _Worker:
         data = self._read_exact(n, deadline)
         return None if data is None else pickle.loads(data)
 
-    def _read_exact(self, n: int, deadline: float) -> Optional[bytes]:
+    def _read_exact(self, n: int, deadline: float) -> bytes | None:
         chunks = []
         while n > 0:
             remaining = deadline - time.monotonic()
@@ -230,7 +229,7 @@ class ArticleExtractor:
         self.timeouts = 0
         self.restarts = 0
 
-    def __enter__(self) -> "ArticleExtractor":
+    def __enter__(self) -> ArticleExtractor:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -28,8 +28,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 from newsflow.resources import default_model_dir
 
@@ -111,8 +112,13 @@ class Settings:
         secret = overrides.get("token_secret")
         if secret is None and env.get(ENV_TOKEN_SECRET):
             secret = env[ENV_TOKEN_SECRET].encode()
-        return cls(data_dir=data_dir, redis_url=redis_url or None, key_prefix=key_prefix, model_dir=model_dir,
-                   token_secret=secret)
+        return cls(
+            data_dir=data_dir,
+            redis_url=redis_url or None,
+            key_prefix=key_prefix,
+            model_dir=model_dir,
+            token_secret=secret,
+        )
 
     def with_redis_url(self, url: str | None) -> Settings:
         """A copy with another Redis URL (the launcher hands workers the embedded server's socket URL)."""
@@ -153,15 +159,35 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, redis: bool = Tru
       redis: add ``--redis-url/--redis_url`` and ``--key-prefix/--key_prefix``.
       models: add ``--model-dir/--model_dir``.
     """
-    parser.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
-                        help=f"state and output directory (default ${ENV_DATA_DIR} or ./var)")
+    parser.add_argument(
+        "--data-dir",
+        "--data_dir",
+        dest="data_dir",
+        default=None,
+        help=f"state and output directory (default ${ENV_DATA_DIR} or ./var)",
+    )
     if redis:
-        parser.add_argument("--redis-url", "--redis_url", dest="redis_url", default=None,
-                            help=f"redis:// or unix:// URL (default ${ENV_REDIS_URL}, else the embedded server "
-                                 "under the data directory)")
-        parser.add_argument("--key-prefix", "--key_prefix", dest="key_prefix", default=None,
-                            help=f"namespace of every Redis key (default ${ENV_KEY_PREFIX} or "
-                                 f"'{DEFAULT_KEY_PREFIX}'; a plain name: cluster hash tags are placed for you)")
+        parser.add_argument(
+            "--redis-url",
+            "--redis_url",
+            dest="redis_url",
+            default=None,
+            help=f"redis:// or unix:// URL (default ${ENV_REDIS_URL}, else the embedded server "
+            "under the data directory)",
+        )
+        parser.add_argument(
+            "--key-prefix",
+            "--key_prefix",
+            dest="key_prefix",
+            default=None,
+            help=f"namespace of every Redis key (default ${ENV_KEY_PREFIX} or "
+            f"'{DEFAULT_KEY_PREFIX}'; a plain name: cluster hash tags are placed for you)",
+        )
     if models:
-        parser.add_argument("--model-dir", "--model_dir", dest="model_dir", default=None,
-                            help=f"trained topic/embedding models (default ${ENV_MODEL_DIR} or var/models)")
+        parser.add_argument(
+            "--model-dir",
+            "--model_dir",
+            dest="model_dir",
+            default=None,
+            help=f"trained topic/embedding models (default ${ENV_MODEL_DIR} or var/models)",
+        )

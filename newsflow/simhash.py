@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -154,7 +154,7 @@ def shingles(tokens: Sequence[str], k: int = SHINGLE_SIZE) -> list[str]:
     if k == 1:
         return list(tokens)
     if k == 3:
-        return [" ".join(g) for g in zip(tokens, tokens[1:], tokens[2:])]
+        return [" ".join(g) for g in zip(tokens, tokens[1:], tokens[2:], strict=False)]
     return [" ".join(tokens[i : i + k]) for i in range(n - k + 1)]
 
 
@@ -251,7 +251,7 @@ def _code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
 
 
-_WORD_TABLE: Optional[np.ndarray] = None
+_WORD_TABLE: np.ndarray | None = None
 
 
 def _word_table() -> np.ndarray:
@@ -348,7 +348,7 @@ def _pack_bits(set_bits: np.ndarray) -> np.ndarray:
     return packed.view("<u8").reshape(-1).astype(np.uint64)
 
 
-def simhash_features(features: Iterable[str], weights: Optional[Iterable[float]] = None) -> int:
+def simhash_features(features: Iterable[str], weights: Iterable[float] | None = None) -> int:
     """SimHash of a weighted feature set (Charikar 2002), 64 bits.
 
     Each feature is hashed with :func:`feature_hash`; bit ``j`` of the result
@@ -431,12 +431,12 @@ def _simhash_small(norm: str) -> int:
     else:
         chained = [mix(w) for w in words]
         for j in range(1, SHINGLE_SIZE):
-            chained = [mix(h ^ w) for h, w in zip(chained, words[j:])]
+            chained = [mix(h ^ w) for h, w in zip(chained, words[j:], strict=False)]
         features = chained
     n = len(features)
     fp = 0
     # column c of the binary strings is bit 63 - c
-    for c, column in enumerate(zip(*[format(h, "064b") for h in features])):
+    for c, column in enumerate(zip(*[format(h, "064b") for h in features], strict=False)):
         if 2 * column.count("1") > n:
             fp |= 1 << (63 - c)
     return fp
@@ -503,8 +503,7 @@ def _fingerprints(normalized: list[str]) -> np.ndarray:
     tok_end = np.flatnonzero(edges == -1)
     word = _span_word_hashes(cps, tok_start, tok_end)  # (N,) per token, in order
     text_start = np.zeros(m, dtype=np.int64)
-    np.cumsum(np.fromiter((len(t) + 1 for t in normalized[:-1]), dtype=np.int64, count=m - 1),
-              out=text_start[1:])
+    np.cumsum(np.fromiter((len(t) + 1 for t in normalized[:-1]), dtype=np.int64, count=m - 1), out=text_start[1:])
     doc = np.searchsorted(text_start, tok_start, side="right") - 1  # text of each token
     n = np.bincount(doc, minlength=m)
     # chain[i] = hash of the (j+1)-gram starting at token i (across text borders;
@@ -616,9 +615,6 @@ def bands(fp: int, n_bands: int = 4, band_bits: int = 16) -> tuple[int, ...]:
     """
     fp = _check_fp(fp)
     if n_bands < 1 or band_bits < 1 or n_bands * band_bits != FINGERPRINT_BITS:
-        raise ValueError(
-            f"n_bands * band_bits must be {FINGERPRINT_BITS} with both >= 1, "
-            f"got {n_bands} x {band_bits}"
-        )
+        raise ValueError(f"n_bands * band_bits must be {FINGERPRINT_BITS} with both >= 1, got {n_bands} x {band_bits}")
     mask = (1 << band_bits) - 1
     return tuple((fp >> (i * band_bits)) & mask for i in range(n_bands))

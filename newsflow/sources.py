@@ -6,8 +6,8 @@ The table format and the tier rubric are documented in ``data/SOURCES.md``.
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from newsflow.resources import data_path
 
@@ -36,7 +36,7 @@ class SourceTable:
         self._sources = dict(sources)
 
     @classmethod
-    def load(cls, path: str = DEFAULT_SOURCES_PATH) -> "SourceTable":
+    def load(cls, path: str = DEFAULT_SOURCES_PATH) -> SourceTable:
         """Reads a ``domain,name,tier,authority`` CSV.
 
         Raises:

@@ -86,7 +86,7 @@ class StoryConfig:
             return math.inf
         return self.time_scale_s * math.log((1.0 + self.entity_weight) / self.join_threshold)
 
-    def validate(self) -> "StoryConfig":
+    def validate(self) -> StoryConfig:
         """Returns self; raises ``ValueError`` naming the bad value."""
         if not 0 < self.join_threshold <= 1 + self.entity_weight:
             raise ValueError(f"join_threshold must be in (0, 1 + entity_weight], got {self.join_threshold}")
@@ -113,9 +113,12 @@ def story_article(article, topics, entities, embedding) -> StoryArticle:
     Raises:
       ValueError: the article's quality signals are invalid (see ``newsflow.quality``).
     """
-    q = article_quality(article.text or "", authors=article.authors or (),
-                        original=is_original(article.article_id, article.cluster_id),
-                        word_count=article.word_count or None)
+    q = article_quality(
+        article.text or "",
+        authors=article.authors or (),
+        original=is_original(article.article_id, article.cluster_id),
+        word_count=article.word_count or None,
+    )
     return StoryArticle(
         article_id=article.article_id,
         event_time=float(article.event_time),
@@ -161,14 +164,18 @@ class StoryClusterer:
         n = _norm(story.centroid)
         cos = sparse_dot(vec, story.centroid) / n if n > 0 else 0.0
         overlap = (sum(1 for k in ent_keys if k in story.entities) / len(ent_keys)) if ent_keys else 0.0
-        return (cos + self.config.entity_weight * overlap) * _time_factor(t - story.latest_time, self.config.time_scale_s)
+        return (cos + self.config.entity_weight * overlap) * _time_factor(
+            t - story.latest_time, self.config.time_scale_s
+        )
 
     def _story_score(self, a: StoryState, b: StoryState) -> float:
         na, nb = _norm(a.centroid), _norm(b.centroid)
         cos = sparse_dot(a.centroid, b.centroid) / (na * nb) if na > 0 and nb > 0 else 0.0
         ka, kb = set(a.entities), set(b.entities)
         jac = len(ka & kb) / len(ka | kb) if ka and kb else 0.0
-        return (cos + self.config.entity_weight * jac) * _time_factor(a.latest_time - b.latest_time, self.config.time_scale_s)
+        return (cos + self.config.entity_weight * jac) * _time_factor(
+            a.latest_time - b.latest_time, self.config.time_scale_s
+        )
 
     def add(self, article: StoryArticle) -> StoryAssignment:
         """Assigns one article (call in event-time order).
@@ -202,12 +209,20 @@ class StoryClusterer:
         if not created:
             others = [c for c in candidates if c.story_id != story.story_id]
             while True:
-                hit = max(((self._story_score(story, o), o) for o in others), key=lambda x: (x[0], x[1].story_id), default=None)
+                hit = max(
+                    ((self._story_score(story, o), o) for o in others),
+                    key=lambda x: (x[0], x[1].story_id),
+                    default=None,
+                )
                 if hit is None or hit[0] < cfg.merge_threshold:
                     break
                 other = hit[1]
                 others = [o for o in others if o.story_id != other.story_id]
-                winner, loser = (story, other) if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id) else (other, story)
+                winner, loser = (
+                    (story, other)
+                    if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id)
+                    else (other, story)
+                )
                 self._merge_into(winner, loser)
                 self.store.merge(loser, winner, t, article.article_id)
                 merged.append(loser.story_id)
@@ -260,7 +275,9 @@ class StoryClusterer:
         for term, w in loser.centroid.items():
             winner.centroid[term] = winner.centroid.get(term, 0.0) + w
         if len(winner.centroid) > cfg.max_centroid_terms:
-            winner.centroid = dict(sorted(winner.centroid.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.max_centroid_terms])
+            winner.centroid = dict(
+                sorted(winner.centroid.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.max_centroid_terms]
+            )
         for key, (text, label, count) in loser.entities.items():
             cur = winner.entities.get(key)
             if cur is None:
@@ -268,7 +285,9 @@ class StoryClusterer:
             else:
                 cur[2] += count
         if len(winner.entities) > cfg.max_entities:
-            winner.entities = dict(sorted(winner.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[: cfg.max_entities])
+            winner.entities = dict(
+                sorted(winner.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[: cfg.max_entities]
+            )
         for label, s in loser.topic_sums.items():
             winner.topic_sums[label] = winner.topic_sums.get(label, 0.0) + s
         winner.topic_n += loser.topic_n
@@ -276,7 +295,12 @@ class StoryClusterer:
             if winner.embedding_mean is None:
                 winner.embedding_mean, winner.embedding_n = list(loser.embedding_mean), loser.embedding_n
             else:
-                mean, _ = merge_means(np.asarray(winner.embedding_mean), winner.embedding_n, np.asarray(loser.embedding_mean), loser.embedding_n)
+                mean, _ = merge_means(
+                    np.asarray(winner.embedding_mean),
+                    winner.embedding_n,
+                    np.asarray(loser.embedding_mean),
+                    loser.embedding_n,
+                )
                 winner.embedding_mean = [float(x) for x in mean]
                 winner.embedding_n += loser.embedding_n
         winner.members.update(loser.members)

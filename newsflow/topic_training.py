@@ -26,18 +26,28 @@ import os
 import tempfile
 import time
 import uuid
-from typing import Optional
 
 import numpy as np
 
 from newsflow.embedding import ensure_embedding_model
 from newsflow.resources import is_remote, local_model_file
-from newsflow.topics import LABELS, SECTIONS, TOPIC_VERSION, TopicClassifier, clean_text, default_topic_path, load_examples, platt_fit
+from newsflow.topics import (
+    LABELS,
+    SECTIONS,
+    TOPIC_VERSION,
+    TopicClassifier,
+    clean_text,
+    default_topic_path,
+    load_examples,
+    platt_fit,
+)
 
-FASTTEXT_PARAMS = dict(loss="ova", epoch=25, lr=0.5, wordNgrams=2, dim=50, minCount=1, bucket=50_000, thread=1, seed=0, verbose=0)
+FASTTEXT_PARAMS = dict(
+    loss="ova", epoch=25, lr=0.5, wordNgrams=2, dim=50, minCount=1, bucket=50_000, thread=1, seed=0, verbose=0
+)
 
 
-def train(output: Optional[str] = None) -> dict:
+def train(output: str | None = None) -> dict:
     """Trains, calibrates and writes the topic model; returns a summary dict.
 
     Raises:
@@ -53,7 +63,7 @@ def train(output: Optional[str] = None) -> dict:
         train_file = os.path.join(tmp, "train.txt")
         with open(train_file, "w", encoding="utf-8") as f:
             for text, labels in data["train"]:
-                f.write(" ".join("__label__" + l for l in labels) + " " + clean_text(text) + "\n")
+                f.write(" ".join("__label__" + lab for lab in labels) + " " + clean_text(text) + "\n")
         model = fasttext.train_supervised(input=train_file, **FASTTEXT_PARAMS)
     tmp_out = f"{output}.{os.getpid()}.{uuid.uuid4().hex}.tmp"  # unique: concurrent trainers never share a temp file
     model.save_model(tmp_out)
@@ -61,7 +71,7 @@ def train(output: Optional[str] = None) -> dict:
     clf = TopicClassifier(model, {})
     texts = [t for t, _ in data["calibration"]]
     raw = clf.raw_scores(texts)
-    has_section = np.array([any(l in SECTIONS for l in ls) for _, ls in data["calibration"]])
+    has_section = np.array([any(lab in SECTIONS for lab in ls) for _, ls in data["calibration"]])
     platt = {}
     # sections: one pooled (a, b) over all (example, section) pairs, so a label's prior in the small
     # calibration split (whole stories of one category) does not shift its intercept;
@@ -76,7 +86,8 @@ def train(output: Optional[str] = None) -> dict:
         platt[LABELS[j]] = list(platt_fit(raw[:, j], y))
     calib = {
         "version": TOPIC_VERSION,
-        "method": "Platt scaling on split bucket 7 (sha256 of the example key mod 10): pooled over sections, per article type",
+        "method": "Platt scaling on split bucket 7 (sha256 of the example key mod 10): "
+        "pooled over sections, per article type",
         "platt": platt,
         "fasttext": FASTTEXT_PARAMS,
         "examples": {k: len(v) for k, v in data.items()},
@@ -86,11 +97,16 @@ def train(output: Optional[str] = None) -> dict:
         json.dump(calib, f, indent=1, sort_keys=True)
     os.replace(tmp_out, output)
     os.replace(tmp_calib, output + ".calibration.json")
-    types = {t: sum(t in ls for _, ls in data["train"]) for t in LABELS[len(SECTIONS):]}
-    return {"model": output, "examples": calib["examples"], "train_type_examples": types, "seconds": round(time.perf_counter() - t0, 2)}
+    types = {t: sum(t in ls for _, ls in data["train"]) for t in LABELS[len(SECTIONS) :]}
+    return {
+        "model": output,
+        "examples": calib["examples"],
+        "train_type_examples": types,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
-def ensure_topic_model(path: Optional[str] = None) -> str:
+def ensure_topic_model(path: str | None = None) -> str:
     """Returns the topic model path, training it first when the model or its calibration is missing; a
     remote path (``gs://...``) is copied with its calibration to a local cache instead (FileNotFoundError
     when absent)."""

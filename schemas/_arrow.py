@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -25,7 +26,7 @@ def epoch_to_datetime(value: float | None) -> _dt.datetime | None:
     """Converts UTC epoch seconds to an aware ``datetime`` (``None`` passes through)."""
     if value is None:
         return None
-    return _dt.datetime.fromtimestamp(float(value), tz=_dt.timezone.utc)
+    return _dt.datetime.fromtimestamp(float(value), tz=_dt.UTC)
 
 
 def datetime_to_epoch(value) -> float | None:
@@ -33,7 +34,7 @@ def datetime_to_epoch(value) -> float | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
+        value = value.replace(tzinfo=_dt.UTC)
     return value.timestamp()
 
 
@@ -78,7 +79,7 @@ def records_to_table(records: Iterable, schema: pa.Schema) -> pa.Table:
 
 
 def table_to_records(
-    table: pa.Table, record_type, converters: Optional[Mapping[str, Callable[[Any], Any]]] = None
+    table: pa.Table, record_type, converters: Mapping[str, Callable[[Any], Any]] | None = None
 ) -> list:
     """Inverse of :func:`records_to_table` for the columns ``record_type`` declares.
 

@@ -1,6 +1,7 @@
 """Article: one extracted, enriched, fingerprinted news article."""
 
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -42,7 +43,7 @@ class Article(NamedTuple):
     text: str
     authors: Sequence[str]
     site_name: str
-    publish_time: Optional[float]
+    publish_time: float | None
     fetch_time: float
     event_time: float
     language: str = "und"
@@ -51,7 +52,7 @@ class Article(NamedTuple):
     word_count: int = 0
     feed_only: bool = False
     source_authority: float = 0.0
-    cluster_id: Optional[str] = None
+    cluster_id: str | None = None
 
 
 ARTICLE_SCHEMA = pa.schema(

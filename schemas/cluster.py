@@ -1,6 +1,7 @@
 """Cluster: a near-duplicate group of articles (syndicated copies of one text)."""
 
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -35,7 +36,7 @@ class Cluster(NamedTuple):
     languages: Sequence[str]
     earliest_time: float
     latest_time: float
-    merged_into: Optional[str] = None
+    merged_into: str | None = None
 
     @property
     def source_count(self) -> int:

@@ -3,7 +3,7 @@
 import base64
 import json
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -42,12 +42,12 @@ class RawDocument(NamedTuple):
     content_language: str = ""
     etag: str = ""
     last_modified: str = ""
-    body: Optional[bytes] = None
-    title: Optional[str] = None
-    summary: Optional[str] = None
-    published_time: Optional[float] = None
-    source_name: Optional[str] = None
-    feed_url: Optional[str] = None
+    body: bytes | None = None
+    title: str | None = None
+    summary: str | None = None
+    published_time: float | None = None
+    source_name: str | None = None
+    feed_url: str | None = None
 
     @property
     def is_feed_only(self) -> bool:
@@ -165,7 +165,7 @@ class RecordError(ValueError):
         self.error_type = error_type
 
 
-def _text(d: dict, key: str, required: bool = False) -> Optional[str]:
+def _text(d: dict, key: str, required: bool = False) -> str | None:
     value = d.get(key)
     if value is None:
         if required:
@@ -189,8 +189,10 @@ def _epoch(d: dict, key: str) -> float:
     try:
         t = float(value)
     except OverflowError:  # an integer too large for a float (e.g. 1 followed by 400 zeros)
-        raise RecordError("invalid_field", f"{key} is not a UTC epoch time between 1970 and 2100 "
-                                           f"(a number of {len(str(value))} digits)") from None
+        raise RecordError(
+            "invalid_field",
+            f"{key} is not a UTC epoch time between 1970 and 2100 (a number of {len(str(value))} digits)",
+        ) from None
     except ValueError:
         raise RecordError("invalid_field", f"{key} must be epoch seconds, got {value!r}"[:300]) from None
     if not math.isfinite(t) or not MIN_EPOCH_S <= t <= MAX_EPOCH_S:

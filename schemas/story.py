@@ -9,7 +9,8 @@ numpy is imported because :attr:`StoryRecord.embedding` is a float32 ``numpy.nda
 stacks them into a matrix for MMR); it is the only non-stdlib, non-pyarrow import here.
 """
 
-from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -70,12 +71,12 @@ class StoryArticle(NamedTuple):
     title: str
     url: str = ""
     source_domain: str = ""
-    cluster_id: Optional[str] = None
+    cluster_id: str | None = None
     authority: float = 0.0
     language: str = "und"
     topics: Sequence[TopicScore] = ()
     entities: Sequence[EntityRef] = ()
-    embedding: Optional[Sequence[float]] = None
+    embedding: Sequence[float] | None = None
 
 
 STORY_ARTICLE_SCHEMA = pa.schema(
@@ -111,7 +112,7 @@ class StoryAssignment(NamedTuple):
     story_id: str
     created: bool
     duplicate: bool
-    merged: Tuple[str, ...]
+    merged: tuple[str, ...]
     score: float
 
 
@@ -166,7 +167,7 @@ class StoryRecord(NamedTuple):
     topics: Sequence[str]
     languages: Sequence[str]
     authority: float
-    embedding: Optional[np.ndarray]
+    embedding: np.ndarray | None
     entities: Sequence[Mapping[str, Any]]
     merged_into: str
     topic_scores: Sequence[TopicScore] = ()
@@ -222,11 +223,15 @@ def _topic_scores(values) -> tuple:
 
 def story_articles_from_table(table: pa.Table) -> list:
     """StoryArticles from a table with :data:`STORY_ARTICLE_SCHEMA` (tuples where written as tuples)."""
-    return table_to_records(table, StoryArticle, {
-        "topics": _topic_scores,
-        "entities": lambda vs: tuple(EntityRef(v["key"], v["text"], v["label"]) for v in vs),
-        "embedding": tuple,
-    })
+    return table_to_records(
+        table,
+        StoryArticle,
+        {
+            "topics": _topic_scores,
+            "entities": lambda vs: tuple(EntityRef(v["key"], v["text"], v["label"]) for v in vs),
+            "embedding": tuple,
+        },
+    )
 
 
 def story_assignments_from_table(table: pa.Table) -> list:
@@ -236,7 +241,11 @@ def story_assignments_from_table(table: pa.Table) -> list:
 
 def story_records_from_table(table: pa.Table) -> list:
     """StoryRecords from a table with :data:`STORY_SCHEMA` (embeddings back as float32 arrays)."""
-    return table_to_records(table, StoryRecord, {
-        "embedding": lambda v: np.asarray(v, dtype=np.float32),
-        "topic_scores": _topic_scores,
-    })
+    return table_to_records(
+        table,
+        StoryRecord,
+        {
+            "embedding": lambda v: np.asarray(v, dtype=np.float32),
+            "topic_scores": _topic_scores,
+        },
+    )

@@ -1,6 +1,6 @@
 """Trending records: the input of a trending window (TrendInput) and its output (TrendCount)."""
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -20,8 +20,8 @@ class TrendInput(NamedTuple):
 
     article_id: str
     story_id: str
-    topics: Tuple[str, ...] = ()
-    entities: Tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
 
 
 TREND_INPUT_SCHEMA = pa.schema(

@@ -4,7 +4,7 @@ numpy is imported because :attr:`UserProfile.interest` is a float32 ``numpy.ndar
 takes dot products with story embeddings); it is the only non-stdlib, non-pyarrow import here.
 """
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +26,7 @@ class UserProfile(NamedTuple):
     """
 
     user_id: str
-    interest: Optional[np.ndarray] = None
+    interest: np.ndarray | None = None
     clicks: int = 0
     edition: str = ""
     follow_topics: frozenset = frozenset()
@@ -51,10 +51,14 @@ USER_PROFILE_SCHEMA = pa.schema(
 
 def user_profiles_from_table(table: pa.Table) -> list:
     """UserProfiles from a table with :data:`USER_PROFILE_SCHEMA` (sets and arrays restored)."""
-    return table_to_records(table, UserProfile, {
-        "interest": lambda v: np.asarray(v, dtype=np.float32),
-        "follow_topics": frozenset,
-        "follow_sources": frozenset,
-        "block_topics": frozenset,
-        "block_sources": frozenset,
-    })
+    return table_to_records(
+        table,
+        UserProfile,
+        {
+            "interest": lambda v: np.asarray(v, dtype=np.float32),
+            "follow_topics": frozenset,
+            "follow_sources": frozenset,
+            "block_topics": frozenset,
+            "block_sources": frozenset,
+        },
+    )

@@ -162,26 +162,35 @@ class Api:
             return default
         ed = raw.lower()
         if not EDITION_RE.match(ed):
-            raise ApiError(400, "bad_parameter",
-                           f"edition must be 'global' or a language code like 'en' or 'en-us', got {raw!r}")
+            raise ApiError(
+                400, "bad_parameter", f"edition must be 'global' or a language code like 'en' or 'en-us', got {raw!r}"
+            )
         return ed
 
     def _respond(self, request: Request, payload: dict, cache: str, stale_reason: str = "") -> Response:
-        headers = cache_headers(cache, self.config.max_age, self.config.s_maxage, self.config.stale_s_maxage,
-                                stale_reason)
+        headers = cache_headers(
+            cache, self.config.max_age, self.config.s_maxage, self.config.stale_s_maxage, stale_reason
+        )
         return conditional_json(request.headers.get("if-none-match", ""), payload, headers)
 
     def _user(self, request: Request) -> str:
         auth = request.headers.get("authorization", "")
         if not auth.lower().startswith("bearer "):
-            raise ApiError(401, "missing_token", "send Authorization: Bearer <token>",
-                           {"WWW-Authenticate": 'Bearer realm="newsflow"'})
+            raise ApiError(
+                401,
+                "missing_token",
+                "send Authorization: Bearer <token>",
+                {"WWW-Authenticate": 'Bearer realm="newsflow"'},
+            )
         try:
             return verify_token(auth[7:].strip(), self.config.token_secret, self.config.clock())
         except TokenError as e:
-            raise ApiError(401, "invalid_token", f"token refused: {e.reason}",
-                           {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", '
-                                                f'error_description="{e.reason}"'}) from None
+            raise ApiError(
+                401,
+                "invalid_token",
+                f"token refused: {e.reason}",
+                {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{e.reason}"'},
+            ) from None
 
     def _cached(self, request: Request, key: str, build: Callable[[], Response]) -> Response:
         """In-process cache of public ``200`` responses (:class:`~serving.http_cache.LocalCache`)."""
@@ -196,8 +205,9 @@ class Api:
 
         def build() -> Response:
             name = f"edition:{edition}"
-            doc, stale = self._feed_with_fallback(name, self.store.keys.feed("edition", edition),
-                                                  f"edition:{GLOBAL_EDITION}")
+            doc, stale = self._feed_with_fallback(
+                name, self.store.keys.feed("edition", edition), f"edition:{GLOBAL_EDITION}"
+            )
             return self._respond(request, feed_page("edition", edition, doc, limit, stale), "public", stale)
 
         return self._cached(request, f"top|{edition}|{limit}", build)
@@ -233,7 +243,12 @@ class Api:
                 self._mark_down()
                 log.warning("redis unavailable for trending: %s", e)
                 doc = self.snapshots.get("trending") or {
-                    "window_end": None, "stories": [], "entities": [], "topics": [], "breaking": []}
+                    "window_end": None,
+                    "stories": [],
+                    "entities": [],
+                    "topics": [],
+                    "breaking": [],
+                }
                 return self._respond(request, dict(doc, stale=True), "public", "redis-unavailable")
             doc = trending_page(end, story_rows, entity_rows, topic_rows, breaking, recs)
             self.snapshots.put("trending", dict(doc, generated_at=end))
@@ -251,14 +266,19 @@ class Api:
             if rec is None:
                 raise ApiError(404, "not_found", f"no story {sid!r}")
             if rec.merged_into:
-                return Response(status_code=301, headers={
-                    "Location": f"/v1/stories/{rec.merged_into}",
-                    "Cache-Control": f"public, max-age={self.config.max_age}, s-maxage={self.config.s_maxage}"})
+                return Response(
+                    status_code=301,
+                    headers={
+                        "Location": f"/v1/stories/{rec.merged_into}",
+                        "Cache-Control": f"public, max-age={self.config.max_age}, s-maxage={self.config.s_maxage}",
+                    },
+                )
             articles = self.store.story_articles(sid)
         except REDIS_ERRORS as e:
             self._mark_down()
-            raise ApiError(503, "unavailable", f"story store unavailable: {type(e).__name__}",
-                           {"Retry-After": "5"}) from None
+            raise ApiError(
+                503, "unavailable", f"story store unavailable: {type(e).__name__}", {"Retry-After": "5"}
+            ) from None
         payload = coverage_page(rec.summary(), rec.entities, articles)
         return self._respond(request, payload, "public")
 
@@ -278,8 +298,11 @@ class Api:
                 self.store.write_feeds({self.store.keys.feed("user", user): doc}, FEED_TTL_SECONDS)
             generated_at = float(doc.get("generated_at") or 0.0)
             breaking, items_by_id = self._breaking_items(now)
-            inject = [(since, items_by_id[sid]) for sid, since in breaking.items()
-                      if since > generated_at and sid in items_by_id]
+            inject = [
+                (since, items_by_id[sid])
+                for sid, since in breaking.items()
+                if since > generated_at and sid in items_by_id
+            ]
         except REDIS_ERRORS as e:
             self._mark_down()
             log.warning("redis unavailable for feed of %s: %s", user, e)
@@ -288,10 +311,17 @@ class Api:
             page = feed_page("edition", edition, snap, limit, "redis-unavailable")
             page["user"] = user
             return self._respond(request, page, "private", "redis-unavailable")
-        items = rerank(doc.get("stories", []), generated_at, inject, profile, k=limit,
-                       source_cap=self.config.feed.source_cap)
-        payload = {"user": user, "edition": edition, "generated_at": generated_at, "stale": False,
-                   "count": len(items), "stories": items}
+        items = rerank(
+            doc.get("stories", []), generated_at, inject, profile, k=limit, source_cap=self.config.feed.source_cap
+        )
+        payload = {
+            "user": user,
+            "edition": edition,
+            "generated_at": generated_at,
+            "stale": False,
+            "count": len(items),
+            "stories": items,
+        }
         return self._respond(request, payload, "private")
 
     def _breaking_items(self, now: float) -> tuple[dict, dict]:
@@ -306,8 +336,12 @@ class Api:
             for rec in self.store.get_stories(list(breaking)):
                 if rec is None or rec.merged_into:
                     continue
-                items[rec.story_id] = dict(rec.summary(), breaking=True, relevance=None,
-                                           score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING))
+                items[rec.story_id] = dict(
+                    rec.summary(),
+                    breaking=True,
+                    relevance=None,
+                    score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING),
+                )
         self._breaking_cache = (time.monotonic() + self.config.local_cache_seconds, breaking, items)
         return breaking, items
 
@@ -339,10 +373,15 @@ class Api:
             ids = await run_in_threadpool(append_events, self.store.client, events, self.store.keys)
         except REDIS_ERRORS as e:
             self._mark_down()
-            raise ApiError(503, "unavailable", f"event log unavailable: {type(e).__name__}",
-                           {"Retry-After": "5"}) from None
-        return Response(json_bytes({"accepted": len(ids), "ids": ids}), status_code=202,
-                        media_type="application/json", headers={"Cache-Control": "no-store"})
+            raise ApiError(
+                503, "unavailable", f"event log unavailable: {type(e).__name__}", {"Retry-After": "5"}
+            ) from None
+        return Response(
+            json_bytes({"accepted": len(ids), "ids": ids}),
+            status_code=202,
+            media_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
 
     def openapi(self, request: Request) -> Response:
         return self._respond(request, openapi_schema(), "public")
@@ -372,14 +411,19 @@ class Api:
             ok = bool(self.store.client.ping())  # no guard: health checks probe for recovery
         except REDIS_ERRORS:
             ok = False
-        return Response(json_bytes({"redis": ok}), status_code=200, media_type="application/json",
-                        headers={"Cache-Control": "no-store"})
+        return Response(
+            json_bytes({"redis": ok}),
+            status_code=200,
+            media_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
 
 
 def _error_body(status: int, code: str, message: str) -> bytes:
     if code == "invalid_events":
-        return json_bytes({"error": {"code": code, "message": "some events are invalid",
-                                 "details": json.loads(message)}})
+        return json_bytes(
+            {"error": {"code": code, "message": "some events are invalid", "details": json.loads(message)}}
+        )
     return json_bytes({"error": {"code": code, "message": message}})
 
 
@@ -399,13 +443,21 @@ def create_app(client, config: ServingConfig) -> Starlette:
 
     async def api_error(request: Request, exc: ApiError) -> Response:
         headers = dict(exc.headers, **{"Cache-Control": "no-store"})
-        return Response(_error_body(exc.status, exc.code, exc.message), status_code=exc.status,
-                        media_type="application/json", headers=headers)
+        return Response(
+            _error_body(exc.status, exc.code, exc.message),
+            status_code=exc.status,
+            media_type="application/json",
+            headers=headers,
+        )
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return Response(_error_body(exc.status_code, code, str(exc.detail)), status_code=exc.status_code,
-                        media_type="application/json", headers=dict(exc.headers or {}, **{"Cache-Control": "no-store"}))
+        return Response(
+            _error_body(exc.status_code, code, str(exc.detail)),
+            status_code=exc.status_code,
+            media_type="application/json",
+            headers=dict(exc.headers or {}, **{"Cache-Control": "no-store"}),
+        )
 
     routes = [
         Route("/v1/top", api.top, methods=["GET"]),
@@ -417,12 +469,14 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
     ]
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         api.warm_snapshots()
         yield
 
-    app = Starlette(routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error},
-                    lifespan=lifespan)
+    app = Starlette(
+        routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error}, lifespan=lifespan
+    )
     app.state.api = api
     return app

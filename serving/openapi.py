@@ -14,19 +14,32 @@ def _p(name: str, schema: dict, description: str) -> dict:
 
 
 LIMIT = _q("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "stories per page")
-EDITION = _q("edition", {"type": "string", "pattern": r"^(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)$",
-                         "default": "global"}, "edition: 'global' or a language code such as 'en'")
+EDITION = _q(
+    "edition",
+    {"type": "string", "pattern": r"^(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)$", "default": "global"},
+    "edition: 'global' or a language code such as 'en'",
+)
 ERR = {"$ref": "#/components/responses/Error"}
-STALE = {"X-Newsflow-Stale": {"schema": {"type": "string", "enum": ["1"]},
-                              "description": "present when served from the last good snapshot"},
-         "X-Newsflow-Stale-Reason": {"schema": {"type": "string"},
-                                     "description": "redis-unavailable, feed-missing or feed-corrupt"},
-         "ETag": {"schema": {"type": "string"}}, "Cache-Control": {"schema": {"type": "string"}}}
+STALE = {
+    "X-Newsflow-Stale": {
+        "schema": {"type": "string", "enum": ["1"]},
+        "description": "present when served from the last good snapshot",
+    },
+    "X-Newsflow-Stale-Reason": {
+        "schema": {"type": "string"},
+        "description": "redis-unavailable, feed-missing or feed-corrupt",
+    },
+    "ETag": {"schema": {"type": "string"}},
+    "Cache-Control": {"schema": {"type": "string"}},
+}
 
 
 def _ok(schema_ref: str, description: str) -> dict:
-    return {"description": description, "headers": STALE,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+    return {
+        "description": description,
+        "headers": STALE,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}},
+    }
 
 
 NOT_MODIFIED = {"description": "not modified (If-None-Match matched the ETag)"}
@@ -39,76 +52,187 @@ def openapi_schema() -> dict:
     story = {
         "type": "object",
         "properties": {
-            "story_id": {"type": "string"}, "title": {"type": "string"}, "url": {"type": "string"},
+            "story_id": {"type": "string"},
+            "title": {"type": "string"},
+            "url": {"type": "string"},
             "domain": {"type": "string", "description": "representative source domain"},
             "topics": {"type": "array", "items": {"type": "string"}},
             "languages": {"type": "array", "items": {"type": "string"}},
-            "article_count": {"type": "integer"}, "source_count": {"type": "integer"},
+            "article_count": {"type": "integer"},
+            "source_count": {"type": "integer"},
             "independent_count": {"type": "integer"},
             "earliest_time": {"type": "number", "description": "UTC epoch seconds"},
             "latest_time": {"type": "number", "description": "UTC epoch seconds"},
-            "authority": {"type": "number"}, "score": {"type": "number"},
-            "relevance": {"type": ["number", "null"]}, "breaking": {"type": "boolean"},
+            "authority": {"type": "number"},
+            "score": {"type": "number"},
+            "relevance": {"type": ["number", "null"]},
+            "breaking": {"type": "boolean"},
             "injected": {"type": "boolean", "description": "breaking story injected on request"},
         },
         "required": ["story_id", "title", "url", "domain"],
     }
-    page = {"type": "object", "properties": {
-        "generated_at": {"type": ["number", "null"]}, "stale": {"type": "boolean"}, "count": {"type": "integer"},
-        "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}}}}
+    page = {
+        "type": "object",
+        "properties": {
+            "generated_at": {"type": ["number", "null"]},
+            "stale": {"type": "boolean"},
+            "count": {"type": "integer"},
+            "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
+        },
+    }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "newsflow API", "version": "1",
-                 "description": "Fresh, diverse news feeds from story clusters."},
+        "info": {
+            "title": "newsflow API",
+            "version": "1",
+            "description": "Fresh, diverse news feeds from story clusters.",
+        },
         "paths": {
-            "/v1/top": {"get": {"summary": "Top stories of an edition", "parameters": [EDITION, LIMIT],
-                                "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR}}},
-            "/v1/topics/{topic}": {"get": {"summary": "Top stories of a topic",
-                                           "parameters": [_p("topic", {"type": "string", "maxLength": 64}, "topic label"), LIMIT],
-                                           "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR}}},
-            "/v1/trending": {"get": {"summary": "Trending stories, entities and topics; breaking stories",
-                                     "parameters": [LIMIT],
-                                     "responses": {"200": _ok("Trending", "latest window"), "304": NOT_MODIFIED, "400": ERR}}},
-            "/v1/stories/{story_id}": {"get": {
-                "summary": "Full coverage of a story: every source, independent reports apart from syndicated copies",
-                "parameters": [_p("story_id", {"type": "string", "pattern": r"^[A-Za-z0-9_.:-]{1,128}$"}, "story id")],
-                "responses": {"200": _ok("StoryCoverage", "coverage"), "301": {"description": "story merged into another"},
-                              "304": NOT_MODIFIED, "400": ERR, "404": ERR, "503": ERR}}},
-            "/v1/feed": {"get": {"summary": "The reader's personal feed (reader from the bearer token)",
-                                 "security": BEARER, "parameters": [EDITION, LIMIT],
-                                 "responses": {"200": _ok("FeedPage", "personal feed"), "304": NOT_MODIFIED,
-                                               "400": ERR, "401": ERR}}},
-            "/v1/events": {"post": {
-                "summary": "Record impression/click/dwell events", "security": BEARER,
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["events"], "properties": {"events": {
-                        "type": "array", "minItems": 1, "maxItems": 100,
-                        "items": {"$ref": "#/components/schemas/Event"}}}}}}},
-                "responses": {"202": {"description": "accepted"}, "400": ERR, "401": ERR, "413": ERR,
-                              "415": ERR, "503": ERR}}},
+            "/v1/top": {
+                "get": {
+                    "summary": "Top stories of an edition",
+                    "parameters": [EDITION, LIMIT],
+                    "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR},
+                }
+            },
+            "/v1/topics/{topic}": {
+                "get": {
+                    "summary": "Top stories of a topic",
+                    "parameters": [_p("topic", {"type": "string", "maxLength": 64}, "topic label"), LIMIT],
+                    "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR},
+                }
+            },
+            "/v1/trending": {
+                "get": {
+                    "summary": "Trending stories, entities and topics; breaking stories",
+                    "parameters": [LIMIT],
+                    "responses": {"200": _ok("Trending", "latest window"), "304": NOT_MODIFIED, "400": ERR},
+                }
+            },
+            "/v1/stories/{story_id}": {
+                "get": {
+                    "summary": "Full coverage of a story: every source, "
+                    "independent reports apart from syndicated copies",
+                    "parameters": [
+                        _p("story_id", {"type": "string", "pattern": r"^[A-Za-z0-9_.:-]{1,128}$"}, "story id")
+                    ],
+                    "responses": {
+                        "200": _ok("StoryCoverage", "coverage"),
+                        "301": {"description": "story merged into another"},
+                        "304": NOT_MODIFIED,
+                        "400": ERR,
+                        "404": ERR,
+                        "503": ERR,
+                    },
+                }
+            },
+            "/v1/feed": {
+                "get": {
+                    "summary": "The reader's personal feed (reader from the bearer token)",
+                    "security": BEARER,
+                    "parameters": [EDITION, LIMIT],
+                    "responses": {"200": _ok("FeedPage", "personal feed"), "304": NOT_MODIFIED, "400": ERR, "401": ERR},
+                }
+            },
+            "/v1/events": {
+                "post": {
+                    "summary": "Record impression/click/dwell events",
+                    "security": BEARER,
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["events"],
+                                    "properties": {
+                                        "events": {
+                                            "type": "array",
+                                            "minItems": 1,
+                                            "maxItems": 100,
+                                            "items": {"$ref": "#/components/schemas/Event"},
+                                        }
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "202": {"description": "accepted"},
+                        "400": ERR,
+                        "401": ERR,
+                        "413": ERR,
+                        "415": ERR,
+                        "503": ERR,
+                    },
+                }
+            },
         },
         "components": {
-            "securitySchemes": {"bearerToken": {"type": "http", "scheme": "bearer",
-                                                "description": "nf1.<payload>.<HMAC-SHA256> token"}},
-            "responses": {"Error": {"description": "error", "content": {"application/json": {"schema": {
-                "type": "object", "properties": {"error": {"type": "object", "properties": {
-                    "code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "array"}}}}}}}}},
+            "securitySchemes": {
+                "bearerToken": {"type": "http", "scheme": "bearer", "description": "nf1.<payload>.<HMAC-SHA256> token"}
+            },
+            "responses": {
+                "Error": {
+                    "description": "error",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "error": {
+                                        "type": "object",
+                                        "properties": {
+                                            "code": {"type": "string"},
+                                            "message": {"type": "string"},
+                                            "details": {"type": "array"},
+                                        },
+                                    }
+                                },
+                            }
+                        }
+                    },
+                }
+            },
             "schemas": {
                 "Story": story,
                 "FeedPage": page,
-                "Trending": {"type": "object", "properties": {
-                    "window_end": {"type": ["number", "null"]}, "stale": {"type": "boolean"},
-                    "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
-                    "entities": {"type": "array"}, "topics": {"type": "array"},
-                    "breaking": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}}}},
-                "StoryCoverage": {"allOf": [{"$ref": "#/components/schemas/Story"}, {"type": "object", "properties": {
-                    "coverage": {"type": "object"}, "sources": {"type": "array"}, "reports": {"type": "array"}}}]},
-                "Event": {"type": "object", "required": ["type", "story_id"], "properties": {
-                    "type": {"type": "string", "enum": ["impression", "click", "dwell"]},
-                    "story_id": {"type": "string"}, "time": {"type": "number"},
-                    "position": {"type": "integer", "minimum": 0},
-                    "dwell_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
-                    "surface": {"type": "string", "enum": ["top", "topic", "trending", "story", "feed"]}}},
+                "Trending": {
+                    "type": "object",
+                    "properties": {
+                        "window_end": {"type": ["number", "null"]},
+                        "stale": {"type": "boolean"},
+                        "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
+                        "entities": {"type": "array"},
+                        "topics": {"type": "array"},
+                        "breaking": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
+                    },
+                },
+                "StoryCoverage": {
+                    "allOf": [
+                        {"$ref": "#/components/schemas/Story"},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "coverage": {"type": "object"},
+                                "sources": {"type": "array"},
+                                "reports": {"type": "array"},
+                            },
+                        },
+                    ]
+                },
+                "Event": {
+                    "type": "object",
+                    "required": ["type", "story_id"],
+                    "properties": {
+                        "type": {"type": "string", "enum": ["impression", "click", "dwell"]},
+                        "story_id": {"type": "string"},
+                        "time": {"type": "number"},
+                        "position": {"type": "integer", "minimum": 0},
+                        "dwell_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+                        "surface": {"type": "string", "enum": ["top", "topic", "trending", "story", "feed"]},
+                    },
+                },
             },
         },
     }

@@ -15,14 +15,26 @@ def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) ->
     """The first ``limit`` stories of a feed document as a page ``{kind: name, generated_at, stale, count,
     stories}``; ``doc`` ``None`` gives an empty page."""
     stories = (doc or {}).get("stories", [])[:limit]
-    return {kind: name, "generated_at": (doc or {}).get("generated_at"), "stale": bool(stale),
-            "count": len(stories), "stories": stories}
+    return {
+        kind: name,
+        "generated_at": (doc or {}).get("generated_at"),
+        "stale": bool(stale),
+        "count": len(stories),
+        "stories": stories,
+    }
 
 
 def article_json(a) -> dict:
     """The public fields of an :class:`ArticleRecord` (times UTC epoch seconds)."""
-    return {"article_id": a.article_id, "title": a.title, "url": a.url, "source_domain": a.source_domain,
-            "source_name": a.source_name, "event_time": a.event_time, "language": a.language}
+    return {
+        "article_id": a.article_id,
+        "title": a.title,
+        "url": a.url,
+        "source_domain": a.source_domain,
+        "source_name": a.source_name,
+        "event_time": a.event_time,
+        "language": a.language,
+    }
 
 
 def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> dict:
@@ -46,11 +58,15 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
     for cid, members in groups.items():
         members.sort(key=lambda a: (-a.authority, a.event_time, a.article_id))
         head, copies = members[0], members[1:]
-        reports.append({
-            "cluster_id": cid,
-            "article": article_json(head),
-            "syndicated_copies": [article_json(c) for c in sorted(copies, key=lambda a: (a.event_time, a.article_id))],
-        })
+        reports.append(
+            {
+                "cluster_id": cid,
+                "article": article_json(head),
+                "syndicated_copies": [
+                    article_json(c) for c in sorted(copies, key=lambda a: (a.event_time, a.article_id))
+                ],
+            }
+        )
     reports.sort(key=lambda r: (r["article"]["event_time"], r["article"]["article_id"]))
     sources: dict[str, int] = {}
     for a in articles:
@@ -58,15 +74,20 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
     return dict(
         summary,
         entities=entities,
-        coverage={"articles": len(articles), "independent_reports": len(reports),
-                  "syndicated_copies": len(articles) - len(reports), "sources": len(sources)},
+        coverage={
+            "articles": len(articles),
+            "independent_reports": len(reports),
+            "syndicated_copies": len(articles) - len(reports),
+            "sources": len(sources),
+        },
         sources=[{"domain": d, "articles": n} for d, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0]))],
         reports=reports,
     )
 
 
-def trending_page(window_end, story_rows, entity_rows, topic_rows, breaking: Mapping[str, float],
-                  records: Mapping) -> dict:
+def trending_page(
+    window_end, story_rows, entity_rows, topic_rows, breaking: Mapping[str, float], records: Mapping
+) -> dict:
     """Trending stories/entities/topics of the latest window and the breaking set (newest first).
 
     Args:
@@ -80,6 +101,9 @@ def trending_page(window_end, story_rows, entity_rows, topic_rows, breaking: Map
         "stories": [dict(records[sid].summary(), new_articles=c) for sid, c in story_rows if sid in records],
         "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
         "topics": [{"topic": k, "new_articles": c} for k, c in topic_rows],
-        "breaking": [dict(records[sid].summary(), breaking_since=since)
-                     for sid, since in sorted(breaking.items(), key=lambda kv: -kv[1]) if sid in records],
+        "breaking": [
+            dict(records[sid].summary(), breaking_since=since)
+            for sid, since in sorted(breaking.items(), key=lambda kv: -kv[1])
+            if sid in records
+        ],
     }

@@ -103,8 +103,14 @@ class SnapshotStore:
         return doc
 
 
-def feed_with_fallback(read_raw: Callable[[str], bytes | None], breaker: RedisBreaker, snapshots: SnapshotStore,
-                       name: str, key: str, fallback: str = "") -> tuple[dict | None, str]:
+def feed_with_fallback(
+    read_raw: Callable[[str], bytes | None],
+    breaker: RedisBreaker,
+    snapshots: SnapshotStore,
+    name: str,
+    key: str,
+    fallback: str = "",
+) -> tuple[dict | None, str]:
     """Reads a feed document; on a Redis error or a missing or corrupt feed, a snapshot and the reason.
 
     Args:

@@ -73,8 +73,11 @@ def sign_token(user_id: str, secret: bytes, now: float, ttl_seconds: int = 86400
         raise ValueError(f"user id must be 1-128 chars of [A-Za-z0-9_.@:-], got {user_id!r}")
     if ttl_seconds <= 0:
         raise ValueError(f"ttl_seconds must be > 0, got {ttl_seconds!r}")
-    payload = _b64e(json.dumps({"sub": user_id, "iat": int(now), "exp": int(now) + int(ttl_seconds)},
-                               separators=(",", ":"), sort_keys=True).encode())
+    payload = _b64e(
+        json.dumps(
+            {"sub": user_id, "iat": int(now), "exp": int(now) + int(ttl_seconds)}, separators=(",", ":"), sort_keys=True
+        ).encode()
+    )
     signing_input = f"{VERSION}.{payload}".encode("ascii")
     sig = hmac.new(_check_secret(secret), signing_input, hashlib.sha256).digest()
     return f"{VERSION}.{payload}.{_b64e(sig)}"

@@ -59,8 +59,13 @@ class _AssignFn(beam.DoFn):
                 self.dead.inc()
                 yield pvalue.TaggedOutput(
                     DEAD_LETTER_TAG,
-                    dead_letter("cluster", "missing_simhash", f"invalid simhash {fp!r}",
-                                repr(article._replace(text=article.text[:1000])).encode("utf-8"), article.url),
+                    dead_letter(
+                        "cluster",
+                        "missing_simhash",
+                        f"invalid simhash {fp!r}",
+                        repr(article._replace(text=article.text[:1000])).encode("utf-8"),
+                        article.url,
+                    ),
                 )
             else:
                 good.append(article)
@@ -73,11 +78,16 @@ class _AssignFn(beam.DoFn):
                 self.dead.inc()
                 yield pvalue.TaggedOutput(
                     DEAD_LETTER_TAG,
-                    dead_letter("cluster", "redis_script_error", str(e),
-                                repr(article._replace(text=article.text[:1000])).encode("utf-8"), article.url),
+                    dead_letter(
+                        "cluster",
+                        "redis_script_error",
+                        str(e),
+                        repr(article._replace(text=article.text[:1000])).encode("utf-8"),
+                        article.url,
+                    ),
                 )
             return
-        for article, result in zip(good, results):
+        for article, result in zip(good, results, strict=False):
             if result.new_article:
                 self.assigned.inc()
             else:
@@ -104,7 +114,8 @@ class AssignNearDuplicateClusters(beam.PTransform):
     def expand(self, pcoll):
         out = (
             pcoll
-            | "Batch" >> beam.BatchElements(
+            | "Batch"
+            >> beam.BatchElements(
                 min_batch_size=self._config.min_batch_size, max_batch_size=self._config.max_batch_size
             )
             | "Assign" >> beam.ParDo(_AssignFn(self._config)).with_outputs(DEAD_LETTER_TAG, main="main")

@@ -93,7 +93,8 @@ def register_coders() -> None:
             if not coder.is_deterministic():
                 raise TypeError(
                     f"{record.__name__} must have a deterministic RowCoder; a field type maps to a "
-                    f"pickled 'any' value: {coder!r}")
+                    f"pickled 'any' value: {coder!r}"
+                )
         for record in NON_ROW_RECORDS:
             coders.registry.register_coder(record, coders.FastPrimitivesCoder)
         _registered = True

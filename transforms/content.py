@@ -71,8 +71,10 @@ class _ParseFn(beam.DoFn):
             # dead-lettered with its error (deterministic for the record, so a retry cannot help); it never
             # stops the job or takes the good records of its bundle down with it
             self.dead.inc()
-            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
-                "parse", "invalid_record", f"{type(e).__name__}: {str(e)[:300]}", payload, url))
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG,
+                dead_letter("parse", "invalid_record", f"{type(e).__name__}: {str(e)[:300]}", payload, url),
+            )
             return
         self.parsed.inc()
         yield raw
@@ -150,12 +152,16 @@ class _ExtractFn(beam.DoFn):
             return
         except ValueError as e:  # URL that cannot be canonicalized
             self.dead.inc()
-            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url))
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url)
+            )
             return
         except Exception as e:  # noqa: BLE001 - deterministic for this document: dead-letter it, keep the job running
             self.dead.inc()
-            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
-                "extract", "extract_failed", f"{type(e).__name__}: {e}", raw_payload(raw), raw.url))
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG,
+                dead_letter("extract", "extract_failed", f"{type(e).__name__}: {e}", raw_payload(raw), raw.url),
+            )
             return
         if article.feed_only:
             self.feed_only.inc()
@@ -174,8 +180,9 @@ class _DetectLanguageFn(beam.DoFn):
 
     def setup(self):
         config = self._config
-        self._language = self._shared.acquire(lambda: _language_identifier(config),
-                                              tag=f"language:{config.language_threshold}")
+        self._language = self._shared.acquire(
+            lambda: _language_identifier(config), tag=f"language:{config.language_threshold}"
+        )
 
     def process(self, article: Article):
         language, confidence = self._language.detect(fingerprint_text(article)[:2000])

@@ -19,8 +19,13 @@ def raw_payload(raw: RawDocument) -> bytes:
 def dead_letter(step: str, error_type: str, error: str, payload: bytes, url: str = "") -> DeadLetter:
     """Builds a :class:`schemas.DeadLetter`; ``error`` is truncated to 2,000 characters and, like
     ``url``, made valid Unicode (lone surrogates replaced), so building a dead letter never fails."""
-    return DeadLetter(step=step, error_type=error_type, error=_valid(str(error)[:2000]), payload=payload,
-                      url=_valid((url or "")[:2048]))
+    return DeadLetter(
+        step=step,
+        error_type=error_type,
+        error=_valid(str(error)[:2000]),
+        payload=payload,
+        url=_valid((url or "")[:2048]),
+    )
 
 
 def _valid(text: str) -> str:

@@ -11,7 +11,6 @@ The output feeds :class:`transforms.stories.AssignStoryClusters`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -35,8 +34,8 @@ class EnrichConfig:
       max_batch_size: articles per batch (spaCy ``nlp.pipe`` and fastText calls).
     """
 
-    topic_model_path: Optional[str] = None
-    text_model_path: Optional[str] = None
+    topic_model_path: str | None = None
+    text_model_path: str | None = None
     topic_threshold: float = 0.5
     max_batch_size: int = 64
 
@@ -45,9 +44,9 @@ class _Models:
     """Per-worker models (held through ``shared.Shared``)."""
 
     def __init__(self, config: EnrichConfig):
-        from newsflow.topic_training import ensure_topic_model
         from newsflow.embedding import load_text_model
         from newsflow.entities import load_nlp
+        from newsflow.topic_training import ensure_topic_model
         from newsflow.topics import TopicClassifier
 
         self.topics = TopicClassifier.load(ensure_topic_model(config.topic_model_path), config.topic_threshold)
@@ -83,7 +82,16 @@ class _EnrichFn(beam.DoFn):
                 story_art = story_article(a, topics[i], ents[i], emb[i])
             except ValueError as e:
                 self.dead.inc()
-                yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("enrich", "invalid_article", str(e), repr(a._replace(text=(a.text or "")[:1000])).encode("utf-8"), a.url))
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG,
+                    dead_letter(
+                        "enrich",
+                        "invalid_article",
+                        str(e),
+                        repr(a._replace(text=(a.text or "")[:1000])).encode("utf-8"),
+                        a.url,
+                    ),
+                )
                 continue
             self.enriched.inc()
             yield story_art
@@ -100,7 +108,8 @@ class EnrichArticles(beam.PTransform):
         out = (
             pcoll
             | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self._config.max_batch_size)
-            | "Enrich" >> beam.ParDo(_EnrichFn(self._config, shared.Shared())).with_outputs(DEAD_LETTER_TAG, main="main")
+            | "Enrich"
+            >> beam.ParDo(_EnrichFn(self._config, shared.Shared())).with_outputs(DEAD_LETTER_TAG, main="main")
         )
         main = out.main | "RestampEventTime" >> beam.Map(lambda s: beam.window.TimestampedValue(s, s.event_time))
         return {"main": main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}

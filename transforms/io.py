@@ -74,15 +74,23 @@ class _ReadLinesFn(beam.DoFn):
                         while line and not line.endswith(b"\n"):
                             line = stream.readline(_SKIP_CHUNK)
                         self.dead.inc()
-                        yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
-                            "read", "too_large", f"{path}: line {n} is longer than {self._max} bytes", head))
+                        yield pvalue.TaggedOutput(
+                            DEAD_LETTER_TAG,
+                            dead_letter(
+                                "read", "too_large", f"{path}: line {n} is longer than {self._max} bytes", head
+                            ),
+                        )
                         continue
                     self.lines.inc()
                     yield line.rstrip(b"\r\n")
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
             self.dead.inc()
-            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter(
-                "read", "corrupt_file", f"{path}: {type(e).__name__}: {e} (after {n} lines)", path.encode("utf-8")))
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG,
+                dead_letter(
+                    "read", "corrupt_file", f"{path}: {type(e).__name__}: {e} (after {n} lines)", path.encode("utf-8")
+                ),
+            )
             return
         self.files.inc()
 
@@ -96,7 +104,9 @@ def check_inputs_exist(patterns) -> None:
     empty = []
     for pattern in patterns:
         if "://" not in pattern and os.path.isdir(pattern):
-            raise ValueError(f"input {pattern!r} is a directory; give a file pattern such as '{pattern.rstrip('/')}/*.jsonl.gz'")
+            raise ValueError(
+                f"input {pattern!r} is a directory; give a file pattern such as '{pattern.rstrip('/')}/*.jsonl.gz'"
+            )
         try:
             matched = FileSystems.match([pattern])[0].metadata_list
         except Exception as e:  # noqa: BLE001 - Beam raises several types for a bad pattern or bucket
@@ -200,7 +210,8 @@ class ReadKafkaMessages(beam.PTransform):
 
         return (
             pbegin
-            | "ReadKafka" >> ReadFromKafka(
+            | "ReadKafka"
+            >> ReadFromKafka(
                 consumer_config={"bootstrap.servers": self._bootstrap, "group.id": self._group},
                 topics=[self._topic],
             )
@@ -273,7 +284,11 @@ class _WritePartitionFn(beam.DoFn):
             records = list(by_key.values())
         sort_field = self._sort_field
         path = write_records(
-            self._root, self._dataset, partition, records, self._schema,
+            self._root,
+            self._dataset,
+            partition,
+            records,
+            self._schema,
             sort_key=lambda r: (getattr(r, sort_field), repr(r)),
         )
         if path:
@@ -304,9 +319,8 @@ class WriteArticles(_StoreSink):
         return (
             pcoll
             | "Window" >> _flush_windowing(cfg)
-            | "KeyByPartition" >> beam.Map(
-                lambda a: ((date_partition(a.event_time), _shard(a.article_id, cfg.shards_per_partition)), a)
-            )
+            | "KeyByPartition"
+            >> beam.Map(lambda a: ((date_partition(a.event_time), _shard(a.article_id, cfg.shards_per_partition)), a))
             | "Group" >> beam.GroupByKey()
             | "ResolveClusters" >> beam.ParDo(_ResolveClusterIdsFn(self._redis_url, self._store))
             | "Write" >> beam.ParDo(_WritePartitionFn(cfg.output_root, "articles", ARTICLE_SCHEMA, "article_id", True))
@@ -345,13 +359,19 @@ class _ResolveClusterIdsFn(_StoreFn):
         for a in articles:
             pipe.hmget(keys.article(a.article_id), "url", "event_time", "cluster_id")
         out = []
-        for a, (url, event_time, _) in zip(articles, pipe.execute() if articles else []):
+        for a, (url, event_time, _) in zip(articles, pipe.execute() if articles else [], strict=False):
             if url is not None and (url.decode() != a.url or event_time.decode() != format_epoch(a.event_time)):
                 self.duplicates.inc()
                 continue
             out.append(a)
         current = self._store.client.hmget(keys.article_clusters, [a.article_id for a in out]) if out else []
-        yield key, [a._replace(cluster_id=cid.decode()) if cid is not None else a for a, cid in zip(out, current)]
+        yield (
+            key,
+            [
+                a._replace(cluster_id=cid.decode()) if cid is not None else a
+                for a, cid in zip(out, current, strict=False)
+            ],
+        )
 
 
 class WriteClusterSnapshots(_StoreSink):
@@ -401,7 +421,6 @@ class WriteDeadLetters(beam.PTransform):
             | "Window" >> _flush_windowing(cfg)
             | "KeyByStep" >> beam.Map(lambda d: ((f"step={d.step}", 0), d)).with_input_types(DeadLetter)
             | "Group" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(
-                _WritePartitionFn(cfg.output_root, "deadletters", DEAD_LETTER_SCHEMA, "payload", False)
-            )
+            | "Write"
+            >> beam.ParDo(_WritePartitionFn(cfg.output_root, "deadletters", DEAD_LETTER_SCHEMA, "payload", False))
         )

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import pickle
 from dataclasses import dataclass
-from typing import Optional
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -60,9 +59,9 @@ class StoryTransformConfig:
       key_prefix: namespace of the Redis keys (:class:`newsflow.keys.Keys`).
     """
 
-    redis_url: Optional[str] = None
+    redis_url: str | None = None
     stories: StoryConfig = StoryConfig()
-    text_model_path: Optional[str] = None
+    text_model_path: str | None = None
     shard_key: str = "stories"
     ordering: str = "timers"
     release_granularity_s: float = 60.0
@@ -100,7 +99,9 @@ class _AssignFnBase(beam.DoFn):
 
         # One ordered writer (a single shard key): the store may cache live stories in process.
         self._store = RedisStoryStore(connect(self._config.redis_url), cache=True, keys=Keys(self._config.key_prefix))
-        self._clusterer = StoryClusterer(self._store, load_text_model(self._config.text_model_path), self._config.stories)
+        self._clusterer = StoryClusterer(
+            self._store, load_text_model(self._config.text_model_path), self._config.stories
+        )
 
     def _assign(self, article, t):
         """Runs the clusterer on one article; yields the assignment or a dead letter."""
@@ -172,7 +173,13 @@ class _OrderedAssignFn(_AssignFnBase):
             timer_at.write(tick)
 
     @on_timer(FLUSH)
-    def on_flush(self, fire=beam.DoFn.TimestampParam, buffer=beam.DoFn.StateParam(BUFFER), timer_at=beam.DoFn.StateParam(TIMER_AT), flush=beam.DoFn.TimerParam(FLUSH)):
+    def on_flush(
+        self,
+        fire=beam.DoFn.TimestampParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        timer_at=beam.DoFn.StateParam(TIMER_AT),
+        flush=beam.DoFn.TimerParam(FLUSH),
+    ):
         limit = float(fire)
         items = sorted(buffer.read(), key=lambda x: (x[0], x[1]))
         ready = [x for x in items if x[0] <= limit]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
 
 import apache_beam as beam
 from apache_beam import pvalue, window
@@ -64,7 +63,7 @@ class TrendingConfig:
     breaking_ttl_seconds: int = 3600
     top_n: int = 100
     write_redis: bool = True
-    redis_url: Optional[str] = None
+    redis_url: str | None = None
     key_prefix: str = "nf"
 
     def __post_init__(self):
@@ -72,7 +71,8 @@ class TrendingConfig:
         if self.window_seconds <= 0 or self.period_seconds <= 0 or self.window_seconds % self.period_seconds:
             raise ValueError(
                 f"window_seconds ({self.window_seconds}) must be a positive multiple of period_seconds "
-                f"({self.period_seconds})")
+                f"({self.period_seconds})"
+            )
 
 
 class _ParseFn(beam.DoFn):
@@ -87,8 +87,9 @@ class _ParseFn(beam.DoFn):
         except ValueError as e:
             self.bad.inc()
             payload = json.dumps(element if isinstance(element, dict) else repr(element), default=repr)
-            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter("trending", "invalid_input", str(e),
-                                                                 payload.encode("utf-8")))
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG, DeadLetter("trending", "invalid_input", str(e), payload.encode("utf-8"))
+            )
 
 
 class _DistinctArticlesFn(beam.CombineFn):
@@ -157,8 +158,9 @@ class _WriteRedisFn(beam.DoFn):
     def finish_bundle(self):
         if self._buffer:
             c = self._config
-            fresh = write_trends(self._client, self._buffer, c.window_seconds, c.top_n, c.breaking_ttl_seconds,
-                                 keys=Keys(c.key_prefix))
+            fresh = write_trends(
+                self._client, self._buffer, c.window_seconds, c.top_n, c.breaking_ttl_seconds, keys=Keys(c.key_prefix)
+            )
             self.newly_breaking.inc(len(fresh))
             self._buffer = []
 
@@ -175,7 +177,8 @@ class ComputeTrendingWindows(beam.PTransform):
         parsed = pcoll | "ParseTrendInput" >> beam.ParDo(_ParseFn()).with_outputs(DEAD_LETTER_TAG, main=TRENDS_TAG)
         trends = (
             parsed[TRENDS_TAG]
-            | "SlidingWindows" >> beam.WindowInto(
+            | "SlidingWindows"
+            >> beam.WindowInto(
                 window.SlidingWindows(c.window_seconds, c.period_seconds),
                 trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)) if c.allowed_lateness_seconds else None,
                 allowed_lateness=c.allowed_lateness_seconds,
@@ -196,8 +199,14 @@ class _WriteTrendFileFn(beam.DoFn):
 
     def process(self, element):
         partition, rows = element
-        path = write_records(self._root, "trends", partition, list(rows), TREND_SCHEMA,
-                             sort_key=lambda t: (t.window_end, t.kind, -t.count, t.key))
+        path = write_records(
+            self._root,
+            "trends",
+            partition,
+            list(rows),
+            TREND_SCHEMA,
+            sort_key=lambda t: (t.window_end, t.kind, -t.count, t.key),
+        )
         if path:
             yield path
 
@@ -217,8 +226,14 @@ class _WriteTrendBatchFn(beam.DoFn):
         for t in batch:
             by_date.setdefault(_trend_date(t), []).append(t)
         for partition, rows in sorted(by_date.items()):
-            path = write_records(self._root, "trends", partition, rows, TREND_SCHEMA,
-                                 sort_key=lambda t: (t.window_end, t.kind, -t.count, t.key))
+            path = write_records(
+                self._root,
+                "trends",
+                partition,
+                rows,
+                TREND_SCHEMA,
+                sort_key=lambda t: (t.window_end, t.kind, -t.count, t.key),
+            )
             if path:
                 yield path
 
@@ -235,7 +250,7 @@ class WriteTrends(beam.PTransform):
     Emits the paths written.
     """
 
-    def __init__(self, output_root: str, streaming: Optional[bool] = None, flush_seconds: int = 60):
+    def __init__(self, output_root: str, streaming: bool | None = None, flush_seconds: int = 60):
         super().__init__()
         self._root, self._streaming, self._flush = output_root, streaming, flush_seconds
 

@@ -53,54 +53,93 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the worker options (with help text, defaults shown, and the local recipe as epilog)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("--seeds", default="",
-                        help="file of feed URLs (one per line, '#' comments) to register before crawling "
-                             "(default: none; sources already in the frontier are crawled anyway)")
-    parser.add_argument("--sitemap", action="append", default=[],
-                        help="news sitemap URL to register (repeatable; default: none)")
-    parser.add_argument("--landing", default=None,
-                        help="landing directory or gs://bucket/prefix (default: <data dir>/landing, data dir = "
-                             "$NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument(
+        "--seeds",
+        default="",
+        help="file of feed URLs (one per line, '#' comments) to register before crawling "
+        "(default: none; sources already in the frontier are crawled anyway)",
+    )
+    parser.add_argument(
+        "--sitemap", action="append", default=[], help="news sitemap URL to register (repeatable; default: none)"
+    )
+    parser.add_argument(
+        "--landing",
+        default=None,
+        help="landing directory or gs://bucket/prefix (default: <data dir>/landing, data dir = "
+        "$NEWSFLOW_DATA_DIR or ./var)",
+    )
     add_settings_arguments(parser)
-    parser.add_argument("--redis-path", default=None,
-                        help="embedded Redis file used when REDIS_URL is unset "
-                             "(default: <data dir>/redis/newsflow.rdb, shared with the pipeline)")
-    parser.add_argument("--allow-host", action="append", default=[],
-                        help="host/IP/CIDR exempt from the private-address guard, repeatable (e.g. 127.0.0.1 "
-                             "for local replay; default: none)")
-    parser.add_argument("--resolve", action="append", default=[],
-                        help="HOST=IP:PORT connect override ('*' for every host), repeatable, for local replay "
-                             "(default: none, real DNS)")
+    parser.add_argument(
+        "--redis-path",
+        default=None,
+        help="embedded Redis file used when REDIS_URL is unset "
+        "(default: <data dir>/redis/newsflow.rdb, shared with the pipeline)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        help="host/IP/CIDR exempt from the private-address guard, repeatable (e.g. 127.0.0.1 "
+        "for local replay; default: none)",
+    )
+    parser.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        help="HOST=IP:PORT connect override ('*' for every host), repeatable, for local replay "
+        "(default: none, real DNS)",
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent fetches (default: %(default)s)")
-    parser.add_argument("--min-host-delay", type=float, default=1.0,
-                        help="seconds between two requests to one host; robots.txt Crawl-delay may raise it "
-                             "(default: %(default)s)")
-    parser.add_argument("--follow-links", type=int, default=0, choices=(0, 1),
-                        help="1 = also follow same-site links of article pages, one level deep "
-                             "(default: %(default)s)")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="stop after this many seconds (default: no limit)")
+    parser.add_argument(
+        "--min-host-delay",
+        type=float,
+        default=1.0,
+        help="seconds between two requests to one host; robots.txt Crawl-delay may raise it (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--follow-links",
+        type=int,
+        default=0,
+        choices=(0, 1),
+        help="1 = also follow same-site links of article pages, one level deep (default: %(default)s)",
+    )
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: no limit)")
     parser.add_argument("--max-tasks", type=int, default=None, help="stop after this many tasks (default: no limit)")
-    parser.add_argument("--idle-exit", type=float, default=None,
-                        help="stop after this many seconds with nothing due (default: never)")
-    parser.add_argument("--progress-every", type=float, default=5.0,
-                        help="seconds between progress lines on stderr; 0 = none (default: %(default)s)")
+    parser.add_argument(
+        "--idle-exit", type=float, default=None, help="stop after this many seconds with nothing due (default: never)"
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=5.0,
+        help="seconds between progress lines on stderr; 0 = none (default: %(default)s)",
+    )
     parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz landing files")
-    parser.add_argument("--landing-max-age", type=float, default=5.0,
-                        help="seconds a landed document may wait in the buffer before its file is committed "
-                             "(default: %(default)s)")
-    parser.add_argument("--min-poll-interval", type=float, default=None,
-                        help="shortest feed re-poll interval, seconds (default: 120, the adaptive schedule's floor; "
-                             "lower it only for sites you run, e.g. the local replay)")
-    parser.add_argument("--max-poll-interval", type=float, default=None,
-                        help="longest feed re-poll interval, seconds (default: 21600)")
+    parser.add_argument(
+        "--landing-max-age",
+        type=float,
+        default=5.0,
+        help="seconds a landed document may wait in the buffer before its file is committed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-poll-interval",
+        type=float,
+        default=None,
+        help="shortest feed re-poll interval, seconds (default: 120, the adaptive schedule's floor; "
+        "lower it only for sites you run, e.g. the local replay)",
+    )
+    parser.add_argument(
+        "--max-poll-interval", type=float, default=None, help="longest feed re-poll interval, seconds (default: 21600)"
+    )
     add_sink_arguments(parser)
 
 
 def format_progress(p: dict) -> str:
     """One progress line from a :meth:`crawler.worker.CrawlWorker.run` progress dict."""
-    return (f"crawl: {p['elapsed_s']:.1f}s processed={p['processed']} landed={p['landed']} "
-            f"errors={p['errors']} refused={p['refused']} pending={p['pending']}")
+    return (
+        f"crawl: {p['elapsed_s']:.1f}s processed={p['processed']} landed={p['landed']} "
+        f"errors={p['errors']} refused={p['refused']} pending={p['pending']}"
+    )
 
 
 def run(args) -> int:
@@ -127,8 +166,13 @@ def run(args) -> int:
             return 2
         resolve[host.strip().lower()] = target.strip()
     try:
-        cfg = CrawlerConfig(allow_hosts=tuple(args.allow_host), resolve=resolve, concurrency=args.concurrency,
-                            min_host_delay_s=args.min_host_delay, follow_links=args.follow_links)
+        cfg = CrawlerConfig(
+            allow_hosts=tuple(args.allow_host),
+            resolve=resolve,
+            concurrency=args.concurrency,
+            min_host_delay_s=args.min_host_delay,
+            follow_links=args.follow_links,
+        )
     except ValueError as e:
         print(f"error: invalid crawler option: {e}", file=sys.stderr)
         return 2
@@ -141,8 +185,9 @@ def run(args) -> int:
             print(f"error: cannot read seeds file {args.seeds!r}: {e}", file=sys.stderr)
             return 2
     try:
-        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path),
-                            settings.keys)
+        frontier = Frontier(
+            connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path), settings.keys
+        )
     except redis.RedisError as e:
         print(f"error: cannot open the crawl frontier in Redis: {e}", file=sys.stderr)
         return 2
@@ -155,13 +200,19 @@ def run(args) -> int:
             print(f"skipping {kind} {url!r}: {e}", file=sys.stderr)
     landing = args.landing or default_landing(settings)
     schedule = ScheduleConfig()
-    intervals = {k: v for k, v in (("min_interval_s", args.min_poll_interval),
-                                   ("max_interval_s", args.max_poll_interval)) if v is not None}
+    intervals = {
+        k: v
+        for k, v in (("min_interval_s", args.min_poll_interval), ("max_interval_s", args.max_poll_interval))
+        if v is not None
+    }
     if intervals:
         schedule = dataclasses.replace(schedule, **intervals)
     if not 0 < schedule.min_interval_s <= schedule.max_interval_s or args.landing_max_age < 0:
-        print(f"error: need 0 < --min-poll-interval <= --max-poll-interval and --landing-max-age >= 0, got "
-              f"{schedule.min_interval_s}, {schedule.max_interval_s}, {args.landing_max_age}", file=sys.stderr)
+        print(
+            f"error: need 0 < --min-poll-interval <= --max-poll-interval and --landing-max-age >= 0, got "
+            f"{schedule.min_interval_s}, {schedule.max_interval_s}, {args.landing_max_age}",
+            file=sys.stderr,
+        )
         return 2
     try:
         writer, sink_names = build_sink(args, landing)
@@ -172,15 +223,30 @@ def run(args) -> int:
         if hasattr(part, "max_age_s"):
             part.max_age_s = args.landing_max_age
     worker = CrawlWorker(frontier, writer, cfg, schedule)
-    print(f"crawl: publishing to {', '.join(sink_names)}, {added} new sources registered", file=sys.stderr,
-          flush=True)
+    print(f"crawl: publishing to {', '.join(sink_names)}, {added} new sources registered", file=sys.stderr, flush=True)
 
     def progress(p: dict) -> None:
         print(format_progress(p), file=sys.stderr, flush=True)
 
     every = args.progress_every
-    stats = asyncio.run(worker.run(max_tasks=args.max_tasks, duration_s=args.duration, idle_exit_s=args.idle_exit,
-                                   progress=progress if every > 0 else None, progress_every_s=every or 5.0))
-    print(json.dumps({"seeds_added": added, "files": len(getattr(writer, "committed", [])),
-                      "landing": None if args.no_landing else landing, "sinks": sink_names, **stats}))
+    stats = asyncio.run(
+        worker.run(
+            max_tasks=args.max_tasks,
+            duration_s=args.duration,
+            idle_exit_s=args.idle_exit,
+            progress=progress if every > 0 else None,
+            progress_every_s=every or 5.0,
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "seeds_added": added,
+                "files": len(getattr(writer, "committed", [])),
+                "landing": None if args.no_landing else landing,
+                "sinks": sink_names,
+                **stats,
+            }
+        )
+    )
     return 0

@@ -50,8 +50,10 @@ def load_cases(path: str) -> list[dict]:
     data = read_json(path)
     cases = data.get("is_user_agent_allowed") if isinstance(data, dict) else None
     if not isinstance(cases, list):
-        raise InputError(f"{path}: no 'is_user_agent_allowed' list (expected the robotstxt-conformance format "
-                         '{"is_user_agent_allowed": [{test, robots_txt, user_agent, url, expected_allowed}]})')
+        raise InputError(
+            f"{path}: no 'is_user_agent_allowed' list (expected the robotstxt-conformance format "
+            '{"is_user_agent_allowed": [{test, robots_txt, user_agent, url, expected_allowed}]})'
+        )
     for i, case in enumerate(cases):
         if not isinstance(case, dict):
             raise InputError(f"{path}: case {i} is not an object")
@@ -60,8 +62,9 @@ def load_cases(path: str) -> list[dict]:
             if field not in case:
                 raise InputError(f"{path}: case {i} ({name!r}) has no {field!r}")
             if not isinstance(case[field], kind):
-                raise InputError(f"{path}: case {i} ({name!r}): {field!r} must be {kind.__name__}, "
-                                 f"got {type(case[field]).__name__}")
+                raise InputError(
+                    f"{path}: case {i} ({name!r}): {field!r} must be {kind.__name__}, got {type(case[field]).__name__}"
+                )
     return cases
 
 

@@ -39,21 +39,37 @@ def add_arguments(parser) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.add_argument("--host", default="127.0.0.1", help="bind address")
     parser.add_argument("--port", type=int, default=8090, help="TCP port")
-    parser.add_argument("--landing", default=None,
-                        help="landing directory or gs://bucket/prefix (None = <data dir>/landing, data dir = "
-                             "$NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument(
+        "--landing",
+        default=None,
+        help="landing directory or gs://bucket/prefix (None = <data dir>/landing, data dir = "
+        "$NEWSFLOW_DATA_DIR or ./var)",
+    )
     add_settings_arguments(parser)
-    parser.add_argument("--redis-path", default=None,
-                        help="embedded Redis file used when REDIS_URL is unset (None = <data dir>/redis/newsflow.rdb)")
-    parser.add_argument("--credentials-env", default="NEWSFLOW_PUSH_CREDENTIALS",
-                        help="environment variable holding CLIENT:SECRET[,CLIENT:SECRET...]")
+    parser.add_argument(
+        "--redis-path",
+        default=None,
+        help="embedded Redis file used when REDIS_URL is unset (None = <data dir>/redis/newsflow.rdb)",
+    )
+    parser.add_argument(
+        "--credentials-env",
+        default="NEWSFLOW_PUSH_CREDENTIALS",
+        help="environment variable holding CLIENT:SECRET[,CLIENT:SECRET...]",
+    )
     parser.add_argument("--credentials-file", default="", help='JSON file {"client": "secret"} (overrides the env)')
     parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="largest accepted request body, bytes")
     parser.add_argument("--max-documents", type=int, default=100, help="most documents in one request")
-    parser.add_argument("--allow-host", action="append", default=[],
-                        help="host/IP/CIDR exempt from the pushed-URL safety check, repeatable (for local tests)")
-    parser.add_argument("--websub-file", default="",
-                        help='JSON file {"id": {"topic": URL, "secret": S}}: WebSub callbacks at /websub/<id>')
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        help="host/IP/CIDR exempt from the pushed-URL safety check, repeatable (for local tests)",
+    )
+    parser.add_argument(
+        "--websub-file",
+        default="",
+        help='JSON file {"id": {"topic": URL, "secret": S}}: WebSub callbacks at /websub/<id>',
+    )
     parser.add_argument("--no-gzip", action="store_true", help="write .jsonl instead of .jsonl.gz landing files")
     add_sink_arguments(parser)
 
@@ -86,8 +102,13 @@ def load_config(args):
             websub = {str(k): (str(v["topic"]), str(v["secret"])) for k, v in raw.items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"cannot read WebSub subscriptions from {args.websub_file!r}: {e!r}") from None
-    return PushConfig(credentials=creds, max_body_bytes=args.max_body_bytes, max_documents=args.max_documents,
-                      allow_hosts=tuple(args.allow_host), websub=websub)
+    return PushConfig(
+        credentials=creds,
+        max_body_bytes=args.max_body_bytes,
+        max_documents=args.max_documents,
+        allow_hosts=tuple(args.allow_host),
+        websub=websub,
+    )
 
 
 def run(args) -> int:
@@ -109,8 +130,9 @@ def run(args) -> int:
 
     landing = args.landing or default_landing(settings)
     try:
-        frontier = Frontier(connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path),
-                            settings.keys)
+        frontier = Frontier(
+            connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path), settings.keys
+        )
     except redis.RedisError as e:
         print(f"error: push-server: cannot reach Redis for the seen-URL set: {e}", file=sys.stderr)
         return 2
@@ -120,7 +142,16 @@ def run(args) -> int:
         print(f"error: push-server: {e}", file=sys.stderr)
         return 2
     ingestor = PushIngestor(config, sink, frontier)
-    print(json.dumps({"listening": f"http://{args.host}:{args.port}/v1/push", "clients": sorted(config.credentials),
-                      "landing": None if args.no_landing else landing, "sinks": sink_names}), flush=True)
+    print(
+        json.dumps(
+            {
+                "listening": f"http://{args.host}:{args.port}/v1/push",
+                "clients": sorted(config.credentials),
+                "landing": None if args.no_landing else landing,
+                "sinks": sink_names,
+            }
+        ),
+        flush=True,
+    )
     uvicorn.run(create_app(ingestor), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -2,7 +2,8 @@
 
 Reads the crawl frontier from Redis (settings of :mod:`newsflow.settings`: ``--redis-url``/``$REDIS_URL``,
 else the embedded server at ``<data dir>/redis/newsflow.rdb``, data dir = ``--data-dir``,
-``$NEWSFLOW_DATA_DIR`` or ``./var``; keys under ``--key-prefix``) and prints a table, or one JSON object per source with ``--json``. When there is no
+``$NEWSFLOW_DATA_DIR`` or ``./var``; keys under ``--key-prefix``) and prints a table, or one JSON object per source with
+``--json``. When there is no
 embedded database yet (nothing was crawled) it says so on stderr and lists 0 sources without
 creating any file or directory.
 """
@@ -24,9 +25,12 @@ HELP = "show each source's schedule, last fetch, errors and backoff"
 def add_arguments(parser) -> None:
     """Adds the settings flags, ``--redis-path`` and ``--json``."""
     add_settings_arguments(parser)
-    parser.add_argument("--redis-path", default=None,
-                        help="embedded Redis file read when REDIS_URL is unset "
-                             "(default: <data dir>/redis/newsflow.rdb, data dir = $NEWSFLOW_DATA_DIR or ./var)")
+    parser.add_argument(
+        "--redis-path",
+        default=None,
+        help="embedded Redis file read when REDIS_URL is unset "
+        "(default: <data dir>/redis/newsflow.rdb, data dir = $NEWSFLOW_DATA_DIR or ./var)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per source instead of a table")
 
 
@@ -37,7 +41,7 @@ def embedded_path(redis_path: str | None, settings: Settings) -> str:
 
 def _iso(v) -> str:
     try:
-        return dt.datetime.fromtimestamp(float(v), tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dt.datetime.fromtimestamp(float(v), tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (TypeError, ValueError):
         return "-"
 
@@ -48,17 +52,24 @@ def source_rows(frontier, now: float) -> list[dict]:
     rows = []
     for h in frontier.feeds():
         due = h.get("due")
-        rows.append({
-            "url": h.get("url", ""), "kind": h.get("kind", ""),
-            "next_due": _iso(due) if due is not None else "leased",
-            "due_in_s": None if due is None else round(float(due) - now, 1),
-            "interval_s": float(h["interval_s"]) if h.get("interval_s") else None,
-            "last_fetch": _iso(h.get("last_fetch")), "last_status": h.get("last_status", ""),
-            "failures": int(h.get("failures") or 0), "errors": int(h.get("errors") or 0),
-            "backoff_until": _iso(h.get("backoff_until")) if h.get("backoff_until") else "-",
-            "last_error": h.get("last_error", ""), "items": int(h.get("items") or 0),
-            "fetches": int(h.get("fetches") or 0), "leased": "holder" in h,
-        })
+        rows.append(
+            {
+                "url": h.get("url", ""),
+                "kind": h.get("kind", ""),
+                "next_due": _iso(due) if due is not None else "leased",
+                "due_in_s": None if due is None else round(float(due) - now, 1),
+                "interval_s": float(h["interval_s"]) if h.get("interval_s") else None,
+                "last_fetch": _iso(h.get("last_fetch")),
+                "last_status": h.get("last_status", ""),
+                "failures": int(h.get("failures") or 0),
+                "errors": int(h.get("errors") or 0),
+                "backoff_until": _iso(h.get("backoff_until")) if h.get("backoff_until") else "-",
+                "last_error": h.get("last_error", ""),
+                "items": int(h.get("items") or 0),
+                "fetches": int(h.get("fetches") or 0),
+                "leased": "holder" in h,
+            }
+        )
     return rows
 
 
@@ -77,8 +88,10 @@ def run(args) -> int:
         return 2
     path = embedded_path(args.redis_path, settings)
     if not settings.redis_url and not (os.path.exists(path) or os.path.exists(path + ".settings")):
-        print(f"no crawl state at {path} (nothing crawled yet; set NEWSFLOW_DATA_DIR, --redis-path or REDIS_URL)",
-              file=sys.stderr)
+        print(
+            f"no crawl state at {path} (nothing crawled yet; set NEWSFLOW_DATA_DIR, --redis-path or REDIS_URL)",
+            file=sys.stderr,
+        )
     else:
         try:
             rows = source_rows(Frontier(connect(settings.redis_url, embedded_path=path), settings.keys), time.time())
@@ -93,7 +106,9 @@ def run(args) -> int:
     for r in rows:
         interval = f"{r['interval_s']:.0f}s" if r["interval_s"] else "-"
         tail = r["backoff_until"] + (" " + r["last_error"][:60] if r["last_error"] else "")
-        print(f"{r['url'][:60]:60} {r['next_due']:20} {interval:>9} {r['last_fetch']:20} "
-              f"{r['last_status'][:14]:>14} {r['failures']:>4} {tail}")
+        print(
+            f"{r['url'][:60]:60} {r['next_due']:20} {interval:>9} {r['last_fetch']:20} "
+            f"{r['last_status'][:14]:>14} {r['failures']:>4} {tail}"
+        )
     print(f"{len(rows)} sources")
     return 0

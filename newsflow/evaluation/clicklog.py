@@ -50,13 +50,17 @@ def read_clicks(path: str) -> Clicks:
     session: list[str] = []
     user: list[str] = []
     try:
-        with (gzip.open(path, "rt", encoding="utf-8", newline="") if str(path).endswith(".gz")
-              else open(path, encoding="utf-8", newline="")) as f:
+        with (
+            gzip.open(path, "rt", encoding="utf-8", newline="")
+            if str(path).endswith(".gz")
+            else open(path, encoding="utf-8", newline="")
+        ) as f:
             reader = csv.DictReader(f)
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise InputError(f"{path}: not a click log: missing columns {missing} "
-                                 f"(need {', '.join(REQUIRED_COLUMNS)})")
+                raise InputError(
+                    f"{path}: not a click log: missing columns {missing} (need {', '.join(REQUIRED_COLUMNS)})"
+                )
             for r in reader:
                 line = reader.line_num
                 for c in ("user_id", "session_id", "click_article_id"):
@@ -68,8 +72,9 @@ def read_clicks(path: str) -> Clicks:
                 except ValueError:
                     t = float("nan")
                 if not np.isfinite(t):
-                    raise InputError(f"{path}:{line}: click_timestamp must be a number (ms since the epoch), "
-                                     f"got {ts[:40]!r}")
+                    raise InputError(
+                        f"{path}:{line}: click_timestamp must be a number (ms since the epoch), got {ts[:40]!r}"
+                    )
                 times.append(t)
                 article.append(r["click_article_id"].strip())
                 session.append(r["session_id"].strip())

@@ -40,7 +40,7 @@ import math
 import sys
 import time
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from newsflow.evaluation.inputs import READ_ERRORS, InputError, describe, fail
 
@@ -106,7 +106,7 @@ def pairwise_scores(gold: Sequence, pred: Sequence) -> dict:
     def pairs(c: Counter) -> int:
         return sum(v * (v - 1) // 2 for v in c.values())
 
-    tp = pairs(Counter(zip(gold, pred)))
+    tp = pairs(Counter(zip(gold, pred, strict=False)))
     g, p = pairs(Counter(gold)), pairs(Counter(pred))
     precision = tp / p if p else 0.0
     recall = tp / g if g else 0.0
@@ -125,7 +125,7 @@ def baseline_tfidf(titles: Sequence[str], threshold: float = 0.2) -> list[int]:
     labels = []
     for i in range(x.shape[0]):
         row = x.getrow(i)
-        vec = dict(zip(row.indices.tolist(), row.data.tolist()))
+        vec = dict(zip(row.indices.tolist(), row.data.tolist(), strict=False))
         cands = set().union(*(postings.get(t, set()) for t in vec)) if vec else set()
         best, best_s = -1, 0.0
         for c in sorted(cands):
@@ -156,7 +156,7 @@ def near_duplicate_labels(titles: Sequence[str], ids: Sequence[str], max_distanc
     index = BandIndex()
     cluster_of: dict[str, str] = {}
     labels = []
-    for item_id, fp in zip(ids, simhash_many(list(titles))):
+    for item_id, fp in zip(ids, simhash_many(list(titles)), strict=False):
         fp = int(fp)
         hit = index.nearest(fp, max_distance) if fp else None
         label = cluster_of[hit[0]] if hit else "c" + item_id
@@ -167,13 +167,15 @@ def near_duplicate_labels(titles: Sequence[str], ids: Sequence[str], max_distanc
     return labels
 
 
-def story_labels(rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None) -> tuple[list[str], dict]:
+def story_labels(
+    rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None
+) -> tuple[list[str], dict]:
     """Runs :class:`StoryClusterer` over the rows; returns (live story id per row, stats)."""
     from newsflow.embedding import load_text_model
     from newsflow.stores.story_store import InMemoryStoryStore
     from newsflow.stories import StoryClusterer, StoryConfig
-    from schemas import StoryArticle
     from newsflow.urls import source_domain
+    from schemas import StoryArticle
 
     cfg = config or StoryConfig()
     if not use_time:
@@ -189,7 +191,7 @@ def story_labels(rows: Sequence[dict], *, use_entities: bool = True, use_time: b
     store = InMemoryStoryStore()
     clusterer = StoryClusterer(store, load_text_model(), cfg)
     assigned = []
-    for r, cid, e in zip(rows, nd, ents):
+    for r, cid, e in zip(rows, nd, ents, strict=False):
         a = StoryArticle(
             article_id=r["ID"],
             event_time=r["_t"],
@@ -205,7 +207,9 @@ def story_labels(rows: Sequence[dict], *, use_entities: bool = True, use_time: b
     return labels, stats
 
 
-def evaluate(path: str, level: str = "story", use_entities: bool = True, use_time: bool = True, baseline: bool = True) -> dict:
+def evaluate(
+    path: str, level: str = "story", use_entities: bool = True, use_time: bool = True, baseline: bool = True
+) -> dict:
     """Scores one clustering level on a news-aggregator CSV (see the module docstring).
 
     Raises:
@@ -240,14 +244,25 @@ def evaluate(path: str, level: str = "story", use_entities: bool = True, use_tim
             b = baseline_tfidf([r["TITLE"] for r in rows])
         except ValueError as e:  # sklearn: "empty vocabulary; perhaps the documents only contain stop words"
             raise InputError(f"{path}: the TITLE column has no scorable words for the TF-IDF baseline ({e})") from None
-        out["baseline"] = {"method": "single-pass tfidf(title) centroid, cosine 0.2", "clusters": len(set(b)), **pairwise_scores(gold, b)}
+        out["baseline"] = {
+            "method": "single-pass tfidf(title) centroid, cosine 0.2",
+            "clusters": len(set(b)),
+            **pairwise_scores(gold, b),
+        }
     return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--stories``, ``--level``, ``--no-entities``, ``--no-time``, ``--no-baseline``."""
-    parser.add_argument("--stories", required=True, help="news-aggregator CSV (ID,TITLE,URL,...,STORY,TIMESTAMP), plain or .gz")
-    parser.add_argument("--level", choices=("story", "near-duplicate"), default="story", help="clustering level to score (default: story)")
+    parser.add_argument(
+        "--stories", required=True, help="news-aggregator CSV (ID,TITLE,URL,...,STORY,TIMESTAMP), plain or .gz"
+    )
+    parser.add_argument(
+        "--level",
+        choices=("story", "near-duplicate"),
+        default="story",
+        help="clustering level to score (default: story)",
+    )
     parser.add_argument("--no-entities", action="store_true", help="story level: ignore entity overlap (ablation)")
     parser.add_argument("--no-time", action="store_true", help="story level: ignore time proximity (ablation)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")

@@ -51,8 +51,16 @@ TRAIN_FRACTION = 0.8
 FIXED_CLASSES = {"default": 0.1, "evergreen": 0.02, "breaking": 0.5}
 
 
-def exposure_rows(times: np.ndarray, items: np.ndarray, first_click: np.ndarray, start: float, end: float,
-                  log_start: float, burn_in_hours: float = BURN_IN_HOURS, max_age_hours: int = MAX_AGE_HOURS):
+def exposure_rows(
+    times: np.ndarray,
+    items: np.ndarray,
+    first_click: np.ndarray,
+    start: float,
+    end: float,
+    log_start: float,
+    burn_in_hours: float = BURN_IN_HOURS,
+    max_age_hours: int = MAX_AGE_HOURS,
+):
     """Per (article, hourly age bin) click counts and site traffic inside ``[start, end)``.
 
     Args:
@@ -69,8 +77,9 @@ def exposure_rows(times: np.ndarray, items: np.ndarray, first_click: np.ndarray,
     """
     order = np.argsort(times, kind="stable")
     ts, it = times[order], items[order]
-    eligible = np.flatnonzero(np.isfinite(first_click) & (first_click >= log_start + burn_in_hours * 3600.0)
-                              & (first_click < end))
+    eligible = np.flatnonzero(
+        np.isfinite(first_click) & (first_click >= log_start + burn_in_hours * 3600.0) & (first_click < end)
+    )
     art, age, expo, clk = [], [], [], []
     h = np.arange(max_age_hours, dtype=np.float64)
     for a in eligible:
@@ -128,8 +137,9 @@ def evaluate(path: str) -> dict:
     log_start = float(times.min())
     lam, fit = learn_lambda(times[train], items[train], n_items, log_start)
     if lam is None:
-        raise InputError(f"{path}: no article first clicked after the {BURN_IN_HOURS:g} h burn-in "
-                         "has clicks in the train part")
+        raise InputError(
+            f"{path}: no article first clicked after the {BURN_IN_HOURS:g} h burn-in has clicks in the train part"
+        )
     first = np.full(n_items, np.inf)
     np.minimum.at(first, items, times)
     a, age, expo, clk = exposure_rows(times[test], items[test], first, split_time, float(times.max()) + 1e-3, log_start)

@@ -44,8 +44,9 @@ import sys
 import time
 import zlib
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import NamedTuple
 
 from newsflow.evaluation.inputs import InputError, describe, fail, read_json
 
@@ -73,12 +74,12 @@ class ExtractionScores(NamedTuple):
     f1: float
 
 
-def tokenize(text: Optional[str]) -> list[str]:
+def tokenize(text: str | None) -> list[str]:
     """``\\w+`` tokens of ``text`` (``None`` counts as empty)."""
     return _TOKEN_RE.findall(text or "")
 
 
-def shingles(text: Optional[str], n: int = SHINGLE_N) -> Counter:
+def shingles(text: str | None, n: int = SHINGLE_N) -> Counter:
     """Multiset of token ``n``-grams of ``text``, as a ``Counter`` of tuples.
 
     A text with fewer than ``n`` (but at least one) tokens yields one shingle of
@@ -88,7 +89,7 @@ def shingles(text: Optional[str], n: int = SHINGLE_N) -> Counter:
     return Counter(tuple(tokens[i : i + n]) for i in range(max(1, len(tokens) - n + 1)) if tokens[i : i + n])
 
 
-def page_score(true: Optional[str], pred: Optional[str], n: int = SHINGLE_N) -> PageScore:
+def page_score(true: str | None, pred: str | None, n: int = SHINGLE_N) -> PageScore:
     """Normalised ``(tp, fp, fn)`` of one page's predicted text against the truth.
 
     Args:
@@ -146,7 +147,7 @@ def aggregate(scores: Sequence[PageScore]) -> ExtractionScores:
     return ExtractionScores(len(scores), p, r, f1)
 
 
-def evaluate(ground_truth: Mapping[str, str], predictions: Mapping[str, Optional[str]]) -> ExtractionScores:
+def evaluate(ground_truth: Mapping[str, str], predictions: Mapping[str, str | None]) -> ExtractionScores:
     """Scores predicted article bodies against ground truth, page by page.
 
     Args:
@@ -169,8 +170,10 @@ def load_ground_truth(path: Path) -> dict[str, dict]:
     """
     data = read_json(path)
     if not isinstance(data, dict):
-        raise InputError(f"{path}: not a ground truth file: expected a JSON object "
-                         f"{{id: {{'articleBody': ..., 'url': ...}}}}, got {type(data).__name__}")
+        raise InputError(
+            f"{path}: not a ground truth file: expected a JSON object "
+            f"{{id: {{'articleBody': ..., 'url': ...}}}}, got {type(data).__name__}"
+        )
     for key, value in data.items():
         if not isinstance(value, dict) or not isinstance(value.get("articleBody"), str):
             raise InputError(f"{path}: ground truth page {key!r} has no string 'articleBody'")
@@ -179,7 +182,7 @@ def load_ground_truth(path: Path) -> dict[str, dict]:
     return data
 
 
-def load_predictions(path: Path) -> dict[str, Optional[str]]:
+def load_predictions(path: Path) -> dict[str, str | None]:
     """Reads a predictions file: benchmark ``{"output": {id: {"articleBody"}}}`` or plain ``{id: {...}}``/``{id: str}``.
 
     Raises:
@@ -200,7 +203,7 @@ def load_predictions(path: Path) -> dict[str, Optional[str]]:
     return out
 
 
-def _read_html(html_dir: Path, page_id: str) -> tuple[Optional[bytes], Optional[Path]]:
+def _read_html(html_dir: Path, page_id: str) -> tuple[bytes | None, Path | None]:
     """``(bytes, path)`` of a page file, ``(None, None)`` when there is none.
 
     Raises:
@@ -219,8 +222,9 @@ def _read_html(html_dir: Path, page_id: str) -> tuple[Optional[bytes], Optional[
     return None, None
 
 
-def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
-                  fetch_time: Optional[float] = None) -> tuple[dict[str, str], Counter]:
+def extract_pages(
+    html_dir: Path, ground_truth: Mapping[str, dict], config=None, fetch_time: float | None = None
+) -> tuple[dict[str, str], Counter]:
     """Runs :class:`ArticleExtractor` on every ground-truth page found in ``html_dir``.
 
     Args:
@@ -256,8 +260,14 @@ def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
                 predictions[page_id] = ""
                 continue
             url = item.get("url") or f"http://unknown.invalid/{page_id}"
-            raw = RawDocument(url=url, source_domain=source_domain(url), fetch_time=fetch_time, http_status=200,
-                              content_type="text/html", body=body)
+            raw = RawDocument(
+                url=url,
+                source_domain=source_domain(url),
+                fetch_time=fetch_time,
+                http_status=200,
+                content_type="text/html",
+                body=body,
+            )
             try:
                 predictions[page_id] = extractor.extract(raw).text
             except ExtractionError as e:
@@ -268,12 +278,19 @@ def extract_pages(html_dir: Path, ground_truth: Mapping[str, dict], config=None,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this command's options to ``parser``."""
-    parser.add_argument("--ground-truth", required=True, type=Path,
-                        help="ground-truth JSON {id: {articleBody, url}} (benchmark ground-truth.json)")
+    parser.add_argument(
+        "--ground-truth",
+        required=True,
+        type=Path,
+        help="ground-truth JSON {id: {articleBody, url}} (benchmark ground-truth.json)",
+    )
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--html-dir", type=Path, help="folder of <id>.html.gz or <id>.html pages to extract")
-    src.add_argument("--predictions", type=Path,
-                     help="score this predictions file ({'output': {id: {articleBody}}}) instead of extracting")
+    src.add_argument(
+        "--predictions",
+        type=Path,
+        help="score this predictions file ({'output': {id: {articleBody}}}) instead of extracting",
+    )
     parser.add_argument("--timeout-s", type=float, default=None, help="per-page extraction time limit, seconds")
 
 
@@ -325,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs this command on its own (``python -m newsflow.evaluation.extraction ...``)."""
     parser = argparse.ArgumentParser(prog="newsflow eval extraction", description=HELP)
     add_arguments(parser)

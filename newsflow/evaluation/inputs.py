@@ -57,8 +57,9 @@ def read_json(path: str | Path) -> Any:
       InputError: ``"<path>: <problem>"`` when the file is missing, unreadable, truncated or not JSON.
     """
     try:
-        with (gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz")
-              else open(path, encoding="utf-8")) as f:
+        with (
+            gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path, encoding="utf-8")
+        ) as f:
             return json.load(f)
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None

@@ -38,8 +38,8 @@ import sys
 import time
 import zlib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from newsflow.evaluation.inputs import InputError, describe, fail
 
@@ -86,8 +86,10 @@ def load_records(index_path: Path) -> list[tuple[str, dict]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError(f"{where}: not a JSON line ({e.msg} at column {e.colno}); expected index.jsonl "
-                             "records {id, language, html_file|text_file, ...}") from None
+            raise InputError(
+                f"{where}: not a JSON line ({e.msg} at column {e.colno}); expected index.jsonl "
+                "records {id, language, html_file|text_file, ...}"
+            ) from None
         except RecursionError:
             raise InputError(f"{where}: JSON nested too deeply") from None
         if not isinstance(rec, dict):
@@ -108,7 +110,7 @@ def _primary(tag: str) -> str:
     return tag.split("-")[0].lower() if tag else ""
 
 
-def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_time: Optional[float] = None) -> dict:
+def evaluate_file(index_path: Path, threshold: float | None = None, fetch_time: float | None = None) -> dict:
     """Scores language identification over the labelled records of ``index_path``.
 
     Args:
@@ -148,8 +150,14 @@ def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_tim
                 body = _read_bytes(base / rec["html_file"], where)
                 url = rec.get("url") or f"http://unknown.invalid/{rec['id']}"
                 try:
-                    raw = RawDocument(url=url, source_domain=source_domain(url), fetch_time=fetch_time,
-                                      http_status=200, content_type="text/html", body=body)
+                    raw = RawDocument(
+                        url=url,
+                        source_domain=source_domain(url),
+                        fetch_time=fetch_time,
+                        http_status=200,
+                        content_type="text/html",
+                        body=body,
+                    )
                 except ValueError as e:
                     raise InputError(f"{where}: bad url {url[:200]!r}: {e}") from None
                 try:
@@ -164,7 +172,7 @@ def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_tim
                 texts.append(_read_bytes(base / rec["text_file"], where).decode("utf-8", errors="replace"))
     predictions = lid.detect_batch(texts)
     labels = [_primary(rec["language"]) for rec in records]
-    correct = [lab == pred[0] for lab, pred in zip(labels, predictions)]
+    correct = [lab == pred[0] for lab, pred in zip(labels, predictions, strict=False)]
     majority, _ = Counter(labels).most_common(1)[0]
     html_ids = [rec["id"] for rec in records if rec["id"] in html_langs]
     html_correct = [html_langs[rec["id"]] == _primary(rec["language"]) for rec in records if rec["id"] in html_langs]
@@ -176,8 +184,11 @@ def evaluate_file(index_path: Path, threshold: Optional[float] = None, fetch_tim
         "baseline_majority_label": majority,
         "baseline_majority_accuracy": round(labels.count(majority) / len(labels), 4),
         "extraction_errors": errors,
-        "wrong": {rec["id"]: [lab, pred[0], round(pred[1], 3)]
-                  for rec, lab, pred, ok in zip(records, labels, predictions, correct) if not ok},
+        "wrong": {
+            rec["id"]: [lab, pred[0], round(pred[1], 3)]
+            for rec, lab, pred, ok in zip(records, labels, predictions, correct, strict=False)
+            if not ok
+        },
     }
 
 
@@ -215,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs this command on its own (``python -m newsflow.evaluation.language ...``)."""
     parser = argparse.ArgumentParser(prog="newsflow eval language", description=HELP)
     add_arguments(parser)

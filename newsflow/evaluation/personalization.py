@@ -94,8 +94,14 @@ class _Log:
         self.is_test = np.asarray(is_test, dtype=bool)[order]
 
 
-def replay(log: _Log, n_items: int, config: ScorerConfig | None = DEFAULT_CONFIG,
-           user_clusters=None, baselines: bool = True, t_ref: float = 0.0) -> dict:
+def replay(
+    log: _Log,
+    n_items: int,
+    config: ScorerConfig | None = DEFAULT_CONFIG,
+    user_clusters=None,
+    baselines: bool = True,
+    t_ref: float = 0.0,
+) -> dict:
     """Runs the protocol of the module docstring.
 
     Args:
@@ -169,8 +175,10 @@ def replay(log: _Log, n_items: int, config: ScorerConfig | None = DEFAULT_CONFIG
 
 
 def _metrics(stat: dict, queries: int) -> dict:
-    return {"hr_at_10": round(stat["hits"] / queries, 4) if queries else 0.0,
-            "mrr_at_10": round(stat["rr"] / queries, 4) if queries else 0.0}
+    return {
+        "hr_at_10": round(stat["hits"] / queries, 4) if queries else 0.0,
+        "mrr_at_10": round(stat["rr"] / queries, 4) if queries else 0.0,
+    }
 
 
 def _fit(log: _Log, n_items: int, config: ScorerConfig, use_learned_lambda: bool = True):
@@ -206,7 +214,7 @@ def _build_log(train, test, split_fraction: float | None) -> tuple[_Log, int]:
     if test is None:
         order = np.lexsort((np.arange(len(times)), times))
         is_test = np.zeros(len(times), dtype=bool)
-        is_test[order[int(split_fraction * len(times)):]] = True
+        is_test[order[int(split_fraction * len(times)) :]] = True
     else:
         is_test = np.r_[np.zeros(len(train.time), bool), np.ones(len(test.time), bool)]
     return _Log(times, item, sess, user, is_test), len(distinct)
@@ -229,8 +237,15 @@ def tune(log: _Log, n_items: int) -> list[dict]:
     results = []
     grid = itertools.product((0.25,), (0.5,), (1.0,), (0.0, 0.1), (6.0,), (0.1, 0.25))
     for w_cv, sd, w_pop, w_cl, pair_h, pop_h in grid:
-        cfg = base._replace(w_transition=1.0, w_covisit=w_cv, session_decay=sd, w_popularity=w_pop, w_cluster=w_cl,
-                            pair_half_life_hours=pair_h, popularity_half_life_hours=pop_h)
+        cfg = base._replace(
+            w_transition=1.0,
+            w_covisit=w_cv,
+            session_decay=sd,
+            w_popularity=w_pop,
+            w_cluster=w_cl,
+            pair_half_life_hours=pair_h,
+            popularity_half_life_hours=pop_h,
+        )
         r = replay(val, n_items, cfg, clusters if w_cl else None, baselines=False, t_ref=t_ref)
         results.append({"config": cfg._asdict(), **_metrics(r["ours"], r["queries"]), "queries": r["queries"]})
     results.sort(key=lambda d: (-d["hr_at_10"], -d["mrr_at_10"]))
@@ -249,8 +264,11 @@ def evaluate(train_path: str, test_path: str | None = None, config: ScorerConfig
     r = replay(log, n_items, cfg, clusters, baselines=True, t_ref=float(log.time[0]))
     if r["queries"] == 0:
         raise InputError(f"{test_path or train_path}: no test session has two or more clicks: nothing to score")
-    out = {"queries": r["queries"], **_metrics(r["ours"], r["queries"]),
-           "baselines": {m: _metrics(r[m], r["queries"]) for m in BASELINES}}
+    out = {
+        "queries": r["queries"],
+        **_metrics(r["ours"], r["queries"]),
+        "baselines": {m: _metrics(r[m], r["queries"]) for m in BASELINES},
+    }
     best = max(out["baselines"][m]["hr_at_10"] for m in BASELINES)
     out["hr_at_10_gain_vs_best_baseline"] = round(out["hr_at_10"] / best - 1.0, 4) if best else None
     out["freshness_lambda_per_hour"] = round(cfg.freshness_lambda, 5)
@@ -261,10 +279,12 @@ def evaluate(train_path: str, test_path: str | None = None, config: ScorerConfig
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--clicks``, ``--test-clicks``, ``--tune``."""
     parser.add_argument("--clicks", required=True, help="TRAIN click log CSV (plain or .gz), Globo.com layout")
-    parser.add_argument("--test-clicks", default=None,
-                        help="TEST click log; default: the last 20 %% of TRAIN by time")
-    parser.add_argument("--tune", action="store_true",
-                        help="grid-search the scorer on the validation tail of TRAIN only and print the results")
+    parser.add_argument("--test-clicks", default=None, help="TEST click log; default: the last 20 %% of TRAIN by time")
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="grid-search the scorer on the validation tail of TRAIN only and print the results",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ import json
 import sys
 import time
 from collections import Counter
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from newsflow.evaluation.inputs import READ_ERRORS, InputError, describe, fail
 
@@ -47,7 +47,11 @@ HELP = "score topic sections on HuffPost JSONL (or AG News CSV with --format agn
 
 
 def _open(path: str):
-    return gzip.open(path, "rt", encoding="utf-8", newline="") if path.endswith(".gz") else open(path, encoding="utf-8", newline="")
+    return (
+        gzip.open(path, "rt", encoding="utf-8", newline="")
+        if path.endswith(".gz")
+        else open(path, encoding="utf-8", newline="")
+    )
 
 
 def load_rows(path: str, fmt: str, all_rows: bool = False) -> list[tuple[str, tuple[str, ...], str]]:
@@ -83,8 +87,10 @@ def _load_rows(path: str, fmt: str, all_rows: bool) -> list[tuple[str, tuple[str
                 try:
                     r = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{n}: not a JSON line ({e.msg} at column {e.colno}); expected "
-                                     "HuffPost records {headline, short_description, category, link}") from None
+                    raise InputError(
+                        f"{path}:{n}: not a JSON line ({e.msg} at column {e.colno}); expected "
+                        "HuffPost records {headline, short_description, category, link}"
+                    ) from None
                 if not isinstance(r, dict):
                     raise InputError(f"{path}:{n}: expected a JSON object, got {type(r).__name__}")
                 for key in ("headline", "short_description", "category", "link"):
@@ -106,7 +112,9 @@ def _load_rows(path: str, fmt: str, all_rows: bool) -> list[tuple[str, tuple[str
             for r in reader:
                 accepted = AGNEWS_SECTIONS.get(str(r.get("class_index", "")).strip())
                 if accepted is None:
-                    raise InputError(f"{path}: row {r.get('row')!r} has an unknown class_index {r.get('class_index')!r}")
+                    raise InputError(
+                        f"{path}: row {r.get('row')!r} has an unknown class_index {r.get('class_index')!r}"
+                    )
                 text = f"{r.get('title') or ''}. {(r.get('description') or '').replace(chr(92) + 'n', ' ')}"
                 out.append((text, accepted, "/".join(accepted)))
     else:
@@ -123,12 +131,12 @@ def score(rows: Sequence[tuple[str, tuple[str, ...], str]], predicted: Sequence[
     gold = [g for _, _, g in rows]
     accept_to_class = {s: g for _, acc, g in rows for s in acc}
     pred_cls = [accept_to_class.get(p, p) for p in predicted]
-    correct = [p in acc for p, (_, acc, _) in zip(predicted, rows)]
+    correct = [p in acc for p, (_, acc, _) in zip(predicted, rows, strict=False)]
     f1s = []
     for c in sorted(set(gold)):
-        tp = sum(1 for g, p in zip(gold, pred_cls) if g == c and p == c)
-        fp = sum(1 for g, p in zip(gold, pred_cls) if g != c and p == c)
-        fn = sum(1 for g, p in zip(gold, pred_cls) if g == c and p != c)
+        tp = sum(1 for g, p in zip(gold, pred_cls, strict=False) if g == c and p == c)
+        fp = sum(1 for g, p in zip(gold, pred_cls, strict=False) if g != c and p == c)
+        fn = sum(1 for g, p in zip(gold, pred_cls, strict=False) if g == c and p != c)
         f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
     return {
         "accuracy": round(sum(correct) / len(rows), 4) if rows else 0.0,
@@ -136,7 +144,7 @@ def score(rows: Sequence[tuple[str, tuple[str, ...], str]], predicted: Sequence[
     }
 
 
-def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_path: Optional[str] = None) -> dict:
+def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_path: str | None = None) -> dict:
     """Scores the topic model and the same-run baselines (see the module docstring)."""
     from newsflow.topic_training import (
         ensure_topic_model,  # builds the model from shipped data when missing
@@ -145,8 +153,10 @@ def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_pat
 
     rows = load_rows(path, fmt, all_rows)
     if not rows:
-        raise InputError(f"{path}: no scorable rows" + ("" if all_rows or fmt != "huffpost" else
-                                                         " in the held-out test buckets (try --all-rows)"))
+        raise InputError(
+            f"{path}: no scorable rows"
+            + ("" if all_rows or fmt != "huffpost" else " in the held-out test buckets (try --all-rows)")
+        )
     try:
         clf = TopicClassifier.load(ensure_topic_model(model_path))
     except (OSError, EOFError, ValueError, KeyError) as e:
@@ -155,13 +165,22 @@ def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_pat
     top = clf.top_section([t for t, _, _ in rows])
     seconds = time.perf_counter() - t0
     pred = [s for s, _ in top]
-    result = {"docs": len(rows), "format": fmt, "split": "all rows" if all_rows or fmt == "agnews" else "test buckets 8-9", **score(rows, pred)}
-    confident = [(p, r) for (p, prob), r in zip(top, rows) if prob >= clf.threshold]
+    result = {
+        "docs": len(rows),
+        "format": fmt,
+        "split": "all rows" if all_rows or fmt == "agnews" else "test buckets 8-9",
+        **score(rows, pred),
+    }
+    confident = [(p, r) for (p, prob), r in zip(top, rows, strict=False) if prob >= clf.threshold]
     result["coverage"] = round(len(confident) / len(rows), 4)
     result["accuracy_confident"] = round(sum(p in r[1] for p, r in confident) / len(confident), 4) if confident else 0.0
     result["docs_per_second"] = round(len(rows) / seconds, 1) if seconds > 0 else None
 
-    train = [(t, next(l for l in ls if l in SECTIONS)) for t, ls in load_examples()["train"] if any(l in SECTIONS for l in ls)]
+    train = [
+        (t, next(lab for lab in ls if lab in SECTIONS))
+        for t, ls in load_examples()["train"]
+        if any(lab in SECTIONS for lab in ls)
+    ]
     majority = Counter(s for _, s in train).most_common(1)[0][0]
     result["baseline_majority"] = {"section": majority, **score(rows, [majority] * len(rows))}
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -178,9 +197,15 @@ def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_pat
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--data``, ``--format``, ``--all-rows``, ``--model``."""
     parser.add_argument("--data", required=True, help="HuffPost JSONL or AG News CSV (plain or .gz)")
-    parser.add_argument("--format", choices=("huffpost", "agnews"), default="huffpost", help="input format (default huffpost)")
-    parser.add_argument("--all-rows", action="store_true", help="huffpost: score every row, not only the held-out test buckets")
-    parser.add_argument("--model", default=None, help="topic model path (default: var/models/topics-v1.bin, built when missing)")
+    parser.add_argument(
+        "--format", choices=("huffpost", "agnews"), default="huffpost", help="input format (default huffpost)"
+    )
+    parser.add_argument(
+        "--all-rows", action="store_true", help="huffpost: score every row, not only the held-out test buckets"
+    )
+    parser.add_argument(
+        "--model", default=None, help="topic model path (default: var/models/topics-v1.bin, built when missing)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -70,8 +70,13 @@ class PairCounts:
         this many seconds before it (``None`` = the whole key history, e.g. a session).
     """
 
-    def __init__(self, half_life_hours: float | None = None, directed: bool = False,
-                 window_seconds: float | None = None, t_ref: float = 0.0):
+    def __init__(
+        self,
+        half_life_hours: float | None = None,
+        directed: bool = False,
+        window_seconds: float | None = None,
+        t_ref: float = 0.0,
+    ):
         self._clock = _Clock(half_life_hours, t_ref)
         self.directed = directed
         self.window = window_seconds
@@ -224,8 +229,9 @@ class SessionScorer:
       t_ref: reference time for the decayed sums (any time near the data).
     """
 
-    def __init__(self, n_items: int, config: ScorerConfig | None = None,
-                 user_clusters: Mapping | None = None, t_ref: float = 0.0):
+    def __init__(
+        self, n_items: int, config: ScorerConfig | None = None, user_clusters: Mapping | None = None, t_ref: float = 0.0
+    ):
         config = config or ScorerConfig()
         self.n = int(n_items)
         self.cfg = config
@@ -275,7 +281,7 @@ class SessionScorer:
             tr[idx] += val
             for k, item in enumerate(reversed(session_items)):
                 idx, val = self._row_dist(self.covisit, item)
-                cv[idx] += (cfg.session_decay ** k) * val
+                cv[idx] += (cfg.session_decay**k) * val
         pop = self.popularity.at(now)
         if cfg.freshness_lambda:
             age_h = np.maximum(now - self.popularity.first_seen, 0.0) / 3600.0
@@ -284,17 +290,26 @@ class SessionScorer:
         if cfg.w_cluster and user in self.clusters and self.clusters[user] in self._cluster_pop:
             counts = self._cluster_pop[self.clusters[user]]
             cl[np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))] = np.fromiter(
-                counts.values(), dtype=np.float64, count=len(counts))
-        return {"transition": _normalised(tr), "covisit": _normalised(cv),
-                "popularity": _normalised(pop), "cluster": _normalised(cl)}
+                counts.values(), dtype=np.float64, count=len(counts)
+            )
+        return {
+            "transition": _normalised(tr),
+            "covisit": _normalised(cv),
+            "popularity": _normalised(pop),
+            "cluster": _normalised(cl),
+        }
 
     def scores(self, session_items: Sequence[int], now: float, user: Hashable = None) -> np.ndarray:
         """Blended score per item, float64 of shape (n_items,); the caller excludes the
         session's own items and ranks."""
         c = self.components(session_items, now, user)
         cfg = self.cfg
-        return (cfg.w_transition * c["transition"] + cfg.w_covisit * c["covisit"]
-                + cfg.w_popularity * c["popularity"] + cfg.w_cluster * c["cluster"])
+        return (
+            cfg.w_transition * c["transition"]
+            + cfg.w_covisit * c["covisit"]
+            + cfg.w_popularity * c["popularity"]
+            + cfg.w_cluster * c["cluster"]
+        )
 
 
 def rank_items(keys: Sequence[np.ndarray], k: int, exclude: Sequence[int] = ()) -> list[int]:

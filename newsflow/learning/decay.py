@@ -251,9 +251,9 @@ def fit_decay(
     ok = np.isfinite(mle_a) & np.isfinite(se_a) & (se_a > 0)
     theta, s = np.log(mle_a[ok]), se_a[ok] / mle_a[ok]
     if ok.sum() >= 3:
-        tau2 = max(_dersimonian_laird(theta, s), PRIOR_SD_MIN ** 2)
+        tau2 = max(_dersimonian_laird(theta, s), PRIOR_SD_MIN**2)
     else:
-        tau2 = PRIOR_SD_DEFAULT ** 2
+        tau2 = PRIOR_SD_DEFAULT**2
     theta_glob = math.log(lam_glob)
     n_imp = np.bincount(gi, imp, len(names))
     n_clk = np.bincount(gi, ck, len(names))

@@ -36,8 +36,15 @@ class BuildStats:
     seconds: float
 
 
-def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_window: float = 3600.0,
-                events_dir: str | None = None, feed_ttl: int = FEED_TTL_SECONDS, keys: Keys = Keys()) -> BuildStats:
+def build_feeds(
+    client,
+    now: float,
+    config: FeedConfig = FeedConfig(),
+    active_window: float = 3600.0,
+    events_dir: str | None = None,
+    feed_ttl: int = FEED_TTL_SECONDS,
+    keys: Keys = Keys(),
+) -> BuildStats:
     """One run of the job (steps in the module docstring).
 
     Args:
@@ -57,7 +64,7 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
     ids = list(store.iter_story_ids())
     stories = []
     for i in range(0, len(ids), 1000):
-        stories += live_stories(store.get_stories(ids[i:i + 1000]), now)
+        stories += live_stories(store.get_stories(ids[i : i + 1000]), now)
     stories.sort(key=lambda s: s.story_id)
     shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
     cands = Candidates(stories, now, shared[1], shared[2], shared[0])
@@ -70,8 +77,9 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
     by_id = {s.story_id: s for s in stories}
     user_feeds = {}
     for uid in users:
-        user_feeds[keys.feed("user", uid)] = build_user_feed(store, store.user_profile(uid), now, "", config,
-                                                            stories_by_id=by_id, shared=shared)
+        user_feeds[keys.feed("user", uid)] = build_user_feed(
+            store, store.user_profile(uid), now, "", config, stories_by_id=by_id, shared=shared
+        )
         if len(user_feeds) >= 200:
             store.write_feeds(user_feeds, feed_ttl)
             user_feeds.clear()
@@ -83,5 +91,6 @@ def build_feeds(client, now: float, config: FeedConfig = FeedConfig(), active_wi
             flushed += n
             if n == 0:
                 break
-    return BuildStats(now, len(stories), len(pools), len(feeds), len(users), flushed,
-                      round(time.perf_counter() - t0, 3))
+    return BuildStats(
+        now, len(stories), len(pools), len(feeds), len(users), flushed, round(time.perf_counter() - t0, 3)
+    )

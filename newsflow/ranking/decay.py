@@ -19,7 +19,7 @@ future (clock skew) counts as age 0. Half-lives: ln 2 / λ = 1.39 h (breaking),
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -29,9 +29,7 @@ LAMBDA_DEFAULT = 0.1
 BREAKING_THRESHOLD = 20
 """A story is breaking when it gains MORE than this many articles in the last hour."""
 
-EVERGREEN_TOPICS = frozenset(
-    {"obituary", "obituaries", "historical", "history", "explainer", "explainers"}
-)
+EVERGREEN_TOPICS = frozenset({"obituary", "obituaries", "historical", "history", "explainer", "explainers"})
 """Topic labels (lower case) whose stories decay slowly."""
 
 
@@ -84,9 +82,7 @@ def decay_score(authority: float, earliest_time: float, now: float, lam: float) 
     return float(authority) * math.exp(-float(lam) * age_hours)
 
 
-def decay_scores(
-    authority: np.ndarray, earliest_time: np.ndarray, now: float, lam: np.ndarray
-) -> np.ndarray:
+def decay_scores(authority: np.ndarray, earliest_time: np.ndarray, now: float, lam: np.ndarray) -> np.ndarray:
     """Vectorized :func:`decay_score`.
 
     Args:

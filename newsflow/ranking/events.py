@@ -19,10 +19,11 @@ Event JSON accepted from clients::
 
 from __future__ import annotations
 
-import os
 import math
+import os
 import re
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -132,7 +133,7 @@ def _d(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else ("" if v is None else str(v))
 
 
-def flush_events(client, out_dir: str, max_rows: int = 100_000, keys: Keys = Keys()) -> tuple[int, Optional[str]]:
+def flush_events(client, out_dir: str, max_rows: int = 100_000, keys: Keys = Keys()) -> tuple[int, str | None]:
     """Moves up to ``max_rows`` events from the stream into one Parquet file.
 
     Args:
@@ -150,7 +151,7 @@ def flush_events(client, out_dir: str, max_rows: int = 100_000, keys: Keys = Key
     entries = client.xrange(keys.events, min=f"({cursor}", max="+", count=max_rows)
     if not entries:
         return 0, None
-    ts = lambda v: dt.datetime.fromtimestamp(float(v), tz=dt.timezone.utc)  # noqa: E731
+    ts = lambda v: dt.datetime.fromtimestamp(float(v), tz=dt.UTC)  # noqa: E731
     cols: dict[str, list] = {name: [] for name in EVENT_SCHEMA.names}
     for eid, f in entries:
         g = {_d(k): _d(v) for k, v in f.items()}

@@ -15,8 +15,8 @@ Feed documents (JSON, stored at :meth:`newsflow.keys.Keys.feed`)::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -80,15 +80,21 @@ class Candidates:
       breaking: bool (n,).
     """
 
-    def __init__(self, stories: Sequence[StoryRecord], now: float, overrides: Mapping[str, float],
-                 breaking_ids: Iterable[str], velocity: Mapping[str, int] | None = None):
+    def __init__(
+        self,
+        stories: Sequence[StoryRecord],
+        now: float,
+        overrides: Mapping[str, float],
+        breaking_ids: Iterable[str],
+        velocity: Mapping[str, int] | None = None,
+    ):
         self.stories = list(stories)
         brk = set(breaking_ids)
         velocity = velocity or {}
         n = len(self.stories)
         self.breaking = np.fromiter((s.story_id in brk for s in self.stories), dtype=bool, count=n)
         self.lambdas = np.array(
-            [lambda_for(s.topics, bool(b), overrides) for s, b in zip(self.stories, self.breaking)],
+            [lambda_for(s.topics, bool(b), overrides) for s, b in zip(self.stories, self.breaking, strict=False)],
             dtype=np.float64,
         )
         self.scores = decay_scores(
@@ -129,17 +135,16 @@ def editions_of(story: StoryRecord) -> list[str]:
 FUTURE_TOLERANCE_S = 3600.0
 
 
-def live_stories(stories: Iterable[Optional[StoryRecord]], now: Optional[float] = None) -> list[StoryRecord]:
+def live_stories(stories: Iterable[StoryRecord | None], now: float | None = None) -> list[StoryRecord]:
     """Drops missing records, stories merged into another one and, when ``now`` (UTC epoch s) is
     given, stories first reported more than :data:`FUTURE_TOLERANCE_S` after ``now``."""
     horizon = None if now is None else now + FUTURE_TOLERANCE_S
     return [
-        s for s in stories
-        if s is not None and not s.merged_into and (horizon is None or s.earliest_time <= horizon)
+        s for s in stories if s is not None and not s.merged_into and (horizon is None or s.earliest_time <= horizon)
     ]
 
 
-def replay_clock(client, keys: Keys = Keys()) -> Optional[float]:
+def replay_clock(client, keys: Keys = Keys()) -> float | None:
     """The replay clock (UTC epoch s) that ``newsflow demo`` stores at ``Keys.replay_clock``, or ``None``.
 
     A replayed corpus has no "now" of its own: the demo sets this to the end of its replayed
@@ -155,16 +160,24 @@ def public_relevance(scores: np.ndarray) -> np.ndarray:
     return scores / m if m > 0 else np.zeros_like(scores)
 
 
-def rank(cands: Candidates, relevance: np.ndarray, k: int, alpha: float, source_cap: int,
-         exclude: np.ndarray | None = None) -> list[dict]:
+def rank(
+    cands: Candidates, relevance: np.ndarray, k: int, alpha: float, source_cap: int, exclude: np.ndarray | None = None
+) -> list[dict]:
     """MMR-picks ``k`` items from ``cands`` (excluding the ``exclude`` mask) as feed items."""
     idx = np.arange(len(cands)) if exclude is None else np.flatnonzero(~exclude)
     if idx.size == 0:
         return []
     # Stable candidate order (best relevance first) so MMR ties are deterministic.
     idx = idx[np.lexsort((np.array([cands.stories[i].story_id for i in idx]), -relevance[idx]))]
-    picks = mmr_select(relevance[idx], cands.embeddings[idx], [cands.sources[i] for i in idx],
-                       k=k, alpha=alpha, source_cap=source_cap, normalized=True)
+    picks = mmr_select(
+        relevance[idx],
+        cands.embeddings[idx],
+        [cands.sources[i] for i in idx],
+        k=k,
+        alpha=alpha,
+        source_cap=source_cap,
+        normalized=True,
+    )
     return [cands.item(int(idx[p]), float(relevance[idx[p]])) for p in picks]
 
 
@@ -180,7 +193,7 @@ def compute_pools(cands: Candidates, pool_size: int = POOL_SIZE) -> dict[tuple[s
       ``{("edition", ed) | ("topic", label): {story_id: score}}``.
     """
     pools: dict[tuple[str, str], dict[str, float]] = {}
-    for s, score in zip(cands.stories, cands.scores):
+    for s, score in zip(cands.stories, cands.scores, strict=False):
         for ed in editions_of(s):
             pools.setdefault(("edition", ed), {})[s.story_id] = float(score)
         for t in {str(t).lower() for t in s.topics if str(t).strip()}:
@@ -192,8 +205,13 @@ def compute_pools(cands: Candidates, pool_size: int = POOL_SIZE) -> dict[tuple[s
     return out
 
 
-def build_public_feeds(cands: Candidates, pools: Mapping[tuple[str, str], Mapping[str, float]],
-                       now: float, config: FeedConfig = FeedConfig(), keys: Keys = Keys()) -> dict[str, dict]:
+def build_public_feeds(
+    cands: Candidates,
+    pools: Mapping[tuple[str, str], Mapping[str, float]],
+    now: float,
+    config: FeedConfig = FeedConfig(),
+    keys: Keys = Keys(),
+) -> dict[str, dict]:
     """One MMR feed per pool: ``{redis key (Keys.feed): feed document}``."""
     pos = {s.story_id: i for i, s in enumerate(cands.stories)}
     out = {}
@@ -214,8 +232,13 @@ def velocity_map(store: RankingStore, n: int = 500) -> dict[str, int]:
     return dict(rows)
 
 
-def user_candidate_ids(store: RankingStore, profile: UserProfile, edition: str,
-                       velocity: Mapping[str, int], config: FeedConfig = FeedConfig()) -> list[str]:
+def user_candidate_ids(
+    store: RankingStore,
+    profile: UserProfile,
+    edition: str,
+    velocity: Mapping[str, int],
+    config: FeedConfig = FeedConfig(),
+) -> list[str]:
     """Candidate story ids for a reader.
 
     A reader with history gets the edition pool, the global pool's top
@@ -242,10 +265,16 @@ def user_candidate_ids(store: RankingStore, profile: UserProfile, edition: str,
     return out
 
 
-def build_user_feed(store: RankingStore, profile: UserProfile, now: float, edition: str = "",
-                    config: FeedConfig = FeedConfig(), k: int | None = None,
-                    stories_by_id: Mapping[str, StoryRecord] | None = None,
-                    shared: tuple | None = None) -> dict:
+def build_user_feed(
+    store: RankingStore,
+    profile: UserProfile,
+    now: float,
+    edition: str = "",
+    config: FeedConfig = FeedConfig(),
+    k: int | None = None,
+    stories_by_id: Mapping[str, StoryRecord] | None = None,
+    shared: tuple | None = None,
+) -> dict:
     """A reader's personal feed document (MMR over personal relevance, blocks removed).
 
     Args:
@@ -278,8 +307,7 @@ def build_user_feed(store: RankingStore, profile: UserProfile, now: float, editi
     cands = Candidates(stories, now, overrides, breaking_ids, velocity)
     if not len(cands):
         return feed_doc("user", profile.user_id, now, config.alpha, [])
-    rel = personal_relevance(cands.scores, cands.velocity, cands.embeddings, cands.topics,
-                             cands.sources, profile)
+    rel = personal_relevance(cands.scores, cands.velocity, cands.embeddings, cands.topics, cands.sources, profile)
     blocked = blocked_mask(cands.topics, cands.sources, profile)
     items = rank(cands, rel, k or config.user_k, config.alpha, config.source_cap, exclude=blocked)
     doc = feed_doc("user", profile.user_id, now, config.alpha, items)
@@ -287,7 +315,7 @@ def build_user_feed(store: RankingStore, profile: UserProfile, now: float, editi
     return doc
 
 
-def latest_story_time(store: RankingStore) -> Optional[float]:
+def latest_story_time(store: RankingStore) -> float | None:
     """The newest ``latest_time`` over all stories, or ``None`` with no stories."""
     ids = list(store.iter_story_ids())
     times = [s.latest_time for s in store.get_stories(ids) if s is not None]

@@ -19,7 +19,7 @@ kept as the benchmark baseline and as an executable specification (same picks).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -85,9 +85,7 @@ def mmr_select(
     n = rel.shape[0]
     emb = np.asarray(embeddings, dtype=np.float32) if normalized else normalize_rows(embeddings)
     if emb.ndim != 2 or emb.shape[0] != n or len(sources) != n:
-        raise ValueError(
-            f"relevance ({n},), embeddings {emb.shape} and sources ({len(sources)},) disagree"
-        )
+        raise ValueError(f"relevance ({n},), embeddings {emb.shape} and sources ({len(sources)},) disagree")
     if k < 0 or (source_cap is not None and source_cap < 0):
         raise ValueError("k and source_cap must be >= 0")
     if n == 0 or k == 0:
@@ -141,7 +139,7 @@ def mmr_select_reference(
     n = len(relevance)
 
     def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-        dot = sum(x * y for x, y in zip(a, b))
+        dot = sum(x * y for x, y in zip(a, b, strict=False))
         na = math.sqrt(sum(x * x for x in a))
         nb = math.sqrt(sum(y * y for y in b))
         if na == 0.0 or nb == 0.0:

@@ -23,7 +23,7 @@ candidates).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,36 +46,30 @@ def _unit_max_norm(x: np.ndarray) -> np.ndarray:
     return x / m if m > 0 else np.zeros_like(x)
 
 
-def blocked_mask(
-    topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile
-) -> np.ndarray:
+def blocked_mask(topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile) -> np.ndarray:
     """Boolean mask, shape (n,): True where the reader blocked the story's topic or source."""
     n = len(sources)
     if not profile.block_topics and not profile.block_sources:
         return np.zeros(n, dtype=bool)
     return np.fromiter(
         (
-            (src.lower() in profile.block_sources)
-            or any(str(t).lower() in profile.block_topics for t in tps)
-            for tps, src in zip(topics, sources)
+            (src.lower() in profile.block_sources) or any(str(t).lower() in profile.block_topics for t in tps)
+            for tps, src in zip(topics, sources, strict=False)
         ),
         dtype=bool,
         count=n,
     )
 
 
-def followed_mask(
-    topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile
-) -> np.ndarray:
+def followed_mask(topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile) -> np.ndarray:
     """Boolean mask, shape (n,): True where a topic or the source is followed."""
     n = len(sources)
     if not profile.follow_topics and not profile.follow_sources:
         return np.zeros(n, dtype=bool)
     return np.fromiter(
         (
-            (src.lower() in profile.follow_sources)
-            or any(str(t).lower() in profile.follow_topics for t in tps)
-            for tps, src in zip(topics, sources)
+            (src.lower() in profile.follow_sources) or any(str(t).lower() in profile.follow_topics for t in tps)
+            for tps, src in zip(topics, sources, strict=False)
         ),
         dtype=bool,
         count=n,

@@ -13,7 +13,7 @@ so follow-up coverage arrives fast.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from newsflow.keys import Keys
 

@@ -14,7 +14,7 @@ Pure and allocation-light: it runs on every personal-feed request.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from newsflow.ranking.mmr import DEFAULT_SOURCE_CAP
 from schemas import UserProfile

@@ -18,7 +18,7 @@ and raises ``redis.RedisError`` subclasses unchanged, so callers can degrade.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ POOL_SIZE = 500
 FEED_TTL_SECONDS = 300
 GLOBAL_EDITION = "global"
 TRENDING_KINDS = ("story", "entity", "topic")
+
 
 def _s(value) -> str:
     if value is None:
@@ -82,7 +83,7 @@ def _topic_labels(value) -> list[str]:
     return [str(t) for t in out] if isinstance(out, list) else []
 
 
-def decode_embedding(value) -> Optional[np.ndarray]:
+def decode_embedding(value) -> np.ndarray | None:
     """Decodes 128 little-endian float32 values; ``None`` when absent or malformed."""
     if not isinstance(value, (bytes, bytearray)) or len(value) != 4 * EMBEDDING_DIM:
         return None
@@ -201,17 +202,17 @@ class RankingStore:
             if sid is not None:
                 yield sid
 
-    def get_stories(self, story_ids: Sequence[str]) -> list[Optional[StoryRecord]]:
+    def get_stories(self, story_ids: Sequence[str]) -> list[StoryRecord | None]:
         """Fetches stories in one pipeline; ``None`` where the hash does not exist."""
         pipe = self.client.pipeline(transaction=False)
         for sid in story_ids:
             pipe.hgetall(self.keys.story(sid))
         out = []
-        for sid, h in zip(story_ids, pipe.execute()):
+        for sid, h in zip(story_ids, pipe.execute(), strict=False):
             out.append(story_from_hash(sid, h) if h and b"earliest_time" in h else None)
         return out
 
-    def get_story(self, story_id: str) -> Optional[StoryRecord]:
+    def get_story(self, story_id: str) -> StoryRecord | None:
         """One story, or ``None``."""
         return self.get_stories([story_id])[0]
 
@@ -221,7 +222,7 @@ class RankingStore:
         pipe = self.client.pipeline(transaction=False)
         for aid in ids:
             pipe.hgetall(self.keys.article(aid))
-        arts = [article_from_hash(a, h) for a, h in zip(ids, pipe.execute()) if h]
+        arts = [article_from_hash(a, h) for a, h in zip(ids, pipe.execute(), strict=False) if h]
         arts.sort(key=lambda a: (a.event_time, a.article_id))
         return arts
 
@@ -263,7 +264,7 @@ class RankingStore:
             pipe.hget(self.keys.breaking_since, sid)
         res = pipe.execute()
         state = {}
-        for (sid, _, _), old, since in zip(items, res[0::2], res[1::2]):
+        for (sid, _, _), old, since in zip(items, res[0::2], res[1::2], strict=False):
             state.setdefault(sid, (None if old is None else float(old), None if since is None else _f(since)))
         pipe = self.client.pipeline(transaction=False)
         fresh = []
@@ -288,17 +289,20 @@ class RankingStore:
         if not ids:
             return {}
         since = self.client.hmget(self.keys.breaking_since, ids)
-        return {sid: _f(s) for sid, s in zip(ids, since)}
+        return {sid: _f(s) for sid, s in zip(ids, since, strict=False)}
 
     # -- trending -------------------------------------------------------------------
-    def latest_trending(self, kind: str, n: int = 50, now: Optional[float] = None) -> tuple[Optional[float], list[tuple[str, int]]]:
+    def latest_trending(
+        self, kind: str, n: int = 50, now: float | None = None
+    ) -> tuple[float | None, list[tuple[str, int]]]:
         """The newest written window of ``kind`` ending at or before ``now`` (UTC epoch s; ``None``:
         any) and its top-``n`` ``(key, count)`` pairs. ``now`` matters when ranking a replay at its
         replay clock: windows from after it do not exist yet."""
         top = "+inf" if now is None else now
         # newest first; a window whose key has expired (TTL) is skipped
-        for _, score in self.client.zrevrangebyscore(self.keys.trending_windows(kind), top, "-inf", start=0, num=20,
-                                                      withscores=True):
+        for _, score in self.client.zrevrangebyscore(
+            self.keys.trending_windows(kind), top, "-inf", start=0, num=20, withscores=True
+        ):
             end = float(score)
             rows = self.client.zrevrange(self.keys.trending(kind, end), 0, n - 1, withscores=True)
             if rows:
@@ -306,8 +310,9 @@ class RankingStore:
         return None, []
 
     # -- pools ----------------------------------------------------------------------
-    def replace_pool(self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE,
-                     ttl_seconds: int = 86400) -> None:
+    def replace_pool(
+        self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE, ttl_seconds: int = 86400
+    ) -> None:
         """Atomically replaces a pool with the top-``size`` of ``scores``: DEL + ZADD + EXPIRE of the
         pool's own key in one MULTI/EXEC (one key, so it also runs on Redis Cluster)."""
         key = self.keys.pool(kind, name)
@@ -334,7 +339,7 @@ class RankingStore:
             pipe.set(key, json.dumps(feed, separators=(",", ":"), sort_keys=True), ex=int(ttl_seconds))
         pipe.execute()
 
-    def read_feed_raw(self, key: str) -> Optional[bytes]:
+    def read_feed_raw(self, key: str) -> bytes | None:
         """The stored feed JSON bytes, or ``None`` when missing/expired."""
         return self.client.get(key)
 

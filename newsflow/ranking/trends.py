@@ -14,7 +14,8 @@ breaking stories ``Keys.breaking`` / ``Keys.breaking_since`` plus a priority re-
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from newsflow.keys import Keys
 from newsflow.ranking.priority import request_priority_recrawl
@@ -58,8 +59,14 @@ def parse_trend_input(element: Any) -> TrendInput:
 MAX_INDEXED_WINDOWS = 2016
 
 
-def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, top_n: int = 100,
-                 breaking_ttl_seconds: float = 3600.0, keys: Keys = Keys()) -> list[str]:
+def write_trends(
+    client,
+    trends: Sequence[TrendCount],
+    window_seconds: float,
+    top_n: int = 100,
+    breaking_ttl_seconds: float = 3600.0,
+    keys: Keys = Keys(),
+) -> list[str]:
     """Writes window counts to Redis, updates the breaking set, asks for re-crawls.
 
     Args:
@@ -101,8 +108,9 @@ def write_trends(client, trends: Sequence[TrendCount], window_seconds: float, to
         client.expire(keys.breaking_since, int(breaking_ttl_seconds) * 2)
     when = {sid: end for sid, end, _ in breaking}
     for sid in dict.fromkeys(fresh):
-        request_priority_recrawl(client, story_sources(client, sid, keys=keys), f"breaking:story {sid}", when[sid],
-                                 keys=keys)
+        request_priority_recrawl(
+            client, story_sources(client, sid, keys=keys), f"breaking:story {sid}", when[sid], keys=keys
+        )
     return list(dict.fromkeys(fresh))
 
 

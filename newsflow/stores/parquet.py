@@ -17,7 +17,7 @@ import io
 import os
 import posixpath
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -39,7 +39,7 @@ def _fs_and_path(uri: str) -> tuple[pafs.FileSystem, str]:
         if emulator:
             parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
             fs = pafs.GcsFileSystem(anonymous=True, endpoint_override=parts.netloc, scheme=parts.scheme or "http")
-            return fs, uri[len("gs://"):]
+            return fs, uri[len("gs://") :]
     if "://" in uri:
         return pafs.FileSystem.from_uri(uri)
     return pafs.LocalFileSystem(), uri
@@ -81,7 +81,9 @@ def write_content_addressed(root: str, dataset: str, partition: str, table: pa.T
     return final if "://" not in root else root.rstrip("/") + final[len(base.rstrip("/")) :]
 
 
-def write_records(root: str, dataset: str, partition: str, records: Iterable, schema: pa.Schema, sort_key) -> str | None:
+def write_records(
+    root: str, dataset: str, partition: str, records: Iterable, schema: pa.Schema, sort_key
+) -> str | None:
     """Sorts NamedTuple ``records`` by ``sort_key``, converts them with ``schema`` and writes one file.
 
     Returns the path written, or ``None`` for no records.
@@ -102,8 +104,14 @@ def read_dataset(root: str, dataset: str) -> pa.Table:
     path = posixpath.join(base, dataset)
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         raise FileNotFoundError(f"no dataset at {root}/{dataset}")
-    ds = pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive",
-                      exclude_invalid_files=True, ignore_prefixes=[".", "_"])
+    ds = pads.dataset(
+        path,
+        filesystem=fs,
+        format="parquet",
+        partitioning="hive",
+        exclude_invalid_files=True,
+        ignore_prefixes=[".", "_"],
+    )
     return ds.to_table()
 
 
@@ -117,5 +125,7 @@ def list_files(root: str, dataset: str) -> list[str]:
     return sorted(
         posixpath.relpath(i.path, path)
         for i in infos
-        if i.type == pafs.FileType.File and i.path.endswith(".parquet") and not posixpath.basename(i.path).startswith((".", "_"))
+        if i.type == pafs.FileType.File
+        and i.path.endswith(".parquet")
+        and not posixpath.basename(i.path).startswith((".", "_"))
     )

@@ -204,8 +204,7 @@ def _register(path: str, server: tuple[int, float] | None) -> None:
     os.makedirs(_users_dir(path), exist_ok=True)
     entry = os.path.join(_users_dir(path), f"{os.getpid()}.json")
     with open(entry, "w") as f:
-        json.dump({"process": list(me) if me else [os.getpid(), 0.0],
-                   "server": list(server) if server else None}, f)
+        json.dump({"process": list(me) if me else [os.getpid(), 0.0], "server": list(server) if server else None}, f)
 
 
 def _other_users(path: str, server: tuple[int, float] | None) -> int:
@@ -231,8 +230,12 @@ def _other_users(path: str, server: tuple[int, float] | None) -> int:
             with contextlib.suppress(OSError):
                 os.remove(entry)
             continue
-        if their_server is not None and server is not None and int(their_server[0]) == server[0] \
-                and abs(float(their_server[1]) - server[1]) <= _CREATE_TIME_TOLERANCE:
+        if (
+            their_server is not None
+            and server is not None
+            and int(their_server[0]) == server[0]
+            and abs(float(their_server[1]) - server[1]) <= _CREATE_TIME_TOLERANCE
+        ):
             count += 1
         elif their_server is None and server is None:
             count += 1
@@ -287,6 +290,9 @@ def _stop_and_forget(path: str, client) -> None:
         with contextlib.suppress(OSError):
             os.remove(path + ".settings")
     run_dir = os.path.dirname(pidfile)
-    if (run_dir != os.path.dirname(path) and not os.path.exists(pidfile)
-            and os.path.exists(os.path.join(run_dir, "redis.config"))):
+    if (
+        run_dir != os.path.dirname(path)
+        and not os.path.exists(pidfile)
+        and os.path.exists(os.path.join(run_dir, "redis.config"))
+    ):
         shutil.rmtree(run_dir, ignore_errors=True)

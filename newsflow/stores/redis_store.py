@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import redis
 
@@ -133,8 +134,9 @@ class RedisClusterStore:
                     "feed": "1" if a.feed_only else "0",
                 }
             )
-        raw = self._assign(keys=[self.keys.fingerprints],
-                           args=[self.keys.nd, self.config.max_distance, json.dumps(payload)])
+        raw = self._assign(
+            keys=[self.keys.fingerprints], args=[self.keys.nd, self.config.max_distance, json.dumps(payload)]
+        )
         out = []
         for r in json.loads(raw):
             merged = r.get("merged") or []
@@ -267,9 +269,7 @@ class RedisClusterStore:
         """The ``n`` live clusters with the most articles (ties: cluster id), at least ``min_articles`` each."""
         ids = [
             c.decode()
-            for c in self.client.zrevrangebyscore(
-                self.keys.clusters_by_size, "+inf", min_articles, start=0, num=n
-            )
+            for c in self.client.zrevrangebyscore(self.keys.clusters_by_size, "+inf", min_articles, start=0, num=n)
         ]
         return [c for c in self.get_clusters(ids) if c is not None]
 

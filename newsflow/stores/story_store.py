@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from newsflow.keys import Keys
+
 
 @dataclass
 class StoryState:
@@ -48,7 +50,7 @@ class StoryState:
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
     topic_sums: dict[str, float] = field(default_factory=dict)
     topic_n: int = 0
-    embedding_mean: Optional[list[float]] = None
+    embedding_mean: list[float] | None = None
     embedding_n: int = 0
     earliest_time: float = float("inf")
     latest_time: float = float("-inf")
@@ -59,12 +61,12 @@ class StoryState:
         return json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "StoryState":
+    def from_json(cls, text: str | bytes) -> StoryState:
         """Parses :meth:`to_json` output."""
         return cls(**json.loads(text))
 
     # ---- derived serving fields -------------------------------------------------------------
-    def representative(self) -> Optional[str]:
+    def representative(self) -> str | None:
         """Article id of the highest-authority independent report.
 
         Each near-duplicate cluster contributes one independent report, its earliest member (the
@@ -99,8 +101,8 @@ class StoryState:
         m = self.members.get(rep, {}) if rep else {}
         topics = {}
         if self.topic_n:
-            means = sorted(((s / self.topic_n, l) for l, s in self.topic_sums.items()), reverse=True)
-            topics = {l: round(p, 4) for p, l in means[:top_topics]}
+            means = sorted(((s / self.topic_n, lab) for lab, s in self.topic_sums.items()), reverse=True)
+            topics = {lab: round(p, 4) for p, lab in means[:top_topics]}
         ents = sorted(self.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[:top_entities]
         if self.embedding_mean is not None:
             e = np.asarray(self.embedding_mean, dtype=np.float32)
@@ -130,19 +132,19 @@ class StoryState:
 class StoryStore(Protocol):
     """What :class:`newsflow.stories.StoryClusterer` needs from its state."""
 
-    def assigned_story(self, article_id: str) -> Optional[str]:
+    def assigned_story(self, article_id: str) -> str | None:
         """Story id the article was assigned to before (``None`` if never seen)."""
 
     def resolve(self, story_id: str) -> str:
         """Follows ``merged_into`` links to the live story id."""
 
-    def get(self, story_id: str) -> Optional[StoryState]:
+    def get(self, story_id: str) -> StoryState | None:
         """State of a live story (``None`` if unknown or merged away)."""
 
     def active(self, since: float) -> list[StoryState]:
         """Live stories whose latest event time is >= ``since`` (UTC epoch seconds), by story id."""
 
-    def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
+    def save(self, state: StoryState, article_id: str | None = None) -> None:
         """Writes a story's state and serving record; records ``article_id``'s assignment."""
 
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
@@ -158,7 +160,7 @@ class InMemoryStoryStore:
         self.merged_into: dict[str, str] = {}
         self.merges: list[dict[str, Any]] = []
 
-    def assigned_story(self, article_id: str) -> Optional[str]:
+    def assigned_story(self, article_id: str) -> str | None:
         return self.assign.get(article_id)
 
     def resolve(self, story_id: str) -> str:
@@ -168,13 +170,13 @@ class InMemoryStoryStore:
             story_id = self.merged_into[story_id]
         return story_id
 
-    def get(self, story_id: str) -> Optional[StoryState]:
+    def get(self, story_id: str) -> StoryState | None:
         return self.stories.get(story_id)
 
     def active(self, since: float) -> list[StoryState]:
         return [s for sid, s in sorted(self.stories.items()) if s.latest_time >= since]
 
-    def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
+    def save(self, state: StoryState, article_id: str | None = None) -> None:
         self.stories[state.story_id] = state
         if article_id is not None:
             self.assign.setdefault(article_id, state.story_id)
@@ -212,7 +214,7 @@ class RedisStoryStore:
         self.keys = keys
         self._use_cache = cache
         self._horizon_s = cache_horizon_s
-        self._cache: Optional[dict[str, StoryState]] = None
+        self._cache: dict[str, StoryState] | None = None
         self._cache_since = math.inf
 
     def invalidate(self) -> None:
@@ -220,7 +222,7 @@ class RedisStoryStore:
         self._cache = None
         self._cache_since = math.inf
 
-    def assigned_story(self, article_id: str) -> Optional[str]:
+    def assigned_story(self, article_id: str) -> str | None:
         v = self.r.hget(self.keys.story_assign, article_id)
         return v.decode() if isinstance(v, bytes) else v
 
@@ -234,7 +236,7 @@ class RedisStoryStore:
             story_id = nxt.decode() if isinstance(nxt, bytes) else nxt
         return story_id
 
-    def get(self, story_id: str) -> Optional[StoryState]:
+    def get(self, story_id: str) -> StoryState | None:
         raw = self.r.get(self.keys.story_state(story_id))
         return StoryState.from_json(raw) if raw else None
 
@@ -253,7 +255,10 @@ class RedisStoryStore:
         return [self._cache[k] for k in sorted(self._cache) if self._cache[k].latest_time >= since]
 
     def _active_from_redis(self, since: float) -> list[StoryState]:
-        ids = sorted(x.decode() if isinstance(x, bytes) else x for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf"))
+        ids = sorted(
+            x.decode() if isinstance(x, bytes) else x
+            for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf")
+        )
         if not ids:
             return []
         raws = self.r.mget([self.keys.story_state(i) for i in ids])
@@ -267,7 +272,7 @@ class RedisStoryStore:
             pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
         pipe.zadd(self.keys.story_active, {sid: state.latest_time})
 
-    def save(self, state: StoryState, article_id: Optional[str] = None) -> None:
+    def save(self, state: StoryState, article_id: str | None = None) -> None:
         pipe = self.r.pipeline(transaction=True)
         self._write(pipe, state)
         if article_id is not None:
@@ -282,7 +287,10 @@ class RedisStoryStore:
         pipe.hset(self.keys.story(loser.story_id), "merged_into", winner.story_id)
         pipe.delete(self.keys.story_state(loser.story_id))
         pipe.zrem(self.keys.story_active, loser.story_id)
-        pipe.rpush(self.keys.story_merges, json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}))
+        pipe.rpush(
+            self.keys.story_merges,
+            json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}),
+        )
         pipe.execute()
         if self._cache is not None:
             self._cache.pop(loser.story_id, None)

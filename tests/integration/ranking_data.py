@@ -41,13 +41,26 @@ def populate(r, keys: Keys = Keys()) -> None:
     """Writes the stories, s1's articles, a merged story and nothing else."""
     pipe = r.pipeline()
     for sid, (title, dom, auth, age, langs, topics, ax) in STORIES.items():
-        pipe.hset(keys.story(sid), mapping={
-            "title": title, "url": f"https://{dom}/{sid}", "domain": dom, "representative_id": f"a-{sid}",
-            "article_count": 1, "source_count": 1, "independent_count": 1,
-            "earliest_time": repr(NOW - age * H), "latest_time": repr(NOW - age * H + 600),
-            "topics": json.dumps(topics), "languages": json.dumps(langs), "authority": repr(auth),
-            "embedding": encode_embedding(axis(ax)), "entities": json.dumps([]), "merged_into": "",
-        })
+        pipe.hset(
+            keys.story(sid),
+            mapping={
+                "title": title,
+                "url": f"https://{dom}/{sid}",
+                "domain": dom,
+                "representative_id": f"a-{sid}",
+                "article_count": 1,
+                "source_count": 1,
+                "independent_count": 1,
+                "earliest_time": repr(NOW - age * H),
+                "latest_time": repr(NOW - age * H + 600),
+                "topics": json.dumps(topics),
+                "languages": json.dumps(langs),
+                "authority": repr(auth),
+                "embedding": encode_embedding(axis(ax)),
+                "entities": json.dumps([]),
+                "merged_into": "",
+            },
+        )
     # s3's topics in the stories step's {label: probability} form (Business first)
     pipe.hset(keys.story("s3"), "topics", json.dumps({"World": 0.41, "Business": 0.91}))
     # the stories step's own keys under the same prefix must not be read as stories
@@ -55,9 +68,20 @@ def populate(r, keys: Keys = Keys()) -> None:
     pipe.zadd(keys.story_active, {"s1": NOW})
     pipe.rpush(keys.story_merges, json.dumps({"from": "s8", "into": "s1"}))
     pipe.set(keys.story_state("s1"), "{}")
-    pipe.hset(keys.story("s8"), mapping={"title": "Storm (old cluster)", "url": "https://z.com/s8", "domain": "z.com",
-                                       "authority": "0.9", "earliest_time": repr(NOW - H), "latest_time": repr(NOW - H),
-                                       "topics": "[]", "languages": '["en"]', "merged_into": "s1"})
+    pipe.hset(
+        keys.story("s8"),
+        mapping={
+            "title": "Storm (old cluster)",
+            "url": "https://z.com/s8",
+            "domain": "z.com",
+            "authority": "0.9",
+            "earliest_time": repr(NOW - H),
+            "latest_time": repr(NOW - H),
+            "topics": "[]",
+            "languages": '["en"]',
+            "merged_into": "s1",
+        },
+    )
     # s1 coverage: a1 + two syndicated copies (cluster c1), independent a3 (c2) and a4 (c3)
     arts = [
         ("a1", "a.com", "c1", 0.9, NOW - H),
@@ -67,9 +91,20 @@ def populate(r, keys: Keys = Keys()) -> None:
         ("a4", "e.com", "c3", 0.6, NOW - H + 900),
     ]
     for aid, dom, cid, auth, t in arts:
-        pipe.hset(keys.article(aid), mapping={
-            "title": f"title {aid}", "url": f"https://{dom}/{aid}", "source_domain": dom, "source_name": dom,
-            "event_time": repr(t), "cluster_id": cid, "story_id": "s1", "authority": repr(auth), "language": "en"})
+        pipe.hset(
+            keys.article(aid),
+            mapping={
+                "title": f"title {aid}",
+                "url": f"https://{dom}/{aid}",
+                "source_domain": dom,
+                "source_name": dom,
+                "event_time": repr(t),
+                "cluster_id": cid,
+                "story_id": "s1",
+                "authority": repr(auth),
+                "language": "en",
+            },
+        )
         pipe.zadd(keys.story_articles("s1"), {aid: t})
     pipe.execute()
 

@@ -1,12 +1,12 @@
 """jobs.build_feeds on a real embedded Redis with hand-built stories (values in ranking_data)."""
 
-from newsflow.settings import Settings
 import json
 
 import pytest
 
 from jobs.build_feeds import build_feeds, parse_now
 from newsflow.ranking.store import RankingStore
+from newsflow.settings import Settings
 from tests.integration.ranking_data import NOW, add_trending, populate
 
 
@@ -94,8 +94,9 @@ def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     url = f"unix://{server.socket_file}"
     assert job.run(parser.parse_args(["--redis-url", url, "--alpha", "0.95"])) == 2
     assert "alpha" in capsys.readouterr().out
-    assert job.run(parser.parse_args(["--redis-url", url, "--now", "latest", "--every", "0.01",
-                                      "--max-runs", "2"])) == 0
+    assert (
+        job.run(parser.parse_args(["--redis-url", url, "--now", "latest", "--every", "0.01", "--max-runs", "2"])) == 0
+    )
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(lines) == 2 and lines[0]["now"] == NOW - 0.5 * 3600 + 600 and lines[0]["stories"] == 7
     assert _ids(server, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4"]

@@ -16,8 +16,9 @@ from crawler.commands import crawl, replay_web, sources_status
 from crawler.replay import ReplayWeb, load_corpus, serve
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
-needs_corpus = pytest.mark.skipif(not os.path.exists(os.path.join(CORPUS, "pages.jsonl.gz")),
-                                  reason="bundled corpus absent")
+needs_corpus = pytest.mark.skipif(
+    not os.path.exists(os.path.join(CORPUS, "pages.jsonl.gz")), reason="bundled corpus absent"
+)
 
 
 def _help(module) -> tuple[argparse.ArgumentParser, str]:
@@ -83,12 +84,40 @@ def test_crawl_command_lands_under_the_data_dir_prints_progress_and_reports_safe
     server = serve(web)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "cli", "crawl", "--seeds", str(seeds), "--resolve",
-             f"*=127.0.0.1:{server.port}", "--allow-host", "127.0.0.1", "--min-host-delay", "0",
-             "--idle-exit", "1.5", "--duration", "30", "--progress-every", "0.3"],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=90)
-        status = subprocess.run([sys.executable, "-m", "cli", "sources", "status", "--json"],
-                                cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "cli",
+                "crawl",
+                "--seeds",
+                str(seeds),
+                "--resolve",
+                f"*=127.0.0.1:{server.port}",
+                "--allow-host",
+                "127.0.0.1",
+                "--min-host-delay",
+                "0",
+                "--idle-exit",
+                "1.5",
+                "--duration",
+                "30",
+                "--progress-every",
+                "0.3",
+            ],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        status = subprocess.run(
+            [sys.executable, "-m", "cli", "sources", "status", "--json"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         server.stop()
     assert proc.returncode == 0, proc.stderr

@@ -17,13 +17,15 @@ PAGE = ("<html><body>" + "caf\u00e9 " * 500 + "</body></html>").encode("utf-8")
 def handler(req):
     p = req.path
     if p == "/gzip":
-        return Response(200, {"Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"},
-                        gzip.compress(PAGE))
+        return Response(
+            200, {"Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"}, gzip.compress(PAGE)
+        )
     if p == "/etag":
         if req.headers.get("if-none-match") == '"v1"':
             return Response(304, {"ETag": '"v1"'}, b"")
-        return Response(200, {"Content-Type": "text/html", "ETag": '"v1"', "Last-Modified":
-                              "Mon, 10 Mar 2014 10:00:00 GMT"}, PAGE)
+        return Response(
+            200, {"Content-Type": "text/html", "ETag": '"v1"', "Last-Modified": "Mon, 10 Mar 2014 10:00:00 GMT"}, PAGE
+        )
     if p == "/loop-a":
         return Response(302, {"Location": "/loop-b"}, b"")
     if p == "/loop-b":
@@ -36,7 +38,9 @@ def handler(req):
     if p == "/big-chunked":
         return Response(200, {"Content-Type": "text/html"}, ((0, b"y" * 10_000) for _ in range(100)))
     if p == "/gzip-bomb":
-        return Response(200, {"Content-Type": "text/html", "Content-Encoding": "gzip"}, gzip.compress(b"\0" * 5_000_000))
+        return Response(
+            200, {"Content-Type": "text/html", "Content-Encoding": "gzip"}, gzip.compress(b"\0" * 5_000_000)
+        )
     if p == "/slow":
         return Response(200, {"Content-Type": "text/html"}, ((0.2, b"<p>drip</p>") for _ in range(50)))
     if p == "/to-private":
@@ -57,8 +61,12 @@ def server():
 
 
 def fetch(url, **kw):
-    cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), total_timeout_s=kw.pop("total", 5.0),
-                        max_body_bytes=kw.pop("max_body", 200_000), max_redirects=kw.pop("max_redirects", 5))
+    cfg = CrawlerConfig(
+        allow_hosts=("127.0.0.1",),
+        total_timeout_s=kw.pop("total", 5.0),
+        max_body_bytes=kw.pop("max_body", 200_000),
+        max_redirects=kw.pop("max_redirects", 5),
+    )
 
     async def go():
         f = Fetcher(cfg)
@@ -146,8 +154,20 @@ def test_retry_after_and_content_type(server):
 
 
 def test_address_classification():
-    for ip in ("127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "::1", "fe80::1",
-               "100.64.0.1", "0.0.0.0", "::ffff:127.0.0.1", "fd00:ec2::254", "224.0.0.1"):
+    for ip in (
+        "127.0.0.1",
+        "10.0.0.1",
+        "172.16.5.4",
+        "192.168.1.1",
+        "169.254.169.254",
+        "::1",
+        "fe80::1",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::ffff:127.0.0.1",
+        "fd00:ec2::254",
+        "224.0.0.1",
+    ):
         assert is_forbidden_ip(ip), ip
     for ip in ("8.8.8.8", "151.101.1.69", "2a04:4e42::81"):
         assert not is_forbidden_ip(ip), ip

@@ -10,10 +10,24 @@ import pytest
 from crawler.landing import LandingWriter, read_landing_file
 from schemas import RawDocument
 
-DOCS = [RawDocument(url=f"http://n.example/{i}", source_domain="n.example", fetch_time=1394470501.0 + i,
-                    http_status=200, content_type="text/html", body=f"<p>caf\u00e9 {i}</p>".encode()) for i in range(3)]
-FEED_ONLY = RawDocument(url="http://n.example/f", source_domain="n.example", fetch_time=1.0, title="S\u00e3o Paulo",
-                        feed_url="http://n.example/feed.xml")
+DOCS = [
+    RawDocument(
+        url=f"http://n.example/{i}",
+        source_domain="n.example",
+        fetch_time=1394470501.0 + i,
+        http_status=200,
+        content_type="text/html",
+        body=f"<p>caf\u00e9 {i}</p>".encode(),
+    )
+    for i in range(3)
+]
+FEED_ONLY = RawDocument(
+    url="http://n.example/f",
+    source_domain="n.example",
+    fetch_time=1.0,
+    title="S\u00e3o Paulo",
+    feed_url="http://n.example/feed.xml",
+)
 
 
 def test_local_landing_batches_atomically(tmp_path):

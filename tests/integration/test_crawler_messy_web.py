@@ -81,8 +81,9 @@ def test_gzip_bomb_is_refused_with_bounded_memory(gzip_bomb):
 
     with HttpServer(handler) as srv:
         env = dict(os.environ, PYTHONPATH=os.getcwd())
-        out = subprocess.run([sys.executable, "-c", BOMB_CHILD, srv.base_url], capture_output=True, text=True,
-                             env=env, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", BOMB_CHILD, srv.base_url], capture_output=True, text=True, env=env, timeout=120
+        )
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)
     assert res["warm"] and res["kind"] == "too_large" and res["body"] is None
@@ -112,14 +113,18 @@ class Clock:
 
 
 def feed_xml(host, times):
-    items = "".join(f"<item><title>S{i}</title><link>http://{host}/news/{i}</link><guid>{host}-{i}</guid>"
-                    f"<pubDate>{t}</pubDate></item>" for i, t in enumerate(times))
+    items = "".join(
+        f"<item><title>S{i}</title><link>http://{host}/news/{i}</link><guid>{host}-{i}</guid>"
+        f"<pubDate>{t}</pubDate></item>"
+        for i, t in enumerate(times)
+    )
     return f"<?xml version='1.0'?><rss version='2.0'><channel><title>{host}</title>{items}</channel></rss>".encode()
 
 
 # items 15 minutes apart: the adaptive schedule polls this feed every 900 s
-FEED_900 = feed_xml("t.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT",
-                               "Tue, 08 Oct 2024 11:30:00 GMT"])
+FEED_900 = feed_xml(
+    "t.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT", "Tue, 08 Oct 2024 11:30:00 GMT"]
+)
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +141,14 @@ def redis(_redis_server):
 
 
 def crawler_config(port, **kw):
-    base = dict(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{port}"}, min_host_delay_s=0.0,
-                total_timeout_s=3.0, lease_s=5.0, concurrency=2)
+    base = dict(
+        allow_hosts=("127.0.0.1",),
+        resolve={"*": f"127.0.0.1:{port}"},
+        min_host_delay_s=0.0,
+        total_timeout_s=3.0,
+        lease_s=5.0,
+        concurrency=2,
+    )
     base.update(kw)
     return CrawlerConfig(**base)
 
@@ -182,8 +193,9 @@ def test_429_without_retry_after_waits_a_poll_interval_then_doubles(redis, tmp_p
     with HttpServer(site) as srv:
         fr = Frontier(redis)
         fr.add("http://t.test/feed.xml", "feed", clock.t)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
-                        clock=clock)
+        w = CrawlWorker(
+            fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER, clock=clock
+        )
         poll(w, clock, utc("2024-10-08 11:45:00"), tasks=4)  # robots.txt, feed, and its 3 pages
         state = fr.feeds()[0]
         assert float(state["interval_s"]) == 900.0 and float(state["next_due"]) == utc("2024-10-08 12:00:00")
@@ -216,8 +228,9 @@ def test_throttling_backoff_is_capped_at_a_day(redis, tmp_path):
     with HttpServer(site) as srv:
         fr = Frontier(redis)
         fr.add("http://t.test/feed.xml", "feed", clock.t)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
-                        clock=clock)
+        w = CrawlWorker(
+            fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER, clock=clock
+        )
         poll(w, clock, clock.t, tasks=4)
         waits = []
         for _ in range(9):
@@ -228,8 +241,12 @@ def test_throttling_backoff_is_capped_at_a_day(redis, tmp_path):
 
 
 def test_robots_429_disallows_for_its_retry_after(redis, tmp_path):
-    site = Scripted({("u.test", "/robots.txt"): [Response(429, {"Retry-After": "7200"}, b"")],
-                     ("u.test", "/feed.xml"): [rss_ok(FEED_900)]})
+    site = Scripted(
+        {
+            ("u.test", "/robots.txt"): [Response(429, {"Retry-After": "7200"}, b"")],
+            ("u.test", "/feed.xml"): [rss_ok(FEED_900)],
+        }
+    )
     clock = Clock(utc("2024-10-08 12:00:00"))
     with HttpServer(site) as srv:
         fr = Frontier(redis)
@@ -245,22 +262,31 @@ def test_robots_429_disallows_for_its_retry_after(redis, tmp_path):
 
 
 def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):
-    feeds = {"r.test": feed_xml("r.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"]),
-             "s.test": feed_xml("s.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"])}
+    feeds = {
+        "r.test": feed_xml("r.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"]),
+        "s.test": feed_xml("s.test", ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"]),
+    }
     page = Response(200, {"Content-Type": "text/html"}, b"<html>story</html>")
-    site = Scripted({
-        ("r.test", "/robots.txt"): [Response(200, {"Content-Type": "text/plain"},
-                                             b"User-agent: *\nCrawl-delay: 0.6\n")],
-        ("r.test", "/feed.xml"): [rss_ok(feeds["r.test"])],
-        ("s.test", "/feed.xml"): [rss_ok(feeds["s.test"])],  # s.test has no robots.txt (404)
-        **{(h, f"/news/{i}"): [page] for h in feeds for i in range(2)},
-    })
+    site = Scripted(
+        {
+            ("r.test", "/robots.txt"): [
+                Response(200, {"Content-Type": "text/plain"}, b"User-agent: *\nCrawl-delay: 0.6\n")
+            ],
+            ("r.test", "/feed.xml"): [rss_ok(feeds["r.test"])],
+            ("s.test", "/feed.xml"): [rss_ok(feeds["s.test"])],  # s.test has no robots.txt (404)
+            **{(h, f"/news/{i}"): [page] for h in feeds for i in range(2)},
+        }
+    )
     with HttpServer(site) as srv:
         fr = Frontier(redis)
         for h in feeds:
             fr.add(f"http://{h}/feed.xml", "feed", 0.0)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port, min_host_delay_s=0.4),
-                        schedule=NO_JITTER)
+        w = CrawlWorker(
+            fr,
+            LandingWriter(str(tmp_path / "land")),
+            crawler_config(srv.port, min_host_delay_s=0.4),
+            schedule=NO_JITTER,
+        )
         asyncio.run(w.run(max_tasks=6, duration_s=20))
         time.sleep(0.1)
         log = list(srv.log)
@@ -276,19 +302,24 @@ def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):
 def test_validators_from_a_304_are_sent_on_the_next_poll(redis, tmp_path):
     lm1, lm2 = "Mon, 07 Oct 2024 08:00:00 GMT", "Tue, 08 Oct 2024 05:00:00 GMT"
     body = feed_xml("v.test", ["Mon, 07 Oct 2024 07:00:00 GMT"])
-    site = Scripted({("v.test", "/feed.xml"): [
-        rss_ok(body, **{"Last-Modified": lm1, "ETag": '"v1"'}),
-        Response(304, {"Last-Modified": lm2, "ETag": '"v2"'}, b""),
-        Response(304, {}, b""),  # a 304 without validators keeps the stored ones
-        Response(304, {}, b""),
-    ]})
+    site = Scripted(
+        {
+            ("v.test", "/feed.xml"): [
+                rss_ok(body, **{"Last-Modified": lm1, "ETag": '"v1"'}),
+                Response(304, {"Last-Modified": lm2, "ETag": '"v2"'}, b""),
+                Response(304, {}, b""),  # a 304 without validators keeps the stored ones
+                Response(304, {}, b""),
+            ]
+        }
+    )
     clock = Clock(utc("2024-10-08 06:00:00"))
     with HttpServer(site) as srv:
         fr = Frontier(redis)
         fr.add("http://v.test/feed.xml", "feed", clock.t)
         fr.mark_seen("http://v.test/news/0", 86400)  # only the feed is fetched
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
-                        clock=clock)
+        w = CrawlWorker(
+            fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER, clock=clock
+        )
         for _ in range(4):
             poll(w, clock, fr.feeds()[0]["due"])  # the queue's due time (next_due is rounded)
     sent = [(h.get("if-modified-since"), h.get("if-none-match")) for _, h in site.seen[("v.test", "/feed.xml")]]
@@ -299,17 +330,20 @@ def test_validators_from_a_304_are_sent_on_the_next_poll(redis, tmp_path):
 
 def test_validators_reach_a_redirected_feed(redis, tmp_path):
     body = feed_xml("w.test", ["Mon, 07 Oct 2024 07:00:00 GMT"])
-    site = Scripted({
-        ("w.test", "/feed.xml"): [Response(301, {"Location": "/v2/feed.xml"}, b"")],
-        ("w.test", "/v2/feed.xml"): [rss_ok(body, ETag='"a"'), Response(304, {"ETag": '"b"'}, b"")],
-    })
+    site = Scripted(
+        {
+            ("w.test", "/feed.xml"): [Response(301, {"Location": "/v2/feed.xml"}, b"")],
+            ("w.test", "/v2/feed.xml"): [rss_ok(body, ETag='"a"'), Response(304, {"ETag": '"b"'}, b"")],
+        }
+    )
     clock = Clock(utc("2024-10-08 06:00:00"))
     with HttpServer(site) as srv:
         fr = Frontier(redis)
         fr.add("http://w.test/feed.xml", "feed", clock.t)
         fr.mark_seen("http://w.test/news/0", 86400)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER,
-                        clock=clock)
+        w = CrawlWorker(
+            fr, LandingWriter(str(tmp_path / "land")), crawler_config(srv.port), schedule=NO_JITTER, clock=clock
+        )
         for _ in range(3):
             poll(w, clock, fr.feeds()[0]["due"])
     assert [h.get("if-none-match") for _, h in site.seen[("w.test", "/v2/feed.xml")]] == [None, '"a"', '"b"']

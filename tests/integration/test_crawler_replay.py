@@ -17,8 +17,9 @@ from crawler.schedule import ScheduleConfig
 from crawler.worker import CrawlWorker
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
-needs_corpus = pytest.mark.skipif(not os.path.exists(os.path.join(CORPUS, "pages.jsonl.gz")),
-                                  reason="bundled corpus absent")
+needs_corpus = pytest.mark.skipif(
+    not os.path.exists(os.path.join(CORPUS, "pages.jsonl.gz")), reason="bundled corpus absent"
+)
 
 
 @needs_corpus
@@ -33,8 +34,14 @@ def test_replay_crawl_lands_real_pages_and_feed_only_headlines(tmp_path):
         fr = Frontier(r)
         for url in web.feed_urls():
             fr.add(url, "feed", 0.0)
-        cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{server.port}"},
-                            min_host_delay_s=0.0, concurrency=8, total_timeout_s=5, lease_s=10)
+        cfg = CrawlerConfig(
+            allow_hosts=("127.0.0.1",),
+            resolve={"*": f"127.0.0.1:{server.port}"},
+            min_host_delay_s=0.0,
+            concurrency=8,
+            total_timeout_s=5,
+            lease_s=10,
+        )
         w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, schedule=ScheduleConfig())
         asyncio.run(w.run(idle_exit_s=1.5, duration_s=25))  # > the 1 s Crawl-delay some hosts ask for
         rows = sources_status.source_rows(fr, 0.0)
@@ -86,8 +93,21 @@ def test_sources_status_command_prints_rows(tmp_path, monkeypatch, capsys):
     fr = Frontier(r)
     fr.add("http://s.example/feed.xml", "feed", 1000.0)
     tid = fr.claim("w", 1000.0, 60, 1)[0]
-    fr.complete(tid, "w", 1001.0, 1.0, 5000.0, {"failures": 2, "last_status": "http_503", "last_error": "HTTP 503",
-                                                 "backoff_until": 5000.0, "interval_s": 900, "last_fetch": 1001.0})
+    fr.complete(
+        tid,
+        "w",
+        1001.0,
+        1.0,
+        5000.0,
+        {
+            "failures": 2,
+            "last_status": "http_503",
+            "last_error": "HTTP 503",
+            "backoff_until": 5000.0,
+            "interval_s": 900,
+            "last_fetch": 1001.0,
+        },
+    )
     assert sources_status.run(argparse.Namespace(redis_path=path, json=True)) == 0
     row = json.loads(capsys.readouterr().out.strip())
     assert row["url"] == "http://s.example/feed.xml" and row["failures"] == 2

@@ -29,10 +29,14 @@ FAST = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=0.
 
 
 def rss(host, n, prefix="/news/"):
-    items = "".join(f"<item><title>Story {i} on {host}</title><link>http://{host}{prefix}{i}</link>"
-                    f"<guid>{host}-{i}</guid><pubDate>Mon, 10 Mar 2014 {10 + i % 10:02d}:00:00 GMT</pubDate></item>"
-                    for i in range(n))
-    return f"<?xml version='1.0'?><rss version='2.0'><channel><title>{host} news</title>{items}</channel></rss>".encode()
+    items = "".join(
+        f"<item><title>Story {i} on {host}</title><link>http://{host}{prefix}{i}</link>"
+        f"<guid>{host}-{i}</guid><pubDate>Mon, 10 Mar 2014 {10 + i % 10:02d}:00:00 GMT</pubDate></item>"
+        for i in range(n)
+    )
+    return (
+        f"<?xml version='1.0'?><rss version='2.0'><channel><title>{host} news</title>{items}</channel></rss>".encode()
+    )
 
 
 class Site:
@@ -63,8 +67,11 @@ class Site:
             if self.page_delay:
                 time.sleep(self.page_delay)
             links = f'<a href="/more/{req.path.rsplit("/", 1)[1]}">more</a><a href="http://other.test/x">x</a>'
-            return Response(200, {"Content-Type": "text/html; charset=utf-8"},
-                            f"<html><body><h1>{host}{req.path}</h1>{links}</body></html>".encode())
+            return Response(
+                200,
+                {"Content-Type": "text/html; charset=utf-8"},
+                f"<html><body><h1>{host}{req.path}</h1>{links}</body></html>".encode(),
+            )
         return Response(404, {"Content-Type": "text/plain"}, b"not found")
 
 
@@ -82,8 +89,14 @@ def redis(_redis_server):
 
 
 def config(port, **kw):
-    base = dict(allow_hosts=("127.0.0.1",), resolve={"*": f"127.0.0.1:{port}"}, min_host_delay_s=0.0,
-                total_timeout_s=3.0, lease_s=5.0, concurrency=4)
+    base = dict(
+        allow_hosts=("127.0.0.1",),
+        resolve={"*": f"127.0.0.1:{port}"},
+        min_host_delay_s=0.0,
+        total_timeout_s=3.0,
+        lease_s=5.0,
+        concurrency=4,
+    )
     base.update(kw)
     return CrawlerConfig(**base)
 
@@ -102,8 +115,7 @@ def run_worker(worker, **kw):
 
 
 def per_host_requests(log, host):
-    return sorted((e for e in log if e.host.split(":")[0] == host and e.path != "/robots.txt"),
-                  key=lambda e: e.start)
+    return sorted((e for e in log if e.host.split(":")[0] == host and e.path != "/robots.txt"), key=lambda e: e.start)
 
 
 def test_politeness_one_in_flight_per_host_and_min_delay(redis, tmp_path):
@@ -112,15 +124,16 @@ def test_politeness_one_in_flight_per_host_and_min_delay(redis, tmp_path):
         fr = Frontier(redis)
         for h in ("a.test", "b.test"):
             fr.add(f"http://{h}/feed.xml", "feed", 0.0)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), config(srv.port, min_host_delay_s=0.15),
-                        schedule=FAST)
+        w = CrawlWorker(
+            fr, LandingWriter(str(tmp_path / "land")), config(srv.port, min_host_delay_s=0.15), schedule=FAST
+        )
         run_worker(w, max_tasks=12)
         time.sleep(0.1)
         log = list(srv.log)
     for host in ("a.test", "b.test"):
         reqs = per_host_requests(log, host)
         assert len(reqs) == 6  # feed + 5 pages
-        for prev, nxt in zip(reqs, reqs[1:]):
+        for prev, nxt in zip(reqs, reqs[1:], strict=False):
             assert nxt.start >= prev.end, "two concurrent requests to one host"
             assert nxt.start - prev.end >= 0.15 - 0.01, "minimum delay between requests violated"
     # the two hosts were crawled in parallel (their request windows overlap)
@@ -147,7 +160,7 @@ def test_crawl_delay_honoured_and_robots_disallow(redis, tmp_path):
     reqs = sorted((e for e in log if e.host.startswith("c.test")), key=lambda e: e.start)
     assert [e.path for e in reqs][0] == "/robots.txt"
     assert "/news/2" not in [e.path for e in reqs]
-    for prev, nxt in zip(reqs[1:], reqs[2:]):
+    for prev, nxt in zip(reqs[1:], reqs[2:], strict=False):
         assert nxt.start - prev.end >= 0.4 - 0.01
     docs = {d.url: d for d in landed(tmp_path / "land")}
     assert docs["http://c.test/news/2"].body is None  # disallowed page lands feed-only
@@ -158,8 +171,10 @@ def test_crawl_delay_honoured_and_robots_disallow(redis, tmp_path):
 def test_retry_after_honoured_then_success(redis, tmp_path):
     site = Site(feeds={"d.test": rss("d.test", 1)})
     site.overrides[("d.test", "/news/0")] = lambda req, n: (
-        Response(503, {"Retry-After": "1", "Content-Type": "text/plain"}, b"busy") if n == 1 else
-        Response(200, {"Content-Type": "text/html"}, b"<html>ok</html>"))
+        Response(503, {"Retry-After": "1", "Content-Type": "text/plain"}, b"busy")
+        if n == 1
+        else Response(200, {"Content-Type": "text/html"}, b"<html>ok</html>")
+    )
     with HttpServer(site) as srv:
         fr = Frontier(redis)
         fr.add("http://d.test/feed.xml", "feed", 0.0)
@@ -203,7 +218,7 @@ def test_backoff_grows_then_recovers_and_304(redis, tmp_path):
         time.sleep(0.1)
         log = [e for e in srv.log if e.path == "/feed.xml"]
     assert [int(f["failures"]) for f in failures] == [1, 2, 3, 0]
-    gaps = [b.start - a.end for a, b in zip(log, log[1:4])]
+    gaps = [b.start - a.end for a, b in zip(log, log[1:4], strict=False)]
     # backoff d = 0.2 * 2^(k-1), waited in [d/2, d]
     for k, gap in enumerate(gaps, start=1):
         d = 0.2 * 2 ** (k - 1)
@@ -217,8 +232,9 @@ def test_two_workers_fetch_each_url_exactly_once(redis, tmp_path):
     hosts = [f"h{i}.test" for i in range(4)]
     feeds = {h: rss(h, 6) for h in hosts}
     # the same article appears in two feeds: fetched once
-    feeds["h0.test"] = feeds["h0.test"].replace(b"</channel>", b"<item><title>dup</title>"
-                                                 b"<link>http://h1.test/news/0?utm_source=h0</link></item></channel>")
+    feeds["h0.test"] = feeds["h0.test"].replace(
+        b"</channel>", b"<item><title>dup</title><link>http://h1.test/news/0?utm_source=h0</link></item></channel>"
+    )
     site = Site(page_delay=0.02, feeds=feeds)
     with HttpServer(site) as srv:
         fr1, fr2 = Frontier(redis), Frontier(redis)
@@ -267,8 +283,9 @@ def test_killed_workers_lease_is_picked_up_by_another(redis, tmp_path):
         fr = Frontier(redis)
         fr.add("http://k.test/news/7", "page", 0.0, meta={"title": "seven"})
         env = dict(os.environ, PYTHONPATH=os.getcwd())
-        proc = subprocess.Popen([sys.executable, "-c", WORKER_SCRIPT, redis.socket_file, str(srv.port),
-                                 str(tmp_path / "dead")], env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER_SCRIPT, redis.socket_file, str(srv.port), str(tmp_path / "dead")], env=env
+        )
         try:
             assert site.arrived.wait(15), "doomed worker never fetched"
             leased = redis.zrange(Keys().crawl_leases, 0, -1)
@@ -290,7 +307,9 @@ def test_killed_workers_lease_is_picked_up_by_another(redis, tmp_path):
     assert len(log) == 2 and log[1].start >= killed_at
     docs = landed(tmp_path / "land")
     assert [(d.url, d.title) for d in docs] == [("http://k.test/news/7", "seven")]
-    assert not os.path.exists(tmp_path / "dead") or not [n for n in os.listdir(tmp_path / "dead") if not n.startswith(".")]
+    assert not os.path.exists(tmp_path / "dead") or not [
+        n for n in os.listdir(tmp_path / "dead") if not n.startswith(".")
+    ]
 
 
 def test_priority_hook_pulls_source_forward_and_depth_one(redis, tmp_path):
@@ -330,7 +349,8 @@ def test_safety_refusal_is_its_own_error_kind_and_progress_is_reported(redis, tm
     dead = [json.loads(x) for x in redis.lrange(Keys().crawl_deadletter, 0, -1)]
     assert sorted((d["reason"], d["url"]) for d in dead) == [
         ("unsafe_address", "http://0251.0376.0251.0376/latest/meta-data/"),
-        ("unsafe_address", "http://metadata.google.internal/computeMetadata/v1/")]
+        ("unsafe_address", "http://metadata.google.internal/computeMetadata/v1/"),
+    ]
     stats = fr.stats()
     assert stats["unsafe_address"] == 2 and stats["feed_error:unsafe_address"] == 1
     assert stats["page_error:unsafe_address"] == 1 and "robots_unreachable" not in stats

@@ -107,8 +107,14 @@ def test_build_feeds_leaves_the_embedded_redis_of_a_running_serve_alone(tmp_path
     rdb = data / "redis" / "newsflow.rdb"
     port = _free_port()
     env = _env(data)
-    serve = subprocess.Popen(_newsflow("serve", "--port", str(port), "--data-dir", str(data), "--refresh-feeds", "0"),
-                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    serve = subprocess.Popen(
+        _newsflow("serve", "--port", str(port), "--data-dir", str(data), "--refresh-feeds", "0"),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while (_health(port) or {}).get("redis") is not True:
@@ -121,8 +127,14 @@ def test_build_feeds_leaves_the_embedded_redis_of_a_running_serve_alone(tmp_path
         r.set("test:before-build-feeds", b"kept")
         r.close()
 
-        built = subprocess.run(_newsflow("build-feeds", "--data-dir", str(data)), cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=120)
+        built = subprocess.run(
+            _newsflow("build-feeds", "--data-dir", str(data)),
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert built.returncode == 0, built.stderr
         assert "stories" in built.stdout.strip().splitlines()[-1]  # its JSON stats line
 
@@ -176,9 +188,16 @@ class User:
     """A subprocess that connect()s to the embedded server of ``rdb``; lines read with a timeout."""
 
     def __init__(self, rdb, cwd):
-        self.proc = subprocess.Popen([sys.executable, "-c", USER, str(rdb)], cwd=cwd, env=_env(cwd),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", USER, str(rdb)],
+            cwd=cwd,
+            env=_env(cwd),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.server_pid = int(self.expect("pid"))
@@ -282,10 +301,18 @@ def test_a_unix_url_client_is_not_an_owner(tmp_path):
         owner = User(rdb, tmp_path)
         users.append(owner)
         _, sock = _server_of(rdb)
-        code = ("import sys; from newsflow.stores.redis_conn import connect; "
-                "c = connect(sys.argv[1]); c.set('from-url', b'1'); print(c.get('from-url').decode())")
-        done = subprocess.run([sys.executable, "-c", code, f"unix://{sock}"], cwd=tmp_path, env=_env(tmp_path),
-                              capture_output=True, text=True, timeout=60)
+        code = (
+            "import sys; from newsflow.stores.redis_conn import connect; "
+            "c = connect(sys.argv[1]); c.set('from-url', b'1'); print(c.get('from-url').decode())"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, f"unix://{sock}"],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
         assert _running(owner.server_pid)
         assert owner.get("from-url") == "1"
@@ -309,8 +336,17 @@ def test_processes_joining_and_leaving_at_once_keep_every_write_and_leave_no_ser
         client.set("key:" + sys.argv[2], sys.argv[2])
         print(client.pid, flush=True)
     """)
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(rdb), str(i)], cwd=tmp_path, env=_env(tmp_path),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(rdb), str(i)],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
     try:
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]

@@ -37,9 +37,13 @@ def test_pipeline_reads_and_writes_gcs(gcs_emulator, redis_server, tmp_path):
     _, url = redis_server
     bucket = storage.Client(project="test", credentials=AnonymousCredentials()).bucket(gcs_emulator)
     docs = [
-        RawDocument(url=f"https://wire{i}.example.com/story", source_domain=f"wire{i}.example.com", fetch_time=1.4e9 + i,
-                    title="Central bank holds rates steady as inflation cools across the euro area",
-                    published_time=1.4e9 + i).to_json_dict()
+        RawDocument(
+            url=f"https://wire{i}.example.com/story",
+            source_domain=f"wire{i}.example.com",
+            fetch_time=1.4e9 + i,
+            title="Central bank holds rates steady as inflation cools across the euro area",
+            published_time=1.4e9 + i,
+        ).to_json_dict()
         for i in range(3)
     ]
     bucket.blob("landing/batch-0001.jsonl").upload_from_string("".join(json.dumps(d) + "\n" for d in docs))

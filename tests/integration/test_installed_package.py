@@ -25,7 +25,8 @@ N_HEADLINES = 20
 def _run(cmd, cwd, env, timeout=300) -> str:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, (
-        f"{cmd} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
+        f"{cmd} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    )
     return proc.stdout
 
 
@@ -45,22 +46,51 @@ def test_the_shipped_package_runs_the_job_outside_the_checkout(tmp_path, redis_s
     venv_site = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], str(work), env).strip()
     with open(os.path.join(venv_site, "zz_newsflow_test_deps.pth"), "w") as f:
         f.write("\n".join(site.getsitepackages()) + "\n")
-    _run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-          "--ignore-installed", str(sdist)], str(work), env)
+    _run(
+        [
+            py,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--ignore-installed",
+            str(sdist),
+        ],
+        str(work),
+        env,
+    )
 
-    where = json.loads(_run([py, "-I", "-c", (
-        "import json, sys, newsflow, pipelines.streaming\n"
-        "from newsflow.resources import default_model_dir, data_path\n"
-        "from newsflow.sources import DEFAULT_SOURCES_PATH\n"
-        "print(json.dumps({'newsflow': newsflow.__file__, 'pipelines': pipelines.streaming.__file__,"
-        " 'sources': DEFAULT_SOURCES_PATH, 'topics': data_path('topics'), 'models': default_model_dir(),"
-        " 'sys_path': sys.path}))")], str(work), env))
+    where = json.loads(
+        _run(
+            [
+                py,
+                "-I",
+                "-c",
+                (
+                    "import json, sys, newsflow, pipelines.streaming\n"
+                    "from newsflow.resources import default_model_dir, data_path\n"
+                    "from newsflow.sources import DEFAULT_SOURCES_PATH\n"
+                    "print(json.dumps({'newsflow': newsflow.__file__, 'pipelines': pipelines.streaming.__file__,"
+                    " 'sources': DEFAULT_SOURCES_PATH, 'topics': data_path('topics'), 'models': default_model_dir(),"
+                    " 'sys_path': sys.path}))"
+                ),
+            ],
+            str(work),
+            env,
+        )
+    )
     assert not any(os.path.abspath(p or ".") == REPO_ROOT for p in where["sys_path"]), where["sys_path"]
     for key in ("newsflow", "pipelines", "sources", "topics", "models"):
         assert where[key].startswith(venv_site), (key, where[key])
     assert where["models"].endswith(os.path.join("newsflow", "_models"))
-    assert sorted(os.listdir(where["models"])) == ["embedding-v1.npz", "topics-v1.bin",
-                                                   "topics-v1.bin.calibration.json"]
+    assert sorted(os.listdir(where["models"])) == [
+        "embedding-v1.npz",
+        "topics-v1.bin",
+        "topics-v1.bin.calibration.json",
+    ]
 
     lines = []
     with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
@@ -71,8 +101,24 @@ def test_the_shipped_package_runs_the_job_outside_the_checkout(tmp_path, redis_s
     landing = work / "landing.jsonl"
     landing.write_bytes(b"\n".join(lines) + b"\n")
     out = work / "out"
-    stdout = _run([py, "-I", "-m", "pipelines.streaming", "--input", str(landing), "--output", str(out),
-                   "--runner", "DirectRunner", "--redis_url", redis_url], str(work), env)
+    stdout = _run(
+        [
+            py,
+            "-I",
+            "-m",
+            "pipelines.streaming",
+            "--input",
+            str(landing),
+            "--output",
+            str(out),
+            "--runner",
+            "DirectRunner",
+            "--redis_url",
+            redis_url,
+        ],
+        str(work),
+        env,
+    )
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["state"] == "DONE" and summary["dead_lettered"] == 0, summary
     assert summary["extracted"] == N_HEADLINES and summary["stories_assigned"] == N_HEADLINES, summary

@@ -27,8 +27,20 @@ SECRET = b"k" * 32
 
 
 def _run_job(tmp_path, redis_url: str, landing: str, prefix: str):
-    opts = PipelineOptions(["--input", landing, "--output", str(tmp_path / "out"), "--runner", "DirectRunner",
-                            "--redis_url", redis_url, "--key_prefix", prefix])
+    opts = PipelineOptions(
+        [
+            "--input",
+            landing,
+            "--output",
+            str(tmp_path / "out"),
+            "--runner",
+            "DirectRunner",
+            "--redis_url",
+            redis_url,
+            "--key_prefix",
+            prefix,
+        ]
+    )
     config = job_config_from_options(opts)
     assert config.cluster.store.prefix == config.stories.key_prefix == config.trending.key_prefix == prefix
     p = beam.Pipeline(runner=make_runner(opts), options=opts)
@@ -37,8 +49,13 @@ def _run_job(tmp_path, redis_url: str, landing: str, prefix: str):
 
 
 def _api(client, tmp_path, keys: Keys, now: float) -> TestClient:
-    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / f"snap-{keys.prefix}"),
-                        local_cache_seconds=0, clock=lambda: now, keys=keys)
+    cfg = ServingConfig(
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / f"snap-{keys.prefix}"),
+        local_cache_seconds=0,
+        clock=lambda: now,
+        keys=keys,
+    )
     return TestClient(create_app(client, cfg))
 
 

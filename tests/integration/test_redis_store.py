@@ -11,13 +11,34 @@ from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
 from schemas import Article
 
 
-def art(aid: str, fp: int, domain: str = "example.com", authority: float = 0.5, t: float = 1000.0,
-        lang: str = "en", title: str | None = None) -> Article:
+def art(
+    aid: str,
+    fp: int,
+    domain: str = "example.com",
+    authority: float = 0.5,
+    t: float = 1000.0,
+    lang: str = "en",
+    title: str | None = None,
+) -> Article:
     return Article(
-        article_id=aid, url=f"https://{domain}/{aid}", canonical_url=f"https://{domain}/{aid}", source_domain=domain,
-        source_name=domain, title=title or f"title {aid}", text="", authors=[], site_name="", publish_time=t,
-        fetch_time=t, event_time=t, language=lang, language_confidence=0.9, simhash=f"{fp:016x}", word_count=0,
-        feed_only=True, source_authority=authority,
+        article_id=aid,
+        url=f"https://{domain}/{aid}",
+        canonical_url=f"https://{domain}/{aid}",
+        source_domain=domain,
+        source_name=domain,
+        title=title or f"title {aid}",
+        text="",
+        authors=[],
+        site_name="",
+        publish_time=t,
+        fetch_time=t,
+        event_time=t,
+        language=lang,
+        language_confidence=0.9,
+        simhash=f"{fp:016x}",
+        word_count=0,
+        feed_only=True,
+        source_authority=authority,
     )
 
 
@@ -42,7 +63,11 @@ def dump(client) -> dict:
 def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():
     fp = 0x1234_5678_9ABC_DEF0
     assert Keys().lsh_bands(f"{fp:016x}") == [
-        "nf:{nd}:lsh:0:def0", "nf:{nd}:lsh:1:9abc", "nf:{nd}:lsh:2:5678", "nf:{nd}:lsh:3:1234"]
+        "nf:{nd}:lsh:0:def0",
+        "nf:{nd}:lsh:1:9abc",
+        "nf:{nd}:lsh:2:5678",
+        "nf:{nd}:lsh:3:1234",
+    ]
     from newsflow.simhash import bands
 
     assert [f"{b:04x}" for b in bands(fp)] == ["def0", "9abc", "5678", "1234"]
@@ -51,11 +76,13 @@ def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():
 def test_near_duplicates_join_and_far_ones_found_new_clusters(redis_server):
     client, _ = redis_server
     store = RedisClusterStore(client)
-    r = store.assign_batch([
-        art("a", 0x0, "x.com", 0.5, 100.0),
-        art("b", 0b111, "y.com", 0.9, 200.0),          # distance 3 from a: joins
-        art("c", 0b1111 << 20, "z.com", 0.5, 50.0),    # distance 4 from a, 7 from b: new cluster
-    ])
+    r = store.assign_batch(
+        [
+            art("a", 0x0, "x.com", 0.5, 100.0),
+            art("b", 0b111, "y.com", 0.9, 200.0),  # distance 3 from a: joins
+            art("c", 0b1111 << 20, "z.com", 0.5, 50.0),  # distance 4 from a, 7 from b: new cluster
+        ]
+    )
     assert [(x.cluster_id, x.created) for x in r] == [("ca", True), ("ca", False), ("cc", True)]
     ca = store.get_cluster("ca")
     assert ca.article_count == 2
@@ -175,8 +202,11 @@ _flips = st.lists(st.integers(min_value=0, max_value=63), min_size=0, max_size=3
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base=st.integers(min_value=0, max_value=2**64 - 1), flips=_flips,
-       others=st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=20))
+@given(
+    base=st.integers(min_value=0, max_value=2**64 - 1),
+    flips=_flips,
+    others=st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=20),
+)
 def test_redis_band_index_finds_every_pair_within_distance_3(redis_server, base, flips, others):
     client, _ = redis_server
     client.flushdb()  # one server for all examples: start each from empty
@@ -188,5 +218,7 @@ def test_redis_band_index_finds_every_pair_within_distance_3(redis_server, base,
     found = dict(store.query(near))
     assert found["base"] == len(flips)
     expected = {"base": len(flips)}
-    expected.update({f"o{i}": bin(fp ^ near).count("1") for i, fp in enumerate(others) if bin(fp ^ near).count("1") <= 3})
+    expected.update(
+        {f"o{i}": bin(fp ^ near).count("1") for i, fp in enumerate(others) if bin(fp ^ near).count("1") <= 3}
+    )
     assert found == expected

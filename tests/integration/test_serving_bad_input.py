@@ -21,8 +21,9 @@ def client(server, tmp_path):
     server.flushall()
     populate(server)
     build_feeds(server, NOW)
-    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0,
-                        clock=lambda: NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW
+    )
     return TestClient(create_app(server, cfg), raise_server_exceptions=False)
 
 
@@ -30,15 +31,18 @@ def _auth(user="u1"):
     return {"Authorization": "Bearer " + sign_token(user, SECRET, NOW, 3600)}
 
 
-@pytest.mark.parametrize("url", [
-    "/v1/top?limit=%C2%B2",            # "²" passes str.isdigit()
-    "/v1/top?limit=" + "9" * 5000,     # past Python's int digit limit
-    "/v1/top?limit=%EF%BC%95",         # fullwidth digit five
-    "/v1/top?limit=5%0A",
-    "/v1/top?edition=en%0A",           # "$" matches before a final newline
-    "/v1/topics/business%0A",
-    "/v1/trending?limit=%D9%A3",       # Arabic-Indic digit three
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/top?limit=%C2%B2",  # "²" passes str.isdigit()
+        "/v1/top?limit=" + "9" * 5000,  # past Python's int digit limit
+        "/v1/top?limit=%EF%BC%95",  # fullwidth digit five
+        "/v1/top?limit=5%0A",
+        "/v1/top?edition=en%0A",  # "$" matches before a final newline
+        "/v1/topics/business%0A",
+        "/v1/trending?limit=%D9%A3",  # Arabic-Indic digit three
+    ],
+)
 def test_malformed_query_parameters_are_400(client, url):
     resp = client.get(url)
     assert resp.status_code == 400, (url, resp.status_code, resp.text[:200])
@@ -53,10 +57,13 @@ def test_good_parameters_still_work(client):
     assert client.get("/v1/top?limit=3&edition=en").status_code == 200
 
 
-@pytest.mark.parametrize("header", [
-    b"Bearer nf1.\xff\xfe.abc",
-    b"Bearer \xc3\xa9" + b"x" * 60,
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Bearer nf1.\xff\xfe.abc",
+        b"Bearer \xc3\xa9" + b"x" * 60,
+    ],
+)
 def test_non_ascii_bytes_in_a_bearer_token_are_401(client, header):
     resp = client.get("/v1/feed", headers=[(b"authorization", header)])
     assert resp.status_code == 401 and resp.json()["error"]["code"] == "invalid_token"
@@ -91,21 +98,29 @@ def test_a_token_has_exactly_one_accepted_spelling(client):
         assert resp.status_code == 401
 
 
-@pytest.mark.parametrize("event,fragment", [
-    ({"type": "click", "story_id": "s1", "time": int("1" + "0" * 400)}, "time must be a number"),
-    ({"type": "dwell", "story_id": "s1", "dwell_seconds": int("9" * 400)}, "dwell_seconds must be a number"),
-    ({"type": "click", "story_id": "s1\n"}, "story_id must be"),
-])
+@pytest.mark.parametrize(
+    "event,fragment",
+    [
+        ({"type": "click", "story_id": "s1", "time": int("1" + "0" * 400)}, "time must be a number"),
+        ({"type": "dwell", "story_id": "s1", "dwell_seconds": int("9" * 400)}, "dwell_seconds must be a number"),
+        ({"type": "click", "story_id": "s1\n"}, "story_id must be"),
+    ],
+)
 def test_events_with_huge_numbers_are_400(client, event, fragment):
-    resp = client.post("/v1/events", content=json.dumps({"events": [event]}),
-                       headers=dict(_auth(), **{"content-type": "application/json"}))
+    resp = client.post(
+        "/v1/events",
+        content=json.dumps({"events": [event]}),
+        headers=dict(_auth(), **{"content-type": "application/json"}),
+    )
     assert resp.status_code == 400
     details = resp.json()["error"]["details"]
     assert [d["index"] for d in details] == [0] and fragment in details[0]["error"]
 
 
-@pytest.mark.parametrize("body", [b'{"events": [{"type": "click", "story_id": "s1", "time": ' + b"7" * 5000 + b"}]}",
-                                  b"[" * 50_000 + b"]" * 50_000])
+@pytest.mark.parametrize(
+    "body",
+    [b'{"events": [{"type": "click", "story_id": "s1", "time": ' + b"7" * 5000 + b"}]}", b"[" * 50_000 + b"]" * 50_000],
+)
 def test_event_bodies_that_break_the_json_parser_are_400(client, body):
     resp = client.post("/v1/events", content=body, headers=dict(_auth(), **{"content-type": "application/json"}))
     assert resp.status_code in (400, 413)

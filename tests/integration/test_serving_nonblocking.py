@@ -32,10 +32,16 @@ def test_slow_redis_never_blocks_other_requests(tmp_path):
             accepted.append(conn)
 
     threading.Thread(target=accept_forever, daemon=True).start()
-    client = redis.Redis(host="127.0.0.1", port=hole.getsockname()[1], socket_timeout=2.0,
-                         socket_connect_timeout=2.0, retry=Retry(NoBackoff(), 0))
-    cfg = ServingConfig(token_secret=b"k" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0,
-                        redis_backoff_seconds=0.0)
+    client = redis.Redis(
+        host="127.0.0.1",
+        port=hole.getsockname()[1],
+        socket_timeout=2.0,
+        socket_connect_timeout=2.0,
+        retry=Retry(NoBackoff(), 0),
+    )
+    cfg = ServingConfig(
+        token_secret=b"k" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=0.0
+    )
     app = create_app(client, cfg)
     done: list[tuple[str, float, int]] = []
     try:

@@ -12,8 +12,8 @@ from newsflow.embedding import load_text_model
 from newsflow.stores.redis_conn import stop_embedded
 from newsflow.stores.story_store import RedisStoryStore
 from newsflow.stories import StoryClusterer
-from schemas import StoryArticle
 from newsflow.urls import article_id
+from schemas import StoryArticle
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump
 
@@ -25,7 +25,9 @@ def _headlines(n: int) -> list[StoryArticle]:
             if i >= n:
                 break
             d = json.loads(line)
-            out.append(StoryArticle(article_id(d["url"]), float(d["fetch_time"]), d["title"], d["url"], d["source_domain"]))
+            out.append(
+                StoryArticle(article_id(d["url"]), float(d["fetch_time"]), d["title"], d["url"], d["source_domain"])
+            )
     return sorted(out, key=lambda a: (a.event_time, a.article_id))
 
 

@@ -24,10 +24,30 @@ def tiny_model() -> TextModel:
 
 
 ARTICLES = [
-    StoryArticle("a1", 100.0, "alpha beta", url="http://x.com/1", source_domain="x.com", cluster_id="ca1", authority=0.5, language="en",
-                 topics=(("Business", 0.8),), entities=(("ORG:acme", "Acme", "ORG"),), embedding=np.array([1, 0, 0, 0], np.float32)),
+    StoryArticle(
+        "a1",
+        100.0,
+        "alpha beta",
+        url="http://x.com/1",
+        source_domain="x.com",
+        cluster_id="ca1",
+        authority=0.5,
+        language="en",
+        topics=(("Business", 0.8),),
+        entities=(("ORG:acme", "Acme", "ORG"),),
+        embedding=np.array([1, 0, 0, 0], np.float32),
+    ),
     StoryArticle("a2", 160.0, "gamma delta", url="http://y.com/2", source_domain="y.com", authority=0.9, language="en"),
-    StoryArticle("a3", 220.0, "alpha beta gamma delta", url="http://z.com/3", source_domain="z.com", cluster_id="ca1", authority=0.7, language="de"),
+    StoryArticle(
+        "a3",
+        220.0,
+        "alpha beta gamma delta",
+        url="http://z.com/3",
+        source_domain="z.com",
+        cluster_id="ca1",
+        authority=0.7,
+        language="de",
+    ),
 ]
 
 
@@ -63,7 +83,11 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
         assert h["merged_into"] == b""
         assert r.hget(KEYS.story("sa2"), "merged_into") == b"sa1"
         assert store.resolve("sa2") == "sa1"
-        assert r.zrange(KEYS.story_articles("sa1"), 0, -1, withscores=True) == [(b"a1", 100.0), (b"a2", 160.0), (b"a3", 220.0)]
+        assert r.zrange(KEYS.story_articles("sa1"), 0, -1, withscores=True) == [
+            (b"a1", 100.0),
+            (b"a2", 160.0),
+            (b"a3", 220.0),
+        ]
         assert r.hget(KEYS.story_assign, "a2") == b"sa2"  # first assignment kept; resolves through the merge
         assert [x.decode() for x in r.zrange(KEYS.story_active, 0, -1)] == ["sa1"]
         assert store.merges() == [{"from": "sa2", "into": "sa1", "time": 220.0, "article_id": "a3"}]
@@ -83,4 +107,7 @@ def test_redis_and_memory_stores_agree(redis_server):
     assert out_m == out_r
     rec_m = mem.get("sa1").serving_record()
     rec_r = {k.decode(): v for k, v in client.hgetall(KEYS.story("sa1")).items()}
-    assert int(rec_r["article_count"]) == rec_m["article_count"] and rec_r["representative_id"].decode() == rec_m["representative_id"]
+    assert (
+        int(rec_r["article_count"]) == rec_m["article_count"]
+        and rec_r["representative_id"].decode() == rec_m["representative_id"]
+    )

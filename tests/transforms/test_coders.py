@@ -42,8 +42,14 @@ def test_row_coders_round_trip_real_records():
         Article(AID, "https://e.com/a", "https://e.com/a", "e.com", "E", "Title", "Text", ["A"], "E", None, T0, T0),
         DeadLetter("extract", "not_an_article", "no text", b"\xff", "https://e.com/a"),
         Event("u1", "click", "s" + AID, T0, T0, 2, None, "top", "1-0"),
-        StoryArticle(AID, T0, "Title", topics=[TopicScore("world", 0.5)],
-                     entities=[EntityRef("ORG:un", "UN", "ORG")], embedding=[0.25] * 128),
+        StoryArticle(
+            AID,
+            T0,
+            "Title",
+            topics=[TopicScore("world", 0.5)],
+            entities=[EntityRef("ORG:un", "UN", "ORG")],
+            embedding=[0.25] * 128,
+        ),
         StoryAssignment(AID, "s" + AID, True, False, ["s1"], 0.0),
         TrendInput(AID, "s" + AID, ["world"], ["UN"]),
         TrendCount("topic", "world", 3, T0 - 3600, T0, False, 0.0),
@@ -59,7 +65,8 @@ def test_array_records_use_the_fallback_coder_faithfully():
     register_coders()
     profile = schemas.UserProfile("u1", np.full(128, 0.5, np.float32), 3, "en", frozenset({"sports"}))
     back = coders.registry.get_coder(schemas.UserProfile).decode(
-        coders.registry.get_coder(schemas.UserProfile).encode(profile))
+        coders.registry.get_coder(schemas.UserProfile).encode(profile)
+    )
     assert back.user_id == "u1" and back.follow_topics == frozenset({"sports"})
     assert back.interest.dtype == np.float32 and np.array_equal(back.interest, profile.interest)
 
@@ -68,6 +75,9 @@ def test_no_transform_registers_coders_on_import():
     import pathlib
 
     root = pathlib.Path(record_coders.__file__).parent
-    offenders = [p.name for p in root.glob("*.py")
-                 if p.name != "coders.py" and ("register_coder" in p.read_text() or "register_row" in p.read_text())]
+    offenders = [
+        p.name
+        for p in root.glob("*.py")
+        if p.name != "coders.py" and ("register_coder" in p.read_text() or "register_row" in p.read_text())
+    ]
     assert offenders == []

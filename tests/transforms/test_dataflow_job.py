@@ -21,10 +21,21 @@ from pipelines.streaming import build_pipeline, job_config_from_options
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(__file__)), "golden", "streaming_transform_labels.txt")
 DATAFLOW_ARGV = [
-    "--runner", "DataflowRunner", "--dry_run", "true", "--streaming", "--project", "newsflow-test",
-    "--region", "europe-west1", "--temp_location", "gs://newsflow-bucket/tmp",
-    "--pubsub_subscription", "projects/newsflow-test/subscriptions/raw-documents",
-    "--output", "gs://newsflow-bucket/out",
+    "--runner",
+    "DataflowRunner",
+    "--dry_run",
+    "true",
+    "--streaming",
+    "--project",
+    "newsflow-test",
+    "--region",
+    "europe-west1",
+    "--temp_location",
+    "gs://newsflow-bucket/tmp",
+    "--pubsub_subscription",
+    "projects/newsflow-test/subscriptions/raw-documents",
+    "--output",
+    "gs://newsflow-bucket/out",
 ]
 
 
@@ -45,6 +56,7 @@ def no_network(monkeypatch):
         def fn(*args, **kwargs):
             attempts.append((what, args[:2]))
             raise OSError(f"network disabled in this test: {what}{args[:2]}")
+
         return fn
 
     monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
@@ -72,9 +84,17 @@ def test_dataflow_dry_run_writes_the_job_request_offline(tmp_path, no_network, c
     assert "storage.googleapis.com/newsflow-bucket/tmp/" in job["environment"]["tempStoragePrefix"]
     labels = {t["uniqueName"] for t in request["pipeline"]["components"]["transforms"].values()}
     assert "ReadPubSub" in labels
-    for step in ("ProcessRawDocuments/ExtractArticles", "ProcessRawDocuments/AssignNearDuplicateClusters",
-                 "BuildStories/EnrichArticles", "BuildStories/AssignStoryClusters", "ComputeTrendingWindows",
-                 "WriteArticles", "WriteClusterSnapshots", "WriteTrends", "WriteDeadLetters"):
+    for step in (
+        "ProcessRawDocuments/ExtractArticles",
+        "ProcessRawDocuments/AssignNearDuplicateClusters",
+        "BuildStories/EnrichArticles",
+        "BuildStories/AssignStoryClusters",
+        "ComputeTrendingWindows",
+        "WriteArticles",
+        "WriteClusterSnapshots",
+        "WriteTrends",
+        "WriteDeadLetters",
+    ):
         assert step in labels, step
     # the read is Dataflow's own Pub/Sub source, not the Python fallback
     urns = {t["spec"]["urn"] for t in request["pipeline"]["components"]["transforms"].values() if "spec" in t}
@@ -112,4 +132,5 @@ def test_transform_labels_are_unique_and_stable():
         "transform labels changed: Dataflow --update of a running job matches steps by these labels. If the "
         "change is intended (a new job, or a transform mapping for --update), regenerate the golden file with "
         "NEWSFLOW_UPDATE_GOLDEN=1 and say so in the commit.\n"
-        f"added: {sorted(set(labels) - set(golden))}\nremoved: {sorted(set(golden) - set(labels))}")
+        f"added: {sorted(set(labels) - set(golden))}\nremoved: {sorted(set(golden) - set(labels))}"
+    )

@@ -12,33 +12,88 @@ from newsflow.quality import article_quality
 from schemas import Article
 from transforms.enrich import EnrichArticles
 
-TEXT = 'Apple said on Monday that Tim Cook will present the new iPhone in California. "It is our best phone yet," Cook told reporters.'
+TEXT = (
+    "Apple said on Monday that Tim Cook will present the new iPhone in California. "
+    '"It is our best phone yet," Cook told reporters.'
+)
 
 
 def _article(aid, title, text, lang="en", authority=0.9, cluster=None):
-    return Article(aid, f"http://a.com/{aid}", f"http://a.com/{aid}", "a.com", "A", title, text, ("Ann Lee",), "A",
-                   1700000000.0, 1700000000.0, 1700000000.0, language=lang, source_authority=authority, cluster_id=cluster,
-                   word_count=len(TEXT.split()))
+    return Article(
+        aid,
+        f"http://a.com/{aid}",
+        f"http://a.com/{aid}",
+        "a.com",
+        "A",
+        title,
+        text,
+        ("Ann Lee",),
+        "A",
+        1700000000.0,
+        1700000000.0,
+        1700000000.0,
+        language=lang,
+        source_authority=authority,
+        cluster_id=cluster,
+        word_count=len(TEXT.split()),
+    )
 
 
 def test_enrich_articles():
     arts = [
         _article("x1", "Apple unveils new iPhone with faster chip", TEXT, cluster="cx1"),
-        _article("x2", "Apple présente un nouvel iPhone", "Le PDG Tim Cook a présenté le téléphone.", lang="fr", authority=0.5, cluster="cx1"),
+        _article(
+            "x2",
+            "Apple présente un nouvel iPhone",
+            "Le PDG Tim Cook a présenté le téléphone.",
+            lang="fr",
+            authority=0.5,
+            cluster="cx1",
+        ),
         _article("x3", "Bad authority", "text", authority=1.5),
         _article("x4", "Apple unveils new iPhone with faster chip", ""),  # feed-only: headline alone
     ]
     q1 = article_quality(TEXT, authors=("Ann Lee",), original=True, word_count=len(TEXT.split()))
-    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=PipelineOptions(["--runner", "BundleBasedDirectRunner"])) as p:
+    with beam.Pipeline(
+        runner=BundleBasedDirectRunner(), options=PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+    ) as p:
         res = p | beam.Create(arts) | EnrichArticles()
-        rows = res["main"] | beam.Map(lambda s: (s.article_id, s.topics[0][0] if s.topics else None,
-                                                 sorted(k for k, _, _ in s.entities), round(s.authority, 4),
-                                                 len(s.embedding), round(float(np.linalg.norm(s.embedding)), 4)))
+        rows = res["main"] | beam.Map(
+            lambda s: (
+                s.article_id,
+                s.topics[0][0] if s.topics else None,
+                sorted(k for k, _, _ in s.entities),
+                round(s.authority, 4),
+                len(s.embedding),
+                round(float(np.linalg.norm(s.embedding)), 4),
+            )
+        )
         first = rows | beam.Filter(lambda r: r[0] == "x1")
         # with this lead no section reaches 0.5 (Technology 0.35): no label; spaCy also tags the bare "Cook"
-        assert_that(first, equal_to([("x1", None, ["LOC:california", "ORG:apple", "PERSON:cook", "PERSON:tim cook"], round(0.7 * 0.9 + 0.3 * q1, 4), 128, 1.0)]), label="English")
-        headline = rows | "Headline" >> beam.Filter(lambda r: r[0] == "x4") | "Topic" >> beam.Map(lambda r: (r[1], r[2]))
+        assert_that(
+            first,
+            equal_to(
+                [
+                    (
+                        "x1",
+                        None,
+                        ["LOC:california", "ORG:apple", "PERSON:cook", "PERSON:tim cook"],
+                        round(0.7 * 0.9 + 0.3 * q1, 4),
+                        128,
+                        1.0,
+                    )
+                ]
+            ),
+            label="English",
+        )
+        headline = (
+            rows | "Headline" >> beam.Filter(lambda r: r[0] == "x4") | "Topic" >> beam.Map(lambda r: (r[1], r[2]))
+        )
         assert_that(headline, equal_to([("Technology", ["ORG:apple"])]), label="HeadlineTopic")
         french = rows | "Fr" >> beam.Filter(lambda r: r[0] == "x2") | beam.Map(lambda r: (r[2], r[4]))
         assert_that(french, equal_to([([], 128)]), label="NoFrenchEntities")
-        assert_that(res["dead_letter"] | beam.Map(lambda d: (d.step, d.error_type)), equal_to([("enrich", "invalid_article")]), label="DeadLetter")
+        assert_that(
+            res["dead_letter"] | beam.Map(lambda d: (d.step, d.error_type)),
+            equal_to([("enrich", "invalid_article")]),
+            label="DeadLetter",
+        )

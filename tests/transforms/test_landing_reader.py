@@ -38,18 +38,28 @@ def test_reader_keeps_good_lines_and_dead_letters_broken_files(tmp_path):
             | beam.ParDo(_ReadLinesFn(max_record_bytes=1000)).with_outputs(DEAD_LETTER_TAG, main="main")
         )
         lines = out.main
-        dead = out[DEAD_LETTER_TAG] | beam.Map(lambda d: (d.step, d.error_type, d.error.split(":")[0].rsplit("/", 1)[-1]))
+        dead = out[DEAD_LETTER_TAG] | beam.Map(
+            lambda d: (d.step, d.error_type, d.error.split(":")[0].rsplit("/", 1)[-1])
+        )
         # good file whole, long.jsonl minus the long line, and the garbage-tail file's first member
         # (gzip reads it, then refuses the trailing bytes: the line before stays, the file is reported)
-        assert_that(lines | "Small" >> beam.Filter(lambda b: len(b) < 200).with_output_types(bytes)
-                    | beam.Map(lambda b: b), equal_to(good + [good[0], good[1], b'{"n": "t"}']
-                                                      + _truncated_prefix(full)), label="Lines")
-        assert_that(dead, equal_to([
-            ("read", "corrupt_file", "truncated.jsonl.gz"),
-            ("read", "corrupt_file", "notgzip.jsonl.gz"),
-            ("read", "corrupt_file", "garbage-tail.jsonl.gz"),
-            ("read", "too_large", "long.jsonl"),
-        ]), label="DeadLetters")
+        assert_that(
+            lines | "Small" >> beam.Filter(lambda b: len(b) < 200).with_output_types(bytes) | beam.Map(lambda b: b),
+            equal_to(good + [good[0], good[1], b'{"n": "t"}'] + _truncated_prefix(full)),
+            label="Lines",
+        )
+        assert_that(
+            dead,
+            equal_to(
+                [
+                    ("read", "corrupt_file", "truncated.jsonl.gz"),
+                    ("read", "corrupt_file", "notgzip.jsonl.gz"),
+                    ("read", "corrupt_file", "garbage-tail.jsonl.gz"),
+                    ("read", "too_large", "long.jsonl"),
+                ]
+            ),
+            label="DeadLetters",
+        )
 
 
 def _truncated_prefix(full: bytes) -> list[bytes]:

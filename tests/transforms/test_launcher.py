@@ -37,10 +37,22 @@ def _toy_build(pipeline, config):
     return pipeline | "Numbers" >> beam.Create(list(range(config["n"]))) | "Count" >> beam.Map(count)
 
 
-TOY = JobSpec(name="toy", options_class=_ToyOptions, config_from_options=_toy_config, build=_toy_build,
-              counters=("counted", "never_incremented"), needs_redis=False)
-TOY_REDIS = JobSpec(name="toy", options_class=_ToyOptions, config_from_options=_toy_config, build=_toy_build,
-                    counters=("counted",), needs_redis=True)
+TOY = JobSpec(
+    name="toy",
+    options_class=_ToyOptions,
+    config_from_options=_toy_config,
+    build=_toy_build,
+    counters=("counted", "never_incremented"),
+    needs_redis=False,
+)
+TOY_REDIS = JobSpec(
+    name="toy",
+    options_class=_ToyOptions,
+    config_from_options=_toy_config,
+    build=_toy_build,
+    counters=("counted",),
+    needs_redis=True,
+)
 
 
 def _unused_port() -> int:
@@ -49,8 +61,19 @@ def _unused_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("value,expected", [("true", True), ("false", False), ("1", True), ("0", False),
-                                            (True, True), (False, False), (None, False), ("No", False)])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("true", True),
+        ("false", False),
+        ("1", True),
+        ("0", False),
+        (True, True),
+        (False, False),
+        (None, False),
+        ("No", False),
+    ],
+)
 def test_parse_bool_flag(value, expected):
     assert parse_bool_flag(value, "dry_run") is expected
 
@@ -110,27 +133,47 @@ def test_summary_survives_a_runner_without_metrics():
         def metrics(self):
             raise NotImplementedError("no metrics on this runner")
 
-    launched = launcher.LaunchResult(spec=TOY, settings=None, runner="DataflowRunner", dry_run=True,
-                                     result=NoMetrics(), state="RUNNING", job_id="2026-12-01_00_00_00-123")
+    launched = launcher.LaunchResult(
+        spec=TOY,
+        settings=None,
+        runner="DataflowRunner",
+        dry_run=True,
+        result=NoMetrics(),
+        state="RUNNING",
+        job_id="2026-12-01_00_00_00-123",
+    )
     s = json.loads(launcher.summary_line(launched))
-    assert s == {"job": "toy", "runner": "DataflowRunner", "state": "RUNNING", "dry_run": True, "transforms": 0,
-                 "job_id": "2026-12-01_00_00_00-123", "metrics": "unavailable"}
+    assert s == {
+        "job": "toy",
+        "runner": "DataflowRunner",
+        "state": "RUNNING",
+        "dry_run": True,
+        "transforms": 0,
+        "job_id": "2026-12-01_00_00_00-123",
+        "metrics": "unavailable",
+    }
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["--runner", "DirectRunner", "--streaming"], True),
-    (["--runner", "DataflowRunner"], True),
-    (["--runner", "DataflowRunner", "--streaming"], False),
-    (["--runner", "FlinkRunner", "--streaming"], False),
-    (["--runner", "PortableRunner"], True),
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["--runner", "DirectRunner", "--streaming"], True),
+        (["--runner", "DataflowRunner"], True),
+        (["--runner", "DataflowRunner", "--streaming"], False),
+        (["--runner", "FlinkRunner", "--streaming"], False),
+        (["--runner", "PortableRunner"], True),
+    ],
+)
 def test_streaming_jobs_on_remote_runners_do_not_block(argv, expected):
     assert should_wait(PipelineOptions(argv)) is expected
 
 
 def test_portable_runner_runs_the_same_job_and_summarizes():
-    launched = launch(TOY, ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type",
-                            "LOOPBACK", "--toy_n", "7"], environ={})
+    launched = launch(
+        TOY,
+        ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK", "--toy_n", "7"],
+        environ={},
+    )
     s = summary(launched)
     assert s["runner"] == "PortableRunner" and s["state"] == "DONE" and s["counted"] == 7
 

@@ -51,8 +51,16 @@ def _run(tmp_path, name, batches, model_path):
         cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
         with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
             res = p | stream | AssignStoryClusters(cfg)
-            assert_that(res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)), equal_to(EXPECTED), label="Assignments")
-            assert_that(res["dead_letter"] | beam.Map(lambda d: d.error_type), equal_to(["invalid_article"]), label="DeadLetters")
+            assert_that(
+                res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)),
+                equal_to(EXPECTED),
+                label="Assignments",
+            )
+            assert_that(
+                res["dead_letter"] | beam.Map(lambda d: d.error_type),
+                equal_to(["invalid_article"]),
+                label="DeadLetters",
+            )
         store = RedisStoryStore(server)
         return sorted(store.story_ids()), store.merges(), int(server.hget(Keys().story("sa1"), "article_count"))
     finally:

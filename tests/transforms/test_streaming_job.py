@@ -38,8 +38,9 @@ ARTICLE_HTML = (
 
 
 def feed_doc(url: str, title: str, t: float, domain: str | None = None) -> dict:
-    return RawDocument(url=url, source_domain=domain or url.split("/")[2], fetch_time=t, title=title,
-                       published_time=t).to_json_dict()
+    return RawDocument(
+        url=url, source_domain=domain or url.split("/")[2], fetch_time=t, title=title, published_time=t
+    ).to_json_dict()
 
 
 def line(d) -> bytes:
@@ -47,8 +48,18 @@ def line(d) -> bytes:
 
 
 def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
-    opts = PipelineOptions(["--input", landing, "--output", output or str(tmp_path / "out"), "--runner", "DirectRunner",
-                            "--redis_url", redis_url])
+    opts = PipelineOptions(
+        [
+            "--input",
+            landing,
+            "--output",
+            output or str(tmp_path / "out"),
+            "--runner",
+            "DirectRunner",
+            "--redis_url",
+            redis_url,
+        ]
+    )
     config = job_config_from_options(opts)
     assert config.cluster.redis_url == config.stories.redis_url == config.trending.redis_url == redis_url
     p = beam.Pipeline(runner=make_runner(opts), options=opts)
@@ -67,8 +78,14 @@ def write_landing(path, lines: list[bytes]) -> str:
 
 def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed(tmp_path, redis_server):
     _, url = redis_server
-    good_page = RawDocument(url="https://news.example.org/park", source_domain="news.example.org", fetch_time=1.7e9,
-                            http_status=200, content_type="text/html; charset=utf-8", body=ARTICLE_HTML).to_json_dict()
+    good_page = RawDocument(
+        url="https://news.example.org/park",
+        source_domain="news.example.org",
+        fetch_time=1.7e9,
+        http_status=200,
+        content_type="text/html; charset=utf-8",
+        body=ARTICLE_HTML,
+    ).to_json_dict()
     good_feed = feed_doc("https://wire.example.com/a1", "Storm closes ports along the northern coast", 1.7e9)
     ok = {"url": "https://x.com/a", "source_domain": "x.com", "fetch_time": 1.7e9, "title": "A headline"}
     bad = {
@@ -82,16 +99,20 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
         line({**ok, "fetch_time": 1e20}): "invalid_field",
         line({**ok, "fetch_time": True}): "invalid_field",
         line({**ok, "published_time": -1e15}): "invalid_field",
-        b'{"url": "https://x.com/p", "source_domain": "x.com", "fetch_time": 1, "published_time": NaN}': "invalid_field",
+        b'{"url": "https://x.com/p", "source_domain": "x.com", "fetch_time": 1, '
+        b'"published_time": NaN}': "invalid_field",
         line({**ok, "title": ["a list", "as title"]}): "invalid_field",
         line({**ok, "http_status": []}): "invalid_field",
         line({**ok, "body_b64": "%%%"}): "invalid_field",
-        b'{"url": "https://x.com/\\ud800x", "source_domain": "x.com", "fetch_time": 1, "title": "t"}': "invalid_unicode",
+        b'{"url": "https://x.com/\\ud800x", "source_domain": "x.com", '
+        b'"fetch_time": 1, "title": "t"}': "invalid_unicode",
         b'{"url": "https://x.com/s", "source_domain": "x.com", "fetch_time": 1, "title": "\\udc80"}': "invalid_unicode",
         line({**ok, "url": "javascript:alert(1)"}): "bad_url",
         line({**ok, "url": "https://x.com/ab\r\nSet-Cookie: x=1"}): "bad_url",
         line({**ok, "url": "https://x.com/" + "a" * 3000}): "bad_url",
-        line({**ok, "url": "http://169.254.169.254/latest/meta-data/", "source_domain": "169.254.169.254"}): "unsafe_url",
+        line(
+            {**ok, "url": "http://169.254.169.254/latest/meta-data/", "source_domain": "169.254.169.254"}
+        ): "unsafe_url",
         line({**ok, "url": "http://0251.0376.0251.0376/x", "source_domain": "x.com"}): "unsafe_url",
         line({**ok, "url": "http://localhost:6379/", "source_domain": "localhost"}): "unsafe_url",
         line({**ok, "url": "https://evil.example/story", "source_domain": "reuters.com"}): "source_mismatch",
@@ -102,9 +123,15 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
     }
     bad_docs = {
         "https://x.com/404": ("http_error", dict(http_status=404, body=b"<html><body>Not found</body></html>")),
-        "https://x.com/empty": ("not_an_article", dict(http_status=200, body=b"<html><body><nav>Home</nav></body></html>")),
+        "https://x.com/empty": (
+            "not_an_article",
+            dict(http_status=200, body=b"<html><body><nav>Home</nav></body></html>"),
+        ),
         "https://x.com/binary": ("undecodable", dict(http_status=200, body=bytes(range(256)) * 40)),
-        "https://x.com/truncated": ("broken_html", dict(http_status=200, body=b"<html><head><title>Cut off</title></head>")),
+        "https://x.com/truncated": (
+            "broken_html",
+            dict(http_status=200, body=b"<html><head><title>Cut off</title></head>"),
+        ),
         "https://x.com/huge": ("too_large", dict(http_status=200, body=b"<p>" + b"a" * 6_000_000 + b"</p>")),
         "https://x.com/nothing": ("missing_fields", dict()),
     }
@@ -127,8 +154,11 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
         if d["step"] == "extract":
             assert RawDocument.from_json_dict(json.loads(d["payload"])).url == d["url"]
     articles = read_dataset(str(tmp_path / "out"), "articles").to_pylist()
-    assert sorted(a["url"] for a in articles) == ["https://news.example.org/park", "https://wire.example.com/a1",
-                                                  "https://wire.example.com/a2"]
+    assert sorted(a["url"] for a in articles) == [
+        "https://news.example.org/park",
+        "https://wire.example.com/a1",
+        "https://wire.example.com/a2",
+    ]
     park = next(a for a in articles if a["url"].endswith("/park"))
     assert "riverside park" in park["text"] and park["language"] == "en" and park["cluster_id"]
     counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
@@ -195,16 +225,20 @@ def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, r
     base = 1_394_470_000.0
     title = "Malaysia Airlines flight MH370 search widens to the Andaman Sea as families wait for news"
     a = feed_doc("https://a.example.com/mh370", title, base + 3600)
-    b = feed_doc("https://b.example.com/mh370", title + ".", base + 60)       # near-duplicate, earlier
-    c = feed_doc("https://c.example.com/ecb", "ECB unlikely to end sterilisation of SMP purchases, traders say", base + 1800)
-    late = feed_doc("https://d.example.com/mh370-late", title, base + 30)   # arrives after the watermark passed it
+    b = feed_doc("https://b.example.com/mh370", title + ".", base + 60)  # near-duplicate, earlier
+    c = feed_doc(
+        "https://c.example.com/ecb", "ECB unlikely to end sterilisation of SMP purchases, traders say", base + 1800
+    )
+    late = feed_doc("https://d.example.com/mh370-late", title, base + 30)  # arrives after the watermark passed it
     assert hamming(simhash(title), simhash(title + ".")) <= 3
     events = [
-        (a, base + 3600), (c, base + 1800), "tick",
-        base + 7200,                      # watermark passes every element so far
-        (b, base + 60),                   # out of order and behind the watermark (late)
+        (a, base + 3600),
+        (c, base + 1800),
         "tick",
-        (late, base + 30),                # late as well
+        base + 7200,  # watermark passes every element so far
+        (b, base + 60),  # out of order and behind the watermark (late)
+        "tick",
+        (late, base + 30),  # late as well
         "tick",
     ]
     opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
@@ -214,8 +248,11 @@ def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, r
         raw = p | _streaming_events(events, None)
         core = raw | ProcessRawDocuments(ContentConfig(), ClusterConfig(redis_url=url))
         core["articles"] | WriteArticles(SinkConfig(output_root=out, streaming=True, flush_seconds=60), url)
-        assert_that(core["articles"] | beam.Map(lambda x: x.url), equal_to([d["url"] for d in (a, b, c, late)]),
-                    label="AllArticlesIncludingLate")
+        assert_that(
+            core["articles"] | beam.Map(lambda x: x.url),
+            equal_to([d["url"] for d in (a, b, c, late)]),
+            label="AllArticlesIncludingLate",
+        )
         assert_that(core["dead_letter"], equal_to([]), label="NoDeadLetters")
     store = RedisClusterStore(client)
     mh370 = {store.cluster_of(article_id(d["url"])) for d in (a, b, late)}
@@ -223,7 +260,7 @@ def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, r
     (cid,) = mh370
     cluster = store.get_cluster(cid)
     assert cluster.article_count == 3
-    assert cluster.earliest_time == base + 30   # the late article is the earliest report
+    assert cluster.earliest_time == base + 30  # the late article is the earliest report
     assert store.cluster_of(article_id(c["url"])) != cid
     rows = read_dataset(out, "articles").to_pylist()
     assert sorted(r["url"] for r in rows) == sorted(d["url"] for d in (a, b, c, late))
@@ -237,7 +274,7 @@ def test_two_copies_of_one_article_are_stored_once(tmp_path, redis_server):
     result = run_job(tmp_path, url, landing)
     rows = read_dataset(str(tmp_path / "out"), "articles").to_pylist()
     assert len(rows) == 1 and rows[0]["article_id"] == article_id("https://example.com/story")
-    stored = client.hgetall(Keys().article(rows[0]['article_id']))
+    stored = client.hgetall(Keys().article(rows[0]["article_id"]))
     assert rows[0]["url"] == stored[b"url"].decode()
     counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
     assert counters["duplicate_article_copies"] == 1 and counters["clustered"] == 1
@@ -273,8 +310,16 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
             stream = stream.advance_processing_time(61)
         stream = stream.advance_watermark_to(max(times) + 1).advance_watermark_to_infinity()
         url = f"unix://{stream_redis.socket_file}"
-        opts = PipelineOptions(["--pubsub_subscription", "projects/p/subscriptions/s", "--redis_url", url,
-                                "--output", str(tmp_path / "stream")])
+        opts = PipelineOptions(
+            [
+                "--pubsub_subscription",
+                "projects/p/subscriptions/s",
+                "--redis_url",
+                url,
+                "--output",
+                str(tmp_path / "stream"),
+            ]
+        )
         opts.view_as(StandardOptions).streaming = True
         config = job_config_from_options(opts)
         assert config.stories.ordering == "timers"

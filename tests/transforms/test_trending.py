@@ -31,8 +31,12 @@ assert B % 300 == 0
 
 
 def _art(i, t, story="s1"):
-    return {"article_id": f"a{i}", "story_id": story, "topics": ["World"],
-            "entities": ["Storm Ciarán", {"text": "Met Office"}] if i % 2 else ["Storm Ciarán"]}
+    return {
+        "article_id": f"a{i}",
+        "story_id": story,
+        "topics": ["World"],
+        "entities": ["Storm Ciarán", {"text": "Met Office"}] if i % 2 else ["Storm Ciarán"],
+    }
 
 
 def _expected_story_windows():
@@ -65,31 +69,41 @@ def test_lambda_switches_when_velocity_crosses_20_per_hour(server):
     first.append(TimestampedValue(_art(4, B + 40), B + 40))  # replayed duplicate
     stream = TestStream().add_elements(first)
     stream = stream.advance_watermark_to(B + 600)
-    stream = stream.add_elements([TimestampedValue(_art(20, B + 900), B + 900),
-                                  TimestampedValue({"story_id": "s1"}, B + 901)])  # no article_id
+    stream = stream.add_elements(
+        [TimestampedValue(_art(20, B + 900), B + 900), TimestampedValue({"story_id": "s1"}, B + 901)]
+    )  # no article_id
     stream = stream.advance_watermark_to_infinity()
     opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
     opts.view_as(StandardOptions).streaming = True
     with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
         res = p | stream | ComputeTrendingWindows(TrendingConfig(redis_url=url))
-        stories = (res["trends"] | beam.Filter(lambda t: t.kind == "story")
-                   | beam.Map(lambda t: (t.window_end, t.count, t.breaking, t.decay_lambda)))
+        stories = (
+            res["trends"]
+            | beam.Filter(lambda t: t.kind == "story")
+            | beam.Map(lambda t: (t.window_end, t.count, t.breaking, t.decay_lambda))
+        )
         assert_that(stories, equal_to(_expected_story_windows()), label="StoryWindows")
         topics = res["trends"] | "Topics" >> beam.Filter(lambda t: t.kind == "topic" and t.window_end == B + 3600)
         assert_that(topics | beam.Map(lambda t: (t.key, t.count)), equal_to([("world", 21)]), label="Topic")
         ents = res["trends"] | "Ents" >> beam.Filter(lambda t: t.kind == "entity" and t.window_end == B + 3600)
-        assert_that(ents | beam.Map(lambda t: (t.key, t.count)),
-                    equal_to([("Storm Ciarán", 21), ("Met Office", 10)]), label="Entities")
-        assert_that(res["dead_letter"] | beam.Map(lambda d: d.error_type), equal_to(["invalid_input"]),
-                    label="DeadLetter")
+        assert_that(
+            ents | beam.Map(lambda t: (t.key, t.count)),
+            equal_to([("Storm Ciarán", 21), ("Met Office", 10)]),
+            label="Entities",
+        )
+        assert_that(
+            res["dead_letter"] | beam.Map(lambda d: d.error_type), equal_to(["invalid_input"]), label="DeadLetter"
+        )
     store = RankingStore(server)
     # s1 broke in the window ending B+1200; it stays breaking until an hour after B+3600
     assert store.breaking(B + 3600) == {"s1": B + 1200}
     assert store.breaking(B + 7200) == {}
     # one re-crawl request per source of the story (windows may fire in any bundle order)
     requests = [json.loads(x) for x in server.lrange("nf:crawl:priority", 0, -1)]
-    assert [(q["target"], q["reason"]) for q in requests] == [("a.com", "breaking:story s1"),
-                                                               ("b.com", "breaking:story s1")]
+    assert [(q["target"], q["reason"]) for q in requests] == [
+        ("a.com", "breaking:story s1"),
+        ("b.com", "breaking:story s1"),
+    ]
     assert all(B + 1200 <= q["time"] <= B + 3600 for q in requests)
     end, rows = store.latest_trending("story")
     assert end == B + 4500 and rows == [("s1", 1)]
@@ -104,9 +118,12 @@ def test_batch_replay_counts_and_parquet(tmp_path):
     arts.append(TimestampedValue(_art(20, B + 900), B + 900))
     out = str(tmp_path / "out")
     with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(["--runner", "DirectRunner"])) as p:
-        res = (p | beam.Create(arts) | ComputeTrendingWindows(TrendingConfig(write_redis=False)))
-        stories = (res["trends"] | beam.Filter(lambda t: t.kind == "story")
-                   | beam.Map(lambda t: (t.window_end, t.count, t.breaking, t.decay_lambda)))
+        res = p | beam.Create(arts) | ComputeTrendingWindows(TrendingConfig(write_redis=False))
+        stories = (
+            res["trends"]
+            | beam.Filter(lambda t: t.kind == "story")
+            | beam.Map(lambda t: (t.window_end, t.count, t.breaking, t.decay_lambda))
+        )
         assert_that(stories, equal_to(_expected_story_windows()))
         res["trends"] | WriteTrends(out)
     table = ds.dataset(out + "/trends", format="parquet", partitioning="hive").to_table()

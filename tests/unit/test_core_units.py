@@ -9,14 +9,17 @@ import pytest
 
 from newsflow.articles import build_article, event_time
 from newsflow.extraction import ExtractedContent
-from newsflow.sources import SourceTable, UNKNOWN_AUTHORITY
+from newsflow.sources import UNKNOWN_AUTHORITY, SourceTable
 from newsflow.stores.parquet import list_files, read_dataset, write_records
 from newsflow.urls import article_id, canonicalize_url, source_domain
 from schemas import ARTICLE_SCHEMA, Article, RawDocument
 
 
 def test_canonical_url_rules():
-    assert canonicalize_url("HTTP://WWW.Example.COM:80/a/./b/../c?utm_source=x&b=2&a=1#top") == "http://www.example.com/a/c?a=1&b=2"
+    assert (
+        canonicalize_url("HTTP://WWW.Example.COM:80/a/./b/../c?utm_source=x&b=2&a=1#top")
+        == "http://www.example.com/a/c?a=1&b=2"
+    )
     assert canonicalize_url("https://example.com:443") == "https://example.com/"
     assert canonicalize_url("https://example.com:8443/x?fbclid=1") == "https://example.com:8443/x"
     assert canonicalize_url(r"http://www.iii.co.uk/news\?id=3") == "http://www.iii.co.uk/news?id=3"
@@ -48,7 +51,9 @@ def test_sources_table_rejects_out_of_range_authority(tmp_path):
 
 
 def test_raw_document_json_round_trip_and_validation():
-    raw = RawDocument(url="https://x.com/a", source_domain="X.com", fetch_time=12.5, http_status=200, body=b"\x00\xffhi")
+    raw = RawDocument(
+        url="https://x.com/a", source_domain="X.com", fetch_time=12.5, http_status=200, body=b"\x00\xffhi"
+    )
     back = RawDocument.from_json_dict(raw.to_json_dict())
     assert back == raw._replace(source_domain="x.com")
     with pytest.raises(ValueError, match="missing"):
@@ -64,10 +69,19 @@ def test_event_time_prefers_publish_time_unless_it_is_in_the_future():
 
 
 def test_build_article_fields():
-    raw = RawDocument(url="https://www.example.com/a?utm_source=x", source_domain="example.com", fetch_time=1000.0,
-                      published_time=900.0, source_name=None, body=None, title="T", summary="S")
-    content = ExtractedContent(title="Title", text="one two three", authors=("A",), site_name="Example",
-                               publish_time=900.0, html_language="")
+    raw = RawDocument(
+        url="https://www.example.com/a?utm_source=x",
+        source_domain="example.com",
+        fetch_time=1000.0,
+        published_time=900.0,
+        source_name=None,
+        body=None,
+        title="T",
+        summary="S",
+    )
+    content = ExtractedContent(
+        title="Title", text="one two three", authors=("A",), site_name="Example", publish_time=900.0, html_language=""
+    )
     a = build_article(raw, content, source_authority=0.75, source_name="Example News")
     assert a.article_id == article_id("https://www.example.com/a")
     assert (a.publish_time, a.event_time, a.word_count, a.feed_only) == (900.0, 900.0, 3, True)
@@ -83,9 +97,17 @@ def _article(aid: str, t: float) -> Article:
 
 def test_parquet_files_are_content_addressed_and_round_trip(tmp_path):
     rows = [_article("b", 86400.0), _article("a", 86401.0)]
-    p1 = write_records(str(tmp_path), "articles", "date=1970-01-02", rows, ARTICLE_SCHEMA, sort_key=lambda r: r.article_id)
-    p2 = write_records(str(tmp_path), "articles", "date=1970-01-02", list(reversed(rows)), ARTICLE_SCHEMA,
-                       sort_key=lambda r: r.article_id)
+    p1 = write_records(
+        str(tmp_path), "articles", "date=1970-01-02", rows, ARTICLE_SCHEMA, sort_key=lambda r: r.article_id
+    )
+    p2 = write_records(
+        str(tmp_path),
+        "articles",
+        "date=1970-01-02",
+        list(reversed(rows)),
+        ARTICLE_SCHEMA,
+        sort_key=lambda r: r.article_id,
+    )
     assert p1 == p2
     with open(p1, "rb") as f:
         assert p1.endswith(f"part-{hashlib.sha256(f.read()).hexdigest()[:20]}.parquet")

@@ -35,8 +35,10 @@ def test_every_shared_feed_parses_with_expected_item_count():
 
 
 def test_wrongly_declared_charset_is_recovered():
-    text = "<?xml version='1.0' encoding='utf-8'?><rss version='2.0'><channel><title>T</title>" \
-           "<item><title>Caf\u00e9 S\u00e3o Paulo</title><link>http://a.example/1</link></item></channel></rss>"
+    text = (
+        "<?xml version='1.0' encoding='utf-8'?><rss version='2.0'><channel><title>T</title>"
+        "<item><title>Caf\u00e9 S\u00e3o Paulo</title><link>http://a.example/1</link></item></channel></rss>"
+    )
     body = text.encode("latin-1")  # declared utf-8, actually latin-1
     parsed = parse_feed(body, content_type="application/rss+xml; charset=utf-8")
     assert len(parsed.entries) == 1
@@ -109,4 +111,6 @@ def test_amp_variants_share_the_article_id():
     # words merely containing "amp" are untouched
     assert strip_amp("https://x.example/champion/ampere?camp=1") == "https://x.example/champion/ampere?camp=1"
     # pre-existing behaviour is unchanged
-    assert canonicalize_url("HTTP://Example.COM:80/a/./b/../c?b=2&a=1&utm_medium=x#f") == "http://example.com/a/c?a=1&b=2"
+    assert (
+        canonicalize_url("HTTP://Example.COM:80/a/./b/../c?b=2&a=1&utm_medium=x#f") == "http://example.com/a/c?a=1&b=2"
+    )

@@ -15,7 +15,7 @@ DATA = os.urandom(1000) + b"a" * 300_000 + os.urandom(5000)
 def decode(encoding, blob, limit=10**7, step=None):
     d = BoundedDecoder(encoding, limit)
     for i in range(0, len(blob), step or len(blob) or 1):
-        d.feed(blob[i:i + (step or len(blob))])
+        d.feed(blob[i : i + (step or len(blob))])
     return d.finish()
 
 

@@ -44,9 +44,14 @@ def test_bare_protego_fails_the_vectors_the_layer_fixes():
     """Guards the reason the normalization layer exists: without it protego disagrees on 11 vectors."""
     with open(CASES, encoding="utf-8") as f:
         cases = json.load(f)["is_user_agent_allowed"]
-    failing = sorted({c["test"] for c in cases
-                      if Protego.parse(c["robots_txt"].lstrip("\ufeff")).can_fetch(c["url"], c["user_agent"])
-                      != c["expected_allowed"]})
+    failing = sorted(
+        {
+            c["test"]
+            for c in cases
+            if Protego.parse(c["robots_txt"].lstrip("\ufeff")).can_fetch(c["url"], c["user_agent"])
+            != c["expected_allowed"]
+        }
+    )
     assert failing == ["GoogleOnly_LineTooLong", "ID_Encoding", "ID_UserAgentValueCaseInsensitive"]
 
 
@@ -135,20 +140,39 @@ def test_eval_robots_command_bad_file(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
     assert eval_robots.run(argparse.Namespace(cases=str(bad))) == 2
-    assert capsys.readouterr().err == f"error: {bad}: not JSON (Expecting property name enclosed in double quotes " \
-                                      "at line 1 column 2)\n"
+    assert (
+        capsys.readouterr().err == f"error: {bad}: not JSON (Expecting property name enclosed in double quotes "
+        "at line 1 column 2)\n"
+    )
 
 
-@pytest.mark.parametrize("content, problem", [
-    ({"other": []}, "no 'is_user_agent_allowed' list"),
-    ({"is_user_agent_allowed": [3]}, "case 0 is not an object"),
-    ({"is_user_agent_allowed": [{"test": "t1", "robots_txt": "", "user_agent": "a", "url": "http://h/"}]},
-     "case 0 ('t1') has no 'expected_allowed'"),
-    ({"is_user_agent_allowed": [{"test": "t2", "robots_txt": 5, "user_agent": "a", "url": "http://h/",
-                                 "expected_allowed": True}]}, "case 0 ('t2'): 'robots_txt' must be str, got int"),
-    ({"is_user_agent_allowed": [{"test": "t3", "robots_txt": "", "user_agent": "a", "url": "http://h/",
-                                 "expected_allowed": "yes"}]}, "case 0 ('t3'): 'expected_allowed' must be bool, got str"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ({"other": []}, "no 'is_user_agent_allowed' list"),
+        ({"is_user_agent_allowed": [3]}, "case 0 is not an object"),
+        (
+            {"is_user_agent_allowed": [{"test": "t1", "robots_txt": "", "user_agent": "a", "url": "http://h/"}]},
+            "case 0 ('t1') has no 'expected_allowed'",
+        ),
+        (
+            {
+                "is_user_agent_allowed": [
+                    {"test": "t2", "robots_txt": 5, "user_agent": "a", "url": "http://h/", "expected_allowed": True}
+                ]
+            },
+            "case 0 ('t2'): 'robots_txt' must be str, got int",
+        ),
+        (
+            {
+                "is_user_agent_allowed": [
+                    {"test": "t3", "robots_txt": "", "user_agent": "a", "url": "http://h/", "expected_allowed": "yes"}
+                ]
+            },
+            "case 0 ('t3'): 'expected_allowed' must be bool, got str",
+        ),
+    ],
+)
 def test_eval_robots_command_bad_cases_exit_2(tmp_path, capsys, content, problem):
     import argparse
 

@@ -69,17 +69,26 @@ def test_backoff_grows_is_capped_and_honours_retry_after():
         v = backoff_delay(k, cfg, rng)
         assert d / 2 <= v <= d
     assert backoff_delay(1, cfg, rng, retry_after_s=500.0) == 500.0
-    assert backoff_delay(1, cfg, rng, retry_after_s=10 ** 6) == 3600.0  # never parked for good
+    assert backoff_delay(1, cfg, rng, retry_after_s=10**6) == 3600.0  # never parked for good
 
 
 def test_throttle_delay_starts_at_the_poll_interval_and_doubles_to_a_day():
     assert [throttle_delay(k, 900.0, CFG, 0.5) for k in range(1, 10)] == [
-        900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 57600.0, 86400.0, 86400.0]
+        900.0,
+        1800.0,
+        3600.0,
+        7200.0,
+        14400.0,
+        28800.0,
+        57600.0,
+        86400.0,
+        86400.0,
+    ]
     assert throttle_delay(10_000, 900.0, CFG, 0.5) == 86400.0  # no overflow
     # a usable Retry-After wins when longer, up to the same cap; a shorter one does not shorten the wait
     assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=7200.0) == 7200.0
     assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=60.0) == 900.0
-    assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=10 ** 7) == 86400.0
+    assert throttle_delay(1, 900.0, CFG, 0.0, retry_after_s=10**7) == 86400.0
 
 
 def test_throttle_jitter_is_deterministic_and_only_lengthens():
@@ -92,7 +101,9 @@ def test_throttle_jitter_is_deterministic_and_only_lengthens():
 
 
 def test_same_site_links():
-    html = (b'<a href="/a">1</a><a class=x href="http://s.example/b#c">2</a><a href="https://o.example/c">3</a>'
-            b'<a href="/img.jpg">4</a><a href="/a">dup</a><a href="mailto:x@y">5</a>')
+    html = (
+        b'<a href="/a">1</a><a class=x href="http://s.example/b#c">2</a><a href="https://o.example/c">3</a>'
+        b'<a href="/img.jpg">4</a><a href="/a">dup</a><a href="mailto:x@y">5</a>'
+    )
     assert same_site_links(html, "http://s.example/page", 10) == ["http://s.example/a", "http://s.example/b"]
     assert same_site_links(html, "http://s.example/page", 1) == ["http://s.example/a"]

@@ -21,7 +21,14 @@ from newsflow.embedding import (
 
 
 def test_tokenize_and_stem():
-    assert tokenize("The Bachelor's finale: Juan Pablo picks Nikki!") == ["bachelor", "finale", "juan", "pablo", "pick", "nikki"]
+    assert tokenize("The Bachelor's finale: Juan Pablo picks Nikki!") == [
+        "bachelor",
+        "finale",
+        "juan",
+        "pablo",
+        "pick",
+        "nikki",
+    ]
     assert stem("stories") == "story" and stem("glass") == "glass" and stem("bus") == "bus"
     assert tokenize(None) == [] and tokenize("") == []
 

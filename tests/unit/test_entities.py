@@ -34,6 +34,8 @@ def test_normalization():
 
 def test_unsupported_language_gives_no_entities_and_a_count():
     x = EntityExtractor()
-    out = x.extract_many([("Emmanuel Macron à Paris", ""), ("Angela Merkel in Berlin", ""), ("", "")], ["fr", "de", "en"])
+    out = x.extract_many(
+        [("Emmanuel Macron à Paris", ""), ("Angela Merkel in Berlin", ""), ("", "")], ["fr", "de", "en"]
+    )
     assert out == [[], [], []]
     assert x.skipped == {"fr": 1, "de": 1}

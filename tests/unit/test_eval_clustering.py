@@ -20,10 +20,34 @@ def test_pairwise_scores_by_hand():
 
 
 ROWS = [
-    ("1", "Chiquita and Fyffes agree merger to create world's largest banana company", "http://a.com/chiquita-fyffes-merger-banana", "s1", 1394470501000),
-    ("2", "Chiquita, Fyffes merge to form world's biggest banana supplier", "http://c.com/chiquita-fyffes-banana-deal", "s1", 1394470561000),
-    ("3", "Malaysia Airlines flight MH370 missing over South China Sea", "http://b.com/malaysia-airlines-jet-missing", "s2", 1394470621000),
-    ("4", "Search for missing Malaysia Airlines jet widens", "http://d.com/search-for-missing-malaysia-airlines-jet", "s2", 1394470681000),
+    (
+        "1",
+        "Chiquita and Fyffes agree merger to create world's largest banana company",
+        "http://a.com/chiquita-fyffes-merger-banana",
+        "s1",
+        1394470501000,
+    ),
+    (
+        "2",
+        "Chiquita, Fyffes merge to form world's biggest banana supplier",
+        "http://c.com/chiquita-fyffes-banana-deal",
+        "s1",
+        1394470561000,
+    ),
+    (
+        "3",
+        "Malaysia Airlines flight MH370 missing over South China Sea",
+        "http://b.com/malaysia-airlines-jet-missing",
+        "s2",
+        1394470621000,
+    ),
+    (
+        "4",
+        "Search for missing Malaysia Airlines jet widens",
+        "http://d.com/search-for-missing-malaysia-airlines-jet",
+        "s2",
+        1394470681000,
+    ),
 ]
 
 
@@ -53,15 +77,20 @@ def test_bad_timestamp_is_a_clear_error(tmp_path):
 HEADER = "ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP\n"
 
 
-@pytest.mark.parametrize("content, problem", [
-    (None, "file not found"),
-    ("", "empty file, expected a CSV header ID,TITLE,URL,STORY,TIMESTAMP,..."),
-    (HEADER, "no data rows after the header"),
-    ("ID,TITLE,URL\n1,Quake,http://a.com/q\n", "missing columns ['STORY', 'TIMESTAMP']"),
-    (HEADER + "1,Quake,http://a.com/q\n", "line 2 (ID='1') has fewer fields than the header"),
-    (HEADER + "1,a,http://a.com/q,X,b,s1,a.com,1394470501000\n2,!,http://b.com/r,X,b,s1,b.com,1394470502000\n",
-     "the TITLE column has no scorable words for the TF-IDF baseline (empty vocabulary"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (None, "file not found"),
+        ("", "empty file, expected a CSV header ID,TITLE,URL,STORY,TIMESTAMP,..."),
+        (HEADER, "no data rows after the header"),
+        ("ID,TITLE,URL\n1,Quake,http://a.com/q\n", "missing columns ['STORY', 'TIMESTAMP']"),
+        (HEADER + "1,Quake,http://a.com/q\n", "line 2 (ID='1') has fewer fields than the header"),
+        (
+            HEADER + "1,a,http://a.com/q,X,b,s1,a.com,1394470501000\n2,!,http://b.com/r,X,b,s1,b.com,1394470502000\n",
+            "the TITLE column has no scorable words for the TF-IDF baseline (empty vocabulary",
+        ),
+    ],
+)
 def test_eval_clustering_bad_input_exits_2(tmp_path, capsys, content, problem):
     import argparse
 
@@ -70,7 +99,9 @@ def test_eval_clustering_bad_input_exits_2(tmp_path, capsys, content, problem):
     p = tmp_path / "s.csv"
     if content is not None:
         p.write_text(content, encoding="utf-8")
-    args = argparse.Namespace(stories=str(p), level="near-duplicate", no_entities=True, no_time=False, no_baseline=False)
+    args = argparse.Namespace(
+        stories=str(p), level="near-duplicate", no_entities=True, no_time=False, no_baseline=False
+    )
     assert clustering.run(args) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -81,8 +81,14 @@ def test_aggregate_needs_predictions():
 def test_reproduces_provenance_table(name, f1, precision, recall, capsys):
     if not DATA.is_dir():
         pytest.skip("shared data not available")
-    code = ev.main(["--ground-truth", str(DATA / "ground-truth.json"),
-                    "--predictions", str(DATA / "reference_outputs" / f"{name}.json")])
+    code = ev.main(
+        [
+            "--ground-truth",
+            str(DATA / "ground-truth.json"),
+            "--predictions",
+            str(DATA / "reference_outputs" / f"{name}.json"),
+        ]
+    )
     assert code == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
@@ -97,8 +103,10 @@ def test_command_extracts_html_dir(tmp_path, capsys):
     assert len(truth) == 3
     (tmp_path / "html").mkdir()
     shutil.copy(FIXTURES / "article_de.html", tmp_path / "html" / "elbe.html")
-    gt = {"elbe": {"articleBody": "\n".join(truth), "url": "https://elbtal.example/bruecke"},
-          "gone": {"articleBody": "this page file is missing", "url": "https://elbtal.example/gone"}}
+    gt = {
+        "elbe": {"articleBody": "\n".join(truth), "url": "https://elbtal.example/bruecke"},
+        "gone": {"articleBody": "this page file is missing", "url": "https://elbtal.example/gone"},
+    }
     (tmp_path / "gt.json").write_text(json.dumps(gt), encoding="utf-8")
     assert ev.main(["--ground-truth", str(tmp_path / "gt.json"), "--html-dir", str(tmp_path / "html")]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -134,8 +142,10 @@ def test_truncated_html_gz_is_scored_empty_with_a_warning(tmp_path, capsys):
     (tmp_path / "html" / "elbe.html").write_bytes(html)
     full = gzip.compress(html)
     (tmp_path / "html" / "cut.html.gz").write_bytes(full[: len(full) // 2])  # truncated download
-    gt = {"elbe": {"articleBody": "Die Brücke ist gesperrt und bleibt es", "url": "https://elbtal.example/bruecke"},
-          "cut": {"articleBody": "lost words of a truncated page", "url": "https://elbtal.example/cut"}}
+    gt = {
+        "elbe": {"articleBody": "Die Brücke ist gesperrt und bleibt es", "url": "https://elbtal.example/bruecke"},
+        "cut": {"articleBody": "lost words of a truncated page", "url": "https://elbtal.example/cut"},
+    }
     (tmp_path / "gt.json").write_text(json.dumps(gt), encoding="utf-8")
     assert ev.main(["--ground-truth", str(tmp_path / "gt.json"), "--html-dir", str(tmp_path / "html")]) == 0
     captured = capsys.readouterr()
@@ -144,13 +154,16 @@ def test_truncated_html_gz_is_scored_empty_with_a_warning(tmp_path, capsys):
     assert captured.err.startswith(f"warning: {tmp_path / 'html' / 'cut.html.gz'}: corrupt or truncated gzip data")
 
 
-@pytest.mark.parametrize("content, problem", [
-    (None, "file not found"),
-    ("", "not JSON (Expecting value at line 1 column 1)"),
-    ('{"p1": {"articleBody": 42}}', "ground truth page 'p1' has no string 'articleBody'"),
-    ('{"p1": {"articleBody": "a b c d", "url": ["x"]}}', "ground truth page 'p1' has a non-string 'url'"),
-    ("{}", "no pages to score"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (None, "file not found"),
+        ("", "not JSON (Expecting value at line 1 column 1)"),
+        ('{"p1": {"articleBody": 42}}', "ground truth page 'p1' has no string 'articleBody'"),
+        ('{"p1": {"articleBody": "a b c d", "url": ["x"]}}', "ground truth page 'p1' has a non-string 'url'"),
+        ("{}", "no pages to score"),
+    ],
+)
 def test_bad_ground_truth_exits_2_naming_file_and_problem(tmp_path, capsys, content, problem):
     gt = tmp_path / "gt.json"
     if content is not None:
@@ -167,8 +180,10 @@ def test_bad_predictions_exit_2(tmp_path, capsys):
     gt = tmp_path / "gt.json"
     gt.write_text('{"p1": {"articleBody": "a b c d"}}', encoding="utf-8")
     preds = tmp_path / "p.json"
-    for content, problem in (('{"output": {"p1": {"articleBody": 7}}}', "prediction 'p1' is not a string (got int)"),
-                             ('{"other": ""}', "nothing to score against")):
+    for content, problem in (
+        ('{"output": {"p1": {"articleBody": 7}}}', "prediction 'p1' is not a string (got int)"),
+        ('{"other": ""}', "nothing to score against"),
+    ):
         preds.write_text(content, encoding="utf-8")
         assert ev.main(["--ground-truth", str(gt), "--predictions", str(preds)]) == 2
         err = capsys.readouterr().err

@@ -30,12 +30,21 @@ def test_csv_given_as_index(tmp_path, capsys):
     assert captured.err.startswith(f"error: {p}:1: not a JSON line (Expecting value at column 1)")
 
 
-@pytest.mark.parametrize("record, problem", [
-    ({"id": "a", "kind": "text_only", "language": "en", "html_file": None}, None),  # unlabelled-file: skipped
-    ({"id": "a", "kind": "text_only", "language": "en", "text_file": 7}, "field 'text_file' must be a string, got int"),
-    ({"kind": "text_only", "language": "en", "text_file": "a.txt"}, "record has no string 'id'"),
-    ({"id": "a", "kind": "text_only", "language": ["en"], "text_file": "a.txt"}, "field 'language' must be a string"),
-])
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        ({"id": "a", "kind": "text_only", "language": "en", "html_file": None}, None),  # unlabelled-file: skipped
+        (
+            {"id": "a", "kind": "text_only", "language": "en", "text_file": 7},
+            "field 'text_file' must be a string, got int",
+        ),
+        ({"kind": "text_only", "language": "en", "text_file": "a.txt"}, "record has no string 'id'"),
+        (
+            {"id": "a", "kind": "text_only", "language": ["en"], "text_file": "a.txt"},
+            "field 'language' must be a string",
+        ),
+    ],
+)
 def test_bad_records(tmp_path, capsys, record, problem):
     p = _index(tmp_path, record)
     assert _run(p) == 2
@@ -52,7 +61,9 @@ def test_record_without_text_file_uses_its_html_and_missing_files_are_named(tmp_
     assert _run(p) == 2
     assert capsys.readouterr().err == f"error: {p}:1: cannot read {tmp_path / 'html' / 'x.html.gz'}: file not found\n"
     (tmp_path / "html").mkdir()
-    full = gzip.compress(b"<html lang='de'><body><p>" + "Die Brücke bleibt gesperrt. " .encode() * 50 + b"</p></body></html>")
+    full = gzip.compress(
+        b"<html lang='de'><body><p>" + "Die Brücke bleibt gesperrt. ".encode() * 50 + b"</p></body></html>"
+    )
     (tmp_path / "html" / "x.html.gz").write_bytes(full[:-20])  # truncated
     assert _run(p) == 2
     err = capsys.readouterr().err

@@ -16,18 +16,27 @@ BASE_MS = 1506826800000
 
 # (user, session, article, seconds after BASE). Articles A=1, B=2, C=3, D=4.
 TRAIN = [
-    (1, 1, 1, 0), (1, 1, 3, 10),        # s1: A C
-    (2, 2, 2, 20), (2, 2, 3, 30),       # s2: B C
-    (3, 3, 3, 40), (3, 3, 4, 50),       # s3: C D
-    (8, 8, 2, 60), (8, 8, 4, 70),       # s8: B D
-    (9, 9, 2, 80), (9, 9, 4, 90),       # s9: B D
-    (4, 4, 1, 4000), (4, 4, 2, 4010),   # s4: A B
+    (1, 1, 1, 0),
+    (1, 1, 3, 10),  # s1: A C
+    (2, 2, 2, 20),
+    (2, 2, 3, 30),  # s2: B C
+    (3, 3, 3, 40),
+    (3, 3, 4, 50),  # s3: C D
+    (8, 8, 2, 60),
+    (8, 8, 4, 70),  # s8: B D
+    (9, 9, 2, 80),
+    (9, 9, 4, 90),  # s9: B D
+    (4, 4, 1, 4000),
+    (4, 4, 2, 4010),  # s4: A B
 ]
 TEST = [
-    (5, 5, 1, 4100), (5, 5, 3, 4200),   # s5: A, then C = query 1 (context [A])
-    (7, 7, 4, 4250),                    # s7: one click, no query
-    (6, 6, 2, 4300), (6, 6, 4, 4400),   # s6: B, then D = query 2 (context [B])
-    (10, 10, 1, 4500), (10, 10, 1, 4600),  # s10: A, then A again = query 3 (excluded: a miss)
+    (5, 5, 1, 4100),
+    (5, 5, 3, 4200),  # s5: A, then C = query 1 (context [A])
+    (7, 7, 4, 4250),  # s7: one click, no query
+    (6, 6, 2, 4300),
+    (6, 6, 4, 4400),  # s6: B, then D = query 2 (context [B])
+    (10, 10, 1, 4500),
+    (10, 10, 1, 4600),  # s10: A, then A again = query 3 (excluded: a miss)
 ]
 
 
@@ -61,8 +70,18 @@ def test_query_protocol_and_baselines_by_hand(tmp_path):
 
 def test_default_split_is_first_80_percent_by_time(tmp_path):
     # 10 clicks in shuffled file order: the last 2 by time (one session) form the test part -> 1 query
-    rows = [(1, 1, 1, 0), (1, 1, 2, 10), (2, 2, 1, 20), (2, 2, 2, 30), (3, 3, 1, 40), (3, 3, 2, 50),
-            (4, 4, 1, 60), (4, 4, 2, 70), (5, 5, 1, 80), (5, 5, 2, 90)]
+    rows = [
+        (1, 1, 1, 0),
+        (1, 1, 2, 10),
+        (2, 2, 1, 20),
+        (2, 2, 2, 30),
+        (3, 3, 1, 40),
+        (3, 3, 2, 50),
+        (4, 4, 1, 60),
+        (4, 4, 2, 70),
+        (5, 5, 1, 80),
+        (5, 5, 2, 90),
+    ]
     r = ev.evaluate(_write(tmp_path / "c.csv", list(reversed(rows))))
     assert r["queries"] == 1
     assert r["baselines"]["covisitation"] == {"hr_at_10": 1.0, "mrr_at_10": 1.0}
@@ -72,15 +91,24 @@ def _run(mod, **kw) -> int:
     return mod.run(argparse.Namespace(**kw))
 
 
-@pytest.mark.parametrize("content, problem", [
-    (None, "file not found"),
-    (b"a,b\n1,2\n", "not a click log: missing columns ['user_id', 'session_id', 'click_article_id', 'click_timestamp'] "
-                    "(need user_id, session_id, click_article_id, click_timestamp)"),
-    (HEADER.encode() + b"1,1,0,2,5,soon\n", "2: click_timestamp must be a number (ms since the epoch), got 'soon'"),
-    (HEADER.encode() + b"1,,0,2,5,1000\n", "2: empty session_id"),
-    (HEADER.encode(), "no clicks"),
-    (HEADER.encode() + b"1,1,0,2,5,1000\n2,2,0,2,6,2000\n", "no test session has two or more clicks: nothing to score"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (None, "file not found"),
+        (
+            b"a,b\n1,2\n",
+            "not a click log: missing columns ['user_id', 'session_id', 'click_article_id', 'click_timestamp'] "
+            "(need user_id, session_id, click_article_id, click_timestamp)",
+        ),
+        (HEADER.encode() + b"1,1,0,2,5,soon\n", "2: click_timestamp must be a number (ms since the epoch), got 'soon'"),
+        (HEADER.encode() + b"1,,0,2,5,1000\n", "2: empty session_id"),
+        (HEADER.encode(), "no clicks"),
+        (
+            HEADER.encode() + b"1,1,0,2,5,1000\n2,2,0,2,6,2000\n",
+            "no test session has two or more clicks: nothing to score",
+        ),
+    ],
+)
 def test_bad_input_exits_2(tmp_path, capsys, content, problem):
     p = tmp_path / "clicks.csv"
     if content is not None:

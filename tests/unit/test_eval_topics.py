@@ -17,17 +17,25 @@ def _run(path, fmt="huffpost", all_rows=True) -> int:
     return ev.run(argparse.Namespace(data=str(path), format=fmt, all_rows=all_rows, model=None))
 
 
-@pytest.mark.parametrize("name, content, fmt, problem", [
-    ("missing.jsonl", None, "huffpost", "file not found"),
-    ("s.csv", b"ID,TITLE\n1,Quake\n", "huffpost", "1: not a JSON line (Expecting value at column 1)"),
-    ("l.jsonl", b'["headline"]\n', "huffpost", "1: expected a JSON object, got list"),
-    ("t.jsonl", b'{"headline": 5, "category": "POLITICS"}\n', "huffpost", "1: field 'headline' must be a string, got int"),
-    ("e.jsonl", b"\n\n", "huffpost", "no scorable rows"),
-    ("u.jsonl", b'{"headline": "x", "category": "NOT A SECTION"}\n', "huffpost", "no scorable rows"),
-    ("bad.jsonl", b'{"headline": "Caf\xe9"}\n', "huffpost", "not UTF-8 text"),
-    ("h.jsonl", b'{"headline": "x"}\n', "agnews", "not an AG News CSV: missing columns ['class_index', 'title']"),
-    ("k.csv", b"row,class_index,title,description\n1,9,t,d\n", "agnews", "row '1' has an unknown class_index '9'"),
-])
+@pytest.mark.parametrize(
+    "name, content, fmt, problem",
+    [
+        ("missing.jsonl", None, "huffpost", "file not found"),
+        ("s.csv", b"ID,TITLE\n1,Quake\n", "huffpost", "1: not a JSON line (Expecting value at column 1)"),
+        ("l.jsonl", b'["headline"]\n', "huffpost", "1: expected a JSON object, got list"),
+        (
+            "t.jsonl",
+            b'{"headline": 5, "category": "POLITICS"}\n',
+            "huffpost",
+            "1: field 'headline' must be a string, got int",
+        ),
+        ("e.jsonl", b"\n\n", "huffpost", "no scorable rows"),
+        ("u.jsonl", b'{"headline": "x", "category": "NOT A SECTION"}\n', "huffpost", "no scorable rows"),
+        ("bad.jsonl", b'{"headline": "Caf\xe9"}\n', "huffpost", "not UTF-8 text"),
+        ("h.jsonl", b'{"headline": "x"}\n', "agnews", "not an AG News CSV: missing columns ['class_index', 'title']"),
+        ("k.csv", b"row,class_index,title,description\n1,9,t,d\n", "agnews", "row '1' has an unknown class_index '9'"),
+    ],
+)
 def test_bad_input_exits_2(tmp_path, capsys, name, content, fmt, problem):
     p = tmp_path / name
     if content is not None:

@@ -29,19 +29,33 @@ DATA = Path("/work/shared/data")
 FETCH_TIME = float(calendar.timegm((2024, 3, 5, 18, 0, 0)))  # 2024-03-05T18:00:00Z
 
 # The three paragraphs of the hand-written fixture, as written in the file.
-P1 = ("Nach vier Jahren Bauzeit ist die neue Straßenbrücke über die Elbe am Dienstag für den Verkehr freigegeben "
-      "worden. Rund dreihundert Menschen verfolgten die Eröffnung am östlichen Ufer, viele von ihnen kamen mit dem "
-      "Fahrrad.")
-P2 = ("Die Brücke ist 412 Meter lang und hat neben zwei Fahrspuren einen breiten Geh- und Radweg. Nach Angaben der "
-      "Stadtverwaltung kostete der Bau knapp 58 Millionen Euro, etwas mehr als ursprünglich geplant.")
-P3 = ("Anwohnerinnen und Anwohner hoffen nun auf weniger Verkehr in der Altstadt. Der Bürgermeister sagte, die Fähre "
-      "werde trotzdem weiter fahren, weil sie vor allem bei Ausflüglern beliebt sei.")
+P1 = (
+    "Nach vier Jahren Bauzeit ist die neue Straßenbrücke über die Elbe am Dienstag für den Verkehr freigegeben "
+    "worden. Rund dreihundert Menschen verfolgten die Eröffnung am östlichen Ufer, viele von ihnen kamen mit dem "
+    "Fahrrad."
+)
+P2 = (
+    "Die Brücke ist 412 Meter lang und hat neben zwei Fahrspuren einen breiten Geh- und Radweg. Nach Angaben der "
+    "Stadtverwaltung kostete der Bau knapp 58 Millionen Euro, etwas mehr als ursprünglich geplant."
+)
+P3 = (
+    "Anwohnerinnen und Anwohner hoffen nun auf weniger Verkehr in der Altstadt. Der Bürgermeister sagte, die Fähre "
+    "werde trotzdem weiter fahren, weil sie vor allem bei Ausflüglern beliebt sei."
+)
 
 
-def page(body: bytes, content_type: str = "text/html", status: int = 200, url: str = "https://elbtal.example/brücke",
-         **kw) -> RawDocument:
-    return RawDocument(url=url, source_domain="elbtal.example", fetch_time=kw.pop("fetch_time", FETCH_TIME),
-                       http_status=status, content_type=content_type, body=body, **kw)
+def page(
+    body: bytes, content_type: str = "text/html", status: int = 200, url: str = "https://elbtal.example/brücke", **kw
+) -> RawDocument:
+    return RawDocument(
+        url=url,
+        source_domain="elbtal.example",
+        fetch_time=kw.pop("fetch_time", FETCH_TIME),
+        http_status=status,
+        content_type=content_type,
+        body=body,
+        **kw,
+    )
 
 
 def fixture_html() -> str:
@@ -50,9 +64,15 @@ def fixture_html() -> str:
 
 def slow_page(blocks: int = 8000) -> bytes:
     """~960 KB of link-laden paragraphs: extraction needs ~1.7 s on this machine (median real page: ~25 ms)."""
-    return ("<html><body>" + "".join(
-        f"<div><p>Paragraph {i} has some words about the city council and the new bridge "
-        f"<a href='/l{i}'>link {i}</a></p></div>" for i in range(blocks)) + "</body></html>").encode()
+    return (
+        "<html><body>"
+        + "".join(
+            f"<div><p>Paragraph {i} has some words about the city council and the new bridge "
+            f"<a href='/l{i}'>link {i}</a></p></div>"
+            for i in range(blocks)
+        )
+        + "</body></html>"
+    ).encode()
 
 
 @pytest.fixture(scope="module")
@@ -111,14 +131,24 @@ def test_real_fundus_pages_metadata_matches_gold(extractor):
         pytest.skip("shared data not available")
     gold = {r["id"]: r for r in map(json.loads, (base / "expected.jsonl").read_text(encoding="utf-8").splitlines())}
     presse = gold["at/DiePresse_2025_06_05.html.gz"]
-    content = extractor.extract(page(gzip.open(base / presse["html_file"], "rb").read(), url=presse["url"],
-                                     fetch_time=float(calendar.timegm((2025, 6, 5, 19, 1, 58)))))
+    content = extractor.extract(
+        page(
+            gzip.open(base / presse["html_file"], "rb").read(),
+            url=presse["url"],
+            fetch_time=float(calendar.timegm((2025, 6, 5, 19, 1, 58))),
+        )
+    )
     assert content.title == presse["expected"]["title"] == "Nennen wir ihn doch Golf von Nordamerika"
     assert list(content.authors) == presse["expected"]["authors"]
     assert content.html_language == "de"
     west = gold["au/WestAustralian_2024_11_26.html.gz"]
-    content = extractor.extract(page(gzip.open(base / west["html_file"], "rb").read(), url=west["url"],
-                                     fetch_time=float(calendar.timegm((2024, 11, 26, 14, 47, 8)))))
+    content = extractor.extract(
+        page(
+            gzip.open(base / west["html_file"], "rb").read(),
+            url=west["url"],
+            fetch_time=float(calendar.timegm((2024, 11, 26, 14, 47, 8))),
+        )
+    )
     # gold publishing_date "2024-11-26 13:27:18+00:00"
     assert content.publish_time == calendar.timegm((2024, 11, 26, 13, 27, 18))
     assert list(content.authors) == west["expected"]["authors"] == ["Dan Jervis-Bardy"]
@@ -152,16 +182,21 @@ def test_utf8_bytes_declared_latin1_are_not_mojibake():
 
 
 def test_undeclared_french_cp1252_is_detected():
-    text = ("<html><head><title>Café</title></head><body><p>" + "Le président a annoncé mercredi que la réforme "
-            "serait présentée à l'Assemblée avant l'été. Les syndicats ont déjà prévu une grève générale. " * 3
-            + "</p></body></html>")
+    text = (
+        "<html><head><title>Café</title></head><body><p>" + "Le président a annoncé mercredi que la réforme "
+        "serait présentée à l'Assemblée avant l'été. Les syndicats ont déjà prévu une grève générale. "
+        * 3
+        + "</p></body></html>"
+    )
     decoded, encoding = decode_html(text.encode("cp1252"), "text/html")
     assert decoded == text and encoding == "cp1252"
 
 
 def test_meta_charset_shift_jis_is_honoured():
-    text = ('<html><head><meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS"><title>橋</title>'
-            "</head><body><p>東京都は水曜日、新しい橋の建設を発表しました。</p></body></html>")
+    text = (
+        '<html><head><meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS"><title>橋</title>'
+        "</head><body><p>東京都は水曜日、新しい橋の建設を発表しました。</p></body></html>"
+    )
     decoded, encoding = decode_html(text.encode("shift_jis"), "")
     assert decoded == text and encoding == "shift_jis"
 
@@ -207,9 +242,11 @@ def test_broken_html(body):
 
 
 def test_non_article_page():
-    nav = ("<!DOCTYPE html><html lang='en'><head><title>Sections</title></head><body><nav><ul>"
-           + "".join(f"<li><a href='/s{i}'>Section {i}</a></li>" for i in range(30))
-           + "</ul></nav><footer>Contact · Privacy · Terms</footer></body></html>")
+    nav = (
+        "<!DOCTYPE html><html lang='en'><head><title>Sections</title></head><body><nav><ul>"
+        + "".join(f"<li><a href='/s{i}'>Section {i}</a></li>" for i in range(30))
+        + "</ul></nav><footer>Contact · Privacy · Terms</footer></body></html>"
+    )
     err = error_of(extract_content, page(nav.encode()))
     assert err.error_type == "not_an_article" and "min_text_chars=200" in err.message
 
@@ -283,17 +320,24 @@ def test_closed_extractor_refuses_work():
 
 def test_feed_only_document_uses_title_and_stripped_summary(extractor):
     raw = RawDocument(
-        url="https://news.example/a", source_domain="news.example", fetch_time=FETCH_TIME,
+        url="https://news.example/a",
+        source_domain="news.example",
+        fetch_time=FETCH_TIME,
         title="Bridge opens &amp; traffic flows",
-        summary="<p>The <b>new bridge</b> opened on Tuesday.</p><p>It cost &euro;58m.<br>Photos: <a href='/x'>here</a></p>"
-                "<script>track()</script>",
-        published_time=FETCH_TIME - 3600, source_name="News Example",
+        summary="<p>The <b>new bridge</b> opened on Tuesday.</p>"
+        "<p>It cost &euro;58m.<br>Photos: <a href='/x'>here</a></p>"
+        "<script>track()</script>",
+        published_time=FETCH_TIME - 3600,
+        source_name="News Example",
     )
     content = extractor.extract(raw)
     assert content == ExtractedContent(
         title="Bridge opens & traffic flows",
         text="The new bridge opened on Tuesday.\nIt cost €58m.\nPhotos: here",
-        authors=(), site_name="News Example", publish_time=FETCH_TIME - 3600, html_language="",
+        authors=(),
+        site_name="News Example",
+        publish_time=FETCH_TIME - 3600,
+        html_language="",
     )
 
 
@@ -304,8 +348,9 @@ def test_feed_only_title_without_summary_is_valid():
 
 @pytest.mark.parametrize("title,summary", [(None, None), ("", "  "), ("  ", "<p> </p>")])
 def test_feed_only_without_title_and_summary_is_missing_fields(title, summary):
-    raw = RawDocument(url="https://n.example/c", source_domain="n.example", fetch_time=FETCH_TIME,
-                      title=title, summary=summary)
+    raw = RawDocument(
+        url="https://n.example/c", source_domain="n.example", fetch_time=FETCH_TIME, title=title, summary=summary
+    )
     assert error_of(extract_content, raw).error_type == "missing_fields"
 
 
@@ -355,5 +400,12 @@ def test_extraction_error_types_and_pickling():
         ExtractionError("oops", "x")
     err = pickle.loads(pickle.dumps(ExtractionError("timeout", "slow page")))
     assert err.error_type == "timeout" and err.message == "slow page"
-    assert ERROR_TYPES == {"http_error", "too_large", "undecodable", "broken_html", "not_an_article", "timeout",
-                           "missing_fields"}
+    assert ERROR_TYPES == {
+        "http_error",
+        "too_large",
+        "undecodable",
+        "broken_html",
+        "not_an_article",
+        "timeout",
+        "missing_fields",
+    }

@@ -58,8 +58,7 @@ def test_title_case_headline(lid, headline):
 
 
 def test_batch_keeps_order_and_matches_single(lid):
-    texts = ["Der Hund schläft im Garten.", "", "The dog sleeps in the garden.", None,
-             "Le chien dort dans le jardin."]
+    texts = ["Der Hund schläft im Garten.", "", "The dog sleeps in the garden.", None, "Le chien dort dans le jardin."]
     batch = lid.detect_batch(texts)
     assert [code for code, _ in batch] == ["de", "und", "en", "und", "fr"]
     assert batch == [lid.detect(t) for t in texts]
@@ -93,10 +92,17 @@ def test_eval_language_command_on_a_hand_made_index(tmp_path, capsys):
     with open(fixture, "rb") as src, gzip.open(tmp_path / "html" / "elbe.html.gz", "wb") as dst:
         shutil.copyfileobj(src, dst)
     (tmp_path / "txt" / "en.txt").write_text("The dog sleeps in the garden while the children play.", encoding="utf-8")
-    (tmp_path / "txt" / "de.txt").write_text("Der Hund schläft im Garten, während die Kinder spielen.", encoding="utf-8")
+    (tmp_path / "txt" / "de.txt").write_text(
+        "Der Hund schläft im Garten, während die Kinder spielen.", encoding="utf-8"
+    )
     records = [
-        {"id": "elbe", "kind": "article", "language": "de", "url": "https://elbtal.example/a",
-         "html_file": "html/elbe.html.gz"},
+        {
+            "id": "elbe",
+            "kind": "article",
+            "language": "de",
+            "url": "https://elbtal.example/a",
+            "html_file": "html/elbe.html.gz",
+        },
         {"id": "en", "kind": "text_only", "language": "en", "url": None, "text_file": "txt/en.txt"},
         {"id": "de", "kind": "text_only", "language": "de", "url": None, "text_file": "txt/de.txt"},
         {"id": "home", "kind": "page_without_ground_truth", "language": None, "url": None},

@@ -60,9 +60,12 @@ def test_package_imports_only_downward(package):
 
 @pytest.mark.parametrize("package", ["newsflow", "schemas"])
 def test_core_names_no_upper_tier_module_path(package):
-    bad = [f"{rel}:{i}: {line.strip()}"
-           for rel, source in _modules(package)
-           for i, line in enumerate(source.splitlines(), 1) if _PATH_STRING.search(line)]
+    bad = [
+        f"{rel}:{i}: {line.strip()}"
+        for rel, source in _modules(package)
+        for i, line in enumerate(source.splitlines(), 1)
+        if _PATH_STRING.search(line)
+    ]
     assert bad == []
 
 
@@ -73,8 +76,13 @@ def _module_level_env_reads(tree: ast.Module) -> list[int]:
     def visit(node, inside_def: bool):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             inside_def = True
-        if not inside_def and isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") \
-                and isinstance(node.value, ast.Name) and node.value.id == "os":
+        if (
+            not inside_def
+            and isinstance(node, ast.Attribute)
+            and node.attr in ("environ", "getenv")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
             lines.append(node.lineno)
         for child in ast.iter_child_nodes(node):
             visit(child, inside_def)
@@ -92,4 +100,6 @@ def test_no_environment_read_at_import_time():
 
 
 def test_the_env_checker_sees_a_module_level_read():
-    assert _module_level_env_reads(ast.parse("import os\nX = os.environ.get('A')\ndef f():\n    return os.getenv('B')\n")) == [2]
+    assert _module_level_env_reads(
+        ast.parse("import os\nX = os.environ.get('A')\ndef f():\n    return os.getenv('B')\n")
+    ) == [2]

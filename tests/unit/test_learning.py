@@ -83,8 +83,15 @@ def test_conditional_loglik_by_hand():
 
 def test_covisitation_counts_by_hand():
     cv = PairCounts()
-    for key, item, t in [("s1", "a", 0), ("s1", "b", 1), ("s1", "c", 2), ("s2", "a", 3), ("s2", "b", 4),
-                         ("s2", "a", 5), ("s3", "c", 6)]:
+    for key, item, t in [
+        ("s1", "a", 0),
+        ("s1", "b", 1),
+        ("s1", "c", 2),
+        ("s2", "a", 3),
+        ("s2", "b", 4),
+        ("s2", "a", 5),
+        ("s3", "c", 6),
+    ]:
         cv.add(key, item, t)
     assert cv.count("a", "b") == 2 and cv.count("b", "a") == 2  # s1 and s2; the repeat in s2 adds nothing
     assert cv.count("a", "c") == 1 and cv.count("b", "c") == 1
@@ -129,12 +136,25 @@ def test_minhash_clusters_group_identical_click_sets():
 
 
 def test_session_scorer_by_hand():
-    cfg = ScorerConfig(w_transition=1.0, w_covisit=0.5, w_popularity=0.2, w_cluster=1.0,
-                       pair_half_life_hours=None, popularity_half_life_hours=None, freshness_lambda=0.0,
-                       session_decay=0.5)
+    cfg = ScorerConfig(
+        w_transition=1.0,
+        w_covisit=0.5,
+        w_popularity=0.2,
+        w_cluster=1.0,
+        pair_half_life_hours=None,
+        popularity_half_life_hours=None,
+        freshness_lambda=0.0,
+        session_decay=0.5,
+    )
     sc = SessionScorer(4, cfg, user_clusters={"u1": "u1", "u2": "u1", "u3": "u3"})
-    for sess, user, item, t in [("s1", "u1", 0, 0), ("s1", "u1", 1, 1), ("s2", "u2", 0, 2), ("s2", "u2", 2, 3),
-                                ("s3", "u3", 1, 4), ("s3", "u3", 3, 5)]:
+    for sess, user, item, t in [
+        ("s1", "u1", 0, 0),
+        ("s1", "u1", 1, 1),
+        ("s2", "u2", 0, 2),
+        ("s2", "u2", 2, 3),
+        ("s3", "u3", 1, 4),
+        ("s3", "u3", 3, 5),
+    ]:
         sc.observe(sess, user, item, t)
     c = sc.components([1], now=10, user="u2")
     # transitions from 1: 1->3 (s3) only; co-visits of 1: 0 (s1), 3 (s3) -> 1/2 each
@@ -160,14 +180,18 @@ def _ev(user, typ, story, t, dwell=None):
 
 
 def test_interest_vector_by_hand():
-    emb = {"x": np.array([1.0, 0.0, 0.0], np.float32), "y": np.array([0.0, 1.0, 0.0], np.float32),
-           "z": np.array([0.0, 0.0, 1.0], np.float32)}
+    emb = {
+        "x": np.array([1.0, 0.0, 0.0], np.float32),
+        "y": np.array([0.0, 1.0, 0.0], np.float32),
+        "z": np.array([0.0, 0.0, 1.0], np.float32),
+    }
     hl = 14 * 86400.0
     events = [
-        _ev("u", "click", "x", 0), _ev("u", "dwell", "x", 0, 30.0),  # weight 2^-1 · (1 + ln 2)
-        _ev("u", "click", "y", hl),                                  # weight 1
-        _ev("u", "impression", "z", hl),                             # skip: -0.1
-        _ev("u", "impression", "x", hl),                             # clicked: not a skip
+        _ev("u", "click", "x", 0),
+        _ev("u", "dwell", "x", 0, 30.0),  # weight 2^-1 · (1 + ln 2)
+        _ev("u", "click", "y", hl),  # weight 1
+        _ev("u", "impression", "z", hl),  # skip: -0.1
+        _ev("u", "impression", "x", hl),  # clicked: not a skip
     ]
     v = interest_vector(events, emb, now=hl)
     raw = np.array([0.5 * (1 + math.log(2)), 1.0, -0.1])

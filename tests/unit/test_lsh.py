@@ -53,8 +53,11 @@ def test_every_pair_within_distance_3_is_found_with_true_distance(
     items: dict[str, int] = {}
     # near: <= 3 flipped bits; far: 4..12 flips, so they often share a band with
     # the base yet must not be returned; others: unrelated random fingerprints.
-    groups = [("near", [flip(base, f) for f in near_flips]), ("far", [flip(base, f) for f in far_flips]),
-              ("other", others)]
+    groups = [
+        ("near", [flip(base, f) for f in near_flips]),
+        ("far", [flip(base, f) for f in far_flips]),
+        ("other", others),
+    ]
     for name, fps in groups:
         for i, fp in enumerate(fps):
             items[f"{name}-{i}"] = fp
@@ -65,7 +68,7 @@ def test_every_pair_within_distance_3_is_found_with_true_distance(
         if len(f) <= max_distance:
             assert (f"near-{i}", len(f)) in got
     # and from every stored item's point of view
-    for item_id, fp in items.items():
+    for _item_id, fp in items.items():
         assert index.query(fp) == brute_force(items, fp, 3)
 
 
@@ -76,7 +79,7 @@ def test_all_one_two_and_three_bit_neighbours_are_found(make_index):
     expected = []
     for r in (1, 2, 3):
         for combo in itertools.combinations(range(64), r):
-            item_id = "%d:%s" % (r, ",".join(map(str, combo)))
+            item_id = f"{r}:{','.join(map(str, combo))}"
             index.add(item_id, flip(base, combo))
             expected.append((item_id, r))
     # 64 + 2016 + 41664 neighbours, all within distance 3.
@@ -181,5 +184,6 @@ def test_large_buckets_take_the_numpy_path_with_the_same_results():
     items["late"] = base
     assert index.query(base, 0) == brute_force(items, base, 0)
     assert ("late", 0) in index.query(base, 0)
-    assert np.array_equal(index.fingerprints()[:3], np.array([items["id00000"], items["id00001"],
-                                                               items["id00002"]], dtype=np.uint64))
+    assert np.array_equal(
+        index.fingerprints()[:3], np.array([items["id00000"], items["id00001"], items["id00002"]], dtype=np.uint64)
+    )

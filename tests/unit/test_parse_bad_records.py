@@ -10,8 +10,13 @@ from apache_beam import pvalue
 from cli.demo import _scan_inputs
 from transforms.content import _ParseFn
 
-GOOD = {"url": "https://www.example.com/news/1", "source_domain": "example.com", "fetch_time": 1700000000.0,
-        "title": "A good record", "summary": "It parses."}
+GOOD = {
+    "url": "https://www.example.com/news/1",
+    "source_domain": "example.com",
+    "fetch_time": 1700000000.0,
+    "title": "A good record",
+    "summary": "It parses.",
+}
 
 
 def _run(line: bytes):
@@ -30,12 +35,15 @@ def test_good_record_parses():
     assert len(out) == 1 and out[0].url == GOOD["url"] and out[0].fetch_time == 1700000000.0
 
 
-@pytest.mark.parametrize("field,error", [
-    ("fetch_time", "fetch_time is not a UTC epoch time between 1970 and 2100 (<a number of 5000 digits>)"),
-    ("published_time", "published_time is not a UTC epoch time between 1970 and 2100 (<a number of 5000 digits>)"),
-    ("http_status", "http_status must be an integer, got <a number of 5000 digits>"),
-    ("title", "title must be a string, got TooLongNumber"),
-])
+@pytest.mark.parametrize(
+    "field,error",
+    [
+        ("fetch_time", "fetch_time is not a UTC epoch time between 1970 and 2100 (<a number of 5000 digits>)"),
+        ("published_time", "published_time is not a UTC epoch time between 1970 and 2100 (<a number of 5000 digits>)"),
+        ("http_status", "http_status must be an integer, got <a number of 5000 digits>"),
+        ("title", "title must be a string, got TooLongNumber"),
+    ],
+)
 def test_5000_digit_number_in_any_field_is_an_invalid_field(field, error):
     record = dict(GOOD)
     record.pop(field, None)
@@ -65,9 +73,12 @@ def test_deeply_nested_line_is_invalid_json():
 
 def test_demo_line_scan_survives_hostile_lines(tmp_path):
     path = tmp_path / "landing.jsonl"
-    lines = [json.dumps(GOOD).encode(), b"[" * 100_000 + b"]" * 100_000,
-             json.dumps(GOOD).replace('"fetch_time": 1700000000.0', '"fetch_time": ' + "7" * 5000).encode(),
-             json.dumps(dict(GOOD, fetch_time=1700000500.0)).encode()]
+    lines = [
+        json.dumps(GOOD).encode(),
+        b"[" * 100_000 + b"]" * 100_000,
+        json.dumps(GOOD).replace('"fetch_time": 1700000000.0', '"fetch_time": ' + "7" * 5000).encode(),
+        json.dumps(dict(GOOD, fetch_time=1700000500.0)).encode(),
+    ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     n, newest = _scan_inputs(str(path))
     assert n == 4 and newest == {str(path): 1700000500.0}

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from newsflow.quality import WEIGHTS, article_quality, authority, flesch_reading_ease, is_original, quality_signals, syllables
+from newsflow.quality import (
+    WEIGHTS,
+    article_quality,
+    authority,
+    flesch_reading_ease,
+    is_original,
+    quality_signals,
+    syllables,
+)
 
 
 def test_syllables_and_flesch_by_hand():
@@ -17,7 +25,10 @@ def test_syllables_and_flesch_by_hand():
 
 
 def test_signals_by_hand():
-    text = 'The minister said the plan works. "We will build it this year," she told reporters. According to officials, costs fell.'
+    text = (
+        'The minister said the plan works. "We will build it this year," she told reporters. '
+        "According to officials, costs fell."
+    )
     s = quality_signals(text, authors=["Ann Lee"], original=True)
     assert s.quotes == pytest.approx(1 / 3)
     assert s.named_sources == pytest.approx(1.0)  # said, told, according to

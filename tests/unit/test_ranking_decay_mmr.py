@@ -46,8 +46,9 @@ def test_decay_each_lambda_class_two_hours(lam, expected):
 
 
 def test_decay_vectorized_and_future_clamped():
-    got = decay_scores(np.array([0.8, 0.8, 0.5]), np.array([TWO_HOURS_AGO, TWO_HOURS_AGO, NOW + 3600]),
-                       NOW, np.array([0.5, 0.02, 0.1]))
+    got = decay_scores(
+        np.array([0.8, 0.8, 0.5]), np.array([TWO_HOURS_AGO, TWO_HOURS_AGO, NOW + 3600]), NOW, np.array([0.5, 0.02, 0.1])
+    )
     np.testing.assert_allclose(got, [0.29430355, 0.76863155, 0.5], rtol=1e-7)
     # half-life check: λ = 0.1 halves the score after ln2/0.1 hours
     assert decay_score(1.0, NOW - 3600 * math.log(2) / 0.1, NOW, 0.1) == pytest.approx(0.5)
@@ -121,9 +122,7 @@ SOURCES = ["a.com", "b.com", "c.com"]
 def test_cold_start_is_half_score_half_velocity():
     cold = UserProfile("u1")
     # s/max = [1, .5, .25], v/max = [0, 1, .5] -> .5*each
-    np.testing.assert_allclose(
-        personal_relevance(SCORES, VELOCITY, UNIT, TOPICS, SOURCES, cold), [0.5, 0.75, 0.375]
-    )
+    np.testing.assert_allclose(personal_relevance(SCORES, VELOCITY, UNIT, TOPICS, SOURCES, cold), [0.5, 0.75, 0.375])
 
 
 def test_interest_takes_over_gradually():
@@ -134,12 +133,14 @@ def test_interest_takes_over_gradually():
     # rel = .7*base + .3*cos = [.525, .7375, .21875+.21213]
     np.testing.assert_allclose(
         personal_relevance(SCORES, VELOCITY, UNIT, TOPICS, SOURCES, p10),
-        [0.525, 0.7375, 0.21875 + 0.3 * R2], rtol=1e-6,
+        [0.525, 0.7375, 0.21875 + 0.3 * R2],
+        rtol=1e-6,
     )
     p40 = UserProfile("u1", interest=u, clicks=40)  # capped at 20 clicks: w=.6, tau=0
     np.testing.assert_allclose(
         personal_relevance(SCORES, VELOCITY, UNIT, TOPICS, SOURCES, p40),
-        [0.4, 0.4 * 0.5 + 0.6, 0.4 * 0.25 + 0.6 * R2], rtol=1e-6,
+        [0.4, 0.4 * 0.5 + 0.6, 0.4 * 0.25 + 0.6 * R2],
+        rtol=1e-6,
     )
     # clicks but no interest vector yet: velocity weight fades, no interest term
     np.testing.assert_allclose(
@@ -149,11 +150,13 @@ def test_interest_takes_over_gradually():
 
 
 def test_follows_boost_and_blocks_mask():
-    p = UserProfile("u1", follow_topics=frozenset({"sports"}), follow_sources=frozenset({"a.com"}),
-                    block_sources=frozenset({"b.com"}))
-    np.testing.assert_allclose(
-        personal_relevance(SCORES, VELOCITY, UNIT, TOPICS, SOURCES, p), [0.7, 0.75, 0.575]
+    p = UserProfile(
+        "u1",
+        follow_topics=frozenset({"sports"}),
+        follow_sources=frozenset({"a.com"}),
+        block_sources=frozenset({"b.com"}),
     )
+    np.testing.assert_allclose(personal_relevance(SCORES, VELOCITY, UNIT, TOPICS, SOURCES, p), [0.7, 0.75, 0.575])
     assert blocked_mask(TOPICS, SOURCES, p).tolist() == [False, True, False]
     pt = UserProfile("u1", block_topics=frozenset({"tech", "sports"}))
     assert blocked_mask(TOPICS, SOURCES, pt).tolist() == [False, True, True]
@@ -165,10 +168,20 @@ def _it(sid, dom, topics=()):
 
 
 def test_rerank_injects_newer_breaking_and_reapplies_blocks_and_cap():
-    items = [_it("s1", "a.com"), _it("s2", "a.com"), _it("s3", "b.com"), _it("s4", "a.com"),
-             _it("s5", "c.com", ["sports"]), _it("s6", "d.com")]
-    breaking = [(1100.0, _it("s9", "a.com")), (900.0, _it("s8", "e.com")), (1200.0, _it("s3", "b.com")),
-                (1150.0, _it("s7", "f.com", ["sports"]))]
+    items = [
+        _it("s1", "a.com"),
+        _it("s2", "a.com"),
+        _it("s3", "b.com"),
+        _it("s4", "a.com"),
+        _it("s5", "c.com", ["sports"]),
+        _it("s6", "d.com"),
+    ]
+    breaking = [
+        (1100.0, _it("s9", "a.com")),
+        (900.0, _it("s8", "e.com")),
+        (1200.0, _it("s3", "b.com")),
+        (1150.0, _it("s7", "f.com", ["sports"])),
+    ]
     p = UserProfile("u1", block_topics=frozenset({"sports"}))
     out = rerank(items, generated_at=1000.0, breaking=breaking, profile=p, k=20, source_cap=2)
     # s7 blocked (sports), s9 injected (newer than cache), s8 older than the cache, s3 already in;
@@ -176,4 +189,3 @@ def test_rerank_injects_newer_breaking_and_reapplies_blocks_and_cap():
     assert [i["story_id"] for i in out] == ["s9", "s1", "s3", "s6"]
     assert out[0]["injected"] is True and "injected" not in out[1]
     assert [i["story_id"] for i in rerank(items, 1000.0, breaking, p, k=2)] == ["s9", "s1"]
-

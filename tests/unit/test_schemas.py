@@ -53,57 +53,161 @@ EMB = (np.arange(EMBEDDING_DIM, dtype=np.float32) - 64) / np.float32(128)
 
 
 def _raw():
-    return RawDocument("https://example.com/a", "example.com", T0, 200, "text/html", "en", '"e1"',
-                       "Tue, 14 Nov 2023 22:13:20 GMT", b"<html>\x00\xff</html>", "Title", None, T0 - 60,
-                       "Example", "https://example.com/feed")
+    return RawDocument(
+        "https://example.com/a",
+        "example.com",
+        T0,
+        200,
+        "text/html",
+        "en",
+        '"e1"',
+        "Tue, 14 Nov 2023 22:13:20 GMT",
+        b"<html>\x00\xff</html>",
+        "Title",
+        None,
+        T0 - 60,
+        "Example",
+        "https://example.com/feed",
+    )
 
 
 def _article():
-    return Article(AID, "https://example.com/a?x=1", "https://example.com/a", "example.com", "Example", "Title",
-                   "Body text.", ("Ann Author", "Bob"), "Example", T0 - 60, T0, T0 - 60, "en", 0.875,
-                   "00ff00ff00ff00ff", 2, False, 0.75, "c" + AID)
+    return Article(
+        AID,
+        "https://example.com/a?x=1",
+        "https://example.com/a",
+        "example.com",
+        "Example",
+        "Title",
+        "Body text.",
+        ("Ann Author", "Bob"),
+        "Example",
+        T0 - 60,
+        T0,
+        T0 - 60,
+        "en",
+        0.875,
+        "00ff00ff00ff00ff",
+        2,
+        False,
+        0.75,
+        "c" + AID,
+    )
 
 
 def _story_record():
     return StoryRecord(
-        story_id="s" + AID, title="Title", url="https://example.com/a", domain="example.com",
-        representative_id=AID, article_count=3, source_count=2, independent_count=2,
-        earliest_time=T0 - 3600, latest_time=T0, topics=["politics", "world"], languages=["de", "en"],
-        authority=0.75, embedding=EMB.copy(),
+        story_id="s" + AID,
+        title="Title",
+        url="https://example.com/a",
+        domain="example.com",
+        representative_id=AID,
+        article_count=3,
+        source_count=2,
+        independent_count=2,
+        earliest_time=T0 - 3600,
+        latest_time=T0,
+        topics=["politics", "world"],
+        languages=["de", "en"],
+        authority=0.75,
+        embedding=EMB.copy(),
         entities=[{"key": "ORG:united nations", "text": "United Nations", "label": "ORG", "count": 3}],
-        merged_into="", topic_scores=(TopicScore("politics", 0.75), TopicScore("world", 0.5)),
-        outlets=["example.com", "other.org"], article_ids=[AID, "f" * 32, "e" * 32],
+        merged_into="",
+        topic_scores=(TopicScore("politics", 0.75), TopicScore("world", 0.5)),
+        outlets=["example.com", "other.org"],
+        article_ids=[AID, "f" * 32, "e" * 32],
     )
 
 
 # (record, schema, reader) for every record type; reader None means schemas.table_to_records
 CASES = [
     (_raw(), RAW_DOCUMENT_SCHEMA, None),
-    (RawDocument("https://example.com/f", "example.com", T0, title="Feed title", summary="Summary"),
-     RAW_DOCUMENT_SCHEMA, None),
+    (
+        RawDocument("https://example.com/f", "example.com", T0, title="Feed title", summary="Summary"),
+        RAW_DOCUMENT_SCHEMA,
+        None,
+    ),
     (_article(), ARTICLE_SCHEMA, None),
-    (ArticleRecord(AID, "Title", "https://example.com/a", "example.com", "Example", T0, "c" + AID, "s" + AID,
-                   0.75, "en"), ARTICLE_RECORD_SCHEMA, None),
-    (Cluster("c" + AID, AID, "Title", "https://example.com/a", "example.com", 2, ["example.com", "other.org"],
-             ["en"], T0 - 60, T0, None), CLUSTER_SCHEMA, None),
-    (DeadLetter("extract", "not_an_article", "no text", b'{"url": "x"}\xff', "https://example.com/a"),
-     DEAD_LETTER_SCHEMA, None),
+    (
+        ArticleRecord(
+            AID, "Title", "https://example.com/a", "example.com", "Example", T0, "c" + AID, "s" + AID, 0.75, "en"
+        ),
+        ARTICLE_RECORD_SCHEMA,
+        None,
+    ),
+    (
+        Cluster(
+            "c" + AID,
+            AID,
+            "Title",
+            "https://example.com/a",
+            "example.com",
+            2,
+            ["example.com", "other.org"],
+            ["en"],
+            T0 - 60,
+            T0,
+            None,
+        ),
+        CLUSTER_SCHEMA,
+        None,
+    ),
+    (
+        DeadLetter("extract", "not_an_article", "no text", b'{"url": "x"}\xff', "https://example.com/a"),
+        DEAD_LETTER_SCHEMA,
+        None,
+    ),
     (Event("u1", "dwell", "s" + AID, T0 - 5, T0, 3, 12.5, "top", "1700000000250-0"), EVENT_SCHEMA, None),
     (Event("u2", "impression", "s" + AID, T0, T0, event_id="1700000000250-1"), EVENT_SCHEMA, None),
-    (StoryArticle(AID, T0, "Title", "https://example.com/a", "example.com", "c" + AID, 0.75, "en",
-                  (TopicScore("politics", 0.75),), (EntityRef("ORG:united nations", "United Nations", "ORG"),),
-                  tuple(float(x) for x in EMB)), STORY_ARTICLE_SCHEMA, story_articles_from_table),
+    (
+        StoryArticle(
+            AID,
+            T0,
+            "Title",
+            "https://example.com/a",
+            "example.com",
+            "c" + AID,
+            0.75,
+            "en",
+            (TopicScore("politics", 0.75),),
+            (EntityRef("ORG:united nations", "United Nations", "ORG"),),
+            tuple(float(x) for x in EMB),
+        ),
+        STORY_ARTICLE_SCHEMA,
+        story_articles_from_table,
+    ),
     (StoryArticle(AID, T0, "Title"), STORY_ARTICLE_SCHEMA, story_articles_from_table),
-    (StoryAssignment(AID, "s" + AID, False, False, ("s" + "f" * 32,), 0.421875), STORY_ASSIGNMENT_SCHEMA,
-     story_assignments_from_table),
+    (
+        StoryAssignment(AID, "s" + AID, False, False, ("s" + "f" * 32,), 0.421875),
+        STORY_ASSIGNMENT_SCHEMA,
+        story_assignments_from_table,
+    ),
     (_story_record(), STORY_SCHEMA, story_records_from_table),
-    (_story_record()._replace(embedding=None, topic_scores=(), outlets=(), article_ids=()), STORY_SCHEMA,
-     story_records_from_table),
-    (TrendInput(AID, "s" + AID, ("politics",), ("United Nations", "Geneva")), TREND_INPUT_SCHEMA,
-     lambda t: table_to_records(t, TrendInput, {"topics": tuple, "entities": tuple})),
+    (
+        _story_record()._replace(embedding=None, topic_scores=(), outlets=(), article_ids=()),
+        STORY_SCHEMA,
+        story_records_from_table,
+    ),
+    (
+        TrendInput(AID, "s" + AID, ("politics",), ("United Nations", "Geneva")),
+        TREND_INPUT_SCHEMA,
+        lambda t: table_to_records(t, TrendInput, {"topics": tuple, "entities": tuple}),
+    ),
     (TrendCount("story", "s" + AID, 21, T0 - 3600, T0, True, 0.5), TREND_SCHEMA, None),
-    (UserProfile("u1", EMB.copy(), 25, "en", frozenset({"sports"}), frozenset({"example.com"}),
-                 frozenset({"politics", "world"}), frozenset()), USER_PROFILE_SCHEMA, user_profiles_from_table),
+    (
+        UserProfile(
+            "u1",
+            EMB.copy(),
+            25,
+            "en",
+            frozenset({"sports"}),
+            frozenset({"example.com"}),
+            frozenset({"politics", "world"}),
+            frozenset(),
+        ),
+        USER_PROFILE_SCHEMA,
+        user_profiles_from_table,
+    ),
     (UserProfile("u2"), USER_PROFILE_SCHEMA, user_profiles_from_table),
 ]
 
@@ -111,8 +215,7 @@ CASES = [
 def _same(a, b) -> bool:
     """Field-wise equality; numpy arrays compare by dtype and values, sequences by items."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype \
-            and np.array_equal(a, b)
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
@@ -125,8 +228,9 @@ def _through_parquet(table: pa.Table) -> pa.Table:
     return pq.read_table(buf)
 
 
-@pytest.mark.parametrize("record,schema,reader", CASES,
-                         ids=lambda v: type(v).__name__ if isinstance(v, tuple) else None)
+@pytest.mark.parametrize(
+    "record,schema,reader", CASES, ids=lambda v: type(v).__name__ if isinstance(v, tuple) else None
+)
 def test_record_round_trips_through_its_arrow_schema(record, schema, reader):
     assert set(schema.names) == set(type(record)._fields), "the schema must name exactly the record's fields"
     table = records_to_table([record], schema)

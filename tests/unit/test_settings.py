@@ -28,21 +28,49 @@ def test_defaults_with_an_empty_environment(tmp_path, monkeypatch):
 
 
 def test_environment_beats_default_and_flag_beats_environment(tmp_path):
-    env = {"REDIS_URL": "redis://env:6379/0", "NEWSFLOW_DATA_DIR": str(tmp_path / "envdata"),
-           "NEWSFLOW_MODEL_DIR": str(tmp_path / "envmodels"), "NEWSFLOW_KEY_PREFIX": "envp",
-           "NEWSFLOW_TOKEN_SECRET": "x" * 40}
+    env = {
+        "REDIS_URL": "redis://env:6379/0",
+        "NEWSFLOW_DATA_DIR": str(tmp_path / "envdata"),
+        "NEWSFLOW_MODEL_DIR": str(tmp_path / "envmodels"),
+        "NEWSFLOW_KEY_PREFIX": "envp",
+        "NEWSFLOW_TOKEN_SECRET": "x" * 40,
+    }
     s = Settings.resolve(_parse([], models=True), environ=env)
     assert (s.redis_url, s.data_dir, s.model_dir, s.key_prefix, s.token_secret) == (
-        "redis://env:6379/0", str(tmp_path / "envdata"), str(tmp_path / "envmodels"), "envp", b"x" * 40)
-    s = Settings.resolve(_parse(["--redis-url", "redis://flag:1/2", "--data_dir", str(tmp_path / "flagdata"),
-                                 "--model_dir", str(tmp_path / "m"), "--key-prefix", "flagp"], models=True),
-                         environ=env)
+        "redis://env:6379/0",
+        str(tmp_path / "envdata"),
+        str(tmp_path / "envmodels"),
+        "envp",
+        b"x" * 40,
+    )
+    s = Settings.resolve(
+        _parse(
+            [
+                "--redis-url",
+                "redis://flag:1/2",
+                "--data_dir",
+                str(tmp_path / "flagdata"),
+                "--model_dir",
+                str(tmp_path / "m"),
+                "--key-prefix",
+                "flagp",
+            ],
+            models=True,
+        ),
+        environ=env,
+    )
     assert (s.redis_url, s.data_dir, s.model_dir, s.key_prefix) == (
-        "redis://flag:1/2", str(tmp_path / "flagdata"), str(tmp_path / "m"), "flagp")
+        "redis://flag:1/2",
+        str(tmp_path / "flagdata"),
+        str(tmp_path / "m"),
+        "flagp",
+    )
 
 
-@pytest.mark.parametrize("argv", [["--redis_url", "redis://a:1/0", "--key_prefix", "p1"],
-                                  ["--redis-url", "redis://a:1/0", "--key-prefix", "p1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["--redis_url", "redis://a:1/0", "--key_prefix", "p1"], ["--redis-url", "redis://a:1/0", "--key-prefix", "p1"]],
+)
 def test_both_flag_spellings(argv):
     s = Settings.resolve(_parse(argv), environ={})
     assert (s.redis_url, s.key_prefix) == ("redis://a:1/0", "p1")

@@ -206,8 +206,7 @@ def test_word_characters_are_exactly_isalnum_or_underscore():
     from newsflow.simhash import _word_table
 
     table = _word_table()
-    expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=bool,
-                           count=0x110000)
+    expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=bool, count=0x110000)
     assert np.array_equal(table, expected)
     assert not table[ord("\n")]  # simhash_many joins texts with "\n"
 
@@ -263,7 +262,13 @@ def test_batches_larger_than_one_chunk_match_single_texts():
 
 def test_tokenize_normalizes_nfkc_and_casefold():
     assert tokenize("Hello, World! It's 2024 — naïve café") == [
-        "hello", "world", "it", "s", "2024", "naïve", "café",
+        "hello",
+        "world",
+        "it",
+        "s",
+        "2024",
+        "naïve",
+        "café",
     ]
     assert tokenize("ＡＢＣ ﬁne") == ["abc", "fine"]  # fullwidth and ligature via NFKC
     assert tokenize("STRASSE Straße") == ["strasse", "strasse"]  # casefold ß -> ss
@@ -319,8 +324,18 @@ def test_hex_round_trip_and_errors():
     assert from_hex("00000000000000FF") == 255
     for fp in [0, 1, 0x0123456789ABCDEF, M64, simhash(PARAGRAPH)]:
         assert from_hex(to_hex(fp)) == fp
-    for bad in ["", "ff", "0x0123456789abcd", "0123456789abcdeg", " 0123456789abcde",
-                "0123456789abcdef0", "+123456789abcdef", "0123_56789abcdef", None, 12]:
+    for bad in [
+        "",
+        "ff",
+        "0x0123456789abcd",
+        "0123456789abcdeg",
+        " 0123456789abcde",
+        "0123456789abcdef0",
+        "+123456789abcdef",
+        "0123_56789abcdef",
+        None,
+        12,
+    ]:
         with pytest.raises(ValueError):
             from_hex(bad)
     with pytest.raises(ValueError):
@@ -345,7 +360,14 @@ def test_hamming():
 def test_bands_count_from_least_significant_bit():
     assert bands(0x0123456789ABCDEF) == (0xCDEF, 0x89AB, 0x4567, 0x0123)
     assert bands(0x0123456789ABCDEF, n_bands=8, band_bits=8) == (
-        0xEF, 0xCD, 0xAB, 0x89, 0x67, 0x45, 0x23, 0x01,
+        0xEF,
+        0xCD,
+        0xAB,
+        0x89,
+        0x67,
+        0x45,
+        0x23,
+        0x01,
     )
     assert bands(0x0123456789ABCDEF, n_bands=2, band_bits=32) == (0x89ABCDEF, 0x01234567)
     assert bands(0) == (0, 0, 0, 0)
@@ -372,8 +394,14 @@ def test_fingerprints_are_identical_in_other_processes():
     for seed in ["0", "12345"]:  # different str-hash salts must not matter
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(REPO))
         out = subprocess.run(
-            [sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-            text=True, env=env, cwd=REPO, check=True, timeout=60,
+            [sys.executable, "-c", code],
+            input=json.dumps(texts),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            check=True,
+            timeout=60,
         ).stdout
         single, batch = json.loads(out)
         assert single == expected

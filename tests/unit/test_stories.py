@@ -60,7 +60,10 @@ def test_no_merge_below_threshold():
 def test_replay_is_idempotent():
     store = InMemoryStoryStore()
     c = StoryClusterer(store, tiny_model(), HAND)
-    inputs = [art("a1", 0, "alpha beta", source_domain="x.com"), art("a2", 10, "alpha beta gamma", source_domain="y.com")]
+    inputs = [
+        art("a1", 0, "alpha beta", source_domain="x.com"),
+        art("a2", 10, "alpha beta gamma", source_domain="y.com"),
+    ]
     first = [c.add(a) for a in inputs]
     before = store.get("sa1").to_json()
     again = [c.add(a) for a in inputs]
@@ -99,10 +102,45 @@ def test_independent_reports_sources_and_representative():
     c = StoryClusterer(store, tiny_model(), HAND)
     emb1 = np.array([1, 0, 0, 0], np.float32)
     emb2 = np.array([0, 1, 0, 0], np.float32)
-    c.add(art("w1", 0, "alpha beta", source_domain="wire.com", cluster_id="cw1", authority=0.60, language="en", topics=(("Business", 0.9),), embedding=emb1))
+    c.add(
+        art(
+            "w1",
+            0,
+            "alpha beta",
+            source_domain="wire.com",
+            cluster_id="cw1",
+            authority=0.60,
+            language="en",
+            topics=(("Business", 0.9),),
+            embedding=emb1,
+        )
+    )
     # syndicated copy of w1 on a high-authority site: not an independent report, cannot represent
-    c.add(art("w2", 5, "alpha beta", source_domain="big.com", cluster_id="cw1", authority=0.95, language="en", topics=(("Business", 0.7),), embedding=emb1))
-    c.add(art("o1", 9, "alpha beta delta", source_domain="paper.com", cluster_id=None, authority=0.80, language="de", embedding=emb2))
+    c.add(
+        art(
+            "w2",
+            5,
+            "alpha beta",
+            source_domain="big.com",
+            cluster_id="cw1",
+            authority=0.95,
+            language="en",
+            topics=(("Business", 0.7),),
+            embedding=emb1,
+        )
+    )
+    c.add(
+        art(
+            "o1",
+            9,
+            "alpha beta delta",
+            source_domain="paper.com",
+            cluster_id=None,
+            authority=0.80,
+            language="de",
+            embedding=emb2,
+        )
+    )
     rec = store.get("sw1").serving_record()
     assert rec["article_count"] == 3
     assert rec["source_count"] == 3
@@ -145,11 +183,36 @@ def test_two_rewrites_of_one_event_join_and_other_events_stay_apart(shipped):
     store = InMemoryStoryStore()
     c = StoryClusterer(store, shipped)
     items = [
-        art("b1", T0, "Chiquita and Fyffes agree merger to create world's largest banana company", url="http://a.com/2014/03/10/chiquita-fyffes-merger-banana/"),
-        art("m1", T0 + 300, "Malaysia Airlines flight MH370 missing over South China Sea", url="http://b.com/world/malaysia-airlines-jet-missing"),
-        art("b2", T0 + 600, "Chiquita, Fyffes merge to form world's biggest banana supplier", url="http://c.com/business/chiquita-fyffes-banana-deal"),
-        art("m2", T0 + 900, "Search for missing Malaysia Airlines jet widens", url="http://d.com/news/search-for-missing-malaysia-airlines-jet"),
-        art("p1", T0 + 1200, "Colorado collects $2 million in January marijuana taxes", url="http://e.com/colorado-pot-tax-revenue"),
+        art(
+            "b1",
+            T0,
+            "Chiquita and Fyffes agree merger to create world's largest banana company",
+            url="http://a.com/2014/03/10/chiquita-fyffes-merger-banana/",
+        ),
+        art(
+            "m1",
+            T0 + 300,
+            "Malaysia Airlines flight MH370 missing over South China Sea",
+            url="http://b.com/world/malaysia-airlines-jet-missing",
+        ),
+        art(
+            "b2",
+            T0 + 600,
+            "Chiquita, Fyffes merge to form world's biggest banana supplier",
+            url="http://c.com/business/chiquita-fyffes-banana-deal",
+        ),
+        art(
+            "m2",
+            T0 + 900,
+            "Search for missing Malaysia Airlines jet widens",
+            url="http://d.com/news/search-for-missing-malaysia-airlines-jet",
+        ),
+        art(
+            "p1",
+            T0 + 1200,
+            "Colorado collects $2 million in January marijuana taxes",
+            url="http://e.com/colorado-pot-tax-revenue",
+        ),
     ]
     res = {a.article_id: c.add(a) for a in items}
     assert res["b2"].story_id == res["b1"].story_id == "sb1"
