@@ -1,7 +1,7 @@
 """Article: one extracted, enriched, fingerprinted news article."""
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
@@ -43,7 +43,7 @@ class Article(NamedTuple):
     text: str
     authors: Sequence[str]
     site_name: str
-    publish_time: float | None
+    publish_time: Optional[float]
     fetch_time: float
     event_time: float
     language: str = "und"
@@ -52,7 +52,7 @@ class Article(NamedTuple):
     word_count: int = 0
     feed_only: bool = False
     source_authority: float = 0.0
-    cluster_id: str | None = None
+    cluster_id: Optional[str] = None
 
 
 ARTICLE_SCHEMA = pa.schema(

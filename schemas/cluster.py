@@ -1,7 +1,7 @@
 """Cluster: a near-duplicate group of articles (syndicated copies of one text)."""
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
@@ -36,7 +36,7 @@ class Cluster(NamedTuple):
     languages: Sequence[str]
     earliest_time: float
     latest_time: float
-    merged_into: str | None = None
+    merged_into: Optional[str] = None
 
     @property
     def source_count(self) -> int:

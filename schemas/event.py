@@ -1,6 +1,6 @@
 """Event: one reader event (impression, click, dwell) as the API accepts it and Parquet keeps it."""
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
@@ -30,8 +30,8 @@ class Event(NamedTuple):
     story_id: str
     event_time: float
     received_time: float
-    position: int | None = None
-    dwell_seconds: float | None = None
+    position: Optional[int] = None
+    dwell_seconds: Optional[float] = None
     surface: str = ""
     event_id: str = ""
 

@@ -3,7 +3,7 @@
 import base64
 import json
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
@@ -42,12 +42,12 @@ class RawDocument(NamedTuple):
     content_language: str = ""
     etag: str = ""
     last_modified: str = ""
-    body: bytes | None = None
-    title: str | None = None
-    summary: str | None = None
-    published_time: float | None = None
-    source_name: str | None = None
-    feed_url: str | None = None
+    body: Optional[bytes] = None
+    title: Optional[str] = None
+    summary: Optional[str] = None
+    published_time: Optional[float] = None
+    source_name: Optional[str] = None
+    feed_url: Optional[str] = None
 
     @property
     def is_feed_only(self) -> bool:

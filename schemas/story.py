@@ -10,7 +10,7 @@ stacks them into a matrix for MMR); it is the only non-stdlib, non-pyarrow impor
 """
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -71,12 +71,12 @@ class StoryArticle(NamedTuple):
     title: str
     url: str = ""
     source_domain: str = ""
-    cluster_id: str | None = None
+    cluster_id: Optional[str] = None
     authority: float = 0.0
     language: str = "und"
     topics: Sequence[TopicScore] = ()
     entities: Sequence[EntityRef] = ()
-    embedding: Sequence[float] | None = None
+    embedding: Optional[Sequence[float]] = None
 
 
 STORY_ARTICLE_SCHEMA = pa.schema(
@@ -167,7 +167,7 @@ class StoryRecord(NamedTuple):
     topics: Sequence[str]
     languages: Sequence[str]
     authority: float
-    embedding: np.ndarray | None
+    embedding: Optional[np.ndarray]
     entities: Sequence[Mapping[str, Any]]
     merged_into: str
     topic_scores: Sequence[TopicScore] = ()

@@ -4,7 +4,7 @@ numpy is imported because :attr:`UserProfile.interest` is a float32 ``numpy.ndar
 takes dot products with story embeddings); it is the only non-stdlib, non-pyarrow import here.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +26,7 @@ class UserProfile(NamedTuple):
     """
 
     user_id: str
-    interest: np.ndarray | None = None
+    interest: Optional[np.ndarray] = None
     clicks: int = 0
     edition: str = ""
     follow_topics: frozenset = frozenset()
