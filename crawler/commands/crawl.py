@@ -70,12 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_settings_arguments(parser)
     parser.add_argument(
-        "--redis-path",
-        default=None,
-        help="embedded Redis file used when REDIS_URL is unset "
-        "(default: <data dir>/redis/newsflow.rdb, shared with the pipeline)",
-    )
-    parser.add_argument(
         "--allow-host",
         action="append",
         default=[],
@@ -151,7 +145,6 @@ def run(args) -> int:
     from crawler.schedule import ScheduleConfig
     from crawler.sinks import build_sink
     from crawler.worker import CrawlWorker
-    from newsflow.stores.redis_conn import connect
 
     try:
         settings = Settings.resolve(args)
@@ -185,9 +178,7 @@ def run(args) -> int:
             print(f"error: cannot read seeds file {args.seeds!r}: {e}", file=sys.stderr)
             return 2
     try:
-        frontier = Frontier(
-            connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path), settings.keys
-        )
+        frontier = Frontier(settings.connect_redis(), settings.keys)
     except redis.RedisError as e:
         print(f"error: cannot open the crawl frontier in Redis: {e}", file=sys.stderr)
         return 2

@@ -47,11 +47,6 @@ def add_arguments(parser) -> None:
     )
     add_settings_arguments(parser)
     parser.add_argument(
-        "--redis-path",
-        default=None,
-        help="embedded Redis file used when REDIS_URL is unset (None = <data dir>/redis/newsflow.rdb)",
-    )
-    parser.add_argument(
         "--credentials-env",
         default="NEWSFLOW_PUSH_CREDENTIALS",
         help="environment variable holding CLIENT:SECRET[,CLIENT:SECRET...]",
@@ -126,13 +121,10 @@ def run(args) -> int:
     from crawler.frontier import Frontier
     from crawler.push import PushIngestor, create_app
     from crawler.sinks import build_sink
-    from newsflow.stores.redis_conn import connect
 
     landing = args.landing or default_landing(settings)
     try:
-        frontier = Frontier(
-            connect(settings.redis_url, embedded_path=args.redis_path or settings.embedded_redis_path), settings.keys
-        )
+        frontier = Frontier(settings.connect_redis(), settings.keys)
     except redis.RedisError as e:
         print(f"error: push-server: cannot reach Redis for the seen-URL set: {e}", file=sys.stderr)
         return 2

@@ -23,20 +23,9 @@ HELP = "show each source's schedule, last fetch, errors and backoff"
 
 
 def add_arguments(parser) -> None:
-    """Adds the settings flags, ``--redis-path`` and ``--json``."""
+    """Adds the settings flags (``--redis-path`` among them) and ``--json``."""
     add_settings_arguments(parser)
-    parser.add_argument(
-        "--redis-path",
-        default=None,
-        help="embedded Redis file read when REDIS_URL is unset "
-        "(default: <data dir>/redis/newsflow.rdb, data dir = $NEWSFLOW_DATA_DIR or ./var)",
-    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per source instead of a table")
-
-
-def embedded_path(redis_path: str | None, settings: Settings) -> str:
-    """The embedded Redis file in use: ``--redis-path``, else the settings' ``<data dir>/redis/newsflow.rdb``."""
-    return os.path.abspath(redis_path or settings.embedded_redis_path)
 
 
 def _iso(v) -> str:
@@ -78,7 +67,6 @@ def run(args) -> int:
     import redis
 
     from crawler.frontier import Frontier
-    from newsflow.stores.redis_conn import connect
 
     rows = []
     try:
@@ -86,7 +74,7 @@ def run(args) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    path = embedded_path(args.redis_path, settings)
+    path = settings.embedded_redis_path
     if not settings.redis_url and not (os.path.exists(path) or os.path.exists(path + ".settings")):
         print(
             f"no crawl state at {path} (nothing crawled yet; set NEWSFLOW_DATA_DIR, --redis-path or REDIS_URL)",
@@ -94,7 +82,7 @@ def run(args) -> int:
         )
     else:
         try:
-            rows = source_rows(Frontier(connect(settings.redis_url, embedded_path=path), settings.keys), time.time())
+            rows = source_rows(Frontier(settings.connect_redis(), settings.keys), time.time())
         except redis.RedisError as e:
             print(f"error: cannot read the crawl frontier from Redis: {e}", file=sys.stderr)
             return 2

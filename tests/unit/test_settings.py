@@ -99,3 +99,13 @@ def test_key_prefix_must_be_a_plain_namespace(bad):
 def test_redis_flags_are_optional():
     args = _parse([], redis=False)
     assert not hasattr(args, "redis_url") and not hasattr(args, "key_prefix")
+
+
+def test_redis_path_flag_moves_the_embedded_server_file(tmp_path):
+    s = Settings.resolve(
+        _parse(["--redis-path", str(tmp_path / "x.rdb"), "--data-dir", str(tmp_path / "d")]), environ={}
+    )
+    assert s.embedded_redis_path == str(tmp_path / "x.rdb")
+    assert Settings.resolve(_parse(["--data-dir", str(tmp_path / "d")]), environ={}).embedded_redis_path == str(
+        tmp_path / "d" / "redis" / "newsflow.rdb"
+    )
