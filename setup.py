@@ -65,6 +65,7 @@ setup(
         "google-cloud-pubsub>=2.20",
         "confluent-kafka>=2.3,<3",
         "pandas>=2.0",
+        "tldextract>=5.1",
     ],
     extras_require={
         "test": [
