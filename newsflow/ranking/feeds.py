@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from newsflow.keys import Keys
+from newsflow.outlets import outlet
 from newsflow.ranking.decay import decay_scores, lambda_for
 from newsflow.ranking.mmr import (
     DEFAULT_ALPHA,
@@ -51,7 +52,8 @@ class FeedConfig:
       user_k: stories kept in a precomputed personal feed (more than served, so the
         on-request re-rank can drop blocked/capped ones and still fill a page).
       alpha: MMR relevance weight, 0.5–0.9.
-      source_cap: max stories per representative source domain.
+      source_cap: max stories per outlet (registrable domain of the representative source,
+        :func:`newsflow.outlets.outlet`).
       pool_size: candidates kept per pool.
       global_extra: global-pool stories added to a reader's candidates.
       trending_extra: trending stories added to a reader's candidates.
@@ -78,6 +80,9 @@ class Candidates:
       velocity: float64 (n,) new articles in the latest trending window.
       embeddings: float32 (n, 128) unit rows (zero rows for a missing embedding).
       breaking: bool (n,).
+      sources: the outlet (:func:`newsflow.outlets.outlet`) of each representative domain, the key of
+        the per-source cap, follows and blocks.
+      topics: each story's topic labels.
     """
 
     def __init__(
@@ -109,7 +114,8 @@ class Candidates:
             if s.embedding is not None:
                 emb[i] = s.embedding
         self.embeddings = normalize_rows(emb) if n else emb
-        self.sources = [s.domain for s in self.stories]
+        # the outlet (registrable domain), not the host: uk.reuters.com and in.reuters.com share one cap
+        self.sources = [outlet(s.domain) for s in self.stories]
         self.topics = [s.topics for s in self.stories]
 
     def __len__(self) -> int:

@@ -10,6 +10,8 @@ candidate ``i`` that maximizes::
 After a pick, the source cap applies: once ``cap`` picks share a representative source
 domain, every other candidate from that domain is removed. Ties go to the lower index,
 so callers should pass candidates in a stable order (e.g. by descending relevance).
+Feeds pass outlets (:func:`newsflow.outlets.outlet`, the registrable domain) as sources, so
+``uk.reuters.com`` and ``in.reuters.com`` share one cap.
 
 :func:`mmr_select` is the vectorized numpy version (one ``(n, d) @ (d,)`` product per
 pick, O(k·n·d)); :func:`mmr_select_reference` is the straightforward pure-Python version

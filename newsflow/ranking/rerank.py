@@ -4,9 +4,9 @@ Starting from a precomputed feed (already MMR-ordered), the request path:
 
 1. injects breaking stories that became breaking after the feed was generated
    (``since > generated_at``) and are not already in it, newest first, at the top;
-2. removes stories the reader blocks (topic or representative source domain);
-3. reapplies the per-source cap (at most ``source_cap`` stories per representative
-   domain, keeping the earliest positions);
+2. removes stories the reader blocks (topic, or the outlet of the representative source);
+3. reapplies the per-source cap (at most ``source_cap`` stories per outlet, keeping the
+   earliest positions);
 4. truncates to ``k``.
 
 Pure and allocation-light: it runs on every personal-feed request.
@@ -16,15 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from newsflow.outlets import outlet
 from newsflow.ranking.mmr import DEFAULT_SOURCE_CAP
 from schemas import UserProfile
 
 
 def is_blocked(item: Mapping, profile: UserProfile) -> bool:
-    """True when the reader blocks the item's representative domain or one of its topics."""
-    if str(item.get("domain", "")).lower() in profile.block_sources:
+    """True when the reader blocks the outlet of the item's representative ``domain``
+    (:func:`newsflow.outlets.outlet`; ``profile.block_sources`` holds outlets) or one of its ``topics``."""
+    if profile.block_sources and outlet(str(item.get("domain", ""))) in profile.block_sources:
         return True
     return any(str(t).lower() in profile.block_topics for t in item.get("topics", ()))
+
+
+def without_blocked(items: Sequence[Mapping], profile: UserProfile) -> list:
+    """``items`` minus those :func:`is_blocked` for ``profile`` (order kept); the same list object's
+    items are returned, not copies."""
+    if not profile.block_sources and not profile.block_topics:
+        return list(items)
+    return [it for it in items if not is_blocked(it, profile)]
 
 
 def rerank(
@@ -44,7 +54,7 @@ def rerank(
         became breaking (UTC epoch s).
       profile: the reader (blocks).
       k: items to return.
-      source_cap: max items per representative domain.
+      source_cap: max items per outlet of the representative domain.
 
     Returns:
       New list of item dicts; injected ones carry ``"injected": True``.
@@ -63,7 +73,7 @@ def rerank(
     for it in injected + [dict(i) for i in items]:
         if is_blocked(it, profile):
             continue
-        dom = str(it.get("domain", "")).lower()
+        dom = outlet(str(it.get("domain", "")))
         if per_source.get(dom, 0) >= source_cap:
             continue
         per_source[dom] = per_source.get(dom, 0) + 1

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from newsflow.keys import Keys
+from newsflow.outlets import outlet
 
 # Re-exported: the records live in schemas/; this module parses them from Redis hashes.
 from schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
@@ -166,18 +167,20 @@ def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecor
 
 def user_from_hash(user_id: str, h: Mapping[bytes, bytes]) -> UserProfile:
     """Builds a :class:`UserProfile` from an HGETALL of ``Keys.user(user_id)`` (an empty hash is a
-    new user)."""
+    new user). Followed and blocked sources become outlets (:func:`newsflow.outlets.outlet`), so a
+    stored ``uk.reuters.com`` follows or blocks every ``reuters.com`` host."""
     g = lambda name: h.get(name.encode())  # noqa: E731
     low = lambda name: frozenset(str(x).lower() for x in _json_list(g(name)))  # noqa: E731
+    outlets = lambda name: frozenset(o for o in (outlet(str(x)) for x in _json_list(g(name))) if o)  # noqa: E731
     return UserProfile(
         user_id=user_id,
         interest=decode_embedding(g("interest")),
         clicks=max(0, _i(g("clicks"))),
         edition=_s(g("edition")).lower(),
         follow_topics=low("follow_topics"),
-        follow_sources=low("follow_sources"),
+        follow_sources=outlets("follow_sources"),
         block_topics=low("block_topics"),
-        block_sources=low("block_sources"),
+        block_sources=outlets("block_sources"),
     )
 
 
