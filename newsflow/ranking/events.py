@@ -3,12 +3,24 @@
 The API validates each event with :func:`validate_event` and appends it with
 :func:`append_events` to the Redis stream ``Keys.events`` (``XADD``, approximate
 ``MAXLEN`` bound) and marks the user active in ``Keys.active_users`` (keys: :mod:`newsflow.keys`).
-A job calls :func:`flush_events` to move the stream into Parquet files for the nightly jobs:
-rows are written first, then the cursor ``Keys.events_flushed`` advances, then the written
-entries are deleted, so a crash between the two re-writes the same file name (the
-file is named by its first and last stream ids) instead of losing events. The cursor and the
-deletion are one ordered pipeline, not a transaction: the stream and the cursor are untagged
-keys that may live in different Redis Cluster slots.
+A job calls :func:`flush_events` to move the stream into the events dataset for the nightly jobs,
+exactly once: Parquet files partitioned by the UTC date of the received time,
+``<events dir>/date=YYYY-MM-DD/events-{first id}-{last id}.parquet`` (received, not client time, so a
+past date's partition never changes once the day is over). The cursor key ``Keys.events_flushed``
+makes it exactly once whatever crashes:
+
+1. pick the range ``(first, last]`` after the cursor and record it in the cursor key
+   (``"<cursor> <first> <last>"``, compare-and-set on the one key) before writing anything;
+2. write one file per received date of that range, each named by the range (a temp file renamed
+   into place, so a reader never sees half a file);
+3. set the cursor to ``last`` (compare-and-set, one key: atomic), then trim the stream up to it.
+
+A crash before 3 leaves the range recorded, and the next call re-reads exactly that range and
+rewrites the same file names (a rewrite replaces, never duplicates); a crash after 3 leaves
+flushed entries in the stream, which every call trims before reading. One key holds the whole
+cursor, so no transaction is needed (the stream and the cursor are untagged keys that may live in
+different Redis Cluster slots). Two flushers at once pick the same range (the compare-and-set lets
+one record it; the other then rewrites the same files), so they never split it two ways.
 
 Event JSON accepted from clients::
 
@@ -20,9 +32,8 @@ Event JSON accepted from clients::
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -133,46 +144,125 @@ def _d(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else ("" if v is None else str(v))
 
 
-def flush_events(client, out_dir: str, max_rows: int = 100_000, keys: Keys = Keys()) -> tuple[int, str | None]:
-    """Moves up to ``max_rows`` events from the stream into one Parquet file.
+def _next_id(stream_id: str) -> str:
+    """The smallest stream id after ``stream_id`` (``"<ms>-<seq>"``)."""
+    ms, seq = stream_id.split("-")
+    return f"{ms}-{int(seq) + 1}"
 
-    Args:
-      client: ``redis.Redis`` client.
-      out_dir: directory for ``events-{first_id}-{last_id}.parquet`` files.
-      max_rows: upper bound of rows per call.
-      keys: the Redis key layout.
 
-    Returns:
-      ``(rows written, file path or None when the stream had nothing new)``.
+def read_cursor(client, keys: Keys = Keys()) -> tuple[str, tuple[str, str] | None]:
+    """The flush cursor: ``(last flushed id, pending (first, last) range or None)``.
+
+    The cursor key ``Keys.events_flushed`` holds ``"<last>"`` or ``"<last> <first> <pending last>"``
+    while a range is being written (see the module docstring); absent means ``"0-0"``.
     """
+    return _parse_cursor(_d(client.get(keys.events_flushed)))
+
+
+def _parse_cursor(raw: str) -> tuple[str, tuple[str, str] | None]:
+    parts = raw.split()
+    if not parts:
+        return "0-0", None
+    if len(parts) == 3:
+        return parts[0], (parts[1], parts[2])
+    return parts[0], None
+
+
+_CAS_SCRIPT = """
+local v = redis.call('GET', KEYS[1]) or ''
+if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end
+return 0
+"""
+
+
+def _compare_and_set(client, key: str, expected: str, value: str) -> bool:
+    """``SET key value`` only if it still holds ``expected`` (``""``: absent); one key, atomic."""
+    return bool(client.eval(_CAS_SCRIPT, 1, key, expected, value))
+
+
+def _rows_by_date(entries) -> dict[str, dict[str, list]]:
+    """Stream entries as column lists per UTC date (``YYYY-MM-DD``) of their received time."""
     import datetime as dt
 
-    cursor = _d(client.get(keys.events_flushed)) or "0-0"
-    entries = client.xrange(keys.events, min=f"({cursor}", max="+", count=max_rows)
-    if not entries:
-        return 0, None
     ts = lambda v: dt.datetime.fromtimestamp(float(v), tz=dt.UTC)  # noqa: E731
-    cols: dict[str, list] = {name: [] for name in EVENT_SCHEMA.names}
+    out: dict[str, dict[str, list]] = {}
     for eid, f in entries:
         g = {_d(k): _d(v) for k, v in f.items()}
+        received = ts(g["received_time"]) if g.get("received_time") else None
+        if received is None:  # written before received_time existed: the stream id's own time
+            received = dt.datetime.fromtimestamp(int(_d(eid).split("-")[0]) / 1000.0, tz=dt.UTC)
+        cols = out.setdefault(received.strftime("%Y-%m-%d"), {name: [] for name in EVENT_SCHEMA.names})
         cols["event_id"].append(_d(eid))
         cols["user_id"].append(g.get("user_id", ""))
         cols["type"].append(g.get("type", ""))
         cols["story_id"].append(g.get("story_id", ""))
         cols["event_time"].append(ts(g["event_time"]) if g.get("event_time") else None)
-        cols["received_time"].append(ts(g["received_time"]) if g.get("received_time") else None)
+        cols["received_time"].append(received)
         cols["position"].append(int(g["position"]) if g.get("position") else None)
         cols["dwell_seconds"].append(float(g["dwell_seconds"]) if g.get("dwell_seconds") else None)
         cols["surface"].append(g.get("surface", ""))
-    table = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
-    first, last = cols["event_id"][0], cols["event_id"][-1]
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"events-{first}-{last}.parquet")
-    tmp = path + ".tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    pipe = client.pipeline(transaction=False)  # cursor first: see the module docstring
-    pipe.set(keys.events_flushed, last)
-    pipe.xdel(keys.events, *[e[0] for e in entries])
-    pipe.execute()
-    return len(entries), path
+    return out
+
+
+def events_partition(out_dir: str, date: str) -> str:
+    """Directory of one date's event files: ``<out_dir>/date=YYYY-MM-DD`` (Hive-style partition)."""
+    return f"{out_dir.rstrip('/')}/date={date}"
+
+
+def flush_events(
+    client,
+    out_dir: str,
+    max_rows: int = 100_000,
+    keys: Keys = Keys(),
+    after_write: Callable[[], None] | None = None,
+) -> tuple[int, str | None]:
+    """Moves up to ``max_rows`` events from the stream into Parquet, exactly once.
+
+    Protocol (module docstring): the range ``(first, last]`` to write is recorded in the cursor key
+    before any file is written; every file of the range is named by it
+    (``<out_dir>/date=D/events-{first}-{last}.parquet``, one per received date D), so a run after a
+    crash at any point re-reads exactly that range and rewrites the same files (replacing, never
+    adding); the cursor then moves to ``last`` (compare-and-set), and entries up to the cursor are
+    trimmed from the stream (again on every later call, so a crash before the trim only delays it).
+
+    Args:
+      client: ``redis.Redis`` client.
+      out_dir: root of the events dataset, local path or ``gs://`` URL (written through pyarrow's
+        filesystems).
+      max_rows: upper bound of rows per call.
+      keys: the Redis key layout.
+      after_write: called after the files are written and before the cursor moves (tests use it to
+        kill the process there).
+
+    Returns:
+      ``(rows written, out_dir)``, or ``(0, None)`` when the stream had nothing new.
+    """
+    from pyarrow import fs as pafs
+
+    while True:
+        raw = _d(client.get(keys.events_flushed))
+        cursor, pending = _parse_cursor(raw)
+        client.xtrim(keys.events, minid=_next_id(cursor), approximate=False)  # flushed entries left by a crash
+        if pending is not None:
+            entries = client.xrange(keys.events, min=pending[0], max=pending[1])
+            break
+        entries = client.xrange(keys.events, min=f"({cursor}", max="+", count=max_rows)
+        if not entries:
+            return 0, None
+        pending = (_d(entries[0][0]), _d(entries[-1][0]))
+        if _compare_and_set(client, keys.events_flushed, raw, f"{cursor} {pending[0]} {pending[1]}"):
+            break  # else another flusher moved the cursor meanwhile: read it again
+    filesystem, root = pafs.FileSystem.from_uri(out_dir) if "://" in out_dir else (pafs.LocalFileSystem(), out_dir)
+    name = f"events-{pending[0]}-{pending[1]}.parquet"
+    for date, cols in sorted(_rows_by_date(entries).items()):
+        table = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+        directory = events_partition(root, date)
+        filesystem.create_dir(directory, recursive=True)
+        tmp = f"{directory}/.{name}.tmp"
+        pq.write_table(table, tmp, filesystem=filesystem)
+        filesystem.move(tmp, f"{directory}/{name}")
+    if after_write is not None:
+        after_write()
+    _compare_and_set(client, keys.events_flushed, f"{cursor} {pending[0]} {pending[1]}", pending[1])
+    client.xtrim(keys.events, minid=_next_id(pending[1]), approximate=False)
+    return len(entries), out_dir

