@@ -40,6 +40,7 @@ setup(
         "newsflow._data": ["sources.csv", "SOURCES.md", "topics/*"],
         "newsflow._models": MODEL_FILES,
         "newsflow.stores": ["lua/*.lua"],
+        "serving": ["templates/*.html", "static/*"],
     },
     exclude_package_data={"newsflow._data": ["*.py", "corpus/*"]},
     include_package_data=True,
@@ -66,6 +67,9 @@ setup(
         "confluent-kafka>=2.3,<3",
         "pandas>=2.0",
         "tldextract>=5.1",
+        "jinja2>=3.1",
+        "defusedxml>=0.7",
+        "tzdata>=2024.1",
     ],
     extras_require={
         "test": [

@@ -2,22 +2,55 @@
 
 :func:`parse_feed` reads RSS 0.9x/1.0 (RDF)/2.0 and Atom with ``feedparser``
 (which also recovers from wrongly declared charsets and most malformed XML)
+and JSON Feed 1.0/1.1 (https://www.jsonfeed.org/version/1.1/) with :mod:`json`,
 and returns the entries plus the feed's own scheduling hints (RSS ``<ttl>``,
 ``sy:updatePeriod``/``sy:updateFrequency``, ``<skipHours>``/``<skipDays>``).
 :func:`parse_news_sitemap` reads Google News sitemaps (and plain sitemaps /
 sitemap indexes). Both return :class:`FeedEntry` records; neither does I/O.
+
+How publishers' mistakes are read:
+
+- Charset: a feed declared UTF-8 (or not declared, XML's default) whose bytes are UTF-8 apart from
+  a few corrupt bytes (:func:`newsflow.decoding.mostly_utf8`) is read as UTF-8 with each bad
+  byte run replaced by U+FFFD, instead of feedparser re-reading the whole feed in a legacy
+  charset (mojibake in every title). Bytes that are not mostly UTF-8 are left to feedparser's
+  own fallback.
+- Control characters that XML forbids are removed from the bytes before parsing (ASCII-compatible
+  encodings only) and from every title and summary after
+  (:func:`newsflow.decoding.strip_control_chars`).
+- Dates: an RFC 822 date whose zone is a name is resolved through
+  :func:`newsflow.timeutil.feed_zone_date_to_epoch` (``AEDT`` is +11:00); a name that does
+  not resolve leaves the time unknown (``None``: the first-seen time is used downstream), never
+  UTC. Other dates are feedparser's. JSON Feed dates must carry a UTC offset (RFC 3339).
+- Hostile XML: every XML document is first read by defusedxml's expat reader, which refuses
+  entity declarations and external references (billion laughs, XXE); a feed that is not
+  well-formed then goes to feedparser's loose parser, which drops the DOCTYPE. Sitemaps are
+  parsed with ``defusedxml.ElementTree`` with any DTD refused. Document size is bounded by the
+  fetcher's ``max_body_bytes``.
 """
 
 from __future__ import annotations
 
+import codecs
+import json
 import re
-import xml.etree.ElementTree as ET
+import xml.sax
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
+from xml.etree.ElementTree import ParseError
 
+import defusedxml.ElementTree as SafeET
+import defusedxml.sax
 import feedparser
+from defusedxml import DefusedXmlException
 
-from newsflow.timeutil import iso_to_epoch_or_none, struct_time_to_epoch
+from newsflow.decoding import mostly_utf8, strip_control_chars
+from newsflow.timeutil import (
+    feed_zone_date_to_epoch,
+    iso_to_epoch_or_none,
+    rfc3339_to_epoch,
+    struct_time_to_epoch,
+)
 
 
 class FeedParseError(ValueError):
@@ -75,15 +108,162 @@ _DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Su
 
 
 def _time_of(entry) -> float | None:
-    for key in ("published_parsed", "updated_parsed", "created_parsed"):
-        t = entry[key] if key in entry else None
+    """Publish (else update, else creation) time of a feedparser entry, UTC epoch seconds or ``None``.
+
+    A date whose zone is a name is resolved by :func:`feed_zone_date_to_epoch` (unresolvable:
+    that date is unknown, the next one is tried); other dates are feedparser's ``*_parsed``.
+    """
+    for key in ("published", "updated", "created"):
+        text = entry.get(key)
+        if isinstance(text, str) and text.strip():
+            epoch, zone_named = feed_zone_date_to_epoch(text)
+            if zone_named:
+                if epoch is not None:
+                    return epoch
+                continue
+        t = entry.get(key + "_parsed")
         if t:
             return struct_time_to_epoch(t)
     return None
 
 
+_XML_DECL_RE = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:\-]+)["']""")
+_CHARSET_PARAM_RE = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9._:\-]+)""", re.I)
+_C0_BYTES_RE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def _codec(label: str) -> str:
+    try:
+        return codecs.lookup(label.strip()).name
+    except LookupError:
+        return "unknown"
+
+
+def _clean_bytes(body: bytes, content_type: str) -> bytes:
+    """The feed bytes with a mostly-UTF-8 body repaired and XML-illegal C0 bytes removed (module doc).
+
+    Only for ASCII-compatible documents: a body with a UTF-16/32 byte-order mark, NUL bytes in
+    its first 4 bytes, or a declared charset that uses C0 bytes (ISO-2022, UTF-7, HZ) is returned as is.
+    """
+    if body.startswith(_WIDE_BOMS) or b"\x00" in body[:4]:
+        return body
+    m = _CHARSET_PARAM_RE.search(content_type or "")
+    declared = _codec(m.group(1)) if m else None
+    if declared is None:
+        m = _XML_DECL_RE.match(body[:512])
+        declared = _codec(m.group(1).decode("ascii")) if m else None
+    if declared is not None and declared.startswith(("iso2022", "utf_7", "hz", "utf_16", "utf_32", "unknown")):
+        return body
+    if declared in (None, "utf-8"):
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = mostly_utf8(body)
+            if text is not None:
+                body = text.encode("utf-8")
+    return _C0_BYTES_RE.sub(b"", body)
+
+
+def _refuse_hostile_xml(body: bytes, what: str) -> None:
+    """Reads ``body`` with defusedxml's expat reader (no tree is built) to refuse entity tricks.
+
+    Raises:
+      FeedParseError: the document declares entities or references external ones.
+    """
+    try:
+        defusedxml.sax.parseString(body, xml.sax.handler.ContentHandler(), forbid_entities=True, forbid_external=False)
+    except DefusedXmlException as e:
+        raise FeedParseError(f"{what} refused: it declares entities or external references ({e!r})"[:300]) from None
+    except (xml.sax.SAXException, ValueError, UnicodeError):
+        pass  # not well-formed XML: feedparser's loose parser (which drops the DOCTYPE) decides
+
+
+def _clean(value) -> str | None:
+    """A feed text field with XML-illegal characters removed; ``None`` for missing or empty."""
+    if not isinstance(value, str):
+        return None
+    return strip_control_chars(value) or None
+
+
+def _looks_like_json(body: bytes) -> bool:
+    return body.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] == b"{"
+
+
+def _json_date(value) -> float | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return rfc3339_to_epoch(value)
+    except ValueError:
+        return None
+
+
+def parse_json_feed(body: bytes, url: str = "") -> ParsedFeed:
+    """Parses a JSON Feed 1.0 or 1.1 document (https://www.jsonfeed.org/version/1.1/).
+
+    Mapping: ``id`` -> guid (a number becomes its text; missing: the link), ``url`` (else
+    ``external_url``) -> url, resolved against ``url``; ``title``; ``summary`` (else
+    ``content_text``, else ``content_html``); ``date_published`` (else ``date_modified``), RFC 3339
+    with a UTC offset, else ``None``. Items that are not objects are skipped.
+
+    Args:
+      body: the document bytes (UTF-8, as the format requires; a BOM is allowed).
+      url: the feed URL.
+
+    Returns:
+      A :class:`ParsedFeed` with ``version`` ``"json1"`` or ``"json11"``.
+
+    Raises:
+      FeedParseError: not JSON, not an object, no ``https://jsonfeed.org/version/`` version, or no
+        ``items`` list.
+    """
+    try:
+        doc = json.loads(body.decode("utf-8-sig", errors="replace"))
+    except (ValueError, RecursionError) as e:
+        raise FeedParseError(f"not a JSON feed: {type(e).__name__}: {e}"[:300]) from None
+    if not isinstance(doc, dict):
+        raise FeedParseError("not a JSON feed: the document is not an object")
+    version = doc.get("version")
+    if not isinstance(version, str) or not version.startswith("https://jsonfeed.org/version/"):
+        raise FeedParseError(f"not a JSON feed: version {str(version)[:80]!r}")
+    items = doc.get("items")
+    if not isinstance(items, list):
+        raise FeedParseError("not a JSON feed: no items list")
+    entries = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        link = item.get("url") if isinstance(item.get("url"), str) else item.get("external_url")
+        link = link.strip() if isinstance(link, str) and link.strip() else None
+        if link and url:
+            link = urljoin(url, link)
+        guid = item.get("id")
+        guid = str(guid) if isinstance(guid, (str, int)) and not isinstance(guid, bool) and str(guid) else link
+        summary = next(
+            (item[k] for k in ("summary", "content_text", "content_html") if isinstance(item.get(k), str) and item[k]),
+            None,
+        )
+        published = _json_date(item.get("date_published"))
+        if published is None:
+            published = _json_date(item.get("date_modified"))
+        entries.append(
+            FeedEntry(
+                url=link,
+                title=_clean(item.get("title")),
+                summary=_clean(summary),
+                published_time=published,
+                guid=_clean(guid),
+            )
+        )
+    tag = version.rsplit("/", 1)[-1].replace(".", "")
+    return ParsedFeed(entries, _clean(doc.get("title")) or "", f"json{tag}")
+
+
 def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed:
     """Parses an RSS/Atom feed.
+
+    JSON Feed documents (the body starts with ``{``) go to :func:`parse_json_feed`.
 
     Args:
       body: the feed bytes as fetched (any declared or undeclared charset).
@@ -94,9 +274,13 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
       A :class:`ParsedFeed`; entries without a link have ``url=None``.
 
     Raises:
-      FeedParseError: the document is not a recognisable feed, or feedparser itself failed on it
-        (e.g. a surrogate character reference ``&#xD800;``).
+      FeedParseError: the document is not a recognisable feed, declares XML entities, or feedparser
+        itself failed on it (e.g. a surrogate character reference ``&#xD800;``).
     """
+    if _looks_like_json(body):
+        return parse_json_feed(body, url)
+    body = _clean_bytes(body, content_type)
+    _refuse_hostile_xml(body, "feed")
     headers = {"content-type": content_type} if content_type else {}
     try:
         d = feedparser.parse(body, response_headers=headers) if headers else feedparser.parse(body)
@@ -118,10 +302,10 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
         entries.append(
             FeedEntry(
                 url=link,
-                title=e.get("title") or None,
-                summary=e.get("summary") or None,
+                title=_clean(e.get("title")),
+                summary=_clean(e.get("summary")),
                 published_time=_time_of(e),
-                guid=e.get("id") or link,
+                guid=_clean(e.get("id")) or link,
             )
         )
     f = d.feed
@@ -154,7 +338,7 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
                 skip_days.add(name)
     return ParsedFeed(
         entries,
-        f.get("title") or "",
+        _clean(f.get("title")) or "",
         d.version or "",
         ttl_s,
         update_s,
@@ -181,13 +365,14 @@ def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], lis
       ``<sitemap><loc>`` URLs.
 
     Raises:
-      FeedParseError: the XML is malformed or is not a sitemap.
+      FeedParseError: the XML is malformed, has a DTD (refused by defusedxml: entity expansion,
+        external entities) or is not a sitemap.
     """
-    if b"<!DOCTYPE" in body[:2048].upper() or b"<!ENTITY" in body[:4096].upper():
-        raise FeedParseError("sitemap with a DTD refused (entity expansion)")
     try:
-        root = ET.fromstring(body)
-    except ET.ParseError as e:
+        root = SafeET.fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as e:
+        raise FeedParseError(f"sitemap with a DTD refused (entity expansion): {e!r}"[:300]) from None
+    except ParseError as e:
         raise FeedParseError(f"malformed sitemap XML: {e}") from None
     tag = root.tag.split("}")[-1]
     if tag == "sitemapindex":

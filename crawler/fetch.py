@@ -38,6 +38,8 @@ FEED_TYPES = (
     "text/plain",
     "application/x-rss+xml",
     "text/html",
+    "application/feed+json",
+    "application/json",
 )
 PAGE_TYPES = ("text/html", "application/xhtml+xml")
 

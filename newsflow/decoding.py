@@ -8,6 +8,11 @@ body that was stored compressed, refusing decompression bombs. Both raise
 :class:`DecodeError`, whose ``error_type`` (``"undecodable"`` or
 ``"too_large"``) :mod:`newsflow.extraction` turns into the dead-letter reason.
 
+:func:`strip_control_chars` removes the characters XML 1.0 forbids (C0 controls other than
+tab, LF and CR; lone surrogates; U+FFFE and U+FFFF) from any text that is stored, and
+:func:`mostly_utf8` reads bytes that are UTF-8 apart from a few corrupt bytes (each replaced
+by U+FFFD) instead of re-reading the whole document in a legacy charset.
+
 Pure functions, no Beam; charset_normalizer is imported only when a page needs detection.
 """
 
@@ -103,12 +108,37 @@ def _meta_charsets(head: bytes) -> list[str]:
     return out
 
 
-def _mostly_utf8(body: bytes) -> str | None:
-    """Decodes ``body`` as UTF-8 when it clearly is UTF-8 with a few stray bytes.
+_XML_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def strip_control_chars(text: str) -> str:
+    """``text`` without the characters XML 1.0 forbids (Extensible Markup Language 1.0, section 2.2 "Char").
+
+    Removed: C0 controls U+0000-U+001F except tab, LF and CR; lone surrogates U+D800-U+DFFF;
+    the noncharacters U+FFFE and U+FFFF. Everything else (including C1 controls and U+FFFD)
+    is kept. Example: ``"Closed for cleaning\x01 until Friday."`` -> ``"Closed for cleaning until Friday."``.
+
+    Args:
+      text: any ``str`` ("" and ``None`` come back unchanged).
+    """
+    if not text:
+        return text
+    return _XML_ILLEGAL_RE.sub("", text)
+
+
+def mostly_utf8(body: bytes) -> str | None:
+    """Decodes ``body`` as UTF-8 when it clearly is UTF-8 with a few stray bytes, else ``None``.
 
     A page in a single-byte charset has almost no valid multi-byte UTF-8
     sequences, so >= 10 valid non-ASCII characters per invalid byte run means the
     page is UTF-8 with some corrupt bytes (common when templates mix encodings).
+    Each invalid byte run becomes U+FFFD (Python's ``errors="replace"``).
+
+    Args:
+      body: bytes, ``bytes``.
+
+    Returns:
+      The text (valid UTF-8 decodes as is), or ``None`` when the bytes are not mostly UTF-8.
     """
     text = body.decode("utf-8", errors="replace")
     bad = text.count("\ufffd")
@@ -198,7 +228,7 @@ def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
             return _accept(body.decode(enc), enc)
         except (UnicodeDecodeError, LookupError):
             continue
-    text = _mostly_utf8(body)
+    text = mostly_utf8(body)
     if text is not None:
         return _accept(text, "utf-8")
     from charset_normalizer import from_bytes  # imported lazily: only needed for undeclared non-UTF-8 pages

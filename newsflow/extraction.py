@@ -27,6 +27,13 @@ Steps for a fetched page (``raw.body`` is bytes):
 Feed-only documents (``raw.body is None``) are built from the feed title and the
 summary with its HTML stripped; no title and no summary -> ``"missing_fields"``.
 
+Every text field returned (title, text, authors, site name) has the characters XML 1.0
+forbids removed (:func:`newsflow.decoding.strip_control_chars`: C0 controls other than tab,
+LF and CR, lone surrogates, U+FFFE/U+FFFF), whether they came as raw bytes or as character
+references. Publish time: a date in the page's markup (``article:published_time``, JSON-LD,
+``<time>``) wins; a date found only in the URL (``/2024/10/14/``) is a fallback
+(htmldate's ``deferred_url_extractor``), and being day-only it loses to the feed's exact time.
+
 Score it on the extraction benchmark with ``newsflow eval extraction`` and time it
 with ``python -m benchmarks.extraction --json``.
 """
@@ -38,7 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from newsflow.decoding import DecodeError, decode_html, inflate_gzip
+from newsflow.decoding import DecodeError, decode_html, inflate_gzip, strip_control_chars
 from newsflow.timeutil import page_date_to_epoch, utc_date
 from schemas.raw import RawDocument
 
@@ -231,6 +238,7 @@ def html_fragment_to_text(fragment: str) -> str:
 
             walk(root)
             text = "".join(parts)
+    text = strip_control_chars(text)
     lines = (_WS_RE.sub(" ", line).strip() for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 
@@ -246,7 +254,7 @@ def _split_authors(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
     out: list[str] = []
-    for name in value.split(";"):
+    for name in strip_control_chars(value).split(";"):
         name = _WS_RE.sub(" ", name).strip()
         if name and name not in out:
             out.append(name)
@@ -300,7 +308,7 @@ def _extract_feed_only(raw: RawDocument, config: ExtractionConfig) -> ExtractedC
         title=title,
         text=text,
         authors=(),
-        site_name=raw.source_name or "",
+        site_name=strip_control_chars(raw.source_name or ""),
         publish_time=_choose_publish_time(None, raw.published_time, raw.fetch_time, config.max_future_s),
         html_language=_language_tag(raw.content_language),
     )
@@ -346,20 +354,23 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
             "extensive_search": False,
             "max_date": max_date,
             "outputformat": "%Y-%m-%dT%H:%M:%S%z",
+            "deferred_url_extractor": True,
         },
     )
-    body_text = ((doc.text if doc is not None else "") or "").strip()
+    body_text = strip_control_chars((doc.text if doc is not None else "") or "").strip()
     if len(body_text) < config.min_text_chars:
         raise ExtractionError(
             "not_an_article",
             f"main text has {len(body_text)} chars, under min_text_chars={config.min_text_chars}",
         )
-    title = _WS_RE.sub(" ", (doc.title or "")).strip() or html_fragment_to_text(raw.title or "").replace("\n", " ")
+    title = _WS_RE.sub(" ", strip_control_chars(doc.title or "")).strip() or html_fragment_to_text(
+        raw.title or ""
+    ).replace("\n", " ")
     return ExtractedContent(
         title=title,
         text=body_text,
         authors=_split_authors(doc.author),
-        site_name=(doc.sitename or "").strip() or (raw.source_name or ""),
+        site_name=strip_control_chars((doc.sitename or "").strip() or (raw.source_name or "")),
         publish_time=_choose_publish_time(doc.date, raw.published_time, raw.fetch_time, config.max_future_s),
         html_language=html_language,
     )

@@ -16,6 +16,15 @@ exactly the behaviour it had):
 - :func:`rfc3339_to_epoch`: a pushed ``published_time`` (the UTC offset is required); raises ``ValueError``.
 - :func:`http_date_to_epoch`: HTTP-date headers (``Retry-After``); ``None`` when bad.
 - :func:`struct_time_to_epoch`: feedparser's ``*_parsed`` UTC ``struct_time``.
+- :func:`feed_zone_date_to_epoch`: an RFC 822 feed date whose zone is an abbreviation
+  (``AEDT``, ``CET``); ``(None, True)`` when the abbreviation cannot be resolved, never UTC.
+
+Time-zone abbreviations (:func:`zone_abbreviation_offset_s`): the RFC 5322 section 4.3
+names (``UT``, ``GMT``, ``EST``/``EDT``, ``CST``/``CDT``, ``MST``/``MDT``, ``PST``/``PDT``,
+US zones by definition) plus every abbreviation that the IANA time zone database (the pinned
+``tzdata`` package, read from the package, never from the host) uses with one single UTC offset
+in the years 2019-2030; an abbreviation the database uses with several offsets (``IST``: India
++05:30, Ireland +01:00, Israel +02:00) or not at all is unresolvable.
 
 Formatters: :func:`format_epoch` (the exact text a time is stored as in Redis
 hashes; ``float()`` reads it back bit for bit) and :func:`utc_date`
@@ -34,6 +43,8 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 import email.utils
+import functools
+import re
 
 _UTC = _dt.UTC
 _PAGE_DATE_FORMATS = ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d")
@@ -189,6 +200,88 @@ def struct_time_to_epoch(t) -> float:
       TypeError, ValueError: ``t`` is not a time tuple.
     """
     return float(calendar.timegm(t))
+
+
+# RFC 5322 section 4.3 obs-zone names: fixed by the standard, they win over the database
+_RFC5322_ZONES = {
+    "UT": 0,
+    "UTC": 0,
+    "GMT": 0,
+    "EST": -5 * 3600,
+    "EDT": -4 * 3600,
+    "CST": -6 * 3600,
+    "CDT": -5 * 3600,
+    "MST": -7 * 3600,
+    "MDT": -6 * 3600,
+    "PST": -8 * 3600,
+    "PDT": -7 * 3600,
+}
+_ZONE_YEARS = range(2019, 2031)
+_ZONE_TAIL_RE = re.compile(r"^(?P<head>.*\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?P<zone>[A-Za-z]{2,6})\s*$")
+
+
+@functools.cache
+def _zone_abbreviations() -> dict[str, int | None]:
+    """``{ABBREVIATION: offset seconds or None when ambiguous}`` from the tzdata package (see module doc)."""
+    import importlib.resources
+    import zoneinfo
+
+    root = importlib.resources.files("tzdata")
+    offsets: dict[str, set[int]] = {}
+    for name in root.joinpath("zones").read_text(encoding="ascii").split():
+        with root.joinpath("zoneinfo", *name.split("/")).open("rb") as fh:
+            zone = zoneinfo.ZoneInfo.from_file(fh, key=name)
+        for year in _ZONE_YEARS:
+            for month in (1, 4, 7, 10):
+                local = _dt.datetime(year, month, 15, 12, tzinfo=_UTC).astimezone(zone)
+                abbr = local.tzname() or ""
+                if abbr and abbr[0] not in "+-":
+                    offsets.setdefault(abbr.upper(), set()).add(int(local.utcoffset().total_seconds()))
+    table: dict[str, int | None] = {k: (next(iter(v)) if len(v) == 1 else None) for k, v in offsets.items()}
+    table.update(_RFC5322_ZONES)
+    return table
+
+
+def zone_abbreviation_offset_s(abbr: str) -> int | None:
+    """UTC offset in seconds of a time-zone abbreviation, ``None`` when it is unknown or ambiguous.
+
+    Rules in the module doc. Examples: ``"AEDT"`` -> ``39600``, ``"CET"`` -> ``3600``,
+    ``"EST"`` -> ``-18000``, ``"IST"`` -> ``None`` (three offsets), ``"XYZ"`` -> ``None``.
+    Case-insensitive.
+    """
+    return _zone_abbreviations().get(abbr.strip().upper())
+
+
+def feed_zone_date_to_epoch(text: str) -> tuple[float | None, bool]:
+    """Reads an RFC 822 date whose zone is a name (``"Mon, 04 Nov 2024 08:00:00 AEDT"``).
+
+    Returns:
+      ``(epoch, True)`` when the text ends in a zone name that resolves
+      (:func:`zone_abbreviation_offset_s`) and the rest is an RFC 822 date;
+      ``(None, True)`` when it ends in a zone name that does not resolve or the date part does not
+      parse (the time is unknown: never read as UTC);
+      ``(None, False)`` when the text does not end in a zone name (numeric offsets, ISO 8601:
+      the caller's other parser applies). Example: ``"Wed, 06 Mar 2024 10:00:00 CET"`` ->
+      ``(1709715600.0, True)`` (09:00Z).
+    """
+    m = _ZONE_TAIL_RE.match((text or "").strip())
+    if not m:
+        return None, False
+    offset = zone_abbreviation_offset_s(m.group("zone"))
+    if offset is None:
+        return None, True
+    sign = "-" if offset < 0 else "+"
+    hh, mm = divmod(abs(offset) // 60, 60)
+    try:
+        parsed = email.utils.parsedate_tz(f"{m.group('head')} {sign}{hh:02d}{mm:02d}")
+    except (TypeError, ValueError, IndexError):
+        parsed = None
+    if parsed is None or parsed[9] is None:
+        return None, True
+    try:
+        return float(email.utils.mktime_tz(parsed)), True
+    except (OverflowError, ValueError):
+        return None, True
 
 
 def format_epoch(value: float | None) -> str:
