@@ -9,7 +9,11 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
   (near-duplicate groups) apart from their syndicated copies;
 * ``GET /v1/feed?edition=&limit=`` — the reader's personal feed; the reader comes from a
   signed bearer token (:mod:`serving.tokens`), never from a parameter;
-* ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream).
+* ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream);
+* ``GET/PUT /v1/me/preferences`` — the reader's followed and blocked topics and outlets
+  (:mod:`serving.preferences`; bearer token);
+* the reader web UI (HTML, :mod:`serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
+  ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
 
 This module holds the routes, parameter validation and the app factory; caching headers and
 ETags are :mod:`serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
@@ -68,8 +72,10 @@ from newsflow.ranking.store import (
 from serving.http_cache import LocalCache, cache_headers, conditional_json, json_bytes, not_modified_or
 from serving.openapi import openapi_schema
 from serving.pages import coverage_page, feed_page, trending_page
+from serving.preferences import merge_preferences, profile_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
 from serving.tokens import TokenError, verify_token
+from serving.web import PageError, web_routes
 
 __all__ = ["ApiError", "ServingConfig", "create_app", "serving_client"]
 
@@ -286,6 +292,16 @@ class Api:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
+        payload, stale = self.personal_feed(user, edition_param, limit)
+        return self._respond(request, payload, "private", stale)
+
+    def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
+        """A reader's feed page (``/v1/feed`` and the For You page) and its stale reason ("" when fresh).
+
+        The precomputed feed (or one built now when missing or of another edition), re-ranked on
+        request: newer breaking stories injected, blocks and the per-outlet cap applied
+        (:func:`newsflow.ranking.rerank.rerank`). With Redis down, the edition's snapshot.
+        """
         now = self._ranking_now()
         try:
             self._guard()
@@ -310,7 +326,7 @@ class Api:
             snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
             page = feed_page("edition", edition, snap, limit, "redis-unavailable")
             page["user"] = user
-            return self._respond(request, page, "private", "redis-unavailable")
+            return page, "redis-unavailable"
         items = rerank(
             doc.get("stories", []), generated_at, inject, profile, k=limit, source_cap=self.config.feed.source_cap
         )
@@ -322,7 +338,54 @@ class Api:
             "count": len(items),
             "stories": items,
         }
-        return self._respond(request, payload, "private")
+        return payload, ""
+
+    def get_preferences(self, request: Request) -> Response:
+        user = self._user(request)
+        try:
+            self._guard()
+            profile = self.store.user_profile(user)
+        except REDIS_ERRORS as e:
+            self._mark_down()
+            raise ApiError(
+                503, "unavailable", f"profile store unavailable: {type(e).__name__}", {"Retry-After": "5"}
+            ) from None
+        return self._respond(request, dict(profile_preferences(profile), user=user), "private")
+
+    async def put_preferences(self, request: Request) -> Response:
+        user = self._user(request)
+        if "application/json" not in request.headers.get("content-type", ""):
+            raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes")
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as e:
+            raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
+
+        def save() -> dict:
+            prefs = merge_preferences(self.store.user_profile(user), data)
+            self.store.write_preferences(user, prefs)
+            self.store.client.delete(self.store.keys.feed("user", user))  # rebuilt with the new prefs
+            return prefs
+
+        try:
+            self._guard()
+            prefs = await run_in_threadpool(save)
+        except ValueError as e:
+            raise ApiError(400, "bad_body", str(e)) from None
+        except REDIS_ERRORS as e:
+            self._mark_down()
+            raise ApiError(
+                503, "unavailable", f"profile store unavailable: {type(e).__name__}", {"Retry-After": "5"}
+            ) from None
+        return Response(
+            json_bytes(dict(prefs, user=user)),
+            status_code=200,
+            media_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
 
     def _breaking_items(self, now: float) -> tuple[dict, dict]:
         """Live breaking set ``{story_id: since}`` and their feed items, shared by all readers
@@ -441,7 +504,18 @@ def create_app(client, config: ServingConfig) -> Starlette:
     """
     api = Api(client, config)
 
+    routes_web, web = web_routes(api)
+
+    def _is_api(request: Request) -> bool:
+        path = request.url.path
+        return path.startswith("/v1/") or path in ("/openapi.json", "/healthz")
+
+    async def page_error(request: Request, exc: PageError) -> Response:
+        return web.error_page(request, exc)
+
     async def api_error(request: Request, exc: ApiError) -> Response:
+        if not _is_api(request):
+            return web.error_page(request, PageError(exc.status, "Something is wrong with that address", exc.message))
         headers = dict(exc.headers, **{"Cache-Control": "no-store"})
         return Response(
             _error_body(exc.status, exc.code, exc.message),
@@ -451,6 +525,9 @@ def create_app(client, config: ServingConfig) -> Starlette:
         )
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        if not _is_api(request):
+            title = {404: "Page not found", 405: "Not allowed"}.get(exc.status_code, "Error")
+            return web.error_page(request, PageError(exc.status_code, title, str(exc.detail)))
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return Response(
             _error_body(exc.status_code, code, str(exc.detail)),
@@ -465,9 +542,12 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/v1/trending", api.trending, methods=["GET"]),
         Route("/v1/stories/{story_id}", api.story, methods=["GET"]),
         Route("/v1/feed", api.feed, methods=["GET"]),
+        Route("/v1/me/preferences", api.get_preferences, methods=["GET"]),
+        Route("/v1/me/preferences", api.put_preferences, methods=["PUT"]),
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
+        *routes_web,
     ]
 
     @contextlib.asynccontextmanager
@@ -476,7 +556,9 @@ def create_app(client, config: ServingConfig) -> Starlette:
         yield
 
     app = Starlette(
-        routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error}, lifespan=lifespan
+        routes=routes,
+        exception_handlers={ApiError: api_error, HTTPException: http_error, PageError: page_error},
+        lifespan=lifespan,
     )
     app.state.api = api
     return app

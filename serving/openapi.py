@@ -80,6 +80,17 @@ def openapi_schema() -> dict:
             "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
         },
     }
+    str_list = {"type": "array", "maxItems": 200, "items": {"type": "string", "maxLength": 253}}
+    prefs_in = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "follow_topics": dict(str_list, description="topic labels (lower case)"),
+            "follow_sources": dict(str_list, description="outlets: registrable domains, or hosts/URLs to reduce"),
+            "block_topics": dict(str_list, description="topic labels (lower case)"),
+            "block_sources": dict(str_list, description="outlets: registrable domains, or hosts/URLs to reduce"),
+        },
+    }
     return {
         "openapi": "3.1.0",
         "info": {
@@ -133,6 +144,42 @@ def openapi_schema() -> dict:
                     "parameters": [EDITION, LIMIT],
                     "responses": {"200": _ok("FeedPage", "personal feed"), "304": NOT_MODIFIED, "400": ERR, "401": ERR},
                 }
+            },
+            "/v1/me/preferences": {
+                "get": {
+                    "summary": "The reader's followed and blocked topics and outlets",
+                    "security": BEARER,
+                    "responses": {
+                        "200": {
+                            "description": "preferences",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Preferences"}}},
+                        },
+                        "304": NOT_MODIFIED,
+                        "401": ERR,
+                        "503": ERR,
+                    },
+                },
+                "put": {
+                    "summary": "Replace some preference lists (absent fields are kept). Sources are stored as "
+                    "outlets (registrable domains: uk.reuters.com becomes reuters.com); following and blocking "
+                    "the same topic or outlet is refused. Blocks apply to every surface the reader sees.",
+                    "security": BEARER,
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PreferencesIn"}}},
+                    },
+                    "responses": {
+                        "200": {
+                            "description": "the stored preferences",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Preferences"}}},
+                        },
+                        "400": ERR,
+                        "401": ERR,
+                        "413": ERR,
+                        "415": ERR,
+                        "503": ERR,
+                    },
+                },
             },
             "/v1/events": {
                 "post": {
@@ -219,6 +266,13 @@ def openapi_schema() -> dict:
                                 "reports": {"type": "array"},
                             },
                         },
+                    ]
+                },
+                "PreferencesIn": prefs_in,
+                "Preferences": {
+                    "allOf": [
+                        {"$ref": "#/components/schemas/PreferencesIn"},
+                        {"type": "object", "properties": {"user": {"type": "string"}}},
                     ]
                 },
                 "Event": {

@@ -32,6 +32,8 @@ POOL_SIZE = 500
 FEED_TTL_SECONDS = 300
 GLOBAL_EDITION = "global"
 TRENDING_KINDS = ("story", "entity", "topic")
+PREFERENCE_FIELDS = ("follow_topics", "follow_sources", "block_topics", "block_sources")
+"""Fields of the user hash a reader sets (``/v1/me/preferences``, the web UI); JSON lists."""
 
 
 def _s(value) -> str:
@@ -242,6 +244,23 @@ class RankingStore:
     def user_profile(self, user_id: str) -> UserProfile:
         """The reader's profile; an unknown user gets an empty (cold-start) profile."""
         return user_from_hash(user_id, self.client.hgetall(self.keys.user(user_id)))
+
+    def write_preferences(self, user_id: str, prefs: Mapping[str, Iterable[str]]) -> None:
+        """Sets some of a reader's :data:`PREFERENCE_FIELDS` (each a JSON list, sorted) in one HSET on
+        ``Keys.user(user_id)``; other fields of the hash (the nightly job's interest vector, clicks) are
+        left alone. Callers validate and normalize the values (outlets for sources, lower-case topics).
+
+        Raises:
+          ValueError: a field outside :data:`PREFERENCE_FIELDS`.
+        """
+        bad = set(prefs) - set(PREFERENCE_FIELDS)
+        if bad:
+            raise ValueError(f"not preference fields: {sorted(bad)}")
+        if prefs:
+            self.client.hset(
+                self.keys.user(user_id),
+                mapping={name: json.dumps(sorted(set(values))) for name, values in prefs.items()},
+            )
 
     # -- breaking set ----------------------------------------------------------------
     def mark_breaking(self, items: Iterable[tuple[str, float, float]]) -> list[str]:

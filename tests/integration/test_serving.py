@@ -139,6 +139,7 @@ def test_openapi_lists_every_route(r, tmp_path):
         "/v1/trending",
         "/v1/stories/{story_id}",
         "/v1/feed",
+        "/v1/me/preferences",
         "/v1/events",
     }
 

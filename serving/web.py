@@ -1,0 +1,641 @@
+"""The reader web UI: server-rendered HTML (Jinja2) on the API's app, usable without JavaScript.
+
+Pages (all ``GET``; forms ``POST`` with a CSRF token):
+
+==========================  ===============================================================
+``/``                       top stories of an edition (``?edition=``) — the same stories as
+                            ``/v1/top`` in the same order — with the breaking banner
+``/stories/{story_id}``     full coverage: "N sources", the lead report, independent reports
+                            with their syndicated copies, a timeline, entities
+``/topics``, ``/topics/{t}`` the topic list and a topic's feed (as ``/v1/topics/{t}``)
+``/trending``               trending stories, topics and entities, breaking stories
+``/sources/{outlet}``       stories an outlet leads in the global pool
+``/for-you``                the reader's own feed (as ``/v1/feed``), each card saying why
+``/settings``               followed and blocked topics and outlets, with undo buttons
+``/signin``, ``/signout``   a reader name becomes the HMAC token of :mod:`serving.tokens`, kept
+                            as an ``HttpOnly; SameSite=Lax`` session cookie
+``/prefs``                  ``POST``: follow/unfollow/block/unblock a topic or outlet, then
+                            back to ``next``
+==========================  ===============================================================
+
+Caching: a page without a session cookie is the same for everyone and carries the JSON API's
+headers (``Cache-Control: public, max-age, s-maxage``, strong ``ETag``, ``304`` on
+``If-None-Match``) plus ``Vary: Cookie``; it is also kept in the API's in-process cache. A signed-in
+reader's pages apply their blocks (top, topics, trending, sources, coverage leads, breaking) and
+are ``private, no-store``.
+
+CSRF: every form carries a token. Signed in, it is HMAC-SHA256(secret, ``"csrf|" + session
+token``), so it changes with the session and cannot be forged without the secret; the sign-in
+form uses a double-submit random cookie (``nf_csrf``) against login CSRF. Cookies are
+``SameSite=Lax`` and the pages send a ``Content-Security-Policy`` that allows no script at all.
+
+Sign-in asks for a reader name only (no password): it identifies a reader for personalization,
+it does not authenticate one; put real authentication in front for anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import os
+import secrets
+import threading
+import time
+from urllib.parse import parse_qsl, quote
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from newsflow.outlets import outlet
+from newsflow.ranking.rerank import is_blocked, without_blocked
+from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
+from schemas import UserProfile
+from serving.http_cache import cache_headers, etag_matches, strong_etag
+from serving.pages import coverage_page, feed_page
+from serving.preferences import apply_action, normalize_source, normalize_topic
+from serving.resilience import REDIS_ERRORS
+from serving.tokens import TokenError, sign_token, verify_token
+
+SESSION_COOKIE = "nf_session"
+CSRF_COOKIE = "nf_csrf"
+SESSION_TTL_SECONDS = 14 * 86400
+MAX_FORM_BYTES = 8 * 1024
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEMPLATE_DIR = os.path.join(HERE, "templates")
+STATIC_DIR = os.path.join(HERE, "static")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "strict-origin-when-cross-origin",
+}
+NAV = (("/", "Top stories"), ("/for-you", "For You"), ("/topics", "Topics"), ("/trending", "Trending"))
+
+
+class PageError(Exception):
+    """An HTML error page (``status``, ``title``, ``message``)."""
+
+    def __init__(self, status: int, title: str, message: str):
+        super().__init__(message)
+        self.status, self.title, self.message = status, title, message
+
+
+def utc_text(epoch) -> str:
+    """``"2026-12-01 03:10 UTC"`` for UTC epoch seconds; ``""`` for none or a non-number."""
+    try:
+        t = float(epoch)
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(t) or t <= 0:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def iso_text(epoch) -> str:
+    """RFC 3339 UTC (``2026-12-01T03:10:00Z``) for a ``<time datetime>`` attribute; ``""`` for none."""
+    try:
+        t = float(epoch)
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(t) or t <= 0:
+        return ""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def ago_text(epoch, now: float) -> str:
+    """How long before ``now`` (UTC epoch s) ``epoch`` was: ``"just now"``, ``"5 min ago"``,
+    ``"3 h ago"``, ``"2 days ago"``; ``""`` for none."""
+    try:
+        d = float(now) - float(epoch)
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(d):
+        return ""
+    if d < 60:
+        return "just now"
+    if d < 3600:
+        return f"{int(d // 60)} min ago"
+    if d < 86400:
+        return f"{int(d // 3600)} h ago"
+    days = int(d // 86400)
+    return "1 day ago" if days == 1 else f"{days} days ago"
+
+
+def safe_next(value: str | None, default: str = "/") -> str:
+    """A local path to redirect to: ``value`` when it starts with one ``/`` (not ``//`` nor ``/\\``), else
+    ``default`` (no open redirect)."""
+    if not value or not value.startswith("/") or value.startswith("//") or value.startswith("/\\"):
+        return default
+    if any(c in value for c in "\r\n\t"):
+        return default
+    return value
+
+
+def templates() -> jinja2.Environment:
+    """The Jinja2 environment of :data:`TEMPLATE_DIR` (autoescaping on, filters ``utc``, ``iso``,
+    ``outlet``, ``urlpart``)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=jinja2.select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["utc"] = utc_text
+    env.filters["iso"] = iso_text
+    env.filters["outlet"] = outlet
+    env.filters["urlpart"] = lambda v: quote(str(v), safe="")
+    return env
+
+
+class Web:
+    """HTML handlers over an :class:`serving.app.Api` (its store, snapshots, cache and clocks)."""
+
+    def __init__(self, api):
+        self.api = api
+        self.env = templates()
+        self.secret = api.config.token_secret
+        self._names_lock = threading.Lock()
+        self._names: dict[str, tuple[float, list[str]]] = {}
+
+    # -- readers ------------------------------------------------------------------------
+    def session(self, request: Request) -> tuple[str, str] | None:
+        """``(reader, token)`` from a valid session cookie, else ``None`` (an invalid or expired
+        cookie is treated as signed out)."""
+        token = request.cookies.get(SESSION_COOKIE)
+        if not token:
+            return None
+        try:
+            return verify_token(token, self.secret, self.api.config.clock()), token
+        except TokenError:
+            return None
+
+    def csrf_for(self, token: str) -> str:
+        """The CSRF token of a session: hex HMAC-SHA256(secret, ``"csrf|" + token``), 32 chars."""
+        return hmac.new(self.secret, b"csrf|" + token.encode("ascii"), hashlib.sha256).hexdigest()[:32]
+
+    def _profile(self, reader: str | None) -> UserProfile | None:
+        if reader is None:
+            return None
+        try:
+            self.api._guard()
+            return self.api.store.user_profile(reader)
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            return UserProfile(reader)
+
+    # -- rendering ------------------------------------------------------------------------
+    def _context(self, request: Request, sess, profile: UserProfile | None) -> dict:
+        return {
+            "reader": sess[0] if sess else None,
+            "csrf": self.csrf_for(sess[1]) if sess else "",
+            "profile": profile,
+            "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+            "nav": NAV,
+            "now": self.api._ranking_now(),
+            "ago": ago_text,
+            "stale": "",
+        }
+
+    def render(self, request: Request, template: str, ctx: dict, personal: bool, status: int = 200) -> Response:
+        """An HTML response: public pages get the API's CDN headers and a strong ETag (``304`` on a
+        matching ``If-None-Match``); personal ones ``private, no-store``."""
+        body = self.env.get_template(template).render(**ctx).encode("utf-8")
+        cfg = self.api.config
+        headers = cache_headers(
+            "private" if personal else "public", cfg.max_age, cfg.s_maxage, cfg.stale_s_maxage, ctx.get("stale", "")
+        )
+        headers["Vary"] = "Cookie, Accept-Encoding"
+        headers.update(SECURITY_HEADERS)
+        if status != 200:
+            headers["Cache-Control"] = "no-store"
+        etag = strong_etag(body)
+        headers["ETag"] = etag
+        if status == 200 and etag_matches(request.headers.get("if-none-match", ""), etag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+
+    def _page(self, request: Request, key: str, template: str, build) -> Response:
+        """Renders ``template`` with ``build(profile)``'s context: cached in-process for anonymous
+        readers under ``key``, personal (blocks applied, private) for a signed-in one."""
+        sess = self.session(request)
+        if sess is None:
+
+            def anon() -> Response:
+                ctx = self._context(request, None, None)
+                ctx.update(build(None))
+                return self.render(request, template, ctx, personal=False)
+
+            resp = self.api.cache.get_or_build("html|" + key, anon)
+            if resp.status_code == 200 and etag_matches(
+                request.headers.get("if-none-match", ""), resp.headers.get("etag", "")
+            ):
+                hdrs = {k: v for k, v in resp.headers.items() if k.lower() not in ("content-length", "content-type")}
+                return Response(status_code=304, headers=hdrs)
+            return resp
+        profile = self._profile(sess[0])
+        ctx = self._context(request, sess, profile)
+        ctx.update(build(profile))
+        return self.render(request, template, ctx, personal=True)
+
+    # -- data -----------------------------------------------------------------------------
+    def _names_of(self, kind: str) -> list[str]:
+        """Edition or topic names that have a precomputed feed (a SCAN, cached for 30 s)."""
+        with self._names_lock:
+            hit = self._names.get(kind)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        names: set[str] = set()
+        try:
+            self.api._guard()
+            keys = self.api.store.keys
+            for key in self.api.store.client.scan_iter(match=keys.feed_pattern(kind), count=500):
+                name = keys.feed_name_of(kind, key)
+                if name:
+                    names.add(name)
+        except REDIS_ERRORS:
+            self.api._mark_down()
+        out = sorted(names)
+        with self._names_lock:
+            self._names[kind] = (time.monotonic() + 30.0, out)
+        return out
+
+    def _feed(self, kind: str, name: str, limit: int) -> tuple[dict, str]:
+        key = self.api.store.keys.feed(kind, name)
+        fallback = f"edition:{GLOBAL_EDITION}" if kind == "edition" else ""
+        doc, stale = self.api._feed_with_fallback(f"{kind}:{name}", key, fallback)
+        return feed_page(kind, name, doc, limit, stale), stale
+
+    def _breaking(self, profile: UserProfile | None) -> list[dict]:
+        try:
+            self.api._guard()
+            breaking, items = self.api._breaking_items(self.api._ranking_now())
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            return []
+        rows = [dict(items[sid], breaking_since=since) for sid, since in breaking.items() if sid in items]
+        rows.sort(key=lambda r: (-r["breaking_since"], r["story_id"]))
+        return without_blocked(rows, profile) if profile else rows
+
+    # -- pages ----------------------------------------------------------------------------
+    def home(self, request: Request) -> Response:
+        edition = self.api._edition(request)
+        limit = self.api.config.default_limit
+
+        def build(profile):
+            page, stale = self._feed("edition", edition, limit)
+            stories = page["stories"]
+            return {
+                "title": "Top stories",
+                "edition": edition,
+                "editions": sorted(set(self._names_of("edition")) | {GLOBAL_EDITION, edition}),
+                "stories": without_blocked(stories, profile) if profile else stories,
+                "hidden": len(stories) - len(without_blocked(stories, profile)) if profile else 0,
+                "breaking": self._breaking(profile),
+                "generated_at": page["generated_at"],
+                "stale": stale,
+            }
+
+        return self._page(request, f"home|{edition}", "home.html", build)
+
+    def topics(self, request: Request) -> Response:
+        def build(profile):
+            names = self._names_of("topic")
+            if profile:
+                names = [t for t in names if t not in profile.block_topics]
+            return {"title": "Topics", "topics": names}
+
+        return self._page(request, "topics", "topics.html", build)
+
+    def topic(self, request: Request) -> Response:
+        raw = request.path_params["topic"]
+        try:
+            topic = normalize_topic(raw)
+        except ValueError as e:
+            raise PageError(400, "Not a topic", str(e)) from None
+        limit = self.api.config.default_limit
+
+        def build(profile):
+            page, stale = self._feed("topic", topic, limit)
+            stories = page["stories"]
+            blocked_topic = bool(profile and topic in profile.block_topics)
+            return {
+                "title": f"Topic: {topic}",
+                "topic": topic,
+                "blocked_topic": blocked_topic,
+                "stories": [] if blocked_topic else (without_blocked(stories, profile) if profile else stories),
+                "generated_at": page["generated_at"],
+                "stale": stale,
+            }
+
+        return self._page(request, f"topic|{topic}", "topic.html", build)
+
+    def trending(self, request: Request) -> Response:
+        limit = self.api.config.default_limit
+
+        def build(profile):
+            now = self.api._ranking_now()
+            stale = ""
+            try:
+                self.api._guard()
+                store = self.api.store
+                end, story_rows = store.latest_trending("story", limit, now)
+                _, entity_rows = store.latest_trending("entity", limit, now)
+                _, topic_rows = store.latest_trending("topic", limit, now)
+                recs = {s.story_id: s for s in store.get_stories([sid for sid, _ in story_rows]) if s is not None}
+            except REDIS_ERRORS:
+                self.api._mark_down()
+                end, story_rows, entity_rows, topic_rows, recs, stale = None, [], [], [], {}, "redis-unavailable"
+            stories = [
+                dict(recs[sid].summary(), new_articles=c)
+                for sid, c in story_rows
+                if sid in recs and not recs[sid].merged_into
+            ]
+            topics = [{"topic": k, "new_articles": c} for k, c in topic_rows]
+            if profile:
+                stories = without_blocked(stories, profile)
+                topics = [t for t in topics if t["topic"].lower() not in profile.block_topics]
+            return {
+                "title": "Trending",
+                "window_end": end,
+                "stories": stories,
+                "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
+                "topics": topics,
+                "breaking": self._breaking(profile),
+                "stale": stale,
+            }
+
+        return self._page(request, "trending", "trending.html", build)
+
+    def source(self, request: Request) -> Response:
+        raw = request.path_params["outlet"]
+        try:
+            name = normalize_source(raw)
+        except ValueError as e:
+            raise PageError(400, "Not a source", str(e)) from None
+        if name != raw:
+            return RedirectResponse(f"/sources/{quote(name, safe='')}", status_code=301)
+        limit = self.api.config.default_limit
+
+        def build(profile):
+            stories, stale = [], ""
+            try:
+                self.api._guard()
+                store = self.api.store
+                ids = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, POOL_SIZE)]
+                for rec in store.get_stories(ids):
+                    if rec is not None and not rec.merged_into and outlet(rec.domain) == name:
+                        stories.append(rec.summary())
+                        if len(stories) >= limit:
+                            break
+            except REDIS_ERRORS:
+                self.api._mark_down()
+                stale = "redis-unavailable"
+            blocked = bool(profile and name in profile.block_sources)
+            if profile:
+                stories = [] if blocked else without_blocked(stories, profile)
+            return {"title": name, "outlet": name, "blocked_source": blocked, "stories": stories, "stale": stale}
+
+        return self._page(request, f"source|{name}", "source.html", build)
+
+    def story(self, request: Request) -> Response:
+        sid = request.path_params["story_id"]
+        from newsflow.ranking.events import is_valid_story_id
+
+        if not is_valid_story_id(sid):
+            raise PageError(400, "Not a story", f"story id must be 1-128 chars of [A-Za-z0-9_.:-], got {sid!r}")
+        try:
+            self.api._guard()
+            rec = self.api.store.get_story(sid)
+            if rec is None:
+                raise PageError(404, "Story not found", f"There is no story {sid}.")
+            if rec.merged_into:
+                return RedirectResponse(f"/stories/{quote(rec.merged_into, safe='')}", status_code=301)
+            articles = self.api.store.story_articles(sid)
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            raise PageError(503, "Temporarily unavailable", "The story store is unavailable; try again.") from None
+        cov = coverage_page(rec.summary(), rec.entities, articles)
+
+        def build(profile):
+            return dict(coverage_context(cov, articles, profile), title=rec.title or "Full coverage")
+
+        return self._page(request, f"story|{sid}", "story.html", build)
+
+    def for_you(self, request: Request) -> Response:
+        sess = self.session(request)
+        if sess is None:
+            return RedirectResponse("/signin?next=/for-you", status_code=303)
+        edition = self.api._edition(request, default="")
+        payload, stale = self.api.personal_feed(sess[0], edition, self.api.config.default_limit)
+        profile = self._profile(sess[0])
+        velocity = {}
+        try:
+            self.api._guard()
+            _, rows = self.api.store.latest_trending("story", 100, self.api._ranking_now())
+            velocity = dict(rows)
+        except REDIS_ERRORS:
+            self.api._mark_down()
+        stories = [dict(it, why=why_labels(it, profile, velocity)) for it in payload["stories"]]
+        ctx = self._context(request, sess, profile)
+        ctx.update(
+            title="For You",
+            stories=stories,
+            edition=payload.get("edition") or edition or GLOBAL_EDITION,
+            generated_at=payload.get("generated_at"),
+            stale=stale,
+        )
+        return self.render(request, "for_you.html", ctx, personal=True)
+
+    def settings(self, request: Request) -> Response:
+        sess = self.session(request)
+        if sess is None:
+            return RedirectResponse("/signin?next=/settings", status_code=303)
+        ctx = self._context(request, sess, self._profile(sess[0]))
+        ctx.update(title="Your topics and sources")
+        return self.render(request, "settings.html", ctx, personal=True)
+
+    # -- sign-in and forms --------------------------------------------------------------------
+    def signin_form(self, request: Request, error: str = "", status: int = 200, name: str = "") -> Response:
+        sess = self.session(request)
+        token = request.cookies.get(CSRF_COOKIE) or secrets.token_hex(16)
+        ctx = self._context(request, sess, None)
+        ctx.update(
+            title="Sign in",
+            signin_csrf=token,
+            next=safe_next(request.query_params.get("next")),
+            error=error,
+            name=name,
+        )
+        resp = self.render(request, "signin.html", ctx, personal=True, status=status)
+        resp.set_cookie(CSRF_COOKIE, token, max_age=3600, httponly=True, samesite="lax", secure=_https(request))
+        return resp
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        if "application/x-www-form-urlencoded" not in request.headers.get("content-type", ""):
+            raise PageError(415, "Unsupported form", "Forms must be sent as application/x-www-form-urlencoded.")
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise PageError(413, "Form too large", f"Forms are limited to {MAX_FORM_BYTES} bytes.")
+        try:
+            return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20))
+        except (UnicodeDecodeError, ValueError):
+            raise PageError(400, "Bad form", "The form could not be read.") from None
+
+    async def signin(self, request: Request) -> Response:
+        form = await self._form(request)
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        if not cookie or not hmac.compare_digest(cookie.encode(), form.get("csrf", "").encode()):
+            raise PageError(403, "Form expired", "The sign-in form expired; open it again and resubmit.")
+        name = form.get("name", "").strip()
+        try:
+            token = sign_token(name, self.secret, self.api.config.clock(), SESSION_TTL_SECONDS)
+        except ValueError:
+            return self.signin_form(
+                request,
+                error="A reader name is 1 to 128 letters, digits or . _ @ : - (no spaces).",
+                status=400,
+                name=name[:128],
+            )
+        resp = RedirectResponse(safe_next(form.get("next")), status_code=303)
+        resp.set_cookie(
+            SESSION_COOKIE, token, max_age=SESSION_TTL_SECONDS, httponly=True, samesite="lax", secure=_https(request)
+        )
+        resp.delete_cookie(CSRF_COOKIE)
+        return resp
+
+    def _check_csrf(self, form: dict, sess) -> None:
+        if sess is None:
+            raise PageError(401, "Signed out", "Your session ended; sign in again.")
+        if not hmac.compare_digest(self.csrf_for(sess[1]).encode(), form.get("csrf", "").encode()):
+            raise PageError(403, "Form expired", "The form expired; reload the page and try again.")
+
+    async def signout(self, request: Request) -> Response:
+        form = await self._form(request)
+        sess = self.session(request)
+        if sess is not None:
+            self._check_csrf(form, sess)
+        resp = RedirectResponse("/", status_code=303)
+        resp.delete_cookie(SESSION_COOKIE)
+        return resp
+
+    async def prefs(self, request: Request) -> Response:
+        form = await self._form(request)
+        sess = self.session(request)
+        self._check_csrf(form, sess)
+        from starlette.concurrency import run_in_threadpool
+
+        def save() -> None:
+            store = self.api.store
+            change = apply_action(
+                store.user_profile(sess[0]), form.get("action", ""), form.get("kind", ""), form.get("value", "")
+            )
+            store.write_preferences(sess[0], change)
+            store.client.delete(store.keys.feed("user", sess[0]))  # rebuilt with the new preferences
+
+        try:
+            self.api._guard()
+            await run_in_threadpool(save)
+        except ValueError as e:
+            raise PageError(400, "Could not change that", str(e)) from None
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            raise PageError(503, "Temporarily unavailable", "Preferences cannot be saved right now.") from None
+        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+
+    def error_page(self, request: Request, exc: PageError) -> Response:
+        sess = self.session(request)
+        ctx = self._context(request, sess, None)
+        ctx.update(title=exc.title, message=exc.message)
+        return self.render(request, "error.html", ctx, personal=True, status=exc.status)
+
+
+def _https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def coverage_context(cov: dict, articles, profile: UserProfile | None) -> dict:
+    """Template context of a full-coverage page from :func:`serving.pages.coverage_page`'s ``cov``.
+
+    The lead report is the story's representative article unless the reader blocks its outlet: then
+    the first report (by time) from an outlet they do not block leads; with none left the page says
+    so. The timeline lists every article by event time, marking syndicated copies.
+    """
+    reports = cov["reports"]
+    lead_url = cov.get("url")
+    lead = next((r for r in reports if r["article"]["url"] == lead_url), reports[0] if reports else None)
+    if profile and lead is not None and outlet(lead["article"]["source_domain"]) in profile.block_sources:
+        lead = next((r for r in reports if outlet(r["article"]["source_domain"]) not in profile.block_sources), None)
+    copy_of = {}
+    for r in reports:
+        for c in r["syndicated_copies"]:
+            copy_of[c["article_id"]] = r["article"]["source_domain"]
+    timeline = [
+        {
+            "time": a.event_time,
+            "outlet": outlet(a.source_domain),
+            "source_domain": a.source_domain,
+            "title": a.title,
+            "url": a.url,
+            "copy_of": copy_of.get(a.article_id, ""),
+        }
+        for a in sorted(articles, key=lambda a: (a.event_time, a.article_id))
+    ]
+    outlets = sorted({outlet(s["domain"]) for s in cov["sources"]})
+    return {
+        "story": cov,
+        "lead": lead,
+        "lead_blocked": bool(profile and lead is None and reports),
+        "others": [r for r in reports if r is not lead],
+        "timeline": timeline,
+        "outlet_count": len(outlets),
+        "topic_blocked": bool(profile and is_blocked({"domain": "", "topics": cov.get("topics", [])}, profile)),
+    }
+
+
+def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[str]:
+    """Why a story is on the reader's For You page, most specific first: breaking, a followed
+    topic, a followed outlet, trending now (new articles in the latest window), similar to what
+    they read (a reader with an interest vector), else a top story of their edition."""
+    out = []
+    if item.get("breaking"):
+        out.append("Breaking news")
+    if profile is not None:
+        for t in item.get("topics") or ():
+            if str(t).lower() in profile.follow_topics:
+                out.append(f"You follow {str(t).lower()}")
+                break
+        src = outlet(str(item.get("domain", "")))
+        if src in profile.follow_sources:
+            out.append(f"You follow {src}")
+    if velocity.get(item.get("story_id"), 0) > 0:
+        out.append("Trending now")
+    if profile is not None and profile.interest is not None and profile.clicks > 0 and not out:
+        out.append("Similar to stories you read")
+    return out or ["Top story in your edition"]
+
+
+def web_routes(api) -> tuple[list, Web]:
+    """The UI's routes (and the :class:`Web` handler object) for :func:`serving.app.create_app`."""
+    web = Web(api)
+    routes = [
+        Route("/", web.home, methods=["GET"]),
+        Route("/stories/{story_id}", web.story, methods=["GET"]),
+        Route("/topics", web.topics, methods=["GET"]),
+        Route("/topics/{topic}", web.topic, methods=["GET"]),
+        Route("/trending", web.trending, methods=["GET"]),
+        Route("/sources/{outlet}", web.source, methods=["GET"]),
+        Route("/for-you", web.for_you, methods=["GET"]),
+        Route("/settings", web.settings, methods=["GET"]),
+        Route("/signin", web.signin_form, methods=["GET"]),
+        Route("/signin", web.signin, methods=["POST"]),
+        Route("/signout", web.signout, methods=["POST"]),
+        Route("/prefs", web.prefs, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    return routes, web

@@ -1,0 +1,210 @@
+"""The reader web UI over real HTTP (uvicorn on 127.0.0.1) and a real embedded Redis, without a browser:
+the home page lists the /v1/top stories in the same order, full coverage, CDN headers and ETags on
+anonymous pages, private personal pages, sign-in with CSRF, follow/block by outlet holding on every
+surface, and ``GET/PUT /v1/me/preferences``. Expected values come from ``ranking_data``'s hand-built
+records (stories s1..s7; s1's five articles in three near-duplicate groups).
+"""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import lxml.html
+import pytest
+
+from jobs.build_feeds import build_feeds
+from newsflow.keys import Keys
+from serving.app import ServingConfig, create_app
+from serving.tokens import sign_token
+from tests.integration.asgi_server import serve_in_thread
+from tests.integration.ranking_data import NOW, STORIES, add_trending, populate
+
+SECRET = b"w" * 32
+KEYS = Keys()
+
+
+@pytest.fixture()
+def site(server, tmp_path):
+    server.flushall()
+    populate(server)
+    add_trending(server, {"s5": 12, "s3": 4, "s1": 2})
+    server.zadd(KEYS.breaking, {"s5": NOW + 600})
+    server.hset(KEYS.breaking_since, "s5", repr(NOW - 60))
+    build_feeds(server, NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW
+    )
+    with serve_in_thread(create_app(server, cfg)) as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
+            yield c
+
+
+def _doc(resp) -> lxml.html.HtmlElement:
+    assert resp.headers["content-type"].startswith("text/html")
+    return lxml.html.fromstring(resp.text)
+
+
+def _card_ids(doc) -> list[str]:
+    return [a.get("href").rsplit("/", 1)[1] for a in doc.xpath("//ol[@class='cards']//article/h3/a")]
+
+
+def _signin(c: httpx.Client, name: str) -> None:
+    form = _doc(c.get("/signin"))
+    token = form.xpath("//form[@action='/signin']/input[@name='csrf']/@value")[0]
+    resp = c.post("/signin", data={"csrf": token, "name": name, "next": "/"})
+    assert resp.status_code == 303 and resp.headers["location"] == "/"
+
+
+def _csrf(c: httpx.Client) -> str:
+    return _doc(c.get("/settings")).xpath("//input[@name='csrf']/@value")[0]
+
+
+def test_home_lists_v1_top_in_order_with_links_and_cdn_headers(site):
+    for edition in ("global", "en", "de"):
+        api = site.get("/v1/top", params={"edition": edition}).json()
+        page = site.get("/", params={"edition": edition})
+        doc = _doc(page)
+        assert _card_ids(doc) == [s["story_id"] for s in api["stories"]]
+    api = site.get("/v1/top").json()
+    page = site.get("/")
+    doc = _doc(page)
+    assert _card_ids(doc) == ["s1", "s7", "s6", "s3", "s4"]  # the order test_serving works out by hand
+    for s in api["stories"]:
+        links = doc.xpath(f"//article[@aria-labelledby='t-{s['story_id']}']//a/@href")
+        assert f"/stories/{s['story_id']}" in links and s["url"] in links
+    json_cc = site.get("/v1/top").headers["cache-control"]
+    assert page.headers["cache-control"] == json_cc == "public, max-age=30, s-maxage=60"
+    assert "Cookie" in page.headers["vary"] and "set-cookie" not in page.headers
+    again = site.get("/", headers={"If-None-Match": page.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    # breaking banner and the edition selector
+    assert doc.xpath("//section[@aria-labelledby='breaking-h']//a/@href") == ["/stories/s5"]
+    assert doc.xpath("//select[@name='edition']/option/@value") == ["de", "en", "global"]
+    assert "script-src" not in page.headers["content-security-policy"]  # default-src 'none': no script runs
+
+
+def test_full_coverage_page(site):
+    doc = _doc(site.get("/stories/s1"))
+    assert doc.xpath("//h1")[0].text_content() == STORIES["s1"][0]
+    meta = doc.xpath("//article[@class='coverage']/p[@class='meta']")[0].text_content()
+    # a.com, wire-copy.com, f.com, b.com, e.com; groups c1 (a1 + 2 copies), c2, c3
+    assert "5 sources" in meta and "3 independent reports" in meta and "2 syndicated copies" in meta
+    lead = doc.xpath("//section[@aria-labelledby='lead-h']//a/@href")
+    assert lead[0] == "https://a.com/a1"
+    timeline = doc.xpath("//ol[@class='timeline']/li/a[2]/@href")
+    assert timeline == [
+        f"https://{d}/{a}"
+        for d, a in [("a.com", "a1"), ("wire-copy.com", "a2"), ("f.com", "a5"), ("b.com", "a3"), ("e.com", "a4")]
+    ]
+    copies = doc.xpath("//ol[@class='timeline']/li[contains(., 'copy of a.com')]/a[1]/text()")
+    assert copies == ["wire-copy.com", "f.com"]
+    assert site.get("/stories/s8").headers["location"] == "/stories/s1"  # merged story
+    assert site.get("/stories/nope").status_code == 404
+    bad = site.get("/stories/bad%20id")
+    assert bad.status_code == 400 and "text/html" in bad.headers["content-type"]
+
+
+def test_sign_in_needs_csrf_sets_httponly_samesite_cookie_and_pages_turn_private(site):
+    assert site.get("/for-you").headers["location"] == "/signin?next=/for-you"
+    refused = site.post("/signin", data={"csrf": "forged", "name": "alice"})
+    assert refused.status_code == 403
+    form = _doc(site.get("/signin"))
+    token = form.xpath("//input[@name='csrf']/@value")[0]
+    bad_name = site.post("/signin", data={"csrf": token, "name": "no spaces please", "next": "/"})
+    assert bad_name.status_code == 400 and "aria-invalid" in bad_name.text
+    ok = site.post("/signin", data={"csrf": token, "name": "alice", "next": "//evil.example/"})
+    assert ok.status_code == 303 and ok.headers["location"] == "/"  # no open redirect
+    cookie = [h for h in ok.headers.get_list("set-cookie") if h.startswith("nf_session=")][0]
+    assert "HttpOnly" in cookie and "SameSite=lax" in cookie
+    home = site.get("/")
+    assert home.headers["cache-control"] == "private, no-store"
+    assert "alice" in _doc(home).xpath("//div[@class='account']/a/text()")
+    prefs = site.post("/prefs", data={"csrf": "wrong", "action": "block", "kind": "source", "value": "a.com"})
+    assert prefs.status_code == 403
+    csrf = _csrf(site)
+    out = site.post("/signout", data={"csrf": csrf})
+    assert out.status_code == 303
+    assert site.get("/").headers["cache-control"] == "public, max-age=30, s-maxage=60"
+
+
+def test_block_outlet_holds_on_every_surface_and_follow_topic(site, server):
+    _signin(site, "bob")
+    csrf = _csrf(site)
+    # a host of the outlet is reduced to the outlet: blocking news.a.com blocks a.com
+    resp = site.post(
+        "/prefs", data={"csrf": csrf, "action": "block", "kind": "source", "value": "news.a.com", "next": "/trending"}
+    )
+    assert resp.status_code == 303 and resp.headers["location"] == "/trending"
+    a_com = {sid for sid, v in STORIES.items() if v[1] == "a.com"}  # s1 s2 s5 s7
+    for path in ("/", "/?edition=en", "/topics/world", "/topics/politics", "/trending", "/for-you", "/sources/a.com"):
+        doc = _doc(site.get(path))
+        shown = set(_card_ids(doc)) | {h.rsplit("/", 1)[1] for h in doc.xpath("//section[@class='banner']//a/@href")}
+        assert not shown & a_com, (path, shown)
+    assert _card_ids(_doc(site.get("/"))) == ["s6", "s3", "s4"]
+    # coverage lead moves to the earliest independent report of an unblocked outlet (b.com's a3)
+    lead = _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='lead-h']//a/@href")[0]
+    assert lead == "https://b.com/a3"
+    assert set(_doc(site.get("/settings")).xpath("//section[@aria-labelledby='h-block_sources']//li/a/text()")) == {
+        "a.com"
+    }
+    # follow a topic; the For You card says why
+    site.post("/prefs", data={"csrf": csrf, "action": "follow", "kind": "topic", "value": "Business", "next": "/"})
+    doc = _doc(site.get("/for-you"))
+    card = doc.xpath("//article[@aria-labelledby='t-s3']")[0]
+    assert "You follow business" in card.xpath(".//ul[@class='why']")[0].text_content()
+    stored = server.hgetall(KEYS.user("bob"))
+    assert stored[b"block_sources"] == b'["a.com"]' and stored[b"follow_topics"] == b'["business"]'
+    # unblock brings them back; anonymous pages never changed
+    site.post("/prefs", data={"csrf": csrf, "action": "unblock", "kind": "source", "value": "a.com", "next": "/"})
+    assert _card_ids(_doc(site.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
+
+
+def test_preferences_api(site):
+    auth = {"Authorization": "Bearer " + sign_token("carol", SECRET, NOW, 3600)}
+    assert site.get("/v1/me/preferences").status_code == 401
+    empty = site.get("/v1/me/preferences", headers=auth)
+    assert empty.headers["cache-control"] == "private, no-store"
+    assert empty.json() == {
+        "user": "carol",
+        "follow_topics": [],
+        "follow_sources": [],
+        "block_topics": [],
+        "block_sources": [],
+    }
+    put = site.put(
+        "/v1/me/preferences",
+        headers=auth,
+        json={"block_sources": ["uk.reuters.com", "https://in.reuters.com/x", "a.com"], "follow_topics": ["Tech"]},
+    )
+    assert put.status_code == 200
+    assert put.json()["block_sources"] == ["a.com", "reuters.com"] and put.json()["follow_topics"] == ["tech"]
+    assert site.get("/v1/me/preferences", headers=auth).json()["block_sources"] == ["a.com", "reuters.com"]
+    feed = site.get("/v1/feed", headers=auth).json()
+    assert feed["stories"] and not {s["story_id"] for s in feed["stories"]} & {"s1", "s2", "s5", "s7"}
+    conflict = site.put("/v1/me/preferences", headers=auth, json={"follow_sources": ["a.com"]})
+    assert conflict.status_code == 400 and "follow and block" in conflict.json()["error"]["message"]
+    assert site.put("/v1/me/preferences", headers=auth, json={"mute": []}).status_code == 400
+    assert site.put("/v1/me/preferences", headers=auth, json={"block_topics": ["bad/topic"]}).status_code == 400
+    text = dict(auth, **{"content-type": "text/plain"})
+    assert site.put("/v1/me/preferences", headers=text, content=b"{}").status_code == 415
+    as_json = dict(auth, **{"content-type": "application/json"})
+    not_json = site.put("/v1/me/preferences", headers=as_json, content=b"{")
+    assert not_json.status_code == 400
+    paths = site.get("/openapi.json").json()["paths"]
+    assert set(paths["/v1/me/preferences"]) == {"get", "put"}
+
+
+def test_topics_sources_trending_pages(site):
+    topics = _doc(site.get("/topics")).xpath("//ul[@class='chips']/li/a/text()")
+    assert topics == ["business", "obituary", "politics", "sports", "tech", "world"]
+    assert _card_ids(_doc(site.get("/topics/world"))) == [
+        s["story_id"] for s in site.get("/v1/topics/world").json()["stories"]
+    ]
+    # /sources/{outlet}: stories whose lead is from the outlet, in pool (score) order; a host redirects
+    assert _card_ids(_doc(site.get("/sources/a.com"))) == ["s1", "s7", "s2", "s5"]
+    assert site.get("/sources/www.a.com").headers["location"] == "/sources/a.com"
+    trending = _doc(site.get("/trending"))
+    assert _card_ids(trending) == ["s5", "s3", "s1"]  # by new articles: 12, 4, 2
+    assert site.get("/topics/bad%2Ftopic").status_code in (400, 404)
+    assert re.search(r"Page not found", site.get("/no/such/page").text)
