@@ -35,6 +35,12 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "crawler.commands.replay_web"),
     (None, "crawler.commands.crawl"),
     ("sources", "crawler.commands.sources_status"),
+    ("sources", "crawler.commands.sources_list"),
+    ("sources", "crawler.commands.sources_import"),
+    ("sources", "crawler.commands.sources_export"),
+    ("sources", "crawler.commands.sources_pause"),
+    ("sources", "crawler.commands.sources_resume"),
+    ("sources", "crawler.commands.sources_remove"),
     (None, "crawler.commands.push_server"),
 )
 

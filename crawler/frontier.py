@@ -18,7 +18,14 @@ Leases: :meth:`Frontier.claim` moves a due task from its host queue to ``leases`
 (expiry ``now + lease_s``) and marks the host in flight; :meth:`Frontier.complete`
 succeeds only for the lease holder and schedules the next due time (or deletes a
 finished page task). A crashed worker's lease expires and the next ``claim`` by
-any worker puts the task back in its queue. The scripts touch keys they compute from the tagged
+any worker puts the task back in its queue.
+
+Held tasks: the sources registry (:mod:`newsflow.source_registry`) puts the task ids of paused and
+removed feeds in the ``held`` set (``Keys.crawl_held``, same slot). The scripts never queue a held
+task: ``add`` keeps its hash without queueing it, ``claim`` drops it from its host queue, ``complete``
+saves its schedule state without rescheduling it. Registered (or resumed) feeds reach the frontier
+through the set ``Keys.crawl_registrations``, which :meth:`Frontier.apply_registrations` drains
+(called by :meth:`Frontier.apply_priorities`). The scripts touch keys they compute from the tagged
 prefix Python hands them (:attr:`Keys.crawl_scheduling`), all in the ``{crawl}`` slot on Redis Cluster.
 """
 
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from newsflow.keys import Keys
+from newsflow.source_registry import crawl_task_id
 from newsflow.urls import article_id, canonicalize_url, source_domain
 
 DEADLETTER_CAP = 10_000
@@ -58,6 +66,7 @@ if redis.call('EXISTS', tk) == 0 then
   for i = 6, #ARGV, 2 do redis.call('HSET', tk, ARGV[i], ARGV[i+1]) end
 end
 if redis.call('HEXISTS', tk, 'holder') == 1 then return created end
+if redis.call('SISMEMBER', P..'held', tid) == 1 then return created end  -- paused/removed source
 local q = P..'q:'..host
 local cur = redis.call('ZSCORE', q, tid)
 if mode == 'set' or (not cur) or due < tonumber(cur) then redis.call('ZADD', q, due, tid) end
@@ -89,7 +98,10 @@ local hosts = redis.call('ZRANGEBYSCORE', P..'hosts', '-inf', now, 'LIMIT', 0, n
 for _, host in ipairs(hosts) do
   local hk = P..'host:'..host
   local first = redis.call('ZRANGE', P..'q:'..host, 0, 0, 'WITHSCORES')
-  if #first > 0 and redis.call('HEXISTS', hk, 'inflight') == 0 and tonumber(first[2]) <= now then
+  if #first > 0 and redis.call('SISMEMBER', P..'held', first[1]) == 1 then  -- paused/removed source
+    redis.call('ZREM', P..'q:'..host, first[1])
+    ready(P, host)
+  elseif #first > 0 and redis.call('HEXISTS', hk, 'inflight') == 0 and tonumber(first[2]) <= now then
     local tid = first[1]
     redis.call('ZREM', P..'q:'..host, tid)
     redis.call('ZADD', P..'leases', now + lease, tid)
@@ -119,7 +131,7 @@ if redis.call('HGET', hk, 'inflight') == tid then redis.call('HDEL', hk, 'inflig
 redis.call('HSET', hk, 'next_allowed', now + delay, 'delay', delay)
 if next_due ~= '' then
   for i = 7, #ARGV, 2 do redis.call('HSET', tk, ARGV[i], ARGV[i+1]) end
-  redis.call('ZADD', P..'q:'..host, tonumber(next_due), tid)
+  if redis.call('SISMEMBER', P..'held', tid) == 0 then redis.call('ZADD', P..'q:'..host, tonumber(next_due), tid) end
 else
   redis.call('DEL', tk)
 end
@@ -138,12 +150,9 @@ def host_key(url: str) -> str:
 
 
 def task_id(kind: str, url: str) -> str:
-    """Stable task id: 24 hex chars of SHA-1 of ``kind|canonical URL``."""
-    try:
-        canonical = canonicalize_url(url)
-    except ValueError:
-        canonical = url
-    return hashlib.sha1(f"{kind}|{canonical}".encode()).hexdigest()[:24]
+    """Stable task id: 24 hex chars of SHA-1 of ``kind|canonical URL`` (defined once, in
+    :func:`newsflow.source_registry.crawl_task_id`: a registered feed's id is its task id)."""
+    return crawl_task_id(kind, url)
 
 
 @dataclass(frozen=True)
@@ -328,7 +337,7 @@ class Frontier:
 
     def apply_priorities(self, now: float, max_items: int = 100) -> int:
         """Drains ``Keys.crawl_priority``; returns how many tasks were pulled forward (or created)."""
-        moved = 0
+        moved = self.apply_registrations(now)
         for _ in range(max_items):
             raw = self.r.lpop(self.keys.crawl_priority)
             if raw is None:
@@ -359,6 +368,26 @@ class Frontier:
                 for t in self.r.smembers(self.keys.crawl_domain(dom)):
                     moved += self._pull(_s(t), now)
         return moved
+
+    def apply_registrations(self, now: float, max_items: int = 1000) -> int:
+        """Queues feeds the sources registry registered or resumed (``Keys.crawl_registrations``).
+
+        Each member is JSON ``{"kind": "feed"|"sitemap", "url": str}`` (written by
+        :class:`newsflow.source_registry.SourceRegistry`); a new task is created due ``now``, an
+        existing one is moved to ``now`` if it was due later; held (paused/removed) feeds stay unqueued.
+
+        Returns:
+          Number of registrations applied; bad members are dead-lettered (step ``registry``).
+        """
+        applied = 0
+        for raw in self.r.spop(self.keys.crawl_registrations, max_items) or []:
+            try:
+                request = json.loads(raw)
+                self.add(str(request["url"]), str(request["kind"]), now)
+                applied += 1
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                self.dead_letter("registry", "invalid_registration", f"{_s(raw)[:300]}: {e}", now)
+        return applied
 
     def _pull(self, tid: str, now: float) -> int:
         h = self.r.hmget(self.keys.crawl_task(tid), "url", "kind", "host")

@@ -127,6 +127,20 @@ key                                       type    holds                         
 ``P:crawl:deadletter``                    LIST    refused crawl work (JSON),      frontier          operators
                                                   capped at 10,000
 ``P:crawl:stats``                         HASH    crawl counters                  frontier          sources status
+``P:{crawl}:crawl:held``                 SET     tids of paused/removed feeds    sources registry  frontier scripts
+                                                  (never queued)
+``P:crawl:register``                      SET     JSON {kind, url} of feeds to    sources registry  frontier
+                                                  (re)queue
+``P:src:feed:{feed_id}``                  HASH    registered feed: url, kind,     sources registry  sources registry,
+                                                  outlet, title, categories,                        sources commands,
+                                                  html_url, status, added, ...                      admin API
+``P:src:feeds``                           ZSET    feed id -> registration time    sources registry  sources registry
+``P:src:outlet:{outlet}``                 HASH    name, tier, authority,          sources registry  sources registry
+                                                  authority_source, language
+``P:src:outlet:{outlet}:feeds``           SET     feed ids of an outlet           sources registry  sources registry
+``P:src:outlets``                         SET     outlets with a record           sources registry  sources registry
+``P:src:log``                             LIST    JSON change records (newest     sources registry  operators
+                                                  first, capped at 100,000)
 ========================================  ======  ==============================  ================  ==================
 """
 
@@ -426,6 +440,49 @@ class Keys:
     def crawl_stats(self) -> str:
         """HASH crawl counters."""
         return self.crawl_base + "stats"
+
+    # -- sources registry (newsflow.source_registry) ---------------------------------------------
+    @property
+    def crawl_held(self) -> str:
+        """SET task ids of paused/removed feeds, which the frontier scripts never queue ({crawl} slot)."""
+        return f"{self.crawl_scheduling}held"
+
+    @property
+    def crawl_registrations(self) -> str:
+        """SET JSON ``{"kind", "url"}`` of registered/resumed feeds the frontier (re)queues."""
+        return self.crawl_base + "register"
+
+    @property
+    def source_base(self) -> str:
+        """``nf:src:``, the start of every sources-registry key."""
+        return f"{self.prefix}:src:"
+
+    def source_feed(self, feed_id: str) -> str:
+        """HASH of a registered feed."""
+        return f"{self.source_base}feed:{feed_id}"
+
+    @property
+    def source_feeds(self) -> str:
+        """ZSET feed id -> registration time."""
+        return self.source_base + "feeds"
+
+    def source_outlet(self, outlet: str) -> str:
+        """HASH of an outlet (registrable domain): name, tier, authority, language."""
+        return f"{self.source_base}outlet:{outlet}"
+
+    def source_outlet_feeds(self, outlet: str) -> str:
+        """SET feed ids of an outlet."""
+        return f"{self.source_outlet(outlet)}:feeds"
+
+    @property
+    def source_outlets(self) -> str:
+        """SET outlets with a record."""
+        return self.source_base + "outlets"
+
+    @property
+    def source_log(self) -> str:
+        """LIST JSON change records of the registry, newest first (capped)."""
+        return self.source_base + "log"
 
 
 DEFAULT_KEYS = Keys()

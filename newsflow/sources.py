@@ -74,5 +74,9 @@ class SourceTable:
         found = self.lookup(domain)
         return UNKNOWN_AUTHORITY if found is None else found.authority
 
+    def sources(self) -> list[Source]:
+        """Every row, sorted by domain."""
+        return [self._sources[d] for d in sorted(self._sources)]
+
     def __len__(self) -> int:
         return len(self._sources)

@@ -1,0 +1,84 @@
+"""The default authority rubric of a source (outlet), used when nobody set its authority by hand.
+
+Authority is a prior in [0, 1] (ranking multiplies it into a story's score, see ``DESIGN.md``).
+For an outlet with no override it is
+
+    authority = clip(tier_base + ORIGINALITY_WEIGHT * (originality - 0.5), 0, 1)
+
+* ``tier_base`` comes from the editorial tier (table :data:`TIER_AUTHORITY`, the same values as
+  ``data/SOURCES.md``): wire 0.95, record 0.90, national 0.75, popular 0.60, low 0.30, and 0.50
+  for an outlet without a tier.
+* ``originality`` in [0, 1] measures how often the outlet is *first* in the near-duplicate groups
+  it appears in rather than a syndicated copy (:func:`originality`): a group founded by the outlet
+  counts as a first report, a later member as a copy. It is shrunk towards 0.5 by
+  :data:`ORIGINALITY_PRIOR` pseudo-groups, so an outlet seen in few groups stays near its tier
+  value; with no groups at all the term is 0.
+* Language does not move the score (an outlet is not worth more for writing in one language); it
+  is recorded so editions can select outlets.
+
+``ORIGINALITY_WEIGHT`` = 0.2 keeps the originality term inside one tier step (wire 0.95 vs
+record 0.90 vs national 0.75): a national paper that always syndicates drops to 0.65, one that is
+always first rises to 0.85. The values are editorial choices, documented here and in
+``data/SOURCES.md``; the nightly authority job recomputes the term from the near-duplicate groups.
+"""
+
+from __future__ import annotations
+
+import math
+
+TIER_AUTHORITY = {"wire": 0.95, "record": 0.90, "national": 0.75, "popular": 0.60, "low": 0.30}
+TIERS = tuple(TIER_AUTHORITY)
+UNKNOWN_TIER_AUTHORITY = 0.5
+ORIGINALITY_WEIGHT = 0.2
+ORIGINALITY_PRIOR = 10.0
+
+
+def validate_authority(value) -> float:
+    """``value`` as a float in [0, 1].
+
+    Raises:
+      ValueError: not a number, NaN, or outside [0, 1].
+    """
+    try:
+        a = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"authority must be a number in [0, 1], got {value!r}") from None
+    if math.isnan(a) or not 0.0 <= a <= 1.0:
+        raise ValueError(f"authority must be a number in [0, 1], got {value!r}")
+    return a
+
+
+def originality(first_reports: int, copies: int, prior: float = ORIGINALITY_PRIOR) -> float:
+    """Shrunk share of first reports: ``(first + 0.5 * prior) / (first + copies + prior)``.
+
+    Args:
+      first_reports: near-duplicate groups (of two or more articles) the outlet founded.
+      copies: later members the outlet contributed to groups another outlet founded.
+      prior: pseudo-groups at 0.5 (``ORIGINALITY_PRIOR`` = 10).
+
+    Returns:
+      A float in [0, 1]; 0.5 with no evidence.
+
+    Raises:
+      ValueError: a negative count or prior.
+    """
+    if first_reports < 0 or copies < 0 or prior < 0:
+        raise ValueError(f"counts and prior must be >= 0, got {first_reports}, {copies}, {prior}")
+    total = first_reports + copies + prior
+    return 0.5 if total == 0 else (first_reports + 0.5 * prior) / total
+
+
+def default_authority(tier: str = "", originality_value: float | None = None) -> float:
+    """The rubric's authority (module docstring) for ``tier`` and an optional originality.
+
+    Args:
+      tier: one of :data:`TIERS`, or ``""``/unknown for the 0.5 base.
+      originality_value: :func:`originality` in [0, 1], or ``None`` (no term).
+
+    Returns:
+      Authority in [0, 1], rounded to 4 decimals.
+    """
+    base = TIER_AUTHORITY.get((tier or "").strip().lower(), UNKNOWN_TIER_AUTHORITY)
+    if originality_value is not None:
+        base += ORIGINALITY_WEIGHT * (float(originality_value) - 0.5)
+    return round(min(1.0, max(0.0, base)), 4)

@@ -1,0 +1,541 @@
+"""The sources registry: which feeds newsflow polls, kept in Redis and read by the crawl frontier.
+
+A *feed* is one URL the crawler polls: an RSS/Atom/JSON feed (``kind="feed"``) or a news sitemap
+(``kind="sitemap"``). Its id is its crawl task id (:func:`crawl_task_id`, 24 hex characters of
+SHA-1 of ``kind|canonical URL``), so the registry and the frontier name a feed the same way. Every
+feed belongs to an *outlet*, its registrable domain (:func:`newsflow.outlets.outlet`); an outlet
+record holds the publisher's name, tier, authority and language. ``data/sources.csv`` stays the
+seed table: its rows whose domain is a registrable domain seed the outlet records (never
+overwriting an edited record), see ``data/SOURCES.md``.
+
+Keys (all named by :class:`newsflow.keys.Keys`): ``src:feed:<id>`` (HASH), ``src:feeds`` (ZSET id
+-> registration time), ``src:outlet:<outlet>`` (HASH), ``src:outlet:<outlet>:feeds`` (SET),
+``src:outlets`` (SET), ``src:log`` (LIST of change records). The frontier reads two keys:
+``{crawl}:crawl:held`` (SET of the task ids of paused and removed feeds, never queued, see
+:mod:`crawler.frontier`) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
+frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
+
+Statuses: ``active`` (polled), ``paused`` (not polled, listed), ``removed`` (not polled, not
+listed by default; the record and the frontier's schedule state are kept, so history survives and
+resuming restores it). Registering a feed that exists is ``unchanged`` (a removed one is
+``restored``), so importing the same file twice changes nothing.
+
+URL rules (:func:`check_feed_url`, no DNS): absolute http(s), at most 2,048 characters, no
+whitespace, control characters, backslashes or user info, and a host that is not private,
+loopback, link-local, local or a metadata service (:func:`newsflow.netsafety.literal_host_problem`).
+Reserved example domains (``example.com``) pass: the DNS check happens at fetch time in the crawler.
+
+Writes are pipelined in batches (default 1,000 entries per round trip pair) and idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from newsflow.authority import TIERS, default_authority, validate_authority
+from newsflow.keys import Keys
+from newsflow.netsafety import literal_host_problem
+from newsflow.outlets import outlet as outlet_of
+from newsflow.urls import MAX_URL_LENGTH, canonicalize_url
+
+KINDS = ("feed", "sitemap")
+STATUSES = ("active", "paused", "removed")
+MAX_TITLE = 500
+MAX_CATEGORY = 200
+MAX_CATEGORIES = 32
+LOG_CAP = 100_000
+_LANGUAGE_RE = re.compile(r"[a-z]{2,3}(-[a-z0-9]{2,8})*\Z")
+_FEED_ID_RE = re.compile(r"[0-9a-f]{24}\Z")
+
+
+def crawl_task_id(kind: str, url: str) -> str:
+    """Stable crawl task id: 24 hex chars of SHA-1 of ``kind|canonical URL`` (the URL itself when it
+    cannot be canonicalized). The crawl frontier's ``task_id`` and the registry's feed id.
+
+    Args:
+      kind: ``"feed"``, ``"sitemap"`` or ``"page"``.
+      url: the URL (``str``).
+    """
+    try:
+        canonical = canonicalize_url(url)
+    except ValueError:
+        canonical = url
+    return hashlib.sha1(f"{kind}|{canonical}".encode()).hexdigest()[:24]
+
+
+class FeedError(ValueError):
+    """An entry that cannot be registered.
+
+    Attributes:
+      code: short reason: ``bad_url``, ``unsafe_url``, ``bad_entry``, ``bad_file``, ``too_many``.
+      message: human-readable detail.
+    """
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def check_feed_url(url: str) -> str:
+    """Returns ``url`` stripped if it may be registered as a feed (rules in the module docstring).
+
+    Raises:
+      FeedError: code ``bad_url`` (syntax) or ``unsafe_url`` (a host no public source has).
+    """
+    u = (url or "").strip() if isinstance(url, str) else ""
+    if not u:
+        raise FeedError("bad_url", "empty URL")
+    if len(u) > MAX_URL_LENGTH:
+        raise FeedError("bad_url", f"URL of {len(u)} characters exceeds {MAX_URL_LENGTH}")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in u):
+        raise FeedError("bad_url", f"URL contains whitespace or control characters: {u[:200]!r}")
+    if "\\" in u:
+        raise FeedError("bad_url", f"URL contains a backslash: {u[:200]!r}")
+    try:
+        canonicalize_url(u)
+        parts = urlsplit(u)
+    except ValueError as e:
+        raise FeedError("bad_url", str(e)) from None
+    if "@" in parts.netloc:
+        raise FeedError("bad_url", f"URL carries user info (user@host): {u[:200]!r}")
+    problem = literal_host_problem((parts.hostname or "").rstrip(".").lower())
+    if problem:
+        raise FeedError("unsafe_url", f"refusing {u[:200]!r}: {problem}")
+    return u
+
+
+def clean_categories(values: Iterable[str]) -> tuple[str, ...]:
+    """Categories as stored: stripped, no leading/trailing or repeated ``/`` (nor spaces around one),
+    inner whitespace collapsed, cut to
+    :data:`MAX_CATEGORY` characters, first occurrence kept, at most :data:`MAX_CATEGORIES`."""
+    out: list[str] = []
+    for v in values:
+        c = re.sub(r"\s*/[\s/]*", "/", " ".join(str(v).split())).strip("/ ")[:MAX_CATEGORY]
+        if c and c not in out:
+            out.append(c)
+    return tuple(out[:MAX_CATEGORIES])
+
+
+@dataclass(frozen=True)
+class FeedEntry:
+    """One feed to register.
+
+    Attributes:
+      url: feed or news-sitemap URL.
+      kind: ``"feed"`` or ``"sitemap"``.
+      title: display title (OPML ``title``/``text``).
+      categories: topics/tags, e.g. ``("News/World", "tech")`` (OPML folders and ``category``).
+      html_url: the site's home page (OPML ``htmlUrl``), may be empty.
+      status: ``"active"`` or ``"paused"`` for a new registration.
+    """
+
+    url: str
+    kind: str = "feed"
+    title: str = ""
+    categories: tuple[str, ...] = ()
+    html_url: str = ""
+    status: str = "active"
+
+
+class Outcome(NamedTuple):
+    """What happened to one entry: ``ref`` (where it came from, e.g. ``"line 3"``), ``url``,
+    ``feed_id`` (``""`` on error), ``result`` (``added``, ``unchanged``, ``restored``, ``paused``,
+    ``resumed``, ``removed``, ``error``) and ``detail`` (error text or note)."""
+
+    ref: str
+    url: str
+    feed_id: str
+    result: str
+    detail: str = ""
+
+
+@dataclass
+class Report:
+    """Outcomes of one import or status change, with counts per result."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """``{result: number of entries}``."""
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            out[o.result] = out.get(o.result, 0) + 1
+        return out
+
+    @property
+    def errors(self) -> list[Outcome]:
+        """The ``error`` outcomes."""
+        return [o for o in self.outcomes if o.result == "error"]
+
+
+def _s(v) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def _decode(h: dict) -> dict:
+    return {_s(k): _s(v) for k, v in h.items()}
+
+
+class SourceRegistry:
+    """Registered feeds and outlets in Redis (layout in the module docstring).
+
+    Args:
+      redis: redis-py client (bytes or decoded responses).
+      keys: the key layout.
+      seed: outlets to seed from (``newsflow.sources.SourceTable``), written once with HSETNX
+        before the first write; ``None`` seeds nothing.
+      clock: UTC epoch seconds (injectable).
+      batch: entries per pipelined round trip.
+    """
+
+    def __init__(self, redis, keys: Keys = Keys(), seed=None, clock: Callable[[], float] = time.time, batch=1000):
+        self.r = redis
+        self.keys = keys
+        self._seed = seed
+        self._seeded = seed is None
+        self.clock = clock
+        self.batch = max(1, int(batch))
+
+    # ------------------------------------------------------------------ outlets
+    def seed_outlets(self, table) -> int:
+        """Writes outlet records from a :class:`newsflow.sources.SourceTable` without overwriting.
+
+        Rows whose domain is not a registrable domain (``abcnews.go.com``) are skipped: they stay
+        suffix entries of the table, not outlets. Returns the number of outlet records created.
+        """
+        now = self.clock()
+        rows = [s for s in table.sources() if outlet_of(s.domain) == s.domain]
+        pipe = self.r.pipeline(transaction=False)
+        for s in rows:
+            pipe.hsetnx(self.keys.source_outlet(s.domain), "authority_source", "seed")
+        created = pipe.execute()
+        pipe = self.r.pipeline(transaction=False)
+        for s, new in zip(rows, created, strict=True):
+            if new:
+                pipe.hset(
+                    self.keys.source_outlet(s.domain),
+                    mapping={"name": s.name, "tier": s.tier, "authority": repr(s.authority), "updated": repr(now)},
+                )
+                pipe.sadd(self.keys.source_outlets, s.domain)
+        pipe.execute()
+        return sum(1 for c in created if c)
+
+    def _ensure_seeded(self) -> None:
+        if not self._seeded:
+            self.seed_outlets(self._seed)
+            self._seeded = True
+
+    def outlet(self, name: str) -> dict:
+        """The outlet record of a registrable domain (``{}`` when it has none)."""
+        return _decode(self.r.hgetall(self.keys.source_outlet(name)))
+
+    def set_outlet(
+        self,
+        name: str,
+        *,
+        display_name: str | None = None,
+        tier: str | None = None,
+        authority: float | None = None,
+        language: str | None = None,
+    ) -> dict:
+        """Sets an outlet's name, tier, authority or language (``None`` leaves a field as it is).
+
+        An explicit ``authority`` is an override (``authority_source = "override"``); a ``tier``
+        without one sets the rubric's authority (:func:`newsflow.authority.default_authority`)
+        unless the outlet's authority is an override.
+
+        Returns:
+          The outlet record after the change.
+
+        Raises:
+          ValueError: unknown tier, authority outside [0, 1], or a malformed language code.
+        """
+        self._ensure_seeded()
+        if tier is not None and tier not in TIERS:
+            raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
+        if authority is not None:
+            authority = validate_authority(authority)
+        if language is not None and not _LANGUAGE_RE.match(language):
+            raise ValueError(f"language must be a lower-case code such as 'en' or 'pt-br', got {language!r}")
+        key = self.keys.source_outlet(name)
+        current = self.outlet(name)
+        fields: dict[str, str] = {}
+        if display_name is not None:
+            fields["name"] = display_name.strip()[:MAX_TITLE]
+        if language is not None:
+            fields["language"] = language
+        if tier is not None:
+            fields["tier"] = tier
+        if authority is not None:
+            fields.update(authority=repr(authority), authority_source="override")
+        elif tier is not None and current.get("authority_source") != "override":
+            fields.update(authority=repr(default_authority(tier)), authority_source="rubric")
+        if fields:
+            fields["updated"] = repr(self.clock())
+            pipe = self.r.pipeline(transaction=False)
+            pipe.hset(key, mapping=fields)
+            pipe.sadd(self.keys.source_outlets, name)
+            self._log(pipe, "outlet", outlet=name, fields=sorted(fields))
+            pipe.execute()
+        return self.outlet(name)
+
+    # ------------------------------------------------------------------ registration
+    def register(self, entries: Iterable[tuple[str, FeedEntry | FeedError]], origin: str = "") -> Report:
+        """Registers feeds; entries already registered are left as they are.
+
+        Args:
+          entries: ``(ref, FeedEntry)`` pairs, or ``(ref, FeedError)`` for entries a parser refused
+            (reported as errors); ``ref`` says where an entry came from (``"outline 12"``).
+          origin: recorded with new feeds (``"import:feeds.opml"``, ``"add"``, ``"api"``).
+
+        Returns:
+          A :class:`Report` with one outcome per entry, in input order.
+        """
+        self._ensure_seeded()
+        report = Report()
+        seen: dict[str, str] = {}
+        chunk: list[tuple[str, FeedEntry | FeedError]] = []
+        for item in entries:
+            chunk.append(item)
+            if len(chunk) >= self.batch:
+                self._register_batch(chunk, origin, seen, report)
+                chunk = []
+        if chunk:
+            self._register_batch(chunk, origin, seen, report)
+        return report
+
+    def _register_batch(self, chunk, origin: str, seen: dict[str, str], report: Report) -> None:
+        now = self.clock()
+        valid: list[tuple[str, FeedEntry, str, str]] = []
+        slots: list[int] = []
+        for ref, item in chunk:
+            if isinstance(item, FeedError):
+                report.outcomes.append(Outcome(ref, "", "", "error", str(item)))
+                continue
+            try:
+                if item.kind not in KINDS:
+                    raise FeedError("bad_entry", f"kind must be 'feed' or 'sitemap', got {item.kind!r}")
+                if item.status not in ("active", "paused"):
+                    raise FeedError("bad_entry", f"status must be 'active' or 'paused', got {item.status!r}")
+                url = check_feed_url(item.url)
+            except FeedError as e:
+                report.outcomes.append(Outcome(ref, str(item.url)[:300], "", "error", str(e)))
+                continue
+            fid = crawl_task_id(item.kind, url)
+            if fid in seen:
+                report.outcomes.append(Outcome(ref, url, fid, "unchanged", f"same feed as {seen[fid]}"))
+                continue
+            seen[fid] = ref
+            slots.append(len(report.outcomes))
+            report.outcomes.append(Outcome(ref, url, fid, "pending"))
+            valid.append((ref, item, url, fid))
+        if not valid:
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for _, _, _, fid in valid:
+            pipe.hget(self.keys.source_feed(fid), "status")
+        statuses = pipe.execute()
+        outlets = sorted({outlet_of(url) for _, _, url, _ in valid})
+        pipe = self.r.pipeline(transaction=False)
+        for o in outlets:
+            pipe.exists(self.keys.source_outlet(o))
+        outlet_exists = dict(zip(outlets, pipe.execute(), strict=True))
+        pipe = self.r.pipeline(transaction=False)
+        changed = 0
+        for (ref, item, url, fid), status, slot in zip(valid, statuses, slots, strict=True):
+            o = outlet_of(url)
+            if status is None:
+                result = "added"
+                record = {
+                    "url": url,
+                    "kind": item.kind,
+                    "outlet": o,
+                    "title": " ".join(item.title.split())[:MAX_TITLE],
+                    "categories": json.dumps(list(clean_categories(item.categories)), ensure_ascii=False),
+                    "html_url": item.html_url.strip()[:MAX_URL_LENGTH],
+                    "status": item.status,
+                    "added": repr(now),
+                    "updated": repr(now),
+                    "origin": origin[:200],
+                }
+                pipe.hset(self.keys.source_feed(fid), mapping=record)
+                pipe.zadd(self.keys.source_feeds, {fid: now}, nx=True)
+                pipe.sadd(self.keys.source_outlet_feeds(o), fid)
+                if not outlet_exists.get(o):
+                    pipe.hsetnx(self.keys.source_outlet(o), "authority", repr(default_authority("")))
+                    pipe.hsetnx(self.keys.source_outlet(o), "authority_source", "rubric")
+                    pipe.sadd(self.keys.source_outlets, o)
+                    outlet_exists[o] = 1
+                self._apply_status(pipe, fid, item.kind, url, item.status)
+            elif _s(status) == "removed":
+                result = "restored"
+                pipe.hset(self.keys.source_feed(fid), mapping={"status": "active", "updated": repr(now)})
+                pipe.hdel(self.keys.source_feed(fid), "removed")
+                self._apply_status(pipe, fid, item.kind, url, "active")
+            else:
+                report.outcomes[slot] = Outcome(ref, url, fid, "unchanged", f"already registered ({_s(status)})")
+                continue
+            changed += 1
+            report.outcomes[slot] = Outcome(ref, url, fid, result)
+        if changed:
+            self._log(pipe, "register", origin=origin[:200], feeds=changed)
+            pipe.execute()
+
+    def _apply_status(self, pipe, fid: str, kind: str, url: str, status: str) -> None:
+        if status == "active":
+            pipe.srem(self.keys.crawl_held, fid)
+            pipe.sadd(
+                self.keys.crawl_registrations,
+                json.dumps({"kind": kind, "url": url}, sort_keys=True, ensure_ascii=False),
+            )
+        else:
+            pipe.sadd(self.keys.crawl_held, fid)
+
+    def _log(self, pipe, action: str, **fields) -> None:
+        pipe.lpush(self.keys.source_log, json.dumps({"time": self.clock(), "action": action, **fields}))
+        pipe.ltrim(self.keys.source_log, 0, LOG_CAP - 1)
+
+    # ------------------------------------------------------------------ lookup
+    def resolve(self, ref: str) -> list[str]:
+        """Feed ids named by ``ref``: a feed id, a feed/sitemap URL, or an outlet (every feed of it).
+
+        Returns:
+          Registered feed ids (``[]`` when none matches).
+        """
+        ref = (ref or "").strip()
+        if _FEED_ID_RE.match(ref):
+            return [ref] if self.r.exists(self.keys.source_feed(ref)) else []
+        if "://" in ref:
+            return [f for k in KINDS if self.r.exists(self.keys.source_feed(f := crawl_task_id(k, ref)))]
+        name = outlet_of(ref)
+        return sorted(_s(f) for f in self.r.smembers(self.keys.source_outlet_feeds(name))) if name else []
+
+    def get(self, feed_id: str) -> dict | None:
+        """One feed with its outlet's fields (see :meth:`feeds`), or ``None``."""
+        rows = self._load([feed_id])
+        return rows[0] if rows else None
+
+    def count(self) -> int:
+        """Number of registered feeds, removed ones included."""
+        return int(self.r.zcard(self.keys.source_feeds))
+
+    def iter_feeds(self, statuses: Iterable[str] = ("active", "paused")) -> Iterator[dict]:
+        """Every feed whose status is in ``statuses``, in registration order, loaded in batches.
+
+        Each dict has ``id``, ``url``, ``kind``, ``outlet``, ``title``, ``categories`` (list),
+        ``html_url``, ``status``, ``added``/``updated`` (epoch s, float), ``origin`` and the outlet's
+        ``name``, ``tier``, ``authority`` (float or ``None``), ``authority_source``, ``language``.
+        """
+        wanted = set(statuses)
+        start = 0
+        while True:
+            ids = [_s(f) for f in self.r.zrange(self.keys.source_feeds, start, start + self.batch - 1)]
+            if not ids:
+                return
+            for row in self._load(ids):
+                if row["status"] in wanted:
+                    yield row
+            start += len(ids)
+
+    def feeds(self, statuses: Iterable[str] = ("active", "paused"), outlet: str | None = None) -> list[dict]:
+        """The feeds of :meth:`iter_feeds`, optionally only those of one outlet."""
+        if outlet is None:
+            return list(self.iter_feeds(statuses))
+        wanted = set(statuses)
+        ids = self.resolve(outlet) if "://" not in outlet else []
+        rows = [r for r in self._load(ids) if r["status"] in wanted]
+        return sorted(rows, key=lambda r: (r["added"], r["id"]))
+
+    def _load(self, ids: list[str]) -> list[dict]:
+        pipe = self.r.pipeline(transaction=False)
+        for fid in ids:
+            pipe.hgetall(self.keys.source_feed(fid))
+        rows = []
+        for fid, h in zip(ids, pipe.execute(), strict=True):
+            if h:
+                rows.append({"id": fid, **_decode(h)})
+        outlets = sorted({r.get("outlet", "") for r in rows})
+        pipe = self.r.pipeline(transaction=False)
+        for o in outlets:
+            pipe.hgetall(self.keys.source_outlet(o))
+        info = {o: _decode(h) for o, h in zip(outlets, pipe.execute(), strict=True)}
+        out = []
+        for r in rows:
+            o = info.get(r.get("outlet", ""), {})
+            authority = o.get("authority")
+            out.append(
+                {
+                    "id": r["id"],
+                    "url": r.get("url", ""),
+                    "kind": r.get("kind", "feed"),
+                    "outlet": r.get("outlet", ""),
+                    "title": r.get("title", ""),
+                    "categories": json.loads(r.get("categories") or "[]"),
+                    "html_url": r.get("html_url", ""),
+                    "status": r.get("status", "active"),
+                    "added": float(r.get("added") or 0),
+                    "updated": float(r.get("updated") or 0),
+                    "origin": r.get("origin", ""),
+                    "name": o.get("name", ""),
+                    "tier": o.get("tier", ""),
+                    "authority": float(authority) if authority else None,
+                    "authority_source": o.get("authority_source", ""),
+                    "language": o.get("language", ""),
+                }
+            )
+        return out
+
+    # ------------------------------------------------------------------ status
+    def set_status(self, ref: str, action: str) -> Report:
+        """Pauses, resumes or removes the feeds ``ref`` names (see :meth:`resolve`).
+
+        Args:
+          ref: feed id, feed URL or outlet.
+          action: ``"pause"``, ``"resume"`` or ``"remove"``. Pause: active -> paused. Resume:
+            paused or removed -> active (queued again). Remove: active or paused -> removed (the
+            record and crawl history are kept). Anything else is ``unchanged``.
+
+        Returns:
+          A :class:`Report`; one ``error`` outcome (``not_found``) when nothing matches.
+
+        Raises:
+          ValueError: unknown action.
+        """
+        target = {"pause": "paused", "resume": "active", "remove": "removed"}.get(action)
+        if target is None:
+            raise ValueError(f"action must be pause, resume or remove, got {action!r}")
+        report = Report()
+        ids = self.resolve(ref)
+        if not ids:
+            report.outcomes.append(Outcome(ref, "", "", "error", f"not_found: no registered feed matches {ref!r}"))
+            return report
+        now = self.clock()
+        allowed = {"paused": ("active",), "active": ("paused", "removed"), "removed": ("active", "paused")}[target]
+        result = {"paused": "paused", "active": "resumed", "removed": "removed"}[target]
+        pipe = self.r.pipeline(transaction=False)
+        changed = []
+        for row in self._load(ids):
+            if row["status"] not in allowed:
+                report.outcomes.append(Outcome(ref, row["url"], row["id"], "unchanged", f"already {row['status']}"))
+                continue
+            fields = {"status": target, "updated": repr(now)}
+            if target == "removed":
+                fields["removed"] = repr(now)
+            else:
+                pipe.hdel(self.keys.source_feed(row["id"]), "removed")
+            pipe.hset(self.keys.source_feed(row["id"]), mapping=fields)
+            self._apply_status(pipe, row["id"], row["kind"], row["url"], target)
+            changed.append(row["id"])
+            report.outcomes.append(Outcome(ref, row["url"], row["id"], result))
+        if changed:
+            self._log(pipe, action, feeds=changed[:100], count=len(changed))
+            pipe.execute()
+        return report
