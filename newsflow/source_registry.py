@@ -12,7 +12,7 @@ Keys (all named by :class:`newsflow.keys.Keys`): ``src:feed:<id>`` (HASH), ``src
 -> registration time), ``src:outlet:<outlet>`` (HASH), ``src:outlet:<outlet>:feeds`` (SET),
 ``src:outlets`` (SET), ``src:log`` (LIST of change records). The frontier reads two keys:
 ``{crawl}:crawl:held`` (SET of the task ids of paused and removed feeds, never queued, see
-:mod:`crawler.frontier`) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
+the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
 frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
 
 Statuses: ``active`` (polled), ``paused`` (not polled, listed), ``removed`` (not polled, not
