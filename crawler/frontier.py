@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from newsflow.keys import Keys
 from newsflow.source_registry import crawl_task_id
+from newsflow.ranking.priority import request_priority_recrawl
 from newsflow.urls import article_id, canonicalize_url, source_domain
 
 DEADLETTER_CAP = 10_000
@@ -183,11 +184,11 @@ class Task:
 def request_priority(redis, source_or_url: str, reason: str, now: float | None = None, keys: Keys = Keys()) -> None:
     """Asks the crawl tier to re-crawl a source now (the trending step's hook).
 
-    Pushes ``{"target", "reason", "time"}`` onto the Redis list ``Keys.crawl_priority``;
-    workers drain it before each claim. ``source_or_url`` may be a feed URL, a
-    source domain (``"reuters.com"``: all its feeds), or an article URL (fetched
-    as a page if unknown). Politeness still applies: the host's minimum delay is
-    not shortened.
+    Adds one request to the ZSET ``Keys.crawl_priority`` (format and idempotence:
+    :mod:`newsflow.ranking.priority`); workers drain it, oldest first, before each claim.
+    ``source_or_url`` may be a feed URL, a source domain (``"reuters.com"``: all its feeds), or an
+    article URL (fetched as a page if unknown). Politeness still applies: the host's minimum delay
+    is not shortened.
 
     Args:
       redis: a redis-py client.
@@ -196,10 +197,7 @@ def request_priority(redis, source_or_url: str, reason: str, now: float | None =
       now: UTC epoch seconds (default: ``time.time()``).
       keys: the Redis key layout.
     """
-    redis.rpush(
-        keys.crawl_priority,
-        json.dumps({"target": source_or_url, "reason": reason, "time": time.time() if now is None else now}),
-    )
+    request_priority_recrawl(redis, [source_or_url], reason, time.time() if now is None else now, keys=keys)
 
 
 class Frontier:
@@ -336,12 +334,9 @@ class Frontier:
         return ok
 
     def apply_priorities(self, now: float, max_items: int = 100) -> int:
-        """Drains ``Keys.crawl_priority``; returns how many tasks were pulled forward (or created)."""
+        """Drains ``Keys.crawl_priority`` oldest first; returns how many tasks were pulled forward (or created)."""
         moved = self.apply_registrations(now)
-        for _ in range(max_items):
-            raw = self.r.lpop(self.keys.crawl_priority)
-            if raw is None:
-                break
+        for raw, _score in self.r.zpopmin(self.keys.crawl_priority, max_items):
             try:
                 target = str(json.loads(raw)["target"]).strip()
             except (ValueError, KeyError, TypeError):

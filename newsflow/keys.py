@@ -18,7 +18,7 @@ tag         keys                                why they share a slot
 ==========  ==================================  =================================================
 ``{nd}``    near-duplicate index: ``lsh``,      ``stores/lua/assign.lua`` reads and writes all of
             ``fp``, ``a2c``, ``article``,       them in one atomic script call (bands, merges,
-            ``cluster*``, ``merges``            article -> cluster rewrites)
+            ``cluster*``                        article -> cluster rewrites)
 ``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
                                                 ``stores/story_store.py`` touches the story's
                                                 hash, state, articles and the global ``assign`` /
@@ -60,8 +60,6 @@ key                                       type    holds                         
 ``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisClusterStore
 ``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisClusterStore
                                                   count
-``P:{nd}:merges``                         HASH    merged cluster id -> cluster    assign.lua        assign.lua,
-                                                  it was merged into                                RedisClusterStore
 ``P:{story}:story:{story_id}``            HASH    serving record: title, url,     RedisStoryStore   ranking store,
                                                   domain, representative_id,                        trends, serving,
                                                   article_count, source_count,                      demo
@@ -81,11 +79,24 @@ key                                       type    holds                         
                                                   time                                              demo
 ``P:{story}:story:merges``                LIST    JSON merge records {from,       RedisStoryStore   RedisStoryStore
                                                   into, time, article_id}
+``P:{story}:story:lease``                 STRING  random token of the one story   RedisStoryStore   RedisStoryStore
+                                                  writer holding the lease (PX
+                                                  expiry; deleted on release)
 ``P:lambda:topic``                        HASH    topic label -> learned λ        nightly decay     ranking store
                                                   (1/hours)                       job
 ``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
                                                   clicks, follow_*/block_* (JSON  tests             serving
                                                   lists)
+``P:{models}:models:current``             HASH    model name -> version (date)    nightly           ranking
+                                                  serving reads                   (switch)          (personalize)
+``P:{models}:models:previous``            HASH    model name -> version before    nightly           nightly
+                                                  (rollback)                      (switch)          (rollback)
+``P:model:{name}:{version}``              HASH    one night's model: decay        nightly jobs      ranking
+                                                  (topic -> λ), weights, interest                   (personalize)
+                                                  (user -> vector), history,
+                                                  cluster, covisit
+``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
+                                                  holding the date (TTL)
 ``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
 ``P:events``                              STREAM  reader events                   serving           events flush job
                                                   (newsflow.ranking.events)       /v1/events
@@ -118,6 +129,9 @@ key                                       type    holds                         
                                                                                                     (priority)
 ``P:crawl:seen:{article_id}``             STRING  seen canonical article URL      frontier          frontier
                                                   (TTL)
+``P:alias:{alias_id}``                    STRING  article id an alias URL         crawler           newsflow.aliases
+                                                  resolves to (alias_id =         (newsflow.        (resolve)
+                                                  article_id(alias URL); TTL)     aliases)
 ``P:crawl:fg:{tid}``                      SET     item ids of a feed's last       frontier          frontier
                                                   fetch
 ``P:crawl:robots:{scheme://host}``        STRING  cached robots.txt policy JSON   frontier          frontier
@@ -153,9 +167,10 @@ from newsflow.settings import DEFAULT_KEY_PREFIX, validate_key_prefix
 ND_TAG = "{nd}"
 STORY_TAG = "{story}"
 CRAWL_TAG = "{crawl}"
+MODELS_TAG = "{models}"
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
-RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges"})
+RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease"})
 
 
 def _s(v) -> str:
@@ -239,11 +254,6 @@ class Keys:
         """ZSET live cluster id -> article count."""
         return f"{self.nd}:clusters:by_size"
 
-    @property
-    def cluster_merges(self) -> str:
-        """HASH merged cluster id -> cluster it was merged into."""
-        return f"{self.nd}:merges"
-
     # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
     @property
     def story_base(self) -> str:
@@ -278,6 +288,11 @@ class Keys:
         return self.story_base + "merges"
 
     @property
+    def story_lease(self) -> str:
+        """STRING writer lease of story assignment: the holder's random token, with a PX expiry."""
+        return self.story_base + "lease"
+
+    @property
     def story_pattern(self) -> str:
         """SCAN pattern matching every story key (filter with :meth:`story_id_of`)."""
         return self.story_base + "*"
@@ -302,6 +317,29 @@ class Keys:
     def user(self, user_id: str) -> str:
         """HASH reader profile."""
         return f"{self.prefix}:user:{user_id}"
+
+    # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
+    @property
+    def models_current(self) -> str:
+        """HASH model name -> version (``YYYY-MM-DD``) that serving reads."""
+        return f"{self.prefix}:{MODELS_TAG}:models:current"
+
+    @property
+    def models_previous(self) -> str:
+        """HASH model name -> the version before the current one (kept for rollback)."""
+        return f"{self.prefix}:{MODELS_TAG}:models:previous"
+
+    def model(self, name: str, version: str) -> str:
+        """HASH content of one version of one nightly model (``name``: decay, weights, interest, ...)."""
+        return f"{self.prefix}:model:{name}:{version}"
+
+    def model_pattern(self, name: str) -> str:
+        """SCAN pattern of every version of model ``name``."""
+        return self.model(name, "*")
+
+    def nightly_lock(self, date: str) -> str:
+        """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
+        return f"{self.prefix}:nightly:lock:{date}"
 
     @property
     def active_users(self) -> str:
@@ -418,6 +456,10 @@ class Keys:
         """STRING marker of a seen article URL."""
         return f"{self.crawl_base}seen:{article_id}"
 
+    def url_alias(self, alias_id: str) -> str:
+        """STRING article id that the URL with id ``alias_id`` (``newsflow.urls.article_id``) resolves to."""
+        return f"{self.prefix}:alias:{alias_id}"
+
     def crawl_feed_items(self, tid: str) -> str:
         """SET item ids of a feed's last fetch."""
         return f"{self.crawl_base}fg:{tid}"
@@ -428,7 +470,7 @@ class Keys:
 
     @property
     def crawl_priority(self) -> str:
-        """LIST priority re-crawl requests."""
+        """ZSET priority re-crawl requests (JSON request -> request time; :mod:`newsflow.ranking.priority`)."""
         return self.crawl_base + "priority"
 
     @property

@@ -23,7 +23,9 @@ class Cluster(NamedTuple):
       languages: distinct member languages, sorted.
       earliest_time: earliest member event time (publish time, else fetch time), UTC epoch seconds.
       latest_time: latest member event time, UTC epoch seconds.
-      merged_into: id of the cluster this one was merged into, ``None`` while live.
+      merged_into: always ``None`` now: a group merged into another (or renamed by an earlier copy) is
+        deleted, ids being a function of the members (``newsflow.stores.redis_store``); the column stays
+        for rows written before.
     """
 
     cluster_id: str

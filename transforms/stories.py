@@ -97,11 +97,28 @@ class _AssignFnBase(beam.DoFn):
         from newsflow.stores.story_store import RedisStoryStore
         from newsflow.stories import StoryClusterer
 
-        # One ordered writer (a single shard key): the store may cache live stories in process.
+        # One ordered writer (a single shard key) at a time, by the store's writer lease: the store may
+        # cache live stories in process, and drops the cache when another writer took a turn in between.
         self._store = RedisStoryStore(connect(self._config.redis_url), cache=True, keys=Keys(self._config.key_prefix))
         self._clusterer = StoryClusterer(
             self._store, load_text_model(self._config.text_model_path), self._config.stories
         )
+
+    def _current_clusters(self, articles: list) -> list:
+        """The articles with their near-duplicate group id as Redis holds it now (``Keys.article_clusters``).
+
+        A group id handed downstream can change afterwards (an earlier copy arriving late renames the
+        group, a bridging copy merges two): re-reading it when the article is released keeps the
+        story's independent-report count and representative a function of the final groups.
+        """
+        out = []
+        key = Keys(self._config.key_prefix).article_clusters
+        for i in range(0, len(articles), 1000):
+            chunk = articles[i : i + 1000]
+            current = self._store.r.hmget(key, [a.article_id for a in chunk])
+            for a, c in zip(chunk, current, strict=True):
+                out.append(a._replace(cluster_id=c.decode()) if c is not None else a)
+        return out
 
     def _assign(self, article, t):
         """Runs the clusterer on one article; yields the assignment or a dead letter."""
@@ -126,15 +143,21 @@ class _AssignFnBase(beam.DoFn):
         if result.merged:
             self.merged.inc(len(result.merged))
         yield beam.window.TimestampedValue(result, t)
-        if not result.duplicate:  # a replayed article was counted in its windows already
-            trend = {
-                "article_id": article.article_id,
-                "story_id": result.story_id,
-                "event_time": t,
-                "topics": [label for label, _ in article.topics],
-                "entities": [text for _, text, _ in article.entities],
-            }
-            yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(trend, t))
+        # A replayed article (a rerun after a crash, a concurrent run, a retried bundle) is sent to trending
+        # again, under the story it was first assigned to (as a clean run sent it): trending counts distinct
+        # article ids per window, so a re-send never double counts, and without it a rerun would rewrite
+        # windows with the counts of the new articles only.
+        story_id = result.story_id
+        if result.duplicate:
+            story_id = self._store.assigned_story(article.article_id) or story_id
+        trend = {
+            "article_id": article.article_id,
+            "story_id": story_id,
+            "event_time": t,
+            "topics": [label for label, _ in article.topics],
+            "entities": [text for _, text, _ in article.entities],
+        }
+        yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(trend, t))
 
 
 class _OrderedAssignFn(_AssignFnBase):
@@ -194,11 +217,14 @@ class _OrderedAssignFn(_AssignFnBase):
             timer_at.write(tick)
         else:
             timer_at.clear()
-        for t, _, payload in ready:
-            article = pickle.loads(payload)
-            if t < limit - self._config.release_granularity_s:
-                self.late.inc()
-            yield from self._assign(article, t)
+        if not ready:
+            return
+        articles = self._current_clusters([pickle.loads(payload) for _, _, payload in ready])
+        with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
+            for (t, _, _), article in zip(ready, articles, strict=True):
+                if t < limit - self._config.release_granularity_s:
+                    self.late.inc()
+                yield from self._assign(article, t)
 
 
 class _SortedAssignFn(_AssignFnBase):
@@ -210,8 +236,10 @@ class _SortedAssignFn(_AssignFnBase):
 
     def process(self, element):
         _, articles = element
-        for article in sorted(articles, key=lambda a: (float(a.event_time), a.article_id)):
-            yield from self._assign(article, float(article.event_time))
+        articles = self._current_clusters(sorted(articles, key=lambda a: (float(a.event_time), a.article_id)))
+        with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
+            for article in articles:
+                yield from self._assign(article, float(article.event_time))
 
 
 class AssignStoryClusters(beam.PTransform):

@@ -106,8 +106,12 @@ def write_trends(
     if breaking:
         client.expire(keys.breaking, int(breaking_ttl_seconds) * 2)
         client.expire(keys.breaking_since, int(breaking_ttl_seconds) * 2)
-    when = {sid: end for sid, end, _ in breaking}
-    for sid in dict.fromkeys(fresh):
+    # Every breaking story asks for its re-crawl at the earliest window end it is breaking in (not only the
+    # newly breaking ones: which writer sees a story first depends on bundling, the requests must not).
+    when: dict[str, float] = {}
+    for sid, end, _ in breaking:
+        when[sid] = min(end, when.get(sid, end))
+    for sid in sorted(when):
         request_priority_recrawl(
             client, story_sources(client, sid, keys=keys), f"breaking:story {sid}", when[sid], keys=keys
         )

@@ -1,18 +1,24 @@
 """Near-duplicate cluster state in Redis: LSH bands, fingerprints, clusters, merges.
 
 Keys: the near-duplicate group of :mod:`newsflow.keys` (LSH bands, fingerprints, article -> cluster,
-article serving hashes, clusters, merges), all under the ``{nd}`` hash tag (``nf:{nd}:lsh:0:abcd``).
+article serving hashes, clusters), all under the ``{nd}`` hash tag (``nf:{nd}:lsh:0:abcd``).
 
 **Concurrency.** Every assignment runs inside one Lua script (``lua/assign.lua``);
 Redis runs scripts atomically, so two workers assigning near-duplicates at the same
 moment are serialized: the second sees the first's bands and joins its cluster. If two
-clusters ever both hold near-duplicates of a new article (a chain A~B~C formed in
-different orders), the script merges them into the closest candidate's cluster and
-records the merge, so old ids stay resolvable.
+clusters both hold near-duplicates of a new article (a chain A~B~C), the script merges them.
 
-**Idempotence.** An article id already in ``a2c`` is a no-op that returns its
-(resolved) cluster, and every membership is a SET, so replaying the same input leaves
-Redis exactly as after one pass. Clusters are named ``"c" + founding article id``.
+**Order independence.** A group's members are the connected components of "Hamming distance
+<= threshold" (each new article joins every group it is near), its id is ``"c" + founder``, where
+the founder is the member with the earliest ``(event time, article id)``, and its representative
+and time range are order-free functions of the members. An earlier copy that arrives late renames
+the group: the old group is merged into ``"c" + earlier id`` and deleted, ``a2c`` and the article
+hashes are rewritten. So the same articles in any arrival order, in any batches, by any number of
+concurrent writers, leave identical keys and values; no merge history is stored (ids are only
+handed downstream after the write that may still rename them, and sinks re-read ``a2c``).
+
+**Idempotence.** An article id already in ``a2c`` is a no-op that returns its cluster, and every
+membership is a SET, so replaying the same input leaves Redis exactly as after one pass.
 
 The script addresses keys it computes from the tagged prefix Python hands it (:attr:`Keys.nd`), and
 every one of them carries the ``{nd}`` hash tag, so on Redis Cluster they all live in one slot.
@@ -45,9 +51,10 @@ class AssignResult(NamedTuple):
 
     Attributes:
       article_id: the article.
-      cluster_id: its cluster after the assignment (merges resolved).
+      cluster_id: its cluster after the assignment.
       new_article: False when the article was already stored (a replay).
-      created: True when the article founded a new cluster.
+      created: True when the article is its cluster's founder (a new cluster, or an earlier copy that
+        renamed the cluster it joined).
       merged: ids of clusters merged into ``cluster_id`` by this assignment.
     """
 
@@ -100,7 +107,8 @@ class RedisClusterStore:
     def assign_batch(self, articles: Sequence[Article]) -> list[AssignResult]:
         """Assigns each article to a near-duplicate cluster, atomically for the whole batch.
 
-        Articles are processed in the given order inside one Lua script call.
+        Articles are processed in the given order inside one Lua script call; the resulting state does
+        not depend on that order (module docstring).
 
         Args:
           articles: Articles with ``article_id`` and ``simhash`` (16 hex) set.
@@ -205,31 +213,18 @@ class RedisClusterStore:
     def __contains__(self, item_id: str) -> bool:
         return bool(self.client.hexists(self.keys.fingerprints, item_id))
 
-    def resolve(self, cluster_id: str) -> str:
-        """Follows recorded merges from ``cluster_id`` to the live cluster id."""
-        seen = 0
-        while True:
-            nxt = self.client.hget(self.keys.cluster_merges, cluster_id)
-            if nxt is None:
-                return cluster_id
-            cluster_id = nxt.decode()
-            seen += 1
-            if seen > 64:
-                raise RuntimeError(f"merge chain too long at {cluster_id}")
-
     def cluster_of(self, article_id: str) -> str | None:
-        """Live cluster id of an article, or ``None`` if it was never assigned."""
+        """Current cluster id of an article, or ``None`` if it was never assigned."""
         cid = self.client.hget(self.keys.article_clusters, article_id)
-        return None if cid is None else self.resolve(cid.decode())
+        return None if cid is None else cid.decode()
 
-    def get_clusters(self, cluster_ids: Sequence[str], resolve: bool = False) -> list[Cluster | None]:
-        """Reads clusters in one pipeline; ``None`` for unknown ids.
+    def get_clusters(self, cluster_ids: Sequence[str]) -> list[Cluster | None]:
+        """Reads clusters in one pipeline; ``None`` for unknown ids (and for ids merged away or renamed).
 
         Args:
           cluster_ids: ids to read.
-          resolve: if True, a merged id returns the cluster it was merged into.
         """
-        ids = [self.resolve(c) for c in cluster_ids] if resolve else list(cluster_ids)
+        ids = list(cluster_ids)
         pipe = self.client.pipeline(transaction=False)
         for cid in ids:
             pipe.hgetall(self.keys.cluster(cid))
@@ -261,9 +256,9 @@ class RedisClusterStore:
             )
         return out
 
-    def get_cluster(self, cluster_id: str, resolve: bool = True) -> Cluster | None:
-        """One cluster (merged ids resolved by default), or ``None``."""
-        return self.get_clusters([cluster_id], resolve=resolve)[0]
+    def get_cluster(self, cluster_id: str) -> Cluster | None:
+        """One cluster, or ``None``."""
+        return self.get_clusters([cluster_id])[0]
 
     def top_clusters(self, n: int = 10, min_articles: int = 1) -> list[Cluster]:
         """The ``n`` live clusters with the most articles (ties: cluster id), at least ``min_articles`` each."""

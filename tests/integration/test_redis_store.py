@@ -96,36 +96,77 @@ def test_representative_ties_go_to_the_earliest_article(redis_server):
     client, _ = redis_server
     store = RedisClusterStore(client)
     store.assign_batch([art("late", 0x0, t=300.0, authority=0.9), art("early", 0x1, t=100.0, authority=0.9)])
-    assert store.get_cluster("clate").representative_id == "early"
+    assert store.get_cluster("cearly").representative_id == "early"
 
 
-def test_closest_candidate_wins(redis_server):
+def test_an_article_joins_only_groups_within_the_threshold(redis_server):
     client, _ = redis_server
     store = RedisClusterStore(client)
-    # p and q are 6 bits apart: two clusters. n is 1 bit from q and 5 from p: joins q's cluster.
+    # p and q are 6 bits apart: two clusters. n is 1 bit from q and 5 from p: joins q's cluster only.
     store.assign_batch([art("p", 0b000000), art("q", 0b111111)])
-    r = store.assign_batch([art("n", 0b011111)])
-    assert r[0].cluster_id == "cq" and r[0].merged == ()
+    r = store.assign_batch([art("n", 0b011111, t=2000.0)])
+    assert r[0].cluster_id == "cq" and r[0].merged == () and store.cluster_count() == 2
 
 
-def test_bridge_article_merges_two_clusters_and_old_id_stays_resolvable(redis_server):
+def test_bridge_article_merges_two_clusters_under_the_earliest_founder(redis_server):
     client, _ = redis_server
     store = RedisClusterStore(client)
-    store.assign_batch([art("p", 0b000000, "p.com", t=10.0), art("q", 0b111111, "q.com", 0.8, t=20.0)])
+    store.assign_batch([art("q", 0b111111, "q.com", 0.8, t=20.0), art("p", 0b000000, "p.com", t=10.0)])
     assert store.cluster_count() == 2
-    # m has bits 0..2 set: distance 3 to p and 3 to q -> ties broken by smallest id (p), q's cluster merges in.
+    # m has bits 0..2 set: distance 3 to p and 3 to q -> one group; p (t=10) is its earliest member
     r = store.assign_batch([art("m", 0b000111, "m.com", t=30.0)])
-    assert r[0].cluster_id == "cp" and r[0].merged == ("cq",)
-    merged = store.get_cluster("cq", resolve=False)
-    assert merged.merged_into == "cp"
-    live = store.get_cluster("cq")  # resolves
-    assert live.cluster_id == "cp"
+    assert r[0].cluster_id == "cp" and r[0].merged == ("cq",) and not r[0].created
+    assert store.get_cluster("cq") is None  # merged away: deleted, no history kept
+    live = store.get_cluster("cp")
     assert live.article_count == 3
     assert live.source_domains == ["m.com", "p.com", "q.com"]
     assert live.representative_id == "q"  # authority 0.8 beats 0.5
     assert (live.earliest_time, live.latest_time) == (10.0, 30.0)
     assert store.cluster_of("q") == "cp"
+    assert client.hget(Keys().article("q"), "cluster_id") == b"cp"
     assert store.cluster_count() == 1
+
+
+def test_an_earlier_copy_arriving_late_renames_the_group(redis_server):
+    client, _ = redis_server
+    store = RedisClusterStore(client)
+    first = store.assign_batch([art("late", 0b0, "x.com", t=300.0)])
+    assert first[0].cluster_id == "clate" and first[0].created
+    r = store.assign_batch([art("early", 0b1, "y.com", t=100.0)])
+    assert r[0].cluster_id == "cearly" and r[0].created and r[0].merged == ("clate",)
+    assert store.get_cluster("clate") is None
+    assert store.cluster_of("late") == "cearly" and client.hget(Keys().article("late"), "cluster_id") == b"cearly"
+    assert client.hget(Keys().cluster("cearly"), "created_by") == b"early"
+
+
+def test_every_arrival_order_and_batching_leaves_identical_state(redis_server):
+    """A chain a~b~c~d (each 3 bits from the next), a far article and an exact copy:
+    every 6th of the 720 orders of the six, in batches of 1 or all at once, give the same keys and values as time order."""
+    import itertools
+
+    client, _ = redis_server
+    docs = [
+        art("a", 0b0, "a.com", 0.5, 40.0),
+        art("b", 0b111, "b.com", 0.9, 10.0),
+        art("c", 0b111111, "c.com", 0.5, 30.0),
+        art("d", 0b111111111, "d.com", 0.7, 20.0),
+        art("far", 0xFFFF_0000_0000, "f.com", 0.5, 5.0),
+        art("copy", 0b111, "g.com", 0.9, 10.0),
+    ]
+    store = RedisClusterStore(client)
+    store.assign_batch(sorted(docs, key=lambda x: (x.event_time, x.article_id)))
+    expected = dump(client)
+    # one group founded by b (earliest of the chain, ties by id: b < copy), the far one alone
+    groups = sorted(k.decode() for k in expected if b":cluster:" in k and k.count(b":") == 3)
+    assert groups == ["nf:{nd}:cluster:cb", "nf:{nd}:cluster:cfar"]
+    for i, order in enumerate(itertools.islice(itertools.permutations(docs), 0, None, 6)):
+        client.flushall()
+        if i % 2:
+            store.assign_batch(list(order))
+        else:
+            for d in order:
+                store.assign_batch([d])
+        assert dump(client) == expected, [d.article_id for d in order]
 
 
 def test_replay_leaves_redis_exactly_as_after_one_pass(redis_server):

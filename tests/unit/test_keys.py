@@ -23,7 +23,6 @@ def every_key(k: Keys) -> dict[str, str]:
         "cluster_sources": k.cluster_sources("c1"),
         "cluster_languages": k.cluster_languages("c1"),
         "clusters_by_size": k.clusters_by_size,
-        "cluster_merges": k.cluster_merges,
         "story": k.story("s1"),
         "story_articles": k.story_articles("s1"),
         "story_state": k.story_state("s1"),
@@ -59,6 +58,7 @@ def every_key(k: Keys) -> dict[str, str]:
         "crawl_feed_items": k.crawl_feed_items("t1"),
         "crawl_robots": k.crawl_robots("https://e.test"),
         "crawl_priority": k.crawl_priority,
+        "story_lease": k.story_lease,
         "crawl_deadletter": k.crawl_deadletter,
         "crawl_stats": k.crawl_stats,
         "pattern": k.pattern,
@@ -141,7 +141,6 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
             k.cluster_sources("c3"),
             k.cluster_languages("c4"),
             k.clusters_by_size,
-            k.cluster_merges,
             *k.lsh_bands("0123456789abcdef"),
         ],
         "story": [

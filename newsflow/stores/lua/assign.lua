@@ -5,6 +5,11 @@
 --   {id, fp (16 hex, big-endian), title, url, domain, name, t (event time, epoch s as string),
 --    lang, auth (source authority as string), feed (0/1), pt (publish time string or "")}
 -- Returns a JSON array of {id, cluster, new (0/1), created (0/1), merged = [cluster ids merged into cluster]}.
+-- Order independence: a group is named "c" .. its founder, the member with the earliest (event time,
+-- article id); membership is the connected components of "within the Hamming threshold"; the
+-- representative and the time range are order-free functions of the members. An earlier article
+-- arriving late renames its group (the old name is merged into the new one and deleted), so any
+-- arrival order of the same articles leaves the same keys and values; no merge history is kept.
 -- Band sets hold members "<fp hex>:<article id>".
 -- Band i of a fingerprint = bits [16i, 16i+16) counted from the least significant bit, i.e. hex
 -- characters (16-4i-3 .. 16-4i) of the big-endian hex string; key <tagged prefix>:lsh:<i>:<4 hex>.
@@ -38,16 +43,10 @@ local function distance(fa, fb)
   return d
 end
 
-local function resolve(cid)
-  local hops = 0
-  while cid do
-    local nxt = redis.call('HGET', P .. ':merges', cid)
-    if not nxt then return cid end
-    cid = nxt
-    hops = hops + 1
-    if hops > 64 then return redis.error_reply('merge chain too long at ' .. cid) end
-  end
-  return cid
+-- true when (time a, id a) is before (time b, id b): the founder order of a group
+local function earlier(t_a, id_a, t_b, id_b)
+  if t_a ~= t_b then return t_a < t_b end
+  return id_a < id_b
 end
 
 -- true when (auth a, time a, id a) ranks before b as representative:
@@ -80,6 +79,11 @@ local function extend(cid, t_s)
   if (not h[2]) or t > tonumber(h[2]) then redis.call('HSET', ckey(cid), 'latest_time', t_s) end
 end
 
+local function founder(cid)
+  local h = redis.call('HMGET', ckey(cid), 'created_by', 'founder_time')
+  return h[1], tonumber(h[2]) or 0
+end
+
 local function refresh_size(cid)
   redis.call('ZADD', P .. ':clusters:by_size', redis.call('SCARD', ckey(cid) .. ':articles'), cid)
 end
@@ -101,9 +105,7 @@ local function merge(src, dst)
     extend(dst, h[7])
     extend(dst, h[8])
   end
-  redis.call('DEL', ckey(src) .. ':articles', ckey(src) .. ':sources', ckey(src) .. ':languages')
-  redis.call('HSET', ckey(src), 'merged_into', dst)
-  redis.call('HSET', P .. ':merges', src, dst)
+  redis.call('DEL', ckey(src), ckey(src) .. ':articles', ckey(src) .. ':sources', ckey(src) .. ':languages')
   redis.call('ZREM', P .. ':clusters:by_size', src)
   refresh_size(dst)
 end
@@ -111,46 +113,45 @@ end
 local results = {}
 for _, a in ipairs(docs) do
   local existing = redis.call('HGET', P .. ':a2c', a.id)
+  local t_a = tonumber(a.t) or 0
   if existing then
-    table.insert(results, {id = a.id, cluster = resolve(existing), new = 0, created = 0, merged = {}})
+    table.insert(results, {id = a.id, cluster = existing, new = 0, created = 0, merged = {}})
   else
     local b = bands(a.fp)
-    local best_id, best_d = nil, nil
-    local matched = {}
+    local groups = {}
+    local checked = {}
     for i = 0, 3 do
       -- band members are "<fp hex>:<article id>", so no per-candidate lookup is needed
       local members = redis.call('SMEMBERS', P .. ':lsh:' .. i .. ':' .. b[i])
       for _, member in ipairs(members) do
         local cand = string.sub(member, 18)
-        if matched[cand] == nil and cand ~= a.id then
-          local d = distance(a.fp, string.sub(member, 1, 16))
-          matched[cand] = d
-          if d <= maxd and (best_d == nil or d < best_d or (d == best_d and cand < best_id)) then
-            best_id, best_d = cand, d
+        if checked[cand] == nil and cand ~= a.id then
+          checked[cand] = true
+          if distance(a.fp, string.sub(member, 1, 16)) <= maxd then
+            groups[redis.call('HGET', P .. ':a2c', cand)] = true
           end
         end
       end
     end
-    local cid, created, merged = nil, 0, {}
-    if best_id == nil then
-      cid = 'c' .. a.id
+    -- the group's founder: the earliest (event time, id) of the new article and the groups it joins
+    local fid, ft = a.id, t_a
+    for g, _ in pairs(groups) do
+      local gid, gt = founder(g)
+      if gid and earlier(gt, gid, ft, fid) then fid, ft = gid, gt end
+    end
+    local cid, created, merged = 'c' .. fid, 0, {}
+    if fid == a.id then
       created = 1
-    else
-      cid = resolve(redis.call('HGET', P .. ':a2c', best_id))
-      local others = {}
-      for cand, d in pairs(matched) do
-        if d <= maxd then
-          local oc = resolve(redis.call('HGET', P .. ':a2c', cand))
-          if oc ~= cid and not others[oc] then others[oc] = true end
-        end
-      end
-      local sorted = {}
-      for oc, _ in pairs(others) do table.insert(sorted, oc) end
-      table.sort(sorted)
-      for _, oc in ipairs(sorted) do
-        merge(oc, cid)
-        table.insert(merged, oc)
-      end
+      redis.call('HSET', ckey(cid), 'cluster_id', cid, 'created_by', a.id, 'founder_time', a.t)
+    end
+    local sorted = {}
+    for g, _ in pairs(groups) do
+      if g ~= cid then table.insert(sorted, g) end
+    end
+    table.sort(sorted)
+    for _, g in ipairs(sorted) do
+      merge(g, cid)
+      table.insert(merged, g)
     end
     redis.call('HSET', P .. ':fp', a.id, a.fp)
     for i = 0, 3 do redis.call('SADD', P .. ':lsh:' .. i .. ':' .. b[i], a.fp .. ':' .. a.id) end
@@ -161,7 +162,6 @@ for _, a in ipairs(docs) do
     redis.call('SADD', ckey(cid) .. ':articles', a.id)
     redis.call('SADD', ckey(cid) .. ':sources', a.domain)
     redis.call('SADD', ckey(cid) .. ':languages', a.lang)
-    if created == 1 then redis.call('HSET', ckey(cid), 'cluster_id', cid, 'created_by', a.id) end
     offer(cid, a.id, a.title, a.url, a.domain, a.auth, a.t)
     extend(cid, a.t)
     refresh_size(cid)
