@@ -97,6 +97,16 @@ key                                       type    holds                         
                                                   cluster, covisit
 ``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
                                                   holding the date (TTL)
+``P:{models}:models:current``             HASH    model name -> version (date)    nightly           ranking
+                                                  serving reads                   (switch)          (personalize)
+``P:{models}:models:previous``            HASH    model name -> version before    nightly           nightly
+                                                  (rollback)                      (switch)          (rollback)
+``P:model:{name}:{version}``              HASH    one night's model: decay        nightly jobs      ranking
+                                                  (topic -> λ), weights, interest                   (personalize)
+                                                  (user -> vector), history,
+                                                  cluster, covisit
+``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
+                                                  holding the date (TTL)
 ``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
 ``P:events``                              STREAM  reader events                   serving           events flush job
                                                   (newsflow.ranking.events)       /v1/events
@@ -167,6 +177,7 @@ from newsflow.settings import DEFAULT_KEY_PREFIX, validate_key_prefix
 ND_TAG = "{nd}"
 STORY_TAG = "{story}"
 CRAWL_TAG = "{crawl}"
+MODELS_TAG = "{models}"
 MODELS_TAG = "{models}"
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
@@ -317,6 +328,29 @@ class Keys:
     def user(self, user_id: str) -> str:
         """HASH reader profile."""
         return f"{self.prefix}:user:{user_id}"
+
+    # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
+    @property
+    def models_current(self) -> str:
+        """HASH model name -> version (``YYYY-MM-DD``) that serving reads."""
+        return f"{self.prefix}:{MODELS_TAG}:models:current"
+
+    @property
+    def models_previous(self) -> str:
+        """HASH model name -> the version before the current one (kept for rollback)."""
+        return f"{self.prefix}:{MODELS_TAG}:models:previous"
+
+    def model(self, name: str, version: str) -> str:
+        """HASH content of one version of one nightly model (``name``: decay, weights, interest, ...)."""
+        return f"{self.prefix}:model:{name}:{version}"
+
+    def model_pattern(self, name: str) -> str:
+        """SCAN pattern of every version of model ``name``."""
+        return self.model(name, "*")
+
+    def nightly_lock(self, date: str) -> str:
+        """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
+        return f"{self.prefix}:nightly:lock:{date}"
 
     # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
     @property

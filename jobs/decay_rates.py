@@ -1,0 +1,205 @@
+"""Nightly job: per-topic freshness decay λ learned from impressions and clicks.
+
+Input: the events of the ``--decay_days`` days ending at ``--date`` and the newest story
+snapshots (:mod:`jobs.nightly_common`). Each (reader, story) pair with an impression is one
+observation: story age at the reader's first impression (hours since the story's first-seen
+time), that impression's position, and whether the reader clicked the story. Observations are
+aggregated by (topic, age to 0.25 h, position) and fitted by
+:func:`newsflow.learning.decay.fit_decay` (Poisson maximum likelihood with joint position bias,
+empirical-Bayes shrinkage toward the global rate, 95 % intervals; its docstring has the model and
+sources). The group is the story's first topic label.
+
+Outputs (each replaced for the date):
+
+* ``<output>/models/decay/date=D/part-00000.parquet``: one row per topic (λ, interval, counts,
+  shrinkage weight, whether it suffices) plus the global row ``"*"``;
+* Redis ``Keys.model("decay", D)``: topic -> λ for the topics whose data suffices (the others keep
+  the fixed classes of :mod:`newsflow.ranking.decay`); served after ``newsflow nightly`` switches.
+
+Run::
+
+    python -m jobs.decay_rates [--date D] [--output ROOT] [launcher flags]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from jobs.nightly_common import (
+    NightlyConfig,
+    NightlyOptions,
+    ReadEvents,
+    ReadStories,
+    config_from_options,
+    partition_files,
+    write_partition,
+)
+from newsflow.keys import Keys
+from newsflow.learning.decay import MAX_POSITION, fit_decay
+from pipelines.launcher import JobSpec, main
+
+NAMESPACE = "newsflow.jobs.decay_rates"
+AGE_BUCKET_HOURS = 0.25
+UNTOPICAL = "_none"
+"""Group of stories without a topic label."""
+
+DECAY_OUTPUT_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("lambda_per_hour", pa.float64()),
+        pa.field("ci_low", pa.float64()),
+        pa.field("ci_high", pa.float64()),
+        pa.field("mle_per_hour", pa.float64()),
+        pa.field("se_per_hour", pa.float64()),
+        pa.field("impressions", pa.float64()),
+        pa.field("clicks", pa.float64()),
+        pa.field("shrinkage_weight", pa.float64()),
+        pa.field("sufficient", pa.bool_()),
+    ]
+)
+
+
+def impression_outcomes(user_story, events):
+    """``((user, story), events)`` -> ``(story, first impression time, position, clicked)``, or nothing
+    when the reader never saw the story in an impression (a click from elsewhere has no exposure)."""
+    _, story = user_story
+    imps = sorted((e.event_time, e.position if e.position is not None else 0) for e in events if e.type == "impression")
+    if not imps:
+        return
+    clicked = any(e.type == "click" for e in events)
+    yield story, imps[0][0], int(imps[0][1]), int(clicked)
+
+
+def _group_outcome(outcome, stories):
+    story, t, position, clicked = outcome
+    info = stories.get(story)
+    if info is None:
+        return
+    age = max(0.0, (t - info.earliest_time) / 3600.0)
+    group = info.topics[0] if info.topics else UNTOPICAL
+    bucket = round(age / AGE_BUCKET_HOURS) * AGE_BUCKET_HOURS
+    yield (group, bucket, min(position, MAX_POSITION)), (1, clicked)
+
+
+def _sum_pairs(pairs):
+    imps = clicks = 0
+    for a, b in pairs:
+        imps += a
+        clicks += b
+    return imps, clicks
+
+
+def fit_rows(cells: list) -> list[dict]:
+    """Aggregated cells ``((topic, age h, position), (impressions, clicks))`` -> output rows
+    (:data:`DECAY_OUTPUT_SCHEMA`), one per topic plus the global row ``"*"``; none without cells."""
+    if not cells:
+        return []
+    cells = sorted(cells)
+    fit = fit_decay(
+        groups=[c[0][0] for c in cells],
+        age_hours=[c[0][1] for c in cells],
+        clicks=[c[1][1] for c in cells],
+        impressions=[c[1][0] for c in cells],
+        positions=[c[0][2] for c in cells],
+    )
+    rows = []
+    for g, e in sorted(fit.groups.items()):
+        rows.append(
+            {
+                "topic": g,
+                "lambda_per_hour": e.lambda_per_hour,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "mle_per_hour": e.mle_per_hour,
+                "se_per_hour": e.se_per_hour,
+                "impressions": e.n_impressions,
+                "clicks": e.n_clicks,
+                "shrinkage_weight": e.shrinkage_weight,
+                "sufficient": bool(e.sufficient),
+            }
+        )
+    total_i = float(sum(c[1][0] for c in cells))
+    total_c = float(sum(c[1][1] for c in cells))
+    rows.append(
+        {
+            "topic": "*",
+            "lambda_per_hour": fit.global_lambda,
+            "ci_low": None,
+            "ci_high": None,
+            "mle_per_hour": fit.global_lambda,
+            "se_per_hour": fit.global_se,
+            "impressions": total_i,
+            "clicks": total_c,
+            "shrinkage_weight": None,
+            "sufficient": False,
+        }
+    )
+    return rows
+
+
+class _PublishDecayFn(beam.DoFn):
+    """rows -> Parquet partition + the versioned Redis hash (sufficient topics only)."""
+
+    def __init__(self, config: NightlyConfig):
+        self.config = config
+        self.topics = Metrics.counter(NAMESPACE, "decay_topics_fitted")
+        self.overrides = Metrics.counter(NAMESPACE, "decay_overrides_written")
+
+    def setup(self):
+        self.models = None
+        if self.config.redis_url:
+            import redis
+
+            from newsflow.learning.store import ModelStore
+
+            self.models = ModelStore(redis.Redis.from_url(self.config.redis_url), Keys(self.config.key_prefix))
+
+    def process(self, rows):
+        path = write_partition(
+            self.config.output, "models/decay", self.config.date, pa.Table.from_pylist(rows, DECAY_OUTPUT_SCHEMA)
+        )
+        overrides = {
+            r["topic"]: repr(float(r["lambda_per_hour"])) for r in rows if r["sufficient"] and r["topic"] != UNTOPICAL
+        }
+        if self.models is not None:
+            self.models.write("decay", self.config.date, overrides or {"_empty": "1"})
+        self.topics.inc(max(0, len(rows) - 1))
+        self.overrides.inc(len(overrides))
+        yield path
+
+
+def build(pipeline: beam.Pipeline, config: NightlyConfig):
+    """Adds the decay job to ``pipeline``; returns the PCollection of the written path."""
+    event_files = partition_files(config.output, "events", config.dates(config.decay_days))
+    events = pipeline | "ReadEvents" >> ReadEvents(event_files)
+    stories = pipeline | "ReadStories" >> ReadStories(
+        partition_files(config.output, "stories", config.dates(config.history_days))
+    )
+    cells = (
+        events
+        | "ImpressionsAndClicks" >> beam.Filter(lambda e: e.type in ("impression", "click"))
+        | "KeyByReaderStory" >> beam.Map(lambda e: ((e.user_id, e.story_id), e))
+        | "GroupByReaderStory" >> beam.GroupByKey()
+        | "FirstImpressionOutcome" >> beam.FlatMapTuple(impression_outcomes)
+        | "ToTopicAgePosition" >> beam.FlatMap(_group_outcome, beam.pvalue.AsDict(stories))
+        | "SumCells" >> beam.CombinePerKey(_sum_pairs)
+        | "CollectCells" >> beam.combiners.ToList()
+    )
+    return cells | "FitDecay" >> beam.Map(fit_rows) | "PublishDecay" >> beam.ParDo(_PublishDecayFn(config))
+
+
+SPEC = JobSpec(
+    name="decay_rates",
+    options_class=NightlyOptions,
+    config_from_options=config_from_options,
+    build=build,
+    counters=("decay_topics_fitted", "decay_overrides_written"),
+    description="Learn per-topic freshness decay λ from impressions and clicks (models/decay/date=D, Redis).",
+)
+
+if __name__ == "__main__":
+    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.decay_rates"))

@@ -1,0 +1,261 @@
+"""Nightly job: reader interest vectors, MinHash user clusters and story co-visitation.
+
+Input: the events of the ``--history_days`` days ending at ``--date`` and the newest story
+snapshots (:mod:`jobs.nightly_common`). Three outputs, computed at the end of the date (``now``):
+
+1. **Interest vectors** (Liu et al., IUI 2010, click-based interests, here in the story-embedding
+   space): per reader, :func:`newsflow.learning.interests.interest_vector`: clicks weighted by
+   dwell (``1 + log1p(dwell/30 s)``, dwell capped at 600 s) and time-decayed with a 14-day
+   half-life, skipped impressions as weak negatives (weight 0.1), L2-normalised; plus the
+   reader's click count and 50 most recent clicked stories.
+2. **User clusters** (Das et al., WWW 2007, MinHash clustering of click histories):
+   :func:`newsflow.learning.collaborative.minhash_user_clusters` over the readers' click sets
+   (datasketch MinHash LSH, Jaccard threshold 0.5, fixed seed), and per cluster the stories its
+   readers clicked (top 50), so a story read by similar readers is boosted before any content
+   overlap.
+3. **Co-visitation** (Das et al.): for every pair of stories clicked by one reader (each reader's
+   50 most recent clicks), the number of readers who clicked both; per story its top 20
+   neighbours.
+
+Outputs (each replaced for the date): Parquet ``<output>/models/{interest,cluster,covisit}/date=D/``
+and the Redis versions ``Keys.model(name, D)`` for ``interest``, ``history``, ``cluster`` and
+``covisit`` (see :mod:`newsflow.learning.store`), served after ``newsflow nightly`` switches.
+
+Run::
+
+    python -m jobs.interest_vectors [--date D] [--output ROOT] [--history_days N] [launcher flags]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from jobs.nightly_common import (
+    NightlyConfig,
+    NightlyOptions,
+    ReadEvents,
+    ReadStories,
+    config_from_options,
+    partition_files,
+    write_partition,
+)
+from newsflow.keys import Keys
+from newsflow.learning.collaborative import minhash_user_clusters
+from newsflow.learning.interests import interest_vector
+from newsflow.ranking.store import encode_embedding
+from pipelines.launcher import JobSpec, main
+from schemas._arrow import embedding_field
+
+NAMESPACE = "newsflow.jobs.interest_vectors"
+RECENT_CLICKS = 50
+CLUSTER_TOP = 50
+COVISIT_TOP = 20
+
+INTEREST_OUTPUT_SCHEMA = pa.schema(
+    [
+        pa.field("user_id", pa.string(), nullable=False),
+        embedding_field("interest"),
+        pa.field("clicks", pa.int32()),
+        pa.field("recent", pa.list_(pa.string())),
+        pa.field("cluster_id", pa.string()),
+    ]
+)
+COVISIT_OUTPUT_SCHEMA = pa.schema(
+    [
+        pa.field("story_id", pa.string(), nullable=False),
+        pa.field("neighbor_id", pa.string(), nullable=False),
+        pa.field("readers", pa.int32()),
+    ]
+)
+CLUSTER_OUTPUT_SCHEMA = pa.schema(
+    [
+        pa.field("cluster_id", pa.string(), nullable=False),
+        pa.field("story_id", pa.string(), nullable=False),
+        pa.field("clicks", pa.int32()),
+    ]
+)
+
+
+def recent_clicks(events) -> list[str]:
+    """Distinct clicked story ids, newest click first (ties: story id), at most :data:`RECENT_CLICKS`."""
+    last: dict[str, float] = {}
+    for e in events:
+        if e.type == "click":
+            last[e.story_id] = max(last.get(e.story_id, float("-inf")), e.event_time)
+    return [s for s, _ in sorted(last.items(), key=lambda kv: (-kv[1], kv[0]))][:RECENT_CLICKS]
+
+
+class _ProfileFn(beam.DoFn):
+    """``(user, events)`` -> ``(user, interest float32 (128,) or None, clicks, recent story ids)``."""
+
+    def __init__(self, now: float):
+        self.now = now
+        self.users = Metrics.counter(NAMESPACE, "interest_users")
+        self.vectors = Metrics.counter(NAMESPACE, "interest_vectors")
+
+    def process(self, user_events, embeddings):
+        user, events = user_events
+        events = list(events)
+        needed = {e.story_id for e in events}
+        embs = {
+            s: np.asarray(embeddings[s].embedding, dtype=np.float32)
+            for s in needed
+            if s in embeddings and embeddings[s].embedding is not None
+        }
+        vector = interest_vector(events, embs, self.now) if embs else None
+        self.users.inc()
+        if vector is not None:
+            self.vectors.inc()
+        yield user, vector, sum(1 for e in events if e.type == "click"), recent_clicks(events)
+
+
+def covisit_pairs(profile):
+    """One reader's recent clicks -> ``((a, b), 1)`` for every ordered pair of distinct stories."""
+    _, _, _, recent = profile
+    for a, b in itertools.permutations(sorted(set(recent)), 2):
+        yield (a, b), 1
+
+
+def top_neighbors(story, neighbors) -> tuple[str, list]:
+    """``(story, [(neighbor, readers)])`` -> the top :data:`COVISIT_TOP` by readers (ties: id)."""
+    return story, sorted(neighbors, key=lambda nb: (-nb[1], nb[0]))[:COVISIT_TOP]
+
+
+def cluster_rows(profiles: list) -> tuple[dict, dict]:
+    """All profiles -> ``({user: cluster id}, {cluster id: [(story, clicks)] top 50})``."""
+    clusters = minhash_user_clusters({p[0]: p[3] for p in profiles})
+    counts: dict[str, Counter] = {}
+    for user, _, _, recent in profiles:
+        cid = clusters.get(user)
+        if cid is not None:
+            counts.setdefault(cid, Counter()).update(recent)
+    top = {
+        cid: sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:CLUSTER_TOP]
+        for cid, c in counts.items()
+        if len([u for u, k in clusters.items() if k == cid]) > 1
+    }
+    return clusters, top
+
+
+class _PublishFn(beam.DoFn):
+    """(profiles, covisit) -> Parquet partitions + versioned Redis hashes; yields written paths."""
+
+    def __init__(self, config: NightlyConfig):
+        self.config = config
+        self.clusters = Metrics.counter(NAMESPACE, "user_clusters")
+        self.covisit = Metrics.counter(NAMESPACE, "covisit_stories")
+
+    def setup(self):
+        self.models = None
+        if self.config.redis_url:
+            import redis
+
+            from newsflow.learning.store import ModelStore
+
+            self.models = ModelStore(redis.Redis.from_url(self.config.redis_url), Keys(self.config.key_prefix))
+
+    def process(self, _unused, profiles, covisit):
+        c, d = self.config, self.config.date
+        profiles = sorted(profiles, key=lambda p: p[0])
+        clusters, cluster_top = cluster_rows(profiles)
+        covisit = sorted(covisit)
+        interest_rows = [
+            {
+                "user_id": u,
+                "interest": None if v is None else [float(x) for x in v],
+                "clicks": n,
+                "recent": recent,
+                "cluster_id": clusters.get(u),
+            }
+            for u, v, n, recent in profiles
+        ]
+        interest_table = pa.Table.from_pylist(interest_rows, INTEREST_OUTPUT_SCHEMA)
+        yield write_partition(c.output, "models/interest", d, interest_table)
+        yield write_partition(
+            c.output,
+            "models/covisit",
+            d,
+            pa.Table.from_pylist(
+                [{"story_id": s, "neighbor_id": n, "readers": k} for s, nbs in covisit for n, k in nbs],
+                COVISIT_OUTPUT_SCHEMA,
+            ),
+        )
+        yield write_partition(
+            c.output,
+            "models/cluster",
+            d,
+            pa.Table.from_pylist(
+                [
+                    {"cluster_id": cid, "story_id": s, "clicks": k}
+                    for cid, top in sorted(cluster_top.items())
+                    for s, k in top
+                ],
+                CLUSTER_OUTPUT_SCHEMA,
+            ),
+        )
+        self.clusters.inc(len(cluster_top))
+        self.covisit.inc(len(covisit))
+        if self.models is None:
+            return
+        m = self.models
+        m.write("interest", d, {u: encode_embedding(v) for u, v, _, _ in profiles if v is not None} or {"_empty": ""})
+        m.write("history", d, {u: json.dumps({"clicks": n, "recent": r}) for u, _, n, r in profiles} or {"_empty": ""})
+        cluster_map = {u: cid for u, cid in clusters.items() if cid in cluster_top}
+        cluster_map.update({f"c:{cid}": json.dumps(dict(top)) for cid, top in cluster_top.items()})
+        m.write("cluster", d, cluster_map or {"_empty": ""})
+        m.write("covisit", d, {s: json.dumps(dict(nbs)) for s, nbs in covisit} or {"_empty": ""})
+
+
+def build(pipeline: beam.Pipeline, config: NightlyConfig):
+    """Adds the job to ``pipeline``; returns the PCollection of written paths."""
+    event_files = partition_files(config.output, "events", config.dates(config.history_days))
+    events = pipeline | "ReadEvents" >> ReadEvents(event_files)
+    stories = pipeline | "ReadStories" >> ReadStories(
+        partition_files(config.output, "stories", config.dates(config.history_days))
+    )
+    profiles = (
+        events
+        | "KeyByReader" >> beam.Map(lambda e: (e.user_id, e))
+        | "GroupByReader" >> beam.GroupByKey()
+        | "InterestProfiles" >> beam.ParDo(_ProfileFn(config.now), beam.pvalue.AsDict(stories))
+    )
+    covisit = (
+        profiles
+        | "CoVisitPairs" >> beam.FlatMap(covisit_pairs)
+        | "CountCoVisits" >> beam.CombinePerKey(sum)
+        | "KeyByStory" >> beam.MapTuple(lambda ab, n: (ab[0], (ab[1], n)))
+        | "GroupNeighbors" >> beam.GroupByKey()
+        | "TopNeighbors" >> beam.MapTuple(top_neighbors)
+    )
+    return (
+        pipeline
+        | "Once" >> beam.Create([None])
+        | "Publish"
+        >> beam.ParDo(
+            _PublishFn(config),
+            beam.pvalue.AsList(profiles),
+            beam.pvalue.AsList(covisit),
+        )
+    )
+
+
+SPEC = JobSpec(
+    name="interest_vectors",
+    options_class=NightlyOptions,
+    config_from_options=config_from_options,
+    build=build,
+    counters=("interest_users", "interest_vectors", "user_clusters", "covisit_stories"),
+    description="Learn reader interest vectors, MinHash user clusters and story co-visitation "
+    "(models/{interest,cluster,covisit}/date=D, Redis).",
+)
+
+if __name__ == "__main__":
+    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.interest_vectors"))

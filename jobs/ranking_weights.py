@@ -1,0 +1,195 @@
+"""Nightly job: ranking weights, a logistic model of click given impression.
+
+Input: the night's events, the newest story snapshots, the night's decay output and the
+*previous* night's interest and co-visitation outputs (the models that were serving when the
+impressions were shown, so a night's clicks never explain themselves). Each (reader, story) pair
+with an impression is one row; its features (:data:`newsflow.learning.weights.FEATURES`):
+
+* ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the first impression, λ from the
+  night's sufficient decay estimates, else the fixed classes (:func:`newsflow.ranking.decay.lambda_for`);
+* ``interest``: cosine of the reader's previous-night interest vector and the story embedding (0 without);
+* ``covisitation``: ``c / (1 + c)`` with ``c`` the sum of previous-night co-visitation counts between
+  the story and the reader's recent clicks;
+* ``follows`` and ``breaking``: 0 (follows live only in Redis and the breaking flag is not in the
+  story snapshot; the fitted weight is then 0 and serving keeps the defaults' boosts);
+* ``position``: log1p(0-based position).
+
+Fit: :func:`newsflow.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
+held-out AUC; the defaults when data is thin). Outputs (replaced for the date): Parquet
+``<output>/models/weights/date=D/`` (one row per feature plus the intercept) and Redis
+``Keys.model("weights", D)``.
+
+Run::
+
+    python -m jobs.ranking_weights [--date D] [--output ROOT] [launcher flags]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import sys
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from jobs.decay_rates import impression_outcomes
+from jobs.nightly_common import (
+    NightlyConfig,
+    NightlyOptions,
+    ReadEvents,
+    ReadStories,
+    config_from_options,
+    partition_files,
+    read_partitions,
+    write_partition,
+)
+from newsflow.keys import Keys
+from newsflow.learning.weights import FEATURES, fit_weights
+from newsflow.ranking.decay import lambda_for
+from pipelines.launcher import JobSpec, main
+
+NAMESPACE = "newsflow.jobs.ranking_weights"
+
+WEIGHTS_OUTPUT_SCHEMA = pa.schema(
+    [
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("weight", pa.float64()),
+        pa.field("learned", pa.bool_()),
+        pa.field("auc", pa.float64()),
+        pa.field("n_train", pa.int64()),
+        pa.field("n_holdout", pa.int64()),
+        pa.field("reason", pa.string()),
+    ]
+)
+
+
+def _previous(date: str) -> str:
+    return (dt.date.fromisoformat(date) - dt.timedelta(days=1)).isoformat()
+
+
+def load_context(config: NightlyConfig) -> dict:
+    """The night's λ overrides and the previous night's interest vectors, recent clicks and
+    co-visitation, read from Parquet (empty where the partition does not exist)."""
+    ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}}
+    decay = read_partitions(config.output, "models/decay", [config.date])
+    if decay is not None:
+        ctx["lambdas"] = {r["topic"]: r["lambda_per_hour"] for r in decay.to_pylist() if r["sufficient"]}
+    prev = _previous(config.date)
+    interest = read_partitions(config.output, "models/interest", [prev])
+    if interest is not None:
+        for r in interest.to_pylist():
+            if r["interest"] is not None:
+                ctx["interest"][r["user_id"]] = tuple(r["interest"])
+            ctx["recent"][r["user_id"]] = tuple(r["recent"] or ())
+    covisit = read_partitions(config.output, "models/covisit", [prev])
+    if covisit is not None:
+        for r in covisit.to_pylist():
+            ctx["covisit"][(r["story_id"], r["neighbor_id"])] = r["readers"]
+    return ctx
+
+
+def features_of(outcome_user, stories, ctx) -> list:
+    """``(user, (story, first impression time, position, clicked))`` -> ``[(t, features, clicked)]``
+    (empty when the story has no snapshot)."""
+    user, (story, t, position, clicked) = outcome_user
+    info = stories.get(story)
+    if info is None:
+        return []
+    age = max(0.0, (t - info.earliest_time) / 3600.0)
+    lam = lambda_for(info.topics, False, ctx["lambdas"])
+    interest = 0.0
+    u = ctx["interest"].get(user)
+    if u is not None and info.embedding is not None:
+        a, b = np.asarray(u, dtype=np.float64), np.asarray(info.embedding, dtype=np.float64)
+        na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+        interest = float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
+    c = float(sum(ctx["covisit"].get((r, story), 0) for r in ctx["recent"].get(user, ())))
+    row = {
+        "authority": info.authority,
+        "freshness": math.exp(-lam * age),
+        "interest": interest,
+        "covisitation": c / (1.0 + c),
+        "follows": 0.0,
+        "breaking": 0.0,
+        "position": math.log1p(max(0, position)),
+    }
+    return [(t, [row[f] for f in FEATURES], clicked)]
+
+
+def fit_rows(rows: list) -> list[dict]:
+    """Feature rows -> output rows (:data:`WEIGHTS_OUTPUT_SCHEMA`): one per feature + ``_intercept``."""
+    rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+    x = np.asarray([r[1] for r in rows], dtype=np.float64).reshape(-1, len(FEATURES))
+    w = fit_weights(x, [r[2] for r in rows], times=[r[0] for r in rows])
+    common = {"learned": w.learned, "auc": w.auc, "n_train": w.n_train, "n_holdout": w.n_holdout, "reason": w.reason}
+    out = [dict(common, name=f, weight=float(w.weights[f])) for f in FEATURES]
+    out.append(dict(common, name="_intercept", weight=float(w.intercept)))
+    return out
+
+
+class _PublishWeightsFn(beam.DoFn):
+    """rows -> Parquet partition + the versioned Redis hash."""
+
+    def __init__(self, config: NightlyConfig):
+        self.config = config
+        self.learned = Metrics.counter(NAMESPACE, "weights_learned")
+
+    def setup(self):
+        self.models = None
+        if self.config.redis_url:
+            import redis
+
+            from newsflow.learning.store import ModelStore
+
+            self.models = ModelStore(redis.Redis.from_url(self.config.redis_url), Keys(self.config.key_prefix))
+
+    def process(self, rows):
+        path = write_partition(
+            self.config.output, "models/weights", self.config.date, pa.Table.from_pylist(rows, WEIGHTS_OUTPUT_SCHEMA)
+        )
+        learned = bool(rows[0]["learned"])
+        if self.models is not None:
+            mapping = {r["name"]: repr(r["weight"]) for r in rows}
+            mapping["_learned"] = "1" if learned else "0"
+            mapping["_auc"] = json.dumps(rows[0]["auc"])
+            self.models.write("weights", self.config.date, mapping)
+        self.learned.inc(int(learned))
+        yield path
+
+
+def build(pipeline: beam.Pipeline, config: NightlyConfig):
+    """Adds the job to ``pipeline``; returns the PCollection of the written path."""
+    ctx = load_context(config)
+    events = pipeline | "ReadEvents" >> ReadEvents(partition_files(config.output, "events", [config.date]))
+    stories = pipeline | "ReadStories" >> ReadStories(
+        partition_files(config.output, "stories", config.dates(config.history_days))
+    )
+    return (
+        events
+        | "ImpressionsAndClicks" >> beam.Filter(lambda e: e.type in ("impression", "click"))
+        | "KeyByReaderStory" >> beam.Map(lambda e: ((e.user_id, e.story_id), e))
+        | "GroupByReaderStory" >> beam.GroupByKey()
+        | "FirstImpressionOutcome" >> beam.FlatMapTuple(lambda k, es: [(k[0], o) for o in impression_outcomes(k, es)])
+        | "Features" >> beam.FlatMap(features_of, beam.pvalue.AsDict(stories), ctx)
+        | "CollectRows" >> beam.combiners.ToList()
+        | "FitWeights" >> beam.Map(fit_rows)
+        | "PublishWeights" >> beam.ParDo(_PublishWeightsFn(config))
+    )
+
+
+SPEC = JobSpec(
+    name="ranking_weights",
+    options_class=NightlyOptions,
+    config_from_options=config_from_options,
+    build=build,
+    counters=("weights_learned",),
+    description="Fit the ranking weights (logistic click model; defaults when data is thin) "
+    "(models/weights/date=D, Redis).",
+)
+
+if __name__ == "__main__":
+    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.ranking_weights"))
