@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install models bench lint clean
+.PHONY: demo test install models bench lint clean browser
 
 $(STAMP): requirements.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(STAMP) models lint
+# Headless Chromium for tests/web/test_browser.py (Debian's package; Playwright drives it through its
+# executable path, nothing is downloaded by Playwright). Quick no-op when already installed; as root
+# (.ci/run) or with sudo it installs it with apt-get, elsewhere it says so and the browser tests skip.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "make browser: no apt-get; install Chromium yourself (browser tests will skip)"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "make browser: not root and no sudo; run 'apt-get install chromium' (browser tests will skip)"; fi
+
+test: $(STAMP) models lint browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 bench: $(STAMP) models

@@ -79,6 +79,8 @@ setup(
             "gcp-storage-emulator>=2024.0",
             "build>=1.2",
             "wheel>=0.43",
+            "playwright>=1.45",
+            "axe-playwright-python>=0.1.4",
         ],
     },
     entry_points={"console_scripts": ["newsflow=cli.main:main"]},
