@@ -3,6 +3,8 @@
 Endpoints (all JSON; schema at ``GET /openapi.json``):
 
 * ``GET /v1/top?edition=&limit=`` — the edition's precomputed feed (``global`` by default);
+  on ``/v1/top``, ``/v1/topics/{topic}`` and ``/v1/trending`` an optional bearer token of a reader who
+  blocks topics or outlets removes those stories (answered ``private``);
 * ``GET /v1/topics/{topic}?limit=`` — a topic's precomputed feed;
 * ``GET /v1/trending?limit=`` — latest trending stories/entities/topics and the breaking set;
 * ``GET /v1/stories/{story_id}`` — full coverage: every source, independent reports
@@ -63,13 +65,21 @@ from newsflow.ranking.events import (
     validate_event,
 )
 from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import rerank
+from newsflow.ranking.rerank import rerank, without_blocked
 from newsflow.ranking.store import (
     FEED_TTL_SECONDS,
     GLOBAL_EDITION,
     RankingStore,
 )
-from serving.http_cache import LocalCache, cache_headers, conditional_json, json_bytes, not_modified_or
+from schemas import UserProfile
+from serving.http_cache import (
+    STALE_REASON_HEADER,
+    LocalCache,
+    cache_headers,
+    conditional_json,
+    json_bytes,
+    not_modified_or,
+)
 from serving.openapi import openapi_schema
 from serving.pages import coverage_page, feed_page, trending_page
 from serving.preferences import merge_preferences, profile_preferences
@@ -173,11 +183,14 @@ class Api:
             )
         return ed
 
-    def _respond(self, request: Request, payload: dict, cache: str, stale_reason: str = "") -> Response:
+    def _respond(
+        self, request: Request, payload: dict, cache: str, stale_reason: str = "", conditional: bool = True
+    ) -> Response:
+        """JSON answer with caching headers; ``304`` when ``conditional`` and ``If-None-Match`` matches."""
         headers = cache_headers(
             cache, self.config.max_age, self.config.s_maxage, self.config.stale_s_maxage, stale_reason
         )
-        return conditional_json(request.headers.get("if-none-match", ""), payload, headers)
+        return conditional_json(request.headers.get("if-none-match", "") if conditional else "", payload, headers)
 
     def _user(self, request: Request) -> str:
         auth = request.headers.get("authorization", "")
@@ -198,6 +211,36 @@ class Api:
                 {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{e.reason}"'},
             ) from None
 
+    def _reader_blocks(self, request: Request) -> UserProfile | None:
+        """The profile of the bearer-token reader of a public endpoint when they block something, else
+        ``None`` (no token, or nothing blocked: the shared CDN-cacheable page). An invalid token is a 401;
+        with Redis down the blocks cannot be read and the public page is served."""
+        if not request.headers.get("authorization"):
+            return None
+        user = self._user(request)
+        try:
+            self._guard()
+            profile = self.store.user_profile(user)
+        except REDIS_ERRORS:
+            self._mark_down()
+            return None
+        return profile if (profile.block_sources or profile.block_topics) else None
+
+    def _without_blocked(self, request: Request, response: Response, profile: UserProfile) -> Response:
+        """A public JSON page (a ``200`` built unconditionally) with the reader's blocked stories removed
+        (``stories``, ``breaking`` and trending ``topics``), answered ``private``."""
+        payload = json.loads(response.body)
+        for name in ("stories", "breaking"):
+            if isinstance(payload.get(name), list):
+                payload[name] = without_blocked(payload[name], profile)
+        if isinstance(payload.get("topics"), list):
+            payload["topics"] = [
+                t for t in payload["topics"] if str(t.get("topic", "")).lower() not in profile.block_topics
+            ]
+        if "count" in payload:
+            payload["count"] = len(payload["stories"])
+        return self._respond(request, payload, "private", response.headers.get(STALE_REASON_HEADER.lower(), ""))
+
     def _cached(self, request: Request, key: str, build: Callable[[], Response]) -> Response:
         """In-process cache of public ``200`` responses (:class:`~serving.http_cache.LocalCache`)."""
         return not_modified_or(self.cache.get_or_build(key, build), request.headers.get("if-none-match", ""))
@@ -209,13 +252,17 @@ class Api:
     def top(self, request: Request) -> Response:
         edition, limit = self._edition(request), self._limit(request)
 
-        def build() -> Response:
+        def build(conditional: bool = True) -> Response:
             name = f"edition:{edition}"
             doc, stale = self._feed_with_fallback(
                 name, self.store.keys.feed("edition", edition), f"edition:{GLOBAL_EDITION}"
             )
-            return self._respond(request, feed_page("edition", edition, doc, limit, stale), "public", stale)
+            page = feed_page("edition", edition, doc, limit, stale)
+            return self._respond(request, page, "public", stale, conditional)
 
+        profile = self._reader_blocks(request)
+        if profile is not None:
+            return self._without_blocked(request, build(False), profile)
         return self._cached(request, f"top|{edition}|{limit}", build)
 
     def topic(self, request: Request) -> Response:
@@ -225,17 +272,20 @@ class Api:
             raise ApiError(400, "bad_parameter", f"topic must be 1-64 chars of [a-z0-9 _&.'-], got {raw!r}")
         limit = self._limit(request)
 
-        def build() -> Response:
+        def build(conditional: bool = True) -> Response:
             name = f"topic:{topic}"
             doc, stale = self._feed_with_fallback(name, self.store.keys.feed("topic", topic), "")
-            return self._respond(request, feed_page("topic", topic, doc, limit, stale), "public", stale)
+            return self._respond(request, feed_page("topic", topic, doc, limit, stale), "public", stale, conditional)
 
+        profile = self._reader_blocks(request)
+        if profile is not None:
+            return self._without_blocked(request, build(False), profile)
         return self._cached(request, f"topic|{topic}|{limit}", build)
 
     def trending(self, request: Request) -> Response:
         limit = self._limit(request)
 
-        def build() -> Response:
+        def build(conditional: bool = True) -> Response:
             now = self._ranking_now()
             try:
                 self._guard()
@@ -255,11 +305,14 @@ class Api:
                     "topics": [],
                     "breaking": [],
                 }
-                return self._respond(request, dict(doc, stale=True), "public", "redis-unavailable")
+                return self._respond(request, dict(doc, stale=True), "public", "redis-unavailable", conditional)
             doc = trending_page(end, story_rows, entity_rows, topic_rows, breaking, recs)
             self.snapshots.put("trending", dict(doc, generated_at=end))
-            return self._respond(request, dict(doc, stale=False), "public")
+            return self._respond(request, dict(doc, stale=False), "public", "", conditional)
 
+        profile = self._reader_blocks(request)
+        if profile is not None:
+            return self._without_blocked(request, build(False), profile)
         return self._cached(request, f"trending|{limit}", build)
 
     def story(self, request: Request) -> Response:

@@ -208,3 +208,20 @@ def test_topics_sources_trending_pages(site):
     assert _card_ids(trending) == ["s5", "s3", "s1"]  # by new articles: 12, 4, 2
     assert site.get("/topics/bad%2Ftopic").status_code in (400, 404)
     assert re.search(r"Page not found", site.get("/no/such/page").text)
+
+
+def test_json_surfaces_apply_a_bearer_readers_blocks(site):
+    auth = {"Authorization": "Bearer " + sign_token("dave", SECRET, NOW, 3600)}
+    # nothing blocked yet: the shared public page
+    assert site.get("/v1/top", headers=auth).headers["cache-control"] == "public, max-age=30, s-maxage=60"
+    site.put("/v1/me/preferences", headers=auth, json={"block_sources": ["www.a.com"], "block_topics": ["business"]})
+    top = site.get("/v1/top", headers=auth)
+    assert top.headers["cache-control"] == "private, no-store"
+    assert [s["story_id"] for s in top.json()["stories"]] == ["s6", "s4"] and top.json()["count"] == 2
+    world = site.get("/v1/topics/world", headers=auth).json()["stories"]
+    assert [s["story_id"] for s in world] == []  # s1, s2 are a.com; s3 is business
+    trending = site.get("/v1/trending", headers=auth).json()
+    assert trending["stories"] == [] and trending["breaking"] == []  # s5, s1 a.com; s3 business
+    assert "business" not in {t["topic"].lower() for t in trending["topics"]}
+    assert [s["story_id"] for s in site.get("/v1/top").json()["stories"]] == ["s1", "s7", "s6", "s3", "s4"]
+    assert site.get("/v1/top", headers={"Authorization": "Bearer nf1.x.y"}).status_code == 401
