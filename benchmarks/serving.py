@@ -14,7 +14,13 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
   uvicorn + this load generator on this machine, measured in the same run;
 * ``cached_feed``: ``GET /v1/top?edition=en`` (precomputed feed);
 * ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check,
-  profile + cached feed + breaking set from Redis, injection, blocks, source cap).
+  profile + cached feed + breaking set from Redis, injection, blocks, source cap);
+* ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`serving.web`: precomputed
+  feed, breaking banner, Jinja2 render; CDN-cacheable, so also kept in the in-process cache);
+* ``home_page_signed_in``: ``GET /`` with 200 readers' session cookies (private: profile read,
+  blocks applied, rendered per request);
+* ``coverage_page``: ``GET /stories/{id}`` anonymous over 50 stories of 30 articles each in
+  10 near-duplicate groups (story + article hashes from Redis, grouping, render).
 
 Reported: requests/s, p50/p99 latency (ms), non-2xx count, and requests/s as a ratio of
 the baseline. Target: cached feed p99 < 10 ms at >= 1,000 requests/s.
@@ -40,6 +46,7 @@ from newsflow.stores.redis_conn import stop_embedded
 
 SECRET = b"benchmark-secret-benchmark-secret-0123"
 N_USERS = 200
+N_COVERAGE = 50
 
 
 def _free_port() -> int:
@@ -79,6 +86,27 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
                 "merged_into": "",
             },
         )
+    for i in range(N_COVERAGE):  # full coverage: 30 articles in 10 near-duplicate groups
+        sid = f"s{i:05d}"
+        for j in range(30):
+            aid = f"a{i:05d}-{j:02d}"
+            t = now - 3600 + j * 60
+            dom = f"outlet{(i + j) % 40}.example"
+            pipe.hset(
+                keys.article(aid),
+                mapping={
+                    "title": f"Report {j} on story {i} " + "y" * 40,
+                    "url": f"https://{dom}/{aid}",
+                    "source_domain": dom,
+                    "source_name": dom,
+                    "event_time": repr(t),
+                    "cluster_id": f"c{i}-{j % 10}",
+                    "story_id": sid,
+                    "authority": repr(float(rng.uniform(0.2, 1.0))),
+                    "language": "en",
+                },
+            )
+            pipe.zadd(keys.story_articles(sid), {aid: t})
     for u in range(N_USERS):
         pipe.hset(
             keys.user(f"u{u}"),
@@ -218,6 +246,9 @@ def main(argv=None) -> int:
         "baseline": ("baseline", [get("/")]),
         "cached_feed": ("api", [get("/v1/top?edition=en")]),
         "personal_feed": ("api", [get("/v1/feed", f"Authorization: Bearer {t}\r\n".encode()) for t in tokens]),
+        "home_page": ("api", [get("/")]),
+        "home_page_signed_in": ("api", [get("/", f"Cookie: nf_session={t}\r\n".encode()) for t in tokens]),
+        "coverage_page": ("api", [get(f"/stories/s{i:05d}") for i in range(N_COVERAGE)]),
     }
     results = {}
     try:
@@ -227,7 +258,7 @@ def main(argv=None) -> int:
         stop_embedded(server, save=False)
         shutil.rmtree(tmp, ignore_errors=True)
     base = results["baseline"]["rps"]
-    for name in ("cached_feed", "personal_feed"):
+    for name in ("cached_feed", "personal_feed", "home_page", "home_page_signed_in", "coverage_page"):
         results[name]["rps_vs_baseline"] = round(results[name]["rps"] / base, 3)
     cached = results["cached_feed"]
     out = {
