@@ -18,7 +18,7 @@ import time
 from newsflow.settings import Settings, add_settings_arguments
 
 COMMAND = "serve"
-HELP = "start the HTTP API (uvicorn) over the Redis feeds; --mint-token USER prints a reader token"
+HELP = "start the reader web UI and HTTP API (uvicorn) over the Redis feeds; --mint-token USER prints a reader token"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
         ranking_clock=ranking_clock,
     )
-    print(f"newsflow API on http://{args.host}:{args.port}/v1/top  (schema: /openapi.json)", flush=True)
+    print(
+        f"newsflow on http://{args.host}:{args.port}/  (JSON API: /v1/top, schema: /openapi.json)",
+        flush=True,
+    )
     uvicorn.run(create_app(client, config), host=args.host, port=args.port, log_level=args.log_level)
     return 0
