@@ -599,10 +599,20 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None) -> dict:
 
 
 def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[str]:
-    """Why a story is on the reader's For You page, most specific first: breaking, a followed
-    topic, a followed outlet, trending now (new articles in the latest window), similar to what
-    they read (a reader with an interest vector), else a top story of their edition."""
+    """Why a story is on the reader's For You page, most specific first.
+
+    Reads the feed item's ``why`` signals when the feed builder attached them
+    (:func:`newsflow.ranking.personalize.personal_signals`: ``followed``, ``interest``,
+    ``covisitation``, ``similar_readers``, ``trending``, ``top``), else falls back to the profile and
+    ``velocity`` (``{story_id: new articles in the latest trending window}``).
+
+    Returns:
+      Labels among "Breaking news", "You follow <topic>", "You follow <outlet>", "Similar to stories
+      you read", "Readers like you read this", "Trending now"; "Top story in your edition" when none
+      applies.
+    """
     out = []
+    why = item.get("why") if isinstance(item.get("why"), dict) else {}
     if item.get("breaking"):
         out.append("Breaking news")
     if profile is not None:
@@ -613,11 +623,30 @@ def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[
         src = outlet(str(item.get("domain", "")))
         if src in profile.follow_sources:
             out.append(f"You follow {src}")
-    if velocity.get(item.get("story_id"), 0) > 0:
-        out.append("Trending now")
-    if profile is not None and profile.interest is not None and profile.clicks > 0 and not out:
-        out.append("Similar to stories you read")
+    if why:
+        if _num(why.get("interest")) >= INTEREST_LABEL_MIN or why.get("top") == "interest":
+            out.append("Similar to stories you read")
+        if _num(why.get("covisitation")) > 0 or _num(why.get("similar_readers")) > 0:
+            out.append("Readers like you read this")
+        if _num(why.get("trending")) > 0 and "Breaking news" not in out:
+            out.append("Trending now")
+    else:
+        if velocity.get(item.get("story_id"), 0) > 0 and "Breaking news" not in out:
+            out.append("Trending now")
+        if profile is not None and profile.interest is not None and profile.clicks > 0 and not out:
+            out.append("Similar to stories you read")
     return out or ["Top story in your edition"]
+
+
+INTEREST_LABEL_MIN = 0.3
+"""Cosine between a story and the reader's interest vector from which "Similar to stories you read" shows."""
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def web_routes(api) -> tuple[list, Web]:

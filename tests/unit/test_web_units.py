@@ -1,0 +1,141 @@
+"""Pure helpers of the reader web UI and preferences: time text, redirects, preference merging and
+buttons, the coverage lead under blocks, and the For You "why" labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schemas import ArticleRecord, UserProfile
+from serving.pages import coverage_page
+from serving.preferences import apply_action, merge_preferences, normalize_source, normalize_topic
+from serving.web import ago_text, coverage_context, iso_text, safe_next, utc_text, why_labels
+
+T = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+
+
+def test_time_text():
+    assert utc_text(T) == "2023-11-14 22:13 UTC"
+    assert iso_text(T) == "2023-11-14T22:13:20Z"
+    assert utc_text(None) == "" and utc_text("x") == "" and utc_text(float("nan")) == "" and iso_text(0) == ""
+    assert ago_text(T - 30, T) == "just now"
+    assert ago_text(T - 5 * 60, T) == "5 min ago"
+    assert ago_text(T - 3 * 3600 - 59, T) == "3 h ago"
+    assert ago_text(T - 86400, T) == "1 day ago" and ago_text(T - 3 * 86400, T) == "3 days ago"
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("/for-you", "/for-you"),
+        ("/topics/world?x=1", "/topics/world?x=1"),
+        ("//evil.example/", "/"),
+        ("/\\evil.example", "/"),
+        ("https://evil.example/", "/"),
+        ("/ok\r\nSet-Cookie: x", "/"),
+        ("", "/"),
+        (None, "/"),
+    ],
+)
+def test_safe_next_refuses_open_redirects(value, expected):
+    assert safe_next(value) == expected
+
+
+def test_normalizers():
+    assert normalize_topic("  World ") == "world"
+    assert normalize_source("https://uk.reuters.com/business/x") == "reuters.com"
+    assert normalize_source("News.BBC.co.uk") == "bbc.co.uk"
+    for bad in ("", "a/b", "x" * 65):
+        with pytest.raises(ValueError):
+            normalize_topic(bad)
+    for bad in ("", "not a domain", "http://", 42):
+        with pytest.raises(ValueError):
+            normalize_source(bad)
+
+
+def test_merge_preferences_replaces_given_fields_and_refuses_conflicts():
+    cur = UserProfile("u", follow_topics=frozenset({"tech"}), block_sources=frozenset({"a.com"}))
+    out = merge_preferences(cur, {"block_sources": ["uk.reuters.com", "in.reuters.com"]})
+    assert out == {
+        "follow_topics": ["tech"],
+        "follow_sources": [],
+        "block_topics": [],
+        "block_sources": ["reuters.com"],
+    }
+    with pytest.raises(ValueError, match="follow and block"):
+        merge_preferences(cur, {"block_topics": ["Tech"]})
+    with pytest.raises(ValueError, match="unknown fields"):
+        merge_preferences(cur, {"follow": []})
+    with pytest.raises(ValueError):
+        merge_preferences(cur, {"follow_topics": "tech"})
+    with pytest.raises(ValueError):
+        merge_preferences(cur, {"follow_topics": ["t"] * 201})
+    with pytest.raises(ValueError):
+        merge_preferences(cur, [])
+
+
+def test_apply_action_moves_between_follow_and_block():
+    cur = UserProfile("u", follow_sources=frozenset({"reuters.com"}))
+    assert apply_action(cur, "block", "source", "uk.reuters.com") == {
+        "follow_sources": [],
+        "block_sources": ["reuters.com"],
+    }
+    assert apply_action(cur, "follow", "topic", "Sport") == {"follow_topics": ["sport"], "block_topics": []}
+    assert apply_action(cur, "unfollow", "source", "www.reuters.com") == {"follow_sources": [], "block_sources": []}
+    for args in (("mute", "topic", "x"), ("follow", "person", "x"), ("follow", "topic", "a/b")):
+        with pytest.raises(ValueError):
+            apply_action(cur, *args)
+
+
+def _art(aid, dom, cid, auth, t):
+    return ArticleRecord(
+        article_id=aid,
+        title=f"title {aid}",
+        url=f"https://{dom}/{aid}",
+        source_domain=dom,
+        source_name=dom,
+        event_time=t,
+        cluster_id=cid,
+        story_id="s1",
+        authority=auth,
+        language="en",
+    )
+
+
+def test_coverage_lead_skips_blocked_outlets():
+    arts = [
+        _art("a1", "www.a.com", "c1", 0.9, T),
+        _art("a2", "copy.com", "c1", 0.5, T + 60),
+        _art("a3", "b.com", "c2", 0.7, T + 300),
+        _art("a4", "uk.a.com", "c3", 0.6, T + 900),
+    ]
+    summary = {"story_id": "s1", "title": "t", "url": "https://www.a.com/a1", "domain": "www.a.com", "topics": []}
+    cov = coverage_page(summary, [], arts)
+    anon = coverage_context(cov, arts, None)
+    assert anon["lead"]["article"]["article_id"] == "a1" and anon["outlet_count"] == 3  # a.com, copy.com, b.com
+    assert [r["article"]["article_id"] for r in anon["others"]] == ["a3", "a4"]
+    assert [t["copy_of"] for t in anon["timeline"]] == ["", "www.a.com", "", ""]
+    no_a = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"a.com"})))
+    assert no_a["lead"]["article"]["article_id"] == "a3"
+    none = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"a.com", "b.com"})))
+    assert none["lead"] is None and none["lead_blocked"]
+
+
+def test_why_labels_from_feed_signals_and_fallbacks():
+    p = UserProfile("u", follow_topics=frozenset({"tech"}), follow_sources=frozenset({"reuters.com"}))
+    item = {"story_id": "s", "domain": "uk.reuters.com", "topics": ["Tech"], "breaking": True}
+    assert why_labels(item, p, {}) == ["Breaking news", "You follow tech", "You follow reuters.com"]
+    signals = {"interest": 0.42, "covisitation": 0.0, "similar_readers": 0.5, "trending": 0.1, "top": "interest"}
+    assert why_labels({"story_id": "s", "domain": "x.com", "topics": [], "why": signals}, UserProfile("u"), {}) == [
+        "Similar to stories you read",
+        "Readers like you read this",
+        "Trending now",
+    ]
+    quiet = {"interest": 0.1, "covisitation": 0, "similar_readers": 0, "trending": 0, "top": "freshness"}
+    assert why_labels({"story_id": "s", "domain": "x.com", "why": quiet}, UserProfile("u"), {}) == [
+        "Top story in your edition"
+    ]
+    # without signals: the trending window and the profile's interest vector
+    assert why_labels({"story_id": "s", "domain": "x.com"}, UserProfile("u"), {"s": 3}) == ["Trending now"]
+    reader = UserProfile("u", interest=np.ones(128, dtype=np.float32), clicks=5)
+    assert why_labels({"story_id": "s", "domain": "x.com"}, reader, {}) == ["Similar to stories you read"]
