@@ -27,7 +27,6 @@ outlet's ``outlet``, ``name``, ``tier``, ``authority`` and ``language`` (ignored
 from __future__ import annotations
 
 import csv
-import io
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -111,6 +110,8 @@ def read_opml(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterat
                 n_outlines += 1
                 a = _attrs(elem)
                 title = (a.get("title") or a.get("text") or "").strip()
+                if title and title == a.get("xmlurl", "").strip():
+                    title = ""  # a writer (ours among them) that shows the URL when there is no title
                 if "xmlurl" not in a:
                     stack.append((elem, title, False))
                     continue
@@ -150,8 +151,11 @@ def read_opml(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterat
                     stack.pop()
                 if stack:
                     parent = stack[-1][0]
-                    if len(parent) and parent[-1] is elem:
-                        del parent[-1]  # finished: drop it, so a huge file is never held in memory
+                    # finished: drop it, so a huge file is never held in memory; siblings end in
+                    # order, so a finished element is its parent's first remaining child (the parser
+                    # may already have appended later siblings)
+                    if len(parent) and parent[0] is elem:
+                        del parent[0]
                 elem.clear()
     except DefusedXmlException as e:
         what = {
@@ -172,6 +176,17 @@ def read_opml(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterat
         yield "file", FeedError("bad_file", "empty file")
 
 
+def _decoded_lines(raw: IO[bytes]) -> Iterator[str]:
+    """UTF-8 lines of a binary file, decoded one at a time (a bad byte fails only its own line, after
+    the rows before it were read); a leading byte-order mark is dropped."""
+    first = True
+    for line in raw:
+        if first:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+            first = False
+        yield line.decode("utf-8")
+
+
 def read_csv(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterator[Parsed]:
     """Feeds of a CSV file (columns in the module docstring).
 
@@ -181,7 +196,7 @@ def read_csv(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterato
       before were yielded), ``bad_entry`` (empty URL, unknown kind or status), ``too_many``.
     """
     raw = open(source, "rb") if isinstance(source, str) else source  # noqa: SIM115 - closed below
-    text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="", errors="strict")
+    text = _decoded_lines(raw)
     try:
         reader = csv.reader(text)
         try:
@@ -253,7 +268,6 @@ def read_csv(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterato
                 ),
             )
     finally:
-        text.detach()
         if isinstance(source, str):
             raw.close()
 
