@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("sources", "crawler.commands.sources_resume"),
     ("sources", "crawler.commands.sources_remove"),
     (None, "crawler.commands.push_server"),
+    (None, "cli.nightly"),
 )
 
 GROUP_HELP = {

@@ -10,6 +10,9 @@ Feed documents (JSON, stored at :meth:`newsflow.keys.Keys.feed`)::
      "alpha": float, "stories": [{story_id, title, url, domain, topics, languages,
      article_count, source_count, independent_count, earliest_time, latest_time,
      authority, score, relevance, breaking}, ...]}
+
+Personal feed items also carry ``why``, the signals that placed them
+(:func:`newsflow.ranking.personalize.personal_signals`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from newsflow.ranking.mmr import (
 from newsflow.ranking.personalize import (
     blocked_mask,
     history_weight,
-    personal_relevance,
+    load_learned,
+    personal_signals,
+    with_learned,
 )
 from newsflow.ranking.store import (
     GLOBAL_EDITION,
@@ -299,6 +304,8 @@ def build_user_feed(
       Feed document with ``kind="user"`` and ``name=profile.user_id``.
     """
     edition = edition or profile.edition or GLOBAL_EDITION
+    learned = load_learned(store.client, store.keys, profile.user_id)
+    profile = with_learned(profile, learned)
     if shared is None:
         shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
     velocity, overrides, breaking_ids = shared
@@ -313,9 +320,24 @@ def build_user_feed(
     cands = Candidates(stories, now, overrides, breaking_ids, velocity)
     if not len(cands):
         return feed_doc("user", profile.user_id, now, config.alpha, [])
-    rel = personal_relevance(cands.scores, cands.velocity, cands.embeddings, cands.topics, cands.sources, profile)
+    story_ids = [s.story_id for s in cands.stories]
+    rel, why = personal_signals(
+        cands.scores,
+        cands.velocity,
+        cands.embeddings,
+        cands.topics,
+        cands.sources,
+        profile,
+        story_ids,
+        learned,
+        authority=np.array([s.authority for s in cands.stories], dtype=np.float64),
+        breaking=cands.breaking,
+    )
     blocked = blocked_mask(cands.topics, cands.sources, profile)
     items = rank(cands, rel, k or config.user_k, config.alpha, config.source_cap, exclude=blocked)
+    why_by_id = dict(zip(story_ids, why, strict=True))
+    for item in items:
+        item["why"] = why_by_id[item["story_id"]]
     doc = feed_doc("user", profile.user_id, now, config.alpha, items)
     doc["edition"] = edition
     return doc

@@ -1,0 +1,185 @@
+"""``newsflow nightly [--date D]``: the nightly learning loop, in order, under a lock.
+
+Steps, for the night ``D`` (default: yesterday, UTC):
+
+1. take the lock ``Keys.nightly_lock(D)`` (``SET NX PX`` with a random token): a second scheduler
+   for the same date exits at once with status ``locked`` (exit code 3) and runs nothing;
+2. move the reader-event stream into ``<output>/events/date=*/`` (exactly once, see
+   :func:`newsflow.ranking.events.flush_events`);
+3. run the Beam batch jobs in dependency order on the shared launcher (same flags as the
+   streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
+   ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
+4. switch every model to version ``D`` in one transaction (:meth:`newsflow.learning.store.ModelStore.switch`;
+   the previous version stays for rollback, older ones are pruned);
+5. release the lock (only if it still holds this run's token), whatever happened.
+
+It prints one JSON line (``date``, ``status`` ``ok``/``failed``/``locked``, ``events_flushed``,
+``jobs`` [launcher summaries], ``models`` [current versions], ``seconds``, ``error``) and exits 0
+only when everything succeeded. A job that fails leaves the previous night's models serving.
+
+Beam flags after ``--`` (``--runner DataflowRunner --project ... --region ...``) go to every job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import time
+
+from newsflow.settings import Settings, add_settings_arguments
+
+COMMAND = "nightly"
+HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lock; prints JSON"
+ACCEPTS_EXTRA_ARGS = True
+EXIT_LOCKED = 3
+MODELS = ("decay", "weights", "interest", "history", "cluster", "covisit")
+log = logging.getLogger("newsflow.cli.nightly")
+
+_RELEASE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``newsflow nightly``."""
+    add_settings_arguments(parser)
+    parser.add_argument("--date", default=None, help="night to compute, YYYY-MM-DD UTC (default: yesterday)")
+    parser.add_argument(
+        "--output", default=None, help="Parquet root with events/, stories/, models/ (default <data dir>/output)"
+    )
+    parser.add_argument("--history-days", type=int, default=28, help="days of events for interests and clusters")
+    parser.add_argument("--decay-days", type=int, default=7, help="days of events for the decay fit")
+    parser.add_argument(
+        "--lock-ttl", type=float, default=6 * 3600.0, help="seconds the date's lock lives if this run dies (6 h)"
+    )
+
+
+def _jobs():
+    import jobs.decay_rates
+    import jobs.interest_vectors
+    import jobs.ranking_weights
+    import jobs.snapshot_stories
+
+    return (
+        jobs.snapshot_stories.SPEC,
+        jobs.decay_rates.SPEC,
+        jobs.interest_vectors.SPEC,
+        jobs.ranking_weights.SPEC,
+    )
+
+
+def run_night(
+    client,
+    settings: Settings,
+    date: str,
+    output: str,
+    beam_args: list[str] | None = None,
+    history_days: int = 28,
+    decay_days: int = 7,
+    lock_ttl: float = 6 * 3600.0,
+) -> dict:
+    """Runs one night (steps in the module docstring) and returns the summary dict.
+
+    Args:
+      client: ``redis.Redis`` client of the serving Redis.
+      settings: resolved settings (key prefix; ``redis_url`` handed to the jobs).
+      date: ``YYYY-MM-DD``.
+      output: Parquet root.
+      beam_args: extra Beam flags for every job.
+      history_days / decay_days: event windows of the jobs.
+      lock_ttl: seconds.
+
+    Returns:
+      The JSON-ready summary; ``status`` is ``ok``, ``failed`` or ``locked``.
+    """
+    from newsflow.learning.store import ModelStore
+    from newsflow.ranking.events import flush_events
+    from pipelines.launcher import launch, summary
+
+    keys = settings.keys
+    started = time.monotonic()
+    out: dict = {"date": date, "status": "failed", "events_flushed": 0, "jobs": [], "models": {}, "error": ""}
+    lock, token = keys.nightly_lock(date), secrets.token_hex(16)
+    if not client.set(lock, token, nx=True, px=int(lock_ttl * 1000)):
+        out.update(status="locked", error=f"another nightly run holds {lock}")
+        out["seconds"] = round(time.monotonic() - started, 3)
+        return out
+    try:
+        while True:
+            n, _ = flush_events(client, f"{output.rstrip('/')}/events", keys=keys)
+            out["events_flushed"] += n
+            if n == 0:
+                break
+        argv = [
+            "--date",
+            date,
+            "--output",
+            output,
+            "--history_days",
+            str(history_days),
+            "--decay_days",
+            str(decay_days),
+            "--key_prefix",
+            settings.key_prefix,
+            "--data_dir",
+            settings.data_dir,
+        ]
+        if settings.redis_url:
+            argv += ["--redis_url", settings.redis_url]
+        argv += list(beam_args or [])
+        for spec in _jobs():
+            t0 = time.monotonic()
+            launched = launch(spec, argv)
+            s = summary(launched)
+            s["seconds"] = round(time.monotonic() - t0, 3)
+            out["jobs"].append(s)
+            if launched.state != "DONE":
+                raise RuntimeError(f"job {spec.name} ended in state {launched.state}")
+        models = ModelStore(client, keys)
+        out["models"] = models.switch({name: date for name in MODELS})
+        out["pruned"] = {name: models.prune(name) for name in MODELS}
+        out["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - any failure is reported in the summary and the exit code
+        log.exception("nightly run for %s failed", date)
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        client.eval(_RELEASE_SCRIPT, 1, lock, token)
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """``newsflow nightly``: prints the JSON summary; exit 0 ok, 1 failed, 2 bad flags, 3 locked."""
+    from jobs.nightly_common import parse_date
+    from newsflow.stores.redis_conn import embedded_socket_url
+
+    try:
+        settings = Settings.resolve(args)
+        date = parse_date(args.date)
+    except ValueError as e:
+        print(json.dumps({"status": "failed", "error": str(e)}))
+        return 2
+    for name in ("history_days", "decay_days"):
+        if not 1 <= getattr(args, name) <= 366:
+            print(json.dumps({"status": "failed", "error": f"--{name.replace('_', '-')} must be in [1, 366]"}))
+            return 2
+    if not settings.redis_url:  # the jobs' workers reach the embedded server through its socket
+        settings = settings.with_redis_url(embedded_socket_url(settings.embedded_redis_path))
+    client = settings.connect_redis()
+    extra = [a for a in (getattr(args, "extra_args", None) or []) if a != "--"]
+    summary = run_night(
+        client,
+        settings,
+        date,
+        args.output or os.path.join(settings.data_dir, "output"),
+        extra,
+        args.history_days,
+        args.decay_days,
+        args.lock_ttl,
+    )
+    print(json.dumps(summary, default=str), flush=True)
+    return {"ok": 0, "locked": EXIT_LOCKED}.get(summary["status"], 1)
