@@ -29,6 +29,9 @@ token``), so it changes with the session and cannot be forged without the secret
 form uses a double-submit random cookie (``nf_csrf``) against login CSRF. Cookies are
 ``SameSite=Lax`` and the pages send a ``Content-Security-Policy`` that allows no script at all.
 
+Templates live in ``serving/templates`` and the stylesheet in ``serving/static``; filters, time
+text and the page-context builders are :mod:`serving.web_view`.
+
 Sign-in asks for a reader name only (no password): it identifies a reader for personalization,
 it does not authenticate one; put real authentication in front for anything else.
 """
@@ -37,21 +40,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
 import secrets
 import threading
 import time
 from urllib.parse import parse_qsl, quote
 
-import jinja2
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from newsflow.outlets import outlet
-from newsflow.ranking.rerank import is_blocked, without_blocked
+from newsflow.ranking.rerank import without_blocked
 from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
 from serving.http_cache import cache_headers, etag_matches, strong_etag
@@ -59,14 +60,13 @@ from serving.pages import coverage_page, feed_page
 from serving.preferences import apply_action, normalize_source, normalize_topic
 from serving.resilience import REDIS_ERRORS
 from serving.tokens import TokenError, sign_token, verify_token
+from serving.web_view import ago_text, coverage_context, safe_next, templates, why_labels
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
 SESSION_TTL_SECONDS = 14 * 86400
 MAX_FORM_BYTES = 8 * 1024
-HERE = os.path.dirname(os.path.abspath(__file__))
-TEMPLATE_DIR = os.path.join(HERE, "templates")
-STATIC_DIR = os.path.join(HERE, "static")
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
@@ -84,73 +84,6 @@ class PageError(Exception):
     def __init__(self, status: int, title: str, message: str):
         super().__init__(message)
         self.status, self.title, self.message = status, title, message
-
-
-def utc_text(epoch) -> str:
-    """``"2026-12-01 03:10 UTC"`` for UTC epoch seconds; ``""`` for none or a non-number."""
-    try:
-        t = float(epoch)
-    except (TypeError, ValueError):
-        return ""
-    if not math.isfinite(t) or t <= 0:
-        return ""
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
-
-
-def iso_text(epoch) -> str:
-    """RFC 3339 UTC (``2026-12-01T03:10:00Z``) for a ``<time datetime>`` attribute; ``""`` for none."""
-    try:
-        t = float(epoch)
-    except (TypeError, ValueError):
-        return ""
-    if not math.isfinite(t) or t <= 0:
-        return ""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def ago_text(epoch, now: float) -> str:
-    """How long before ``now`` (UTC epoch s) ``epoch`` was: ``"just now"``, ``"5 min ago"``,
-    ``"3 h ago"``, ``"2 days ago"``; ``""`` for none."""
-    try:
-        d = float(now) - float(epoch)
-    except (TypeError, ValueError):
-        return ""
-    if not math.isfinite(d):
-        return ""
-    if d < 60:
-        return "just now"
-    if d < 3600:
-        return f"{int(d // 60)} min ago"
-    if d < 86400:
-        return f"{int(d // 3600)} h ago"
-    days = int(d // 86400)
-    return "1 day ago" if days == 1 else f"{days} days ago"
-
-
-def safe_next(value: str | None, default: str = "/") -> str:
-    """A local path to redirect to: ``value`` when it starts with one ``/`` (not ``//`` nor ``/\\``), else
-    ``default`` (no open redirect)."""
-    if not value or not value.startswith("/") or value.startswith("//") or value.startswith("/\\"):
-        return default
-    if any(c in value for c in "\r\n\t"):
-        return default
-    return value
-
-
-def templates() -> jinja2.Environment:
-    """The Jinja2 environment of :data:`TEMPLATE_DIR` (autoescaping on, filters ``utc``, ``iso``,
-    ``outlet``, ``urlpart``)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-        autoescape=jinja2.select_autoescape(["html"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["utc"] = utc_text
-    env.filters["iso"] = iso_text
-    env.filters["outlet"] = outlet
-    env.filters["urlpart"] = lambda v: quote(str(v), safe="")
-    return env
 
 
 class Web:
@@ -557,96 +490,6 @@ class Web:
 
 def _https(request: Request) -> bool:
     return request.url.scheme == "https"
-
-
-def coverage_context(cov: dict, articles, profile: UserProfile | None) -> dict:
-    """Template context of a full-coverage page from :func:`serving.pages.coverage_page`'s ``cov``.
-
-    The lead report is the story's representative article unless the reader blocks its outlet: then
-    the first report (by time) from an outlet they do not block leads; with none left the page says
-    so. The timeline lists every article by event time, marking syndicated copies.
-    """
-    reports = cov["reports"]
-    lead_url = cov.get("url")
-    lead = next((r for r in reports if r["article"]["url"] == lead_url), reports[0] if reports else None)
-    if profile and lead is not None and outlet(lead["article"]["source_domain"]) in profile.block_sources:
-        lead = next((r for r in reports if outlet(r["article"]["source_domain"]) not in profile.block_sources), None)
-    copy_of = {}
-    for r in reports:
-        for c in r["syndicated_copies"]:
-            copy_of[c["article_id"]] = r["article"]["source_domain"]
-    timeline = [
-        {
-            "time": a.event_time,
-            "outlet": outlet(a.source_domain),
-            "source_domain": a.source_domain,
-            "title": a.title,
-            "url": a.url,
-            "copy_of": copy_of.get(a.article_id, ""),
-        }
-        for a in sorted(articles, key=lambda a: (a.event_time, a.article_id))
-    ]
-    outlets = sorted({outlet(s["domain"]) for s in cov["sources"]})
-    return {
-        "story": cov,
-        "lead": lead,
-        "lead_blocked": bool(profile and lead is None and reports),
-        "others": [r for r in reports if r is not lead],
-        "timeline": timeline,
-        "outlet_count": len(outlets),
-        "topic_blocked": bool(profile and is_blocked({"domain": "", "topics": cov.get("topics", [])}, profile)),
-    }
-
-
-def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[str]:
-    """Why a story is on the reader's For You page, most specific first.
-
-    Reads the feed item's ``why`` signals when the feed builder attached them
-    (:func:`newsflow.ranking.personalize.personal_signals`: ``followed``, ``interest``,
-    ``covisitation``, ``similar_readers``, ``trending``, ``top``), else falls back to the profile and
-    ``velocity`` (``{story_id: new articles in the latest trending window}``).
-
-    Returns:
-      Labels among "Breaking news", "You follow <topic>", "You follow <outlet>", "Similar to stories
-      you read", "Readers like you read this", "Trending now"; "Top story in your edition" when none
-      applies.
-    """
-    out = []
-    why = item.get("why") if isinstance(item.get("why"), dict) else {}
-    if item.get("breaking"):
-        out.append("Breaking news")
-    if profile is not None:
-        for t in item.get("topics") or ():
-            if str(t).lower() in profile.follow_topics:
-                out.append(f"You follow {str(t).lower()}")
-                break
-        src = outlet(str(item.get("domain", "")))
-        if src in profile.follow_sources:
-            out.append(f"You follow {src}")
-    if why:
-        if _num(why.get("interest")) >= INTEREST_LABEL_MIN or why.get("top") == "interest":
-            out.append("Similar to stories you read")
-        if _num(why.get("covisitation")) > 0 or _num(why.get("similar_readers")) > 0:
-            out.append("Readers like you read this")
-        if _num(why.get("trending")) > 0 and "Breaking news" not in out:
-            out.append("Trending now")
-    else:
-        if velocity.get(item.get("story_id"), 0) > 0 and "Breaking news" not in out:
-            out.append("Trending now")
-        if profile is not None and profile.interest is not None and profile.clicks > 0 and not out:
-            out.append("Similar to stories you read")
-    return out or ["Top story in your edition"]
-
-
-INTEREST_LABEL_MIN = 0.3
-"""Cosine between a story and the reader's interest vector from which "Similar to stories you read" shows."""
-
-
-def _num(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def web_routes(api) -> tuple[list, Web]:

@@ -9,7 +9,7 @@ import pytest
 from schemas import ArticleRecord, UserProfile
 from serving.pages import coverage_page
 from serving.preferences import apply_action, merge_preferences, normalize_source, normalize_topic
-from serving.web import ago_text, coverage_context, iso_text, safe_next, utc_text, why_labels
+from serving.web_view import ago_text, coverage_context, iso_text, safe_next, utc_text, why_labels
 
 T = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
