@@ -24,6 +24,8 @@ class CrawlerConfig:
       lease_s: how long a claimed task stays leased; must exceed ``total_timeout_s`` plus processing.
       concurrency: fetch coroutines per worker process.
       seen_ttl_s: how long a canonical article URL stays in the seen set (not fetched again).
+      alias_ttl_s: how long an alias URL of a landed article (feed link, pre-redirect URL, AMP or
+        mobile copy; :mod:`newsflow.aliases`) keeps resolving to the article's id.
       follow_links: crawl depth below an article page (0 = shallow: feeds and article pages only;
         1 = also same-site links found on an article, one level deep).
       max_links_per_page: cap on links followed from one page.
@@ -44,6 +46,7 @@ class CrawlerConfig:
     lease_s: float = 90.0
     concurrency: int = 16
     seen_ttl_s: float = 7 * 86400.0
+    alias_ttl_s: float = 30 * 86400.0
     follow_links: int = 0
     max_links_per_page: int = 20
     page_attempts: int = 3

@@ -37,6 +37,13 @@ A page answered 429/503 retries at its ``Retry-After``, else after
 ``throttle_delay`` from ``min_interval_s``. A 304 refreshes the stored
 ``ETag``/``Last-Modified`` with the ones it carries; they are sent to the URL
 that gave them (the last redirect target), not only to the feed's own URL.
+
+Identity (rules in :mod:`newsflow.urls`, "Article identity"): the seen set is keyed by
+:func:`newsflow.urls.article_id`, so every spelling of one URL is one entry. When a page is
+landed, the URL it is known by (:func:`newsflow.urls.choose_canonical` of the fetched URL and the
+page's declared ``rel=canonical``/``og:url``, read by :func:`newsflow.extraction.page_canonical_url`
+exactly as the pipeline reads it) and the URL it was fetched from are marked seen, and the task URL,
+the post-redirect URL and the fetched URL are stored as aliases of its id (:mod:`newsflow.aliases`).
 """
 
 from __future__ import annotations
@@ -67,7 +74,9 @@ from crawler.schedule import (
     throttle_delay,
     update_rate,
 )
-from newsflow.urls import canonicalize_url, source_domain
+from newsflow.aliases import record_aliases
+from newsflow.extraction import page_canonical_url
+from newsflow.urls import article_id, canonicalize_url, choose_canonical, source_domain
 from schemas import RawDocument
 
 _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
@@ -540,6 +549,7 @@ class CrawlWorker:
             if not await self._publish(task, [doc], now, delay):
                 return
             self.frontier.incr("pages_landed")
+            await self._record_identity(task, res)
             if self.config.follow_links and task.depth < self.config.follow_links:
                 for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
                     if self.frontier.mark_seen(link, self.config.seen_ttl_s):
@@ -576,6 +586,22 @@ class CrawlWorker:
             return
         if await self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}", delay):
             self.frontier.complete(task, self.worker_id, now, delay, None)
+
+    async def _record_identity(self, task: Task, res: FetchResult) -> None:
+        """Marks a landed page's canonical and fetched URLs seen and stores its other URLs as aliases (module doc)."""
+        declared = await asyncio.to_thread(page_canonical_url, res.body or b"", res.headers.get("content-type", ""))
+        known_as = choose_canonical(res.final_url, declared)
+        try:
+            target = article_id(known_as)
+        except ValueError:
+            return
+        for url in {known_as, res.final_url}:
+            self.frontier.mark_seen(url, self.config.seen_ttl_s)
+        added = record_aliases(
+            self.frontier.r, self.frontier.keys, target, [task.url, res.final_url], self.config.alias_ttl_s
+        )
+        if added:
+            self.frontier.incr("aliases_recorded", added)
 
     async def _publish(self, task: Task, docs: list, now: float, delay: float) -> bool:
         """Publishes ``docs`` off the event loop; True once the sink accepted them.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from newsflow.urls import article_id, canonicalize_url
+from newsflow.urls import article_id, canonicalize_url, choose_canonical
 from schemas import Article, RawDocument
 
 _WORD_RE = re.compile(r"\w+")
@@ -43,15 +43,20 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
       source_name: display name from the sources table ("" if unknown); the document's own
         ``source_name`` or the page's site name are preferred when present.
 
+    The article's URL and id follow the identity rules of :mod:`newsflow.urls`: a same-site
+    canonical the page declares (``content.canonical_url``) replaces the fetched URL
+    (:func:`newsflow.urls.choose_canonical`), and the id is :func:`newsflow.urls.article_id` of it.
+
     Raises:
       ValueError: the URL cannot be canonicalized (not http(s), no host).
     """
-    canonical = canonicalize_url(raw.url)
+    url = choose_canonical(raw.url, getattr(content, "canonical_url", ""))
+    canonical = canonicalize_url(url)
     publish = content.publish_time  # extraction already weighed the feed's published_time
     text = content.text or ""
     return Article(
-        article_id=article_id(raw.url),
-        url=raw.url,
+        article_id=article_id(url),
+        url=url,
         canonical_url=canonical,
         source_domain=raw.source_domain,
         source_name=raw.source_name or content.site_name or source_name or "",

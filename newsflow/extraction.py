@@ -95,6 +95,9 @@ class ExtractedContent(NamedTuple):
         ``max_future_s`` after ``fetch_time``.
       html_language: declared language, lower case (``"en-us"``), from ``<html lang>``
         or else the first ``Content-Language`` value; "" when neither is present.
+      canonical_url: the page's own ``<link rel="canonical">`` href, else its ``og:url``, as
+        written (may be relative); "" when it declares none or for feed-only documents. Whether
+        it becomes the article's URL is :func:`newsflow.urls.choose_canonical`'s decision.
     """
 
     title: str
@@ -103,6 +106,7 @@ class ExtractedContent(NamedTuple):
     site_name: str
     publish_time: float | None
     html_language: str
+    canonical_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,44 @@ def html_fragment_to_text(fragment: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def declared_canonical_url(tree) -> str:
+    """The canonical URL a parsed HTML page declares for itself, as written; "" when none.
+
+    ``<link rel="canonical" href>`` (``rel`` is a case-insensitive token list) wins over
+    ``<meta property="og:url" content>`` (or ``name="og:url"``); the first of each kind counts.
+
+    Args:
+      tree: an lxml HTML element tree (e.g. from ``trafilatura.utils.load_html`` or ``lxml.html``).
+    """
+    og = ""
+    for el in tree.iter("link", "meta"):
+        if el.tag == "link":
+            rel = (el.get("rel") or "").lower().split()
+            href = (el.get("href") or "").strip()
+            if "canonical" in rel and href:
+                return strip_control_chars(href)
+        elif not og and (el.get("property") or el.get("name") or "").strip().lower() == "og:url":
+            og = (el.get("content") or "").strip()
+    return strip_control_chars(og)
+
+
+def page_canonical_url(body: bytes, content_type: str = "") -> str:
+    """:func:`declared_canonical_url` of an HTML body as fetched (bytes); "" when it declares none or does not parse.
+
+    The crawler calls this on pages it lands so that it applies the same identity rule as the
+    pipeline (which reads the same declaration from its parsed tree). Never raises.
+    """
+    import lxml.html  # lxml is a trafilatura dependency
+
+    try:
+        text, _enc = decode_html(body, content_type)
+        if not text.strip():
+            return ""
+        return declared_canonical_url(lxml.html.document_fromstring(text))
+    except Exception:  # noqa: BLE001 - undecodable or unparsable page: it declares nothing we can read
+        return ""
+
+
 def _language_tag(value: str | None) -> str:
     if not value:
         return ""
@@ -373,6 +415,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
         site_name=strip_control_chars((doc.sitename or "").strip() or (raw.source_name or "")),
         publish_time=_choose_publish_time(doc.date, raw.published_time, raw.fetch_time, config.max_future_s),
         html_language=html_language,
+        canonical_url=declared_canonical_url(tree),
     )
 
 

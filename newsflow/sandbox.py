@@ -323,6 +323,7 @@ class ArticleExtractor:
                 else:
                     self._replace(worker)
         if answer[0] == "ok":
-            title, text, authors, site_name, publish_time, html_language = answer[1]
-            return ExtractedContent(title, text, tuple(authors), site_name, publish_time, html_language)
+            fields = list(answer[1])
+            fields[2] = tuple(fields[2])  # authors
+            return ExtractedContent(*fields)
         raise ExtractionError(answer[1], answer[2])

@@ -1,7 +1,11 @@
-"""URL canonicalization and stable article ids.
+"""URL canonicalization, article identity and stable article ids.
 
-The canonical form is what article ids are derived from, so two URLs that a
-reader would call "the same article" must map to one string:
+Two forms of a URL are defined here. The *canonical URL* (:func:`canonicalize_url`) is still a
+URL one can fetch; the *identity key* (:func:`identity_key`) is what article ids are hashed from
+(:func:`article_id`) and may not be fetchable. Both must map every spelling a reader would call
+"the same article" to one string.
+
+Canonical URL rules:
 
 * scheme and host lower-cased, a trailing dot on the host removed, IDNA hosts
   kept in their ASCII (punycode) form;
@@ -15,8 +19,32 @@ reader would call "the same article" must map to one string:
 * detectable AMP variants map to the regular article (:func:`strip_amp`): AMP-cache
   URLs (``*.cdn.ampproject.org/c/s/HOST/PATH``, ``www.google.com/amp/s/HOST/PATH``)
   become ``https://HOST/PATH``; a trailing ``/amp`` path segment, a leading
-  ``/amp/`` segment, ``.amp.html`` -> ``.html`` and the ``amp``,
-  ``outputType=amp`` and ``_amp`` query parameters are removed.
+  ``/amp/`` segment, ``.amp.html`` -> ``.html``, a ``.amp`` suffix of the last path segment and
+  the ``amp``, ``outputType=amp``, ``view=amp`` and ``_amp`` query parameters are removed.
+
+Article identity (the one place these rules are written; every tier applies them through
+:func:`article_id`, :func:`identity_key` and :func:`choose_canonical`):
+
+1. **Spellings.** The identity key is the canonical URL with, in addition, the scheme taken as
+   ``https`` (``http://`` and ``https://`` are one article), the trailing ``/`` of a non-root path
+   removed (``/guides/lisbon/`` is ``/guides/lisbon``), and the leading host labels ``www``,
+   ``m``, ``mobile`` and ``amp`` removed while the rest is still at least the registrable domain
+   (:func:`newsflow.outlets.outlet`; ``m.tribune.example.net`` and ``www.tribune.example.net`` are
+   ``tribune.example.net``, but ``m.com`` stays ``m.com``; a host with no registrable domain,
+   such as an IP literal or a name under an unknown suffix like ``www.site.test``, keeps all its
+   labels). Ports, path case and the (sorted, de-tracked) query are kept.
+2. **Declared canonical.** A page's own ``<link rel="canonical">`` (else ``og:url``) replaces the
+   fetched URL as the article's URL and identity when it is *same-site* (same outlet as the fetched
+   URL), http(s), and not the site root unless the page itself is the root (CMSs that point every
+   page at the home page are ignored). A canonical on another outlet (syndication) is ignored:
+   the copy stays the copier's article. :func:`choose_canonical` applies this.
+3. **Aliases.** Every other URL an article was reached by (the feed's link, the pre-redirect URL,
+   the AMP or mobile copy) is an alias: the crawler marks it seen and stores
+   ``Keys.url_alias(article_id(alias))`` -> the article id (:mod:`newsflow.aliases`), so it
+   resolves to the article and is not fetched again.
+4. **Stability.** An id is a pure function of the fetched URL and the page's declared canonical;
+   re-fetching, redirects or a different spelling of the same URL never change it. Changing these
+   rules changes ids, so they are part of the stored-data format.
 """
 
 from __future__ import annotations
@@ -24,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 TRACKING_PARAMS = frozenset(
     {
@@ -71,7 +99,8 @@ def strip_amp(url: str) -> str:
 
     Rules (documented in the module doc): AMP-cache and Google AMP viewer URLs are
     unwrapped; ``/amp`` as the last or first path segment and ``.amp.html`` are
-    removed; ``amp``/``_amp``/``usqp`` query keys and ``outputType=amp`` are dropped.
+    removed, as is a ``.amp`` suffix of the last segment; ``amp``/``_amp``/``usqp`` query keys
+    and ``outputType=amp`` / ``view=amp`` are dropped.
 
     Args:
       url: absolute URL, ``str``.
@@ -88,6 +117,8 @@ def strip_amp(url: str) -> str:
     path = parts.path
     if path.lower().endswith(".amp.html"):
         path = path[: -len(".amp.html")] + ".html"
+    elif path.lower().endswith(".amp") and len(path.rsplit("/", 1)[-1]) > 4:
+        path = path[: -len(".amp")]
     low = path.lower()
     if low.endswith("/amp") or low.endswith("/amp/"):
         path = path[: low.rfind("/amp")] or "/"
@@ -101,7 +132,7 @@ def strip_amp(url: str) -> str:
         kept = [
             (k, v)
             for k, v in pairs
-            if k.lower() not in _AMP_QUERY_KEYS and not (k.lower() == "outputtype" and v.lower() == "amp")
+            if k.lower() not in _AMP_QUERY_KEYS and not (k.lower() in ("outputtype", "view") and v.lower() == "amp")
         ]
         if len(kept) != len(pairs):
             query = urlencode(kept, doseq=True)
@@ -153,14 +184,80 @@ def canonicalize_url(url: str) -> str:
     return urlunsplit((scheme, netloc, path, query, ""))
 
 
-def article_id(url: str) -> str:
-    """Stable article id: first 128 bits of SHA-256 of :func:`canonicalize_url`, as 32 hex chars.
+_VARIANT_HOST_LABELS = frozenset({"www", "m", "mobile", "amp"})
+
+
+def identity_key(url: str) -> str:
+    """The string an article id is hashed from (rule 1 of "Article identity" in the module doc).
+
+    Examples: ``http://herald.example.org/p/alpha-9`` and ``https://www.herald.example.org/p/alpha-9``
+    both give ``https://herald.example.org/p/alpha-9``; ``https://travel.example.io/guides/lisbon/``
+    gives ``https://travel.example.io/guides/lisbon``.
+
+    Args:
+      url: absolute http(s) URL, ``str``.
+
+    Returns:
+      An ``https://`` URL string (not necessarily fetchable).
 
     Raises:
       ValueError: as :func:`canonicalize_url`.
     """
-    canonical = canonicalize_url(url)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+    from newsflow.outlets import outlet_of_host
+
+    parts = urlsplit(canonicalize_url(url))
+    host = parts.hostname or ""
+    registrable = outlet_of_host(host)
+    labels = host.split(".")
+    while len(labels) > 1 and labels[0] in _VARIANT_HOST_LABELS and len(".".join(labels[1:])) >= len(registrable):
+        labels = labels[1:]
+    netloc = ".".join(labels) + (f":{parts.port}" if parts.port is not None else "")
+    path = parts.path
+    if len(path) > 1 and path.endswith("/"):
+        path = path.rstrip("/") or "/"
+    return urlunsplit(("https", netloc, path, parts.query, ""))
+
+
+def article_id(url: str) -> str:
+    """Stable article id: first 128 bits of SHA-256 of :func:`identity_key`, as 32 hex chars.
+
+    Every spelling of one article URL (module doc, "Article identity") gives the same id.
+
+    Raises:
+      ValueError: as :func:`canonicalize_url`.
+    """
+    return hashlib.sha256(identity_key(url).encode("utf-8")).hexdigest()[:32]
+
+
+def choose_canonical(fetched_url: str, declared: str | None) -> str:
+    """The URL an article is known by: the page's declared canonical when it qualifies, else the fetched URL.
+
+    Rule 2 of "Article identity" (module doc): ``declared`` (resolved against ``fetched_url``) is
+    used when it is http(s), canonicalizable, of the same outlet as ``fetched_url``, and not the
+    site root unless ``fetched_url`` is the root too.
+
+    Args:
+      fetched_url: the URL the page was fetched from (after redirects).
+      declared: the page's ``rel=canonical`` / ``og:url`` value as written, or ``None`` / "".
+
+    Returns:
+      ``declared`` made absolute (otherwise unchanged) or ``fetched_url``.
+    """
+    from newsflow.outlets import outlet
+
+    if not declared or not declared.strip() or not fetched_url:
+        return fetched_url
+    try:
+        candidate = urljoin(fetched_url, declared.strip())
+        canonical = canonicalize_url(candidate)
+        fetched = canonicalize_url(fetched_url)
+    except ValueError:
+        return fetched_url
+    if outlet(canonical) != outlet(fetched) or not outlet(canonical):
+        return fetched_url
+    if urlsplit(canonical).path == "/" and not urlsplit(canonical).query and urlsplit(fetched).path != "/":
+        return fetched_url
+    return candidate
 
 
 def source_domain(url: str) -> str:
