@@ -1,0 +1,244 @@
+"""The sources registry on a real Redis: seeding, idempotent import, pause/resume/remove as the crawl
+frontier sees them, and the ``newsflow sources`` commands end to end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from contextlib import redirect_stdout
+
+import pytest
+
+from cli.main import main
+from crawler.frontier import Frontier, task_id
+from newsflow.keys import Keys
+from newsflow.outlets import outlet
+from newsflow.source_files import read_opml
+from newsflow.source_registry import FeedEntry, SourceRegistry
+from newsflow.sources import DEFAULT_SOURCES_PATH, SourceTable
+
+OPML = """<?xml version="1.0" encoding="UTF-8"?>
+<opml version="2.0"><head><title>export</title></head><body>
+  <outline text="News"><outline text="World">
+    <outline type="rss" text="Reuters World" xmlUrl="https://www.reuters.com/world/rss"/>
+    <outline type="rss" text="BBC World" xmlUrl="https://feeds.bbci.co.uk/news/world/rss.xml"/>
+  </outline></outline>
+  <outline text="Tech">
+    <outline type="rss" text="Example" xmlUrl="https://example.com/feed" category="/gadgets"/>
+  </outline>
+  <outline type="rss" text="metadata" xmlUrl="http://169.254.169.254/latest/meta-data/"/>
+  <outline type="rss" text="private" xmlUrl="http://10.0.0.7/rss"/>
+  <outline type="rss" text="not http" xmlUrl="gopher://example.org/1"/>
+  <outline type="rss" text="dup" xmlUrl="https://example.com/feed?utm_source=x"/>
+</body></opml>
+"""
+
+
+def dump(client, prefix: str) -> dict:
+    """Every key under ``prefix`` with its type and full value."""
+    out = {}
+    for k in client.scan_iter(match=f"{prefix}:*"):
+        t = client.type(k).decode()
+        if t == "hash":
+            v = client.hgetall(k)
+        elif t == "set":
+            v = sorted(client.smembers(k))
+        elif t == "zset":
+            v = client.zrange(k, 0, -1, withscores=True)
+        elif t == "list":
+            v = client.lrange(k, 0, -1)
+        else:
+            v = client.get(k)
+        out[k] = (t, v)
+    return out
+
+
+@pytest.fixture
+def registry(redis_server):
+    client, _ = redis_server
+    clock = [1_700_000_000.0]
+    return SourceRegistry(client, Keys("t"), seed=SourceTable.load(), clock=lambda: clock[0])
+
+
+def test_outlets_are_seeded_from_sources_csv_without_overwriting(registry):
+    registry.register([("a", FeedEntry("https://www.reuters.com/world/rss"))])
+    with open(DEFAULT_SOURCES_PATH, encoding="utf-8") as f:
+        rows = {r["domain"]: r for r in csv.DictReader(f)}
+    reuters = registry.outlet("reuters.com")
+    assert reuters["tier"] == rows["reuters.com"]["tier"] and reuters["name"] == rows["reuters.com"]["name"]
+    assert float(reuters["authority"]) == float(rows["reuters.com"]["authority"])
+    assert reuters["authority_source"] == "seed"
+    # a row that is a subdomain of another registrable domain does not become that domain's outlet
+    assert "abcnews.go.com" in rows and outlet("abcnews.go.com") == "go.com"
+    assert registry.outlet("go.com") == {}
+    seeded = [d for d in rows if outlet(d) == d]
+    assert all(registry.outlet(d) for d in seeded)
+    # an edit survives seeding again
+    registry.set_outlet("reuters.com", authority=0.5)
+    assert registry.seed_outlets(SourceTable.load()) == 0
+    assert float(registry.outlet("reuters.com")["authority"]) == 0.5
+
+
+def test_register_is_idempotent_and_reports_each_entry(registry, redis_server):
+    client, _ = redis_server
+    report = registry.register(read_opml(io.BytesIO(OPML.encode())), origin="import:test")
+    by = {o.ref: o for o in report.outcomes}
+    assert report.counts() == {"added": 3, "error": 3, "unchanged": 1}
+    assert by["outline 7"].detail.startswith("unsafe_url") and "169.254.169.254" in by["outline 7"].detail
+    assert by["outline 8"].detail.startswith("unsafe_url")
+    assert by["outline 9"].detail.startswith("bad_url")
+    assert by["outline 10"].result == "unchanged" and "outline 6" in by["outline 10"].detail
+    feeds = {f["url"]: f for f in registry.feeds()}
+    assert feeds["https://www.reuters.com/world/rss"]["categories"] == ["News/World"]
+    assert feeds["https://example.com/feed"]["categories"] == ["Tech", "gadgets"]
+    assert feeds["https://example.com/feed"]["outlet"] == "example.com"
+    assert feeds["https://feeds.bbci.co.uk/news/world/rss.xml"]["outlet"] == "bbci.co.uk"
+    assert feeds["https://www.reuters.com/world/rss"]["id"] == task_id("feed", "https://www.reuters.com/world/rss")
+    before = dump(client, "t")
+    again = registry.register(read_opml(io.BytesIO(OPML.encode())), origin="import:test")
+    assert again.counts() == {"error": 3, "unchanged": 4}
+    assert dump(client, "t") == before
+
+
+def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_server):
+    client, _ = redis_server
+    keys = Keys("t")
+    frontier = Frontier(client, keys)
+    a, b = "https://a.example.com/rss", "https://b.example.net/rss"
+    registry.register([("1", FeedEntry(a)), ("2", FeedEntry(b))])
+    now = 1_700_000_100.0
+    assert frontier.apply_priorities(now) == 2  # the registrations become tasks
+    assert {t.url for t in frontier.claim("w", now, 60, n=10)} == {a, b}
+    # both leased; pause a while its fetch is in flight: completing it must not queue it again
+    registry.set_status(a, "pause")
+    leased = {task_id("feed", a), task_id("feed", b)}
+    assert {x.decode() for x in client.zrange(keys.crawl_leases, 0, -1)} == leased
+    for url in (a, b):
+        assert frontier.complete(
+            _task(client, keys, url), "w", now + 1, 0.0, next_due=now + 10, fields={"last_status": "200"}
+        )
+    later = now + 100
+    assert [t.url for t in frontier.claim("w", later, 60, n=10)] == [b]
+    # schedule state of the paused feed is kept
+    assert client.hget(keys.crawl_task(task_id("feed", a)), "last_status") == b"200"
+    assert {f["url"]: f["status"] for f in registry.feeds()} == {a: "paused", b: "active"}
+    # resume: queued again by the next claim round
+    registry.set_status(a, "resume")
+    frontier.apply_priorities(later + 1)
+    assert [t.url for t in frontier.claim("w", later + 1, 60, n=10)] == [a]
+    # remove: never claimed, unlisted by default, the record kept
+    assert frontier.complete(_task(client, keys, a), "w", later + 2, 0.0, next_due=later + 3)
+    registry.set_status("example.com", "remove")  # an outlet: all its feeds
+    assert a not in {t.url for t in frontier.claim("w", later + 1000, 60, n=10)}
+    assert [f["url"] for f in registry.feeds()] == [b]
+    [removed] = registry.feeds(["removed"])
+    assert removed["url"] == a and removed["title"] == "" and removed["added"] == 1_700_000_000.0
+    # seeds added to the frontier directly (newsflow crawl --seeds) do not bring a removed feed back
+    frontier.add(a, "feed", later + 2000)
+    assert all(t.url != a for t in frontier.claim("w", later + 3000, 60, n=10))
+    # registering it again restores it
+    assert registry.register([("x", FeedEntry(a))]).counts() == {"restored": 1}
+    frontier.apply_priorities(later + 4000)
+    assert a in {t.url for t in frontier.claim("w2", later + 4000, 60, n=10)}
+
+
+def _task(client, keys, url):
+    from crawler.frontier import Task
+
+    tid = task_id("feed", url)
+    h = {k.decode(): v.decode() for k, v in client.hgetall(keys.crawl_task(tid)).items()}
+    return Task(tid, url, "feed", h["host"], "", 0, {}, h)
+
+
+def cli(*argv) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(list(argv))
+    return rc, out.getvalue()
+
+
+CLEAN = """<opml version="1.0"><body>
+<outline text="World"><outline text="AP" xmlUrl="https://apnews.com/world.rss"/>
+<outline text="Example" xmlUrl="https://example.org/rss" htmlUrl="https://example.org/"/></outline>
+<outline text="Sitemap" xmlUrl="https://example.net/news-sitemap.xml" nfKind="sitemap" category="/maps,/x/y"/>
+</body></opml>"""
+
+
+def test_sources_commands_end_to_end(redis_server, tmp_path):
+    _, url = redis_server
+    path = tmp_path / "feeds.opml"
+    path.write_text(CLEAN, encoding="utf-8")
+    common = ["--redis-url", url, "--key-prefix", "cli"]
+    rc, out = cli("sources", "import", str(path), *common)
+    assert rc == 0 and out.strip().endswith("3 added"), out
+    rc, out = cli("sources", "import", str(path), *common)
+    assert rc == 0 and out.strip().splitlines()[-1].endswith("3 unchanged"), out
+    assert out.count("unchanged") == 4  # three entries and the summary
+    rc, out = cli("sources", "list", "--json", *common)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert {r["url"]: (r["title"], r["categories"], r["kind"]) for r in rows} == {
+        "https://apnews.com/world.rss": ("AP", ["World"], "feed"),
+        "https://example.org/rss": ("Example", ["World"], "feed"),
+        "https://example.net/news-sitemap.xml": ("Sitemap", ["maps", "x/y"], "sitemap"),
+    }
+    ap = next(r for r in rows if r["outlet"] == "apnews.com")
+    assert ap["tier"] == "wire" and ap["authority"] == SourceTable.load().authority("apnews.com")
+    # export, import into another namespace: the same feeds, titles and categories
+    for fmt in ("opml", "csv"):
+        rc, exported = cli("sources", "export", "--format", fmt, *common)
+        assert rc == 0
+        copy = tmp_path / f"copy.{fmt}"
+        copy.write_text(exported, encoding="utf-8")
+        assert cli("sources", "import", str(copy), "--redis-url", url, "--key-prefix", f"copy{fmt}")[0] == 0
+        _, out2 = cli("sources", "list", "--json", "--redis-url", url, "--key-prefix", f"copy{fmt}")
+        rows2 = [json.loads(line) for line in out2.splitlines()]
+        key = ("id", "url", "kind", "title", "categories", "html_url", "status", "outlet")
+        assert sorted(tuple(str(r[k]) for k in key) for r in rows2) == sorted(
+            tuple(str(r[k]) for k in key) for r in rows
+        )
+    # pause / resume / remove
+    rc, out = cli("sources", "pause", "https://example.org/rss", *common)
+    assert rc == 0 and "paused https://example.org/rss" in out
+    rc, out = cli("sources", "pause", "https://example.org/rss", *common)
+    assert rc == 0 and "unchanged" in out
+    rc, out = cli("sources", "list", "--json", "--status", "paused", *common)
+    assert [json.loads(line)["url"] for line in out.splitlines()] == ["https://example.org/rss"]
+    rc, out = cli("sources", "remove", "apnews.com", *common)
+    assert rc == 0 and "removed https://apnews.com/world.rss" in out
+    rc, out = cli("sources", "list", *common)
+    assert "apnews.com/world.rss" not in out and out.strip().endswith("2 feeds")
+    rc, out = cli("sources", "list", "--status", "removed", "--json", *common)
+    assert [json.loads(line)["status"] for line in out.splitlines()] == ["removed"]
+    rc, out = cli("sources", "resume", "nothing-registered.example.com", *common)
+    assert rc == 1 and "not_found" in out
+
+
+def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_server, tmp_path):
+    _, url = redis_server
+    path = tmp_path / "mixed.opml"
+    path.write_text(
+        '<opml version="2.0"><body>\n'
+        '<outline text="ok" xmlUrl="https://www.example.com/rss"/>\n'
+        '<outline text="meta" xmlUrl="http://metadata.google.internal/computeMetadata/v1/"/>\n'
+        '<outline text="loop" xmlUrl="http://127.1/feed"/>\n'
+        '<outline text="ok2" xmlUrl="https://example.co.uk/rss"/>\n'
+        '<outline text="broken" xmlUrl="https://x.example.com/f" <\n',
+        encoding="utf-8",
+    )
+    rc, out = cli("sources", "import", str(path), "--redis-url", url, "--json")
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert rc == 1
+    assert [(x["ref"], x["result"]) for x in lines[:-1]] == [
+        ("outline 1", "added"),
+        ("outline 2", "error"),
+        ("outline 3", "error"),
+        ("outline 4", "added"),
+        ("line 6", "error"),
+    ]
+    assert "metadata" in lines[1]["detail"] and "127.0.0.1" in lines[2]["detail"]
+    assert "invalid XML at line 6" in lines[4]["detail"]
+    assert lines[-1] == {"summary": {"added": 2, "error": 3}}
+    rc, out = cli("sources", "import", os.fspath(tmp_path / "missing.opml"), "--redis-url", url)
+    assert rc == 2
