@@ -113,12 +113,15 @@ def story_article(article, topics, entities, embedding) -> StoryArticle:
     Raises:
       ValueError: the article's quality signals are invalid (see ``newsflow.quality``).
     """
-    q = article_quality(
-        article.text or "",
-        authors=article.authors or (),
-        original=is_original(article.article_id, article.cluster_id),
-        word_count=article.word_count or None,
-    )
+    by_origin = {}
+    for original in (True, False):
+        q = article_quality(
+            article.text or "",
+            authors=article.authors or (),
+            original=original,
+            word_count=article.word_count or None,
+        )
+        by_origin[original] = round(authority(float(article.source_authority), q), 6)
     return StoryArticle(
         article_id=article.article_id,
         event_time=float(article.event_time),
@@ -126,11 +129,13 @@ def story_article(article, topics, entities, embedding) -> StoryArticle:
         url=article.url,
         source_domain=article.source_domain,
         cluster_id=article.cluster_id,
-        authority=round(authority(float(article.source_authority), q), 6),
+        authority=by_origin[is_original(article.article_id, article.cluster_id)],
         language=article.language,
         topics=tuple(TopicScore(str(label), float(p)) for label, p in topics),
         entities=tuple(EntityRef(e.key, e.text, e.label) for e in entities),
         embedding=tuple(float(x) for x in embedding),
+        authority_if_original=by_origin[True],
+        authority_if_copy=by_origin[False],
     )
 
 

@@ -61,6 +61,10 @@ class StoryArticle(NamedTuple):
       topics: :class:`TopicScore` ``(label, probability)`` pairs from the topic classifier.
       entities: :class:`EntityRef` ``(key, display text, label)`` triples.
       embedding: 128-dim unit embedding (float32 values) or ``None``.
+      authority_if_original / authority_if_copy: the article's authority as the first report of its
+        near-duplicate group and as a syndicated copy (``None``: not known, keep ``authority``). Which
+        one applies is decided when the story step releases the article, from the group as Redis holds
+        it then (an earlier copy arriving late makes this one a copy): :meth:`with_cluster`.
 
     Build ``topics`` and ``entities`` from :class:`TopicScore` / :class:`EntityRef`, not plain
     tuples: Beam's row coder reads nested fields by name (plain tuples work outside Beam).
@@ -77,6 +81,15 @@ class StoryArticle(NamedTuple):
     topics: Sequence[TopicScore] = ()
     entities: Sequence[EntityRef] = ()
     embedding: Optional[Sequence[float]] = None
+    authority_if_original: Optional[float] = None
+    authority_if_copy: Optional[float] = None
+
+    def with_cluster(self, cluster_id: str) -> "StoryArticle":
+        """This article in near-duplicate group ``cluster_id``: the id, and the authority that goes with
+        being that group's founder (``"c" + article_id``, the original) or a copy."""
+        original = cluster_id == "c" + self.article_id
+        value = self.authority_if_original if original else self.authority_if_copy
+        return self._replace(cluster_id=cluster_id, authority=self.authority if value is None else value)
 
 
 STORY_ARTICLE_SCHEMA = pa.schema(
@@ -92,6 +105,8 @@ STORY_ARTICLE_SCHEMA = pa.schema(
         pa.field("topics", pa.list_(_TOPIC_SCORE_TYPE)),
         pa.field("entities", pa.list_(_ENTITY_REF_TYPE)),
         embedding_field("embedding"),
+        pa.field("authority_if_original", pa.float32()),
+        pa.field("authority_if_copy", pa.float32()),
     ]
 )
 

