@@ -35,6 +35,7 @@ COMMAND = "nightly"
 HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lock; prints JSON"
 ACCEPTS_EXTRA_ARGS = True
 EXIT_LOCKED = 3
+STEPS = ("all", "flush", "switch")
 MODELS = ("decay", "weights", "interest", "history", "cluster", "covisit")
 log = logging.getLogger("newsflow.cli.nightly")
 
@@ -53,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--history-days", type=int, default=28, help="days of events for interests and clusters")
     parser.add_argument("--decay-days", type=int, default=7, help="days of events for the decay fit")
+    parser.add_argument(
+        "--step",
+        choices=STEPS,
+        default="all",
+        help="all (default); or one step for a scheduler that runs the jobs itself (the Airflow DAG): "
+        "flush (events to Parquet) or switch (serve the date's models), each under the date's lock",
+    )
     parser.add_argument(
         "--lock-ttl", type=float, default=6 * 3600.0, help="seconds the date's lock lives if this run dies (6 h)"
     )
@@ -81,6 +89,7 @@ def run_night(
     history_days: int = 28,
     decay_days: int = 7,
     lock_ttl: float = 6 * 3600.0,
+    step: str = "all",
 ) -> dict:
     """Runs one night (steps in the module docstring) and returns the summary dict.
 
@@ -92,6 +101,7 @@ def run_night(
       beam_args: extra Beam flags for every job.
       history_days / decay_days: event windows of the jobs.
       lock_ttl: seconds.
+      step: ``"all"``, or only ``"flush"`` / ``"switch"`` (see ``--step``).
 
     Returns:
       The JSON-ready summary; ``status`` is ``ok``, ``failed`` or ``locked``.
@@ -102,14 +112,15 @@ def run_night(
 
     keys = settings.keys
     started = time.monotonic()
-    out: dict = {"date": date, "status": "failed", "events_flushed": 0, "jobs": [], "models": {}, "error": ""}
+    out: dict = {"date": date, "step": step, "status": "failed", "events_flushed": 0, "jobs": [], "models": {}}
+    out["error"] = ""
     lock, token = keys.nightly_lock(date), secrets.token_hex(16)
     if not client.set(lock, token, nx=True, px=int(lock_ttl * 1000)):
         out.update(status="locked", error=f"another nightly run holds {lock}")
         out["seconds"] = round(time.monotonic() - started, 3)
         return out
     try:
-        while True:
+        while step in ("all", "flush"):
             n, _ = flush_events(client, f"{output.rstrip('/')}/events", keys=keys)
             out["events_flushed"] += n
             if n == 0:
@@ -131,7 +142,7 @@ def run_night(
         if settings.redis_url:
             argv += ["--redis_url", settings.redis_url]
         argv += list(beam_args or [])
-        for spec in _jobs():
+        for spec in _jobs() if step == "all" else ():
             t0 = time.monotonic()
             launched = launch(spec, argv)
             s = summary(launched)
@@ -139,9 +150,10 @@ def run_night(
             out["jobs"].append(s)
             if launched.state != "DONE":
                 raise RuntimeError(f"job {spec.name} ended in state {launched.state}")
-        models = ModelStore(client, keys)
-        out["models"] = models.switch({name: date for name in MODELS})
-        out["pruned"] = {name: models.prune(name) for name in MODELS}
+        if step in ("all", "switch"):
+            models = ModelStore(client, keys)
+            out["models"] = models.switch({name: date for name in MODELS})
+            out["pruned"] = {name: models.prune(name) for name in MODELS}
         out["status"] = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is reported in the summary and the exit code
         log.exception("nightly run for %s failed", date)
@@ -180,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         args.history_days,
         args.decay_days,
         args.lock_ttl,
+        args.step,
     )
     print(json.dumps(summary, default=str), flush=True)
     return {"ok": 0, "locked": EXIT_LOCKED}.get(summary["status"], 1)

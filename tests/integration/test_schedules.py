@@ -1,0 +1,124 @@
+"""The shipped schedules run what they say: the exact command of the cron line and of the systemd
+service (only the install directory /opt/newsflow swapped for this checkout, the log path for a temp
+file), against a real embedded Redis holding yesterday's events and stories."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from newsflow.keys import Keys
+from newsflow.learning.store import ModelStore
+from newsflow.ranking.events import append_events
+from tests.conftest import REPO_ROOT
+from tests.integration.test_nightly import OTHER, TECH, _populate
+
+DEPLOY = os.path.join(REPO_ROOT, "deploy")
+INSTALL_DIR = "/opt/newsflow"
+
+
+def yesterday() -> str:
+    return (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
+
+
+def prepare_night(client) -> str:
+    """Stories and one reader's events received yesterday (UTC); returns yesterday's date."""
+    from schemas import Event
+
+    date = yesterday()
+    noon = dt.datetime.fromisoformat(date).replace(hour=12, tzinfo=dt.UTC).timestamp()
+    _populate(client, Keys())
+    events = []
+    for i, sid in enumerate(TECH + OTHER):
+        events.append(Event("reader", "impression", sid, noon + i, noon + i, i, None, "feed"))
+        if sid in TECH:
+            events.append(Event("reader", "click", sid, noon + i + 1, noon + i + 1, i, None, "feed"))
+    append_events(client, events)
+    return date
+
+
+def run_env(url: str, data_dir: str) -> dict:
+    env = dict(os.environ)
+    env.update(REDIS_URL=url, NEWSFLOW_DATA_DIR=data_dir, NEWSFLOW_KEY_PREFIX="nf")
+    return env
+
+
+def cron_command() -> str:
+    """The command of the one schedule line of deploy/cron/newsflow-nightly.cron (minute hour dom mon dow cmd)."""
+    with open(os.path.join(DEPLOY, "cron", "newsflow-nightly.cron")) as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    schedule = [ln for ln in lines if not re.match(r"^[A-Z_]+=", ln)]
+    assert len(schedule) == 1, schedule
+    fields = schedule[0].split(None, 5)
+    assert fields[:5] == ["15", "2", "*", "*", "*"]
+    return fields[5]
+
+
+def systemd_unit(name: str) -> dict[str, str]:
+    out = {}
+    with open(os.path.join(DEPLOY, "systemd", name)) as f:
+        for ln in f:
+            if "=" in ln and not ln.startswith("#"):
+                k, v = ln.strip().split("=", 1)
+                out[k] = v
+    return out
+
+
+def test_cron_line_runs_the_nightly_loop_and_a_second_run_is_locked_out(redis_server, tmp_path):
+    client, url = redis_server
+    date = prepare_night(client)
+    command = cron_command().replace(INSTALL_DIR, REPO_ROOT).replace("var/nightly.log", str(tmp_path / "n.log"))
+    assert command == f"cd {REPO_ROOT} && .venv/bin/newsflow nightly >> {tmp_path / 'n.log'} 2>&1"
+    env = run_env(url, str(tmp_path / "data"))
+    client.set(Keys().nightly_lock(date), "held-by-the-systemd-timer")
+    locked = subprocess.run(["bash", "-c", command], env=env, timeout=600)
+    assert locked.returncode == 3
+    client.delete(Keys().nightly_lock(date))
+    done = subprocess.run(["bash", "-c", command], env=env, timeout=600)
+    assert done.returncode == 0
+    lines = [json.loads(x) for x in open(tmp_path / "n.log") if x.startswith("{")]
+    assert [(x["status"], x["date"]) for x in lines] == [("locked", date), ("ok", date)]
+    assert lines[1]["events_flushed"] == 16
+    assert ModelStore(client).current()["interest"] == date
+    assert os.path.exists(tmp_path / "data" / "output" / "models" / "interest" / f"date={date}" / "part-00000.parquet")
+
+
+def test_systemd_service_runs_the_nightly_loop(redis_server, tmp_path):
+    client, url = redis_server
+    date = prepare_night(client)
+    service = systemd_unit("newsflow-nightly.service")
+    timer = systemd_unit("newsflow-nightly.timer")
+    assert timer["Unit"] == "newsflow-nightly.service" and timer["OnCalendar"] == "*-*-* 02:15:00 UTC"
+    assert service["Type"] == "oneshot" and service["WorkingDirectory"] == INSTALL_DIR
+    argv = service["ExecStart"].replace(INSTALL_DIR, REPO_ROOT).split()
+    assert argv == [f"{REPO_ROOT}/.venv/bin/newsflow", "nightly"]
+    proc = subprocess.run(
+        argv,
+        cwd=service["WorkingDirectory"].replace(INSTALL_DIR, REPO_ROOT),
+        env=run_env(url, str(tmp_path / "data")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "ok" and summary["date"] == date and summary["events_flushed"] == 16
+    assert [j["state"] for j in summary["jobs"]] == ["DONE"] * 4
+    assert ModelStore(client).current()["decay"] == date
+
+
+@pytest.mark.parametrize("bad", ["--date 2026-13-01", "--history-days 0"])
+def test_nightly_rejects_bad_flags(bad, tmp_path):
+    proc = subprocess.run(
+        [f"{REPO_ROOT}/.venv/bin/newsflow", "nightly", *bad.split()],
+        env=run_env("redis://127.0.0.1:1", str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and json.loads(proc.stdout)["status"] == "failed"
