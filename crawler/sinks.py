@@ -12,9 +12,9 @@ Wire format: one message per document whose data/value is exactly the landing-fi
 without its newline, ``json.dumps(doc.to_json_dict(), ensure_ascii=False)`` in UTF-8
 (:func:`crawler.landing.encode_record`), so the streaming job's Pub/Sub and Kafka sources feed
 the same parse step as landing files. The ordering key (Pub/Sub) / message key (Kafka) is the
-document's canonical article URL (:func:`message_key`), so every copy of one article goes to one
-partition / ordering stream, in publish order. Pub/Sub messages also carry the attribute
-``article_id``.
+document's article identity key (:func:`message_key`, :func:`newsflow.urls.identity_key`), so every
+copy and spelling of one article URL goes to one partition / ordering stream, in publish order.
+Pub/Sub messages also carry the attribute ``article_id``.
 
 Delivery: a message sink's ``publish`` returns only after the broker confirmed every message
 (Pub/Sub publish futures resolved; Kafka delivery reports with ``acks=all`` and an idempotent
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from crawler.landing import LandingWriter, encode_record
-from newsflow.urls import canonicalize_url
+from newsflow.urls import identity_key
 from schemas import RawDocument
 
 PUBSUB_MAX_ORDERING_KEY_BYTES = 1024
@@ -62,10 +62,11 @@ class DocumentSink(Protocol):
 
 
 def message_key(doc: RawDocument) -> str:
-    """Ordering / partition key of a document: its canonical article URL (its raw URL when it has
-    no canonical form), or the SHA-256 hex of that when it is longer than Pub/Sub's 1 KiB limit."""
+    """Ordering / partition key of a document: the identity key of its URL
+    (:func:`newsflow.urls.identity_key`: ``http://www.example.com/a/1/`` -> ``https://example.com/a/1``;
+    its raw URL when it has none), or the SHA-256 hex of that when it is longer than Pub/Sub's 1 KiB limit."""
     try:
-        key = canonicalize_url(doc.url)
+        key = identity_key(doc.url)
     except ValueError:
         key = doc.url
     if len(key.encode("utf-8")) > PUBSUB_MAX_ORDERING_KEY_BYTES:

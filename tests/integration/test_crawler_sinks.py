@@ -21,7 +21,7 @@ from crawler.httpserver import HttpServer
 from crawler.landing import LandingWriter, encode_batch, encode_record
 from crawler.sinks import FanOutSink, KafkaSink, PublishError, PubSubSink, message_key
 from crawler.worker import CrawlWorker
-from newsflow.urls import canonicalize_url
+from newsflow.urls import identity_key
 from schemas import RawDocument
 from tests.integration.test_crawler_worker import FAST, Site, config, landed, rss, run_worker
 from transforms.coders import register_coders
@@ -90,7 +90,7 @@ def test_crawler_publishes_to_kafka_and_landing_files(redis, tmp_path, mock_kafk
     by_url = {d.url: d for d in docs}
     for m in msgs:
         doc = RawDocument.from_json_dict(json.loads(m.value()))
-        assert m.key().decode() == canonicalize_url(doc.url)
+        assert m.key().decode() == identity_key(doc.url)
         assert m.value() == encode_record(by_url[doc.url])  # byte for byte the landing line
     parse_step([kafka_record_value((m.key(), m.value())) for m in msgs], sorted(docs))
 
@@ -162,13 +162,14 @@ def _doc(url="http://Example.com/a/1?utm_source=x", body=b"<html>\xc3\xa9t\xc3\x
     )
 
 
-def test_pubsub_message_is_the_landing_record_keyed_by_canonical_url():
+def test_pubsub_message_is_the_landing_record_keyed_by_article_identity():
     fake = FakePublisher()
     sink = PubSubSink("projects/p/topics/raw", client=fake)
     doc = _doc()
     sink.publish([doc])
     [(topic, data, key, attrs)] = fake.calls
-    assert topic == "projects/p/topics/raw" and key == "http://example.com/a/1" == message_key(doc)
+    assert topic == "projects/p/topics/raw" and key == "https://example.com/a/1" == message_key(doc)
+    assert message_key(doc._replace(url="http://www.example.com/a/1/")) == key
     assert data == encode_record(doc) and data + b"\n" == encode_batch([doc], compress=False)
     assert attrs["article_id"] and len(attrs["article_id"]) == 32
     parse_step([data], [doc])
@@ -180,7 +181,7 @@ def test_pubsub_failure_raises_and_resumes_the_ordering_key():
     fake = FakePublisher(fail=True)
     with pytest.raises(PublishError, match="1 of 1 not delivered"):
         PubSubSink("projects/p/topics/raw", client=fake).publish([_doc()])
-    assert fake.resumed == ["http://example.com/a/1"]
+    assert fake.resumed == ["https://example.com/a/1"]
     with pytest.raises(ValueError, match="projects/PROJECT/topics/TOPIC"):
         PubSubSink("raw", client=fake)
 
@@ -239,7 +240,7 @@ def test_pubsub_through_the_emulator(pubsub_emulator):
         if resp.received_messages:
             subscriber.acknowledge(request={"subscription": sub, "ack_ids": [m.ack_id for m in resp.received_messages]})
     assert sorted(m.data for m in received) == sorted(encode_record(d) for d in docs)
-    assert {m.ordering_key for m in received} == {f"http://example.com/a/{i}" for i in range(3)}
-    same_key = [m.data for m in received if m.ordering_key == "http://example.com/a/0"]
+    assert {m.ordering_key for m in received} == {f"https://example.com/a/{i}" for i in range(3)}
+    same_key = [m.data for m in received if m.ordering_key == "https://example.com/a/0"]
     assert same_key == [encode_record(docs[0]), encode_record(docs[3])]  # one key: publish order kept
     parse_step([m.data for m in received], docs)
