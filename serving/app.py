@@ -82,7 +82,7 @@ from serving.http_cache import (
 )
 from serving.openapi import openapi_schema
 from serving.pages import coverage_page, feed_page, trending_page
-from serving.preferences import merge_preferences, profile_preferences
+from serving.preferences import merge_preferences, reader_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
 from serving.tokens import TokenError, verify_token
 from serving.web import PageError, web_routes
@@ -397,13 +397,18 @@ class Api:
         user = self._user(request)
         try:
             self._guard()
-            profile = self.store.user_profile(user)
+            prefs = self.preferences_of(user)
         except REDIS_ERRORS as e:
             self._mark_down()
             raise ApiError(
                 503, "unavailable", f"profile store unavailable: {type(e).__name__}", {"Retry-After": "5"}
             ) from None
-        return self._respond(request, dict(profile_preferences(profile), user=user), "private")
+        return self._respond(request, dict(prefs, user=user), "private")
+
+    def preferences_of(self, user: str) -> dict:
+        """The reader's preference document (:func:`serving.preferences.reader_preferences`); Redis errors
+        propagate."""
+        return reader_preferences(self.store.user_profile(user), self.store.preference_extras(user))
 
     async def put_preferences(self, request: Request) -> Response:
         user = self._user(request)
@@ -418,7 +423,7 @@ class Api:
             raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
 
         def save() -> dict:
-            prefs = merge_preferences(self.store.user_profile(user), data)
+            prefs = merge_preferences(self.preferences_of(user), data)
             self.store.write_preferences(user, prefs)
             self.store.client.delete(self.store.keys.feed("user", user))  # rebuilt with the new prefs
             return prefs

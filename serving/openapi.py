@@ -89,6 +89,8 @@ def openapi_schema() -> dict:
             "follow_sources": dict(str_list, description="outlets: registrable domains, or hosts/URLs to reduce"),
             "block_topics": dict(str_list, description="topic labels (lower case)"),
             "block_sources": dict(str_list, description="outlets: registrable domains, or hosts/URLs to reduce"),
+            "prefer_sources": dict(str_list, description="outlets whose report leads a story's full coverage"),
+            "dismiss_topics": dict(str_list, description="inferred interests removed from the For You page"),
         },
     }
     return {
@@ -162,7 +164,8 @@ def openapi_schema() -> dict:
                 "put": {
                     "summary": "Replace some preference lists (absent fields are kept). Sources are stored as "
                     "outlets (registrable domains: uk.reuters.com becomes reuters.com); following and blocking "
-                    "the same topic or outlet is refused. Blocks apply to every surface the reader sees.",
+                    "the same topic or outlet, preferring a blocked outlet or dismissing a followed topic is "
+                    "refused. Blocks apply to every surface the reader sees.",
                     "security": BEARER,
                     "requestBody": {
                         "required": True,

@@ -1,15 +1,23 @@
-"""Reader preferences: follows and blocks of topics and outlets, validated and normalized.
+"""Reader preferences: follows, blocks, preferred lead outlets and removed inferred interests.
 
-Shared by ``GET/PUT /v1/me/preferences`` (JSON, bearer token) and the web UI's follow/block buttons
-(form posts with a session cookie). Sources are outlets (:func:`newsflow.outlets.outlet`, the
-registrable domain), so blocking ``uk.reuters.com`` blocks every ``reuters.com`` host; topics are
-lower-case labels. Following and blocking the same thing is refused rather than guessed.
+Shared by ``GET/PUT /v1/me/preferences`` (JSON, bearer token) and the web UI's buttons (form posts
+with a session cookie). Sources are outlets (:func:`newsflow.outlets.outlet`, the registrable domain),
+so blocking ``uk.reuters.com`` blocks every ``reuters.com`` host; topics are lower-case labels.
 
-Document shape (both directions)::
+Document shape (both directions; lists sorted, at most :data:`MAX_ENTRIES` values each)::
 
-    {"follow_topics": [str], "follow_sources": [str], "block_topics": [str], "block_sources": [str]}
+    {"follow_topics": [str], "follow_sources": [str], "block_topics": [str], "block_sources": [str],
+     "prefer_sources": [str], "dismiss_topics": [str]}
 
-Lists are sorted and hold at most :data:`MAX_ENTRIES` values each.
+* ``follow_*`` / ``block_*``: ranking boosts followed topics and outlets and removes blocked ones from
+  every surface (top, topics, trending, sources, breaking, coverage leads, For You);
+* ``prefer_sources``: outlets whose report leads a story's full coverage when they covered it;
+* ``dismiss_topics``: inferred interests the reader removed: For You drops stories of these topics
+  that were placed by inference (interest vector, similar readers, trending), not by a follow.
+
+Contradictions are refused by ``PUT`` (follow and block the same thing, prefer a blocked outlet,
+dismiss a followed topic); a button press resolves them instead (blocking unfollows, following
+un-blocks and un-dismisses, ...), so one press never leaves a conflict.
 """
 
 from __future__ import annotations
@@ -18,14 +26,35 @@ import re
 from collections.abc import Mapping
 
 from newsflow.outlets import outlet
-from newsflow.ranking.store import PREFERENCE_FIELDS
+from newsflow.ranking.store import EXTRA_PREFERENCE_FIELDS, PREFERENCE_FIELDS, PROFILE_PREFERENCE_FIELDS
 from schemas import UserProfile
 
 MAX_ENTRIES = 200
 TOPIC_RE = re.compile(r"[a-z0-9][a-z0-9 _&.'-]{0,63}\Z")
 _OUTLET_RE = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?\Z")
-ACTIONS = ("follow", "unfollow", "block", "unblock")
-KINDS = ("topic", "source")
+# action -> (kind, field it adds to or removes from, add?, fields the press clears)
+_ACTIONS = {
+    ("follow", "topic"): ("follow_topics", True, ("block_topics", "dismiss_topics")),
+    ("unfollow", "topic"): ("follow_topics", False, ()),
+    ("block", "topic"): ("block_topics", True, ("follow_topics",)),
+    ("unblock", "topic"): ("block_topics", False, ()),
+    ("dismiss", "topic"): ("dismiss_topics", True, ("follow_topics",)),
+    ("undismiss", "topic"): ("dismiss_topics", False, ()),
+    ("follow", "source"): ("follow_sources", True, ("block_sources",)),
+    ("unfollow", "source"): ("follow_sources", False, ()),
+    ("block", "source"): ("block_sources", True, ("follow_sources", "prefer_sources")),
+    ("unblock", "source"): ("block_sources", False, ()),
+    ("prefer", "source"): ("prefer_sources", True, ("block_sources",)),
+    ("unprefer", "source"): ("prefer_sources", False, ()),
+}
+ACTIONS = tuple(sorted({a for a, _ in _ACTIONS}))
+KINDS = ("source", "topic")
+_CONFLICTS = (
+    ("follow_topics", "block_topics", "follow and block"),
+    ("follow_sources", "block_sources", "follow and block"),
+    ("prefer_sources", "block_sources", "prefer and block"),
+    ("follow_topics", "dismiss_topics", "follow and dismiss"),
+)
 
 
 def normalize_topic(value) -> str:
@@ -52,37 +81,42 @@ def normalize_source(value) -> str:
     return out
 
 
-def profile_preferences(profile: UserProfile) -> dict:
-    """The preference document of ``profile`` (sorted lists)."""
-    return {name: sorted(getattr(profile, name)) for name in PREFERENCE_FIELDS}
+def reader_preferences(profile: UserProfile, extras: Mapping[str, frozenset] | None = None) -> dict:
+    """The preference document of a reader: ``profile``'s follows/blocks and ``extras``
+    (:meth:`newsflow.ranking.store.RankingStore.preference_extras`), as sorted lists."""
+    doc = {name: sorted(getattr(profile, name)) for name in PROFILE_PREFERENCE_FIELDS}
+    for name in EXTRA_PREFERENCE_FIELDS:
+        doc[name] = sorted((extras or {}).get(name, ()))
+    return doc
 
 
 def _check_conflicts(prefs: Mapping[str, list]) -> None:
-    for kind in ("topics", "sources"):
-        both = set(prefs[f"follow_{kind}"]) & set(prefs[f"block_{kind}"])
+    for a, b, verb in _CONFLICTS:
+        both = set(prefs[a]) & set(prefs[b])
         if both:
-            raise ValueError(f"cannot both follow and block {kind}: {sorted(both)}")
+            what = "topics" if a.endswith("_topics") else "sources"
+            raise ValueError(f"cannot both {verb} {what}: {sorted(both)}")
 
 
-def merge_preferences(current: UserProfile, body) -> dict:
+def merge_preferences(current: Mapping[str, list], body) -> dict:
     """Validates a ``PUT`` body and returns the complete new preference document.
 
     Fields absent from ``body`` keep their current values; a present field replaces the list.
 
     Args:
-      current: the reader's stored profile.
-      body: the decoded JSON body (must be an object with only :data:`PREFERENCE_FIELDS` keys,
-        each a list of strings).
+      current: the stored document (:func:`reader_preferences`).
+      body: the decoded JSON body (must be an object with only :data:`PREFERENCE_FIELDS` keys, each a
+        list of strings).
 
     Raises:
-      ValueError: unknown field, wrong type, invalid value, too many values, or a follow/block conflict.
+      ValueError: unknown field, wrong type, invalid value, too many values, or a contradiction.
     """
     if not isinstance(body, dict):
         raise ValueError("body must be a JSON object")
     unknown = sorted(set(body) - set(PREFERENCE_FIELDS))
     if unknown:
         raise ValueError(f"unknown fields {unknown}; allowed: {list(PREFERENCE_FIELDS)}")
-    prefs = profile_preferences(current)
+    prefs = {name: list(current.get(name, ())) for name in PREFERENCE_FIELDS}
     for name, values in body.items():
         if not isinstance(values, list) or len(values) > MAX_ENTRIES:
             raise ValueError(f"{name} must be a list of at most {MAX_ENTRIES} strings")
@@ -92,34 +126,32 @@ def merge_preferences(current: UserProfile, body) -> dict:
     return prefs
 
 
-def apply_action(current: UserProfile, action: str, kind: str, value: str) -> dict:
-    """One button press: ``follow``/``unfollow``/``block``/``unblock`` a ``topic``/``source``.
+def apply_action(current: Mapping[str, list], action: str, kind: str, value: str) -> dict:
+    """One button press on a ``topic`` or ``source``: ``follow``/``unfollow``, ``block``/``unblock``,
+    ``prefer``/``unprefer`` (sources) or ``dismiss``/``undismiss`` (topics); the press also clears
+    what would contradict it (blocking unfollows and un-prefers, following un-blocks, ...).
 
-    Following something removes a block of it and blocking removes a follow, so one press never
-    leaves a conflict.
+    Args:
+      current: the stored document (:func:`reader_preferences`).
 
     Returns:
       The fields that change, ``{field: sorted list}`` (for :meth:`RankingStore.write_preferences`).
 
     Raises:
-      ValueError: unknown action or kind, or an invalid value.
+      ValueError: unknown action/kind pair, an invalid value, or more than :data:`MAX_ENTRIES` values.
     """
-    if action not in ACTIONS or kind not in KINDS:
-        raise ValueError(f"action must be one of {ACTIONS} and kind one of {KINDS}, got {action!r}/{kind!r}")
+    spec = _ACTIONS.get((action, kind))
+    if spec is None:
+        raise ValueError(f"action must be one of {ACTIONS} on a kind in {KINDS}, got {action!r} on {kind!r}")
+    field, add, clears = spec
     norm = normalize_topic(value) if kind == "topic" else normalize_source(value)
-    prefs = profile_preferences(current)
-    follow, block = f"follow_{kind}s", f"block_{kind}s"
-    sets = {follow: set(prefs[follow]), block: set(prefs[block])}
-    if action == "follow":
-        sets[follow].add(norm)
-        sets[block].discard(norm)
-    elif action == "unfollow":
-        sets[follow].discard(norm)
-    elif action == "block":
-        sets[block].add(norm)
-        sets[follow].discard(norm)
+    changed = {name: set(current.get(name, ())) for name in (field, *clears)}
+    if add:
+        changed[field].add(norm)
+        for name in clears:
+            changed[name].discard(norm)
     else:
-        sets[block].discard(norm)
-    if len(sets[follow]) > MAX_ENTRIES or len(sets[block]) > MAX_ENTRIES:
-        raise ValueError(f"at most {MAX_ENTRIES} {kind}s may be followed or blocked")
-    return {name: sorted(v) for name, v in sets.items()}
+        changed[field].discard(norm)
+    if len(changed[field]) > MAX_ENTRIES:
+        raise ValueError(f"at most {MAX_ENTRIES} values in {field}")
+    return {name: sorted(v) for name, v in changed.items()}

@@ -57,10 +57,10 @@ from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
 from serving.http_cache import cache_headers, etag_matches, strong_etag
 from serving.pages import coverage_page, feed_page
-from serving.preferences import apply_action, normalize_source, normalize_topic
+from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS
 from serving.tokens import TokenError, sign_token, verify_token
-from serving.web_view import ago_text, coverage_context, safe_next, templates, why_labels
+from serving.web_view import ago_text, coverage_context, is_inferred, safe_next, templates, why_labels
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
@@ -75,6 +75,8 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
+FOR_YOU_SPARE = 20
+MAX_LIMIT = 100
 NAV = (("/", "Top stories"), ("/for-you", "For You"), ("/topics", "Topics"), ("/trending", "Trending"))
 
 
@@ -121,6 +123,18 @@ class Web:
         except REDIS_ERRORS:
             self.api._mark_down()
             return UserProfile(reader)
+
+    def _extras(self, reader: str | None) -> dict:
+        """The reader's preferred lead outlets and removed interests
+        (:meth:`RankingStore.preference_extras`); empty for anonymous readers or with Redis down."""
+        if reader is None:
+            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset()}
+        try:
+            self.api._guard()
+            return self.api.store.preference_extras(reader)
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset()}
 
     # -- rendering ------------------------------------------------------------------------
     def _context(self, request: Request, sess, profile: UserProfile | None) -> dict:
@@ -332,7 +346,15 @@ class Web:
             blocked = bool(profile and name in profile.block_sources)
             if profile:
                 stories = [] if blocked else without_blocked(stories, profile)
-            return {"title": name, "outlet": name, "blocked_source": blocked, "stories": stories, "stale": stale}
+            preferred = bool(profile and name in self._extras(profile.user_id)["prefer_sources"])
+            return {
+                "title": name,
+                "outlet": name,
+                "blocked_source": blocked,
+                "preferred_source": preferred,
+                "stories": stories,
+                "stale": stale,
+            }
 
         return self._page(request, f"source|{name}", "source.html", build)
 
@@ -356,7 +378,8 @@ class Web:
         cov = coverage_page(rec.summary(), rec.entities, articles)
 
         def build(profile):
-            return dict(coverage_context(cov, articles, profile), title=rec.title or "Full coverage")
+            prefer = self._extras(profile.user_id)["prefer_sources"] if profile else frozenset()
+            return dict(coverage_context(cov, articles, profile, prefer), title=rec.title or "Full coverage")
 
         return self._page(request, f"story|{sid}", "story.html", build)
 
@@ -365,8 +388,11 @@ class Web:
         if sess is None:
             return RedirectResponse("/signin?next=/for-you", status_code=303)
         edition = self.api._edition(request, default="")
-        payload, stale = self.api.personal_feed(sess[0], edition, self.api.config.default_limit)
+        limit = self.api.config.default_limit
+        # a few more than a page: stories of removed interests are dropped below
+        payload, stale = self.api.personal_feed(sess[0], edition, min(MAX_LIMIT, limit + FOR_YOU_SPARE))
         profile = self._profile(sess[0])
+        dismissed = self._extras(sess[0])["dismiss_topics"]
         velocity = {}
         try:
             self.api._guard()
@@ -374,7 +400,15 @@ class Web:
             velocity = dict(rows)
         except REDIS_ERRORS:
             self.api._mark_down()
-        stories = [dict(it, why=why_labels(it, profile, velocity)) for it in payload["stories"]]
+        stories = []
+        for it in payload["stories"]:
+            labels = why_labels(it, profile, velocity)
+            inferred = is_inferred(labels)
+            topics = {str(t).lower() for t in it.get("topics") or ()}
+            if inferred and topics & dismissed:
+                continue
+            stories.append(dict(it, why=labels, inferred=inferred))
+        stories = stories[:limit]
         ctx = self._context(request, sess, profile)
         ctx.update(
             title="For You",
@@ -390,7 +424,8 @@ class Web:
         if sess is None:
             return RedirectResponse("/signin?next=/settings", status_code=303)
         ctx = self._context(request, sess, self._profile(sess[0]))
-        ctx.update(title="Your topics and sources")
+        profile = ctx["profile"]
+        ctx.update(title="Your topics and sources", prefs=reader_preferences(profile, self._extras(sess[0])))
         return self.render(request, "settings.html", ctx, personal=True)
 
     # -- sign-in and forms --------------------------------------------------------------------
@@ -466,7 +501,7 @@ class Web:
         def save() -> None:
             store = self.api.store
             change = apply_action(
-                store.user_profile(sess[0]), form.get("action", ""), form.get("kind", ""), form.get("value", "")
+                self.api.preferences_of(sess[0]), form.get("action", ""), form.get("kind", ""), form.get("value", "")
             )
             store.write_preferences(sess[0], change)
             store.client.delete(store.keys.feed("user", sess[0]))  # rebuilt with the new preferences

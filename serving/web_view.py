@@ -86,18 +86,32 @@ def templates() -> jinja2.Environment:
     return env
 
 
-def coverage_context(cov: dict, articles, profile: UserProfile | None) -> dict:
+def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_sources: frozenset = frozenset()) -> dict:
     """Template context of a full-coverage page from :func:`serving.pages.coverage_page`'s ``cov``.
 
-    The lead report is the story's representative article unless the reader blocks its outlet: then
-    the first report (by time) from an outlet they do not block leads; with none left the page says
-    so. The timeline lists every article by event time, marking syndicated copies.
+    The lead report, in order of precedence: the earliest article (an independent report's lead or a
+    syndicated copy) from an outlet in ``prefer_sources`` that the reader does not block; the story's
+    representative article unless the reader blocks its outlet; the earliest report from an outlet
+    they do not block; none (the page says every outlet is blocked). The timeline lists every article
+    by event time, marking syndicated copies.
     """
     reports = cov["reports"]
+    blocked = profile.block_sources if profile else frozenset()
     lead_url = cov.get("url")
     lead = next((r for r in reports if r["article"]["url"] == lead_url), reports[0] if reports else None)
-    if profile and lead is not None and outlet(lead["article"]["source_domain"]) in profile.block_sources:
-        lead = next((r for r in reports if outlet(r["article"]["source_domain"]) not in profile.block_sources), None)
+    preferred = [
+        (a["event_time"], a["article_id"], r, a)
+        for r in reports
+        for a in [r["article"], *r["syndicated_copies"]]
+        if outlet(a["source_domain"]) in prefer_sources and outlet(a["source_domain"]) not in blocked
+    ]
+    lead_is_preferred = False
+    if preferred:
+        _, _, report, article = min(preferred, key=lambda p: (p[0], p[1]))
+        lead = report if article is report["article"] else {"article": article, "syndicated_copies": []}
+        lead_is_preferred = True
+    elif lead is not None and outlet(lead["article"]["source_domain"]) in blocked:
+        lead = next((r for r in reports if outlet(r["article"]["source_domain"]) not in blocked), None)
     copy_of = {}
     for r in reports:
         for c in r["syndicated_copies"]:
@@ -117,9 +131,11 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None) -> dict:
     return {
         "story": cov,
         "lead": lead,
+        "lead_is_preferred": lead_is_preferred,
         "lead_blocked": bool(profile and lead is None and reports),
         "others": [r for r in reports if r is not lead],
         "timeline": timeline,
+        "outlets": outlets,
         "outlet_count": len(outlets),
         "topic_blocked": bool(profile and is_blocked({"domain": "", "topics": cov.get("topics", [])}, profile)),
     }
@@ -163,6 +179,12 @@ def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[
         if profile is not None and profile.interest is not None and profile.clicks > 0 and not out:
             out.append("Similar to stories you read")
     return out or ["Top story in your edition"]
+
+
+def is_inferred(labels: list[str]) -> bool:
+    """Whether :func:`why_labels` placed a story by inference (interest, similar readers, trending,
+    edition) rather than by a follow or breaking news: only those can be removed as an interest."""
+    return not any(label.startswith("You follow") or label == "Breaking news" for label in labels)
 
 
 INTEREST_LABEL_MIN = 0.3

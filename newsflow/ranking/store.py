@@ -32,7 +32,12 @@ POOL_SIZE = 500
 FEED_TTL_SECONDS = 300
 GLOBAL_EDITION = "global"
 TRENDING_KINDS = ("story", "entity", "topic")
-PREFERENCE_FIELDS = ("follow_topics", "follow_sources", "block_topics", "block_sources")
+PROFILE_PREFERENCE_FIELDS = ("follow_topics", "follow_sources", "block_topics", "block_sources")
+"""Preference fields that are also :class:`UserProfile` attributes (ranking reads them)."""
+EXTRA_PREFERENCE_FIELDS = ("prefer_sources", "dismiss_topics")
+"""Preference fields serving alone reads (:meth:`RankingStore.preference_extras`): outlets whose report
+leads a story's coverage, and inferred interests (topics) the reader removed from For You."""
+PREFERENCE_FIELDS = PROFILE_PREFERENCE_FIELDS + EXTRA_PREFERENCE_FIELDS
 """Fields of the user hash a reader sets (``/v1/me/preferences``, the web UI); JSON lists."""
 
 
@@ -244,6 +249,17 @@ class RankingStore:
     def user_profile(self, user_id: str) -> UserProfile:
         """The reader's profile; an unknown user gets an empty (cold-start) profile."""
         return user_from_hash(user_id, self.client.hgetall(self.keys.user(user_id)))
+
+    def preference_extras(self, user_id: str) -> dict[str, frozenset]:
+        """The reader's :data:`EXTRA_PREFERENCE_FIELDS` as frozensets (one HMGET); ``prefer_sources`` hold
+        outlets (stored hosts are reduced with :func:`newsflow.outlets.outlet`), ``dismiss_topics`` lower-case
+        labels; missing or unparsable fields are empty."""
+        raw = self.client.hmget(self.keys.user(user_id), list(EXTRA_PREFERENCE_FIELDS))
+        prefer, dismiss = (_json_list(v) for v in raw)
+        return {
+            "prefer_sources": frozenset(o for o in (outlet(str(x)) for x in prefer) if o),
+            "dismiss_topics": frozenset(str(x).lower() for x in dismiss),
+        }
 
     def write_preferences(self, user_id: str, prefs: Mapping[str, Iterable[str]]) -> None:
         """Sets some of a reader's :data:`PREFERENCE_FIELDS` (each a JSON list, sorted) in one HSET on

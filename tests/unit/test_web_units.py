@@ -8,7 +8,13 @@ import pytest
 
 from schemas import ArticleRecord, UserProfile
 from serving.pages import coverage_page
-from serving.preferences import apply_action, merge_preferences, normalize_source, normalize_topic
+from serving.preferences import (
+    apply_action,
+    merge_preferences,
+    normalize_source,
+    normalize_topic,
+    reader_preferences,
+)
 from serving.web_view import ago_text, coverage_context, iso_text, safe_next, utc_text, why_labels
 
 T = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
@@ -54,14 +60,21 @@ def test_normalizers():
 
 
 def test_merge_preferences_replaces_given_fields_and_refuses_conflicts():
-    cur = UserProfile("u", follow_topics=frozenset({"tech"}), block_sources=frozenset({"a.com"}))
+    profile = UserProfile("u", follow_topics=frozenset({"tech"}), block_sources=frozenset({"a.com"}))
+    cur = reader_preferences(profile, {"prefer_sources": frozenset({"apnews.com"})})
     out = merge_preferences(cur, {"block_sources": ["uk.reuters.com", "in.reuters.com"]})
     assert out == {
         "follow_topics": ["tech"],
         "follow_sources": [],
         "block_topics": [],
         "block_sources": ["reuters.com"],
+        "prefer_sources": ["apnews.com"],
+        "dismiss_topics": [],
     }
+    with pytest.raises(ValueError, match="prefer and block"):
+        merge_preferences(cur, {"block_sources": ["www.apnews.com"]})
+    with pytest.raises(ValueError, match="follow and dismiss"):
+        merge_preferences(cur, {"dismiss_topics": ["tech"]})
     with pytest.raises(ValueError, match="follow and block"):
         merge_preferences(cur, {"block_topics": ["Tech"]})
     with pytest.raises(ValueError, match="unknown fields"):
@@ -75,14 +88,28 @@ def test_merge_preferences_replaces_given_fields_and_refuses_conflicts():
 
 
 def test_apply_action_moves_between_follow_and_block():
-    cur = UserProfile("u", follow_sources=frozenset({"reuters.com"}))
+    cur = reader_preferences(
+        UserProfile("u", follow_sources=frozenset({"reuters.com"}), follow_topics=frozenset({"tech"})),
+        {"prefer_sources": frozenset({"reuters.com"}), "dismiss_topics": frozenset({"sport"})},
+    )
     assert apply_action(cur, "block", "source", "uk.reuters.com") == {
-        "follow_sources": [],
         "block_sources": ["reuters.com"],
+        "follow_sources": [],
+        "prefer_sources": [],
     }
-    assert apply_action(cur, "follow", "topic", "Sport") == {"follow_topics": ["sport"], "block_topics": []}
-    assert apply_action(cur, "unfollow", "source", "www.reuters.com") == {"follow_sources": [], "block_sources": []}
-    for args in (("mute", "topic", "x"), ("follow", "person", "x"), ("follow", "topic", "a/b")):
+    assert apply_action(cur, "follow", "topic", "Sport") == {
+        "follow_topics": ["sport", "tech"],
+        "block_topics": [],
+        "dismiss_topics": [],
+    }
+    assert apply_action(cur, "unfollow", "source", "www.reuters.com") == {"follow_sources": []}
+    assert apply_action(cur, "dismiss", "topic", "tech") == {"dismiss_topics": ["sport", "tech"], "follow_topics": []}
+    assert apply_action(cur, "prefer", "source", "bbc.co.uk") == {
+        "prefer_sources": ["bbc.co.uk", "reuters.com"],
+        "block_sources": [],
+    }
+    bad = (("mute", "topic", "x"), ("follow", "person", "x"), ("follow", "topic", "a/b"), ("prefer", "topic", "x"))
+    for args in bad:
         with pytest.raises(ValueError):
             apply_action(cur, *args)
 
@@ -119,6 +146,16 @@ def test_coverage_lead_skips_blocked_outlets():
     assert no_a["lead"]["article"]["article_id"] == "a3"
     none = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"a.com", "b.com"})))
     assert none["lead"] is None and none["lead_blocked"]
+    # a preferred outlet leads when it covered the story, even with a syndicated copy (copy.com's a2)
+    pref = coverage_context(cov, arts, UserProfile("u"), frozenset({"copy.com"}))
+    assert pref["lead"]["article"]["article_id"] == "a2" and pref["lead_is_preferred"]
+    assert [r["article"]["article_id"] for r in pref["others"]] == ["a1", "a3", "a4"]
+    pref_e = coverage_context(cov, arts, UserProfile("u"), frozenset({"b.com", "a.com"}))
+    assert pref_e["lead"]["article"]["article_id"] == "a1"  # the earliest preferred article
+    a_blocked = UserProfile("u", block_sources=frozenset({"a.com"}))
+    blocked_pref = coverage_context(cov, arts, a_blocked, frozenset({"a.com"}))
+    assert blocked_pref["lead"]["article"]["article_id"] == "a3" and not blocked_pref["lead_is_preferred"]
+    assert not coverage_context(cov, arts, None, frozenset({"nobody.com"}))["lead_is_preferred"]
 
 
 def test_why_labels_from_feed_signals_and_fallbacks():

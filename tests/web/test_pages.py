@@ -171,6 +171,8 @@ def test_preferences_api(site):
         "follow_sources": [],
         "block_topics": [],
         "block_sources": [],
+        "prefer_sources": [],
+        "dismiss_topics": [],
     }
     put = site.put(
         "/v1/me/preferences",
@@ -225,3 +227,33 @@ def test_json_surfaces_apply_a_bearer_readers_blocks(site):
     assert "business" not in {t["topic"].lower() for t in trending["topics"]}
     assert [s["story_id"] for s in site.get("/v1/top").json()["stories"]] == ["s1", "s7", "s6", "s3", "s4"]
     assert site.get("/v1/top", headers={"Authorization": "Bearer nf1.x.y"}).status_code == 401
+
+
+def test_prefer_lead_outlet_and_remove_inferred_interest(site):
+    _signin(site, "fay")
+    csrf = _csrf(site)
+    story = _doc(site.get("/stories/s1"))
+    assert story.xpath("//select[@name='value']/option/@value") == ["a.com", "b.com", "e.com", "f.com", "wire-copy.com"]
+    site.post("/prefs", data={"csrf": csrf, "action": "prefer", "kind": "source", "value": "e.com", "next": "/"})
+    lead = _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='lead-h']//a/@href")[0]
+    assert lead == "https://e.com/a4"  # e.com's independent report leads
+    # For You of a cold-start reader: all inferred; remove "world" as an interest from s1's card
+    before = _card_ids(_doc(site.get("/for-you")))
+    assert {"s1", "s3"} <= set(before)
+    card_button = _doc(site.get("/for-you")).xpath(
+        "//article[@aria-labelledby='t-s1']//form[input[@name='action'][@value='dismiss']]/input[@name='value']/@value"
+    )
+    assert card_button == ["world"]
+    site.post("/prefs", data={"csrf": csrf, "action": "dismiss", "kind": "topic", "value": "world", "next": "/"})
+    after = _card_ids(_doc(site.get("/for-you")))
+    world = {sid for sid, v in STORIES.items() if "world" in v[5]} | {"s3"}  # s3 is stored as {World, Business}
+    assert not set(after) & world and set(before) - world <= set(after)
+    assert {"s1", "s3"} <= set(_card_ids(_doc(site.get("/"))))  # removing an interest is For You only
+    # a followed topic places s3 by a follow, not by inference: it comes back
+    site.post("/prefs", data={"csrf": csrf, "action": "follow", "kind": "topic", "value": "business", "next": "/"})
+    assert "s3" in _card_ids(_doc(site.get("/for-you")))
+    prefs = {
+        li: [a.text for a in _doc(site.get("/settings")).xpath(f"//section[@aria-labelledby='h-{li}']//li/a")]
+        for li in ("prefer_sources", "dismiss_topics", "follow_topics")
+    }
+    assert prefs == {"prefer_sources": ["e.com"], "dismiss_topics": ["world"], "follow_topics": ["business"]}
