@@ -87,6 +87,9 @@ key                                       type    holds                         
 ``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
                                                   clicks, follow_*/block_* (JSON  tests             serving
                                                   lists)
+``P:seen:{user_id}``                      HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
+                                                  outlets, reports} last seen
+                                                  (30-day TTL)
 ``P:{models}:models:current``             HASH    model name -> version (date)    nightly           ranking
                                                   serving reads                   (switch)          (personalize)
 ``P:{models}:models:previous``            HASH    model name -> version before    nightly           nightly
@@ -328,6 +331,10 @@ class Keys:
     def user(self, user_id: str) -> str:
         """HASH reader profile."""
         return f"{self.prefix}:user:{user_id}"
+
+    def user_seen(self, user_id: str) -> str:
+        """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
+        return f"{self.prefix}:seen:{user_id}"
 
     # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
     @property

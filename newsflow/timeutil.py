@@ -253,15 +253,16 @@ def zone_abbreviation_offset_s(abbr: str) -> int | None:
 
 
 def feed_zone_date_to_epoch(text: str) -> tuple[float | None, bool]:
-    """Reads an RFC 822 date whose zone is a name (``"Mon, 04 Nov 2024 08:00:00 AEDT"``).
+    """Reads a date whose zone is a name: RFC 822 (``"Mon, 04 Nov 2024 08:00:00 AEDT"``) or ISO 8601
+    date and time followed by a name (``"2024-03-06 10:00:00 CET"``).
 
     Returns:
       ``(epoch, True)`` when the text ends in a zone name that resolves
-      (:func:`zone_abbreviation_offset_s`) and the rest is an RFC 822 date;
+      (:func:`zone_abbreviation_offset_s`) and the rest is an RFC 822 or a naive ISO 8601 date-time;
       ``(None, True)`` when it ends in a zone name that does not resolve or the date part does not
       parse (the time is unknown: never read as UTC);
-      ``(None, False)`` when the text does not end in a zone name (numeric offsets, ISO 8601:
-      the caller's other parser applies). Example: ``"Wed, 06 Mar 2024 10:00:00 CET"`` ->
+      ``(None, False)`` when the text does not end in a zone name (numeric offsets, ISO 8601 with
+      ``Z`` or an offset: the caller's other parser applies). Example: ``"Wed, 06 Mar 2024 10:00:00 CET"`` ->
       ``(1709715600.0, True)`` (09:00Z).
     """
     m = _ZONE_TAIL_RE.match((text or "").strip())
@@ -276,12 +277,18 @@ def feed_zone_date_to_epoch(text: str) -> tuple[float | None, bool]:
         parsed = email.utils.parsedate_tz(f"{m.group('head')} {sign}{hh:02d}{mm:02d}")
     except (TypeError, ValueError, IndexError):
         parsed = None
-    if parsed is None or parsed[9] is None:
+    if parsed is not None and parsed[9] is not None:
+        try:
+            return float(email.utils.mktime_tz(parsed)), True
+        except (OverflowError, ValueError):
+            return None, True
+    try:  # an ISO 8601 date-time followed by a zone name ("2024-03-06 10:00:00 CET")
+        local = iso_datetime(m.group("head").strip(), replace_z=False)
+    except ValueError:
         return None, True
-    try:
-        return float(email.utils.mktime_tz(parsed)), True
-    except (OverflowError, ValueError):
-        return None, True
+    if local.tzinfo is not None:
+        return None, True  # an offset and a zone name: contradictory, unknown
+    return local.replace(tzinfo=_UTC).timestamp() - offset, True
 
 
 def format_epoch(value: float | None) -> str:

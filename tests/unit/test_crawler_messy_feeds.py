@@ -202,6 +202,9 @@ def test_zone_abbreviation_table():
     assert feed_zone_date_to_epoch("Wed, 06 Mar 2024 10:00:00 +0100") == (None, False)
     assert feed_zone_date_to_epoch("Wed, 06 Mar 2024 10:00 CET") == (utc("2024-03-06T09:00"), True)
     assert feed_zone_date_to_epoch("sometime 10:00:00 CET") == (None, True)
+    assert feed_zone_date_to_epoch("2024-03-06 10:00:00 CET") == (utc("2024-03-06T09:00"), True)
+    assert feed_zone_date_to_epoch("2024-03-06T10:00:00 UTC") == (utc("2024-03-06T10:00"), True)
+    assert feed_zone_date_to_epoch("2024-03-06T10:00:00+01:00 CET") == (None, True)  # contradictory
 
 
 # ------------------------------------------------------------------------------- item 10: URL date is a fallback
