@@ -17,6 +17,8 @@ setting           flags (both spellings)       environment variable        defau
                                                                            :mod:`newsflow.resources`)
 ``token_secret``  (none: a secret)             ``NEWSFLOW_TOKEN_SECRET``   ``None``: a development secret
                                                                            under ``<data_dir>/serving``
+``admin_token``   (none: a secret)             ``NEWSFLOW_ADMIN_TOKEN``    ``None``: the admin API
+                                                                           (``/v1/admin``) is disabled
 ================  ===========================  ==========================  ===============================
 
 The key prefix is a plain namespace (letters, digits, ``_ . -``); Redis Cluster hash tags are placed by
@@ -43,6 +45,7 @@ ENV_REDIS_URL = "REDIS_URL"
 ENV_KEY_PREFIX = "NEWSFLOW_KEY_PREFIX"
 ENV_MODEL_DIR = "NEWSFLOW_MODEL_DIR"
 ENV_TOKEN_SECRET = "NEWSFLOW_TOKEN_SECRET"
+ENV_ADMIN_TOKEN = "NEWSFLOW_ADMIN_TOKEN"
 
 
 def validate_key_prefix(prefix: str) -> str:
@@ -71,6 +74,8 @@ class Settings:
       token_secret: HMAC secret for reader tokens (bytes from the environment), or ``None``.
       redis_path: the embedded server's ``.rdb`` file when it is not the default
         ``<data_dir>/redis/newsflow.rdb`` (flag ``--redis-path``), else ``None``.
+      admin_token: bearer token of the admin API (``serving/admin.py``), separate from reader
+        tokens; ``None`` disables that API.
     """
 
     data_dir: str
@@ -79,6 +84,7 @@ class Settings:
     model_dir: str = os.path.join(REPO_ROOT, "var", "models")
     token_secret: bytes | None = None
     redis_path: str | None = None
+    admin_token: str | None = None
 
     @classmethod
     def resolve(cls, flags: Any = None, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -122,6 +128,7 @@ class Settings:
             model_dir=model_dir,
             token_secret=secret,
             redis_path=os.path.abspath(redis_path) if (redis_path := pick("redis_path", None)) else None,
+            admin_token=overrides.get("admin_token") or env.get(ENV_ADMIN_TOKEN) or None,
         )
 
     def with_redis_url(self, url: str | None) -> Settings:

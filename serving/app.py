@@ -72,6 +72,7 @@ from newsflow.ranking.store import (
     RankingStore,
 )
 from schemas import UserProfile
+from serving.admin import admin_mount
 from serving.http_cache import (
     STALE_REASON_HEADER,
     LocalCache,
@@ -605,6 +606,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
+        admin_mount(client, config.keys),  # /v1/admin/sources (serving/admin.py)
         *routes_web,
     ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from serving.admin import ADMIN_SECURITY_SCHEME, admin_openapi_paths
+
 
 def _q(name: str, schema: dict, description: str) -> dict:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
@@ -101,6 +103,7 @@ def openapi_schema() -> dict:
             "description": "Fresh, diverse news feeds from story clusters.",
         },
         "paths": {
+            **admin_openapi_paths(),
             "/v1/top": {
                 "get": {
                     "summary": "Top stories of an edition",
@@ -220,7 +223,8 @@ def openapi_schema() -> dict:
         },
         "components": {
             "securitySchemes": {
-                "bearerToken": {"type": "http", "scheme": "bearer", "description": "nf1.<payload>.<HMAC-SHA256> token"}
+                "adminToken": ADMIN_SECURITY_SCHEME,
+                "bearerToken": {"type": "http", "scheme": "bearer", "description": "nf1.<payload>.<HMAC-SHA256> token"},
             },
             "responses": {
                 "Error": {

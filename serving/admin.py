@@ -1,0 +1,457 @@
+"""Admin API of the sources registry: ``/v1/admin/sources`` (list, register, import, export, pause,
+resume, remove), mounted on the serving app.
+
+Authentication is separate from readers: every request carries ``Authorization: Bearer <admin
+token>``, where the token is the ``NEWSFLOW_ADMIN_TOKEN`` setting (:attr:`newsflow.settings.Settings.admin_token`,
+at least 16 characters). Reader tokens are never accepted here. Without a configured token every
+admin route answers 503 ``admin_disabled``; a missing or wrong token gets 401 ``unauthorized``.
+Responses are ``Cache-Control: no-store``.
+
+=======================================  ======  ==========================================================
+route                                    method  does
+=======================================  ======  ==========================================================
+``/v1/admin/sources``                    GET     feeds (``status`` repeatable, ``outlet``, ``offset``, ``limit``)
+``/v1/admin/sources``                    POST    register JSON ``{"url", "kind", "title", "categories",
+                                                 "name", "tier", "authority", "language"}`` or
+                                                 ``{"feeds": [...]}`` (no discovery: that is the crawl
+                                                 tier's ``newsflow sources add``); 201 when something was
+                                                 added, 200 when all were already registered, 422 when
+                                                 every entry failed
+``/v1/admin/sources/import``             POST    an OPML or CSV body (at most 32 MiB), same report as
+                                                 ``newsflow sources import``
+``/v1/admin/sources/export``             GET     ``format=opml|csv``
+``/v1/admin/sources/{ref}``              GET     the feeds ``ref`` names (feed id or outlet)
+``/v1/admin/sources/{ref}``              DELETE  remove (record and crawl history kept)
+``/v1/admin/sources/{ref}/{action}``     POST    ``pause``, ``resume`` or ``remove``
+=======================================  ======  ==========================================================
+
+Handlers are synchronous (Starlette runs them in its thread pool) and use the serving app's Redis
+client; a Redis error is a 503 ``unavailable``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import io
+import itertools
+import json
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+
+from newsflow.keys import Keys
+from newsflow.source_files import read_csv, read_opml, write_csv, write_opml
+from newsflow.source_registry import STATUSES, FeedEntry, FeedError, Report, SourceRegistry
+from newsflow.sources import SourceTable
+
+MIN_ADMIN_TOKEN = 16
+MAX_IMPORT_BYTES = 32 * 1024 * 1024
+MAX_JSON_BYTES = 4 * 1024 * 1024
+MAX_LIMIT = 1000
+
+
+class _Error(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+
+def _json(body, status: int = 200, headers: dict | None = None) -> Response:
+    return Response(
+        json.dumps(body, ensure_ascii=False).encode("utf-8"),
+        status_code=status,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store", **(headers or {})},
+    )
+
+
+def _report_body(report: Report) -> dict:
+    return {"outcomes": [o._asdict() for o in report.outcomes], "summary": report.counts()}
+
+
+class AdminApi:
+    """Handlers of the admin routes.
+
+    Args:
+      client: redis-py client (the serving app's).
+      keys: the key layout.
+      admin_token: the bearer token admins send; ``None`` or shorter than :data:`MIN_ADMIN_TOKEN`
+        disables the API.
+    """
+
+    def __init__(self, client, keys: Keys, admin_token: str | None):
+        self.registry = SourceRegistry(client, keys, seed=SourceTable.load())
+        self._token = (admin_token or "").encode("utf-8")
+
+    def _auth(self, request: Request) -> None:
+        if len(self._token) < MIN_ADMIN_TOKEN:
+            raise _Error(
+                503,
+                "admin_disabled",
+                f"the admin API is disabled: set NEWSFLOW_ADMIN_TOKEN (at least {MIN_ADMIN_TOKEN} characters)",
+            )
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8"), self._token):
+            raise _Error(
+                401,
+                "unauthorized",
+                "admin token required (Authorization: Bearer <NEWSFLOW_ADMIN_TOKEN>)",
+                {"WWW-Authenticate": 'Bearer realm="newsflow-admin"'},
+            )
+
+    def _wrap(self, handler, body_cap: int = 0):
+        """An async endpoint: authenticate, read at most ``body_cap`` body bytes, run ``handler(request,
+        body)`` in the thread pool (the registry makes blocking Redis calls)."""
+
+        async def endpoint(request: Request) -> Response:
+            import redis
+
+            try:
+                self._auth(request)
+                body = await _read(request, body_cap) if body_cap else b""
+                return await run_in_threadpool(handler, request, body)
+            except _Error as e:
+                return _json({"error": {"code": e.code, "message": e.message}}, e.status, e.headers)
+            except redis.RedisError as e:
+                return _json(
+                    {"error": {"code": "unavailable", "message": f"registry unavailable: {type(e).__name__}"}},
+                    503,
+                    {"Retry-After": "5"},
+                )
+
+        return endpoint
+
+    # -------------------------------------------------------------------------------- handlers
+    def list_feeds(self, request: Request, body: bytes) -> Response:
+        """GET /v1/admin/sources."""
+        q = request.query_params
+        statuses = q.getlist("status") or ["active", "paused"]
+        bad = [s for s in statuses if s not in STATUSES]
+        if bad:
+            raise _Error(400, "invalid_parameter", f"status must be one of {', '.join(STATUSES)}, got {bad[0]!r}")
+        try:
+            offset = int(q.get("offset", "0"))
+            limit = int(q.get("limit", "100"))
+        except ValueError:
+            raise _Error(400, "invalid_parameter", "offset and limit must be integers") from None
+        if offset < 0 or not 1 <= limit <= MAX_LIMIT:
+            raise _Error(400, "invalid_parameter", f"need offset >= 0 and 1 <= limit <= {MAX_LIMIT}")
+        outlet = q.get("outlet")
+        rows = self.registry.feeds(statuses, outlet=outlet) if outlet else self.registry.iter_feeds(statuses)
+        page = list(itertools.islice(rows, offset, offset + limit))
+        return _json({"feeds": page, "offset": offset, "limit": limit, "registered": self.registry.count()})
+
+    def get_feed(self, request: Request, body: bytes) -> Response:
+        """GET /v1/admin/sources/{ref}."""
+        ref = request.path_params["ref"]
+        ids = self.registry.resolve(ref)
+        if not ids:
+            raise _Error(404, "not_found", f"no registered feed matches {ref!r}")
+        return _json({"feeds": [self.registry.get(i) for i in ids]})
+
+    def register(self, request: Request, body: bytes) -> Response:
+        """POST /v1/admin/sources."""
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise _Error(400, "invalid_json", f"body is not JSON: {e}") from None
+        items = doc.get("feeds") if isinstance(doc, dict) and "feeds" in doc else [doc]
+        if not isinstance(items, list) or not items:
+            raise _Error(400, "invalid_request", 'send {"url": ...} or {"feeds": [{"url": ...}, ...]}')
+        entries, outlet_edits = [], []
+        for i, item in enumerate(items):
+            ref = f"feeds[{i}]"
+            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+                entries.append((ref, FeedError("bad_entry", "each feed is an object with a string 'url'")))
+                continue
+            cats = item.get("categories") or []
+            if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
+                entries.append((ref, FeedError("bad_entry", "categories must be a list of strings")))
+                continue
+            entries.append(
+                (
+                    ref,
+                    FeedEntry(
+                        url=item["url"],
+                        kind=str(item.get("kind") or "feed"),
+                        title=str(item.get("title") or ""),
+                        categories=tuple(cats),
+                        html_url=str(item.get("html_url") or ""),
+                        status=str(item.get("status") or "active"),
+                    ),
+                )
+            )
+            edit = {k: item[k] for k in ("name", "tier", "authority", "language") if item.get(k) is not None}
+            if edit:
+                outlet_edits.append((ref, item["url"], edit))
+        report = self.registry.register(entries, origin="api")
+        by_ref = {o.ref: o for o in report.outcomes}
+        for ref, _url, edit in outlet_edits:
+            o = by_ref.get(ref)
+            if o is None or o.result == "error":
+                continue
+            row = self.registry.get(o.feed_id)
+            try:
+                self.registry.set_outlet(
+                    row["outlet"],
+                    display_name=edit.get("name"),
+                    tier=edit.get("tier"),
+                    authority=edit.get("authority"),
+                    language=edit.get("language"),
+                )
+            except ValueError as e:
+                raise _Error(422, "invalid_outlet", f"{ref}: feed registered, outlet not changed: {e}") from None
+        counts = report.counts()
+        status = 201 if counts.get("added") or counts.get("restored") else 200 if counts.get("unchanged") else 422
+        return _json(_report_body(report), status)
+
+    def import_file(self, request: Request, body: bytes) -> Response:
+        """POST /v1/admin/sources/import (OPML or CSV body)."""
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        fmt = request.query_params.get("format") or ""
+        if not fmt and ("xml" in ctype or "opml" in ctype):
+            fmt = "opml"
+        elif not fmt and "csv" in ctype:
+            fmt = "csv"
+        elif not fmt:
+            fmt = "opml" if body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") else "csv"
+        if fmt not in ("opml", "csv"):
+            raise _Error(400, "invalid_parameter", f"format must be opml or csv, got {fmt!r}")
+        reader = read_opml if fmt == "opml" else read_csv
+        report = self.registry.register(reader(io.BytesIO(body)), origin="api:import")
+        all_failed = bool(report.errors) and len(report.errors) == len(report.outcomes)
+        return _json(_report_body(report), 422 if all_failed else 200)
+
+    def export(self, request: Request, body: bytes) -> Response:
+        """GET /v1/admin/sources/export?format=opml|csv."""
+        fmt = request.query_params.get("format", "opml")
+        if fmt not in ("opml", "csv"):
+            raise _Error(400, "invalid_parameter", f"format must be opml or csv, got {fmt!r}")
+        out = io.StringIO()
+        feeds = self.registry.iter_feeds()
+        if fmt == "csv":
+            write_csv(feeds, out)
+        else:
+            write_opml(feeds, out)
+        media = "text/csv" if fmt == "csv" else "text/x-opml"
+        return Response(out.getvalue().encode("utf-8"), media_type=media, headers={"Cache-Control": "no-store"})
+
+    def action(self, request: Request, body: bytes) -> Response:
+        """POST /v1/admin/sources/{ref}/{action} and DELETE /v1/admin/sources/{ref}."""
+        ref = request.path_params["ref"]
+        action = request.path_params.get("action", "remove")
+        if action not in ("pause", "resume", "remove"):
+            raise _Error(404, "not_found", f"unknown action {action!r} (pause, resume, remove)")
+        report = self.registry.set_status(ref, action)
+        if report.errors:
+            raise _Error(404, "not_found", f"no registered feed matches {ref!r}")
+        return _json(_report_body(report))
+
+
+async def _read(request: Request, cap: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > cap:
+        raise _Error(413, "too_large", f"body of {declared} bytes exceeds {cap}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise _Error(413, "too_large", f"body exceeds {cap} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def admin_app(client, keys: Keys, admin_token: str | None = None) -> Starlette:
+    """The admin sub-application (routes in the module docstring), to mount at ``/v1/admin``.
+
+    Args:
+      client: redis-py client.
+      keys: the key layout.
+      admin_token: the admin bearer token; ``None`` reads ``NEWSFLOW_ADMIN_TOKEN`` through
+        :meth:`newsflow.settings.Settings.resolve` (now, not at import).
+    """
+    if admin_token is None:
+        from newsflow.settings import Settings
+
+        admin_token = Settings.resolve().admin_token
+    api = AdminApi(client, keys, admin_token)
+    w = api._wrap
+    routes = [
+        Route("/sources", w(api.list_feeds), methods=["GET"]),
+        Route("/sources", w(api.register, MAX_JSON_BYTES), methods=["POST"]),
+        Route("/sources/import", w(api.import_file, MAX_IMPORT_BYTES), methods=["POST"]),
+        Route("/sources/export", w(api.export), methods=["GET"]),
+        Route("/sources/{ref}", w(api.get_feed), methods=["GET"]),
+        Route("/sources/{ref}", w(api.action), methods=["DELETE"]),
+        Route("/sources/{ref}/{action}", w(api.action), methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def admin_mount(client, keys: Keys, admin_token: str | None = None) -> Mount:
+    """``Mount("/v1/admin", admin_app(...))`` for the serving app's route list."""
+    return Mount("/v1/admin", app=admin_app(client, keys, admin_token))
+
+
+def admin_openapi_paths() -> dict:
+    """OpenAPI 3.1 path items of the admin routes (merged into ``serving/openapi.py``'s document)."""
+    err = {"$ref": "#/components/responses/Error"}
+    sec = [{"adminToken": []}]
+    ref = {
+        "name": "ref",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+        "description": "feed id or outlet",
+    }
+    report = {
+        "description": "one outcome per entry",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "outcomes": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "ref": {"type": "string"},
+                                    "url": {"type": "string"},
+                                    "feed_id": {"type": "string"},
+                                    "result": {
+                                        "type": "string",
+                                        "enum": [
+                                            "added",
+                                            "unchanged",
+                                            "restored",
+                                            "paused",
+                                            "resumed",
+                                            "removed",
+                                            "error",
+                                        ],
+                                    },
+                                    "detail": {"type": "string"},
+                                },
+                            },
+                        },
+                        "summary": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    },
+                }
+            }
+        },
+    }
+    feed = {
+        "type": "object",
+        "required": ["url"],
+        "properties": {
+            "url": {"type": "string", "format": "uri"},
+            "kind": {"type": "string", "enum": ["feed", "sitemap"], "default": "feed"},
+            "title": {"type": "string"},
+            "categories": {"type": "array", "items": {"type": "string"}},
+            "html_url": {"type": "string"},
+            "status": {"type": "string", "enum": ["active", "paused"], "default": "active"},
+            "name": {"type": "string", "description": "outlet display name"},
+            "tier": {"type": "string", "enum": ["wire", "record", "national", "popular", "low"]},
+            "authority": {"type": "number", "minimum": 0, "maximum": 1, "description": "outlet authority override"},
+            "language": {"type": "string"},
+        },
+    }
+    errors = {"400": err, "401": err, "503": err}
+    return {
+        "/v1/admin/sources": {
+            "get": {
+                "summary": "registered feeds (admin)",
+                "security": sec,
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(STATUSES)}},
+                    {"name": "outlet", "in": "query", "schema": {"type": "string"}},
+                    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}},
+                ],
+                "responses": {"200": {"description": "feeds"}, **errors},
+            },
+            "post": {
+                "summary": "register feeds (admin)",
+                "security": sec,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "oneOf": [
+                                    feed,
+                                    {"type": "object", "properties": {"feeds": {"type": "array", "items": feed}}},
+                                ]
+                            }
+                        }
+                    },
+                },
+                "responses": {"200": report, "201": report, "422": report, "413": err, **errors},
+            },
+        },
+        "/v1/admin/sources/import": {
+            "post": {
+                "summary": "import an OPML or CSV file (admin)",
+                "security": sec,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "text/x-opml": {"schema": {"type": "string"}},
+                        "text/csv": {"schema": {"type": "string"}},
+                    },
+                },
+                "responses": {"200": report, "422": report, "413": err, **errors},
+            }
+        },
+        "/v1/admin/sources/export": {
+            "get": {
+                "summary": "export the feeds as OPML or CSV (admin)",
+                "security": sec,
+                "parameters": [
+                    {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["opml", "csv"]}}
+                ],
+                "responses": {"200": {"description": "the file"}, **errors},
+            }
+        },
+        "/v1/admin/sources/{ref}": {
+            "get": {
+                "summary": "feeds named by a feed id or outlet (admin)",
+                "security": sec,
+                "parameters": [ref],
+                "responses": {"200": {"description": "feeds"}, "404": err, **errors},
+            },
+            "delete": {
+                "summary": "remove (history kept) (admin)",
+                "security": sec,
+                "parameters": [ref],
+                "responses": {"200": report, "404": err, **errors},
+            },
+        },
+        "/v1/admin/sources/{ref}/{action}": {
+            "post": {
+                "summary": "pause, resume or remove (admin)",
+                "security": sec,
+                "parameters": [
+                    ref,
+                    {
+                        "name": "action",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "enum": ["pause", "resume", "remove"]},
+                    },
+                ],
+                "responses": {"200": report, "404": err, **errors},
+            }
+        },
+    }
+
+
+ADMIN_SECURITY_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "the NEWSFLOW_ADMIN_TOKEN setting (reader tokens are not accepted)",
+}

@@ -1,0 +1,149 @@
+"""The admin API of the sources registry (/v1/admin/sources) mounted in the serving app, over real HTTP
+on 127.0.0.1 with a real Redis: separate authentication, register, import, export, pause/resume/remove."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from crawler.frontier import Frontier
+from newsflow.keys import Keys
+from newsflow.source_registry import SourceRegistry
+from serving.app import ServingConfig, create_app
+from serving.tokens import sign_token
+from tests.integration.asgi_server import serve_in_thread
+
+ADMIN = "admin-token-0123456789abcdef"
+SECRET = b"s" * 32
+NOW = 1_700_000_000.0
+
+
+@pytest.fixture
+def api(redis_server, tmp_path, monkeypatch):
+    client, _ = redis_server
+    monkeypatch.setenv("NEWSFLOW_ADMIN_TOKEN", ADMIN)
+    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), clock=lambda: NOW, keys=Keys("adm"))
+    app = create_app(client, cfg)
+    with serve_in_thread(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        yield http, client
+
+
+def admin(**kw):
+    return {"Authorization": f"Bearer {ADMIN}", **kw}
+
+
+def test_admin_routes_need_the_admin_token_not_a_reader_token(api):
+    http, _ = api
+    assert http.get("/v1/admin/sources").status_code == 401
+    reader = {"Authorization": "Bearer " + sign_token("alice", SECRET, NOW, 3600)}
+    r = http.get("/v1/admin/sources", headers=reader)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    r = http.post("/v1/admin/sources", headers={"Authorization": "Bearer " + ADMIN[:-1] + "x"}, json={"url": "x"})
+    assert r.status_code == 401
+    r = http.get("/v1/admin/sources", headers=admin())
+    assert r.status_code == 200 and r.json()["feeds"] == [] and r.headers["cache-control"] == "no-store"
+
+
+def test_admin_api_is_disabled_without_a_configured_token(redis_server, tmp_path, monkeypatch):
+    client, _ = redis_server
+    monkeypatch.delenv("NEWSFLOW_ADMIN_TOKEN", raising=False)
+    app = create_app(client, ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s")))
+    with serve_in_thread(app) as port:
+        r = httpx.get(f"http://127.0.0.1:{port}/v1/admin/sources", headers=admin())
+    assert r.status_code == 503 and r.json()["error"]["code"] == "admin_disabled"
+
+
+def test_register_list_pause_resume_remove_over_http(api):
+    http, client = api
+    r = http.post(
+        "/v1/admin/sources",
+        headers=admin(),
+        json={
+            "url": "https://www.example.com/rss",
+            "title": "Example",
+            "categories": ["World"],
+            "tier": "national",
+            "language": "en",
+        },
+    )
+    assert r.status_code == 201, r.text
+    [outcome] = r.json()["outcomes"]
+    assert outcome["result"] == "added"
+    fid = outcome["feed_id"]
+    r = http.post("/v1/admin/sources", headers=admin(), json={"url": "https://www.example.com/rss"})
+    assert r.status_code == 200 and r.json()["outcomes"][0]["result"] == "unchanged"
+    r = http.post(
+        "/v1/admin/sources",
+        headers=admin(),
+        json={"feeds": [{"url": "http://169.254.169.254/latest"}, {"url": "https://news.example.org/feed"}, 7]},
+    )
+    assert r.status_code == 201
+    assert [o["result"] for o in r.json()["outcomes"]] == ["error", "added", "error"]
+    r = http.post("/v1/admin/sources", headers=admin(), json={"url": "http://localhost/rss"})
+    assert r.status_code == 422 and "unsafe_url" in r.json()["outcomes"][0]["detail"]
+    assert http.post("/v1/admin/sources", headers=admin(), content=b"{not json").status_code == 400
+
+    feeds = http.get("/v1/admin/sources", headers=admin()).json()["feeds"]
+    ex = next(f for f in feeds if f["id"] == fid)
+    assert (ex["outlet"], ex["tier"], ex["authority"], ex["language"]) == ("example.com", "national", 0.75, "en")
+    assert ex["authority_source"] == "rubric"
+
+    r = http.post(f"/v1/admin/sources/{fid}/pause", headers=admin())
+    assert r.status_code == 200 and r.json()["outcomes"][0]["result"] == "paused"
+    assert http.get(f"/v1/admin/sources/{fid}", headers=admin()).json()["feeds"][0]["status"] == "paused"
+    paused = http.get("/v1/admin/sources", params={"status": "paused"}, headers=admin()).json()["feeds"]
+    assert [f["id"] for f in paused] == [fid]
+    # the frontier sees the pause
+    frontier = Frontier(client, Keys("adm"))
+    frontier.apply_priorities(NOW)
+    assert [t.url for t in frontier.claim("w", NOW, 60, n=10)] == ["https://news.example.org/feed"]
+    r = http.post(f"/v1/admin/sources/{fid}/resume", headers=admin())
+    assert r.json()["outcomes"][0]["result"] == "resumed"
+    frontier.apply_priorities(NOW + 1)
+    assert [t.url for t in frontier.claim("w", NOW + 1, 60, n=10)] == ["https://www.example.com/rss"]
+    r = http.delete("/v1/admin/sources/example.org", headers=admin())
+    assert r.status_code == 200 and r.json()["outcomes"][0]["result"] == "removed"
+    assert [f["url"] for f in http.get("/v1/admin/sources", headers=admin()).json()["feeds"]] == [
+        "https://www.example.com/rss"
+    ]
+    assert http.post("/v1/admin/sources/nothing.example.net/pause", headers=admin()).status_code == 404
+    assert http.post(f"/v1/admin/sources/{fid}/explode", headers=admin()).status_code == 404
+    assert http.get("/v1/admin/sources", params={"limit": 0}, headers=admin()).status_code == 400
+
+
+def test_import_and_export_over_http(api):
+    http, client = api
+    opml = (
+        '<opml version="2.0"><body><outline text="Tech">'
+        '<outline text="A" xmlUrl="https://a.example.com/rss"/>'
+        '<outline text="B" xmlUrl="https://b.example.net/rss" category="/gadgets"/></outline>'
+        '<outline text="bad" xmlUrl="http://10.1.1.1/rss"/></body></opml>'
+    )
+    r = http.post("/v1/admin/sources/import", headers=admin(**{"Content-Type": "text/x-opml"}), content=opml)
+    assert r.status_code == 200 and r.json()["summary"] == {"added": 2, "error": 1}
+    r = http.post("/v1/admin/sources/import", headers=admin(**{"Content-Type": "text/x-opml"}), content=opml)
+    assert r.json()["summary"] == {"unchanged": 2, "error": 1}
+    r = http.get("/v1/admin/sources/export", params={"format": "opml"}, headers=admin())
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/x-opml")
+    assert 'xmlUrl="https://b.example.net/rss"' in r.text and 'category="/gadgets"' in r.text
+    r = http.get("/v1/admin/sources/export", params={"format": "csv"}, headers=admin())
+    lines = r.text.splitlines()
+    assert lines[0].startswith("url,kind,title,categories") and len(lines) == 3
+    huge = b"x" * (33 * 1024 * 1024)
+    r = http.post("/v1/admin/sources/import", headers=admin(**{"Content-Type": "text/csv"}), content=huge)
+    assert r.status_code == 413
+    assert SourceRegistry(client, Keys("adm")).count() == 2
+
+
+def test_openapi_documents_the_admin_routes(api):
+    http, _ = api
+    doc = http.get("/openapi.json").json()
+    assert doc["components"]["securitySchemes"]["adminToken"]["scheme"] == "bearer"
+    for path in ("/v1/admin/sources", "/v1/admin/sources/{ref}/{action}", "/v1/admin/sources/import"):
+        assert path in doc["paths"]
+        for op in doc["paths"][path].values():
+            assert op["security"] == [{"adminToken": []}]
+    assert json.dumps(doc)  # serializable
