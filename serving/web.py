@@ -60,7 +60,16 @@ from serving.pages import coverage_page, feed_page
 from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS
 from serving.tokens import TokenError, sign_token, verify_token
-from serving.web_view import ago_text, coverage_context, is_inferred, safe_next, templates, why_labels
+from serving.web_view import (
+    ago_text,
+    coverage_changes,
+    coverage_context,
+    coverage_snapshot,
+    is_inferred,
+    safe_next,
+    templates,
+    why_labels,
+)
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
@@ -379,9 +388,26 @@ class Web:
 
         def build(profile):
             prefer = self._extras(profile.user_id)["prefer_sources"] if profile else frozenset()
-            return dict(coverage_context(cov, articles, profile, prefer), title=rec.title or "Full coverage")
+            ctx = dict(coverage_context(cov, articles, profile, prefer), title=rec.title or "Full coverage")
+            if profile is not None:
+                ctx["changes"] = self._since_last_look(profile.user_id, sid, cov)
+            return ctx
 
         return self._page(request, f"story|{sid}", "story.html", build)
+
+    def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
+        """What changed in ``sid``'s coverage since ``reader`` last opened it
+        (:func:`serving.web_view.coverage_changes`), and records this view; ``None`` on a first view or
+        with Redis down."""
+        now = self.api._ranking_now()
+        try:
+            self.api._guard()
+            seen = self.api.store.seen_story(reader, sid)
+            self.api.store.mark_seen(reader, sid, coverage_snapshot(cov, now))
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            return None
+        return coverage_changes(seen, cov, now)
 
     def for_you(self, request: Request) -> Response:
         sess = self.session(request)

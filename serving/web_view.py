@@ -181,6 +181,54 @@ def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[
     return out or ["Top story in your edition"]
 
 
+MAX_SEEN_REPORTS = 500
+"""Independent reports remembered per story view (the earliest ones), which bounds the seen-hash."""
+
+
+def coverage_snapshot(cov: dict, now: float) -> dict:
+    """What a reader saw of a story's coverage at ``now`` (UTC epoch s), stored to tell them later what
+    changed: ``{"t", "title", "outlets": [outlet], "reports": [cluster id]}`` (reports earliest first,
+    at most :data:`MAX_SEEN_REPORTS`)."""
+    return {
+        "t": float(now),
+        "title": cov.get("title") or "",
+        "outlets": sorted({outlet(s["domain"]) for s in cov["sources"]}),
+        "reports": [r["cluster_id"] for r in cov["reports"][:MAX_SEEN_REPORTS]],
+    }
+
+
+def coverage_changes(seen: dict | None, cov: dict, now: float) -> dict | None:
+    """What changed in a story's coverage since the reader last looked.
+
+    Args:
+      seen: the stored :func:`coverage_snapshot` of their last view, or ``None`` (first view).
+      cov: the coverage now (:func:`serving.pages.coverage_page`).
+      now: UTC epoch seconds.
+
+    Returns:
+      ``None`` on a first view or a malformed snapshot, else ``{"since": last view time, "new_outlets":
+      [outlet], "new_reports": [report dict], "old_title": previous headline or "" when unchanged}``
+      (``new_reports``: independent reports whose near-duplicate group was not there, earliest first).
+    """
+    if not seen:
+        return None
+    try:
+        since = float(seen["t"])
+        old_outlets = {str(o) for o in seen.get("outlets", [])}
+        old_reports = {str(c) for c in seen.get("reports", [])}
+        old_title = str(seen.get("title") or "")
+    except (KeyError, TypeError, ValueError):
+        return None
+    now_outlets = sorted({outlet(s["domain"]) for s in cov["sources"]})
+    title = cov.get("title") or ""
+    return {
+        "since": since,
+        "new_outlets": [o for o in now_outlets if o not in old_outlets],
+        "new_reports": [r for r in cov["reports"] if r["cluster_id"] not in old_reports],
+        "old_title": old_title if old_title and old_title != title else "",
+    }
+
+
 def is_inferred(labels: list[str]) -> bool:
     """Whether :func:`why_labels` placed a story by inference (interest, similar readers, trending,
     edition) rather than by a follow or breaking news: only those can be removed as an interest."""

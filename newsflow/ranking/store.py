@@ -261,6 +261,24 @@ class RankingStore:
             "dismiss_topics": frozenset(str(x).lower() for x in dismiss),
         }
 
+    def seen_story(self, user_id: str, story_id: str) -> dict | None:
+        """What the reader last saw of a story's coverage (the JSON object :meth:`mark_seen` stored at
+        ``Keys.user_seen``), or ``None`` (never seen, or unreadable)."""
+        raw = self.client.hget(self.keys.user_seen(user_id), story_id)
+        try:
+            doc = json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def mark_seen(self, user_id: str, story_id: str, snapshot: Mapping, ttl_seconds: int = 30 * 86400) -> None:
+        """Stores ``snapshot`` (a JSON-able mapping) as what the reader saw of a story; the reader's whole
+        seen-hash expires ``ttl_seconds`` after their last coverage view."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(self.keys.user_seen(user_id), story_id, json.dumps(snapshot, separators=(",", ":"), sort_keys=True))
+        pipe.expire(self.keys.user_seen(user_id), int(ttl_seconds))
+        pipe.execute()
+
     def write_preferences(self, user_id: str, prefs: Mapping[str, Iterable[str]]) -> None:
         """Sets some of a reader's :data:`PREFERENCE_FIELDS` (each a JSON list, sorted) in one HSET on
         ``Keys.user(user_id)``; other fields of the hash (the nightly job's interest vector, clicks) are

@@ -15,7 +15,16 @@ from serving.preferences import (
     normalize_topic,
     reader_preferences,
 )
-from serving.web_view import ago_text, coverage_context, iso_text, safe_next, utc_text, why_labels
+from serving.web_view import (
+    ago_text,
+    coverage_changes,
+    coverage_context,
+    coverage_snapshot,
+    iso_text,
+    safe_next,
+    utc_text,
+    why_labels,
+)
 
 T = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
@@ -176,3 +185,19 @@ def test_why_labels_from_feed_signals_and_fallbacks():
     assert why_labels({"story_id": "s", "domain": "x.com"}, UserProfile("u"), {"s": 3}) == ["Trending now"]
     reader = UserProfile("u", interest=np.ones(128, dtype=np.float32), clicks=5)
     assert why_labels({"story_id": "s", "domain": "x.com"}, reader, {}) == ["Similar to stories you read"]
+
+
+def test_coverage_changes_since_the_last_look():
+    arts = [_art("a1", "www.a.com", "c1", 0.9, T), _art("a3", "b.com", "c2", 0.7, T + 300)]
+    summary = {"story_id": "s1", "title": "Old", "url": "https://www.a.com/a1", "domain": "www.a.com", "topics": []}
+    seen = coverage_snapshot(coverage_page(summary, [], arts), T + 400)
+    assert seen == {"t": T + 400, "title": "Old", "outlets": ["a.com", "b.com"], "reports": ["c1", "c2"]}
+    grown = arts + [_art("a7", "uk.c.com", "c9", 0.5, T + 900), _art("a8", "copy.com", "c1", 0.1, T + 950)]
+    cov = coverage_page(dict(summary, title="New"), [], grown)
+    ch = coverage_changes(seen, cov, T + 1000)
+    assert ch["since"] == T + 400 and ch["old_title"] == "Old"
+    assert ch["new_outlets"] == ["c.com", "copy.com"]
+    assert [r["cluster_id"] for r in ch["new_reports"]] == ["c9"]  # a copy in c1 is not a new report
+    assert coverage_changes(None, cov, T) is None and coverage_changes({"t": "x"}, cov, T) is None
+    same = coverage_changes(coverage_snapshot(cov, T + 1000), cov, T + 2000)
+    assert same["new_outlets"] == [] and same["new_reports"] == [] and same["old_title"] == ""

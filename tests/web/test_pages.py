@@ -257,3 +257,37 @@ def test_prefer_lead_outlet_and_remove_inferred_interest(site):
         for li in ("prefer_sources", "dismiss_topics", "follow_topics")
     }
     assert prefs == {"prefer_sources": ["e.com"], "dismiss_topics": ["world"], "follow_topics": ["business"]}
+
+
+def test_coverage_tells_a_returning_reader_what_changed(site, server):
+    _signin(site, "gus")
+    first = _doc(site.get("/stories/s1"))
+    assert not first.xpath("//section[@aria-labelledby='changes-h']")  # first visit: nothing to compare
+    # the story grows: a new outlet files an independent report (its own near-duplicate group c4), and
+    # the headline changes
+    server.hset(
+        KEYS.article("a6"),
+        mapping={
+            "title": "title a6",
+            "url": "https://news.g.com/a6",
+            "source_domain": "news.g.com",
+            "source_name": "G",
+            "event_time": repr(NOW - 100),
+            "cluster_id": "c4",
+            "story_id": "s1",
+            "authority": "0.5",
+            "language": "en",
+        },
+    )
+    server.zadd(KEYS.story_articles("s1"), {"a6": NOW - 100})
+    server.hset(KEYS.story("s1"), "title", "Storm hits the coast, dozens evacuated")
+    again = _doc(site.get("/stories/s1"))
+    changes = again.xpath("//section[@aria-labelledby='changes-h']")[0].text_content()
+    assert "1 new source: g.com" in changes
+    assert "The headline changed; it was “Storm hits the coast”" in changes
+    assert again.xpath("//section[@aria-labelledby='changes-h']//a/@href") == ["https://news.g.com/a6"]
+    third = _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='changes-h']")[0].text_content()
+    assert "Nothing new." in third
+    # anonymous readers never get the section, and it is not shared through the CDN-cacheable page
+    site.post("/signout", data={"csrf": _csrf(site)})
+    assert not _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='changes-h']")
