@@ -141,6 +141,12 @@ def test_openapi_lists_every_route(r, tmp_path):
         "/v1/feed",
         "/v1/me/preferences",
         "/v1/events",
+        # the sources admin API (serving/admin.py; its own test: tests/integration/test_sources_admin.py)
+        "/v1/admin/sources",
+        "/v1/admin/sources/import",
+        "/v1/admin/sources/export",
+        "/v1/admin/sources/{ref}",
+        "/v1/admin/sources/{ref}/{action}",
     }
 
 
