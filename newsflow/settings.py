@@ -74,7 +74,7 @@ class Settings:
       token_secret: HMAC secret for reader tokens (bytes from the environment), or ``None``.
       redis_path: the embedded server's ``.rdb`` file when it is not the default
         ``<data_dir>/redis/newsflow.rdb`` (flag ``--redis-path``), else ``None``.
-      admin_token: bearer token of the admin API (``serving/admin.py``), separate from reader
+      admin_token: bearer token of the sources admin API (``/v1/admin``), separate from reader
         tokens; ``None`` disables that API.
     """
 
