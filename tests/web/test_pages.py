@@ -291,3 +291,21 @@ def test_coverage_tells_a_returning_reader_what_changed(site, server):
     # anonymous readers never get the section, and it is not shared through the CDN-cacheable page
     site.post("/signout", data={"csrf": _csrf(site)})
     assert not _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='changes-h']")
+
+
+def test_bad_input_gets_an_html_error_page_not_a_crash(site):
+    bad_edition = site.get("/", params={"edition": "not an edition!"})
+    assert bad_edition.status_code == 400 and "edition must be" in _doc(bad_edition).xpath("//main/p/text()")[0]
+    assert bad_edition.headers["cache-control"] == "no-store"
+    assert site.get("/sources/not%20a%20domain").status_code == 400
+    signed_out = site.post("/prefs", data={"csrf": "x", "action": "block", "kind": "source", "value": "a.com"})
+    assert signed_out.status_code == 401
+    not_form = site.post("/signin", content=b'{"name": "x"}', headers={"content-type": "application/json"})
+    assert not_form.status_code == 415
+    huge = site.post("/signin", data={"name": "x" * 10_000, "csrf": "y"})
+    assert huge.status_code == 413
+    _signin(site, "hal")
+    odd = site.post("/prefs", data={"csrf": _csrf(site), "action": "explode", "kind": "topic", "value": "x"})
+    assert odd.status_code == 400 and "action must be one of" in odd.text
+    # the JSON API keeps JSON errors
+    assert site.get("/v1/top", params={"edition": "!"}).json()["error"]["code"] == "bad_parameter"
