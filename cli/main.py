@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "crawler.commands.crawl"),
     ("sources", "crawler.commands.sources_status"),
     ("sources", "crawler.commands.sources_list"),
+    ("sources", "crawler.commands.sources_add"),
     ("sources", "crawler.commands.sources_import"),
     ("sources", "crawler.commands.sources_export"),
     ("sources", "crawler.commands.sources_pause"),
