@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from cli.nightly import MODELS, run_night
+from jobs.nightly import MODELS, run_night
 from newsflow.keys import Keys
 from newsflow.learning.store import ModelStore
 from newsflow.ranking.build import build_feeds

@@ -122,3 +122,36 @@ def test_nightly_rejects_bad_flags(bad, tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and json.loads(proc.stdout)["status"] == "failed"
+
+
+def test_cloud_scheduler_flex_template_launch_runs_the_nightly_entry(redis_server, tmp_path):
+    """Cloud Scheduler posts deploy/gcp/nightly-launch.json to flexTemplates:launch; the template's
+    launcher then runs ``python <FLEX_TEMPLATE_PYTHON_PY_FILE> --<parameter>=<value> ...``. Run that
+    command here (DirectRunner, the body's Redis and bucket swapped for test ones)."""
+    client, url = redis_server
+    date = prepare_night(client)
+    with open(os.path.join(DEPLOY, "gcp", "cloud-scheduler-nightly.sh")) as f:
+        script = f.read()
+    assert '--schedule "15 2 * * *"' in script and '--time-zone "Etc/UTC"' in script
+    assert "/flexTemplates:launch" in script and '--message-body-from-file "${here}/nightly-launch.json"' in script
+    with open(os.path.join(DEPLOY, "gcp", "nightly-launch.json")) as f:
+        body = json.load(f)["launchParameter"]
+    with open(os.path.join(DEPLOY, "dataflow", "nightly-metadata.json")) as f:
+        metadata = {p["name"]: p for p in json.load(f)["parameters"]}
+    assert body["containerSpecGcsPath"].endswith("/newsflow-nightly.json")
+    assert {n for n, p in metadata.items() if not p["isOptional"]} <= set(body["parameters"]) <= set(metadata)
+    for name, value in body["parameters"].items():
+        assert any(re.match(rx, value) for rx in metadata[name]["regexes"]), (name, value)
+    with open(os.path.join(DEPLOY, "dataflow", "nightly.Dockerfile")) as f:
+        py_file = re.search(r'^ENV FLEX_TEMPLATE_PYTHON_PY_FILE="/template/(\S+)"', f.read(), re.M).group(1)
+    assert py_file == "jobs/nightly_template.py"
+    params = dict(body["parameters"], redis_url=url, output=str(tmp_path / "out"))
+    argv = [f"{REPO_ROOT}/.venv/bin/python", os.path.join(REPO_ROOT, py_file)]
+    argv += [f"--{k}={v}" for k, v in params.items()]
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PYTHONPATH")}
+    proc = subprocess.run(argv, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "ok" and summary["date"] == date and summary["events_flushed"] == 16
+    assert ModelStore(client).current()["weights"] == date
+    assert os.path.exists(tmp_path / "out" / "models" / "decay" / f"date={date}" / "part-00000.parquet")

@@ -1,0 +1,132 @@
+"""The nightly learning loop for one date, in order, under a lock (``newsflow nightly`` and the Flex
+Template entry :mod:`jobs.nightly_template` run it; the steps are in :func:`run_night`).
+
+1. take the lock ``Keys.nightly_lock(D)`` (``SET NX PX`` with a random token): a second scheduler
+   for the same date gets status ``locked`` and runs nothing;
+2. move the reader-event stream into ``<output>/events/date=*/`` (exactly once, see
+   :func:`newsflow.ranking.events.flush_events`);
+3. run the Beam batch jobs in dependency order on the shared launcher (same flags as the
+   streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
+   ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
+4. switch every model to version ``D`` in one transaction
+   (:meth:`newsflow.learning.store.ModelStore.switch`; the previous version stays for rollback,
+   older ones are pruned);
+5. release the lock (only if it still holds this run's token), whatever happened.
+
+A job that fails leaves the previous night's models serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+
+from newsflow.settings import Settings
+
+MODELS = ("decay", "weights", "interest", "history", "cluster", "covisit")
+STEPS = ("all", "flush", "switch")
+log = logging.getLogger("newsflow.jobs.nightly")
+
+_RELEASE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _jobs():
+    import jobs.decay_rates
+    import jobs.interest_vectors
+    import jobs.ranking_weights
+    import jobs.snapshot_stories
+
+    return (
+        jobs.snapshot_stories.SPEC,
+        jobs.decay_rates.SPEC,
+        jobs.interest_vectors.SPEC,
+        jobs.ranking_weights.SPEC,
+    )
+
+
+def run_night(
+    client,
+    settings: Settings,
+    date: str,
+    output: str,
+    beam_args: list[str] | None = None,
+    history_days: int = 28,
+    decay_days: int = 7,
+    lock_ttl: float = 6 * 3600.0,
+    step: str = "all",
+) -> dict:
+    """Runs one night (steps in the module docstring) and returns the summary dict.
+
+    Args:
+      client: ``redis.Redis`` client of the serving Redis.
+      settings: resolved settings (key prefix; ``redis_url`` handed to the jobs).
+      date: ``YYYY-MM-DD``.
+      output: Parquet root.
+      beam_args: extra Beam flags for every job.
+      history_days / decay_days: event windows of the jobs.
+      lock_ttl: seconds.
+      step: ``"all"``, or only ``"flush"`` / ``"switch"`` (see ``--step``).
+
+    Returns:
+      The JSON-ready summary; ``status`` is ``ok``, ``failed`` or ``locked``.
+    """
+    from newsflow.learning.store import ModelStore
+    from newsflow.ranking.events import flush_events
+    from pipelines.launcher import launch, summary
+
+    keys = settings.keys
+    started = time.monotonic()
+    out: dict = {"date": date, "step": step, "status": "failed", "events_flushed": 0, "jobs": [], "models": {}}
+    out["error"] = ""
+    lock, token = keys.nightly_lock(date), secrets.token_hex(16)
+    if not client.set(lock, token, nx=True, px=int(lock_ttl * 1000)):
+        out.update(status="locked", error=f"another nightly run holds {lock}")
+        out["seconds"] = round(time.monotonic() - started, 3)
+        return out
+    try:
+        while step in ("all", "flush"):
+            n, _ = flush_events(client, f"{output.rstrip('/')}/events", keys=keys)
+            out["events_flushed"] += n
+            if n == 0:
+                break
+        argv = [
+            "--date",
+            date,
+            "--output",
+            output,
+            "--history_days",
+            str(history_days),
+            "--decay_days",
+            str(decay_days),
+            "--key_prefix",
+            settings.key_prefix,
+            "--data_dir",
+            settings.data_dir,
+        ]
+        if settings.redis_url:
+            argv += ["--redis_url", settings.redis_url]
+        argv += list(beam_args or [])
+        for spec in _jobs() if step == "all" else ():
+            t0 = time.monotonic()
+            launched = launch(spec, argv)
+            s = summary(launched)
+            s["seconds"] = round(time.monotonic() - t0, 3)
+            out["jobs"].append(s)
+            if launched.state != "DONE":
+                raise RuntimeError(f"job {spec.name} ended in state {launched.state}")
+        if step in ("all", "switch"):
+            models = ModelStore(client, keys)
+            out["models"] = models.switch({name: date for name in MODELS})
+            out["pruned"] = {name: models.prune(name) for name in MODELS}
+        out["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - any failure is reported in the summary and the exit code
+        log.exception("nightly run for %s failed", date)
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        client.eval(_RELEASE_SCRIPT, 1, lock, token)
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
