@@ -68,6 +68,7 @@ def _populate(r, keys: Keys) -> None:
                 "merged_into": "",
             },
         )
+        pipe.zadd(keys.story_active, {sid: NOW - H})  # the live-story index ranking reads
     pipe.execute()
 
 
