@@ -1,0 +1,123 @@
+"""Pure parts of the nightly jobs and of learned personalization, with hand-computed expectations."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.decay_rates import fit_rows, impression_outcomes
+from jobs.interest_vectors import covisit_pairs, recent_clicks, top_neighbors
+from jobs.nightly_common import NightlyConfig, parse_date, partition_files, write_partition
+from newsflow.ranking.personalize import LearnedSignals, personal_signals, with_learned
+from schemas import Event, UserProfile
+
+
+def _e(t, typ, story, time, pos=None):
+    return Event("u", typ, story, time, time, pos, None, "feed")
+
+
+def test_parse_date_and_config_dates():
+    assert parse_date(None, today=dt.date(2026, 12, 1)) == "2026-11-30"
+    assert parse_date("2026-02-03") == "2026-02-03"
+    with pytest.raises(ValueError, match="2026-13-01"):
+        parse_date("2026-13-01")
+    c = NightlyConfig("2026-03-01", "/x", None, "nf")
+    assert c.dates(3) == ["2026-02-27", "2026-02-28", "2026-03-01"]
+    assert c.now == dt.datetime(2026, 3, 2, tzinfo=dt.UTC).timestamp()
+
+
+def test_write_partition_replaces_the_date(tmp_path):
+    root = str(tmp_path)
+    t1 = pa.table({"a": [1, 2, 3]})
+    write_partition(root, "models/x", "2026-01-01", t1)
+    (tmp_path / "models/x/date=2026-01-01/stale.parquet").write_bytes(b"junk")
+    path = write_partition(root, "models/x", "2026-01-01", pa.table({"a": [9]}))
+    assert partition_files(root, "models/x", ["2026-01-01", "2026-01-02"]) == [path]
+    assert pq.read_table(path).column("a").to_pylist() == [9]
+
+
+def test_impression_outcome_uses_the_first_impression_and_any_click():
+    events = [_e("u", "impression", "s", 200.0, 3), _e("u", "impression", "s", 100.0, 5), _e("u", "click", "s", 210.0)]
+    assert list(impression_outcomes(("u", "s"), events)) == [("s", 100.0, 5, 1)]
+    assert list(impression_outcomes(("u", "s"), [_e("u", "click", "s", 1.0)])) == []  # no exposure
+
+
+def test_decay_fit_recovers_a_known_rate():
+    # expected clicks = impressions · 0.3 · e^(−λ·age) with λ = 0.2 for "world", 0.05 for "sports"
+    cells = []
+    for topic, lam in (("world", 0.2), ("sports", 0.05)):
+        for age in np.arange(0.0, 24.0, 0.5):
+            imps = 4000
+            cells.append(((topic, float(age), 0), (imps, round(imps * 0.3 * math.exp(-lam * age)))))
+    rows = {r["topic"]: r for r in fit_rows(cells)}
+    assert rows["world"]["lambda_per_hour"] == pytest.approx(0.2, rel=0.02)
+    assert rows["sports"]["lambda_per_hour"] == pytest.approx(0.05, rel=0.05)
+    assert rows["world"]["sufficient"] and rows["world"]["ci_low"] < 0.2 < rows["world"]["ci_high"]
+    assert rows["*"]["impressions"] == 2 * 48 * 4000
+    assert fit_rows([]) == []
+
+
+def test_recent_clicks_and_covisitation():
+    events = [_e("u", "click", "a", 5.0), _e("u", "click", "b", 9.0), _e("u", "click", "a", 10.0)]
+    events.append(_e("u", "impression", "c", 11.0))
+    assert recent_clicks(events) == ["a", "b"]
+    pairs = sorted(covisit_pairs(("u", None, 3, ["b", "a"])))
+    assert pairs == [(("a", "b"), 1), (("b", "a"), 1)]
+    assert top_neighbors("a", [("x", 2), ("b", 5), ("c", 2)]) == ("a", [("b", 5), ("c", 2), ("x", 2)])
+
+
+def _axis(i):
+    v = np.zeros(128, dtype=np.float32)
+    v[i] = 1.0
+    return v
+
+
+def test_personal_signals_default_blend_with_collaborative_term_by_hand():
+    scores = np.array([0.8, 0.4, 0.2])
+    velocity = np.zeros(3)
+    emb = np.stack([_axis(0), _axis(1), _axis(2)])
+    learned = LearnedSignals({"interest": "d"}, _axis(1), 20, {"s2": 4.0, "s3": 2.0}, {}, None)
+    profile = with_learned(UserProfile("u"), learned)
+    assert profile.clicks == 20 and profile.interest is learned.interest
+    ids = ["s1", "s2", "s3"]
+    rel, why = personal_signals(scores, velocity, emb, [[], [], []], ["a", "b", "c"], profile, ids, learned)
+    # h = 1 → τ = 0, w = 0.6, c = 0.2: rel = 0.2·s/max(s) + 0.6·max(0,cos) + 0.2·collab
+    assert rel == pytest.approx([0.2 * 1.0, 0.2 * 0.5 + 0.6 + 0.2 * 1.0, 0.2 * 0.25 + 0.2 * 0.5])
+    assert [w["top"] for w in why] == ["freshness", "interest", "collaborative"]
+    assert why[1]["covisitation"] == 1.0 and why[2]["covisitation"] == 0.5 and why[0]["model"] == "default"
+
+
+def test_personal_signals_learned_weights_give_click_probability():
+    weights = {
+        "authority": 1.0,
+        "freshness": 2.0,
+        "interest": 3.0,
+        "covisitation": 0.0,
+        "follows": 0.0,
+        "breaking": 0.5,
+        "position": -0.5,
+        "_intercept": -4.0,
+    }
+    learned = LearnedSignals({"weights": "d"}, _axis(0), 5, {}, {}, weights)
+    scores = np.array([0.5 * math.exp(-0.1), 0.25])  # authority 0.5 and 0.5; freshness e^-0.1 and 0.5
+    rel, why = personal_signals(
+        scores,
+        np.zeros(2),
+        np.stack([_axis(0), _axis(1)]),
+        [[], []],
+        ["a", "b"],
+        UserProfile("u"),
+        ["s1", "s2"],
+        learned,
+        authority=np.array([0.5, 0.5]),
+        breaking=np.array([False, True]),
+    )
+    logit1 = -4.0 + 0.5 + 2.0 * math.exp(-0.1) + 3.0
+    logit2 = -4.0 + 0.5 + 2.0 * 0.5 + 0.5
+    assert rel == pytest.approx([1 / (1 + math.exp(-logit1)), 1 / (1 + math.exp(-logit2))])
+    assert why[0]["model"] == "learned" and why[0]["top"] == "interest"
