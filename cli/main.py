@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "cli.run"),
     (None, "cli.run_continuous"),
     (None, "jobs.build_feeds"),
+    (None, "jobs.retention"),
     (None, "serving.command"),
     ("eval", "newsflow.evaluation.extraction"),
     ("eval", "newsflow.evaluation.language"),
@@ -42,6 +43,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("sources", "crawler.commands.sources_pause"),
     ("sources", "crawler.commands.sources_resume"),
     ("sources", "crawler.commands.sources_remove"),
+    ("sources", "crawler.commands.sources_authority"),
     (None, "crawler.commands.push_server"),
     (None, "cli.nightly"),
 )

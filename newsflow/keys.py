@@ -60,6 +60,8 @@ key                                       type    holds                         
 ``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisClusterStore
 ``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisClusterStore
                                                   count
+``P:{nd}:clusters:by_latest``             ZSET    live cluster id -> latest       assign.lua        retention
+                                                  member event time
 ``P:{story}:story:{story_id}``            HASH    serving record: title, url,     RedisStoryStore   ranking store,
                                                   domain, representative_id,                        trends, serving,
                                                   article_count, source_count,                      demo
@@ -100,16 +102,6 @@ key                                       type    holds                         
                                                   cluster, covisit
 ``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
                                                   holding the date (TTL)
-``P:{models}:models:current``             HASH    model name -> version (date)    nightly           ranking
-                                                  serving reads                   (switch)          (personalize)
-``P:{models}:models:previous``            HASH    model name -> version before    nightly           nightly
-                                                  (rollback)                      (switch)          (rollback)
-``P:model:{name}:{version}``              HASH    one night's model: decay        nightly jobs      ranking
-                                                  (topic -> λ), weights, interest                   (personalize)
-                                                  (user -> vector), history,
-                                                  cluster, covisit
-``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
-                                                  holding the date (TTL)
 ``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
 ``P:events``                              STREAM  reader events                   serving           events flush job
                                                   (newsflow.ranking.events)       /v1/events
@@ -130,6 +122,10 @@ key                                       type    holds                         
                                                                                   serving (user)
 ``P:clock:replay``                        STRING  replay clock (epoch s) of       demo              ranking, feeds
                                                   newsflow demo
+``P:retention:cutoff``                    STRING  event time (epoch s) before     newsflow          near-duplicate
+                                                  which state was expired         retention         and story steps
+``P:{story}:story:retired``               ZSET    merged story id -> its latest   RedisStoryStore   retention
+                                                  event time
 ``P:{crawl}:crawl:task:{tid}``            HASH    a crawl task and its feed       frontier scripts  frontier, worker
                                                   schedule state
 ``P:{crawl}:crawl:q:{host}``              ZSET    tids of one host by due time    frontier scripts  frontier
@@ -181,10 +177,9 @@ ND_TAG = "{nd}"
 STORY_TAG = "{story}"
 CRAWL_TAG = "{crawl}"
 MODELS_TAG = "{models}"
-MODELS_TAG = "{models}"
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
-RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease"})
+RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease", "retired"})
 
 
 def _s(v) -> str:
@@ -268,6 +263,11 @@ class Keys:
         """ZSET live cluster id -> article count."""
         return f"{self.nd}:clusters:by_size"
 
+    @property
+    def clusters_by_latest(self) -> str:
+        """ZSET live cluster id -> latest member event time (UTC epoch s), the retention index."""
+        return f"{self.nd}:clusters:by_latest"
+
     # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
     @property
     def story_base(self) -> str:
@@ -300,6 +300,11 @@ class Keys:
     def story_merges(self) -> str:
         """LIST of JSON story merge records."""
         return self.story_base + "merges"
+
+    @property
+    def story_retired(self) -> str:
+        """ZSET merged story id -> its latest event time (UTC epoch s), the retention index of merged stories."""
+        return self.story_base + "retired"
 
     @property
     def story_lease(self) -> str:
@@ -335,29 +340,6 @@ class Keys:
     def user_seen(self, user_id: str) -> str:
         """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
         return f"{self.prefix}:seen:{user_id}"
-
-    # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
-    @property
-    def models_current(self) -> str:
-        """HASH model name -> version (``YYYY-MM-DD``) that serving reads."""
-        return f"{self.prefix}:{MODELS_TAG}:models:current"
-
-    @property
-    def models_previous(self) -> str:
-        """HASH model name -> the version before the current one (kept for rollback)."""
-        return f"{self.prefix}:{MODELS_TAG}:models:previous"
-
-    def model(self, name: str, version: str) -> str:
-        """HASH content of one version of one nightly model (``name``: decay, weights, interest, ...)."""
-        return f"{self.prefix}:model:{name}:{version}"
-
-    def model_pattern(self, name: str) -> str:
-        """SCAN pattern of every version of model ``name``."""
-        return self.model(name, "*")
-
-    def nightly_lock(self, date: str) -> str:
-        """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
-        return f"{self.prefix}:nightly:lock:{date}"
 
     # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
     @property
@@ -449,6 +431,11 @@ class Keys:
     def replay_clock(self) -> str:
         """STRING replay clock (epoch s) of ``newsflow demo``."""
         return f"{self.prefix}:clock:replay"
+
+    @property
+    def retention_cutoff(self) -> str:
+        """STRING event time (UTC epoch s) before which stories, groups and articles were expired."""
+        return f"{self.prefix}:retention:cutoff"
 
     # -- crawl frontier ---------------------------------------------------------------------------
     @property

@@ -36,7 +36,8 @@ class _AssignFn(beam.DoFn):
     """Batch of Articles -> Articles with ``cluster_id`` (one atomic Lua call per batch).
 
     Transient Redis errors propagate (the runner retries the bundle; the script is
-    idempotent per article id). An article the store refuses (no valid SimHash) is
+    idempotent per article id). An article the store refuses (no valid SimHash), or one older
+    than the retention cutoff (``Keys.retention_cutoff``, set by ``newsflow retention``), is
     dead-lettered; the rest of its batch is still assigned.
     """
 
@@ -53,9 +54,25 @@ class _AssignFn(beam.DoFn):
 
     def process(self, batch):
         good = []
+        raw_cutoff = self._store.client.get(self._store.keys.retention_cutoff)
+        cutoff = float(raw_cutoff) if raw_cutoff is not None else None
         for article in batch:
             fp = article.simhash or ""
-            if len(fp) != 16:
+            if cutoff is not None and article.event_time is not None and float(article.event_time) < cutoff:
+                # state this old was expired (newsflow retention): assigning it would found a new group and
+                # story for an event whose coverage is gone, and a replay would not match the first pass
+                self.dead.inc()
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG,
+                    dead_letter(
+                        "cluster",
+                        "older_than_retention",
+                        f"event time {article.event_time} is before the retention cutoff {cutoff}",
+                        repr(article._replace(text=article.text[:1000])).encode("utf-8"),
+                        article.url,
+                    ),
+                )
+            elif len(fp) != 16:
                 self.dead.inc()
                 yield pvalue.TaggedOutput(
                     DEAD_LETTER_TAG,

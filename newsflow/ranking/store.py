@@ -204,13 +204,23 @@ class RankingStore:
         self.keys = keys
 
     # -- stories and articles -------------------------------------------------------
-    def iter_story_ids(self, batch: int = 1000) -> Iterator[str]:
-        """Yields every story id (story serving hashes, :meth:`Keys.story_id_of`; not the story's
-        ``:articles``/``:state`` keys nor the stories step's reserved names)."""
-        for key in self.client.scan_iter(match=self.keys.story_pattern, count=batch):
-            sid = self.keys.story_id_of(key)
-            if sid is not None:
-                yield sid
+    def iter_story_ids(self, batch: int = 1000, since: float | None = None) -> Iterator[str]:
+        """Yields the ids of live stories from the live-story index (``Keys.story_active``, by latest
+        event time), never scanning the keyspace: merged stories and stories expired by retention are
+        not in it.
+
+        Args:
+          batch: ids read per round trip.
+          since: only stories whose latest event time (UTC epoch s) is at or after this.
+        """
+        lo, start = ("-inf" if since is None else repr(float(since))), 0
+        while True:
+            ids = self.client.zrangebyscore(self.keys.story_active, lo, "+inf", start=start, num=batch)
+            for sid in ids:
+                yield _s(sid)
+            if len(ids) < batch:
+                return
+            start += batch
 
     def get_stories(self, story_ids: Sequence[str]) -> list[StoryRecord | None]:
         """Fetches stories in one pipeline; ``None`` where the hash does not exist."""

@@ -102,6 +102,7 @@ class RedisClusterStore:
         self.config = config
         self.keys = config.keys
         self._assign = client.register_script(_lua("assign.lua"))
+        self._expire = client.register_script(_lua("expire.lua"))
 
     # -- writes ---------------------------------------------------------------------------------
     def assign_batch(self, articles: Sequence[Article]) -> list[AssignResult]:
@@ -152,6 +153,26 @@ class RedisClusterStore:
                 merged = list(merged.values())
             out.append(AssignResult(r["id"], r["cluster"], bool(r["new"]), bool(r["created"]), tuple(merged)))
         return out
+
+    def expire_before(self, cutoff: float, batch: int = 500) -> tuple[int, int]:
+        """Retention: deletes every group whose latest member's event time is before ``cutoff``.
+
+        A group goes as a whole with all its members' index entries and serving hashes
+        (``lua/expire.lua``), in script calls of at most ``batch`` groups (each call atomic).
+
+        Args:
+          cutoff: UTC epoch seconds (exclusive).
+          batch: groups per script call.
+
+        Returns:
+          ``(groups deleted, articles deleted)``.
+        """
+        groups = articles = 0
+        while True:
+            g, a = self._expire(keys=[self.keys.fingerprints], args=[self.keys.nd, repr(float(cutoff)), int(batch)])
+            groups, articles = groups + int(g), articles + int(a)
+            if int(g) == 0:
+                return groups, articles
 
     def add(self, item_id: str, fp: int) -> None:
         """Adds a bare fingerprint to the band index (no cluster state); idempotent.

@@ -192,6 +192,10 @@ class InMemoryStoryStore:
         self.stories[winner.story_id] = winner
 
 
+def _str(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
 class LeaseLost(RuntimeError):
     """The story writer lease expired or was taken over before a write; nothing was written.
 
@@ -399,6 +403,7 @@ class RedisStoryStore:
             pipe.hset(self.keys.story(loser.story_id), "merged_into", winner.story_id)
             pipe.delete(self.keys.story_state(loser.story_id))
             pipe.zrem(self.keys.story_active, loser.story_id)
+            pipe.zadd(self.keys.story_retired, {loser.story_id: loser.latest_time})
             pipe.rpush(
                 self.keys.story_merges,
                 json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}),
@@ -408,6 +413,57 @@ class RedisStoryStore:
         if self._cache is not None:
             self._cache.pop(loser.story_id, None)
             self._cache[winner.story_id] = winner
+
+    def expire_before(self, cutoff: float, batch: int = 200) -> dict[str, int]:
+        """Retention: deletes the stories whose latest event time is before ``cutoff``, under the writer lease.
+
+        A live story goes with its state, serving hash, article list and its articles' entries in
+        ``Keys.story_assign`` (a replay of those articles is refused upstream as older than the
+        retention cutoff); a merged story goes with its serving hash (its ``/v1/stories`` redirect)
+        and article list; merge records before the cutoff are dropped.
+
+        Args:
+          cutoff: UTC epoch seconds (exclusive).
+          batch: stories per transaction.
+
+        Returns:
+          ``{"stories": live stories deleted, "merged": merged stories deleted, "merge_records": records dropped,
+          "assignments": article assignments deleted}``.
+        """
+        out = {"stories": 0, "merged": 0, "merge_records": 0, "assignments": 0}
+        with self.writer_lease():
+            for index, live in ((self.keys.story_active, True), (self.keys.story_retired, False)):
+                while True:
+                    ids = [_str(x) for x in self.r.zrangebyscore(index, "-inf", f"({float(cutoff)!r}", 0, batch)]
+                    if not ids:
+                        break
+                    members = []
+                    if live:
+                        pipe = self.r.pipeline(transaction=False)
+                        for sid in ids:
+                            pipe.zrange(self.keys.story_articles(sid), 0, -1)
+                        members = [_str(a) for arts in pipe.execute() for a in arts]
+
+                    def queue(pipe, ids=ids, members=members, index=index):
+                        for sid in ids:
+                            pipe.delete(self.keys.story(sid), self.keys.story_articles(sid), self.keys.story_state(sid))
+                        if members:
+                            pipe.hdel(self.keys.story_assign, *members)
+                        pipe.zrem(index, *ids)
+
+                    self._commit(queue)
+                    out["stories" if live else "merged"] += len(ids)
+                    out["assignments"] += len(members)
+            old = 0
+            for raw in self.r.lrange(self.keys.story_merges, 0, -1):
+                if float(json.loads(raw).get("time", 0.0)) >= cutoff:
+                    break
+                old += 1
+            if old:
+                self._commit(lambda pipe: pipe.ltrim(self.keys.story_merges, old, -1))
+            out["merge_records"] = old
+        self.invalidate()
+        return out
 
     def merges(self) -> list[dict[str, Any]]:
         """All recorded merges, oldest first."""

@@ -65,7 +65,8 @@ def populate(r, keys: Keys = Keys()) -> None:
     pipe.hset(keys.story("s3"), "topics", json.dumps({"World": 0.41, "Business": 0.91}))
     # the stories step's own keys under the same prefix must not be read as stories
     pipe.hset(keys.story_assign, mapping={"a1": "s1", "a3": "s1"})
-    pipe.zadd(keys.story_active, {"s1": NOW})
+    # the live-story index the stories step keeps (merged s8 is not in it): what ranking reads
+    pipe.zadd(keys.story_active, {sid: NOW - v[3] * H + 600 for sid, v in STORIES.items()})
     pipe.rpush(keys.story_merges, json.dumps({"from": "s8", "into": "s1"}))
     pipe.set(keys.story_state("s1"), "{}")
     pipe.hset(

@@ -76,7 +76,10 @@ local function extend(cid, t_s)
   local h = redis.call('HMGET', ckey(cid), 'earliest_time', 'latest_time')
   local t = tonumber(t_s)
   if (not h[1]) or t < tonumber(h[1]) then redis.call('HSET', ckey(cid), 'earliest_time', t_s) end
-  if (not h[2]) or t > tonumber(h[2]) then redis.call('HSET', ckey(cid), 'latest_time', t_s) end
+  if (not h[2]) or t > tonumber(h[2]) then
+    redis.call('HSET', ckey(cid), 'latest_time', t_s)
+    redis.call('ZADD', P .. ':clusters:by_latest', t, cid)
+  end
 end
 
 local function founder(cid)
@@ -107,6 +110,7 @@ local function merge(src, dst)
   end
   redis.call('DEL', ckey(src), ckey(src) .. ':articles', ckey(src) .. ':sources', ckey(src) .. ':languages')
   redis.call('ZREM', P .. ':clusters:by_size', src)
+  redis.call('ZREM', P .. ':clusters:by_latest', src)
   refresh_size(dst)
 end
 

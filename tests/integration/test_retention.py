@@ -1,0 +1,124 @@
+"""Retention on a real Redis: old groups, articles and stories go; what stays is exactly the state of the
+kept input; the live-story index is what ranking reads; the job refuses articles older than the cutoff."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jobs.retention import expire
+from newsflow.embedding import TextModel
+from newsflow.keys import Keys
+from newsflow.ranking.store import RankingStore
+from newsflow.stores.redis_store import RedisClusterStore
+from newsflow.stores.story_store import RedisStoryStore
+from newsflow.stories import StoryClusterer, StoryConfig
+from schemas import StoryArticle
+from tests.integration.state_dump import redis_state, state_difference
+from tests.integration.test_redis_store import art
+
+KEYS = Keys()
+
+
+def test_groups_expire_whole_and_what_stays_is_the_state_of_the_kept_articles(redis_server):
+    client, _ = redis_server
+    old = [art("o1", 0b0, "a.com", t=100.0), art("o2", 0b11, "b.com", t=200.0)]  # one group, all old
+    mixed = [art("m1", 0xFF00_0000, "c.com", t=150.0), art("m2", 0xFF00_0001, "d.com", t=5000.0)]  # old + new
+    new = [art("n1", 0xFFFF_FFFF_0000, "e.com", t=6000.0)]
+    store = RedisClusterStore(client)
+    store.assign_batch(old + mixed + new)
+    assert store.cluster_count() == 3
+    assert store.expire_before(1000.0) == (1, 2)
+    after = redis_state(client)
+    client.flushall()
+    store.assign_batch(mixed + new)  # computed independently: only what retention keeps
+    assert after == redis_state(client), state_difference(after, redis_state(client))
+    assert store.expire_before(1000.0) == (0, 0)  # idempotent
+
+
+def _model() -> TextModel:
+    return TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
+
+
+def _story_art(aid, t, title):
+    return StoryArticle(aid, t, title, url=f"http://x.com/{aid}", source_domain="x.com", authority=0.5, language="en")
+
+
+CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
+
+
+def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease(redis_server):
+    client, _ = redis_server
+    store = RedisStoryStore(client)
+    clusterer = StoryClusterer(store, _model(), CFG)
+    # a1/a2 are two stories that a3 merges (old); b1 is a recent story
+    for a in [
+        _story_art("a1", 100.0, "alpha beta"),
+        _story_art("a2", 160.0, "gamma delta"),
+        _story_art("a3", 220.0, "alpha beta gamma delta"),
+        _story_art("b1", 9000.0, "omega"),
+    ]:
+        with store.writer_lease():
+            clusterer.add(a)
+    assert [m["from"] for m in store.merges()] == ["sa2"]
+    assert client.zrange(KEYS.story_retired, 0, -1) == [b"sa2"]
+    assert sorted(RankingStore(client).iter_story_ids()) == ["sa1", "sb1"]
+    counts = store.expire_before(1000.0)
+    assert counts == {"stories": 1, "merged": 1, "merge_records": 1, "assignments": 3}
+    assert sorted(k.decode() for k in client.keys("*")) == sorted(
+        [
+            KEYS.story("sb1"),
+            KEYS.story_state("sb1"),
+            KEYS.story_articles("sb1"),
+            KEYS.story_assign,
+            KEYS.story_active,
+        ]
+    )
+    assert client.hgetall(KEYS.story_assign) == {b"b1": b"sb1"}
+    assert list(RankingStore(client).iter_story_ids()) == ["sb1"]
+    assert list(RankingStore(client).iter_story_ids(since=9500.0)) == []
+
+
+def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_articles(tmp_path, redis_server):
+    import gzip
+    import os
+
+    from newsflow.stores.parquet import read_dataset
+    from pipelines.streaming import run
+    from tests.conftest import REPO_ROOT
+
+    client, url = redis_server
+    lines = []
+    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
+        for ln in f:
+            lines.append(ln.rstrip(b"\n"))
+            if len(lines) == 150:
+                break
+    landing = tmp_path / "in.jsonl"
+    landing.write_bytes(b"\n".join(lines) + b"\n")
+    argv = ["--runner", "DirectRunner", "--input", str(landing), "--output", str(tmp_path / "out"), "--redis_url", url]
+    assert run(argv, environ={}).state == "DONE"
+    before = {}  # article id -> (event time, url), read before retention
+    for a in client.hkeys(KEYS.article_clusters):
+        t, u = client.hmget(KEYS.article(a.decode()), "event_time", "url")
+        before[a.decode()] = (float(t), u.decode())
+    times = sorted(t for t, _ in before.values())
+    cutoff = times[len(times) // 2]  # about half the articles are older
+    out = expire(client, cutoff, KEYS)
+    assert out["cutoff"] == cutoff and out["groups"] > 0 and out["stories"] > 0
+    # nothing older than the cutoff is left in a group or a story whose latest time is before it
+    for cid, latest in client.zrange(KEYS.clusters_by_latest, 0, -1, withscores=True):
+        assert latest >= cutoff and float(client.hget(KEYS.cluster(cid.decode()), "latest_time")) == latest
+    assert all(s >= cutoff for _, s in client.zrange(KEYS.story_active, 0, -1, withscores=True))
+    kept = {a.decode() for a in client.hkeys(KEYS.article_clusters)}
+    assert kept and len(kept) < len(times)
+    nd_and_stories = {k: v for k, v in redis_state(client).items() if b"{nd}" in k or b"{story}" in k}
+    # a cutoff is only moved forward
+    assert expire(client, cutoff - 86400.0, KEYS)["cutoff"] == cutoff
+    # a rerun of the same input: older articles are dead letters, the kept state does not change
+    assert run(argv, environ={}).state == "DONE"
+    assert {k: v for k, v in redis_state(client).items() if b"{nd}" in k or b"{story}" in k} == nd_and_stories
+    dead = read_dataset(str(tmp_path / "out"), "deadletters").to_pylist()
+    too_old = {d["url"] for d in dead if d["error_type"] == "older_than_retention"}
+    assert too_old == {u for t, u in before.values() if t < cutoff}
