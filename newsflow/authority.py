@@ -82,3 +82,31 @@ def default_authority(tier: str = "", originality_value: float | None = None) ->
     if originality_value is not None:
         base += ORIGINALITY_WEIGHT * (float(originality_value) - 0.5)
     return round(min(1.0, max(0.0, base)), 4)
+
+
+def originality_counts(groups) -> dict[str, tuple[int, int]]:
+    """First reports and syndicated copies per outlet, from near-duplicate groups.
+
+    A group counts only when two or more outlets are in it (one outlet republishing itself is not
+    syndication). Its founder is the earliest member by ``(event_time, article_id)`` (the order that
+    founds a group everywhere in newsflow); the founder's outlet gets one first report, every other
+    outlet in the group one copy (once per group).
+
+    Args:
+      groups: iterable of groups, each an iterable of ``(event_time: float, article_id: str,
+        outlet: str)`` members; members with an empty outlet are ignored.
+
+    Returns:
+      ``{outlet: (first_reports, copies)}`` for every outlet seen in a counted group.
+    """
+    out: dict[str, list[int]] = {}
+    for group in groups:
+        members = sorted((float(t), str(a), o) for t, a, o in group if o)
+        outlets = {o for _, _, o in members}
+        if len(outlets) < 2:
+            continue
+        founder = members[0][2]
+        out.setdefault(founder, [0, 0])[0] += 1
+        for o in outlets - {founder}:
+            out.setdefault(o, [0, 0])[1] += 1
+    return {o: (f, c) for o, (f, c) in out.items()}

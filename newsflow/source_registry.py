@@ -53,6 +53,7 @@ MAX_CATEGORIES = 32
 LOG_CAP = 100_000
 _LANGUAGE_RE = re.compile(r"[a-z]{2,3}(-[a-z0-9]{2,8})*\Z")
 _FEED_ID_RE = re.compile(r"[0-9a-f]{24}\Z")
+_CONTROL_RE = re.compile(r"[\x00-\x20\x7f]")
 
 
 def crawl_task_id(kind: str, url: str) -> str:
@@ -95,7 +96,7 @@ def check_feed_url(url: str) -> str:
         raise FeedError("bad_url", "empty URL")
     if len(u) > MAX_URL_LENGTH:
         raise FeedError("bad_url", f"URL of {len(u)} characters exceeds {MAX_URL_LENGTH}")
-    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in u):
+    if _CONTROL_RE.search(u):
         raise FeedError("bad_url", f"URL contains whitespace or control characters: {u[:200]!r}")
     if "\\" in u:
         raise FeedError("bad_url", f"URL contains a backslash: {u[:200]!r}")
@@ -287,6 +288,52 @@ class SourceRegistry:
             pipe.execute()
         return self.outlet(name)
 
+    def recompute_authority(self, counts: dict[str, tuple[int, int]]) -> int:
+        """Applies the rubric with originality to every outlet record whose authority is not an override.
+
+        Args:
+          counts: ``{outlet: (first_reports, copies)}`` (:func:`newsflow.authority.originality_counts`);
+            outlets not in it keep originality 0.5 (no term).
+
+        Returns:
+          Number of outlet records written. Each gets ``authority`` =
+          :func:`newsflow.authority.default_authority` of its tier and originality, and the fields
+          ``first_reports``, ``copies``, ``originality``; ``authority_source`` becomes ``rubric``.
+        """
+        from newsflow.authority import originality
+
+        self._ensure_seeded()
+        names = sorted(_s(o) for o in self.r.smembers(self.keys.source_outlets))
+        now = repr(self.clock())
+        written = 0
+        for start in range(0, len(names), self.batch):
+            chunk = names[start : start + self.batch]
+            pipe = self.r.pipeline(transaction=False)
+            for name in chunk:
+                pipe.hmget(self.keys.source_outlet(name), "tier", "authority_source")
+            pipe_out = pipe.execute()
+            pipe = self.r.pipeline(transaction=False)
+            for name, (tier, source) in zip(chunk, pipe_out, strict=True):
+                if source is not None and _s(source) == "override":
+                    continue
+                first, copies = counts.get(name, (0, 0))
+                o = originality(first, copies)
+                fields = {
+                    "authority": repr(default_authority(_s(tier) if tier else "", o if first + copies else None)),
+                    "authority_source": "rubric",
+                    "first_reports": str(first),
+                    "copies": str(copies),
+                    "originality": repr(round(o, 4)),
+                    "updated": now,
+                }
+                pipe.hset(self.keys.source_outlet(name), mapping=fields)
+                written += 1
+            pipe.execute()
+        pipe = self.r.pipeline(transaction=False)
+        self._log(pipe, "authority", outlets=written)
+        pipe.execute()
+        return written
+
     # ------------------------------------------------------------------ registration
     def register(self, entries: Iterable[tuple[str, FeedEntry | FeedError]], origin: str = "") -> Report:
         """Registers feeds; entries already registered are left as they are.
@@ -343,7 +390,8 @@ class SourceRegistry:
         for _, _, _, fid in valid:
             pipe.hget(self.keys.source_feed(fid), "status")
         statuses = pipe.execute()
-        outlets = sorted({outlet_of(url) for _, _, url, _ in valid})
+        outlet_by_url = {url: outlet_of(url) for _, _, url, _ in valid}
+        outlets = sorted(set(outlet_by_url.values()))
         pipe = self.r.pipeline(transaction=False)
         for o in outlets:
             pipe.exists(self.keys.source_outlet(o))
@@ -351,7 +399,7 @@ class SourceRegistry:
         pipe = self.r.pipeline(transaction=False)
         changed = 0
         for (ref, item, url, fid), status, slot in zip(valid, statuses, slots, strict=True):
-            o = outlet_of(url)
+            o = outlet_by_url[url]
             if status is None:
                 result = "added"
                 record = {

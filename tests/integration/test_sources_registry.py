@@ -242,3 +242,45 @@ def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_s
     assert lines[-1] == {"summary": {"added": 2, "error": 3}}
     rc, out = cli("sources", "import", os.fspath(tmp_path / "missing.opml"), "--redis-url", url)
     assert rc == 2
+
+
+def test_authority_recomputed_from_near_duplicate_groups(redis_server):
+    client, url = redis_server
+    keys = Keys("auth")
+    registry = SourceRegistry(client, keys, seed=SourceTable.load())
+    registry.register(
+        [
+            ("1", FeedEntry("https://www.reuters.com/rss")),
+            ("2", FeedEntry("https://example.com/rss")),
+            ("3", FeedEntry("https://example.org/rss")),
+        ]
+    )
+    registry.set_outlet("example.org", authority=0.8)
+    # ten groups founded by reuters.com and copied by example.com (+ one single-outlet group and one
+    # single-article group, which do not count), written in the near-duplicate key layout
+    for g in range(12):
+        cid = f"c{g}"
+        members = [(f"r{g}", "uk.reuters.com", 100.0 + g), (f"e{g}", "www.example.com", 200.0 + g)]
+        if g == 10:
+            members = [(f"x{g}", "example.com", 1.0), (f"y{g}", "example.com", 2.0)]
+        if g == 11:
+            members = [(f"z{g}", "example.org", 1.0)]
+        for aid, domain, t in members:
+            client.hset(keys.article(aid), mapping={"source_domain": domain, "event_time": repr(t)})
+            client.sadd(keys.cluster_articles(cid), aid)
+        client.zadd(keys.clusters_by_size, {cid: len(members)})
+    rc, out = cli("sources", "authority", "--redis-url", url, "--key-prefix", "auth")
+    assert rc == 0 and json.loads(out) == {
+        "groups": 11,
+        "outlets_counted": 2,
+        "outlets_written": len(registry.r.smembers(keys.source_outlets)) - 1,
+    }
+    reuters, example, override = (registry.outlet(o) for o in ("reuters.com", "example.com", "example.org"))
+    # reuters: first 10, copies 0 -> originality (10 + 5) / 20 = 0.75; wire 0.95 + 0.2 * 0.25 -> clipped 1.0
+    assert (reuters["first_reports"], reuters["copies"], float(reuters["authority"])) == ("10", "0", 1.0)
+    # example.com: copies 10 -> originality 5 / 20 = 0.25; no tier 0.5 - 0.2 * 0.25 = 0.45
+    assert (example["first_reports"], example["copies"]) == ("0", "10")
+    assert float(example["authority"]) == pytest.approx(0.45)
+    assert float(override["authority"]) == 0.8 and override["authority_source"] == "override"
+    # an outlet seen in no group keeps its tier value
+    assert float(registry.outlet("apnews.com")["authority"]) == 0.95
