@@ -86,6 +86,7 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
                 "merged_into": "",
             },
         )
+        pipe.zadd(keys.story_active, {sid: now - age * 1800})  # the live-story index ranking reads
     for i in range(N_COVERAGE):  # full coverage: 30 articles in 10 near-duplicate groups
         sid = f"s{i:05d}"
         for j in range(30):
@@ -201,13 +202,26 @@ def _wait_up(port: int, timeout: float = 20.0) -> None:
     raise RuntimeError(f"server on port {port} did not start")
 
 
-def _run_scenario(kind, requests, redis_url, snapshot_dir, a) -> dict:
+def _first_body(port: int, request: bytes) -> bytes:
+    """Sends one request on a fresh connection (``Connection: close``) and returns the body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request[:-2] + b"Connection: close\r\n\r\n")
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).split(b"\r\n\r\n", 1)[1]
+
+
+def _run_scenario(kind, requests, redis_url, snapshot_dir, a, marker: bytes = b"") -> dict:
+    """Measures one scenario; ``marker`` must occur in the first answer (the page is not empty)."""
     port = _free_port()
     proc = mp.get_context("spawn").Process(target=_serve, args=(kind, port, redis_url, snapshot_dir), daemon=True)
     proc.start()
     try:
         _wait_up(port)
         reqs = [r.replace(b"{HOST}", f"127.0.0.1:{port}".encode()) for r in requests]
+        if marker and marker not in _first_body(port, reqs[0]):
+            raise RuntimeError(f"{reqs[0][:60]!r}: the answer lacks {marker!r}; the benchmark would time an empty page")
         return _measure(port, reqs, a.concurrency, a.seconds, a.warmup)
     finally:
         proc.terminate()
@@ -236,12 +250,21 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     stats = build_feeds(server, now)
     build_seconds = time.perf_counter() - t0
+    if stats.public_feeds == 0:
+        raise RuntimeError(f"build_feeds built no public feed from the synthetic stories: {stats}")
     for k in range(5):  # breaking after the feeds were built: injected on request
         server.zadd(Keys().breaking, {f"s{k:05d}": now + 3600})
         server.hset(Keys().breaking_since, f"s{k:05d}", repr(now + 1))
     url = f"unix://{server.socket_file}"
     get = lambda path, extra=b"": f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n"  # noqa: E731
     tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]
+    # each page must show what it is meant to time (20 stories, full coverage), not an empty page
+    markers = {
+        "cached_feed": b'"count":20',
+        "home_page": b'<ol class="cards"',
+        "home_page_signed_in": b"Sign out",
+        "coverage_page": b"Independent reports (10)",
+    }
     scenarios = {
         "baseline": ("baseline", [get("/")]),
         "cached_feed": ("api", [get("/v1/top?edition=en")]),
@@ -253,7 +276,7 @@ def main(argv=None) -> int:
     results = {}
     try:
         for name, (kind, reqs) in scenarios.items():
-            results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a)
+            results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a, markers.get(name, b""))
     finally:
         stop_embedded(server, save=False)
         shutil.rmtree(tmp, ignore_errors=True)

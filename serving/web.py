@@ -526,9 +526,8 @@ class Web:
 
         def save() -> None:
             store = self.api.store
-            change = apply_action(
-                self.api.preferences_of(sess[0]), form.get("action", ""), form.get("kind", ""), form.get("value", "")
-            )
+            action, kind, value = form_action(form)
+            change = apply_action(self.api.preferences_of(sess[0]), action, kind, value)
             store.write_preferences(sess[0], change)
             store.client.delete(store.keys.feed("user", sess[0]))  # rebuilt with the new preferences
 
@@ -547,6 +546,17 @@ class Web:
         ctx = self._context(request, sess, None)
         ctx.update(title=exc.title, message=exc.message)
         return self.render(request, "error.html", ctx, personal=True, status=exc.status)
+
+
+def form_action(form: dict[str, str]) -> tuple[str, str, str]:
+    """``(action, kind, value)`` of a preference form: a card's pressed button sends them as one
+    ``op=action:kind:value`` field (topics and outlets never contain ``:``); single-purpose forms send
+    ``action``, ``kind`` and ``value`` fields."""
+    op = form.get("op")
+    if op:
+        parts = op.split(":", 2)
+        return (parts[0], parts[1], parts[2]) if len(parts) == 3 else ("", "", "")
+    return form.get("action", ""), form.get("kind", ""), form.get("value", "")
 
 
 def _https(request: Request) -> bool:

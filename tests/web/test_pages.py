@@ -241,10 +241,10 @@ def test_prefer_lead_outlet_and_remove_inferred_interest(site):
     before = _card_ids(_doc(site.get("/for-you")))
     assert {"s1", "s3"} <= set(before)
     card_button = _doc(site.get("/for-you")).xpath(
-        "//article[@aria-labelledby='t-s1']//form[input[@name='action'][@value='dismiss']]/input[@name='value']/@value"
+        "//article[@aria-labelledby='t-s1']//button[starts-with(@value, 'dismiss:')]/@value"
     )
-    assert card_button == ["world"]
-    site.post("/prefs", data={"csrf": csrf, "action": "dismiss", "kind": "topic", "value": "world", "next": "/"})
+    assert card_button == ["dismiss:topic:world"]
+    site.post("/prefs", data={"csrf": csrf, "op": card_button[0], "next": "/for-you"})  # as the card's button sends
     after = _card_ids(_doc(site.get("/for-you")))
     world = {sid for sid, v in STORIES.items() if "world" in v[5]} | {"s3"}  # s3 is stored as {World, Business}
     assert not set(after) & world and set(before) - world <= set(after)
