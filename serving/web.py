@@ -106,6 +106,7 @@ class Web:
         self.secret = api.config.token_secret
         self._names_lock = threading.Lock()
         self._names: dict[str, tuple[float, list[str]]] = {}
+        self._memos: dict[str, tuple[float, object]] = {}
 
     # -- readers ------------------------------------------------------------------------
     def session(self, request: Request) -> tuple[str, str] | None:
@@ -221,11 +222,47 @@ class Web:
             self._names[kind] = (time.monotonic() + 30.0, out)
         return out
 
+    def _memo(self, key: str, build):
+        """``build()``, kept in-process for ``local_cache_seconds`` (shared by every reader; 0 disables):
+        the data behind a page, before any reader's blocks are applied."""
+        ttl = self.api.config.local_cache_seconds
+        if ttl <= 0:
+            return build()
+        now = time.monotonic()
+        with self._names_lock:
+            hit = self._memos.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        value = build()
+        with self._names_lock:
+            if len(self._memos) >= 10_000:
+                self._memos.clear()
+            self._memos[key] = (now + ttl, value)
+        return value
+
     def _feed(self, kind: str, name: str, limit: int) -> tuple[dict, str]:
-        key = self.api.store.keys.feed(kind, name)
-        fallback = f"edition:{GLOBAL_EDITION}" if kind == "edition" else ""
-        doc, stale = self.api._feed_with_fallback(f"{kind}:{name}", key, fallback)
-        return feed_page(kind, name, doc, limit, stale), stale
+        def build() -> tuple[dict, str]:
+            key = self.api.store.keys.feed(kind, name)
+            fallback = f"edition:{GLOBAL_EDITION}" if kind == "edition" else ""
+            doc, stale = self.api._feed_with_fallback(f"{kind}:{name}", key, fallback)
+            return feed_page(kind, name, doc, limit, stale), stale
+
+        return self._memo(f"feed|{kind}|{name}|{limit}", build)
+
+    def _stories_by_outlet(self) -> dict[str, list[dict]]:
+        """Summaries of the global pool's stories grouped by the outlet that leads them, in pool (score)
+        order: ``{outlet: [story summary]}``. Redis errors propagate."""
+
+        def build() -> dict[str, list[dict]]:
+            store = self.api.store
+            ids = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, POOL_SIZE)]
+            out: dict[str, list[dict]] = {}
+            for rec in store.get_stories(ids):
+                if rec is not None and not rec.merged_into:
+                    out.setdefault(outlet(rec.domain), []).append(rec.summary())
+            return out
+
+        return self._memo("by-outlet", build)
 
     def _breaking(self, profile: UserProfile | None) -> list[dict]:
         try:
@@ -342,13 +379,7 @@ class Web:
             stories, stale = [], ""
             try:
                 self.api._guard()
-                store = self.api.store
-                ids = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, POOL_SIZE)]
-                for rec in store.get_stories(ids):
-                    if rec is not None and not rec.merged_into and outlet(rec.domain) == name:
-                        stories.append(rec.summary())
-                        if len(stories) >= limit:
-                            break
+                stories = self._stories_by_outlet().get(name, [])[:limit]
             except REDIS_ERRORS:
                 self.api._mark_down()
                 stale = "redis-unavailable"

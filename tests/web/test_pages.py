@@ -309,3 +309,23 @@ def test_bad_input_gets_an_html_error_page_not_a_crash(site):
     assert odd.status_code == 400 and "action must be one of" in odd.text
     # the JSON API keeps JSON errors
     assert site.get("/v1/top", params={"edition": "!"}).json()["error"]["code"] == "bad_parameter"
+
+
+def test_in_process_cache_is_shared_before_blocks_are_applied(server, tmp_path):
+    server.flushall()
+    populate(server)
+    build_feeds(server, NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=60, clock=lambda: NOW
+    )
+    with serve_in_thread(create_app(server, cfg)) as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
+            assert _card_ids(_doc(c.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
+            assert _card_ids(_doc(c.get("/sources/a.com"))) == ["s1", "s7", "s2", "s5"]
+            server.delete(KEYS.feed("edition", "global"))  # served from the in-process copy now
+            _signin(c, "ivy")
+            c.post("/prefs", data={"csrf": _csrf(c), "op": "block:source:a.com", "next": "/"})
+            assert _card_ids(_doc(c.get("/"))) == ["s6", "s3", "s4"]  # the shared copy, with ivy's blocks
+            assert _card_ids(_doc(c.get("/sources/b.com"))) == ["s3"]
+            c.post("/signout", data={"csrf": _csrf(c)})
+            assert _card_ids(_doc(c.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
