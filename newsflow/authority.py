@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 
+from newsflow.outlets import outlet as outlet_of
+
 TIER_AUTHORITY = {"wire": 0.95, "record": 0.90, "national": 0.75, "popular": 0.60, "low": 0.30}
 TIERS = tuple(TIER_AUTHORITY)
 UNKNOWN_TIER_AUTHORITY = 0.5
@@ -110,3 +112,41 @@ def originality_counts(groups) -> dict[str, tuple[int, int]]:
         for o in outlets - {founder}:
             out.setdefault(o, [0, 0])[1] += 1
     return {o: (f, c) for o, (f, c) in out.items()}
+
+
+def read_near_duplicate_groups(client, keys, batch: int = 500):
+    """Yields each live near-duplicate group of >= 2 articles as ``[(event_time, article_id, outlet)]``.
+
+    Reads the near-duplicate keys of :mod:`newsflow.keys` (``clusters_by_size``, each group's
+    ``cluster_articles`` and the ``event_time``/``source_domain`` of its ``article`` hashes) in
+    pipelined batches of ``batch`` groups; articles without a time or domain are skipped. Redis
+    errors propagate.
+
+    Args:
+      client: redis-py client.
+      keys: :class:`newsflow.keys.Keys`.
+      batch: groups per round trip.
+    """
+
+    def s(v):
+        return v.decode("utf-8") if isinstance(v, bytes) else v
+
+    cids = [s(c) for c in client.zrangebyscore(keys.clusters_by_size, 2, "+inf")]
+    for start in range(0, len(cids), batch):
+        chunk = cids[start : start + batch]
+        pipe = client.pipeline(transaction=False)
+        for cid in chunk:
+            pipe.smembers(keys.cluster_articles(cid))
+        members = [sorted(s(a) for a in m) for m in pipe.execute()]
+        pipe = client.pipeline(transaction=False)
+        for ids in members:
+            for aid in ids:
+                pipe.hmget(keys.article(aid), "event_time", "source_domain")
+        fields = iter(pipe.execute())
+        for ids in members:
+            group = []
+            for aid in ids:
+                t, domain = next(fields)
+                if t is not None and domain:
+                    group.append((float(s(t)), aid, outlet_of(s(domain))))
+            yield group

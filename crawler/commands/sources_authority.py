@@ -24,43 +24,15 @@ def add_arguments(parser) -> None:
     add_settings_arguments(parser)
 
 
-def read_groups(client, keys, batch: int = 500):
-    """Yields each live near-duplicate group of >= 2 articles as ``[(event_time, article_id, outlet)]``."""
-    from newsflow.outlets import outlet
-
-    def s(v):
-        return v.decode("utf-8") if isinstance(v, bytes) else v
-
-    cids = [s(c) for c in client.zrangebyscore(keys.clusters_by_size, 2, "+inf")]
-    for start in range(0, len(cids), batch):
-        chunk = cids[start : start + batch]
-        pipe = client.pipeline(transaction=False)
-        for cid in chunk:
-            pipe.smembers(keys.cluster_articles(cid))
-        members = [sorted(s(a) for a in m) for m in pipe.execute()]
-        pipe = client.pipeline(transaction=False)
-        for ids in members:
-            for aid in ids:
-                pipe.hmget(keys.article(aid), "event_time", "source_domain")
-        fields = iter(pipe.execute())
-        for ids in members:
-            group = []
-            for aid in ids:
-                t, domain = next(fields)
-                if t is not None and domain:
-                    group.append((float(s(t)), aid, outlet(s(domain))))
-            yield group
-
-
 def run(args) -> int:
     """Recomputes; returns 0, or 2 when Redis cannot be reached."""
     import redis
 
-    from newsflow.authority import originality_counts
+    from newsflow.authority import originality_counts, read_near_duplicate_groups
 
     try:
         settings, registry = open_registry(args)
-        groups = list(read_groups(registry.r, settings.keys))
+        groups = list(read_near_duplicate_groups(registry.r, settings.keys))
         counts = originality_counts(groups)
         written = registry.recompute_authority(counts)
     except CommandError as e:
