@@ -334,6 +334,37 @@ class SourceRegistry:
         pipe.execute()
         return written
 
+    def source_table(self, base=None):
+        """A :class:`newsflow.sources.SourceTable` of the outlet records layered over ``base``.
+
+        Every outlet record with an authority replaces the ``base`` row of the same domain (the seed
+        table's subdomain rows such as ``abcnews.go.com`` stay and, being longer suffixes, still win
+        for their hosts), so ranking code that takes a SourceTable sees the registry's authority.
+
+        Args:
+          base: the table to start from (default: none, only the registry's outlets).
+        """
+        from newsflow.sources import Source, SourceTable
+
+        rows = {s.domain: s for s in base.sources()} if base is not None else {}
+        names = sorted(_s(o) for o in self.r.smembers(self.keys.source_outlets))
+        for start in range(0, len(names), self.batch):
+            chunk = names[start : start + self.batch]
+            pipe = self.r.pipeline(transaction=False)
+            for name in chunk:
+                pipe.hmget(self.keys.source_outlet(name), "name", "tier", "authority")
+            for name, (display, tier, authority) in zip(chunk, pipe.execute(), strict=True):
+                if authority is None:
+                    continue
+                old = rows.get(name)
+                rows[name] = Source(
+                    name,
+                    _s(display) if display else (old.name if old else ""),
+                    _s(tier) if tier else (old.tier if old else ""),
+                    float(_s(authority)),
+                )
+        return SourceTable(rows)
+
     # ------------------------------------------------------------------ registration
     def register(self, entries: Iterable[tuple[str, FeedEntry | FeedError]], origin: str = "") -> Report:
         """Registers feeds; entries already registered are left as they are.

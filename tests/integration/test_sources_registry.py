@@ -244,7 +244,7 @@ def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_s
     assert rc == 2
 
 
-def test_authority_recomputed_from_near_duplicate_groups(redis_server):
+def test_authority_recomputed_from_near_duplicate_groups(redis_server, tmp_path):
     client, url = redis_server
     keys = Keys("auth")
     registry = SourceRegistry(client, keys, seed=SourceTable.load())
@@ -284,3 +284,12 @@ def test_authority_recomputed_from_near_duplicate_groups(redis_server):
     assert float(override["authority"]) == 0.8 and override["authority_source"] == "override"
     # an outlet seen in no group keeps its tier value
     assert float(registry.outlet("apnews.com")["authority"]) == 0.95
+    # the registry's authorities as the sources table the enrichment step reads
+    table = registry.source_table(SourceTable.load())
+    assert table.authority("uk.reuters.com") == 1.0 and table.authority("www.example.com") == pytest.approx(0.45)
+    assert table.authority("example.org") == 0.8
+    assert table.authority("abcnews.go.com") == SourceTable.load().authority("abcnews.go.com")  # subdomain row kept
+    out = tmp_path / "table.csv"
+    rc, text = cli("sources", "authority", "--redis-url", url, "--key-prefix", "auth", "--table-out", str(out))
+    assert rc == 0 and json.loads(text)["table_rows"] == len(table)
+    assert SourceTable.load(str(out)).authority("www.example.com") == pytest.approx(0.45)
