@@ -233,8 +233,10 @@ def choose_canonical(fetched_url: str, declared: str | None) -> str:
     """The URL an article is known by: the page's declared canonical when it qualifies, else the fetched URL.
 
     Rule 2 of "Article identity" (module doc): ``declared`` (resolved against ``fetched_url``) is
-    used when it is http(s), canonicalizable, of the same outlet as ``fetched_url``, and not the
-    site root unless ``fetched_url`` is the root too.
+    used when it is http(s), canonicalizable, of the same outlet as ``fetched_url``, passes
+    :func:`check_document_url` (no whitespace, control characters, backslashes or user info, at
+    most :data:`MAX_URL_LENGTH` characters, no private or loopback host), and is not the site root
+    unless ``fetched_url`` is the root too.
 
     Args:
       fetched_url: the URL the page was fetched from (after redirects).
@@ -254,6 +256,12 @@ def choose_canonical(fetched_url: str, declared: str | None) -> str:
     except ValueError:
         return fetched_url
     if outlet(canonical) != outlet(fetched) or not outlet(canonical):
+        return fetched_url
+    from schemas import RecordError
+
+    try:  # the same shape and safety rules as any landed URL
+        check_document_url(candidate, outlet(canonical))
+    except RecordError:
         return fetched_url
     if urlsplit(canonical).path == "/" and not urlsplit(canonical).query and urlsplit(fetched).path != "/":
         return fetched_url

@@ -84,6 +84,9 @@ def test_choose_canonical_same_site_only():
         == "https://www.tribune.example.net/"
     )
     assert choose_canonical(m, "javascript:alert(1)") == m
+    assert choose_canonical(m, "https://www.tribune.example.net/news/a b") == m  # whitespace
+    assert choose_canonical(m, "https://user@www.tribune.example.net/news/x") == m  # user info
+    assert choose_canonical(m, "https://www.tribune.example.net/" + "x" * 2100) == m  # over MAX_URL_LENGTH
     assert choose_canonical(m, "") == m and choose_canonical(m, None) == m
 
 
