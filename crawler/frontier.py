@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from newsflow.keys import Keys
-from newsflow.source_registry import crawl_task_id
 from newsflow.ranking.priority import request_priority_recrawl
+from newsflow.source_registry import crawl_task_id
 from newsflow.urls import article_id, canonicalize_url, source_domain
 
 DEADLETTER_CAP = 10_000
