@@ -62,6 +62,13 @@ SITES = {
 }
 
 
+@pytest.fixture
+def redis_flushed(server):
+    """The module's embedded Redis (conftest ``server``), emptied: ``(client, unix URL)``."""
+    server.flushall()
+    return server, f"unix://{server.socket_file}"
+
+
 def handler(req):
     site = SITES.get(req.host.split(":")[0], {})
     hit = site.get(req.path)
@@ -90,8 +97,8 @@ def requests_to(web, host):
     return [e for e in web.log if e.host.split(":")[0] == host]
 
 
-def test_home_page_alternate_links_politely(web, redis_server):
-    client, url = redis_server
+def test_home_page_alternate_links_politely(web, redis_flushed):
+    client, url = redis_flushed
     web.log.clear()
     rc, out = add(web, "http://home.example.com/", "--tier", "national", "--name", "Home Daily", redis_url=url)
     assert rc == 0, out
@@ -121,8 +128,8 @@ def test_home_page_alternate_links_politely(web, redis_server):
     assert [(f["url"], f["how"]) for f in first["found"]] == [("http://home.example.com/news/rss.xml", "given")]
 
 
-def test_common_paths_obey_robots_txt(web, redis_server):
-    client, url = redis_server
+def test_common_paths_obey_robots_txt(web, redis_flushed):
+    client, url = redis_flushed
     web.log.clear()
     rc, out = add(web, "http://paths.example.net/", redis_url=url)
     assert rc == 0, out
@@ -132,8 +139,8 @@ def test_common_paths_obey_robots_txt(web, redis_server):
     assert [f["url"] for f in SourceRegistry(client, Keys()).feeds()] == ["http://paths.example.net/rss"]
 
 
-def test_robots_news_sitemap(web, redis_server):
-    client, url = redis_server
+def test_robots_news_sitemap(web, redis_flushed):
+    client, url = redis_flushed
     rc, out = add(web, "http://maps.example.org/", "--json", redis_url=url)
     assert rc == 0, out
     first = json.loads(out.splitlines()[0])
@@ -145,8 +152,8 @@ def test_robots_news_sitemap(web, redis_server):
     assert (feed["url"], feed["kind"]) == ("http://maps.example.org/news-sitemap.xml", "sitemap")
 
 
-def test_safety_guard_and_unsafe_urls(web, redis_server):
-    client, url = redis_server
+def test_safety_guard_and_unsafe_urls(web, redis_flushed):
+    client, url = redis_flushed
     # without --allow-host the resolved 127.0.0.1 is refused by the guard: nothing fetched, nothing found
     n = len(web.log)
     rc, out = add(web, "http://home.example.com/", redis_url=url, allow=False)
@@ -157,8 +164,8 @@ def test_safety_guard_and_unsafe_urls(web, redis_server):
     assert SourceRegistry(client, Keys()).count() == 0
 
 
-def test_no_discover_registers_as_given(web, redis_server):
-    client, url = redis_server
+def test_no_discover_registers_as_given(web, redis_flushed):
+    client, url = redis_flushed
     n = len(web.log)
     rc, out = add(web, "https://www.example.com/sitemap-news.xml", "--no-discover", "--kind", "sitemap", redis_url=url)
     assert rc == 0 and len(web.log) == n

@@ -21,8 +21,15 @@ NOW = 1_700_000_000.0
 
 
 @pytest.fixture
-def api(redis_server, tmp_path, monkeypatch):
-    client, _ = redis_server
+def redis_flushed(server):
+    """The module's embedded Redis (conftest ``server``), emptied: ``(client, unix URL)``."""
+    server.flushall()
+    return server, f"unix://{server.socket_file}"
+
+
+@pytest.fixture
+def api(redis_flushed, tmp_path, monkeypatch):
+    client, _ = redis_flushed
     monkeypatch.setenv("NEWSFLOW_ADMIN_TOKEN", ADMIN)
     cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), clock=lambda: NOW, keys=Keys("adm"))
     app = create_app(client, cfg)
@@ -47,8 +54,8 @@ def test_admin_routes_need_the_admin_token_not_a_reader_token(api):
     assert r.status_code == 200 and r.json()["feeds"] == [] and r.headers["cache-control"] == "no-store"
 
 
-def test_admin_api_is_disabled_without_a_configured_token(redis_server, tmp_path, monkeypatch):
-    client, _ = redis_server
+def test_admin_api_is_disabled_without_a_configured_token(redis_flushed, tmp_path, monkeypatch):
+    client, _ = redis_flushed
     monkeypatch.delenv("NEWSFLOW_ADMIN_TOKEN", raising=False)
     app = create_app(client, ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s")))
     with serve_in_thread(app) as port:

@@ -36,6 +36,13 @@ OPML = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
+@pytest.fixture
+def redis_flushed(server):
+    """The module's embedded Redis (conftest ``server``), emptied: ``(client, unix URL)``."""
+    server.flushall()
+    return server, f"unix://{server.socket_file}"
+
+
 def dump(client, prefix: str) -> dict:
     """Every key under ``prefix`` with its type and full value."""
     out = {}
@@ -56,8 +63,8 @@ def dump(client, prefix: str) -> dict:
 
 
 @pytest.fixture
-def registry(redis_server):
-    client, _ = redis_server
+def registry(redis_flushed):
+    client, _ = redis_flushed
     clock = [1_700_000_000.0]
     return SourceRegistry(client, Keys("t"), seed=SourceTable.load(), clock=lambda: clock[0])
 
@@ -81,8 +88,8 @@ def test_outlets_are_seeded_from_sources_csv_without_overwriting(registry):
     assert float(registry.outlet("reuters.com")["authority"]) == 0.5
 
 
-def test_register_is_idempotent_and_reports_each_entry(registry, redis_server):
-    client, _ = redis_server
+def test_register_is_idempotent_and_reports_each_entry(registry, redis_flushed):
+    client, _ = redis_flushed
     report = registry.register(read_opml(io.BytesIO(OPML.encode())), origin="import:test")
     by = {o.ref: o for o in report.outcomes}
     assert report.counts() == {"added": 3, "error": 3, "unchanged": 1}
@@ -102,8 +109,8 @@ def test_register_is_idempotent_and_reports_each_entry(registry, redis_server):
     assert dump(client, "t") == before
 
 
-def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_server):
-    client, _ = redis_server
+def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_flushed):
+    client, _ = redis_flushed
     keys = Keys("t")
     frontier = Frontier(client, keys)
     a, b = "https://a.example.com/rss", "https://b.example.net/rss"
@@ -166,8 +173,8 @@ CLEAN = """<opml version="1.0"><body>
 </body></opml>"""
 
 
-def test_sources_commands_end_to_end(redis_server, tmp_path):
-    _, url = redis_server
+def test_sources_commands_end_to_end(redis_flushed, tmp_path):
+    _, url = redis_flushed
     path = tmp_path / "feeds.opml"
     path.write_text(CLEAN, encoding="utf-8")
     common = ["--redis-url", url, "--key-prefix", "cli"]
@@ -215,8 +222,8 @@ def test_sources_commands_end_to_end(redis_server, tmp_path):
     assert rc == 1 and "not_found" in out
 
 
-def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_server, tmp_path):
-    _, url = redis_server
+def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_flushed, tmp_path):
+    _, url = redis_flushed
     path = tmp_path / "mixed.opml"
     path.write_text(
         '<opml version="2.0"><body>\n'
@@ -244,8 +251,8 @@ def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_s
     assert rc == 2
 
 
-def test_authority_recomputed_from_near_duplicate_groups(redis_server, tmp_path):
-    client, url = redis_server
+def test_authority_recomputed_from_near_duplicate_groups(redis_flushed, tmp_path):
+    client, url = redis_flushed
     keys = Keys("auth")
     registry = SourceRegistry(client, keys, seed=SourceTable.load())
     registry.register(
