@@ -19,6 +19,9 @@ dropped from memory, at most ``max_entries`` feeds are read (the rest of the fil
 error. Each entry comes out as ``(ref, FeedEntry)`` or ``(ref, FeedError)``; ``ref`` is
 ``"outline N"`` or ``"line N"``. URLs are checked later, by the registry.
 
+**URL lists** (``.txt``, or a file whose first line is a bare URL): one feed URL per line, ``#``
+comments, the ``newsflow crawl --seeds`` format.
+
 **CSV** (UTF-8, header row): ``url`` (also accepted: ``xmlUrl``, ``feed_url``, ``feed``), ``kind``,
 ``title``, ``categories`` (``|``-separated), ``html_url``, ``status``; the export adds the
 outlet's ``outlet``, ``name``, ``tier``, ``authority`` and ``language`` (ignored on import).
@@ -61,14 +64,21 @@ Parsed = tuple[str, "FeedEntry | FeedError"]
 
 
 def detect_format(path: str, head: bytes) -> str:
-    """``"opml"`` or ``"csv"`` from the file name (``.opml``/``.xml``/``.csv``), else from the first
-    non-blank byte (``<`` is OPML)."""
+    """``"opml"``, ``"csv"`` or ``"urls"`` from the file name (``.opml``/``.xml``, ``.csv``, ``.txt``),
+    else from the content: ``<`` first is OPML, a first line that is a bare http(s) URL (after ``#``
+    comments) is a URL list, anything else CSV."""
     lower = path.lower()
     if lower.endswith((".opml", ".xml")):
         return "opml"
     if lower.endswith((".csv", ".tsv")):
         return "csv"
-    return "opml" if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") else "csv"
+    if lower.endswith(".txt"):
+        return "urls"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"<"):
+        return "opml"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(b"#")), b"")
+    return "urls" if re.match(rb"https?://[^\s,]+\Z", first, re.I) else "csv"
 
 
 def _local(tag: str) -> str:
@@ -272,8 +282,45 @@ def read_csv(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterato
             raw.close()
 
 
+def read_urls(source: IO[bytes], max_entries: int = MAX_ENTRIES) -> Iterator[Parsed]:
+    """Feeds of a plain list of URLs, one per line (the ``newsflow crawl --seeds`` format: blank lines
+    and ``#`` comments skipped).
+
+    Yields:
+      ``("line N", FeedEntry)`` per URL, or ``(ref, FeedError)``: ``bad_file`` for undecodable bytes
+      (lines before were yielded), ``bad_entry`` for a line with spaces, ``too_many``.
+    """
+    n = 0
+    lineno = 0
+    try:
+        for lineno, line in enumerate(_decoded_lines(source), start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            ref = f"line {lineno}"
+            if any(c.isspace() for c in text):
+                yield ref, FeedError("bad_entry", f"one URL per line, got {text[:200]!r}")
+                continue
+            n += 1
+            if n > max_entries:
+                yield (
+                    ref,
+                    FeedError(
+                        "too_many", f"the file has more than {max_entries:,} URLs; lines from {ref} on were not read"
+                    ),
+                )
+                return
+            yield ref, FeedEntry(url=text)
+    except UnicodeDecodeError as e:
+        yield (
+            f"line {lineno + 1}",
+            FeedError("bad_file", f"line {lineno + 1} is not UTF-8: {e}; lines before it were read"),
+        )
+
+
 def read_file(path: str, fmt: str | None = None, max_entries: int = MAX_ENTRIES) -> Iterator[Parsed]:
-    """Entries of an OPML or CSV file (``fmt`` ``"opml"``/``"csv"``, default: :func:`detect_format`).
+    """Entries of an OPML, CSV or URL-list file (``fmt`` ``"opml"``/``"csv"``/``"urls"``, default:
+    :func:`detect_format`).
 
     Raises:
       OSError: the file cannot be opened.
@@ -281,7 +328,7 @@ def read_file(path: str, fmt: str | None = None, max_entries: int = MAX_ENTRIES)
     with open(path, "rb") as f:
         head = f.read(512)
         f.seek(0)
-        reader = read_opml if (fmt or detect_format(path, head)) == "opml" else read_csv
+        reader = {"opml": read_opml, "csv": read_csv, "urls": read_urls}[fmt or detect_format(path, head)]
         yield from reader(f, max_entries)
 
 

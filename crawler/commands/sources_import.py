@@ -1,4 +1,4 @@
-"""``newsflow sources import FILE``: register the feeds of an OPML 1.0/2.0 or CSV file.
+"""``newsflow sources import FILE``: register the feeds of an OPML 1.0/2.0, CSV or URL-list file.
 
 Formats and limits: :mod:`newsflow.source_files`. Each entry is checked (URL syntax and the
 address rules that need no DNS) and reported: ``added``, ``unchanged`` (already registered, or
@@ -19,8 +19,10 @@ HELP = "register the feeds of an OPML or CSV file (folders/categories become top
 
 def add_arguments(parser) -> None:
     """Adds FILE, ``--format``, ``--max-entries``, ``-v`` and the common flags."""
-    parser.add_argument("file", help="OPML (.opml/.xml) or CSV file")
-    parser.add_argument("--format", choices=("opml", "csv"), default=None, help="file format (default: detect)")
+    parser.add_argument(
+        "file", help="OPML (.opml/.xml), CSV, or a list of URLs one per line (.txt, the --seeds format)"
+    )
+    parser.add_argument("--format", choices=("opml", "csv", "urls"), default=None, help="file format (default: detect)")
     parser.add_argument(
         "--max-entries", type=int, default=200_000, help="feeds read at most from the file (default: %(default)s)"
     )

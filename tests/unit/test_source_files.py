@@ -243,3 +243,24 @@ def test_clean_categories_and_task_id():
     assert crawl_task_id("feed", "https://Example.com/f?utm_source=x") == crawl_task_id("feed", "https://example.com/f")
     assert crawl_task_id("feed", "https://example.com/f") != crawl_task_id("sitemap", "https://example.com/f")
     assert len(crawl_task_id("feed", "https://example.com/f")) == 24
+
+
+def test_url_list_the_seeds_format(tmp_path):
+    path = tmp_path / "seeds"
+    path.write_bytes(b"# feeds\nhttps://example.com/rss\n\n  https://example.org/atom.xml  \nnot a url\n\xff\xfe\n")
+    parsed = list(read_file(str(path)))
+    assert [(r, e.url) for r, e in entries(parsed)] == [
+        ("line 2", "https://example.com/rss"),
+        ("line 4", "https://example.org/atom.xml"),
+    ]
+    assert [(r, e.code) for r, e in errors(parsed)] == [("line 5", "bad_entry"), ("line 6", "bad_file")]
+
+
+def test_detect_format():
+    from newsflow.source_files import detect_format
+
+    assert detect_format("x.opml", b"") == "opml"
+    assert detect_format("x.txt", b"url,title\n") == "urls"
+    assert detect_format("x", b"\xef\xbb\xbf <?xml version='1.0'?><opml>") == "opml"
+    assert detect_format("x", b"# comment\nhttps://example.com/rss\n") == "urls"
+    assert detect_format("x", b"url,title\nhttps://example.com/rss,a\n") == "csv"
