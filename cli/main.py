@@ -46,6 +46,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("sources", "crawler.commands.sources_authority"),
     (None, "crawler.commands.push_server"),
     (None, "cli.nightly"),
+    (None, "cli.simulate_readers"),
 )
 
 GROUP_HELP = {
