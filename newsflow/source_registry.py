@@ -125,6 +125,20 @@ def clean_categories(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(out[:MAX_CATEGORIES])
 
 
+def validate_outlet_fields(tier: str | None = None, authority=None, language: str | None = None) -> float | None:
+    """Checks outlet fields (``None`` = not given); returns the authority as a float (or ``None``).
+
+    Raises:
+      ValueError: a tier not in :data:`newsflow.authority.TIERS`, an authority outside [0, 1], or a
+        language that is not a lower-case code such as ``en`` or ``pt-br``.
+    """
+    if tier is not None and tier not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
+    if language is not None and not (isinstance(language, str) and _LANGUAGE_RE.match(language)):
+        raise ValueError(f"language must be a lower-case code such as 'en' or 'pt-br', got {language!r}")
+    return None if authority is None else validate_authority(authority)
+
+
 @dataclass(frozen=True)
 class FeedEntry:
     """One feed to register.
@@ -260,12 +274,7 @@ class SourceRegistry:
           ValueError: unknown tier, authority outside [0, 1], or a malformed language code.
         """
         self._ensure_seeded()
-        if tier is not None and tier not in TIERS:
-            raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
-        if authority is not None:
-            authority = validate_authority(authority)
-        if language is not None and not _LANGUAGE_RE.match(language):
-            raise ValueError(f"language must be a lower-case code such as 'en' or 'pt-br', got {language!r}")
+        authority = validate_outlet_fields(tier, authority, language)
         key = self.keys.source_outlet(name)
         current = self.outlet(name)
         fields: dict[str, str] = {}

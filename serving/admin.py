@@ -44,7 +44,7 @@ from starlette.routing import Mount, Route
 
 from newsflow.keys import Keys
 from newsflow.source_files import read_csv, read_opml, write_csv, write_opml
-from newsflow.source_registry import STATUSES, FeedEntry, FeedError, Report, SourceRegistry
+from newsflow.source_registry import STATUSES, FeedEntry, FeedError, Report, SourceRegistry, validate_outlet_fields
 from newsflow.sources import SourceTable
 
 MIN_ADMIN_TOKEN = 16
@@ -185,6 +185,13 @@ class AdminApi:
                 )
             )
             edit = {k: item[k] for k in ("name", "tier", "authority", "language") if item.get(k) is not None}
+            try:
+                validate_outlet_fields(edit.get("tier"), edit.get("authority"), edit.get("language"))
+                if not isinstance(edit.get("name", ""), str):
+                    raise ValueError("name must be a string")
+            except ValueError as e:
+                entries[-1] = (ref, FeedError("bad_entry", f"outlet fields: {e}"))
+                continue
             if edit:
                 outlet_edits.append((ref, item["url"], edit))
         report = self.registry.register(entries, origin="api")
@@ -194,16 +201,13 @@ class AdminApi:
             if o is None or o.result == "error":
                 continue
             row = self.registry.get(o.feed_id)
-            try:
-                self.registry.set_outlet(
-                    row["outlet"],
-                    display_name=edit.get("name"),
-                    tier=edit.get("tier"),
-                    authority=edit.get("authority"),
-                    language=edit.get("language"),
-                )
-            except ValueError as e:
-                raise _Error(422, "invalid_outlet", f"{ref}: feed registered, outlet not changed: {e}") from None
+            self.registry.set_outlet(
+                row["outlet"],
+                display_name=edit.get("name"),
+                tier=edit.get("tier"),
+                authority=edit.get("authority"),
+                language=edit.get("language"),
+            )
         counts = report.counts()
         status = 201 if counts.get("added") or counts.get("restored") else 200 if counts.get("unchanged") else 422
         return _json(_report_body(report), status)

@@ -85,14 +85,16 @@ def _discover(args):
 def run(args) -> int:
     """Discovers and registers; returns 0, 1 or 2 (see the module docstring)."""
     from newsflow.outlets import outlet
-    from newsflow.source_registry import FeedEntry, FeedError, check_feed_url
+    from newsflow.source_registry import FeedEntry, FeedError, check_feed_url, validate_outlet_fields
 
     try:
         check_feed_url(args.url)
     except FeedError as e:
         return fail(f"cannot add {args.url!r}: {e}")
-    if args.authority is not None and not 0.0 <= args.authority <= 1.0:
-        return fail(f"--authority must be in [0, 1], got {args.authority}")
+    try:
+        validate_outlet_fields(args.tier, args.authority, args.language)
+    except ValueError as e:
+        return fail(str(e))
     try:
         _, registry = open_registry(args)
     except CommandError as e:

@@ -154,3 +154,21 @@ def test_openapi_documents_the_admin_routes(api):
         for op in doc["paths"][path].values():
             assert op["security"] == [{"adminToken": []}]
     assert json.dumps(doc)  # serializable
+
+
+def test_bad_outlet_fields_refuse_the_entry_before_registering(api):
+    http, client = api
+    r = http.post(
+        "/v1/admin/sources",
+        headers=admin(),
+        json={
+            "feeds": [
+                {"url": "https://a.example.com/rss", "authority": 2},
+                {"url": "https://b.example.net/rss", "tier": "x"},
+            ]
+        },
+    )
+    assert r.status_code == 422
+    details = [o["detail"] for o in r.json()["outcomes"]]
+    assert "authority" in details[0] and "tier" in details[1]
+    assert SourceRegistry(client, Keys("adm")).count() == 0
