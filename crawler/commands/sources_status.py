@@ -36,16 +36,22 @@ def _iso(v) -> str:
 
 
 def source_rows(frontier, now: float) -> list[dict]:
-    """Status rows: url, kind, next_due (ISO), due_in_s, interval_s, last_fetch, last_status, failures,
-    backoff_until, last_error, items, fetches, leased."""
+    """Status rows: url, kind, next_due (ISO; ``held`` for a feed paused or removed in the sources
+    registry, ``leased`` while fetched), due_in_s, interval_s, last_fetch, last_status, failures,
+    backoff_until, last_error, items, fetches, leased, held."""
     rows = []
-    for h in frontier.feeds():
-        due = h.get("due")
+    feeds = frontier.feeds()
+    pipe = frontier.r.pipeline(transaction=False)
+    for h in feeds:
+        pipe.sismember(frontier.keys.crawl_held, h["tid"])
+    held = pipe.execute() if feeds else []
+    for h, is_held in zip(feeds, held, strict=True):
+        due = None if is_held else h.get("due")
         rows.append(
             {
                 "url": h.get("url", ""),
                 "kind": h.get("kind", ""),
-                "next_due": _iso(due) if due is not None else "leased",
+                "next_due": "held" if is_held else _iso(due) if due is not None else "leased",
                 "due_in_s": None if due is None else round(float(due) - now, 1),
                 "interval_s": float(h["interval_s"]) if h.get("interval_s") else None,
                 "last_fetch": _iso(h.get("last_fetch")),
@@ -57,6 +63,7 @@ def source_rows(frontier, now: float) -> list[dict]:
                 "items": int(h.get("items") or 0),
                 "fetches": int(h.get("fetches") or 0),
                 "leased": "holder" in h,
+                "held": bool(is_held),
             }
         )
     return rows

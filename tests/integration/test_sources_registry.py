@@ -300,3 +300,17 @@ def test_authority_recomputed_from_near_duplicate_groups(redis_flushed, tmp_path
     rc, text = cli("sources", "authority", "--redis-url", url, "--key-prefix", "auth", "--table-out", str(out))
     assert rc == 0 and json.loads(text)["table_rows"] == len(table)
     assert SourceTable.load(str(out)).authority("www.example.com") == pytest.approx(0.45)
+
+
+def test_sources_status_marks_held_feeds(redis_flushed):
+    client, url = redis_flushed
+    registry = SourceRegistry(client, Keys())
+    registry.register([("1", FeedEntry("https://a.example.com/rss")), ("2", FeedEntry("https://b.example.net/rss"))])
+    Frontier(client, Keys()).apply_priorities(1_700_000_000.0)
+    registry.set_status("https://a.example.com/rss", "pause")
+    rc, out = cli("sources", "status", "--json", "--redis-url", url)
+    rows = {r["url"]: r for r in map(json.loads, out.splitlines())}
+    assert rc == 0 and rows["https://a.example.com/rss"]["held"] is True
+    assert rows["https://a.example.com/rss"]["next_due"] == "held"
+    assert rows["https://b.example.net/rss"]["held"] is False
+    assert rows["https://b.example.net/rss"]["next_due"] == "2023-11-14T22:13:20Z"
