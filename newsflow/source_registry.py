@@ -543,6 +543,7 @@ class SourceRegistry:
         return sorted(rows, key=lambda r: (r["added"], r["id"]))
 
     def _load(self, ids: list[str]) -> list[dict]:
+        self._ensure_seeded()  # so a read before any write shows the seed table's outlet fields
         pipe = self.r.pipeline(transaction=False)
         for fid in ids:
             pipe.hgetall(self.keys.source_feed(fid))
