@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from newsflow.keys import Keys
 from newsflow.ranking.priority import request_priority_recrawl
-from newsflow.source_registry import crawl_task_id
+from newsflow.source_entries import crawl_task_id
 from newsflow.urls import article_id, canonicalize_url, source_domain
 
 DEADLETTER_CAP = 10_000
@@ -152,7 +152,7 @@ def host_key(url: str) -> str:
 
 def task_id(kind: str, url: str) -> str:
     """Stable task id: 24 hex chars of SHA-1 of ``kind|canonical URL`` (defined once, in
-    :func:`newsflow.source_registry.crawl_task_id`: a registered feed's id is its task id)."""
+    :func:`newsflow.source_entries.crawl_task_id`: a registered feed's id is its task id)."""
     return crawl_task_id(kind, url)
 
 

@@ -40,7 +40,7 @@ from xml.sax.saxutils import escape, quoteattr
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from newsflow.source_registry import FeedEntry, FeedError, clean_categories
+from newsflow.source_entries import FeedEntry, FeedError, clean_categories
 
 MAX_ENTRIES = 200_000
 MAX_FOLDER_DEPTH = 16

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
+from newsflow.source_entries import FeedEntry, FeedError, check_feed_url, clean_categories, crawl_task_id
 from newsflow.source_files import read_csv, read_file, read_opml, write_csv, write_opml
-from newsflow.source_registry import FeedEntry, FeedError, check_feed_url, clean_categories, crawl_task_id
 
 OPML = b"""<?xml version="1.0" encoding="UTF-8"?>
 <opml version="2.0"><head><title>reader export</title></head><body>
