@@ -101,7 +101,7 @@ def run(args) -> int:
         return fail(str(e))
     status = "paused" if args.paused else "active"
     if args.no_discover:
-        chosen = [(args.url, args.kind, args.title or "")]
+        chosen = [(args.url, args.kind, args.title or "", "")]
         found_rows, tried = [], []
     else:
         try:
@@ -111,10 +111,11 @@ def run(args) -> int:
         tried = found.tried
         found_rows = found.found
         picked = found_rows if args.all else found_rows[:1]
-        chosen = [(f.url, f.kind, args.title or f.title) for f in picked]
+        # the page the feed was found on is its home page (none when the URL given was the feed)
+        chosen = [(f.url, f.kind, args.title or f.title, "" if f.how == "given" else args.url) for f in picked]
     entries = [
-        (f"found {i + 1}", FeedEntry(url, kind, title, tuple(args.category), args.url, status))
-        for i, (url, kind, title) in enumerate(chosen)
+        (f"found {i + 1}", FeedEntry(url, kind, title, tuple(args.category), home, status))
+        for i, (url, kind, title, home) in enumerate(chosen)
     ]
     report = registry.register(entries, origin="add")
     outlets = sorted({outlet(o.url) for o in report.outcomes if o.result != "error"})
