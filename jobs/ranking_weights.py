@@ -15,7 +15,8 @@ with an impression is one row; its features (:data:`newsflow.learning.weights.FE
 * ``position``: log1p(0-based position).
 
 Fit: :func:`newsflow.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
-held-out AUC; the defaults when data is thin). Outputs (replaced for the date): Parquet
+held-out AUC; the defaults when data is thin, or when no reader had a previous-night interest vector,
+since a fit would then weigh interest 0 and turn personalization off). Outputs (replaced for the date): Parquet
 ``<output>/models/weights/date=D/`` (one row per feature plus the intercept) and Redis
 ``Keys.model("weights", D)``.
 
@@ -48,7 +49,7 @@ from jobs.nightly_common import (
     write_partition,
 )
 from newsflow.keys import Keys
-from newsflow.learning.weights import FEATURES, fit_weights
+from newsflow.learning.weights import FEATURES, defaults, fit_weights
 from newsflow.ranking.decay import lambda_for
 from pipelines.launcher import JobSpec, main
 
@@ -124,7 +125,12 @@ def fit_rows(rows: list) -> list[dict]:
     """Feature rows -> output rows (:data:`WEIGHTS_OUTPUT_SCHEMA`): one per feature + ``_intercept``."""
     rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
     x = np.asarray([r[1] for r in rows], dtype=np.float64).reshape(-1, len(FEATURES))
-    w = fit_weights(x, [r[2] for r in rows], times=[r[0] for r in rows])
+    if len(rows) and float(x[:, FEATURES.index("interest")].std()) == 0.0:
+        # no previous-night interest vectors (first night, or none matched): a fit would give interest
+        # weight 0 and switch personalization off, so the defaults stay
+        w = defaults("no interest signal in the training rows (no previous-night interest model)")
+    else:
+        w = fit_weights(x, [r[2] for r in rows], times=[r[0] for r in rows])
     common = {"learned": w.learned, "auc": w.auc, "n_train": w.n_train, "n_holdout": w.n_holdout, "reason": w.reason}
     out = [dict(common, name=f, weight=float(w.weights[f])) for f in FEATURES]
     out.append(dict(common, name="_intercept", weight=float(w.intercept)))

@@ -121,3 +121,22 @@ def test_personal_signals_learned_weights_give_click_probability():
     logit2 = -4.0 + 0.5 + 2.0 * 0.5 + 0.5
     assert rel == pytest.approx([1 / (1 + math.exp(-logit1)), 1 / (1 + math.exp(-logit2))])
     assert why[0]["model"] == "learned" and why[0]["top"] == "interest"
+
+
+def test_ranking_weights_keep_defaults_without_an_interest_signal():
+    from jobs.ranking_weights import fit_rows as fit_weight_rows
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(3000):
+        fresh = float(rng.uniform())
+        clicked = int(rng.uniform() < 0.05 + 0.3 * fresh)
+        rows.append((float(i), [0.5, fresh, 0.0, 0.0, 0.0, 0.0, 0.0], clicked))
+    out = {r["name"]: r for r in fit_weight_rows(rows)}
+    assert not out["interest"]["learned"] and "no interest signal" in out["interest"]["reason"]
+    assert out["interest"]["weight"] == 0.6 and out["_intercept"]["weight"] == -3.0
+    for i, r in enumerate(rows):  # the same rows with an interest feature that varies are fitted
+        r[1][2] = float(rng.uniform(-1, 1)) if i % 2 else 0.3
+    learned = {r["name"]: r for r in fit_weight_rows(rows)}
+    assert learned["freshness"]["learned"] and learned["freshness"]["weight"] > 1.0
+    assert 0.5 < learned["freshness"]["auc"] <= 1.0
