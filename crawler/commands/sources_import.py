@@ -14,7 +14,7 @@ import os
 from crawler.commands.sources_common import CommandError, add_common_arguments, fail, open_registry, print_report
 
 COMMAND = "import"
-HELP = "register the feeds of an OPML or CSV file (folders/categories become topics)"
+HELP = "register the feeds of an OPML, CSV or URL-list file (folders/categories become topics)"
 
 
 def add_arguments(parser) -> None:
