@@ -396,7 +396,8 @@ class SourceRegistry:
         """Every feed whose status is in ``statuses``, in registration order, loaded in batches.
 
         Each dict has ``id``, ``url``, ``kind``, ``outlet``, ``title``, ``categories`` (list),
-        ``html_url``, ``status``, ``added``/``updated`` (epoch s, float), ``origin`` and the outlet's
+        ``html_url``, ``status``, ``added``/``updated`` (epoch s, float), ``origin``, ``removed``
+        (epoch s of the removal, ``None`` unless removed) and the outlet's
         ``name``, ``tier``, ``authority`` (float or ``None``), ``authority_source``, ``language``.
         """
         wanted = set(statuses)
@@ -450,6 +451,7 @@ class SourceRegistry:
                     "added": float(r.get("added") or 0),
                     "updated": float(r.get("updated") or 0),
                     "origin": r.get("origin", ""),
+                    "removed": float(r["removed"]) if r.get("removed") else None,
                     "name": o.get("name", ""),
                     "tier": o.get("tier", ""),
                     "authority": float(authority) if authority else None,

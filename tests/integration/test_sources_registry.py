@@ -142,6 +142,7 @@ def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_flushed):
     assert [f["url"] for f in registry.feeds()] == [b]
     [removed] = registry.feeds(["removed"])
     assert removed["url"] == a and removed["title"] == "" and removed["added"] == 1_700_000_000.0
+    assert removed["removed"] == 1_700_000_000.0 and registry.feeds()[0]["removed"] is None
     # seeds added to the frontier directly (newsflow crawl --seeds) do not bring a removed feed back
     frontier.add(a, "feed", later + 2000)
     assert all(t.url != a for t in frontier.claim("w", later + 3000, 60, n=10))
