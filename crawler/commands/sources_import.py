@@ -4,7 +4,10 @@ Formats and limits: :mod:`newsflow.source_files`. Each entry is checked (URL syn
 address rules that need no DNS) and reported: ``added``, ``unchanged`` (already registered, or
 repeated in the file), ``restored`` (was removed) or ``error`` with the reason; good entries are
 registered whatever happens to bad ones. Importing the same file twice changes nothing.
-Exit code: 0 when no entry failed, 1 when some did, 2 when the file or Redis cannot be opened.
+Exit code: 0 when the file was imported, even if some entries were refused (each is reported; a
+second import of the same file exits 0 too); 1 when nothing in it could be registered (a refused or
+unreadable file, or every entry failed), or with ``--strict`` when any entry failed; 2 when the file
+or Redis cannot be opened.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ def add_arguments(parser) -> None:
         "--max-entries", type=int, default=200_000, help="feeds read at most from the file (default: %(default)s)"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="also list the entries that were added")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any entry was refused")
     add_common_arguments(parser)
 
 
 def run(args) -> int:
-    """Imports the file; returns 0, 1 (some entries failed) or 2 (nothing could be done)."""
+    """Imports the file; returns 0, 1 or 2 (module docstring)."""
     from newsflow.source_files import read_file
 
     if not os.path.isfile(args.file):
@@ -47,4 +51,6 @@ def run(args) -> int:
         )
     except OSError as e:
         return fail(f"cannot read {args.file}: {e}")
-    return print_report(report, args.json, args.verbose, label=f"import {args.file}")
+    any_failed = print_report(report, args.json, args.verbose, label=f"import {args.file}")
+    usable = any(o.result != "error" for o in report.outcomes)
+    return 1 if (any_failed and (args.strict or not usable)) else 0

@@ -237,7 +237,7 @@ def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_f
     )
     rc, out = cli("sources", "import", str(path), "--redis-url", url, "--json")
     lines = [json.loads(x) for x in out.splitlines()]
-    assert rc == 1
+    assert rc == 0  # imported; the refused entries are reported
     assert [(x["ref"], x["result"]) for x in lines[:-1]] == [
         ("outline 1", "added"),
         ("outline 2", "error"),
@@ -248,6 +248,19 @@ def test_import_of_a_bad_file_reports_each_entry_and_keeps_the_good_ones(redis_f
     assert "metadata" in lines[1]["detail"] and "127.0.0.1" in lines[2]["detail"]
     assert "invalid XML at line 6" in lines[4]["detail"]
     assert lines[-1] == {"summary": {"added": 2, "error": 3}}
+    # again: the good entries are unchanged, exit 0; --strict fails on the refused ones
+    rc, out = cli("sources", "import", str(path), "--redis-url", url)
+    assert rc == 0 and out.strip().splitlines()[-1].endswith("3 error, 2 unchanged")
+    assert cli("sources", "import", str(path), "--redis-url", url, "--strict")[0] == 1
+    # a file nothing can be read from exits 1
+    bomb = tmp_path / "bomb.opml"
+    bomb.write_text(
+        '<?xml version="1.0"?><!DOCTYPE opml [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;&a;">]>'
+        '<opml><body><outline text="&b;" xmlUrl="https://example.com/x"/></body></opml>',
+        encoding="utf-8",
+    )
+    rc, out = cli("sources", "import", str(bomb), "--redis-url", url)
+    assert rc == 1 and "entity expansion is refused" in out
     rc, out = cli("sources", "import", os.fspath(tmp_path / "missing.opml"), "--redis-url", url)
     assert rc == 2
 
