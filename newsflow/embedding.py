@@ -21,6 +21,7 @@ builds it when missing.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from newsflow.resources import data_path, is_remote, local_model_file
+from newsflow.scripts import dense_class, nfc
 from schemas import EMBEDDING_DIM  # one definition, next to the Arrow schemas that store embeddings
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,15 +90,34 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.cache
+def _dense_run_re() -> re.Pattern:
+    """Runs of characters of scripts written without spaces (see :mod:`newsflow.scripts`)."""
+    return re.compile(f"([{dense_class()}]+)")
+
+
 def tokenize(text: str | None) -> list[str]:
-    """Lower-cased, stop-word-free, lightly stemmed word tokens of ``text`` (``[]`` for ``None``)."""
+    """Tokens of ``text`` by script, in order (``[]`` for ``None``).
+
+    Text is put in NFC and lower-cased. Runs of a script written without spaces (Chinese,
+    Japanese, Thai, Lao, Khmer, Burmese; :func:`newsflow.scripts.is_dense`) give their
+    overlapping character bigrams (a one-character run gives itself), the usual dictionary-free
+    indexing of CJK text (Lucene ``CJKBigramFilter``). Other text gives stop-word-free, lightly
+    stemmed words of at least two characters.
+
+    Example: ``tokenize("Tokyo 東京都で大雪") == ["tokyo", "東京", "京都", "都で", "で大", "大雪"]``.
+    """
     if not text:
         return []
     out = []
-    for raw in _TOKEN_RE.findall(text.lower()):
-        w = stem(raw)
-        if len(w) > 1 and w not in STOPWORDS:
-            out.append(w)
+    for i, part in enumerate(_dense_run_re().split(nfc(text).lower())):
+        if i % 2:  # a dense run (the split pattern's captured group)
+            out.extend([part] if len(part) == 1 else [part[j : j + 2] for j in range(len(part) - 1)])
+            continue
+        for raw in _TOKEN_RE.findall(part):
+            w = stem(raw)
+            if len(w) > 1 and w not in STOPWORDS:
+                out.append(w)
     return out
 
 

@@ -19,7 +19,8 @@ Steps for a fetched page (``raw.body`` is bytes):
    not HTML or has no ``<body>`` content (e.g. truncated in ``<head>``) ->
    ``"broken_html"``.
 4. trafilatura (Barbaresi, ACL 2021 demo) extracts the main text and metadata.
-   Text shorter than ``min_text_chars`` -> ``"not_an_article"``. Dates come from
+   Text shorter than ``min_text_chars`` (Latin-letter equivalents, so the
+   threshold holds across scripts) -> ``"not_an_article"``. Dates come from
    htmldate with ``extensive_search=False`` (structured markup and the URL only:
    the extensive search turns a footer "(c) 2024" into 2024-01-01, which would make
    a fresh article look months old) and ``max_date`` one day past fetch_time + ``max_future_s``.
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from newsflow.decoding import DecodeError, decode_html, inflate_gzip, strip_control_chars
+from newsflow.scripts import latin_equivalent_length, nfc
 from newsflow.timeutil import page_date_to_epoch, utc_date
 from schemas.raw import RawDocument
 
@@ -124,8 +126,10 @@ class ExtractionConfig:
         child process). Must be > 0.
       max_body_bytes: pages with a larger body (or a gzip body inflating past it)
         fail with ``"too_large"`` before any parsing.
-      min_text_chars: extracted text shorter than this (in characters, after
-        stripping) is ``"not_an_article"``. 200 sits between the longest leftover
+      min_text_chars: extracted text shorter than this (in Latin-letter
+        equivalents after stripping: a Han/Kana character counts 3, a Hangul
+        syllable 2, see :func:`newsflow.scripts.latin_equivalent_length`) is
+        ``"not_an_article"``, so a 187-character Chinese brief passes. 200 sits between the longest leftover
         text of a news homepage in the shared data (cnn.com front page: 180 chars)
         and the shortest real article (a 235-char Nikkei article in Japanese;
         the shortest English gold body is 419 chars).
@@ -342,15 +346,15 @@ def check_fetch(raw: RawDocument, config: ExtractionConfig) -> None:
 
 
 def _extract_feed_only(raw: RawDocument, config: ExtractionConfig) -> ExtractedContent:
-    title = html_fragment_to_text(raw.title or "").replace("\n", " ").strip()
-    text = html_fragment_to_text(raw.summary or "")
+    title = html_fragment_to_text(nfc(raw.title)).replace("\n", " ").strip()
+    text = html_fragment_to_text(nfc(raw.summary))
     if not title and not text:
         raise ExtractionError("missing_fields", f"feed-only document without title and summary: {raw.url}")
     return ExtractedContent(
         title=title,
         text=text,
         authors=(),
-        site_name=strip_control_chars(raw.source_name or ""),
+        site_name=strip_control_chars(nfc(raw.source_name)),
         publish_time=_choose_publish_time(None, raw.published_time, raw.fetch_time, config.max_future_s),
         html_language=_language_tag(raw.content_language),
     )
@@ -370,6 +374,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
         raise ExtractionError(e.error_type, e.message) from None
     if not text.strip():
         raise ExtractionError("broken_html", "body is empty")
+    text = nfc(text)  # one spelling of every character for all that is extracted from the page
     tree = load_html(text)
     if tree is None:
         raise ExtractionError("broken_html", "body does not parse as an HTML document (no <html> and no structure)")
@@ -400,10 +405,12 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
         },
     )
     body_text = strip_control_chars((doc.text if doc is not None else "") or "").strip()
-    if len(body_text) < config.min_text_chars:
+    length = latin_equivalent_length(body_text)
+    if length < config.min_text_chars:
         raise ExtractionError(
             "not_an_article",
-            f"main text has {len(body_text)} chars, under min_text_chars={config.min_text_chars}",
+            f"main text has {len(body_text)} chars ({length} Latin-letter equivalents), "
+            f"under min_text_chars={config.min_text_chars}",
         )
     title = _WS_RE.sub(" ", strip_control_chars(doc.title or "")).strip() or html_fragment_to_text(
         raw.title or ""

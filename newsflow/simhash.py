@@ -12,9 +12,13 @@ The fingerprint of a text is fully specified here, so that any process, machine
 or language can reproduce it bit for bit:
 
 1. **Normalization**: Unicode NFKC, then ``str.casefold()``.
-2. **Tokenization**: every match of the regex ``\\w+`` (Python ``re``, Unicode
-   word characters: a code point ``c`` is a word character iff
-   ``c.isalnum() or c == "_"``, in any script).
+2. **Tokenization** by script: every letter, digit or combining mark of a
+   script written without spaces (Chinese, Japanese, Thai, Lao, Khmer,
+   Burmese: :func:`newsflow.scripts.is_dense`) is a token of its own, so the
+   3-gram shingles of step 3 are character 3-grams there; everything else is
+   split into maximal runs of Unicode word characters (a code point ``c`` is a
+   word character iff ``c.isalnum() or c == "_"``), the regex ``\\w+``. As one
+   regex: ``[D]|[^\\WD]+`` with ``D`` the dense characters.
 3. **Shingles (features)**: word 3-grams, the three tokens joined by a single
    space (``"the quick brown"``). A text with 1 or 2 tokens uses its tokens as
    unigram features. A text with no tokens has no features.
@@ -71,11 +75,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+from newsflow.scripts import dense_class, dense_table
 
 FINGERPRINT_BITS = 64
 """Width of a fingerprint in bits."""
@@ -90,8 +97,14 @@ _MIX_C1 = 0xBF58476D1CE4E5B9
 _MIX_C2 = 0x94D049BB133111EB
 _WORD_BASE = 0x100000001B3  # the 64-bit FNV prime; odd, so invertible mod 2**64
 _WORD_BASE_INV = pow(_WORD_BASE, -1, 1 << 64)
-_TOKEN_RE = re.compile(r"\w+")
 _HEX_RE = re.compile(r"[0-9a-fA-F]{16}")
+
+
+@functools.cache
+def _token_re() -> re.Pattern:
+    """The token regex of step 2 (built on first use: the dense class spans ~100k code points)."""
+    dense = dense_class()
+    return re.compile(f"[{dense}]|[^\\W{dense}]+")
 
 
 def normalize(text: str) -> str:
@@ -116,19 +129,21 @@ def normalize(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Splits text into normalized word tokens.
 
-    Normalizes with :func:`normalize` (NFKC + casefold) and returns every match
-    of the Unicode regex ``\\w+``, in order.
+    Normalizes with :func:`normalize` (NFKC + casefold) and returns the tokens
+    of the module docstring's step 2 in order: single characters of scripts
+    written without spaces, runs of word characters (``\\w+``) otherwise.
 
     Args:
       text: any Unicode string.
 
     Returns:
-      The tokens, e.g. ``tokenize("Hello, World!") == ["hello", "world"]``.
+      The tokens, e.g. ``tokenize("Hello, World!") == ["hello", "world"]``,
+      ``tokenize("東京 2024") == ["東", "京", "2024"]``.
 
     Raises:
       TypeError: ``text`` is not a ``str``.
     """
-    return _TOKEN_RE.findall(normalize(text))
+    return _token_re().findall(normalize(text))
 
 
 def shingles(tokens: Sequence[str], k: int = SHINGLE_SIZE) -> list[str]:
@@ -255,16 +270,18 @@ _WORD_TABLE: np.ndarray | None = None
 
 
 def _word_table() -> np.ndarray:
-    """Boolean table over all code points: True where the regex ``\\w`` matches.
+    """int8 table over all code points: 0 = no token, 1 = word character (``\\w``), 2 = dense.
 
-    Built once, on first use (~0.2 s), by running :data:`_TOKEN_RE` over a string
-    of every code point, so it agrees with :func:`tokenize` by construction.
+    Built once, on first use (~0.3 s), by running ``\\w+`` over a string of every
+    code point and marking :func:`newsflow.scripts.dense_table`, so it agrees with
+    :func:`tokenize` by construction.
     """
     global _WORD_TABLE
     if _WORD_TABLE is None:
-        table = np.zeros(0x110000, dtype=bool)
-        for m in _TOKEN_RE.finditer("".join(map(chr, range(0x110000)))):
-            table[m.start() : m.end()] = True
+        table = np.zeros(0x110000, dtype=np.int8)
+        for m in re.finditer(r"\w+", "".join(map(chr, range(0x110000)))):
+            table[m.start() : m.end()] = 1
+        table[dense_table()] = 2
         _WORD_TABLE = table
     return _WORD_TABLE
 
@@ -422,7 +439,7 @@ _SMALL_TEXT_CHARS = 160
 
 def _simhash_small(norm: str) -> int:
     """SimHash of one normalized text with Python ints (same result as numpy)."""
-    words = [_word_hash_int(t) for t in _TOKEN_RE.findall(norm)]
+    words = [_word_hash_int(t) for t in _token_re().findall(norm)]
     if not words:
         return 0
     mix = _mix64_int
@@ -452,8 +469,8 @@ def simhash_many(texts: Iterable[str]) -> np.ndarray:
 
     All per-character and per-token work is vectorized with numpy: normalized
     texts are joined (with ``"\\n"``, never part of a token) into one array of
-    code points; tokens are the runs of ``\\w`` code points (a lookup table
-    equal to the regex); word hashes come from prefix sums of ``cp_i * B**i``;
+    code points; tokens are the runs of ``\\w`` code points and the single dense
+    characters (a lookup table equal to the regex); word hashes come from prefix sums of ``cp_i * B**i``;
     word hashes are chained into shingle hashes with splitmix64; set bits are
     counted per text, four counters per uint64 addition (16-bit lanes), with
     ``np.add.reduceat``. Each occurrence of a shingle adds weight 1, which
@@ -495,12 +512,15 @@ def _fingerprints(normalized: list[str]) -> np.ndarray:
     if m == 0:
         return out
     cps = _code_points("\n".join(normalized))
-    is_word = _word_table()[cps].view(np.int8)
-    edges = np.diff(is_word, prepend=np.int8(0), append=np.int8(0))
-    tok_start = np.flatnonzero(edges == 1)
+    cls = _word_table()[cps]
+    is_tok = cls > 0
+    single = cls == 2  # a dense character is a token by itself
+    prev = np.concatenate((np.zeros(1, dtype=np.int8), cls[:-1]))
+    nxt = np.concatenate((cls[1:], np.zeros(1, dtype=np.int8)))
+    tok_start = np.flatnonzero(is_tok & (single | (prev != 1)))
     if tok_start.size == 0:
         return out
-    tok_end = np.flatnonzero(edges == -1)
+    tok_end = np.flatnonzero(is_tok & (single | (nxt != 1))) + 1
     word = _span_word_hashes(cps, tok_start, tok_end)  # (N,) per token, in order
     text_start = np.zeros(m, dtype=np.int64)
     np.cumsum(np.fromiter((len(t) + 1 for t in normalized[:-1]), dtype=np.int64, count=m - 1), out=text_start[1:])

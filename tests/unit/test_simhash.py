@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from newsflow.scripts import is_dense
 from newsflow.simhash import (
     bands,
     feature_hash,
@@ -56,8 +57,28 @@ def ref_feature_hash(feature: str) -> int:
     return h
 
 
+def ref_tokens(text: str) -> list[str]:
+    # Character loop (no regex): dense-script characters alone, other word characters in runs.
+    tokens: list[str] = []
+    run = ""
+    for ch in unicodedata.normalize("NFKC", text).casefold():
+        if is_dense(ch):
+            if run:
+                tokens.append(run)
+                run = ""
+            tokens.append(ch)
+        elif ch.isalnum() or ch == "_":
+            run += ch
+        elif run:
+            tokens.append(run)
+            run = ""
+    if run:
+        tokens.append(run)
+    return tokens
+
+
 def ref_features(text: str) -> list[str]:
-    tokens = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+    tokens = ref_tokens(text)
     if len(tokens) < 3:
         return tokens
     return [tokens[i] + " " + tokens[i + 1] + " " + tokens[i + 2] for i in range(len(tokens) - 2)]
@@ -206,8 +227,10 @@ def test_word_characters_are_exactly_isalnum_or_underscore():
     from newsflow.simhash import _word_table
 
     table = _word_table()
-    expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=bool, count=0x110000)
+    expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=np.int8, count=0x110000)
+    expected[[c for c in range(0x110000) if is_dense(chr(c))]] = 2
     assert np.array_equal(table, expected)
+    assert table[ord("a")] == 1 and table[ord("京")] == 2 and table[0x0E31] == 2  # Thai vowel mark: dense
     assert not table[ord("\n")]  # simhash_many joins texts with "\n"
 
 
@@ -432,3 +455,37 @@ def test_unrelated_texts_are_about_32_bits_apart():
     dist = np.bitwise_count(fps[:, None] ^ fps[None, :])[np.triu_indices(len(fps), 1)]
     assert 31.0 < dist.mean() < 33.0
     assert dist.min() > 3  # no false near-duplicates among 19,900 unrelated pairs
+
+
+# --- scripts written without spaces (issue 11, item 7) ---
+
+BUS_JA = (
+    "北浜市、市営バス路線を再編へ\n北浜市は、来年4月から市営バスの路線を大幅に再編すると発表した。"
+    "利用者の少ない路線を統合し、駅と病院を結ぶ便を増やす。"
+    "市の担当者は「高齢者が通院しやすい交通網にしたい」と話した。"
+)
+
+
+def test_japanese_copies_differing_in_one_verb_are_near_duplicates():
+    other = BUS_JA.replace("と話した", "と述べた")
+    # With \w+ words this text is 9 clause-long tokens and the copies are far apart.
+    words = [re.findall(r"\w+", t) for t in (BUS_JA, other)]
+    assert len(words[0]) == 9
+    assert hamming(simhash_features(shingles(words[0])), simhash_features(shingles(words[1]))) > 3
+    assert hamming(simhash(BUS_JA), simhash(other)) <= 3
+    fps = simhash_many([BUS_JA, other])
+    assert hamming(int(fps[0]), int(fps[1])) <= 3
+    assert int(fps[0]) == simhash(BUS_JA)
+
+
+def test_dense_scripts_tokenize_into_characters():
+    assert tokenize("東京 2024") == ["東", "京", "2024"]
+    assert tokenize("NHKニュース") == ["nhk", "ニ", "ュ", "ー", "ス"]
+    thai = "ภาษาไทย"
+    assert tokenize(thai) == list(thai)  # letters and vowel marks, one token each
+    assert tokenize("Hello, World!") == ["hello", "world"]  # spaced scripts unchanged
+
+
+def test_unrelated_japanese_texts_are_not_near_duplicates():
+    other = "東京都で大雪、交通機関に乱れ\n関東地方では朝から雪が降り続き、都内の鉄道各線で運休や遅れが出た。"
+    assert hamming(simhash(BUS_JA), simhash(other)) > 10
