@@ -47,11 +47,43 @@ def default_data_dir() -> str:
     return os.environ.get("NEWSFLOW_DATA_DIR", os.path.abspath("var"))
 
 
+CLUSTER_SCHEME = "redis+cluster://"
+
+
+def connect_cluster(url: str):
+    """A Redis Cluster client for ``redis+cluster://host:port[,host:port...][/?options]``.
+
+    The listed nodes are startup nodes; the client discovers the rest and routes every command by
+    key slot. newsflow's multi-key operations (the near-duplicate and frontier scripts, the story
+    transactions) keep their keys in one slot by hash tags (:mod:`newsflow.keys`), so they work on a
+    cluster unchanged; every other key spreads over the slots.
+
+    Raises:
+      ValueError: no node in the URL.
+      redis.exceptions.RedisClusterException / redis.ConnectionError: no node reachable.
+    """
+    from redis.cluster import ClusterNode, RedisCluster
+
+    rest = url[len(CLUSTER_SCHEME) :]
+    hosts, _, query = rest.partition("/")
+    nodes = []
+    for part in filter(None, hosts.split(",")):
+        host, _, port = part.rpartition(":")
+        nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
+    if not nodes:
+        raise ValueError(f"no cluster node in {url!r}")
+    del query  # no options yet
+    client = RedisCluster(startup_nodes=nodes)
+    client.ping()
+    return client
+
+
 def connect(url: str | None = None, *, embedded_path: str | None = None) -> redis.Redis:
     """Returns a Redis client.
 
     Args:
-      url: ``redis://`` / ``rediss://`` / ``unix://`` URL; defaults to ``$REDIS_URL``.
+      url: ``redis://`` / ``rediss://`` / ``unix://`` URL, or ``redis+cluster://host:port,...`` for a
+        Redis Cluster (:func:`connect_cluster`); defaults to ``$REDIS_URL``.
       embedded_path: ``.rdb`` file of the embedded server, used when there is no URL;
         defaults to ``<data dir>/redis/newsflow.rdb``.
 
@@ -64,6 +96,8 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
       redis.ConnectionError: the server cannot be reached (checked with PING).
     """
     url = url or os.environ.get("REDIS_URL")
+    if url and url.startswith(CLUSTER_SCHEME):
+        return connect_cluster(url)
     if url:
         client = redis.Redis.from_url(url)
         client.ping()

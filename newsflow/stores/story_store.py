@@ -29,6 +29,7 @@ import numpy as np
 import redis
 
 from newsflow.keys import Keys
+from newsflow.outlets import outlet
 
 
 @dataclass
@@ -96,8 +97,9 @@ class StoryState:
         return len({m["cluster"] for m in self.members.values()})
 
     def source_count(self) -> int:
-        """Distinct outlets (source domains) among the members."""
-        return len({m["domain"] for m in self.members.values() if m["domain"]})
+        """Distinct outlets among the members: registrable domains (:func:`newsflow.outlets.outlet`), so
+        ``uk.reuters.com`` and ``in.reuters.com`` count as one source, as on every other surface."""
+        return len({outlet(m["domain"]) for m in self.members.values() if m["domain"]})
 
     def serving_record(self, merged_into: str = "", top_entities: int = 10, top_topics: int = 3) -> dict[str, Any]:
         """The story serving hash fields (:meth:`newsflow.keys.Keys.story`) (values as str/bytes/int/float)."""

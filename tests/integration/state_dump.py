@@ -8,9 +8,16 @@ DATASETS = ("articles", "clusters", "deadletters", "trends")
 
 
 def redis_state(client) -> dict:
-    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores)."""
+    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores).
+
+    ``client`` may be a ``RedisCluster``: keys are then listed on every primary.
+    """
     out = {}
-    for key in sorted(client.keys("*")):
+    if hasattr(client, "get_primaries"):
+        all_keys = client.keys("*", target_nodes=client.PRIMARIES)
+    else:
+        all_keys = client.keys("*")
+    for key in sorted(all_keys):
         kind = client.type(key).decode()
         if kind == "hash":
             out[key] = (kind, sorted(client.hgetall(key).items()))

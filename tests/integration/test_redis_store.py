@@ -140,8 +140,8 @@ def test_an_earlier_copy_arriving_late_renames_the_group(redis_server):
 
 
 def test_every_arrival_order_and_batching_leaves_identical_state(redis_server):
-    """A chain a~b~c~d (each 3 bits from the next), a far article and an exact copy:
-    every 6th of the 720 orders of the six, in batches of 1 or all at once, give the same keys and values as time order."""
+    """A chain a~b~c~d (each 3 bits from the next), a far article and an exact copy: every 6th of
+    the 720 orders of the six, in batches of 1 or all at once, give the keys and values of time order."""
     import itertools
 
     client, _ = redis_server

