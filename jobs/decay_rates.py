@@ -1,9 +1,9 @@
 """Nightly job: per-topic freshness decay λ learned from impressions and clicks.
 
 Input: the events of the ``--decay_days`` days ending at ``--date`` and the newest story
-snapshots (:mod:`jobs.nightly_common`). Each (reader, story) pair with an impression is one
-observation: story age at the reader's first impression (hours since the story's first-seen
-time), that impression's position, and whether the reader clicked the story. Observations are
+snapshots (:mod:`jobs.nightly_common`). Each impression is one observation: story age at the
+impression (hours since the story's first-seen time), its position, and whether a click on the same
+story and surface answered it within 30 minutes (:func:`impression_outcomes`). Observations are
 aggregated by (topic, age to 0.25 h, position) and fitted by
 :func:`newsflow.learning.decay.fit_decay` (Poisson maximum likelihood with joint position bias,
 empirical-Bayes shrinkage toward the global rate, 95 % intervals; its docstring has the model and
@@ -63,15 +63,33 @@ DECAY_OUTPUT_SCHEMA = pa.schema(
 )
 
 
+CLICK_WINDOW_SECONDS = 1800.0
+"""A click answers an impression of the same story on the same surface at most this long after it."""
+
+
 def impression_outcomes(user_story, events):
-    """``((user, story), events)`` -> ``(story, first impression time, position, clicked)``, or nothing
-    when the reader never saw the story in an impression (a click from elsewhere has no exposure)."""
+    """``((user, story), events)`` -> one ``(story, impression time, position, clicked)`` per impression.
+
+    An impression is clicked when a click on the same story and surface follows it within
+    :data:`CLICK_WINDOW_SECONDS` (each click answers only the latest impression before it, so a story
+    shown six times and clicked once counts one click in six impressions). Clicks without a preceding
+    impression (a shared link) have no exposure and are left out.
+    """
     _, story = user_story
-    imps = sorted((e.event_time, e.position if e.position is not None else 0) for e in events if e.type == "impression")
-    if not imps:
-        return
-    clicked = any(e.type == "click" for e in events)
-    yield story, imps[0][0], int(imps[0][1]), int(clicked)
+    imps = sorted(
+        (e.event_time, e.position if e.position is not None else 0, e.surface) for e in events if e.type == "impression"
+    )
+    answered = set()
+    clicks = sorted((e.event_time, e.surface) for e in events if e.type == "click")
+    for t_click, surface in clicks:
+        best = None
+        for i, (t, _, s) in enumerate(imps):
+            if s == surface and t <= t_click <= t + CLICK_WINDOW_SECONDS:
+                best = i  # the latest qualifying impression (imps sorted by time)
+        if best is not None:
+            answered.add(best)
+    for i, (t, position, _) in enumerate(imps):
+        yield story, t, int(position), int(i in answered)
 
 
 def _group_outcome(outcome, stories):
@@ -184,7 +202,7 @@ def build(pipeline: beam.Pipeline, config: NightlyConfig):
         | "ImpressionsAndClicks" >> beam.Filter(lambda e: e.type in ("impression", "click"))
         | "KeyByReaderStory" >> beam.Map(lambda e: ((e.user_id, e.story_id), e))
         | "GroupByReaderStory" >> beam.GroupByKey()
-        | "FirstImpressionOutcome" >> beam.FlatMapTuple(impression_outcomes)
+        | "ImpressionOutcomes" >> beam.FlatMapTuple(impression_outcomes)
         | "ToTopicAgePosition" >> beam.FlatMap(_group_outcome, beam.pvalue.AsDict(stories))
         | "SumCells" >> beam.CombinePerKey(_sum_pairs)
         | "CollectCells" >> beam.combiners.ToList()

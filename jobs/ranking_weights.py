@@ -2,10 +2,11 @@
 
 Input: the night's events, the newest story snapshots, the night's decay output and the
 *previous* night's interest and co-visitation outputs (the models that were serving when the
-impressions were shown, so a night's clicks never explain themselves). Each (reader, story) pair
-with an impression is one row; its features (:data:`newsflow.learning.weights.FEATURES`):
+impressions were shown, so a night's clicks never explain themselves). Each impression is one row
+(clicked when a click on the same story and surface answered it within 30 minutes, see
+:func:`jobs.decay_rates.impression_outcomes`); its features (:data:`newsflow.learning.weights.FEATURES`):
 
-* ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the first impression, λ from the
+* ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the impression, λ from the
   night's sufficient decay estimates, else the fixed classes (:func:`newsflow.ranking.decay.lambda_for`);
 * ``interest``: cosine of the reader's previous-night interest vector and the story embedding (0 without);
 * ``covisitation``: ``c / (1 + c)`` with ``c`` the sum of previous-night co-visitation counts between
@@ -179,7 +180,7 @@ def build(pipeline: beam.Pipeline, config: NightlyConfig):
         | "ImpressionsAndClicks" >> beam.Filter(lambda e: e.type in ("impression", "click"))
         | "KeyByReaderStory" >> beam.Map(lambda e: ((e.user_id, e.story_id), e))
         | "GroupByReaderStory" >> beam.GroupByKey()
-        | "FirstImpressionOutcome" >> beam.FlatMapTuple(lambda k, es: [(k[0], o) for o in impression_outcomes(k, es)])
+        | "ImpressionOutcomes" >> beam.FlatMapTuple(lambda k, es: [(k[0], o) for o in impression_outcomes(k, es)])
         | "Features" >> beam.FlatMap(features_of, beam.pvalue.AsDict(stories), ctx)
         | "CollectRows" >> beam.combiners.ToList()
         | "FitWeights" >> beam.Map(fit_rows)

@@ -41,9 +41,20 @@ def test_write_partition_replaces_the_date(tmp_path):
     assert pq.read_table(path).column("a").to_pylist() == [9]
 
 
-def test_impression_outcome_uses_the_first_impression_and_any_click():
-    events = [_e("u", "impression", "s", 200.0, 3), _e("u", "impression", "s", 100.0, 5), _e("u", "click", "s", 210.0)]
-    assert list(impression_outcomes(("u", "s"), events)) == [("s", 100.0, 5, 1)]
+def test_each_impression_is_an_outcome_answered_by_a_later_click_on_its_surface():
+    events = [
+        _e("u", "impression", "s", 200.0, 3),
+        _e("u", "impression", "s", 100.0, 5),
+        _e("u", "click", "s", 210.0),  # answers the impression at 200 (the latest before it), not 100
+        Event("u", "impression", "s", 300.0, 300.0, 1, None, "top"),  # other surface: the click is not its
+        _e("u", "impression", "s", 5000.0, 0),  # no click within 30 minutes after it
+    ]
+    assert list(impression_outcomes(("u", "s"), events)) == [
+        ("s", 100.0, 5, 0),
+        ("s", 200.0, 3, 1),
+        ("s", 300.0, 1, 0),
+        ("s", 5000.0, 0, 0),
+    ]
     assert list(impression_outcomes(("u", "s"), [_e("u", "click", "s", 1.0)])) == []  # no exposure
 
 
