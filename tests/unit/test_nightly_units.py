@@ -151,3 +151,15 @@ def test_ranking_weights_keep_defaults_without_an_interest_signal():
     learned = {r["name"]: r for r in fit_weight_rows(rows)}
     assert learned["freshness"]["learned"] and learned["freshness"]["weight"] > 1.0
     assert 0.5 < learned["freshness"]["auc"] <= 1.0
+
+
+def test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults():
+    from newsflow.learning.weights import DEFAULT_WEIGHTS, FEATURES, fit_weights
+
+    rng = np.random.default_rng(1)
+    x = rng.random((4000, len(FEATURES)))
+    logit = x @ np.array([DEFAULT_WEIGHTS[f] for f in FEATURES])
+    y = (logit > np.quantile(logit, 0.9)).astype(int)  # clicks are exactly the defaults' top 10 %
+    w = fit_weights(x, y, times=np.arange(4000))
+    assert not w.learned and w.default_auc == 1.0 and w.auc <= 1.0
+    assert w.weights == DEFAULT_WEIGHTS and "<= the defaults' 1.0000" in w.reason
