@@ -16,7 +16,8 @@ impressions were shown, so a night's clicks never explain themselves). Each impr
 * ``position``: log1p(0-based position).
 
 Fit: :func:`newsflow.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
-held-out AUC; the defaults when data is thin, or when no reader had a previous-night interest vector,
+held-out AUC; the defaults when data is thin, when the fit's held-out AUC does not beat the
+defaults' on the same rows, or when no reader had a previous-night interest vector,
 since a fit would then weigh interest 0 and turn personalization off). Outputs (replaced for the date): Parquet
 ``<output>/models/weights/date=D/`` (one row per feature plus the intercept) and Redis
 ``Keys.model("weights", D)``.
@@ -62,6 +63,7 @@ WEIGHTS_OUTPUT_SCHEMA = pa.schema(
         pa.field("weight", pa.float64()),
         pa.field("learned", pa.bool_()),
         pa.field("auc", pa.float64()),
+        pa.field("default_auc", pa.float64()),
         pa.field("n_train", pa.int64()),
         pa.field("n_holdout", pa.int64()),
         pa.field("reason", pa.string()),
@@ -132,7 +134,8 @@ def fit_rows(rows: list) -> list[dict]:
         w = defaults("no interest signal in the training rows (no previous-night interest model)")
     else:
         w = fit_weights(x, [r[2] for r in rows], times=[r[0] for r in rows])
-    common = {"learned": w.learned, "auc": w.auc, "n_train": w.n_train, "n_holdout": w.n_holdout, "reason": w.reason}
+    common = {"learned": w.learned, "auc": w.auc, "default_auc": w.default_auc, "n_train": w.n_train}
+    common.update(n_holdout=w.n_holdout, reason=w.reason)
     out = [dict(common, name=f, weight=float(w.weights[f])) for f in FEATURES]
     out.append(dict(common, name="_intercept", weight=float(w.intercept)))
     return out
