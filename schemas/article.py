@@ -32,6 +32,12 @@ class Article(NamedTuple):
       feed_only: True when built from feed fields only (no page body).
       source_authority: authority of the source in [0, 1] (sources table).
       cluster_id: near-duplicate cluster id, ``None`` before assignment.
+      declared_language: the language the publisher declares, lower case (``"en-us"``): the
+        page's ``<html lang>``, else the ``Content-Language`` header (feed-only documents: the
+        feed's); "" when none. Evidence for ``language`` (``newsflow.language``).
+      paywalled: True when the page declares the article not free to read (schema.org
+        ``isAccessibleForFree: false``): ``text`` is then only the free part; False when the page
+        declares it free or declares nothing; ``None`` for feed-only articles (no page seen).
     """
 
     article_id: str
@@ -53,6 +59,8 @@ class Article(NamedTuple):
     feed_only: bool = False
     source_authority: float = 0.0
     cluster_id: Optional[str] = None
+    declared_language: str = ""
+    paywalled: Optional[bool] = None
 
 
 ARTICLE_SCHEMA = pa.schema(
@@ -76,6 +84,8 @@ ARTICLE_SCHEMA = pa.schema(
         pa.field("feed_only", pa.bool_()),
         pa.field("source_authority", pa.float32()),
         pa.field("cluster_id", pa.string()),
+        pa.field("declared_language", pa.string()),
+        pa.field("paywalled", pa.bool_()),
     ]
 )
 

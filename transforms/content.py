@@ -143,7 +143,7 @@ class _ExtractFn(beam.DoFn):
                 content,
                 source_authority=source.authority if source else UNKNOWN_AUTHORITY,
                 source_name=source.name if source else "",
-            )
+            )._replace(declared_language=content.html_language or "")
         except ExtractionError as e:
             self.dead.inc()
             yield pvalue.TaggedOutput(
@@ -171,7 +171,8 @@ class _ExtractFn(beam.DoFn):
 
 
 class _DetectLanguageFn(beam.DoFn):
-    """Article -> Article with ``language`` / ``language_confidence`` from fastText lid.176."""
+    """Article -> Article with ``language`` / ``language_confidence`` from fastText lid.176 on the
+    headline and lead text, with ``declared_language`` as evidence (``newsflow.language``)."""
 
     def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
         self._config = config
@@ -185,7 +186,10 @@ class _DetectLanguageFn(beam.DoFn):
         )
 
     def process(self, article: Article):
-        language, confidence = self._language.detect(fingerprint_text(article)[:2000])
+        # Headline + lead text, with the publisher's declared language as evidence.
+        language, confidence = self._language.detect(
+            fingerprint_text(article)[:2000], declared=article.declared_language or None
+        )
         if language == "und":
             self.und.inc()
         yield article._replace(language=language, language_confidence=float(confidence))

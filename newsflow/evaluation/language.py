@@ -22,6 +22,10 @@ Command (prints one JSON line)::
 
     newsflow eval language --data /work/shared/data/newspaper4k-test-pages/index.jsonl
 
+Short headlines (:mod:`newsflow.evaluation.headlines`)::
+
+    newsflow eval language --headlines /work/shared/data
+
 Errors: bad input (a missing or unreadable index, a line that is not a JSON object, e.g. a CSV
 given as the index, a record without ``id`` or with a non-string field, a referenced file that is
 missing, unreadable or a truncated ``.gz``, no labelled record) prints
@@ -206,7 +210,14 @@ def _html_lang_only(decode_html, body: bytes) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this command's options to ``parser``."""
-    parser.add_argument("--data", required=True, type=Path, help="index.jsonl (newspaper4k-test-pages format)")
+    parser.add_argument("--data", type=Path, help="index.jsonl (newspaper4k-test-pages format)")
+    parser.add_argument(
+        "--headlines",
+        type=Path,
+        metavar="SHARED_DIR",
+        help="score short headlines instead: the labelled title set built from this shared data folder "
+        "(fundus-news-pages, newspaper4k-test-pages) and the bundled corpus (newsflow.evaluation.headlines)",
+    )
     parser.add_argument("--threshold", type=float, default=None, help="LanguageIdentifier confidence threshold")
 
 
@@ -218,7 +229,14 @@ def run(args: argparse.Namespace) -> int:
     """
     t0 = time.perf_counter()
     try:
-        out = evaluate_file(args.data, args.threshold)
+        if getattr(args, "headlines", None) is not None:
+            from newsflow.evaluation.headlines import build_headline_set, evaluate_headlines
+
+            out = evaluate_headlines(build_headline_set(args.headlines), args.threshold)
+        elif args.data is not None:
+            out = evaluate_file(args.data, args.threshold)
+        else:
+            raise InputError("give --data index.jsonl or --headlines SHARED_DIR")
     except InputError as e:
         return fail(e)
     out["seconds"] = round(time.perf_counter() - t0, 2)
