@@ -162,4 +162,4 @@ def test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults()
     y = (logit > np.quantile(logit, 0.9)).astype(int)  # clicks are exactly the defaults' top 10 %
     w = fit_weights(x, y, times=np.arange(4000))
     assert not w.learned and w.default_auc == 1.0 and w.auc <= 1.0
-    assert w.weights == DEFAULT_WEIGHTS and "<= the defaults' 1.0000" in w.reason
+    assert w.weights == DEFAULT_WEIGHTS and "vs the defaults' 1.0000" in w.reason
