@@ -70,6 +70,7 @@ setup(
         "jinja2>=3.1",
         "defusedxml>=0.7",
         "tzdata>=2024.1",
+        "cssselect>=1.2",
     ],
     extras_require={
         "test": [

@@ -18,7 +18,10 @@ Steps for a fetched page (``raw.body`` is bytes):
 3. The text is parsed with lxml (through trafilatura's loader); a body that is
    not HTML or has no ``<body>`` content (e.g. truncated in ``<head>``) ->
    ``"broken_html"``.
-4. trafilatura (Barbaresi, ACL 2021 demo) extracts the main text and metadata.
+4. The tree is pre-cleaned (:func:`newsflow.page_cleaning.clean_tree`: consent walls,
+   sidebars, subscription offers and the locked part of a schema.org paywall go; an article
+   marked up as ``<aside>`` is kept), then trafilatura (Barbaresi, ACL 2021 demo) extracts
+   the main text and metadata.
    Text shorter than ``min_text_chars`` (Latin-letter equivalents, so the
    threshold holds across scripts) -> ``"not_an_article"``. Dates come from
    htmldate with ``extensive_search=False`` (structured markup and the URL only:
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from newsflow.decoding import DecodeError, decode_html, inflate_gzip, strip_control_chars
+from newsflow.page_cleaning import clean_tree
 from newsflow.scripts import latin_equivalent_length, nfc
 from newsflow.timeutil import page_date_to_epoch, utc_date
 from schemas.raw import RawDocument
@@ -100,6 +104,9 @@ class ExtractedContent(NamedTuple):
       canonical_url: the page's own ``<link rel="canonical">`` href, else its ``og:url``, as
         written (may be relative); "" when it declares none or for feed-only documents. Whether
         it becomes the article's URL is :func:`newsflow.urls.choose_canonical`'s decision.
+      paywalled: True when the page declares the article not free (schema.org JSON-LD
+        ``isAccessibleForFree: false``; ``text`` is then the free part only), False for other
+        pages, ``None`` for feed-only documents (see :mod:`newsflow.page_cleaning`).
     """
 
     title: str
@@ -109,6 +116,7 @@ class ExtractedContent(NamedTuple):
     publish_time: float | None
     html_language: str
     canonical_url: str = ""
+    paywalled: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -384,6 +392,8 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
     html_language = _language_tag(tree.get("lang") or tree.get("{http://www.w3.org/XML/1998/namespace}lang"))
     if not html_language:
         html_language = _language_tag(raw.content_language)
+    # Consent walls, sidebars, offers and locked paywall parts go before trafilatura sees the page.
+    cleaned = clean_tree(tree)
     # htmldate compares against midnight of max_date, so allow one more day here; the
     # exact limit (fetch_time + max_future_s) is applied by _choose_publish_time.
     max_date = utc_date(raw.fetch_time + config.max_future_s + 86_400)
@@ -423,6 +433,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
         publish_time=_choose_publish_time(doc.date, raw.published_time, raw.fetch_time, config.max_future_s),
         html_language=html_language,
         canonical_url=declared_canonical_url(tree),
+        paywalled=cleaned.paywalled,
     )
 
 

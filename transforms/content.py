@@ -143,7 +143,7 @@ class _ExtractFn(beam.DoFn):
                 content,
                 source_authority=source.authority if source else UNKNOWN_AUTHORITY,
                 source_name=source.name if source else "",
-            )._replace(declared_language=content.html_language or "")
+            )._replace(declared_language=content.html_language or "", paywalled=content.paywalled)
         except ExtractionError as e:
             self.dead.inc()
             yield pvalue.TaggedOutput(
