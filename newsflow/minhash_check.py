@@ -1,0 +1,105 @@
+"""MinHash re-check of borderline SimHash pairs (Hamming distance 4-5).
+
+SimHash with 64 bits calls two texts near-duplicates at Hamming distance <= 3 (Manku et al., WWW
+2007; :mod:`newsflow.simhash`). Copies of one wire report edited by different outlets often land
+just outside, at 4 or 5 bits; unrelated texts land there too. For such a *borderline* pair the
+design asks for a second opinion: the Jaccard resemblance of the two texts' shingle sets (Broder,
+"On the resemblance and containment of documents", 1997), estimated with MinHash (datasketch,
+:data:`NUM_PERM` permutations, fixed seed so every process agrees). The pair is a near-duplicate
+when the estimate is at least :data:`JACCARD_THRESHOLD`.
+
+Shingles are the SimHash features (:func:`newsflow.simhash.shingles` of
+:func:`newsflow.simhash.tokenize`: word 3-grams, character 3-grams in scripts written without
+spaces), so both tests look at the same text units.
+
+``newsflow eval clustering --level near-duplicate`` reports precision/recall with and without
+the re-check (:mod:`newsflow.evaluation.clustering`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from newsflow.simhash import shingles, tokenize
+
+NUM_PERM = 128
+"""MinHash permutations: standard error of the Jaccard estimate ~ 1/sqrt(128) = 0.09."""
+
+SEED = 1
+"""datasketch permutation seed (fixed: estimates must agree across processes)."""
+
+BORDERLINE = (4, 5)
+"""Hamming distances (inclusive) that get the re-check."""
+
+JACCARD_THRESHOLD = 0.6
+"""Minimum estimated Jaccard resemblance of a borderline pair. Chosen on the news-aggregator
+headlines (``eval clustering --level near-duplicate``): 0.5 and 0.6 both join 11 more groups at
+precision 0.7833 (0.7347 without the re-check); 0.7 joins 10 at 0.7719, 0.8 joins 7 at 0.7679.
+0.6 is the stricter of the two equal choices."""
+
+
+def features(text: str) -> set[str]:
+    """The shingle set of ``text`` (same features as its SimHash; empty for a text without tokens)."""
+    return set(shingles(tokenize(text)))
+
+
+def text_minhash(text: str):
+    """MinHash signature (``datasketch.MinHash``, :data:`NUM_PERM` permutations) of ``text``'s shingles."""
+    from datasketch import MinHash
+
+    m = MinHash(num_perm=NUM_PERM, seed=SEED)
+    m.update_batch([f.encode("utf-8") for f in features(text)])
+    return m
+
+
+def minhash_many(texts: Sequence[str]) -> list:
+    """:func:`text_minhash` of each text, sharing one set of permutations (faster than one by one)."""
+    from datasketch import MinHash
+
+    template = MinHash(num_perm=NUM_PERM, seed=SEED)
+    out = []
+    for t in texts:
+        m = template.copy()
+        m.update_batch([f.encode("utf-8") for f in features(t)])
+        out.append(m)
+    return out
+
+
+def is_borderline(distance: int) -> bool:
+    """True for Hamming distances in :data:`BORDERLINE`."""
+    return BORDERLINE[0] <= distance <= BORDERLINE[1]
+
+
+def confirm(a, b, threshold: float = JACCARD_THRESHOLD) -> tuple[bool, float]:
+    """Re-checks one pair: ``(estimated Jaccard >= threshold, estimate)``.
+
+    Args:
+      a: ``datasketch.MinHash`` of one text.
+      b: ``datasketch.MinHash`` of the other (same permutations).
+      threshold: minimum Jaccard in [0, 1].
+
+    Raises:
+      ValueError: the signatures were built with different permutations or sizes.
+    """
+    j = float(a.jaccard(b))
+    return j >= threshold, j
+
+
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+def hamming_to_all(fp: int, fps: np.ndarray) -> np.ndarray:
+    """Hamming distances from ``fp`` to every fingerprint of ``fps`` (uint64 array), int64 array.
+
+    SWAR popcount (Warren, *Hacker's Delight*, 2nd ed., section 5-1).
+    """
+    x = fps ^ np.uint64(fp)
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return ((x * _H01) >> np.uint64(56)).astype(np.int64)
