@@ -25,6 +25,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from newsflow.scripts import nfc
+
 LEAD_CHARS = 1000
 LABEL_GROUPS = {"PERSON": "PERSON", "ORG": "ORG", "GPE": "LOC", "LOC": "LOC", "EVENT": "EVENT"}
 SUPPORTED_LANGUAGES = frozenset({"en"})
@@ -98,8 +100,10 @@ class EntityExtractor:
         self.skipped: Counter = Counter()
 
     def _doc_text(self, title: str, text: str) -> str:
-        title = (title or "").strip()
-        lead = (text or "")[: self.lead_chars].strip()
+        # NFC: extraction already normalizes, but callers may pass text from elsewhere (an NFD
+        # "Hélène" splits into "He", "le", "ne" for the tokenizer and the entity is missed).
+        title = nfc(title).strip()
+        lead = nfc((text or "")[: self.lead_chars]).strip()
         if title and lead:
             # a period keeps the headline and the lead in separate sentences for the NER
             return title if lead.startswith(title) else f"{title}.\n{lead}"

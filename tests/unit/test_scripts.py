@@ -66,3 +66,14 @@ def test_latin_equivalent_length():
     assert latin_equivalent_length("한국") == 4
     assert latin_equivalent_length("ภาษา") == 4
     assert latin_equivalent_length(None) == 0
+
+
+def test_nfd_person_name_is_found_as_entity():
+    from newsflow.entities import EntityExtractor, load_nlp
+
+    title = "Hélène Dupré opens the new library in Geneva"
+    nfd = unicodedata.normalize("NFD", title)
+    # spaCy alone misses the person in the decomposed spelling ...
+    assert "Hélène Dupré" not in [s.text for s in load_nlp()(nfd).ents]
+    # ... the extractor normalizes first.
+    assert [e.text for e in EntityExtractor().extract(nfd)] == ["Hélène Dupré", "Geneva"]
