@@ -3,7 +3,9 @@
 Quality is a weighted sum of six signals, each in [0, 1] (weights in :data:`WEIGHTS`, sum 1):
 
 * ``length``: ``ln(1 + words) / ln(1 + 800)``, capped at 1 (800+ words is a full article; a
-  feed-only blurb of 40 words scores 0.55);
+  feed-only blurb of 40 words scores 0.55); in a text written mostly without spaces (Chinese,
+  Japanese, Thai...: :mod:`newsflow.scripts`) ``\\w+`` finds clause-long "words", so there
+  ``words`` is its Latin-letter-equivalent length / 6 (:data:`CHARS_PER_WORD`);
 * ``readability``: Flesch reading ease (Flesch 1948; ``206.835 - 1.015 * words/sentence -
   84.6 * syllables/word`` with a vowel-group syllable count) mapped to 1 at 60 ("plain English")
   falling linearly to 0 at 0 and 120;
@@ -23,9 +25,17 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from newsflow.scripts import is_dense, latin_equivalent_length
+
 WEIGHTS = {"length": 0.30, "readability": 0.15, "quotes": 0.15, "named_sources": 0.20, "original": 0.15, "byline": 0.05}
 SOURCE_WEIGHT = 0.7
 QUALITY_WEIGHT = 0.3
+
+CHARS_PER_WORD = 6
+"""Average English word length plus its space, in characters, for word estimates of dense scripts."""
+
+DENSE_SHARE = 0.3
+"""A text counts as written without spaces when at least this share of its characters is dense."""
 
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
@@ -65,6 +75,21 @@ def flesch_reading_ease(text: str) -> float | None:
     return 206.835 - 1.015 * (len(words) / sentences) - 84.6 * (syl / len(words))
 
 
+def dense_word_estimate(text: str) -> int:
+    """Word-count estimate of a text written mostly without spaces, else 0.
+
+    Returns ``round(latin_equivalent_length(text) / CHARS_PER_WORD)`` when at least
+    :data:`DENSE_SHARE` of the characters are dense-script letters (:func:`newsflow.scripts.is_dense`),
+    else 0 (the ``\\w+`` count stands). Example: 300 Han characters -> 150.
+    """
+    if not text:
+        return 0
+    dense = sum(1 for ch in text if ord(ch) >= 0x0E00 and is_dense(ch))
+    if dense < DENSE_SHARE * len(text):
+        return 0
+    return round(latin_equivalent_length(text) / CHARS_PER_WORD)
+
+
 def is_original(article_id: str, cluster_id: str | None) -> bool:
     """True when the article founded its near-duplicate cluster (or has none yet)."""
     return cluster_id is None or cluster_id == "c" + article_id
@@ -86,6 +111,7 @@ def quality_signals(
     """
     text = text or ""
     words = word_count if word_count is not None else len(_WORD.findall(text))
+    words = max(words, dense_word_estimate(text))
     length = min(1.0, math.log1p(max(0, words)) / math.log1p(800))
     fre = flesch_reading_ease(text)
     readability = 0.0 if fre is None else max(0.0, 1.0 - abs(fre - 60.0) / 60.0)

@@ -52,3 +52,15 @@ def test_quality_range_and_authority():
 
 def test_is_original():
     assert is_original("abc", "cabc") and is_original("abc", None) and not is_original("abc", "cxyz")
+
+
+def test_length_of_text_without_spaces_is_counted_fairly():
+    from newsflow.quality import dense_word_estimate, quality_signals
+
+    zh = "本市新建的公共图书馆于周六正式开放，首日共接待读者约三千余人次。" * 10  # 320 chars, 300 Han
+    assert len(zh) == 320
+    assert dense_word_estimate(zh) == round((300 * 3 + 20) / 6) == 153
+    en = "The city opened its new public library on Saturday and welcomed three thousand readers. " * 10
+    assert dense_word_estimate(en) == 0
+    # word_count from \w+ is 20 clause-long tokens; the estimate wins.
+    assert quality_signals(zh, word_count=20).length == quality_signals(en, word_count=153).length
