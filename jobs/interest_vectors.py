@@ -3,8 +3,9 @@
 Input: the events of the ``--history_days`` days ending at ``--date`` and the newest story
 snapshots (:mod:`jobs.nightly_common`). Three outputs, computed at the end of the date (``now``):
 
-1. **Interest vectors** (Liu et al., IUI 2010, click-based interests, here in the story-embedding
-   space): per reader, :func:`newsflow.learning.interests.interest_vector`: clicks weighted by
+1. **Interest vectors** and **topic interests** (Liu et al., IUI 2010, click-based interests): per
+   reader, :func:`topic_interests` (shares of the reader's decayed, dwell-weighted clicks per topic) and,
+   in the story-embedding space, :func:`newsflow.learning.interests.interest_vector`: clicks weighted by
    dwell (``1 + log1p(dwell/30 s)``, dwell capped at 600 s) and time-decayed with a 14-day
    half-life, skipped impressions as weak negatives (weight 0.1), L2-normalised; plus the
    reader's click count and 50 most recent clicked stories.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 from collections import Counter
 
@@ -49,7 +51,7 @@ from jobs.nightly_common import (
 )
 from newsflow.keys import Keys
 from newsflow.learning.collaborative import minhash_user_clusters
-from newsflow.learning.interests import interest_vector
+from newsflow.learning.interests import DWELL_SCALE_SECONDS, MAX_DWELL_SECONDS, interest_vector, time_decay
 from newsflow.ranking.store import encode_embedding
 from pipelines.launcher import JobSpec, main
 from schemas._arrow import embedding_field
@@ -58,6 +60,7 @@ NAMESPACE = "newsflow.jobs.interest_vectors"
 RECENT_CLICKS = 50
 CLUSTER_TOP = 50
 COVISIT_TOP = 20
+TOPIC_TOP = 10
 
 INTEREST_OUTPUT_SCHEMA = pa.schema(
     [
@@ -66,6 +69,7 @@ INTEREST_OUTPUT_SCHEMA = pa.schema(
         pa.field("clicks", pa.int32()),
         pa.field("recent", pa.list_(pa.string())),
         pa.field("cluster_id", pa.string()),
+        pa.field("topics", pa.list_(pa.struct([("label", pa.string()), ("share", pa.float32())]))),
     ]
 )
 COVISIT_OUTPUT_SCHEMA = pa.schema(
@@ -93,8 +97,31 @@ def recent_clicks(events) -> list[str]:
     return [s for s, _ in sorted(last.items(), key=lambda kv: (-kv[1], kv[0]))][:RECENT_CLICKS]
 
 
+def topic_interests(events, story_topics, now: float, top: int = TOPIC_TOP) -> dict[str, float]:
+    """Click-based topic interests (after Liu, Dolan & Pedersen, IUI 2010): each click adds its weight
+    (the interest vector's: 14-day half-life decay × (1 + log1p(dwell / 30 s))) to the story's first
+    topic; the result is normalised to shares summing to 1, the ``top`` largest kept (rounded to 4
+    places). Empty without clicks on stories with a topic."""
+    dwell: dict[str, float] = {}
+    for e in events:
+        if e.type == "dwell" and e.dwell_seconds is not None:
+            dwell[e.story_id] = max(dwell.get(e.story_id, 0.0), min(float(e.dwell_seconds), MAX_DWELL_SECONDS))
+    weights: Counter = Counter()
+    for e in events:
+        labels = story_topics.get(e.story_id) or ()
+        if e.type == "click" and labels:
+            w = time_decay(e.event_time, now) * (1.0 + math.log1p(dwell.get(e.story_id, 0.0) / DWELL_SCALE_SECONDS))
+            weights[labels[0]] += w
+    total = sum(weights.values())
+    if total <= 0:
+        return {}
+    best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return {t: round(w / total, 4) for t, w in best}
+
+
 class _ProfileFn(beam.DoFn):
-    """``(user, events)`` -> ``(user, interest float32 (128,) or None, clicks, recent story ids)``."""
+    """``(user, events)`` -> ``(user, interest float32 (128,) or None, clicks, recent story ids,
+    topic interests {label: share})``."""
 
     def __init__(self, now: float):
         self.now = now
@@ -114,12 +141,13 @@ class _ProfileFn(beam.DoFn):
         self.users.inc()
         if vector is not None:
             self.vectors.inc()
-        yield user, vector, sum(1 for e in events if e.type == "click"), recent_clicks(events)
+        topics = topic_interests(events, {s: embeddings[s].topics for s in needed if s in embeddings}, self.now)
+        yield user, vector, sum(1 for e in events if e.type == "click"), recent_clicks(events), topics
 
 
 def covisit_pairs(profile):
     """One reader's recent clicks -> ``((a, b), 1)`` for every ordered pair of distinct stories."""
-    _, _, _, recent = profile
+    recent = profile[3]
     for a, b in itertools.permutations(sorted(set(recent)), 2):
         yield (a, b), 1
 
@@ -133,7 +161,7 @@ def cluster_rows(profiles: list) -> tuple[dict, dict]:
     """All profiles -> ``({user: cluster id}, {cluster id: [(story, clicks)] top 50})``."""
     clusters = minhash_user_clusters({p[0]: p[3] for p in profiles})
     counts: dict[str, Counter] = {}
-    for user, _, _, recent in profiles:
+    for user, _, _, recent, _ in profiles:
         cid = clusters.get(user)
         if cid is not None:
             counts.setdefault(cid, Counter()).update(recent)
@@ -174,8 +202,9 @@ class _PublishFn(beam.DoFn):
                 "clicks": n,
                 "recent": recent,
                 "cluster_id": clusters.get(u),
+                "topics": [{"label": t, "share": w} for t, w in topics.items()],
             }
-            for u, v, n, recent in profiles
+            for u, v, n, recent, topics in profiles
         ]
         interest_table = pa.Table.from_pylist(interest_rows, INTEREST_OUTPUT_SCHEMA)
         yield write_partition(c.output, "models/interest", d, interest_table)
@@ -206,8 +235,10 @@ class _PublishFn(beam.DoFn):
         if self.models is None:
             return
         m = self.models
-        m.write("interest", d, {u: encode_embedding(v) for u, v, _, _ in profiles if v is not None} or {"_empty": ""})
-        m.write("history", d, {u: json.dumps({"clicks": n, "recent": r}) for u, _, n, r in profiles} or {"_empty": ""})
+        vectors = {p[0]: encode_embedding(p[1]) for p in profiles if p[1] is not None}
+        m.write("interest", d, vectors or {"_empty": ""})
+        history = {u: json.dumps({"clicks": n, "recent": r, "topics": t}) for u, _, n, r, t in profiles}
+        m.write("history", d, history or {"_empty": ""})
         cluster_map = {u: cid for u, cid in clusters.items() if cid in cluster_top}
         cluster_map.update({f"c:{cid}": json.dumps(dict(top)) for cid, top in cluster_top.items()})
         m.write("cluster", d, cluster_map or {"_empty": ""})

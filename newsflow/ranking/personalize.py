@@ -21,6 +21,9 @@ to the above when its model is absent:
 
 * the reader's interest vector and click count come from the current ``interest``/``history``
   models when they have the reader (else from the profile hash ``Keys.user``);
+* with click-based topic interests (the ``history`` model's topic shares ``p_u(t)``, after Liu et al.,
+  IUI 2010), the interest term becomes ``0.5 · max(0, cos) + 0.5 · max_t p_u(t) / max p_u`` over the
+  story's topics;
 * a collaborative term ``k_i = max(cov_i / max(cov), clu_i / max(clu))`` joins the blend, where
   ``cov_i`` sums the co-visitation counts between story ``i`` and the reader's recent clicks and
   ``clu_i`` counts clicks on ``i`` by the reader's MinHash cluster (Das et al., WWW 2007):
@@ -67,6 +70,7 @@ class LearnedSignals(NamedTuple):
       covisit: ``{story id: co-visitation count}`` summed over the reader's recent clicks.
       cluster: ``{story id: clicks by the reader's MinHash cluster}``.
       weights: ``{feature: weight, "_intercept": b}`` of a *learned* weights model, else ``None``.
+      topics: ``{topic label: share of the reader's clicks}`` (click-based topic interests).
     """
 
     versions: dict = {}
@@ -75,6 +79,7 @@ class LearnedSignals(NamedTuple):
     covisit: dict = {}
     cluster: dict = {}
     weights: dict | None = None
+    topics: dict = {}
 
 
 NO_MODELS = LearnedSignals()
@@ -106,10 +111,12 @@ def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
     if raw is not None and len(raw) == 4 * 128:
         interest = np.frombuffer(raw, dtype="<f4").astype(np.float32)
     history = json_field(store.read_fields("history", [user_id])[0]) if "history" in versions else None
-    clicks, recent = 0, []
+    clicks, recent, topics = 0, [], {}
     if isinstance(history, dict):
         clicks = int(history.get("clicks") or 0)
         recent = [str(x) for x in history.get("recent") or []]
+        raw_topics = history.get("topics") if isinstance(history.get("topics"), dict) else {}
+        topics = {str(k).lower(): float(v) for k, v in raw_topics.items()}
     covisit: dict[str, float] = {}
     if recent and "covisit" in versions:
         for row in store.read_fields("covisit", recent):
@@ -130,7 +137,7 @@ def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
                 weights = {f: float(w[f.encode()]) for f in (*WEIGHT_FEATURES, "_intercept")}
             except (KeyError, ValueError):
                 weights = None
-    return LearnedSignals(versions, interest, clicks, covisit, cluster, weights)
+    return LearnedSignals(versions, interest, clicks, covisit, cluster, weights, topics)
 
 
 def history_weight(clicks: int) -> float:
@@ -242,7 +249,8 @@ def personal_signals(
 
     Returns:
       ``(relevance float64 (n,), why)``; ``why[i]`` is a JSON-safe dict: ``interest`` (cosine with
-      the reader's interest vector, 0 without one), ``covisitation`` and ``similar_readers`` (the
+      the reader's interest vector, 0 without one), ``topic_interest`` (the reader's click share of the
+      story's topic over the largest share, 0 without topic interests), ``covisitation`` and ``similar_readers`` (the
       normalised collaborative signals), ``followed`` (bool), ``freshness`` (decayed score /
       best), ``trending`` (velocity / best), ``model`` ("learned" when learned weights ranked it,
       "default" otherwise), ``versions`` (model versions used) and ``top`` (the largest
@@ -260,18 +268,27 @@ def personal_signals(
         norm = float(np.linalg.norm(u))
         if norm > 0 and n:
             cos = np.asarray(embeddings, dtype=np.float64) @ (u / norm)
+    topic_aff = np.zeros(n)
+    if learned.topics:
+        best = max(learned.topics.values())
+        topic_aff = np.array(
+            [max((learned.topics.get(str(t).lower(), 0.0) for t in tps), default=0.0) / best for tps in topics],
+            dtype=np.float64,
+        )
+    # the interest term: the embedding cosine, and the click-based topic share when the model has one
+    pref = 0.5 * np.maximum(cos, 0.0) + 0.5 * topic_aff if learned.topics else np.maximum(cos, 0.0)
     cov, clu = _collaborative(story_ids, learned)
     collab = np.maximum(cov, clu)
     follow = followed_mask(topics, sources, profile)
     fresh = _unit_max_norm(scores)
     trend = _unit_max_norm(velocity)
     tau = COLD_VELOCITY_WEIGHT * (1.0 - h)
-    w = MAX_INTEREST_WEIGHT * h if (interest is not None and h > 0) else 0.0
+    w = MAX_INTEREST_WEIGHT * h if ((interest is not None or learned.topics) and h > 0) else 0.0
     c = MAX_COLLABORATIVE_WEIGHT * h if collab.any() else 0.0
     contrib = {
         "freshness": (1.0 - w - c) * (1.0 - tau) * fresh,
         "trending": (1.0 - w - c) * tau * trend,
-        "interest": w * np.maximum(cos, 0.0),
+        "interest": w * pref,
         "collaborative": c * collab,
         "followed": FOLLOW_BOOST * follow,
     }
@@ -284,7 +301,7 @@ def personal_signals(
         brk = np.zeros(n) if breaking is None else np.asarray(breaking, dtype=np.float64)
         terms = {
             "freshness": wt["authority"] * auth + wt["freshness"] * freshness,
-            "interest": wt["interest"] * cos,
+            "interest": wt["interest"] * (pref if learned.topics else cos),
             "collaborative": wt["covisitation"] * collab,
             "followed": wt["follows"] * follow,
             "trending": wt["breaking"] * brk,
@@ -301,6 +318,7 @@ def personal_signals(
         why.append(
             {
                 "interest": round(float(cos[i]), 4),
+                "topic_interest": round(float(topic_aff[i]), 4),
                 "covisitation": round(float(cov[i]), 4),
                 "similar_readers": round(float(clu[i]), 4),
                 "followed": bool(follow[i]),

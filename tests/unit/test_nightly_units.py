@@ -163,3 +163,32 @@ def test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults()
     w = fit_weights(x, y, times=np.arange(4000))
     assert not w.learned and w.default_auc == 1.0 and w.auc <= 1.0
     assert w.weights == DEFAULT_WEIGHTS and "vs the defaults' 1.0000" in w.reason
+
+
+def test_topic_interests_are_decayed_dwell_weighted_click_shares():
+    from jobs.interest_vectors import topic_interests
+
+    now = 14 * 86400.0  # one half-life after t = 0
+    events = [
+        _e("u", "click", "a", now),  # tech, weight 1
+        _e("u", "click", "b", 0.0),  # world, weight 0.5 (one half-life old)
+        Event("u", "dwell", "b", 0.0, 0.0, None, 30.0, "feed"),  # ... times 1 + ln 2
+        _e("u", "click", "c", now),  # no topic: ignored
+        _e("u", "impression", "a", now),
+    ]
+    got = topic_interests(events, {"a": ("tech",), "b": ("world", "tech"), "c": ()}, now)
+    world = 0.5 * (1 + math.log(2))
+    assert got == {"tech": round(1 / (1 + world), 4), "world": round(world / (1 + world), 4)}
+    assert topic_interests([_e("u", "impression", "a", 0.0)], {"a": ("tech",)}, now) == {}
+
+
+def test_topic_interests_join_the_interest_term_by_hand():
+    learned = LearnedSignals({"history": "d"}, None, 20, {}, {}, None, {"tech": 0.6, "world": 0.2})
+    scores = np.array([1.0, 1.0, 1.0])
+    emb = np.zeros((3, 128))
+    profile = with_learned(UserProfile("u"), learned)
+    topics = [["Tech"], ["world"], ["sports"]]
+    rel, why = personal_signals(scores, np.zeros(3), emb, topics, ["a", "b", "c"], profile, ["s1", "s2", "s3"], learned)
+    # no interest vector: cos = 0; h = 1, w = 0.6: rel = 0.4 · 1 + 0.6 · 0.5 · share / 0.6
+    assert rel == pytest.approx([0.4 + 0.3 * 1.0, 0.4 + 0.3 * (0.2 / 0.6), 0.4])
+    assert [w["topic_interest"] for w in why] == [1.0, round(0.2 / 0.6, 4), 0.0]
