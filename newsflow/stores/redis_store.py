@@ -89,6 +89,27 @@ class StoreConfig:
         return Keys(self.prefix)
 
 
+def _singleton(cid: str, h: dict) -> Cluster | None:
+    """The group of one article ``cid[1:]`` from its serving hash, or ``None`` when it is not one."""
+    if not h or h.get(b"cluster_id", b"").decode() != cid:
+        return None
+    g = {k.decode(): v.decode() for k, v in h.items()}
+    t = float(g["event_time"])
+    return Cluster(
+        cluster_id=cid,
+        representative_id=g["article_id"],
+        representative_title=g.get("title", ""),
+        representative_url=g.get("url", ""),
+        representative_domain=g.get("source_domain", ""),
+        article_count=1,
+        source_domains=[g.get("source_domain", "")],
+        languages=[g.get("language", "")],
+        earliest_time=t,
+        latest_time=t,
+        merged_into=None,
+    )
+
+
 class RedisClusterStore:
     """Near-duplicate index and cluster state in Redis (see the module docstring for keys).
 
@@ -242,6 +263,9 @@ class RedisClusterStore:
     def get_clusters(self, cluster_ids: Sequence[str]) -> list[Cluster | None]:
         """Reads clusters in one pipeline; ``None`` for unknown ids (and for ids merged away or renamed).
 
+        A group of one article has no keys of its own (``lua/assign.lua``): it is read from the
+        article's serving hash (``"c" + article id``, while the article's ``cluster_id`` is that id).
+
         Args:
           cluster_ids: ids to read.
         """
@@ -252,12 +276,13 @@ class RedisClusterStore:
             pipe.scard(self.keys.cluster_articles(cid))
             pipe.smembers(self.keys.cluster_sources(cid))
             pipe.smembers(self.keys.cluster_languages(cid))
+            pipe.hgetall(self.keys.article(cid[1:]))
         raw = pipe.execute()
         out: list[Cluster | None] = []
         for i, cid in enumerate(ids):
-            h, count, sources, langs = raw[4 * i : 4 * i + 4]
+            h, count, sources, langs, single = raw[5 * i : 5 * i + 5]
             if not h:
-                out.append(None)
+                out.append(_singleton(cid, single))
                 continue
             h = {k.decode(): v.decode() for k, v in h.items()}
             out.append(
@@ -281,8 +306,9 @@ class RedisClusterStore:
         """One cluster, or ``None``."""
         return self.get_clusters([cluster_id])[0]
 
-    def top_clusters(self, n: int = 10, min_articles: int = 1) -> list[Cluster]:
-        """The ``n`` live clusters with the most articles (ties: cluster id), at least ``min_articles`` each."""
+    def top_clusters(self, n: int = 10, min_articles: int = 2) -> list[Cluster]:
+        """The ``n`` live groups with the most articles (ties: cluster id), at least ``min_articles`` (>= 2) each
+        (groups of one are not in the size index)."""
         ids = [
             c.decode()
             for c in self.client.zrevrangebyscore(self.keys.clusters_by_size, "+inf", min_articles, start=0, num=n)
@@ -290,5 +316,5 @@ class RedisClusterStore:
         return [c for c in self.get_clusters(ids) if c is not None]
 
     def cluster_count(self) -> int:
-        """Number of live (not merged) clusters."""
-        return int(self.client.zcard(self.keys.clusters_by_size))
+        """Number of live (not merged) clusters, groups of one included."""
+        return int(self.client.zcard(self.keys.clusters_by_latest))

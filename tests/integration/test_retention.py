@@ -108,8 +108,9 @@ def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_ar
     out = expire(client, cutoff, KEYS)
     assert out["cutoff"] == cutoff and out["groups"] > 0 and out["stories"] > 0
     # nothing older than the cutoff is left in a group or a story whose latest time is before it
+    groups = RedisClusterStore(client)
     for cid, latest in client.zrange(KEYS.clusters_by_latest, 0, -1, withscores=True):
-        assert latest >= cutoff and float(client.hget(KEYS.cluster(cid.decode()), "latest_time")) == latest
+        assert latest >= cutoff and groups.get_cluster(cid.decode()).latest_time == latest
     assert all(s >= cutoff for _, s in client.zrange(KEYS.story_active, 0, -1, withscores=True))
     kept = {a.decode() for a in client.hkeys(KEYS.article_clusters)}
     assert kept and len(kept) < len(times)

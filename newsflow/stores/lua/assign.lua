@@ -82,17 +82,43 @@ local function extend(cid, t_s)
   end
 end
 
+-- A group of one article has no keys of its own: its id is "c" .. article id, its data is the
+-- article's serving hash, and only its retention index entry exists. Keys are made when a second
+-- article joins (most articles are never copied, and a group's keys cost ~2.4 KB).
+local function is_singleton(cid) return redis.call('EXISTS', ckey(cid)) == 0 end
+
 local function founder(cid)
   local h = redis.call('HMGET', ckey(cid), 'created_by', 'founder_time')
-  return h[1], tonumber(h[2]) or 0
+  if h[1] then return h[1], tonumber(h[2]) or 0 end
+  local aid = string.sub(cid, 2)
+  return aid, tonumber(redis.call('HGET', P .. ':article:' .. aid, 'event_time')) or 0
 end
 
 local function refresh_size(cid)
   redis.call('ZADD', P .. ':clusters:by_size', redis.call('SCARD', ckey(cid) .. ':articles'), cid)
 end
 
+-- Adds stored article `m` (fields from its serving hash) to group `dst`'s keys.
+local function add_member(dst, m)
+  local h = redis.call('HMGET', P .. ':article:' .. m, 'title', 'url', 'source_domain', 'source_authority',
+    'event_time', 'language')
+  redis.call('SADD', ckey(dst) .. ':articles', m)
+  redis.call('HSET', P .. ':a2c', m, dst)
+  redis.call('HSET', P .. ':article:' .. m, 'cluster_id', dst)
+  redis.call('SADD', ckey(dst) .. ':sources', h[3])
+  redis.call('SADD', ckey(dst) .. ':languages', h[6])
+  offer(dst, m, h[1], h[2], h[3], h[4], h[5])
+  extend(dst, h[5])
+end
+
 -- Merge cluster `src` into `dst`: members, sources, languages, representative and time range.
 local function merge(src, dst)
+  if is_singleton(src) then
+    add_member(dst, string.sub(src, 2))
+    redis.call('ZREM', P .. ':clusters:by_latest', src)
+    refresh_size(dst)
+    return
+  end
   local members = redis.call('SMEMBERS', ckey(src) .. ':articles')
   for _, m in ipairs(members) do
     redis.call('SADD', ckey(dst) .. ':articles', m)
@@ -144,9 +170,15 @@ for _, a in ipairs(docs) do
       if gid and earlier(gt, gid, ft, fid) then fid, ft = gid, gt end
     end
     local cid, created, merged = 'c' .. fid, 0, {}
-    if fid == a.id then
-      created = 1
+    local joins = next(groups) ~= nil
+    if fid == a.id then created = 1 end
+    if joins and fid == a.id then
       redis.call('HSET', ckey(cid), 'cluster_id', cid, 'created_by', a.id, 'founder_time', a.t)
+    elseif joins and is_singleton(cid) then
+      -- the founder was alone so far: its group gets keys now
+      redis.call('HSET', ckey(cid), 'cluster_id', cid, 'created_by', fid,
+        'founder_time', redis.call('HGET', P .. ':article:' .. fid, 'event_time'))
+      add_member(cid, fid)
     end
     local sorted = {}
     for g, _ in pairs(groups) do
@@ -163,12 +195,16 @@ for _, a in ipairs(docs) do
     redis.call('HSET', P .. ':article:' .. a.id, 'article_id', a.id, 'title', a.title, 'url', a.url,
       'source_domain', a.domain, 'source_name', a.name, 'event_time', a.t, 'publish_time', a.pt,
       'language', a.lang, 'simhash', a.fp, 'cluster_id', cid, 'source_authority', a.auth, 'feed_only', a.feed)
-    redis.call('SADD', ckey(cid) .. ':articles', a.id)
-    redis.call('SADD', ckey(cid) .. ':sources', a.domain)
-    redis.call('SADD', ckey(cid) .. ':languages', a.lang)
-    offer(cid, a.id, a.title, a.url, a.domain, a.auth, a.t)
-    extend(cid, a.t)
-    refresh_size(cid)
+    if joins then
+      redis.call('SADD', ckey(cid) .. ':articles', a.id)
+      redis.call('SADD', ckey(cid) .. ':sources', a.domain)
+      redis.call('SADD', ckey(cid) .. ':languages', a.lang)
+      offer(cid, a.id, a.title, a.url, a.domain, a.auth, a.t)
+      extend(cid, a.t)
+      refresh_size(cid)
+    else
+      redis.call('ZADD', P .. ':clusters:by_latest', t_a, cid)  -- a group of one: no keys (is_singleton)
+    end
     table.insert(results, {id = a.id, cluster = cid, new = 1, created = created, merged = merged})
   end
 end

@@ -13,7 +13,9 @@ local groups = redis.call('ZRANGEBYSCORE', P .. ':clusters:by_latest', '-inf', '
 local articles = 0
 for _, cid in ipairs(groups) do
   local ck = P .. ':cluster:' .. cid
-  for _, aid in ipairs(redis.call('SMEMBERS', ck .. ':articles')) do
+  local members = redis.call('SMEMBERS', ck .. ':articles')
+  if #members == 0 then members = {string.sub(cid, 2)} end  -- a group of one has no keys of its own
+  for _, aid in ipairs(members) do
     local fp = redis.call('HGET', P .. ':fp', aid)
     if fp then
       for i = 0, 3 do
