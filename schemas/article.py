@@ -104,6 +104,8 @@ class ArticleRecord(NamedTuple):
       story_id: story it belongs to ("" before assignment).
       authority: article authority in [0, 1].
       language: ISO 639 code ("" when unknown).
+      paywalled: the page declares its text not free (JSON-LD ``isAccessibleForFree: false``); the
+        text is the free part.
     """
 
     article_id: str
@@ -116,6 +118,7 @@ class ArticleRecord(NamedTuple):
     story_id: str
     authority: float
     language: str
+    paywalled: bool = False
 
 
 ARTICLE_RECORD_SCHEMA = pa.schema(
@@ -130,5 +133,6 @@ ARTICLE_RECORD_SCHEMA = pa.schema(
         pa.field("story_id", pa.string()),
         pa.field("authority", pa.float32()),
         pa.field("language", pa.string()),
+        pa.field("paywalled", pa.bool_()),
     ]
 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from newsflow.syndication import split_copies
+
 
 def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) -> dict:
     """The first ``limit`` stories of a feed document as a page ``{kind: name, generated_at, stale, count,
@@ -34,16 +36,19 @@ def article_json(a) -> dict:
         "source_name": a.source_name,
         "event_time": a.event_time,
         "language": a.language,
+        "paywalled": bool(getattr(a, "paywalled", False)),
     }
 
 
 def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> dict:
     """A story's full coverage.
 
-    Articles are grouped by near-duplicate group (``cluster_id``); each group is one independent report
-    whose lead copy has the highest authority (ties: earliest, then id) and whose other members are
-    syndicated copies (earliest first). Reports are ordered by their lead's event time, then id; sources
-    by article count, then domain.
+    Articles are grouped by near-duplicate group (``cluster_id``); each group is one independent
+    report whose lead copy is free to read if any copy is, then has the highest authority (ties:
+    earliest, then id). Its other members are syndicated copies when another outlet republished the
+    text, else the lead outlet's own duplicates (:func:`newsflow.syndication.split_copies`; earliest
+    first). Reports are ordered by their lead's event time, then id; sources by article count, then
+    domain.
 
     Args:
       summary: the story's summary fields (:meth:`StoryRecord.summary`).
@@ -56,15 +61,17 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
         groups.setdefault(a.cluster_id, []).append(a)
     reports = []
     for cid, members in groups.items():
-        members.sort(key=lambda a: (-a.authority, a.event_time, a.article_id))
-        head, copies = members[0], members[1:]
+        # a free copy leads over a paywalled one, then the highest authority, earliest, id
+        members.sort(key=lambda a: (bool(getattr(a, "paywalled", False)), -a.authority, a.event_time, a.article_id))
+        head = members[0]
+        copies = sorted(members[1:], key=lambda a: (a.event_time, a.article_id))
+        split = split_copies(head.source_domain, copies)
         reports.append(
             {
                 "cluster_id": cid,
                 "article": article_json(head),
-                "syndicated_copies": [
-                    article_json(c) for c in sorted(copies, key=lambda a: (a.event_time, a.article_id))
-                ],
+                "syndicated_copies": [article_json(c) for c in split.syndicated],
+                "own_duplicates": [article_json(c) for c in split.own_duplicates],
             }
         )
     reports.sort(key=lambda r: (r["article"]["event_time"], r["article"]["article_id"]))
@@ -77,7 +84,8 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
         coverage={
             "articles": len(articles),
             "independent_reports": len(reports),
-            "syndicated_copies": len(articles) - len(reports),
+            "syndicated_copies": sum(len(r["syndicated_copies"]) for r in reports),
+            "own_duplicates": sum(len(r["own_duplicates"]) for r in reports),
             "sources": len(sources),
         },
         sources=[{"domain": d, "articles": n} for d, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0]))],

@@ -169,6 +169,7 @@ def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecor
         story_id=_s(g("story_id")),
         authority=_f(g("authority")),
         language=_s(g("language")),
+        paywalled=_s(g("paywalled")) == "1",
     )
 
 

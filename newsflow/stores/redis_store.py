@@ -162,6 +162,7 @@ class RedisClusterStore:
                     "lang": a.language or "und",
                     "auth": repr(float(a.source_authority)),
                     "feed": "1" if a.feed_only else "0",
+                    "paywall": "1" if getattr(a, "paywalled", None) else "0",
                 }
             )
         raw = self._assign(

@@ -110,7 +110,13 @@ def test_unknown_things_are_404_and_wrong_method_405(r, tmp_path):
 def test_story_full_coverage_groups_syndicated_copies(r, tmp_path):
     c = _client(r, tmp_path)
     body = c.get("/v1/stories/s1").json()
-    assert body["coverage"] == {"articles": 5, "independent_reports": 3, "syndicated_copies": 2, "sources": 5}
+    assert body["coverage"] == {
+        "articles": 5,
+        "independent_reports": 3,
+        "syndicated_copies": 2,
+        "own_duplicates": 0,
+        "sources": 5,
+    }
     reports = body["reports"]
     assert [rep["article"]["article_id"] for rep in reports] == ["a1", "a3", "a4"]
     assert [x["article_id"] for x in reports[0]["syndicated_copies"]] == ["a2", "a5"]

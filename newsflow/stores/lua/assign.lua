@@ -3,7 +3,7 @@
 -- ARGV[1] = tagged prefix of the near-duplicate group from newsflow.keys.Keys.nd (e.g. "nf:{nd}"; this
 -- script never spells a prefix itself), ARGV[2] = max Hamming distance, ARGV[3] = JSON array of articles:
 --   {id, fp (16 hex, big-endian), title, url, domain, name, t (event time, epoch s as string),
---    lang, auth (source authority as string), feed (0/1), pt (publish time string or "")}
+--    lang, auth (source authority as string), feed (0/1), pt (publish time string or ""), paywall (0/1)}
 -- Returns a JSON array of {id, cluster, new (0/1), created (0/1), merged = [cluster ids merged into cluster]}.
 -- Order independence: a group is named "c" .. its founder, the member with the earliest (event time,
 -- article id); membership is the connected components of "within the Hamming threshold"; the
@@ -194,7 +194,8 @@ for _, a in ipairs(docs) do
     redis.call('HSET', P .. ':a2c', a.id, cid)
     redis.call('HSET', P .. ':article:' .. a.id, 'article_id', a.id, 'title', a.title, 'url', a.url,
       'source_domain', a.domain, 'source_name', a.name, 'event_time', a.t, 'publish_time', a.pt,
-      'language', a.lang, 'simhash', a.fp, 'cluster_id', cid, 'source_authority', a.auth, 'feed_only', a.feed)
+      'language', a.lang, 'simhash', a.fp, 'cluster_id', cid, 'source_authority', a.auth, 'feed_only', a.feed,
+      'paywalled', a.paywall or '0')
     if joins then
       redis.call('SADD', ckey(cid) .. ':articles', a.id)
       redis.call('SADD', ckey(cid) .. ':sources', a.domain)
