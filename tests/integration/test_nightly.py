@@ -128,6 +128,24 @@ def test_twenty_clicks_on_one_topic_raise_it_in_for_you(night):
     why = {item["story_id"]: item["why"] for item in doc["stories"]}
     assert why["t1"]["top"] == "interest" and why["t1"]["interest"] > 0.8
     assert why["o1"]["interest"] < 0.1 and why["t1"]["versions"]["interest"] == DATE
+    # the API's For You feed (/v1/feed) carries the same reasons
+    from starlette.testclient import TestClient
+
+    from serving.app import ServingConfig, create_app
+    from serving.tokens import sign_token
+
+    secret = b"s" * 32
+    cfg = ServingConfig(token_secret=secret, snapshot_dir=output + "-snap", local_cache_seconds=0, clock=lambda: NOW)
+    client.delete(Keys().feed("user", "reader"))
+    resp = TestClient(create_app(client, cfg)).get(
+        "/v1/feed", params={"limit": 12}, headers={"Authorization": "Bearer " + sign_token("reader", secret, NOW, 600)}
+    )
+    assert resp.status_code == 200
+    served = resp.json()["stories"]
+    assert served[0]["story_id"] in TECH and served[0]["why"]["top"] == "interest"
+    assert {item["story_id"]: item["why"]["interest"] for item in served} == {
+        sid: w["interest"] for sid, w in why.items()
+    }
     # another reader with no events is untouched by the night
     assert sorted(_ranks(_feed(client, "stranger"))[s] for s in TECH) == [8, 9, 10, 11]
     # Parquet history: one file per dataset and date
