@@ -92,7 +92,9 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_so
     The lead report, in order of precedence: the earliest article (an independent report's lead or a
     syndicated copy) from an outlet in ``prefer_sources`` that the reader does not block; the story's
     representative article unless the reader blocks its outlet; the earliest report from an outlet
-    they do not block; none (the page says every outlet is blocked). The timeline lists every article
+    they do not block; none (the page says every outlet is blocked). Free reports come first: a
+    paywalled lead gives way to the earliest free report the reader does not block, and among
+    preferred outlets a free article wins. The timeline lists every article
     by event time, marking syndicated copies.
     """
     reports = cov["reports"]
@@ -100,21 +102,32 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_so
     lead_url = cov.get("url")
     lead = next((r for r in reports if r["article"]["url"] == lead_url), reports[0] if reports else None)
     preferred = [
-        (a["event_time"], a["article_id"], r, a)
+        (bool(a.get("paywalled")), a["event_time"], a["article_id"], r, a)
         for r in reports
-        for a in [r["article"], *r["syndicated_copies"]]
+        for a in [r["article"], *r["syndicated_copies"], *r.get("own_duplicates", [])]
         if outlet(a["source_domain"]) in prefer_sources and outlet(a["source_domain"]) not in blocked
     ]
     lead_is_preferred = False
     if preferred:
-        _, _, report, article = min(preferred, key=lambda p: (p[0], p[1]))
+        *_, report, article = min(preferred, key=lambda p: (p[0], p[1], p[2]))
         lead = report if article is report["article"] else {"article": article, "syndicated_copies": []}
         lead_is_preferred = True
     elif lead is not None and outlet(lead["article"]["source_domain"]) in blocked:
         lead = next((r for r in reports if outlet(r["article"]["source_domain"]) not in blocked), None)
+    if not lead_is_preferred and lead is not None and lead["article"].get("paywalled"):
+        # a free report leads over a paywalled one (the earliest free report the reader does not block)
+        free = next(
+            (
+                r
+                for r in reports
+                if not r["article"].get("paywalled") and outlet(r["article"]["source_domain"]) not in blocked
+            ),
+            None,
+        )
+        lead = free or lead
     copy_of = {}
     for r in reports:
-        for c in r["syndicated_copies"]:
+        for c in [*r["syndicated_copies"], *r.get("own_duplicates", [])]:
             copy_of[c["article_id"]] = r["article"]["source_domain"]
     timeline = [
         {

@@ -167,6 +167,23 @@ def test_coverage_lead_skips_blocked_outlets():
     assert not coverage_context(cov, arts, None, frozenset({"nobody.com"}))["lead_is_preferred"]
 
 
+def test_a_free_report_leads_over_a_paywalled_one():
+    arts = [
+        _art("p1", "paper.com", "c1", 0.95, T)._replace(paywalled=True),  # the story's representative
+        _art("f1", "free.org", "c2", 0.6, T + 120),
+        _art("f2", "other.net", "c3", 0.7, T + 300),
+    ]
+    summary = {"story_id": "s1", "title": "t", "url": "https://paper.com/p1", "domain": "paper.com", "topics": []}
+    cov = coverage_page(summary, [], arts)
+    ctx = coverage_context(cov, arts, None)
+    assert ctx["lead"]["article"]["article_id"] == "f1"  # the earliest free report
+    assert [r["article"]["article_id"] for r in ctx["others"]] == ["p1", "f2"]
+    no_free = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"free.org", "other.net"})))
+    assert no_free["lead"]["article"]["article_id"] == "p1"  # nothing free left: the paywalled lead stays
+    # a preferred outlet still leads, paywalled or not
+    assert coverage_context(cov, arts, None, frozenset({"paper.com"}))["lead"]["article"]["article_id"] == "p1"
+
+
 def test_why_labels_from_feed_signals_and_fallbacks():
     p = UserProfile("u", follow_topics=frozenset({"tech"}), follow_sources=frozenset({"reuters.com"}))
     item = {"story_id": "s", "domain": "uk.reuters.com", "topics": ["Tech"], "breaking": True}
