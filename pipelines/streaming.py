@@ -224,7 +224,9 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         redis_url=settings.redis_url,
         streaming=streaming,
         content=ContentConfig(
-            extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes)
+            extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes),
+            registry_redis_url=settings.redis_url,
+            key_prefix=settings.key_prefix,
         ),
         cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers

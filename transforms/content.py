@@ -97,11 +97,35 @@ class ContentConfig:
       sources_path: the sources authority CSV (``None``: the table shipped with newsflow, resolved on the
         worker, so a remote worker reads its installed copy, not this machine's path).
       language_threshold: fastText confidence below which the language is "und" (None: library default).
+      registry_redis_url / key_prefix / use_registry: where the sources registry lives
+        (:mod:`newsflow.source_registry`; ``None``: not read, as in unit tests). When it holds
+        outlet records (``newsflow sources ...`` seeded it), their authority (edited, or recomputed by
+        ``newsflow sources authority``) is layered over the CSV table, so a source added or re-rated
+        there is used by the job; with no records the CSV table alone is used.
     """
 
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     sources_path: str | None = None
     language_threshold: float | None = None
+    registry_redis_url: str | None = None
+    key_prefix: str = "nf"
+    use_registry: bool = True
+
+
+def _source_table(config: ContentConfig, path: str):
+    """The CSV sources table, with the registry's outlet records over it when there are any."""
+    table = SourceTable.load(path)
+    if not config.use_registry or not config.registry_redis_url:
+        return table
+    from newsflow.keys import Keys
+    from newsflow.source_registry import SourceRegistry
+    from newsflow.stores.redis_conn import connect
+
+    client = connect(config.registry_redis_url)
+    keys = Keys(config.key_prefix)
+    if not client.exists(keys.source_outlets):
+        return table
+    return SourceRegistry(client, keys).source_table(base=table)
 
 
 def _language_identifier(config: ContentConfig) -> LanguageIdentifier:
@@ -126,7 +150,7 @@ class _ExtractFn(beam.DoFn):
     def setup(self):
         self._extractor = ArticleExtractor(self._config.extraction)
         path = self._config.sources_path or DEFAULT_SOURCES_PATH
-        self._sources = self._shared.acquire(lambda: SourceTable.load(path), tag=f"sources:{path}")
+        self._sources = self._shared.acquire(lambda: _source_table(self._config, path), tag=f"sources:{path}")
 
     def teardown(self):
         extractor = getattr(self, "_extractor", None)

@@ -1,0 +1,53 @@
+"""The streaming job uses the sources registry's authority: an outlet re-rated (or added) with
+``newsflow sources`` is scored with that authority, over the shipped CSV table."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+from newsflow.keys import Keys
+from newsflow.source_registry import SourceRegistry
+from newsflow.sources import SourceTable
+from pipelines.streaming import run
+from tests.conftest import REPO_ROOT
+
+KEYS = Keys()
+
+
+def _slice(tmp_path, n=40) -> str:
+    lines = []
+    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
+        for ln in f:
+            lines.append(ln.rstrip(b"\n"))
+            if len(lines) == n:
+                break
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return str(path)
+
+
+def _authorities(client, domain_suffix: str) -> set[float]:
+    out = set()
+    for aid in client.hkeys(KEYS.article_clusters):
+        dom, auth = client.hmget(KEYS.article(aid.decode()), "source_domain", "source_authority")
+        if dom.decode().endswith(domain_suffix):
+            out.add(float(auth))
+    return out
+
+
+def test_the_job_scores_outlets_with_the_registry_authority(tmp_path, redis_server):
+    client, url = redis_server
+    landing = _slice(tmp_path)
+    argv = ["--runner", "DirectRunner", "--input", landing, "--output", str(tmp_path / "a"), "--redis_url", url]
+    assert run(argv, environ={}).state == "DONE"
+    shipped = SourceTable.load().authority("in.reuters.com")
+    assert _authorities(client, "reuters.com") == {shipped}  # no registry records yet: the CSV table
+
+    client.flushall()
+    registry = SourceRegistry(client, KEYS, seed=SourceTable.load())
+    registry.seed_outlets(SourceTable.load())
+    registry.set_outlet("reuters.com", authority=0.123)
+    argv[-3] = str(tmp_path / "b")
+    assert run(argv, environ={}).state == "DONE"
+    assert shipped != 0.123 and _authorities(client, "reuters.com") == {0.123}
