@@ -68,19 +68,36 @@ def local_model_file(path: str, companion_suffixes: Sequence[str] = (), cache_di
     """A local path for the model file ``path``: ``path`` itself when local, else a cached local copy.
 
     Remote files (``path`` and ``path + suffix`` for each companion suffix, e.g. a calibration file) are
-    copied once into ``<cache_dir>/<hash of the remote directory>/`` (default cache: the system temp dir),
-    atomically, so concurrent workers of one machine share the copy.
+    copied once into ``<cache_dir>/newsflow-models/<key>/`` (default cache: the system temp dir),
+    atomically, so concurrent workers of one machine share the copy. ``key`` hashes the remote directory,
+    the file name and each remote file's size and modification time, so a model replaced in the bucket
+    (a retrained ``gs://.../topics-v1.bin``) is fetched anew instead of served from a stale copy; older
+    copies stay in the cache until the temp dir is cleaned.
 
     Raises:
       FileNotFoundError: a remote file does not exist or cannot be read (the message names it).
     """
     if not is_remote(path):
         return path
+    from pyarrow import fs as pafs
+
     from newsflow.stores.parquet import _fs_and_path
 
     remote_dir, name = path.rsplit("/", 1)
+    version = [remote_dir, name]
+    for suffix in ("", *companion_suffixes):
+        try:
+            fs, remote = _fs_and_path(path + suffix)
+            info = fs.get_file_info(remote)
+        except (OSError, ValueError) as e:
+            raise FileNotFoundError(f"model file {path + suffix} cannot be read: {e}") from None
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(f"model file {path + suffix} cannot be read: not found")
+        version.append(f"{suffix}:{info.size}:{info.mtime_ns}")
     cache = os.path.join(
-        cache_dir or tempfile.gettempdir(), "newsflow-models", hashlib.sha256(remote_dir.encode()).hexdigest()[:16]
+        cache_dir or tempfile.gettempdir(),
+        "newsflow-models",
+        hashlib.sha256("\n".join(version).encode()).hexdigest()[:16],
     )
     os.makedirs(cache, exist_ok=True)
     with _LOCK:

@@ -128,3 +128,30 @@ def test_missing_remote_model_fails_with_its_name(gcs_emulator, landing, tmp_pat
     expected = f"model file gs://{gcs_emulator}/empty/topics-{TOPIC_VERSION}.bin cannot be read"
     with pytest.raises(Exception, match=expected):
         _run(tmp_path, "missing", landing, f"gs://{gcs_emulator}/empty")
+
+
+def test_model_replaced_in_the_bucket_is_fetched_again(gcs_emulator, tmp_path):
+    """The local cache is keyed by each remote file's size and modification time: an unchanged model is
+    copied once, a retrained one (new bytes in the same gs:// path) replaces the stale copy."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from newsflow.resources import local_model_file
+
+    bucket = storage.Client(project="test", credentials=AnonymousCredentials()).bucket(gcs_emulator)
+    remote = f"gs://{gcs_emulator}/models/topics-v1.bin"
+    bucket.blob("models/topics-v1.bin").upload_from_string(b"model night 1")
+    bucket.blob("models/topics-v1.bin.calibration.json").upload_from_string(b'{"night": 1}')
+    first = local_model_file(remote, (".calibration.json",), cache_dir=str(tmp_path))
+    with open(first, "rb") as f, open(first + ".calibration.json", "rb") as g:
+        assert (f.read(), g.read()) == (b"model night 1", b'{"night": 1}')
+    assert local_model_file(remote, (".calibration.json",), cache_dir=str(tmp_path)) == first  # no new copy
+    bucket.blob("models/topics-v1.bin").upload_from_string(b"model night 2")
+    bucket.blob("models/topics-v1.bin.calibration.json").upload_from_string(b'{"night": 2}')
+    second = local_model_file(remote, (".calibration.json",), cache_dir=str(tmp_path))
+    assert second != first
+    with open(second, "rb") as f, open(second + ".calibration.json", "rb") as g:
+        assert (f.read(), g.read()) == (b"model night 2", b'{"night": 2}')
+    bucket.blob("models/topics-v1.bin.calibration.json").delete()
+    with pytest.raises(FileNotFoundError, match=f"model file {remote}.calibration.json cannot be read"):
+        local_model_file(remote, (".calibration.json",), cache_dir=str(tmp_path))
