@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lock-ttl", type=float, default=6 * 3600.0, help="seconds the date's lock lives if this run dies (6 h)"
     )
+    parser.add_argument(
+        "--retention-days",
+        type=float,
+        default=None,
+        help="also expire stories, groups and articles older than the end of --date minus this many days "
+        "(newsflow retention; default: keep everything)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         date = parse_date(args.date)
     except ValueError as e:
         print(json.dumps({"status": "failed", "error": str(e)}))
+        return 2
+    if args.retention_days is not None and not args.retention_days > 0:
+        print(json.dumps({"status": "failed", "error": "--retention-days must be > 0"}))
         return 2
     for name in ("history_days", "decay_days"):
         if not 1 <= getattr(args, name) <= 366:
@@ -85,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         args.decay_days,
         args.lock_ttl,
         args.step,
+        args.retention_days,
     )
     print(json.dumps(summary, default=str), flush=True)
     return {"ok": 0, "locked": EXIT_LOCKED}.get(summary["status"], 1)

@@ -11,7 +11,11 @@ Template entry :mod:`jobs.nightly_template` run it; the steps are in :func:`run_
 4. switch every model to version ``D`` in one transaction
    (:meth:`newsflow.learning.store.ModelStore.switch`; the previous version stays for rollback,
    older ones are pruned);
-5. release the lock (only if it still holds this run's token), whatever happened.
+5. recompute outlet authority from the rubric and the near-duplicate groups (the sources registry,
+   :meth:`newsflow.source_registry.SourceRegistry.recompute_authority`; manual overrides kept);
+6. with ``retention_days``, expire stories, groups and articles older than the end of ``D`` minus
+   that many days (:func:`jobs.retention.expire`);
+7. release the lock (only if it still holds this run's token), whatever happened.
 
 A job that fails leaves the previous night's models serving.
 """
@@ -48,6 +52,18 @@ def _jobs():
     )
 
 
+def _recompute_authority(client, keys) -> dict:
+    """Step 5: outlet authority from the rubric and originality (the ``newsflow sources authority`` step)."""
+    from newsflow.authority import originality_counts, read_near_duplicate_groups
+    from newsflow.source_registry import SourceRegistry
+    from newsflow.sources import SourceTable
+
+    groups = list(read_near_duplicate_groups(client, keys))
+    counts = originality_counts(groups)
+    written = SourceRegistry(client, keys, seed=SourceTable.load()).recompute_authority(counts)
+    return {"groups": len(groups), "outlets_counted": len(counts), "outlets_written": written}
+
+
 def run_night(
     client,
     settings: Settings,
@@ -58,6 +74,7 @@ def run_night(
     decay_days: int = 7,
     lock_ttl: float = 6 * 3600.0,
     step: str = "all",
+    retention_days: float | None = None,
 ) -> dict:
     """Runs one night (steps in the module docstring) and returns the summary dict.
 
@@ -70,6 +87,7 @@ def run_night(
       history_days / decay_days: event windows of the jobs.
       lock_ttl: seconds.
       step: ``"all"``, or only ``"flush"`` / ``"switch"`` (see ``--step``).
+      retention_days: expire state older than the end of ``date`` minus this many days (``None``: keep).
 
     Returns:
       The JSON-ready summary; ``status`` is ``ok``, ``failed`` or ``locked``.
@@ -122,6 +140,15 @@ def run_night(
             models = ModelStore(client, keys)
             out["models"] = models.switch({name: date for name in MODELS})
             out["pruned"] = {name: models.prune(name) for name in MODELS}
+        if step == "all":
+            out["authority"] = _recompute_authority(client, keys)
+        if step == "all" and retention_days is not None:
+            import datetime as dt
+
+            from jobs.retention import expire
+
+            end = (dt.datetime.fromisoformat(date).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)).timestamp()
+            out["retention"] = expire(client, end - float(retention_days) * 86400.0, keys)
         out["status"] = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is reported in the summary and the exit code
         log.exception("nightly run for %s failed", date)

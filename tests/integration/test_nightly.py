@@ -198,3 +198,25 @@ def test_rerun_of_a_date_replaces_and_rollback_restores(night):
     assert models.current()["interest"] == "2026-12-01" and models.previous()["interest"] == DATE
     assert models.rollback(["interest", "history"])["interest"] == DATE
     assert models.previous().get("interest") is None
+
+
+def test_the_night_recomputes_outlet_authority_and_applies_retention(night):
+    import datetime as dt
+
+    from newsflow.outlets import outlet
+    from newsflow.sources import SourceTable
+
+    client, settings, output = night
+    keys = Keys()
+    latest = {sid.decode(): t for sid, t in client.zrange(keys.story_active, 0, -1, withscores=True)}
+    end_of_date = (dt.datetime.fromisoformat(DATE).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)).timestamp()
+    days = (end_of_date - (NOW - H) - 1.0) / 86400.0  # a cutoff one second after the stories' latest time
+    summary = run_night(client, settings, DATE, output, retention_days=days)
+    assert summary["status"] == "ok", summary["error"]
+    seeded = [s for s in SourceTable.load().sources() if outlet(s.domain) == s.domain]
+    assert summary["authority"]["outlets_written"] == len(seeded) > 100
+    cutoff = end_of_date - days * 86400.0
+    assert summary["retention"]["cutoff"] == pytest.approx(cutoff)
+    assert summary["retention"]["stories"] == sum(1 for t in latest.values() if t < cutoff) == len(latest)
+    assert client.zcard(keys.story_active) == 0 and float(client.get(keys.retention_cutoff)) == pytest.approx(cutoff)
+    assert list(client.scan_iter(match="nf:nightly:*")) == []
