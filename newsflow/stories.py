@@ -36,6 +36,17 @@ gives the text-and-entity-only figure (F1 0.810, precision 0.732) for comparison
 
 Replays are idempotent: an article id already assigned returns its (resolved) story and changes
 nothing.
+
+Cost. A live story that shares no centroid term and no entity key with the article (or, when
+merging, with the grown story) scores exactly ``0.0`` (the dot product and the overlap are sums of
+zeros), and both thresholds are ``> 0``, so such a story can neither be joined nor merged and
+never wins a comparison against a story with a positive score. Each comparison therefore first
+tests ``keys().isdisjoint`` (a set operation in C) and scores only the stories that share
+something, with the same Python arithmetic as before, so scores, ties and outputs are bit for bit
+those of scoring every story. Story centroid norms are memoized per story (recomputed after the
+clusterer changes that story, or when the store hands back a different centroid object). Numpy
+matrices over all live stories were not used: their summation order differs from the scalar one
+in the last bits, and a rounded ``score`` or a threshold tie could then differ from today's.
 """
 
 from __future__ import annotations
@@ -143,6 +154,12 @@ def _time_factor(dt_s: float, tau_s: float) -> float:
     return math.exp(-abs(dt_s) / tau_s) if not math.isinf(tau_s) else 1.0
 
 
+# Bound on |estimate - exact| of a story-story score: both sum the same <= 2 * max_centroid_terms
+# positive products of unit-scale weights in a different order (relative error < 400 * 2**-53,
+# about 5e-14), then apply the same division, entity Jaccard and time factor.
+_SCORE_TOL = 1e-9
+
+
 def _norm(v: dict[str, float]) -> float:
     return math.sqrt(sum(w * w for w in v.values()))
 
@@ -160,13 +177,32 @@ class StoryClusterer:
         self.store = store
         self.model = text_model
         self.config = config.validate()
+        # story_id -> (centroid dict object, its length, its L2 norm); see _centroid_norm
+        self._norms: dict[str, tuple[dict, int, float]] = {}
+
+    def _centroid_norm(self, story: StoryState) -> float:
+        """``_norm(story.centroid)``, memoized while the centroid object and its size are unchanged
+        (the clusterer drops the entry whenever it changes a centroid in place)."""
+        c = story.centroid
+        hit = self._norms.get(story.story_id)
+        if hit is not None and hit[0] is c and hit[1] == len(c):
+            return hit[2]
+        n = _norm(c)
+        self._norms[story.story_id] = (c, len(c), n)
+        return n
+
+    def _forget_norms(self, live: list[StoryState]) -> None:
+        """Bounds the memo to the live stories once it holds many more entries than them."""
+        if len(self._norms) > 2 * len(live) + 1024:
+            keep = {s.story_id for s in live}
+            self._norms = {k: v for k, v in self._norms.items() if k in keep}
 
     def vector(self, article: StoryArticle) -> dict[str, float]:
         """The article's unit TF-IDF vector (headline + URL slug words)."""
         return self.model.article_vector(article.title, article.url, self.config.slug_weight)
 
     def _article_score(self, vec, ent_keys: set, story: StoryState, t: float) -> float:
-        n = _norm(story.centroid)
+        n = self._centroid_norm(story)
         cos = sparse_dot(vec, story.centroid) / n if n > 0 else 0.0
         overlap = (sum(1 for k in ent_keys if k in story.entities) / len(ent_keys)) if ent_keys else 0.0
         return (cos + self.config.entity_weight * overlap) * _time_factor(
@@ -174,13 +210,44 @@ class StoryClusterer:
         )
 
     def _story_score(self, a: StoryState, b: StoryState) -> float:
-        na, nb = _norm(a.centroid), _norm(b.centroid)
+        na, nb = self._centroid_norm(a), self._centroid_norm(b)
         cos = sparse_dot(a.centroid, b.centroid) / (na * nb) if na > 0 and nb > 0 else 0.0
         ka, kb = set(a.entities), set(b.entities)
         jac = len(ka & kb) / len(ka | kb) if ka and kb else 0.0
         return (cos + self.config.entity_weight * jac) * _time_factor(
             a.latest_time - b.latest_time, self.config.time_scale_s
         )
+
+    def _story_score_estimate(self, a: StoryState, b: StoryState) -> float:
+        """:meth:`_story_score` with the dot product summed over the shared terms only (a C-level key
+        intersection) in set order: the same terms as the exact sum, whose other products are
+        ``+0.0``, so it differs from the exact score only by summation rounding (< ``_SCORE_TOL``)."""
+        ca, cb = a.centroid, b.centroid
+        na, nb = self._centroid_norm(a), self._centroid_norm(b)
+        cos = sum(ca[t] * cb[t] for t in ca.keys() & cb.keys()) / (na * nb) if na > 0 and nb > 0 else 0.0
+        ka, kb = a.entities.keys(), b.entities.keys()
+        jac = len(ka & kb) / len(ka | kb) if ka and kb else 0.0
+        return (cos + self.config.entity_weight * jac) * _time_factor(
+            a.latest_time - b.latest_time, self.config.time_scale_s
+        )
+
+    def _merge_candidates(self, story: StoryState, others: list[StoryState]) -> list[tuple[float, StoryState]]:
+        """``(exact score, other)`` for every other story whose score may reach ``merge_threshold``.
+
+        Left out, with exactly the same outcome as scoring them: stories sharing no term and no entity
+        (score exactly 0.0) and stories whose estimate is below ``merge_threshold - _SCORE_TOL``
+        (their exact score is below the threshold, so they neither merge nor outrank one that does).
+        """
+        terms, ents = story.centroid.keys(), story.entities.keys()
+        floor = self.config.merge_threshold - _SCORE_TOL
+        out = []
+        for o in others:
+            if terms.isdisjoint(o.centroid) and ents.isdisjoint(o.entities):
+                continue
+            if self._story_score_estimate(story, o) < floor:
+                continue
+            out.append((self._story_score(story, o), o))
+        return out
 
     def add(self, article: StoryArticle) -> StoryAssignment:
         """Assigns one article (call in event-time order).
@@ -200,8 +267,12 @@ class StoryClusterer:
         vec = self.vector(article)
         ent_keys = {e[0] for e in article.entities}
         candidates = self.store.active(t - cfg.window_s)
+        self._forget_norms(candidates)
         best, best_score = None, -1.0
+        terms = vec.keys()
         for story in candidates:
+            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+                continue  # scores exactly 0.0: cannot join (join_threshold > 0) nor beat a positive score
             s = self._article_score(vec, ent_keys, story, t)
             if s > best_score or (s == best_score and best is not None and story.story_id < best.story_id):
                 best, best_score = story, s
@@ -210,12 +281,13 @@ class StoryClusterer:
         else:
             story, created, best_score = StoryState(story_id="s" + article.article_id), True, 0.0
         self._absorb(story, article, vec)
+        self._norms.pop(story.story_id, None)
         merged: list[str] = []
         if not created:
             others = [c for c in candidates if c.story_id != story.story_id]
             while True:
                 hit = max(
-                    ((self._story_score(story, o), o) for o in others),
+                    self._merge_candidates(story, others),
                     key=lambda x: (x[0], x[1].story_id),
                     default=None,
                 )
@@ -229,6 +301,8 @@ class StoryClusterer:
                     else (other, story)
                 )
                 self._merge_into(winner, loser)
+                self._norms.pop(winner.story_id, None)
+                self._norms.pop(loser.story_id, None)
                 self.store.merge(loser, winner, t, article.article_id)
                 merged.append(loser.story_id)
                 story = winner
