@@ -437,26 +437,70 @@ def simhash(text: str) -> int:
 _SMALL_TEXT_CHARS = 160
 
 
+# Word hashes of recent tokens: token -> (w(token), mix64(w(token))), the first link of every
+# shingle chain starting at it. Token frequencies are Zipfian, so most tokens of a new headline
+# were seen before and skip the per-character loop; cleared when full (values never change).
+_WORD_CACHE: dict[str, tuple[int, int]] = {}
+_WORD_CACHE_MAX = 1 << 17
+
+
+def _word_entry(token: str) -> tuple[int, int]:
+    """``(w(token), mix64(w(token)))``, computed and remembered in ``_WORD_CACHE``."""
+    w = _word_hash_int(token)
+    entry = (w, _mix64_int(w))
+    if len(_WORD_CACHE) >= _WORD_CACHE_MAX:
+        _WORD_CACHE.clear()
+    _WORD_CACHE[token] = entry
+    return entry
+
+
 def _simhash_small(norm: str) -> int:
-    """SimHash of one normalized text with Python ints (same result as numpy)."""
-    words = [_word_hash_int(t) for t in _token_re().findall(norm)]
-    if not words:
+    """SimHash of one normalized text with Python ints (same result as numpy).
+
+    Word hashes come from ``_WORD_CACHE``; the 3-gram chain ``mix64(mix64(mix64(w1) ^ w2) ^ w3)``
+    is inlined. Bits are counted with bit-sliced counters: plane ``i`` holds bit ``i`` of all 64
+    per-position counters, each feature hash is added with a ripple carry across the planes. The
+    counters start at ``bias = 2**k - t - 1`` with ``t = n // 2`` and ``k = t.bit_length()``, so
+    counter ``j`` reaches plane ``k`` iff ``count_j >= t + 1``, i.e. ``2 * count_j > n`` (the
+    specification's rule); it never passes ``2**(k+1)`` because ``bias + n <= 2**k + t``. Plane
+    ``k`` is then the fingerprint.
+    """
+    get = _WORD_CACHE.get
+    entries = [get(t) or _word_entry(t) for t in _token_re().findall(norm)]
+    n_tok = len(entries)
+    if not n_tok:
         return 0
-    mix = _mix64_int
-    if len(words) < SHINGLE_SIZE:
-        features = [mix(w) for w in words]
+    if n_tok < SHINGLE_SIZE:
+        features = [m for _, m in entries]
     else:
-        chained = [mix(w) for w in words]
-        for j in range(1, SHINGLE_SIZE):
-            chained = [mix(h ^ w) for h, w in zip(chained, words[j:], strict=False)]
-        features = chained
-    n = len(features)
-    fp = 0
-    # column c of the binary strings is bit 63 - c
-    for c, column in enumerate(zip(*[format(h, "064b") for h in features], strict=False)):
-        if 2 * column.count("1") > n:
-            fp |= 1 << (63 - c)
-    return fp
+        c1, c2, mask = _MIX_C1, _MIX_C2, _MASK64
+        features = []
+        append = features.append
+        for i in range(n_tok - SHINGLE_SIZE + 1):  # SHINGLE_SIZE == 3: two chained mixes per shingle
+            z = entries[i][1] ^ entries[i + 1][0]
+            z ^= z >> 30
+            z = (z * c1) & mask
+            z ^= z >> 27
+            z = (z * c2) & mask
+            z ^= (z >> 31) ^ entries[i + 2][0]
+            z ^= z >> 30
+            z = (z * c1) & mask
+            z ^= z >> 27
+            z = (z * c2) & mask
+            append(z ^ (z >> 31))
+    t = len(features) // 2
+    k = t.bit_length()
+    bias = (1 << k) - t - 1
+    planes = [_MASK64 if (bias >> i) & 1 else 0 for i in range(k + 1)]
+    for h in features:
+        carry = h
+        for i in range(k + 1):
+            p = planes[i]
+            planes[i] = p ^ carry
+            carry &= p
+            if not carry:
+                break
+    return planes[k]
 
 
 # simhash_many works in chunks of about this many characters to bound the
