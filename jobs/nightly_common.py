@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from newsflow.settings import Settings
 from newsflow.stores.parquet import _fs_and_path
+from pipelines.launcher import SettingsOptions
 
 PART_NAME = "part-00000.parquet"
 
@@ -42,12 +43,6 @@ class NightlyOptions(PipelineOptions):
             "--date",
             default=None,
             help="the night to compute, YYYY-MM-DD (UTC); its outputs are replaced. Default: yesterday (UTC)",
-        )
-        parser.add_argument(
-            "--output",
-            default=None,
-            help="Parquet root (local dir or gs://bucket/prefix) with events/ and stories/; outputs go to "
-            "models/<name>/date=D/. Default <data dir>/output",
         )
         parser.add_argument(
             "--history_days",
@@ -116,7 +111,7 @@ def config_from_options(options: PipelineOptions, settings: Settings) -> Nightly
             raise ValueError(f"--{name} must be an integer in [1, 366], got {value!r}")
     return NightlyConfig(
         date=parse_date(o.date),
-        output=o.output or os.path.join(settings.data_dir, "output"),
+        output=options.view_as(SettingsOptions).output or os.path.join(settings.data_dir, "output"),
         redis_url=settings.redis_url,
         key_prefix=settings.key_prefix,
         history_days=o.history_days,

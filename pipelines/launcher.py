@@ -78,6 +78,15 @@ class SettingsOptions(PipelineOptions):
             default=None,
             help="local state directory: embedded Redis, default Parquet output (default $NEWSFLOW_DATA_DIR or ./var)",
         )
+        # one definition for every job: Beam registers every PipelineOptions subclass on one parser, so two
+        # job modules each defining --output conflict as soon as both are imported
+        parser.add_argument(
+            "--output",
+            default=None,
+            help="Parquet root (local dir or gs://bucket/prefix): the streaming job writes articles/clusters/"
+            "trends/deadletters there, the nightly jobs read events/ and stories/ and write models/<name>/date=D/; "
+            "default <data dir>/output",
+        )
         parser.add_argument(
             "--model_dir",
             "--model-dir",

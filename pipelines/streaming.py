@@ -30,7 +30,7 @@ from newsflow.resources import default_model_dir, is_remote
 from newsflow.settings import Settings
 from newsflow.stores.redis_store import StoreConfig
 from newsflow.topics import default_topic_path
-from pipelines.launcher import JobSpec, LaunchResult, is_local, launch, resolve_settings, summary_line
+from pipelines.launcher import JobSpec, LaunchResult, SettingsOptions, is_local, launch, resolve_settings, summary_line
 from transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
 from transforms.coders import register_coders
 from transforms.content import (
@@ -80,12 +80,6 @@ class NewsflowOptions(PipelineOptions):
         )
         parser.add_argument("--kafka_bootstrap_servers", default=None, help="Kafka bootstrap servers (Flink)")
         parser.add_argument("--kafka_topic", default=None, help="Kafka topic of JSON RawDocuments")
-        parser.add_argument(
-            "--output",
-            default=None,
-            help="Parquet root (local dir or gs://bucket/prefix) for articles/clusters/trends/"
-            "deadletters; default <data dir>/output",
-        )
         parser.add_argument(
             "--max_hamming_distance", type=int, default=3, help="near-duplicate threshold on 64-bit SimHash, 0..3"
         )
@@ -220,7 +214,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         pubsub_subscription=o.pubsub_subscription,
         kafka_bootstrap_servers=o.kafka_bootstrap_servers,
         kafka_topic=o.kafka_topic,
-        output=o.output or os.path.join(settings.data_dir, "output"),
+        output=options.view_as(SettingsOptions).output or os.path.join(settings.data_dir, "output"),
         redis_url=settings.redis_url,
         streaming=streaming,
         content=ContentConfig(
