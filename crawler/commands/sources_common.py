@@ -71,3 +71,24 @@ def fail(message: str) -> int:
     """Prints ``error: message`` to stderr; returns 2."""
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+def add_ref_arguments(parser) -> None:
+    """REF... (feed id, feed URL or outlet domain) and the common flags: the status commands' arguments."""
+    parser.add_argument("refs", nargs="+", metavar="REF", help="feed id, feed URL or outlet domain")
+    add_common_arguments(parser)
+
+
+def apply_status(args, action: str) -> int:
+    """Applies ``action`` (``pause``, ``resume`` or ``remove``) to every REF of ``args.refs`` and prints the
+    report; returns 0, 1 (some REF matched nothing) or 2 (settings or Redis unusable)."""
+    from newsflow.source_registry import Report
+
+    try:
+        _, registry = open_registry(args)
+    except CommandError as e:
+        return fail(str(e))
+    report = Report()
+    for ref in args.refs:
+        report.outcomes.extend(registry.set_status(ref, action).outcomes)
+    return print_report(report, args.json, verbose=True, label=action)

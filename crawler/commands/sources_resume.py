@@ -6,7 +6,7 @@ every feed of it). Exit code 1 when a REF matches nothing.
 
 from __future__ import annotations
 
-from crawler.commands.sources_common import CommandError, add_common_arguments, fail, open_registry, print_report
+from crawler.commands.sources_common import add_ref_arguments, apply_status
 
 COMMAND = "resume"
 HELP = "poll a paused or removed feed (or outlet) again"
@@ -14,19 +14,9 @@ HELP = "poll a paused or removed feed (or outlet) again"
 
 def add_arguments(parser) -> None:
     """Adds REF... and the common flags."""
-    parser.add_argument("refs", nargs="+", metavar="REF", help="feed id, feed URL or outlet domain")
-    add_common_arguments(parser)
+    add_ref_arguments(parser)
 
 
 def run(args) -> int:
     """Applies ``resume`` to every REF; returns 0, 1 (some REF matched nothing) or 2."""
-    from newsflow.source_registry import Report
-
-    try:
-        _, registry = open_registry(args)
-    except CommandError as e:
-        return fail(str(e))
-    report = Report()
-    for ref in args.refs:
-        report.outcomes.extend(registry.set_status(ref, "resume").outcomes)
-    return print_report(report, args.json, verbose=True, label="resume")
+    return apply_status(args, "resume")
