@@ -47,10 +47,12 @@ from newsflow.keys import Keys
 from newsflow.source_files import read_csv, read_opml, write_csv, write_opml
 from newsflow.source_registry import STATUSES, FeedEntry, FeedError, Report, SourceRegistry, validate_outlet_fields
 from newsflow.sources import SourceTable
+from serving.http_body import BodyTooLarge, read_capped
 
 MIN_ADMIN_TOKEN = 16
 MAX_IMPORT_BYTES = 32 * 1024 * 1024
 MAX_JSON_BYTES = 4 * 1024 * 1024
+MAX_OFFSET = 10_000_000  # islice takes at most sys.maxsize; no registry is near this
 MAX_LIMIT = 1000
 
 
@@ -138,8 +140,8 @@ class AdminApi:
             limit = int(q.get("limit", "100"))
         except ValueError:
             raise _Error(400, "invalid_parameter", "offset and limit must be integers") from None
-        if offset < 0 or not 1 <= limit <= MAX_LIMIT:
-            raise _Error(400, "invalid_parameter", f"need offset >= 0 and 1 <= limit <= {MAX_LIMIT}")
+        if not 0 <= offset <= MAX_OFFSET or not 1 <= limit <= MAX_LIMIT:
+            raise _Error(400, "invalid_parameter", f"need 0 <= offset <= {MAX_OFFSET} and 1 <= limit <= {MAX_LIMIT}")
         outlet = q.get("outlet")
         rows = self.registry.feeds(statuses, outlet=outlet) if outlet else self.registry.iter_feeds(statuses)
         page = list(itertools.islice(rows, offset, offset + limit))
@@ -157,7 +159,7 @@ class AdminApi:
         """POST /v1/admin/sources."""
         try:
             doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise _Error(400, "invalid_json", f"body is not JSON: {e}") from None
         items = doc.get("feeds") if isinstance(doc, dict) and "feeds" in doc else [doc]
         if not isinstance(items, list) or not items:
@@ -257,16 +259,10 @@ class AdminApi:
 
 
 async def _read(request: Request, cap: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > cap:
-        raise _Error(413, "too_large", f"body of {declared} bytes exceeds {cap}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise _Error(413, "too_large", f"body exceeds {cap} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        return await read_capped(request, cap)
+    except BodyTooLarge as e:
+        raise _Error(413, "too_large", f"body of {e.size} bytes exceeds {cap}") from None
 
 
 def admin_app(client, keys: Keys, admin_token: str | None = None) -> Starlette:

@@ -73,6 +73,7 @@ from newsflow.ranking.store import (
 )
 from schemas import UserProfile
 from serving.admin import admin_mount
+from serving.http_body import BodyTooLarge, read_capped
 from serving.http_cache import (
     STALE_REASON_HEADER,
     LocalCache,
@@ -415,9 +416,10 @@ class Api:
         user = self._user(request)
         if "application/json" not in request.headers.get("content-type", ""):
             raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes")
+        try:
+            body = await read_capped(request, MAX_BODY_BYTES)
+        except BodyTooLarge:
+            raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes") from None
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as e:
@@ -471,9 +473,10 @@ class Api:
         user = self._user(request)
         if "application/json" not in request.headers.get("content-type", ""):
             raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes")
+        try:
+            body = await read_capped(request, MAX_BODY_BYTES)
+        except BodyTooLarge:
+            raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes") from None
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as e:  # also integers past Python's 4,300-digit limit

@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import threading
 import time
@@ -55,6 +56,7 @@ from newsflow.outlets import outlet
 from newsflow.ranking.rerank import without_blocked
 from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
+from serving.http_body import BodyTooLarge, read_capped
 from serving.http_cache import cache_headers, etag_matches, strong_etag
 from serving.pages import coverage_page, feed_page
 from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
@@ -95,6 +97,17 @@ class PageError(Exception):
     def __init__(self, status: int, title: str, message: str):
         super().__init__(message)
         self.status, self.title, self.message = status, title, message
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_-]{1,40}\Z")
+
+
+def _here(request: Request) -> str:
+    """The page's own address for sign-in's ``next``: the path plus only the ``edition`` parameter, and
+    only a plain one. Anonymous pages are cached per path and edition, so echoing any other query text
+    would serve one visitor's query to the next."""
+    edition = request.query_params.get("edition", "")
+    return request.url.path + (f"?edition={edition}" if _PLAIN.match(edition) else "")
 
 
 class Web:
@@ -152,7 +165,7 @@ class Web:
             "reader": sess[0] if sess else None,
             "csrf": self.csrf_for(sess[1]) if sess else "",
             "profile": profile,
-            "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+            "here": _here(request),
             "nav": NAV,
             "now": self.api._ranking_now(),
             "ago": ago_text,
@@ -504,9 +517,10 @@ class Web:
     async def _form(self, request: Request) -> dict[str, str]:
         if "application/x-www-form-urlencoded" not in request.headers.get("content-type", ""):
             raise PageError(415, "Unsupported form", "Forms must be sent as application/x-www-form-urlencoded.")
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            raise PageError(413, "Form too large", f"Forms are limited to {MAX_FORM_BYTES} bytes.")
+        try:
+            body = await read_capped(request, MAX_FORM_BYTES)
+        except BodyTooLarge:
+            raise PageError(413, "Form too large", f"Forms are limited to {MAX_FORM_BYTES} bytes.") from None
         try:
             return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20))
         except (UnicodeDecodeError, ValueError):

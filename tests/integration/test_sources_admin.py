@@ -172,3 +172,13 @@ def test_bad_outlet_fields_refuse_the_entry_before_registering(api):
     details = [o["detail"] for o in r.json()["outcomes"]]
     assert "authority" in details[0] and "tier" in details[1]
     assert SourceRegistry(client, Keys("adm")).count() == 0
+
+
+def test_an_offset_past_any_registry_and_deeply_nested_json_are_4xx_not_500(api):
+    http, _ = api
+    for offset in ("99999999999999999999", "9223372036854775808", "10000001", "-1"):
+        r = http.get("/v1/admin/sources", params={"offset": offset}, headers=admin())
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_parameter", offset
+    body = b"[" * 50_000 + b"]" * 50_000
+    r = http.post("/v1/admin/sources", content=body, headers=admin(**{"Content-Type": "application/json"}))
+    assert r.status_code in (400, 413) and r.json()["error"]["code"] in ("invalid_json", "too_large")

@@ -329,3 +329,27 @@ def test_in_process_cache_is_shared_before_blocks_are_applied(server, tmp_path):
             assert _card_ids(_doc(c.get("/sources/b.com"))) == ["s3"]
             c.post("/signout", data={"csrf": _csrf(c)})
             assert _card_ids(_doc(c.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
+
+
+def test_a_visitors_query_text_never_reaches_the_next_visitors_cached_page(server, tmp_path):
+    server.flushall()
+    populate(server)
+    build_feeds(server, NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=60, clock=lambda: NOW
+    )
+    with serve_in_thread(create_app(server, cfg)) as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            first = c.get("/", params={"edition": "global", "ref": "INJECTED-BY-OTHER-VISITOR"})
+            assert first.status_code == 200 and "INJECTED" not in first.text
+            assert "INJECTED" not in c.get("/").text
+            assert "LEAK" not in c.get("/topics/technology", params={"x": "LEAK"}).text
+
+
+def test_an_oversized_form_is_refused_without_reading_it_all(site):
+    def chunks():  # 8 MiB, chunked (no Content-Length): the server must stop at its cap
+        for _ in range(128):
+            yield b"a" * 65536
+
+    r = site.post("/signin", content=chunks(), headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 413
