@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 
 from newsflow.ranking.feeds import parse_now
@@ -39,9 +40,14 @@ DEFAULT_RETENTION_DAYS = 30.0
 
 _MOVE_CUTOFF_FORWARD = """
 local cur = tonumber(redis.call('GET', KEYS[1]))
-if (not cur) or tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1] end
-return tostring(cur)
+-- a stored value that is not a finite number (written before cutoffs were checked) is replaced
+if (not cur) or cur ~= cur or cur == math.huge or cur == -math.huge or tonumber(ARGV[1]) > cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
+return redis.call('GET', KEYS[1])
 """
+FUTURE_TOLERANCE_S = 86400.0
 
 
 def expire(client, cutoff: float, keys) -> dict:
@@ -50,7 +56,13 @@ def expire(client, cutoff: float, keys) -> dict:
     Returns:
       JSON-ready counts: ``cutoff``, ``groups``, ``articles``, ``stories``, ``merged``, ``merge_records``,
       ``assignments``, ``seconds``.
+
+    Raises:
+      ValueError: ``cutoff`` is not finite, or later than the wall clock plus a day (a mistyped future
+        time would expire everything, for good: the cutoff only moves forward).
     """
+    if not math.isfinite(cutoff) or cutoff > time.time() + FUTURE_TOLERANCE_S:
+        raise ValueError(f"retention cutoff {cutoff!r} is not a finite time before tomorrow (UTC epoch seconds)")
     t0 = time.perf_counter()
     recorded = float(client.register_script(_MOVE_CUTOFF_FORWARD)(keys=[keys.retention_cutoff], args=[repr(cutoff)]))
     groups, articles = RedisClusterStore(client, StoreConfig(prefix=keys.prefix)).expire_before(recorded)
@@ -77,8 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Expires old state once; prints one JSON line of counts. Exit 2 on bad arguments."""
-    if not args.days > 0:
-        print(f"error: --days must be > 0, got {args.days}")
+    if not (math.isfinite(args.days) and args.days > 0):
+        print(f"error: --days must be a finite number > 0, got {args.days}")
         return 2
     try:
         settings = Settings.resolve(args)
@@ -91,5 +103,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print(json.dumps(expire(client, now - args.days * 86400.0, settings.keys)), flush=True)
+    try:
+        counts = expire(client, now - args.days * 86400.0, settings.keys)
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    print(json.dumps(counts), flush=True)
     return 0

@@ -11,6 +11,7 @@ with empty, stale-marked pages.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import secrets
 import time
@@ -106,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
         secret = token_secret(settings)
     except ValueError as e:
         print(f"error: {e}")
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port must be in 0..65535, got {args.port}")
+        return 2
+    if not (math.isfinite(args.refresh_feeds) and args.refresh_feeds >= 0):
+        print(f"error: --refresh-feeds must be a finite number of seconds >= 0, got {args.refresh_feeds}")
         return 2
     if args.mint_token:
         try:

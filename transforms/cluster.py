@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import apache_beam as beam
@@ -56,6 +57,8 @@ class _AssignFn(beam.DoFn):
         good = []
         raw_cutoff = self._store.client.get(self._store.keys.retention_cutoff)
         cutoff = float(raw_cutoff) if raw_cutoff is not None else None
+        if cutoff is not None and not math.isfinite(cutoff):
+            cutoff = None  # a corrupt value (the next newsflow retention replaces it) expires nothing
         for article in batch:
             fp = article.simhash or ""
             if cutoff is not None and article.event_time is not None and float(article.event_time) < cutoff:

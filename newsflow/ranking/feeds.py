@@ -17,6 +17,7 @@ Personal feed items also carry ``why``, the signals that placed them
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -356,8 +357,19 @@ def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]
     seconds; else an ISO 8601 time (naive means UTC).
 
     Raises:
-      ValueError: unparsable value, or ``latest`` with no stories.
+      ValueError: unparsable value, not a finite time between 1970 and the year 9999 (``nan``, ``inf``,
+        ``1e30``), or ``latest`` with no stories.
     """
+    t = _parse_now(value, store, clock)
+    if not (math.isfinite(t) and 0.0 <= t <= MAX_EPOCH_S):
+        raise ValueError(f"--now must be a time between 1970 and 9999 (UTC epoch seconds), got {value!r}")
+    return t
+
+
+MAX_EPOCH_S = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+def _parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]) -> float:
     if value is None or value == "":
         replay = replay_clock(store.client, store.keys)
         return float(clock()) if replay is None else replay

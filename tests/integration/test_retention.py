@@ -123,3 +123,23 @@ def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_ar
     dead = read_dataset(str(tmp_path / "out"), "deadletters").to_pylist()
     too_old = {d["url"] for d in dead if d["error_type"] == "older_than_retention"}
     assert too_old == {u for t, u in before.values() if t < cutoff}
+
+
+def test_a_cutoff_that_is_not_a_finite_past_time_is_refused_and_a_corrupt_one_is_replaced(redis_server):
+    import time
+
+    import pytest
+
+    from cli.main import main
+
+    client, url = redis_server
+    for bad in (float("nan"), float("inf"), time.time() + 10 * 86400):
+        with pytest.raises(ValueError, match="retention cutoff"):
+            expire(client, bad, KEYS)
+    assert client.get(KEYS.retention_cutoff) is None
+    for now in ("nan", "inf", "1e30", "3026-01-01"):
+        assert main(["retention", "--redis-url", url, "--now", now]) == 2
+    assert main(["retention", "--redis-url", url, "--days", "nan"]) == 2
+    assert client.get(KEYS.retention_cutoff) is None
+    client.set(KEYS.retention_cutoff, "nan")  # written by a version without these checks
+    assert expire(client, 1000.0, KEYS)["cutoff"] == 1000.0 and client.get(KEYS.retention_cutoff) == b"1000.0"

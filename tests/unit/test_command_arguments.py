@@ -1,0 +1,20 @@
+"""Commands refuse impossible numbers with exit 2 and a message, before starting anything."""
+
+import pytest
+
+from cli.main import main
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--port", "99999"],
+        ["serve", "--port", "-1"],
+        ["serve", "--refresh-feeds", "nan"],
+        ["serve", "--refresh-feeds", "-5"],
+        ["retention", "--days", "inf"],
+    ],
+)
+def test_impossible_numbers_exit_2(argv, tmp_path, capsys):
+    assert main([*argv, "--data-dir", str(tmp_path)]) == 2
+    assert "error:" in capsys.readouterr().out
