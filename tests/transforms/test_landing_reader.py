@@ -75,3 +75,42 @@ def _truncated_prefix(full: bytes) -> list[bytes]:
         except EOFError:
             pass
     return out
+
+
+def test_parquet_landing_files_one_bad_file_is_a_dead_letter_and_the_rest_is_read(tmp_path):
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from schemas import RAW_DOCUMENT_SCHEMA
+    from transforms.io import ReadLandingFiles
+
+    t = dt.datetime(2024, 5, 2, 6, 0, tzinfo=dt.UTC)
+    rows = [
+        {"url": f"https://example.org/{i}", "source_domain": "example.org", "fetch_time": t, "title": f"t{i}"}
+        for i in range(3)
+    ]
+    good = pa.Table.from_pylist(rows, schema=RAW_DOCUMENT_SCHEMA)
+    pq.write_table(good, tmp_path / "good.parquet")
+    whole = (tmp_path / "good.parquet").read_bytes()
+    (tmp_path / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "notparquet.parquet").write_bytes(b'{"url": "not parquet"}\n')
+    pq.write_table(pa.table({"other": [1, 2]}), tmp_path / "wrongcolumns.parquet")
+
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        out = p | ReadLandingFiles([str(tmp_path / "*.parquet")], "parquet")
+        urls = out["main"] | beam.Map(lambda b: json.loads(b)["url"])
+        assert_that(urls, equal_to([r["url"] for r in rows]), label="Rows")
+        dead = out[DEAD_LETTER_TAG] | beam.Map(lambda d: (d.error_type, d.error.split(":")[0].rsplit("/", 1)[-1]))
+        assert_that(
+            dead,
+            equal_to(
+                [
+                    ("corrupt_file", "truncated.parquet"),
+                    ("corrupt_file", "notparquet.parquet"),
+                    ("corrupt_file", "wrongcolumns.parquet"),
+                ]
+            ),
+            label="Dead",
+        )
