@@ -242,6 +242,17 @@ def read_csv(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterato
             if not any(c.strip() for c in row):
                 continue
             ref = f"line {line}"
+            if any("\n" in c or "\r" in c for c in row):
+                last = reader.line_num
+                yield (
+                    f"lines {line}-{last}",
+                    FeedError(
+                        "bad_entry",
+                        f"a quoted field runs from line {line} to line {last} (an unterminated quote?): "
+                        "the rows in that span were not imported",
+                    ),
+                )
+                continue
             url = row[url_col].strip() if url_col < len(row) else ""
             if not url:
                 yield ref, FeedError("bad_entry", "empty url")
@@ -257,7 +268,7 @@ def read_csv(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterato
                 return
             kind = (col(row, "kind") or "feed").lower()
             status = (col(row, "status") or "active").lower()
-            if kind not in ("feed", "sitemap") or status not in ("active", "paused", "removed"):
+            if kind not in ("feed", "sitemap") or status not in ("active", "paused"):
                 yield (
                     ref,
                     FeedError(

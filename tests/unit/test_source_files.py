@@ -156,6 +156,24 @@ def test_csv_columns_categories_and_per_row_errors(tmp_path):
     assert [(r, e.code) for r, e in errors(parsed)] == [("line 3", "bad_entry"), ("line 5", "bad_entry")]
 
 
+def test_csv_removed_status_and_an_unterminated_quote_are_reported_not_imported(tmp_path):
+    path = tmp_path / "feeds.csv"
+    path.write_text(
+        "url,kind,title,categories,html_url,status\n"
+        "https://example.com/c1.xml,feed,C1,,,active\n"
+        "https://example.com/c3.xml,feed,C3,,,removed\n"
+        'https://example.com/c4.xml,feed,"unterminated,,,active\n'
+        "http://127.0.0.1:6379/,feed,redis,,,active\n"
+        "https://example.com/c5.xml,feed,C5,,,active\n",
+        encoding="utf-8",
+    )
+    parsed = list(read_file(str(path)))
+    assert [e.url for _, e in entries(parsed)] == ["https://example.com/c1.xml"]
+    errs = errors(parsed)
+    assert [(r, e.code) for r, e in errs] == [("line 3", "bad_entry"), ("lines 4-6", "bad_entry")]
+    assert "unterminated quote" in errs[1][1].message
+
+
 def test_csv_without_url_column_and_with_bad_bytes():
     [(_, err)] = list(read_csv(io.BytesIO(b"name,title\na,b\n")))
     assert err.code == "bad_file" and "url" in err.message
