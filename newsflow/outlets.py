@@ -53,3 +53,12 @@ def outlet(url_or_host: str) -> str:
         return outlet_of_host(_host_of(url_or_host))
     except ValueError:  # urlsplit on a malformed netloc (e.g. an unclosed IPv6 bracket)
         return ""
+
+
+def registrable_domain(host: str) -> str:
+    """The registrable domain of a lower-case ``host`` (``str``), or ``""`` when it has none (``com``,
+    ``co.uk``, IP literals, ``localhost``): unlike :func:`outlet`, never the host itself."""
+    try:
+        return _EXTRACT(host).top_domain_under_public_suffix if host else ""
+    except ValueError:
+        return ""

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
-from newsflow.outlets import outlet
+from newsflow.outlets import registrable_domain
 from newsflow.ranking.store import EXTRA_PREFERENCE_FIELDS, PREFERENCE_FIELDS, PROFILE_PREFERENCE_FIELDS
 from schemas import UserProfile
 
@@ -70,14 +71,34 @@ def normalize_topic(value) -> str:
 
 
 def normalize_source(value) -> str:
-    """The outlet of a host or URL (``uk.reuters.com`` → ``reuters.com``).
+    """The outlet of a host or http(s) URL (``uk.reuters.com`` → ``reuters.com``; an internationalized
+    name is taken in its IDNA form, ``пример.рф`` → ``xn--e1afmkfd.xn--p1ai``).
 
     Raises:
-      ValueError: no host can be read, or it is not a plain domain name.
+      ValueError: not a bare host or an http(s) URL without user info and with a valid port, or the
+        host has no registrable domain (``com``, ``co.uk``, ``a..b``, IP literals).
     """
-    out = outlet(value) if isinstance(value, str) and len(value) <= 2048 else ""
+    bad = ValueError(f"source must be a domain name or an http(s) URL, got {value!r}")
+    if not isinstance(value, str) or len(value) > 2048:
+        raise bad
+    text = value.strip()
+    try:
+        if "://" in text:
+            parts = urlsplit(text)
+            if parts.scheme.lower() not in ("http", "https") or parts.username is not None:
+                raise bad
+            parts.port  # noqa: B018 - raises ValueError for a port outside 0..65535
+            host = parts.hostname or ""
+        elif any(c in text for c in "/:@?#\\ "):
+            raise bad
+        else:
+            host = text
+        host = host.rstrip(".").lower().encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):
+        raise bad from None
+    out = registrable_domain(host)
     if not out or not _OUTLET_RE.match(out):
-        raise ValueError(f"source must be a domain name or URL, got {value!r}")
+        raise bad
     return out
 
 

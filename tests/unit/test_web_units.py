@@ -218,3 +218,29 @@ def test_coverage_changes_since_the_last_look():
     assert coverage_changes(None, cov, T) is None and coverage_changes({"t": "x"}, cov, T) is None
     same = coverage_changes(coverage_snapshot(cov, T + 1000), cov, T + 2000)
     assert same["new_outlets"] == [] and same["new_reports"] == [] and same["old_title"] == ""
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("uk.reuters.com", "reuters.com"),
+        ("https://www.bbc.co.uk/news", "bbc.co.uk"),
+        ("пример.рф", "xn--e1afmkfd.xn--p1ai"),
+        ("https://Example.ORG", "example.org"),
+    ],
+)
+def test_a_source_preference_is_an_outlet(value, expected):
+    from serving.preferences import normalize_source
+
+    assert normalize_source(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["javascript:alert(1)", "a..b", "com", "co.uk", "http://user@evil.com/", "http://evil.com:99999/", "127.0.0.1", ""],
+)
+def test_junk_source_preferences_are_refused(value):
+    from serving.preferences import normalize_source
+
+    with pytest.raises(ValueError, match="domain name"):
+        normalize_source(value)
