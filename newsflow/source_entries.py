@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -63,6 +64,9 @@ class FeedError(ValueError):
         self.message = message
 
 
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs"})  # incl. bidi overrides (U+202E) and zero-width marks
+
+
 def check_feed_url(url: str) -> str:
     """Returns ``url`` stripped if it may be registered as a feed (rules in the module docstring).
 
@@ -74,8 +78,8 @@ def check_feed_url(url: str) -> str:
         raise FeedError("bad_url", "empty URL")
     if len(u) > MAX_URL_LENGTH:
         raise FeedError("bad_url", f"URL of {len(u)} characters exceeds {MAX_URL_LENGTH}")
-    if _CONTROL_RE.search(u):
-        raise FeedError("bad_url", f"URL contains whitespace or control characters: {u[:200]!r}")
+    if _CONTROL_RE.search(u) or any(unicodedata.category(c) in _INVISIBLE for c in u):
+        raise FeedError("bad_url", f"URL contains whitespace, control or format characters: {u[:200]!r}")
     if "\\" in u:
         raise FeedError("bad_url", f"URL contains a backslash: {u[:200]!r}")
     try:

@@ -174,6 +174,10 @@ class AdminApi:
             if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
                 entries.append((ref, FeedError("bad_entry", "categories must be a list of strings")))
                 continue
+            wrong = [k for k in ("kind", "title", "html_url", "status") if not isinstance(item.get(k, ""), str | None)]
+            if wrong:
+                entries.append((ref, FeedError("bad_entry", f"{', '.join(wrong)} must be strings")))
+                continue
             entries.append(
                 (
                     ref,

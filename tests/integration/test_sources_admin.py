@@ -182,3 +182,11 @@ def test_an_offset_past_any_registry_and_deeply_nested_json_are_4xx_not_500(api)
     body = b"[" * 50_000 + b"]" * 50_000
     r = http.post("/v1/admin/sources", content=body, headers=admin(**{"Content-Type": "application/json"}))
     assert r.status_code in (400, 413) and r.json()["error"]["code"] in ("invalid_json", "too_large")
+
+
+def test_a_non_string_title_is_a_bad_entry(api):
+    http, _ = api
+    doc = {"url": "https://example.com/feed.xml", "title": {"a": [1]}}
+    r = http.post("/v1/admin/sources", json=doc, headers=admin())
+    assert r.status_code in (200, 207, 400, 422)
+    assert "must be strings" in r.text and "{'a': [1]}" not in http.get("/v1/admin/sources", headers=admin()).text

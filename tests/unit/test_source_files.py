@@ -282,3 +282,12 @@ def test_detect_format():
     assert detect_format("x", b"\xef\xbb\xbf <?xml version='1.0'?><opml>") == "opml"
     assert detect_format("x", b"# comment\nhttps://example.com/rss\n") == "urls"
     assert detect_format("x", b"url,title\nhttps://example.com/rss,a\n") == "csv"
+
+
+def test_invisible_and_bidi_characters_in_a_feed_url_are_refused():
+    from newsflow.source_entries import FeedError, check_feed_url
+
+    for url in ("https://example.com/\u202efeed.xml", "https://exa\u200bmple.com/x", "https://example.com/a\u00a0b"):
+        with pytest.raises(FeedError, match="format characters"):
+            check_feed_url(url)
+    assert check_feed_url("https://example.com/f\u00fc\u00df.xml") == "https://example.com/f\u00fc\u00df.xml"
