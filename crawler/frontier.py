@@ -334,9 +334,17 @@ class Frontier:
         return ok
 
     def apply_priorities(self, now: float, max_items: int = 100) -> int:
-        """Drains ``Keys.crawl_priority`` oldest first; returns how many tasks were pulled forward (or created)."""
-        moved = self.apply_registrations(now)
-        for raw, _score in self.r.zpopmin(self.keys.crawl_priority, max_items):
+        """Drains ``Keys.crawl_priority`` oldest first; returns how many tasks were pulled forward (or created).
+
+        Registrations are applied first (:meth:`apply_registrations`); both sets are popped in one
+        round trip (the worker calls this every loop turn, and both are nearly always empty).
+        """
+        pipe = self.r.pipeline(transaction=False)
+        pipe.spop(self.keys.crawl_registrations, 1000)
+        pipe.zpopmin(self.keys.crawl_priority, max_items)
+        registrations, priorities = pipe.execute()
+        moved = self._apply_registration_items(registrations or [], now)
+        for raw, _score in priorities:
             try:
                 target = str(json.loads(raw)["target"]).strip()
             except (ValueError, KeyError, TypeError):
@@ -374,8 +382,12 @@ class Frontier:
         Returns:
           Number of registrations applied; bad members are dead-lettered (step ``registry``).
         """
+        return self._apply_registration_items(self.r.spop(self.keys.crawl_registrations, max_items) or [], now)
+
+    def _apply_registration_items(self, raws, now: float) -> int:
+        """Applies popped registration members (see :meth:`apply_registrations`); returns how many."""
         applied = 0
-        for raw in self.r.spop(self.keys.crawl_registrations, max_items) or []:
+        for raw in raws:
             try:
                 request = json.loads(raw)
                 self.add(str(request["url"]), str(request["kind"]), now)

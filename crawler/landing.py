@@ -55,7 +55,8 @@ def encode_batch(docs: Sequence[RawDocument], compress: bool) -> bytes:
     if not compress:
         return text
     buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+    # level 6 (zlib's default) instead of GzipFile's 9: on the bundled pages 27% less time for 0.5% more bytes
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz:
         gz.write(text)
     return buf.getvalue()
 
