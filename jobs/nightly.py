@@ -52,15 +52,26 @@ def _jobs():
     )
 
 
-def _recompute_authority(client, keys) -> dict:
-    """Step 5: outlet authority from the rubric and originality (the ``newsflow sources authority`` step)."""
+def _end_of(date: str) -> float:
+    """The end of ``date`` (next midnight UTC), epoch seconds: the night's own clock."""
+    import datetime as dt
+
+    return (dt.datetime.fromisoformat(date).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)).timestamp()
+
+
+def _recompute_authority(client, keys, date: str) -> dict:
+    """Step 5: outlet authority from the rubric and originality (the ``newsflow sources authority`` step).
+
+    The registry's ``updated`` and log times are the end of ``date``, not the wall clock, so a rerun of
+    the night (or the same night on another runner) writes the same values."""
     from newsflow.authority import originality_counts, read_near_duplicate_groups
     from newsflow.source_registry import SourceRegistry
     from newsflow.sources import SourceTable
 
     groups = list(read_near_duplicate_groups(client, keys))
     counts = originality_counts(groups)
-    written = SourceRegistry(client, keys, seed=SourceTable.load()).recompute_authority(counts)
+    registry = SourceRegistry(client, keys, seed=SourceTable.load(), clock=lambda: _end_of(date))
+    written = registry.recompute_authority(counts)
     return {"groups": len(groups), "outlets_counted": len(counts), "outlets_written": written}
 
 
@@ -141,14 +152,11 @@ def run_night(
             out["models"] = models.switch({name: date for name in MODELS})
             out["pruned"] = {name: models.prune(name) for name in MODELS}
         if step == "all":
-            out["authority"] = _recompute_authority(client, keys)
+            out["authority"] = _recompute_authority(client, keys, date)
         if step == "all" and retention_days is not None:
-            import datetime as dt
-
             from jobs.retention import expire
 
-            end = (dt.datetime.fromisoformat(date).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)).timestamp()
-            out["retention"] = expire(client, end - float(retention_days) * 86400.0, keys)
+            out["retention"] = expire(client, _end_of(date) - float(retention_days) * 86400.0, keys)
         out["status"] = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is reported in the summary and the exit code
         log.exception("nightly run for %s failed", date)
