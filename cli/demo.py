@@ -292,7 +292,8 @@ def run(args: argparse.Namespace) -> int:
         f"feeds {keys.feed_pattern()}"
     )
     print(
-        "\nNext: `newsflow serve` serves these stories at http://127.0.0.1:8080/v1/top "
-        "(ranked at the replay clock); running `newsflow demo` again replays the same input and changes nothing."
+        "\nNext: `newsflow serve` serves these stories at http://127.0.0.1:8080/ (the reader's site) and "
+        "http://127.0.0.1:8080/v1/top (JSON), ranked at the replay clock; running `newsflow demo` again replays "
+        "the same input and changes nothing."
     )
     return 0
