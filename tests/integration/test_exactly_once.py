@@ -8,7 +8,6 @@ from outside through Redis (near-duplicate groups written, stories half assigned
 
 from __future__ import annotations
 
-import gzip
 import os
 import random
 import signal
@@ -20,26 +19,17 @@ import pytest
 
 from newsflow.keys import Keys
 from tests.conftest import REPO_ROOT
+from tests.corpus_slice import headline_lines
 from tests.integration.state_dump import parquet_rows, redis_state, state_difference
 
 N_HEADLINES = 600
 KEYS = Keys()
 
 
-def _lines() -> list[bytes]:
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for ln in f:
-            lines.append(ln.rstrip(b"\n"))
-            if len(lines) == N_HEADLINES:
-                break
-    return lines
-
-
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
     d = tmp_path_factory.mktemp("landing")
-    lines = _lines()
+    lines = headline_lines(N_HEADLINES)
     (d / "in_order.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     shuffled = list(lines)
     random.Random(20261201).shuffle(shuffled)

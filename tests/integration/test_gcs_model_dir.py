@@ -4,7 +4,6 @@ Redis state and Parquet rows as a run with the local model directory."""
 
 from __future__ import annotations
 
-import gzip
 import os
 import socket
 import tempfile
@@ -15,7 +14,7 @@ from newsflow.embedding import EMBEDDING_VERSION
 from newsflow.resources import default_model_dir
 from newsflow.topics import TOPIC_VERSION
 from pipelines.streaming import run
-from tests.conftest import REPO_ROOT
+from tests.corpus_slice import write_headlines
 from tests.integration.state_dump import parquet_rows, redis_state, state_difference
 
 BUCKET = "newsflow-models-test"
@@ -46,15 +45,7 @@ def gcs_emulator(monkeypatch):
 
 @pytest.fixture
 def landing(tmp_path):
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for ln in f:
-            lines.append(ln.rstrip(b"\n"))
-            if len(lines) == N_HEADLINES:
-                break
-    path = tmp_path / "headlines.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return str(path)
+    return write_headlines(tmp_path / "headlines.jsonl", N_HEADLINES)
 
 
 def _run(tmp_path, name, landing, model_dir):

@@ -8,9 +8,7 @@ and the untagged keys spread over all three masters.
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import time
 
 import pytest
@@ -26,7 +24,7 @@ from newsflow.ranking.store import RankingStore
 from newsflow.stores.redis_conn import connect
 from pipelines.streaming import run
 from serving.app import ServingConfig, create_app
-from tests.conftest import REPO_ROOT
+from tests.corpus_slice import write_headlines
 from tests.integration.redis_cluster import redis_cluster
 from tests.integration.state_dump import redis_state, state_difference
 
@@ -44,15 +42,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for ln in f:
-            lines.append(ln.rstrip(b"\n"))
-            if len(lines) == N_HEADLINES:
-                break
-    path = tmp_path_factory.mktemp("landing") / "headlines.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return str(path)
+    return write_headlines(tmp_path_factory.mktemp("landing") / "headlines.jsonl", N_HEADLINES)
 
 
 def test_the_job_on_a_cluster_leaves_the_state_of_one_server_spread_over_the_masters(

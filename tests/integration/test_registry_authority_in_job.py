@@ -3,28 +3,13 @@
 
 from __future__ import annotations
 
-import gzip
-import os
-
 from newsflow.keys import Keys
 from newsflow.source_registry import SourceRegistry
 from newsflow.sources import SourceTable
 from pipelines.streaming import run
-from tests.conftest import REPO_ROOT
+from tests.corpus_slice import write_headlines
 
 KEYS = Keys()
-
-
-def _slice(tmp_path, n=40) -> str:
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for ln in f:
-            lines.append(ln.rstrip(b"\n"))
-            if len(lines) == n:
-                break
-    path = tmp_path / "in.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return str(path)
 
 
 def _authorities(client, domain_suffix: str) -> set[float]:
@@ -38,7 +23,7 @@ def _authorities(client, domain_suffix: str) -> set[float]:
 
 def test_the_job_scores_outlets_with_the_registry_authority(tmp_path, redis_server):
     client, url = redis_server
-    landing = _slice(tmp_path)
+    landing = write_headlines(tmp_path / "in.jsonl", 40)
     argv = ["--runner", "DirectRunner", "--input", landing, "--output", str(tmp_path / "a"), "--redis_url", url]
     assert run(argv, environ={}).state == "DONE"
     shipped = SourceTable.load().authority("in.reuters.com")

@@ -81,23 +81,13 @@ def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease
 
 
 def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_articles(tmp_path, redis_server):
-    import gzip
-    import os
-
     from newsflow.stores.parquet import read_dataset
     from pipelines.streaming import run
-    from tests.conftest import REPO_ROOT
+    from tests.corpus_slice import write_headlines
 
     client, url = redis_server
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for ln in f:
-            lines.append(ln.rstrip(b"\n"))
-            if len(lines) == 150:
-                break
-    landing = tmp_path / "in.jsonl"
-    landing.write_bytes(b"\n".join(lines) + b"\n")
-    argv = ["--runner", "DirectRunner", "--input", str(landing), "--output", str(tmp_path / "out"), "--redis_url", url]
+    landing = write_headlines(tmp_path / "in.jsonl", 150)
+    argv = ["--runner", "DirectRunner", "--input", landing, "--output", str(tmp_path / "out"), "--redis_url", url]
     assert run(argv, environ={}).state == "DONE"
     before = {}  # article id -> (event time, url), read before retention
     for a in client.hkeys(KEYS.article_clusters):

@@ -3,13 +3,10 @@ on the default local runner: identical Redis state (every key, type-aware values
 
 from __future__ import annotations
 
-import gzip
-import os
-
 import pytest
 
 from pipelines.streaming import run
-from tests.conftest import REPO_ROOT
+from tests.corpus_slice import write_headlines
 from tests.integration.state_dump import parquet_rows, redis_state
 
 N_HEADLINES = 100
@@ -17,15 +14,7 @@ N_HEADLINES = 100
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for ln in f:
-            lines.append(ln.rstrip(b"\n"))
-            if len(lines) == N_HEADLINES:
-                break
-    path = tmp_path_factory.mktemp("landing") / "headlines.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return str(path)
+    return write_headlines(tmp_path_factory.mktemp("landing") / "headlines.jsonl", N_HEADLINES)
 
 
 def _run(tmp_path, name, landing, extra):
