@@ -412,8 +412,10 @@ class Api:
         propagate."""
         return reader_preferences(self.store.user_profile(user), self.store.preference_extras(user))
 
-    async def put_preferences(self, request: Request) -> Response:
-        user = self._user(request)
+    async def _json_body(self, request: Request):
+        """The request's JSON body: 415 without a JSON content type, 413 past :data:`MAX_BODY_BYTES` (read
+        with a cap), 400 when it does not parse (also integers past Python's 4,300-digit limit, nesting
+        past the recursion limit)."""
         if "application/json" not in request.headers.get("content-type", ""):
             raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
         try:
@@ -421,9 +423,13 @@ class Api:
         except BodyTooLarge:
             raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes") from None
         try:
-            data = json.loads(body)
+            return json.loads(body)
         except (ValueError, RecursionError) as e:
             raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
+
+    async def put_preferences(self, request: Request) -> Response:
+        user = self._user(request)
+        data = await self._json_body(request)
 
         def save() -> dict:
             prefs = merge_preferences(self.preferences_of(user), data)
@@ -471,16 +477,7 @@ class Api:
 
     async def events(self, request: Request) -> Response:
         user = self._user(request)
-        if "application/json" not in request.headers.get("content-type", ""):
-            raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
-        try:
-            body = await read_capped(request, MAX_BODY_BYTES)
-        except BodyTooLarge:
-            raise ApiError(413, "too_large", f"body larger than {MAX_BODY_BYTES} bytes") from None
-        try:
-            data = json.loads(body)
-        except (ValueError, RecursionError) as e:  # also integers past Python's 4,300-digit limit
-            raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
+        data = await self._json_body(request)
         raw_events = data.get("events") if isinstance(data, dict) else None
         if not isinstance(raw_events, list) or not 1 <= len(raw_events) <= MAX_EVENTS_PER_REQUEST:
             raise ApiError(400, "bad_body", f'body must be {{"events": [1..{MAX_EVENTS_PER_REQUEST} events]}}')
