@@ -35,10 +35,10 @@ from jobs.nightly_common import (
     ReadEvents,
     ReadStories,
     config_from_options,
+    open_models,
     partition_files,
     write_partition,
 )
-from newsflow.keys import Keys
 from newsflow.learning.decay import MAX_POSITION, fit_decay
 from pipelines.launcher import JobSpec, main
 
@@ -168,13 +168,7 @@ class _PublishDecayFn(beam.DoFn):
         self.overrides = Metrics.counter(NAMESPACE, "decay_overrides_written")
 
     def setup(self):
-        self.models = None
-        if self.config.redis_url:
-            import redis
-
-            from newsflow.learning.store import ModelStore
-
-            self.models = ModelStore(redis.Redis.from_url(self.config.redis_url), Keys(self.config.key_prefix))
+        self.models = open_models(self.config)
 
     def process(self, rows):
         path = write_partition(

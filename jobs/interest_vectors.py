@@ -46,10 +46,10 @@ from jobs.nightly_common import (
     ReadEvents,
     ReadStories,
     config_from_options,
+    open_models,
     partition_files,
     write_partition,
 )
-from newsflow.keys import Keys
 from newsflow.learning.collaborative import minhash_user_clusters
 from newsflow.learning.interests import DWELL_SCALE_SECONDS, MAX_DWELL_SECONDS, interest_vector, time_decay
 from newsflow.ranking.store import encode_embedding
@@ -182,13 +182,7 @@ class _PublishFn(beam.DoFn):
         self.covisit = Metrics.counter(NAMESPACE, "covisit_stories")
 
     def setup(self):
-        self.models = None
-        if self.config.redis_url:
-            import redis
-
-            from newsflow.learning.store import ModelStore
-
-            self.models = ModelStore(redis.Redis.from_url(self.config.redis_url), Keys(self.config.key_prefix))
+        self.models = open_models(self.config)
 
     def process(self, _unused, profiles, covisit):
         c, d = self.config, self.config.date

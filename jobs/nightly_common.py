@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from newsflow.keys import Keys
 from newsflow.settings import Settings
 from newsflow.stores.parquet import _fs_and_path
 from pipelines.launcher import SettingsOptions
@@ -85,6 +86,18 @@ class NightlyConfig:
         """The ``days`` dates ending at ``date``, oldest first."""
         end = dt.date.fromisoformat(self.date)
         return [(end - dt.timedelta(days=i)).isoformat() for i in range(days - 1, -1, -1)]
+
+
+def open_models(config: NightlyConfig):
+    """The :class:`newsflow.learning.store.ModelStore` the jobs publish to, or ``None`` when the job writes
+    no Redis (no ``redis_url``). Connects through :func:`newsflow.stores.redis_conn.connect`, so every URL
+    the streaming job takes works here too (``redis+cluster://`` included)."""
+    if not config.redis_url:
+        return None
+    from newsflow.learning.store import ModelStore
+    from newsflow.stores.redis_conn import connect
+
+    return ModelStore(connect(config.redis_url), Keys(config.key_prefix))
 
 
 def parse_date(value: str | None, today: dt.date | None = None) -> str:

@@ -46,11 +46,11 @@ from jobs.nightly_common import (
     ReadEvents,
     ReadStories,
     config_from_options,
+    open_models,
     partition_files,
     read_partitions,
     write_partition,
 )
-from newsflow.keys import Keys
 from newsflow.learning.weights import FEATURES, defaults, fit_weights
 from newsflow.ranking.decay import lambda_for
 from pipelines.launcher import JobSpec, main
@@ -149,13 +149,7 @@ class _PublishWeightsFn(beam.DoFn):
         self.learned = Metrics.counter(NAMESPACE, "weights_learned")
 
     def setup(self):
-        self.models = None
-        if self.config.redis_url:
-            import redis
-
-            from newsflow.learning.store import ModelStore
-
-            self.models = ModelStore(redis.Redis.from_url(self.config.redis_url), Keys(self.config.key_prefix))
+        self.models = open_models(self.config)
 
     def process(self, rows):
         path = write_partition(

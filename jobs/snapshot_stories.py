@@ -37,11 +37,10 @@ class _ReadStoriesFn(beam.DoFn):
         self.stories = Metrics.counter(NAMESPACE, "stories_snapshotted")
 
     def setup(self):
-        import redis
-
         from newsflow.ranking.store import RankingStore
+        from newsflow.stores.redis_conn import connect
 
-        self.store = RankingStore(redis.Redis.from_url(self.redis_url), Keys(self.key_prefix))
+        self.store = RankingStore(connect(self.redis_url), Keys(self.key_prefix))
 
     def process(self, _date):
         ids = sorted(self.store.iter_story_ids())
