@@ -277,13 +277,17 @@ class RedisClusterStore:
             pipe.scard(self.keys.cluster_articles(cid))
             pipe.smembers(self.keys.cluster_sources(cid))
             pipe.smembers(self.keys.cluster_languages(cid))
-            pipe.hgetall(self.keys.article(cid[1:]))
         raw = pipe.execute()
+        keyless = [cid for i, cid in enumerate(ids) if not raw[4 * i]]  # groups of one, or unknown ids
+        pipe = self.client.pipeline(transaction=False)
+        for cid in keyless:
+            pipe.hgetall(self.keys.article(cid[1:]))
+        singles = dict(zip(keyless, pipe.execute() if keyless else [], strict=True))
         out: list[Cluster | None] = []
         for i, cid in enumerate(ids):
-            h, count, sources, langs, single = raw[5 * i : 5 * i + 5]
+            h, count, sources, langs = raw[4 * i : 4 * i + 4]
             if not h:
-                out.append(_singleton(cid, single))
+                out.append(_singleton(cid, singles[cid]))
                 continue
             h = {k.decode(): v.decode() for k, v in h.items()}
             out.append(
