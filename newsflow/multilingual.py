@@ -1,0 +1,151 @@
+"""Language-neutral keys for matching one event's reports across English, Spanish, German, French,
+Portuguese and Italian.
+
+No package on the registries this project reaches ships a multilingual sentence or word embedding
+inside its wheel (LASER, LaBSE, model2vec and sentence-transformers download their weights at run
+time, which this project never does), so the cross-language representation is built here from
+shipped, permissively licensed data:
+
+* **Transliteration-insensitive keys** (:func:`fold`): NFC, then ``anyascii`` (ISC licence)
+  transliteration to ASCII, case folding and dots removed: ``"Berlín"``, ``"BERLIN"`` and
+  ``"Berlin"`` are ``"berlin"``; ``"Zürich"`` is ``"zurich"``; ``"U.S."`` is ``"us"``.
+* **Place aliases** (:func:`place_aliases`): every country/territory name of the Unicode CLDR
+  (shipped in ``babel``; CLDR data is under the Unicode licence, permissive) in the six languages,
+  folded, mapped to its folded English name: ``"alemania"``, ``"deutschland"``, ``"allemagne"``,
+  ``"germania"``, ``"alemanha"`` -> ``"germany"``; ``"estados unidos"``, ``"vereinigte staaten"``,
+  ``"etats-unis"``, ``"stati uniti"`` -> ``"united states"``; plus the usual abbreviations of
+  :data:`EXTRA_ALIASES` (``"ee uu"``, ``"usa"``, ``"u.s."``).
+* **Stop words** per language (:func:`stop_words`): spaCy's lists (MIT licence), folded, so
+  ``"el"``, ``"der"``, ``"les"`` do not make two unrelated reports look alike.
+* **Cross-language terms** (:func:`cross_language_text`): a non-English headline with its place
+  names rewritten to their English names, transliterated; the caller then tokenizes it like
+  English text (:func:`newsflow.embedding.tokenize`), so names, numbers and places of a Spanish
+  headline land on the same terms as an English report of the same event.
+
+What this does not do: translate common words ("elecciones" stays "elecciones"). Matching across
+languages therefore rests on names, places, numbers, shared words (cognates spelled alike, brand
+and product names) and entity keys (:mod:`newsflow.entities`), next to time.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from anyascii import anyascii
+
+from newsflow.scripts import nfc
+
+LANGUAGES = ("en", "es", "de", "fr", "pt", "it")
+"""Languages with entities and cross-language keys (ISO 639-1)."""
+
+# Abbreviations and short forms that CLDR's standard territory names lack (folded -> English name).
+EXTRA_ALIASES = {
+    "us": "united states",
+    "usa": "united states",
+    "eeuu": "united states",
+    "ee uu": "united states",
+    "eua": "united states",
+    "uk": "united kingdom",
+    "ue": "european union",
+    "eu": "european union",
+}
+
+_SPACE = re.compile(r"\s+")
+
+
+def fold(text: str) -> str:
+    """Transliteration-insensitive key of a name: NFC, ASCII transliteration (``anyascii``),
+    case folding, dots removed, whitespace collapsed.
+
+    Example: ``fold("Hélène Dupré") == "helene dupre"``, ``fold("U.S.") == "us"``.
+    """
+    return _SPACE.sub(" ", anyascii(nfc(text)).casefold().replace(".", "")).strip()
+
+
+@functools.cache
+def place_aliases() -> dict[str, str]:
+    """Folded place name in any of :data:`LANGUAGES` -> folded English name (CLDR territories).
+
+    Only two-letter territory codes (countries, territories, ``EU``) are used; a name that means
+    different places in two languages keeps the first (English) meaning.
+    """
+    from babel import Locale
+
+    english = Locale.parse("en").territories
+    out: dict[str, str] = {}
+    for lang in LANGUAGES:
+        names = Locale.parse(lang).territories
+        for code, name in names.items():
+            if len(code) != 2 or not code.isalpha() or code not in english:
+                continue
+            out.setdefault(fold(name), fold(english[code]))
+    for k, v in EXTRA_ALIASES.items():
+        out.setdefault(k, v)
+    return out
+
+
+def canonical_place(name: str) -> str:
+    """Folded English name of a place in any of :data:`LANGUAGES` (``"Alemania"`` -> ``"germany"``),
+    else the folded name itself."""
+    key = fold(name)
+    return place_aliases().get(key, key)
+
+
+@functools.cache
+def stop_words(language: str) -> frozenset:
+    """Folded stop words of a language (spaCy's lists); empty for a language without one."""
+    import importlib
+
+    if language not in LANGUAGES:
+        return frozenset()
+    try:
+        mod = importlib.import_module(f"spacy.lang.{language}.stop_words")
+    except ImportError:
+        return frozenset()
+    return frozenset(fold(w) for w in mod.STOP_WORDS)
+
+
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def _words(folded: str) -> str:
+    return _NON_WORD.sub(" ", folded).strip()
+
+
+@functools.cache
+def _word_aliases() -> dict[str, str]:
+    """:func:`place_aliases` with punctuation in the names turned into spaces (``"etats unis"``)."""
+    out: dict[str, str] = {}
+    for k, v in place_aliases().items():
+        out.setdefault(_words(k), v)
+    return out
+
+
+@functools.cache
+def _place_pattern() -> re.Pattern:
+    # longest names first, so "estados unidos" wins over a shorter name inside it
+    names = sorted((n for n in _word_aliases() if len(n) > 1), key=lambda n: (-len(n), n))
+    return re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+
+
+def cross_language_text(text: str, language: str) -> str:
+    """``text`` folded, with place names replaced by their English names and the language's stop
+    words removed; ``""`` for empty input.
+
+    Args:
+      text: a headline or URL slug words. Punctuation becomes spaces; stop words are removed
+        after place names are replaced (so no word of a name is dropped as a stop word).
+      language: ISO 639-1 code of the text.
+
+    Example: ``cross_language_text("Merkel viaja a Estados Unidos", "es") ==
+    "merkel viaja united states"``.
+    """
+    if not text:
+        return ""
+    aliases = _word_aliases()
+    stops = stop_words(language)
+    # places first, joined by "_" so that no word of an English name is dropped as a stop word
+    # (tokenizers split on "_" again)
+    words = _place_pattern().sub(lambda m: aliases[m.group(1)].replace(" ", "_"), _words(fold(text)))
+    return " ".join(w for w in words.split() if w not in stops).replace("_", " ")
