@@ -20,6 +20,14 @@ Levels:
   under ``without_minhash``, with ``borderline_checked``/``borderline_confirmed`` counts. Gold
   labels are stories, so recall is tiny by construction; precision is the figure to watch.
 
+Multilingual sets: an optional ``LANGUAGE`` column (ISO 639-1 per headline; missing or empty means
+``en``) sets each article's language (entities and the cross-language vector form of
+:mod:`newsflow.multilingual`), and the output then also has ``same_language`` and
+``cross_language``: the pair-counting scores restricted to pairs of headlines in one language and
+in two languages (``pairs``: gold pairs of that kind), plus ``by_language``: the same-language
+scores of each language. The labelled set ``data/multilingual-stories/stories.csv`` (English
+news-aggregator headlines and their translations, see its README) has this column.
+
 Baseline measured in the same run (``baseline``): single-pass TF-IDF(headline) centroid clustering
 in timestamp order, cosine threshold 0.2, IDF fitted on all headlines of the file (the floor
 baseline of the data set's PROVENANCE.md).
@@ -116,6 +124,50 @@ def pairwise_scores(gold: Sequence, pred: Sequence) -> dict:
     recall = tp / g if g else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
+
+
+def language_pair_scores(gold: Sequence, pred: Sequence, languages: Sequence[str]) -> dict:
+    """Pair-counting scores split by whether the two items of a pair share a language.
+
+    Args:
+      gold: gold cluster label per item.
+      pred: predicted cluster label per item.
+      languages: language code per item.
+
+    Returns:
+      ``{"same_language": {...}, "cross_language": {...}, "by_language": {lang: {...}}}``, each
+      ``{"pairs", "precision", "recall", "f1"}`` (``pairs`` = gold pairs of that kind; scores
+      rounded to 4 decimals, 0.0 when undefined).
+
+    Raises:
+      ValueError: the sequences differ in length.
+    """
+    if not len(gold) == len(pred) == len(languages):
+        raise ValueError(f"gold {len(gold)}, pred {len(pred)} and languages {len(languages)} items")
+
+    def pairs(keys) -> int:
+        return sum(v * (v - 1) // 2 for v in Counter(keys).values())
+
+    def scores(tp: int, g: int, p: int) -> dict:
+        precision = tp / p if p else 0.0
+        recall = tp / g if g else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return {"pairs": g, "precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
+
+    gp = list(zip(gold, pred, strict=True))
+    tp_all, g_all, p_all = pairs(gp), pairs(gold), pairs(pred)
+    tp_same = pairs(zip(gp, languages, strict=True))
+    g_same = pairs(zip(gold, languages, strict=True))
+    p_same = pairs(zip(pred, languages, strict=True))
+    by_language = {}
+    for lang in sorted(set(languages)):
+        idx = [i for i, x in enumerate(languages) if x == lang]
+        by_language[lang] = scores(pairs(gp[i] for i in idx), pairs(gold[i] for i in idx), pairs(pred[i] for i in idx))
+    return {
+        "same_language": scores(tp_same, g_same, p_same),
+        "cross_language": scores(tp_all - tp_same, g_all - g_same, p_all - p_same),
+        "by_language": by_language,
+    }
 
 
 def baseline_tfidf(titles: Sequence[str], threshold: float = 0.2) -> list[int]:
@@ -215,16 +267,17 @@ def story_labels(
         cfg = StoryConfig(**{**cfg.__dict__, "time_scale_s": math.inf})
     titles = [r["TITLE"] for r in rows]
     ids = [r["ID"] for r in rows]
+    languages = row_languages(rows)
     nd = near_duplicate_labels(titles, ids)
     ents: list = [()] * len(rows)
     if use_entities:
         from newsflow.entities import EntityExtractor
 
-        ents = EntityExtractor().extract_many([(t, "") for t in titles], ["en"] * len(titles))
+        ents = EntityExtractor().extract_many([(t, "") for t in titles], languages)
     store = InMemoryStoryStore()
     clusterer = StoryClusterer(store, load_text_model(), cfg)
     assigned = []
-    for r, cid, e in zip(rows, nd, ents, strict=False):
+    for r, cid, e, lang in zip(rows, nd, ents, languages, strict=False):
         a = StoryArticle(
             article_id=r["ID"],
             event_time=r["_t"],
@@ -232,12 +285,18 @@ def story_labels(
             url=r["URL"],
             source_domain=r.get("HOSTNAME") or source_domain(r["URL"]),
             cluster_id=cid,
+            language=lang,
             entities=tuple((x.key, x.text, x.label) for x in e),
         )
         assigned.append(clusterer.add(a).story_id)
     labels = [store.resolve(s) for s in assigned]
     stats = {"merges": len(store.merges), "near_duplicate_clusters": len(set(nd))}
     return labels, stats
+
+
+def row_languages(rows: Sequence[dict]) -> list[str]:
+    """Each row's ``LANGUAGE`` (lower case), ``"en"`` when the column is missing or empty."""
+    return [(r.get("LANGUAGE") or "en").strip().lower() or "en" for r in rows]
 
 
 def evaluate(
@@ -275,6 +334,10 @@ def evaluate(
         **extra,
         "seconds": round(seconds, 2),
     }
+    languages = row_languages(rows)
+    multilingual = len(set(languages)) > 1
+    if multilingual:
+        out.update(language_pair_scores(gold, pred, languages))
     if baseline:
         try:
             b = baseline_tfidf([r["TITLE"] for r in rows])
@@ -285,6 +348,9 @@ def evaluate(
             "clusters": len(set(b)),
             **pairwise_scores(gold, b),
         }
+        if multilingual:
+            pair = language_pair_scores(gold, b, languages)
+            out["baseline"].update(same_language=pair["same_language"], cross_language=pair["cross_language"])
     return out
 
 
