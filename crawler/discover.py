@@ -92,6 +92,9 @@ class Discovery:
     url: str
     found: list[Found] = field(default_factory=list)
     tried: list[tuple[str, str]] = field(default_factory=list)
+    #: why a host could not be asked at all, by origin (``"host unreachable: ..."`` or
+    #: ``"robots.txt answered 503 ..."``); empty when every host answered.
+    blocked: dict[str, str] = field(default_factory=dict)
 
 
 class _Links(HTMLParser):
@@ -192,9 +195,20 @@ class Discoverer:
                 origin, res.status, res.body or b"", time.time(), retry_after_s=res.retry_after_s
             )
             self._robots[origin] = policy
+            if policy.disallow_all:
+                # RFC 9309 2.3.1.4: an unreachable host or a 5xx/429 robots.txt means "disallow all"
+                # for now; say which, instead of labelling every later URL "robots.txt disallows"
+                if res.error_kind:
+                    why = f"host unreachable ({res.error_kind}: {res.error})"[:300]
+                else:
+                    why = f"robots.txt answered {res.status}, host disallowed for now (RFC 9309 2.3.1.4)"
+                result.blocked[origin] = why
             delay = policy.crawl_delay(self.config.robots_agent)
             if delay:
                 self._delay[origin] = min(self.config.max_host_delay_s, max(self.config.host_delay_s, delay))
+        if origin in result.blocked:
+            result.tried.append((url, f"skipped: {result.blocked[origin]}"))
+            return None
         if not self._robots[origin].allowed(url, self.config.robots_agent):
             result.tried.append((url, "robots.txt disallows"))
             return None
@@ -253,6 +267,8 @@ class Discoverer:
         parts = urlsplit(page_url)
         origin = f"{parts.scheme}://{parts.netloc}".lower()
         for path in COMMON_FEED_PATHS:
+            if origin in result.blocked:
+                break  # nothing on this host can be fetched now; one "skipped" line said why
             candidate = origin + path
             if candidate == url:
                 continue

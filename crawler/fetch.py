@@ -4,7 +4,7 @@
 network or protocol trouble: every outcome is a :class:`FetchResult` whose
 ``error_kind`` says what went wrong (``timeout``, ``too_large``,
 ``redirect_loop``, ``too_many_redirects``, ``unsafe_address``,
-``bad_content_type``, ``network``, ``bad_url``, ``unsupported_encoding``,
+``dns`` (the host name does not resolve), ``bad_content_type``, ``network``, ``bad_url``, ``unsupported_encoding``,
 ``bad_encoding``).
 
 Bodies are read raw and their ``Content-Encoding`` undone by
@@ -25,7 +25,7 @@ import httpx
 
 from crawler.config import CrawlerConfig
 from crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding
-from crawler.safety import AddressPolicy, UnsafeAddressError
+from crawler.safety import AddressPolicy, HostResolutionError, UnsafeAddressError
 from newsflow.timeutil import http_date_to_epoch
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -182,6 +182,9 @@ class Fetcher:
                 await self.policy.check_host(host, port, resolve_as=override[0] if override else None)
             except UnsafeAddressError as e:
                 result.error_kind, result.error = "unsafe_address", str(e)
+                return
+            except HostResolutionError as e:
+                result.error_kind, result.error = "dns", str(e)
                 return
             headers = {}
             if current == validators_url and etag:

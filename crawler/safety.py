@@ -39,6 +39,12 @@ class UnsafeAddressError(Exception):
     """The URL's host is, or resolves to, an address the crawler must not contact."""
 
 
+class HostResolutionError(Exception):
+    """DNS could not resolve the URL's host (``socket.gaierror``): a network failure, not a
+    safety refusal, so the fetcher reports it as error kind ``dns`` (retried like other network
+    errors) and never as ``unsafe_address``."""
+
+
 class AddressPolicy:
     """Decides whether a host may be contacted.
 
@@ -102,7 +108,7 @@ class AddressPolicy:
             try:
                 infos = await asyncio.get_running_loop().getaddrinfo(target, port, type=socket.SOCK_STREAM)
             except (socket.gaierror, UnicodeError) as e:
-                raise UnsafeAddressError(f"cannot resolve {host}: {e}") from None
+                raise HostResolutionError(f"cannot resolve {host}: {e}") from None
             ips = sorted({info[4][0] for info in infos})
         bad = [ip for ip in ips if not self.ip_allowed(ip)]
         if bad or not ips:

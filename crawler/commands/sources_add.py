@@ -135,6 +135,7 @@ def run(args) -> int:
                     "url": args.url,
                     "tried": [{"url": u, "outcome": o} for u, o in tried],
                     "found": [f.__dict__ for f in found_rows],
+                    "blocked": {} if args.no_discover else found.blocked,
                     "outlets": outlet_records,
                 },
                 ensure_ascii=False,
@@ -148,7 +149,8 @@ def run(args) -> int:
             title = f" {f.title!r}" if f.title else ""
             print(f"found {f.kind} {f.url}{title} via {f.how}, {f.items} items{mark}")
         if not args.no_discover and not found_rows:
-            print(f"no feed or news sitemap found for {args.url}")
+            why = "; ".join(f"{o}: {b}" for o, b in sorted(found.blocked.items()))
+            print(f"no feed or news sitemap found for {args.url}" + (f" ({why})" if why else ""))
         for name, rec in outlet_records.items():
             print(f"outlet {name}: " + ", ".join(f"{k}={v}" for k, v in sorted(rec.items()) if k != "updated"))
     code = print_report(report, args.json, verbose=True, label="add")

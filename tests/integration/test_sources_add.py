@@ -48,6 +48,10 @@ SITES = {
         "/feed": (200, "application/rss+xml", RSS % (b"Forbidden", b"p", b"p")),
         "/rss": (200, "application/rss+xml", RSS % (b"Paths RSS", b"paths.example.net", b"paths.example.net")),
     },
+    "down.example.org": {
+        "/robots.txt": (503, "text/plain", b"busy"),
+        "/": (200, "text/html", HOME),
+    },
     "maps.example.org": {
         "/robots.txt": (
             200,
@@ -162,6 +166,44 @@ def test_safety_guard_and_unsafe_urls(web, redis_flushed):
     rc, _ = add(web, "http://169.254.169.254/latest/", redis_url=url)
     assert rc == 2
     assert SourceRegistry(client, Keys()).count() == 0
+
+
+def test_unresolvable_host_is_a_dns_failure_not_a_robots_verdict(redis_flushed):
+    client, url = redis_flushed
+    # RFC 6761: names under .invalid never resolve; no --resolve override, so real DNS is asked
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(["sources", "add", "http://no-such-outlet.invalid/", "--redis-url", url, "--host-delay", "0"])
+    lines = out.getvalue().splitlines()
+    assert rc == 1
+    assert lines[0].startswith("fetched http://no-such-outlet.invalid/robots.txt: dns: cannot resolve")
+    assert "unsafe_address" not in out.getvalue() and "robots.txt disallows" not in out.getvalue()
+    # one "skipped" line for the page asked for, no walk over the common feed paths
+    assert [x for x in lines if x.startswith("fetched ")][1:] == [
+        "fetched http://no-such-outlet.invalid/: skipped: host unreachable (dns: "
+        + lines[0].split(": dns: ", 1)[1]
+        + ")"
+    ]
+    assert (
+        "no feed or news sitemap found for http://no-such-outlet.invalid/"
+        " (http://no-such-outlet.invalid: host unreachable" in out.getvalue()
+    )
+    assert SourceRegistry(client, Keys()).count() == 0
+
+
+def test_robots_txt_answering_503_is_named(web, redis_flushed):
+    _, url = redis_flushed
+    web.log.clear()
+    rc, out = add(web, "http://down.example.org/", "--json", redis_url=url)
+    assert rc == 1
+    first = json.loads(out.splitlines()[0])
+    why = "robots.txt answered 503, host disallowed for now (RFC 9309 2.3.1.4)"
+    assert first["blocked"] == {"http://down.example.org": why}
+    assert [(t["url"], t["outcome"]) for t in first["tried"]] == [
+        ("http://down.example.org/robots.txt", "503 text/plain"),
+        ("http://down.example.org/", "skipped: " + why),
+    ]
+    assert [e.path for e in requests_to(web, "down.example.org")] == ["/robots.txt"]
 
 
 def test_no_discover_registers_as_given(web, redis_flushed):
