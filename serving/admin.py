@@ -56,6 +56,28 @@ MAX_OFFSET = 10_000_000  # islice takes at most sys.maxsize; no registry is near
 MAX_LIMIT = 1000
 
 
+_MAGIC = (
+    (b"\x1f\x8b", "gzip data"),
+    (b"PK\x03\x04", "a zip archive (e.g. xlsx)"),
+    (b"%PDF", "a PDF document"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+)
+
+
+def _binary_kind(body: bytes) -> str:
+    """What a binary upload is (``"gzip data"``, ...), or ``""`` for text; UTF-16/32 with a
+    byte-order mark is binary here too (the importers read UTF-8)."""
+    head = body[:4096]
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if b"\x00" in head:
+        return "binary data (NUL bytes; OPML and CSV must be UTF-8 text)"
+    return ""
+
+
 class _Error(Exception):
     def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
         super().__init__(message)
@@ -220,7 +242,11 @@ class AdminApi:
         return _json(_report_body(report), status)
 
     def import_file(self, request: Request, body: bytes) -> Response:
-        """POST /v1/admin/sources/import (OPML or CSV body)."""
+        """POST /v1/admin/sources/import (OPML or CSV body); 415 for a binary body (NUL bytes or the
+        magic number of gzip, zip, PDF or an image), which is neither."""
+        binary = _binary_kind(body)
+        if binary:
+            raise _Error(415, "unsupported_media_type", f"the body is {binary}, not an OPML or CSV text file")
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         fmt = request.query_params.get("format") or ""
         if not fmt and ("xml" in ctype or "opml" in ctype):

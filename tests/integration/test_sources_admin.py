@@ -139,6 +139,15 @@ def test_import_and_export_over_http(api):
     r = http.get("/v1/admin/sources/export", params={"format": "csv"}, headers=admin())
     lines = r.text.splitlines()
     assert lines[0].startswith("url,kind,title,categories") and len(lines) == 3
+    import gzip
+
+    for blob, kind in (
+        (gzip.compress(lines[0].encode()), "gzip data"),
+        ("url\nhttps://c.example.org/rss\n".encode("utf-16"), "binary data (NUL bytes"),
+        (b"%PDF-1.7\n", "a PDF document"),
+    ):
+        r = http.post("/v1/admin/sources/import", headers=admin(**{"Content-Type": "text/csv"}), content=blob)
+        assert r.status_code == 415 and kind in r.json()["error"]["message"], r.text
     huge = b"x" * (33 * 1024 * 1024)
     r = http.post("/v1/admin/sources/import", headers=admin(**{"Content-Type": "text/csv"}), content=huge)
     assert r.status_code == 413
