@@ -44,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
     parser.add_argument("--mint-token", metavar="USER", default=None, help="print a reader token for USER and exit")
-    parser.add_argument("--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds")
+    parser.add_argument(
+        "--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds (1..31622400 = 366 days)"
+    )
 
 
 def token_secret(settings: Settings) -> bytes:

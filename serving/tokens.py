@@ -54,6 +54,11 @@ def _check_secret(secret: bytes) -> bytes:
     return bytes(secret)
 
 
+#: longest token lifetime that :func:`sign_token` issues: 366 days (a reader token is a bearer
+#: credential with no revocation list; a longer one is a mistake such as ``--token-ttl`` in ms).
+MAX_TTL_SECONDS = 366 * 86400
+
+
 def sign_token(user_id: str, secret: bytes, now: float, ttl_seconds: int = 86400) -> str:
     """Issues a token for ``user_id``.
 
@@ -61,7 +66,7 @@ def sign_token(user_id: str, secret: bytes, now: float, ttl_seconds: int = 86400
       user_id: 1–128 chars of ``[A-Za-z0-9_.@:-]``.
       secret: HMAC key, ≥ 32 bytes.
       now: issue time, UTC epoch seconds.
-      ttl_seconds: lifetime in seconds (> 0).
+      ttl_seconds: lifetime in seconds, 1..:data:`MAX_TTL_SECONDS`.
 
     Returns:
       The token string.
@@ -71,8 +76,8 @@ def sign_token(user_id: str, secret: bytes, now: float, ttl_seconds: int = 86400
     """
     if not isinstance(user_id, str) or not _USER_RE.match(user_id):
         raise ValueError(f"user id must be 1-128 chars of [A-Za-z0-9_.@:-], got {user_id!r}")
-    if ttl_seconds <= 0:
-        raise ValueError(f"ttl_seconds must be > 0, got {ttl_seconds!r}")
+    if not 0 < ttl_seconds <= MAX_TTL_SECONDS:
+        raise ValueError(f"ttl_seconds must be in 1..{MAX_TTL_SECONDS} (366 days), got {ttl_seconds!r}")
     payload = _b64e(
         json.dumps(
             {"sub": user_id, "iat": int(now), "exp": int(now) + int(ttl_seconds)}, separators=(",", ":"), sort_keys=True

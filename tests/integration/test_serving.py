@@ -179,6 +179,12 @@ def test_token_round_trip_and_refusals():
             verify_token(bad, SECRET, NOW)
     with pytest.raises(ValueError):
         sign_token("u1", b"short", NOW)
+    # lifetime: at most 366 days (31,622,400 s); 0, negative and longer lifetimes are refused
+    year = sign_token("u1", SECRET, NOW, 31_622_400)
+    assert verify_token(year, SECRET, NOW + 31_622_399) == "u1"
+    for ttl in (0, -5, 31_622_401, 86_400_000):
+        with pytest.raises(ValueError, match="366 days"):
+            sign_token("u1", SECRET, NOW, ttl)
 
 
 def test_feed_requires_a_valid_token(r, tmp_path):
