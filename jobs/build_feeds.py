@@ -10,7 +10,9 @@ One run (:func:`build_feeds`):
 4. writes the MMR top-20 feed of every pool to ``nf:feed:edition:{edition}`` /
    ``nf:feed:topic:{topic}`` with a 5-minute TTL;
 5. writes the personal feeds of readers active in the last ``active_window`` seconds
-   (``nf:users:active``) to ``nf:feed:user:{user_id}`` with the same TTL;
+   (``nf:users:active``) to ``nf:feed:user:{user_id}`` with the same TTL, each with its serving form
+   at ``nf:feedpage:user:{user_id}`` (:mod:`newsflow.ranking.feed_page`: the request path re-ranks it
+   without parsing the feed);
 6. optionally moves the reader-event stream to Parquet (``--events-dir``).
 
 Run it: ``newsflow build-feeds`` (once), ``newsflow build-feeds --every 120 --max-runs 30``

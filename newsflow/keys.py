@@ -120,6 +120,9 @@ key                                       type    holds                         
                                                   (replaced whole)                                  serving
 ``P:feed:{edition|topic|user}:{name}``    STRING  feed JSON, 5-minute TTL         build_feeds,      serving
                                                                                   serving (user)
+``P:feedpage:user:{user_id}``             STRING  the user feed's serving form    build_feeds,      serving
+                                                  (newsflow.ranking.feed_page),   serving (user)
+                                                  same TTL
 ``P:clock:replay``                        STRING  replay clock (epoch s) of       demo              ranking, feeds
                                                   newsflow demo
 ``P:retention:cutoff``                    STRING  event time (epoch s) before     newsflow          near-duplicate
@@ -417,6 +420,10 @@ class Keys:
         if kind not in FEED_KINDS:
             raise ValueError(f"feed kind must be 'edition', 'topic' or 'user', got {kind!r}")
         return f"{self.prefix}:feed:{kind}:{name}"
+
+    def feed_page(self, user_id: str) -> str:
+        """STRING serving form of a reader's precomputed feed (:mod:`newsflow.ranking.feed_page`)."""
+        return f"{self.prefix}:feedpage:user:{user_id}"
 
     def feed_pattern(self, kind: str | None = None) -> str:
         """SCAN pattern of the feeds of ``kind`` (``None``: every feed)."""

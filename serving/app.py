@@ -64,12 +64,24 @@ from newsflow.ranking.events import (
     is_valid_story_id,
     validate_event,
 )
+from newsflow.ranking.feed_page import (
+    FeedPage,
+    decode_feed_page,
+    drop_user_feed,
+    encode_feed_page,
+    page_body,
+    page_items,
+    read_for_request,
+    select,
+    write_user_feeds,
+)
 from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import rerank, without_blocked
+from newsflow.ranking.rerank import without_blocked
 from newsflow.ranking.store import (
     FEED_TTL_SECONDS,
     GLOBAL_EDITION,
     RankingStore,
+    user_from_hash,
 )
 from schemas import UserProfile
 from serving.admin import admin_mount
@@ -79,8 +91,10 @@ from serving.http_cache import (
     LocalCache,
     cache_headers,
     conditional_json,
+    etag_matches,
     json_bytes,
     not_modified_or,
+    strong_etag,
 )
 from serving.openapi import openapi_schema
 from serving.pages import coverage_page, feed_page, trending_page
@@ -347,8 +361,12 @@ class Api:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        payload, stale = self.personal_feed(user, edition_param, limit)
-        return self._respond(request, payload, "private", stale)
+        head, items, stale = self.personal_feed_parts(user, edition_param, limit)
+        if items is None:
+            return self._respond(request, head, "private", stale)
+        body = page_body(user, head["edition"], head["generated_at"], items)
+        headers = cache_headers("private", self.config.max_age, self.config.s_maxage, self.config.stale_s_maxage)
+        return conditional_body(request.headers.get("if-none-match", ""), body, headers)
 
     def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
         """A reader's feed page (``/v1/feed`` and the For You page) and its stale reason ("" when fresh).
@@ -357,22 +375,39 @@ class Api:
         request: newer breaking stories injected, blocks and the per-outlet cap applied
         (:func:`newsflow.ranking.rerank.rerank`). With Redis down, the edition's snapshot.
         """
+        head, items, stale = self.personal_feed_parts(user, edition_param, limit)
+        if items is None:
+            return head, stale
+        return dict(head, stories=[json.loads(b) for b in items]), stale
+
+    def personal_feed_parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str]:
+        """:meth:`personal_feed` as ``(payload without "stories", each story's compact JSON bytes, stale
+        reason)``; with Redis down ``(the whole snapshot payload, None, "redis-unavailable")``.
+
+        A precomputed feed costs one Redis round trip (the reader's edition and blocks, and the feed's
+        serving form, :func:`newsflow.ranking.feed_page.read_for_request`) and no parse of its items
+        (:func:`newsflow.ranking.feed_page.select`, the same rules as
+        :func:`~newsflow.ranking.rerank.rerank`). Without a serving form the stored feed document is read,
+        and without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored.
+        """
         now = self._ranking_now()
         try:
             self._guard()
-            profile = self.store.user_profile(user)
+            fields, raw = read_for_request(self.store.client, user, self.store.keys)
+            profile = user_from_hash(user, fields)  # edition and blocks: all the re-rank reads
             edition = edition_param or profile.edition or GLOBAL_EDITION
-            raw = self.store.read_feed_raw(self.store.keys.feed("user", user))
-            doc = json.loads(raw) if raw is not None else None
-            if doc is None or (edition_param and doc.get("edition") not in (None, edition)):
-                doc = build_user_feed(self.store, profile, now, edition, self.config.feed)
-                self.store.write_feeds({self.store.keys.feed("user", user): doc}, FEED_TTL_SECONDS)
-            generated_at = float(doc.get("generated_at") or 0.0)
+            page = self._decode_page(user, raw)
+            if page is None:  # no serving form: the feed document (written without one), if any
+                page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
+            if page is None or (edition_param and page.edition not in (None, edition)):
+                doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.config.feed)
+                write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
+                page = decode_feed_page(encode_feed_page(doc))
             breaking, items_by_id = self._breaking_items(now)
             inject = [
                 (since, items_by_id[sid])
                 for sid, since in breaking.items()
-                if since > generated_at and sid in items_by_id
+                if since > page.generated_at and sid in items_by_id
             ]
         except REDIS_ERRORS as e:
             self._mark_down()
@@ -381,19 +416,33 @@ class Api:
             snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
             page = feed_page("edition", edition, snap, limit, "redis-unavailable")
             page["user"] = user
-            return page, "redis-unavailable"
-        items = rerank(
-            doc.get("stories", []), generated_at, inject, profile, k=limit, source_cap=self.config.feed.source_cap
-        )
-        payload = {
-            "user": user,
-            "edition": edition,
-            "generated_at": generated_at,
-            "stale": False,
-            "count": len(items),
-            "stories": items,
-        }
-        return payload, ""
+            return page, None, "redis-unavailable"
+        items = page_items(page, select(page, inject, profile, k=limit, source_cap=self.config.feed.source_cap))
+        head = {"user": user, "edition": edition, "generated_at": page.generated_at, "stale": False}
+        head["count"] = len(items)
+        return head, items, ""
+
+    @staticmethod
+    def _page_of_doc(user: str, raw: bytes | None) -> FeedPage | None:
+        """The serving form of a stored feed document, or ``None`` (absent or unreadable: rebuilt)."""
+        if raw is None:
+            return None
+        try:
+            doc = json.loads(raw)
+            return decode_feed_page(encode_feed_page(doc)) if isinstance(doc, dict) else None
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("unreadable feed of %s (rebuilt): %s", user, e)
+            return None
+
+    @staticmethod
+    def _decode_page(user: str, raw: bytes | None) -> FeedPage | None:
+        if raw is None:
+            return None
+        try:
+            return decode_feed_page(raw)
+        except ValueError as e:
+            log.error("unreadable feed page of %s (rebuilt): %s", user, e)
+            return None
 
     def get_preferences(self, request: Request) -> Response:
         user = self._user(request)
@@ -434,7 +483,7 @@ class Api:
         def save() -> dict:
             prefs = merge_preferences(self.preferences_of(user), data)
             self.store.write_preferences(user, prefs)
-            self.store.client.delete(self.store.keys.feed("user", user))  # rebuilt with the new prefs
+            drop_user_feed(self.store.client, user, self.store.keys)  # rebuilt with the new prefs
             return prefs
 
         try:
@@ -539,6 +588,16 @@ class Api:
             media_type="application/json",
             headers={"Cache-Control": "no-store"},
         )
+
+
+def conditional_body(if_none_match: str, body: bytes, headers: dict) -> Response:
+    """A JSON ``200`` of ready ``body`` bytes with ``ETag`` and ``headers``, or a bodiless ``304`` when
+    ``If-None-Match`` matches (:func:`serving.http_cache.conditional_json` for an already encoded body)."""
+    etag = strong_etag(body)
+    headers = dict(headers, ETag=etag)
+    if etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, status_code=200, headers=headers, media_type="application/json")
 
 
 def _error_body(status: int, code: str, message: str) -> bytes:

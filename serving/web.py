@@ -53,6 +53,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from newsflow.outlets import outlet
+from newsflow.ranking.feed_page import drop_user_feed
 from newsflow.ranking.rerank import without_blocked
 from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
@@ -574,7 +575,7 @@ class Web:
             action, kind, value = form_action(form)
             change = apply_action(self.api.preferences_of(sess[0]), action, kind, value)
             store.write_preferences(sess[0], change)
-            store.client.delete(store.keys.feed("user", sess[0]))  # rebuilt with the new preferences
+            drop_user_feed(store.client, sess[0], store.keys)  # rebuilt with the new preferences
 
         try:
             self.api._guard()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from newsflow.keys import Keys
 from newsflow.ranking.events import flush_events
+from newsflow.ranking.feed_page import write_user_feeds
 from newsflow.ranking.feeds import (
     Candidates,
     FeedConfig,
@@ -77,13 +78,13 @@ def build_feeds(
     by_id = {s.story_id: s for s in stories}
     user_feeds = {}
     for uid in users:
-        user_feeds[keys.feed("user", uid)] = build_user_feed(
+        user_feeds[uid] = build_user_feed(
             store, store.user_profile(uid), now, "", config, stories_by_id=by_id, shared=shared
         )
         if len(user_feeds) >= 200:
-            store.write_feeds(user_feeds, feed_ttl)
+            write_user_feeds(client, user_feeds, feed_ttl, keys)
             user_feeds.clear()
-    store.write_feeds(user_feeds, feed_ttl)
+    write_user_feeds(client, user_feeds, feed_ttl, keys)
     flushed = 0
     if events_dir:
         while True:
