@@ -89,6 +89,10 @@ class ParsedFeed:
       skip_hours: UTC hours (0-23) in which the publisher asks not to be polled.
       skip_days: weekday names (``"Monday"`` ...) in which it asks not to be polled.
       warning: non-fatal parse problem (e.g. a charset override), "" when none.
+      language: the language the feed declares (RSS ``<language>``, Atom ``xml:lang``, JSON Feed
+        ``language``), lower case (``"pt-br"``), "" when none; landed with its entries as their
+        declared language (:class:`schemas.raw.RawDocument` ``content_language`` when the page's
+        server sends none).
     """
 
     entries: list[FeedEntry]
@@ -99,6 +103,7 @@ class ParsedFeed:
     skip_hours: frozenset[int] = field(default_factory=frozenset)
     skip_days: frozenset[str] = field(default_factory=frozenset)
     warning: str = ""
+    language: str = ""
 
 
 _PERIOD_S = {"hourly": 3600.0, "daily": 86400.0, "weekly": 604800.0, "monthly": 2592000.0, "yearly": 31536000.0}
@@ -257,7 +262,9 @@ def parse_json_feed(body: bytes, url: str = "") -> ParsedFeed:
             )
         )
     tag = version.rsplit("/", 1)[-1].replace(".", "")
-    return ParsedFeed(entries, _clean(doc.get("title")) or "", f"json{tag}")
+    return ParsedFeed(
+        entries, _clean(doc.get("title")) or "", f"json{tag}", language=_language_tag(doc.get("language"))
+    )
 
 
 def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed:
@@ -345,7 +352,19 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
         frozenset(skip_hours),
         frozenset(skip_days),
         warning,
+        _language_tag(f.get("language")),
     )
+
+
+_LANGUAGE_TAG_RE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{1,8})*")
+
+
+def _language_tag(value) -> str:
+    """A declared language tag, lower case with ``-`` (``"en_US"`` -> ``"en-us"``), "" unless it is one."""
+    if not isinstance(value, str):
+        return ""
+    tag = value.strip().lower().replace("_", "-")
+    return tag if _LANGUAGE_TAG_RE.fullmatch(tag) else ""
 
 
 _SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"

@@ -420,10 +420,10 @@ class CrawlWorker:
                     entries, children = parse_news_sitemap(res.body, res.final_url)
                     for child in children:
                         self.frontier.add(child, "sitemap", now, source=task.url)
-                    parsed_title, hints = "", {}
+                    parsed_title, parsed_language, hints = "", "", {}
                 else:
                     parsed = parse_feed(res.body, res.final_url, res.headers.get("content-type", ""))
-                    entries, parsed_title = parsed.entries, parsed.title
+                    entries, parsed_title, parsed_language = parsed.entries, parsed.title, parsed.language
                     hints = {
                         "ttl_s": parsed.ttl_s,
                         "update_period_s": parsed.update_period_s,
@@ -439,7 +439,7 @@ class CrawlWorker:
                 return
             fields["title"] = parsed_title
             fields["hints"] = json.dumps(hints)
-            self._enqueue_entries(task, entries, parsed_title, now)
+            self._enqueue_entries(task, entries, parsed_title, now, parsed_language)
             published = [e.published_time for e in entries]
             new_items, first = self.frontier.count_new_items(task.tid, [e.guid or e.url or "" for e in entries])
             fields["items"] = len(entries)
@@ -466,7 +466,7 @@ class CrawlWorker:
         parts = urlsplit(url)
         return self._robots[f"{parts.scheme}://{parts.netloc.lower()}"]
 
-    def _enqueue_entries(self, task: Task, entries, feed_title: str, now: float) -> None:
+    def _enqueue_entries(self, task: Task, entries, feed_title: str, now: float, feed_language: str = "") -> None:
         source_name = task.state.get("source_name") or feed_title or None
         for e in entries:
             if not e.url:
@@ -488,6 +488,8 @@ class CrawlWorker:
                 "source_name": source_name,
                 "feed_url": task.url,
             }
+            if feed_language:
+                meta["feed_language"] = feed_language
             self.frontier.add(e.url, "page", now, source=task.url, depth=0, meta=meta)
             self.frontier.incr("pages_enqueued")
 
@@ -536,7 +538,8 @@ class CrawlWorker:
                 fetch_time=res.fetch_time,
                 http_status=res.status,
                 content_type=h.get("content-type", ""),
-                content_language=h.get("content-language", ""),
+                # the feed's declared language stands in when the server declares none
+                content_language=h.get("content-language", "") or m.get("feed_language", ""),
                 etag=h.get("etag", ""),
                 last_modified=h.get("last-modified", ""),
                 body=res.body,
@@ -637,6 +640,7 @@ class CrawlWorker:
                 source_domain=source_domain(task.url),
                 fetch_time=now,
                 http_status=0,
+                content_language=m.get("feed_language", ""),
                 title=m.get("title"),
                 summary=m.get("summary"),
                 published_time=m.get("published_time"),

@@ -225,12 +225,14 @@ class SourceRegistry:
 
         Every outlet record with an authority replaces the ``base`` row of the same domain (the seed
         table's subdomain rows such as ``abcnews.go.com`` stay and, being longer suffixes, still win
-        for their hosts), so ranking code that takes a SourceTable sees the registry's authority.
+        for their hosts), so ranking code that takes a SourceTable sees the registry's authority. An outlet
+        record with a language but no authority is kept too, with the authority ``base`` gives its domain (else
+        :data:`newsflow.sources.UNKNOWN_AUTHORITY`), so its language reaches the language step.
 
         Args:
           base: the table to start from (default: none, only the registry's outlets).
         """
-        from newsflow.sources import Source, SourceTable
+        from newsflow.sources import UNKNOWN_AUTHORITY, Source, SourceTable
 
         rows = {s.domain: s for s in base.sources()} if base is not None else {}
         names = sorted(_s(o) for o in self.r.smembers(self.keys.source_outlets))
@@ -238,16 +240,22 @@ class SourceRegistry:
             chunk = names[start : start + self.batch]
             pipe = self.r.pipeline(transaction=False)
             for name in chunk:
-                pipe.hmget(self.keys.source_outlet(name), "name", "tier", "authority")
-            for name, (display, tier, authority) in zip(chunk, pipe.execute(), strict=True):
-                if authority is None:
+                pipe.hmget(self.keys.source_outlet(name), "name", "tier", "authority", "language")
+            for name, (display, tier, authority, language) in zip(chunk, pipe.execute(), strict=True):
+                if authority is None and not language:
                     continue
                 old = rows.get(name)
+                if authority is None:
+                    found = base.lookup(name) if base is not None else None
+                    value = found.authority if found is not None else UNKNOWN_AUTHORITY
+                else:
+                    value = float(_s(authority))
                 rows[name] = Source(
                     name,
                     _s(display) if display else (old.name if old else ""),
                     _s(tier) if tier else (old.tier if old else ""),
-                    float(_s(authority)),
+                    value,
+                    _s(language) if language else (old.language if old else ""),
                 )
         return SourceTable(rows)
 

@@ -17,12 +17,15 @@ UNKNOWN_AUTHORITY = 0.5
 
 @dataclass(frozen=True)
 class Source:
-    """One publisher: ``domain`` (lower case), display ``name``, ``tier`` and ``authority`` in [0, 1]."""
+    """One publisher: ``domain`` (lower case), display ``name``, ``tier``, ``authority`` in [0, 1] and
+    the ``language`` it publishes in (lower-case tag such as ``"de"`` or ``"pt-br"``, ``""`` unknown;
+    the language step takes it as the publisher's declared language when a page declares none)."""
 
     domain: str
     name: str
     tier: str
     authority: float
+    language: str = ""
 
 
 class SourceTable:
@@ -37,7 +40,7 @@ class SourceTable:
 
     @classmethod
     def load(cls, path: str = DEFAULT_SOURCES_PATH) -> SourceTable:
-        """Reads a ``domain,name,tier,authority`` CSV.
+        """Reads a ``domain,name,tier,authority`` CSV (an optional ``language`` column is read too).
 
         Raises:
           ValueError: a row has an authority outside [0, 1] or a missing domain.
@@ -52,7 +55,13 @@ class SourceTable:
                 authority = float(row["authority"])
                 if not 0.0 <= authority <= 1.0:
                     raise ValueError(f"{path}:{lineno}: authority {authority} outside [0, 1]")
-                sources[domain] = Source(domain, row.get("name", "").strip(), row.get("tier", "").strip(), authority)
+                sources[domain] = Source(
+                    domain,
+                    row.get("name", "").strip(),
+                    row.get("tier", "").strip(),
+                    authority,
+                    (row.get("language") or "").strip().lower(),
+                )
         return cls(sources)
 
     def lookup(self, domain: str) -> Source | None:

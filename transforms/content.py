@@ -167,7 +167,12 @@ class _ExtractFn(beam.DoFn):
                 content,
                 source_authority=source.authority if source else UNKNOWN_AUTHORITY,
                 source_name=source.name if source else "",
-            )._replace(declared_language=content.html_language or "", paywalled=content.paywalled)
+            )._replace(
+                # declared language evidence: <html lang>, else Content-Language (or the feed's
+                # <language>, which the crawler lands there), else the outlet's registered language
+                declared_language=content.html_language or (source.language if source else ""),
+                paywalled=content.paywalled,
+            )
         except ExtractionError as e:
             self.dead.inc()
             yield pvalue.TaggedOutput(
