@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,6 +235,25 @@ def check_redis(settings: Settings) -> None:
         raise ValueError(f"cannot reach Redis at {settings.describe_redis()}: {e}") from None
 
 
+def check_local_output(output: str | None) -> None:
+    """Raises ``ValueError`` when a local ``--output`` directory cannot be created or written.
+
+    Checked before the job starts, so an unwritable path fails in a second instead of after the
+    whole input was processed. Remote roots (``gs://...``, any ``scheme://``) and ``None`` are not
+    checked here: their credentials live on the workers.
+    """
+    import tempfile
+
+    if not output or "://" in output:
+        return
+    try:
+        os.makedirs(output, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=output, prefix=".newsflow-write-check-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"cannot write --output {output!r}: {e.strerror or e}") from None
+
+
 def flags_help(spec: JobSpec, prog: str) -> str:
     """Help text of a job's flags and the shared settings flags (Beam's own flags apply too)."""
     parser = argparse.ArgumentParser(
@@ -335,7 +355,8 @@ def launch(
       A :class:`LaunchResult`.
 
     Raises:
-      ValueError: invalid or unknown flags, unreachable Redis (the message says which).
+      ValueError: invalid or unknown flags, unreachable Redis, an unwritable local --output (the message
+        says which).
     """
     from newsflow.stores.redis_conn import embedded_socket_url
 
@@ -350,6 +371,8 @@ def launch(
     config = spec.config_from_options(options, settings)
     if spec.needs_redis and local and not dry_run:
         check_redis(settings)
+    if local and not dry_run:
+        check_local_output(getattr(config, "output", None))
     dataflow_dry_run = dry_run and runner_name(options) == "DataflowRunner"
     if dataflow_dry_run:
         check_dataflow_dry_run(options)

@@ -184,3 +184,36 @@ def test_cli_main_prints_help_and_errors(capsys):
     assert "--toy_n" in out and "--key_prefix" in out and "--redis-url" in out
     assert launcher.main(TOY, ["--toy_n", "-2"], prog="toy") == 2
     assert "error: --toy_n must be >= 0, got -2" in capsys.readouterr().err
+
+
+def _output_config(options, settings):
+    from types import SimpleNamespace
+
+    from pipelines.launcher import SettingsOptions
+
+    return SimpleNamespace(n=1, output=options.view_as(SettingsOptions).output)
+
+
+TOY_OUTPUT = JobSpec(
+    name="toy",
+    options_class=_ToyOptions,
+    config_from_options=_output_config,
+    build=lambda pipeline, config: pipeline | beam.Create([1]),
+    counters=(),
+    needs_redis=False,
+)
+
+
+def test_unwritable_local_output_fails_before_the_job_runs(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    built = []
+    for bad in (str(blocker / "out"), "/proc/newsflow-nope/out"):
+        with pytest.raises(ValueError, match="cannot write --output"):
+            launch(TOY_OUTPUT, ["--output", bad], environ={}, build_hook=lambda p, c: built.append(c))
+    assert built == []  # refused before the pipeline was built
+    # a writable one is created and left without the probe file; gs:// is the workers' business
+    good = tmp_path / "new" / "out"
+    assert launch(TOY_OUTPUT, ["--output", str(good)], environ={}).state == "DONE"
+    assert good.is_dir() and list(good.iterdir()) == []
+    assert launch(TOY_OUTPUT, ["--output", "gs://bucket/x", "--dry_run", "true"], environ={}).state == "DRY_RUN"
