@@ -6,6 +6,9 @@ already folds together (``http``/``https``, ``www.``/``m.``/``amp.`` hosts, trai
 AMP paths) need no alias. An alias is for a URL whose id differs from the article's: the
 pre-redirect URL, or a fetched URL whose page declares another same-site canonical URL.
 
+A re-slugged permalink (rule 5, revisions) is recognised later, by the pipeline, and kept in
+``Keys.article_revisions``; :func:`resolve_article_id` follows both.
+
 Key (:meth:`newsflow.keys.Keys.url_alias`): ``P:alias:{article_id(alias URL)}`` -> STRING
 article id, written ``NX`` so the first article an alias was resolved to keeps it (an issued
 id never changes), with a TTL.
@@ -58,11 +61,17 @@ def record_aliases(redis, keys: Keys, target_id: str, urls: Iterable[str], ttl_s
 
 
 def resolve_article_id(redis, keys: Keys, url: str) -> str:
-    """The id of the article ``url`` belongs to: its alias target if it is an alias, else ``article_id(url)``.
+    """The id of the article ``url`` belongs to.
+
+    ``article_id(url)``, then its alias target if it is an alias (``Keys.url_alias``), then the article
+    that id is a revision of if the pipeline found one (``Keys.article_revisions``, rule 5 of "Article
+    identity" in :mod:`newsflow.urls`). Two reads.
 
     Raises:
       ValueError: ``url`` cannot be canonicalized (:func:`newsflow.urls.canonicalize_url`).
     """
     aid = article_id(url)
     target = redis.get(keys.url_alias(aid))
-    return _text(target) if target else aid
+    aid = _text(target) if target else aid
+    revised = redis.hget(keys.article_revisions, aid)
+    return _text(revised) if revised else aid

@@ -51,6 +51,13 @@ key                                       type    holds                         
 ``P:{nd}:article:{article_id}``           HASH    title, url, source_domain,      assign.lua        ranking store,
                                                   source_name, event_time,                          trends, sinks
                                                   language, cluster_id, ...
+``P:{nd}:rev``                            HASH    version id -> the article id    assign.lua        sinks, story step,
+                                                  it is a revision of (re-slugged                   newsflow.aliases
+                                                  URL, same outlet + publish time)
+``P:{nd}:versions:{article_id}``          HASH    version id -> JSON fields, for  assign.lua        assign.lua,
+                                                  articles with >= 2 versions                       RedisClusterStore
+``P:{nd}:mh``                             HASH    article id -> MinHash signature assign.lua        assign.lua
+                                                  (128 x uint32, big-endian)
 ``P:{nd}:cluster:{cid}``                  HASH    representative_*,               assign.lua        RedisClusterStore
                                                   rep_authority, rep_time,
                                                   earliest_time, latest_time,
@@ -244,6 +251,20 @@ class Keys:
     def article(self, article_id: str) -> str:
         """HASH of an article's serving fields."""
         return f"{self.nd}:article:{article_id}"
+
+    @property
+    def article_revisions(self) -> str:
+        """HASH version id -> id of the article it is a revision of (``newsflow.urls``, "Article identity" rule 5)."""
+        return f"{self.nd}:rev"
+
+    def article_versions(self, article_id: str) -> str:
+        """HASH version id -> JSON fields of each version of an article with two or more versions."""
+        return f"{self.nd}:versions:{article_id}"
+
+    @property
+    def minhashes(self) -> str:
+        """HASH article (version) id -> MinHash signature (128 big-endian uint32, 512 bytes)."""
+        return f"{self.nd}:mh"
 
     def cluster(self, cluster_id: str) -> str:
         """HASH of a near-duplicate cluster."""

@@ -12,8 +12,10 @@ Shingles are the SimHash features (:func:`newsflow.simhash.shingles` of
 :func:`newsflow.simhash.tokenize`: word 3-grams, character 3-grams in scripts written without
 spaces), so both tests look at the same text units.
 
-``newsflow eval clustering --level near-duplicate`` reports precision/recall with and without
-the re-check (:mod:`newsflow.evaluation.clustering`).
+The streaming near-duplicate step applies the same re-check (``newsflow/stores/lua/assign.lua``:
+signatures from :func:`signature_hex` are stored in Redis and compared slot by slot), and
+``newsflow eval clustering --level near-duplicate`` reports precision/recall of that step with and
+without it (:mod:`newsflow.evaluation.clustering`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,67 @@ def minhash_many(texts: Sequence[str]) -> list:
         m.update_batch([f.encode("utf-8") for f in features(t)])
         out.append(m)
     return out
+
+
+def signature_hex(m) -> str:
+    """A MinHash signature as text: its :data:`NUM_PERM` slots as 8-hex-digit big-endian uint32 values.
+
+    datasketch keeps each slot below 2**32, so 8 hex digits hold it exactly; the streaming
+    near-duplicate step stores these bytes in Redis (``newsflow.keys.Keys.minhashes``) and compares
+    them slot by slot inside its Lua script, which gives exactly :meth:`datasketch.MinHash.jaccard`.
+
+    Args:
+      m: ``datasketch.MinHash``.
+
+    Returns:
+      ``str`` of ``8 * len(m.hashvalues)`` lower-case hex digits.
+    """
+    return np.asarray(m.hashvalues, dtype=np.uint64).astype(">u4").tobytes().hex()
+
+
+def text_signature_hex(text: str) -> str:
+    """:func:`signature_hex` of :func:`text_minhash` of ``text``; ``""`` for a text without shingles."""
+    if not features(text):
+        return ""
+    return signature_hex(text_minhash(text))
+
+
+def shares_band(a: int, b: int, n_bands: int = 4, band_bits: int = 16) -> bool:
+    """True when 64-bit fingerprints ``a`` and ``b`` agree on at least one of the LSH bands
+    (``n_bands`` x ``band_bits`` bits, band 0 = least significant bits; :mod:`newsflow.lsh`): the pairs
+    the streaming step's band lookup can find at all."""
+    mask = (1 << band_bits) - 1
+    return any(((a >> (band_bits * i)) & mask) == ((b >> (band_bits * i)) & mask) for i in range(n_bands))
+
+
+def near_duplicate(
+    fp_a: int,
+    fp_b: int,
+    sig_a=None,
+    sig_b=None,
+    max_distance: int = 3,
+    threshold: float | None = JACCARD_THRESHOLD,
+    borderline_max: int = BORDERLINE[1],
+) -> bool:
+    """The streaming step's near-duplicate decision for one pair (``newsflow/stores/lua/assign.lua``).
+
+    A pair is near when its SimHash Hamming distance is at most ``max_distance``, or when it is at most
+    ``borderline_max``, the fingerprints share an LSH band (:func:`shares_band`; the step only sees
+    band candidates) and the MinHash estimate of the texts' Jaccard is at least ``threshold``.
+
+    Args:
+      fp_a, fp_b: 64-bit SimHash values (``int``).
+      sig_a, sig_b: ``datasketch.MinHash`` of each text, or ``None`` (no re-check possible).
+      max_distance: Hamming threshold (0..3).
+      threshold: minimum Jaccard estimate; ``None`` turns the re-check off.
+      borderline_max: largest borderline distance.
+    """
+    d = (fp_a ^ fp_b).bit_count()
+    if d <= max_distance:
+        return True
+    if threshold is None or d > borderline_max or sig_a is None or sig_b is None or not shares_band(fp_a, fp_b):
+        return False
+    return confirm(sig_a, sig_b, threshold)[0]
 
 
 def is_borderline(distance: int) -> bool:

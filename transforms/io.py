@@ -383,7 +383,9 @@ class _ResolveClusterIdsFn(_StoreFn):
     Only the copy of an article that Redis holds (same URL and event time as ``Keys.article(id)``)
     is kept: when two documents share a canonical URL (a ``utm_`` variant, a re-fetch with a new
     publish time), the article exists once, in Redis and in Parquet, whatever partitions the
-    copies fell in. Dropped copies are counted (``duplicate_article_copies``).
+    copies fell in. Of the versions of a re-slugged article (``RedisClusterStore.resolve_revisions``) only
+    the newest is kept, under the id the article is stored as. Dropped copies are counted
+    (``duplicate_article_copies``).
     """
 
     def __init__(self, redis_url, store: StoreConfig):
@@ -392,7 +394,10 @@ class _ResolveClusterIdsFn(_StoreFn):
 
     def process(self, element):
         key, articles = element
-        articles = list(articles)
+        # versions of a re-slugged article (newsflow/urls.py rule 5): only the newest, under the stored id
+        resolved = self._store.resolve_revisions(list(articles))
+        articles = [a for a in resolved if a is not None]
+        self.duplicates.inc(len(resolved) - len(articles))
         keys = self._store.keys
         pipe = self._store.client.pipeline(transaction=False)
         for a in articles:

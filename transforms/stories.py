@@ -111,15 +111,24 @@ class _AssignFnBase(beam.DoFn):
         group, a bridging copy merges two): re-reading it when the article is released, with the
         authority of an original or a copy that goes with it, keeps the story's independent-report
         count, authority and representative a function of the groups, not of the arrival order.
+        Returns one entry per input article: ``None`` for a superseded version of a re-slugged article.
         """
+        from newsflow.stores.redis_store import resolve_revisions
+
         out = []
-        key = Keys(self._config.key_prefix).article_clusters
+        keys = Keys(self._config.key_prefix)
+        key = keys.article_clusters
+        # a re-slugged article's versions (newsflow/urls.py rule 5) are one article, one report: the newest
+        # version under the stored id; the others become None (skipped by the callers)
+        resolved = resolve_revisions(self._store.r, keys, articles)
+        articles = [a for a in resolved if a is not None]
         for i in range(0, len(articles), 1000):
             chunk = articles[i : i + 1000]
             current = self._store.r.hmget(key, [a.article_id for a in chunk])
             for a, c in zip(chunk, current, strict=True):
                 out.append(a.with_cluster(c.decode()) if c is not None else a)
-        return out
+        it = iter(out)
+        return [None if a is None else next(it) for a in resolved]
 
     def _assign(self, article, t):
         """Runs the clusterer on one article; yields the assignment or a dead letter."""
@@ -221,6 +230,8 @@ class _OrderedAssignFn(_AssignFnBase):
         if not ready:
             return
         articles = self._current_clusters([pickle.loads(payload) for _, _, payload in ready])
+        ready = [x for x, a in zip(ready, articles, strict=True) if a is not None]
+        articles = [a for a in articles if a is not None]
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
             for (t, _, _), article in zip(ready, articles, strict=True):
                 if t < limit - self._config.release_granularity_s:
@@ -238,6 +249,7 @@ class _SortedAssignFn(_AssignFnBase):
     def process(self, element):
         _, articles = element
         articles = self._current_clusters(sorted(articles, key=lambda a: (float(a.event_time), a.article_id)))
+        articles = [a for a in articles if a is not None]  # superseded versions of re-slugged articles
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
             for article in articles:
                 yield from self._assign(article, float(article.event_time))

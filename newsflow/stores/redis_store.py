@@ -30,13 +30,18 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import redis
 
+from newsflow.articles import fingerprint_text
 from newsflow.keys import Keys
+from newsflow.minhash_check import BORDERLINE, JACCARD_THRESHOLD, text_signature_hex
+from newsflow.outlets import outlet
 from newsflow.timeutil import format_epoch
 from schemas import Article, Cluster
+
+T = TypeVar("T")
 
 _LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 
@@ -56,6 +61,9 @@ class AssignResult(NamedTuple):
       created: True when the article is its cluster's founder (a new cluster, or an earlier copy that
         renamed the cluster it joined).
       merged: ids of clusters merged into ``cluster_id`` by this assignment.
+    stored_id: the id the article is stored under: ``article_id``, or the id of the article it is a
+      revision of (:mod:`newsflow.urls`, "Article identity" rule 5; may change when a version with an
+      earlier fetch time arrives later, so sinks re-read it: :func:`resolve_revisions`).
     """
 
     article_id: str
@@ -63,6 +71,7 @@ class AssignResult(NamedTuple):
     new_article: bool
     created: bool
     merged: tuple[str, ...]
+    stored_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,15 +82,27 @@ class StoreConfig:
       prefix: key prefix, a plain namespace (``"nf"``); hash tags are placed by :mod:`newsflow.keys`.
       max_distance: Hamming distance at or below which two fingerprints are near-duplicates
         (DESIGN: 3, Manku et al. 2007). Must be <= 3 for the 4-band index to have no false negatives.
+      borderline_jaccard: MinHash re-check of borderline pairs (:mod:`newsflow.minhash_check`): a
+        pair ``max_distance + 1 .. borderline_max_distance`` bits apart that shares an LSH band is a
+        near-duplicate when the estimated Jaccard of its shingle sets is at least this; ``None``
+        turns the re-check off.
+      borderline_max_distance: the largest borderline Hamming distance (DESIGN: 5).
     """
 
     prefix: str = "nf"
     max_distance: int = 3
+    borderline_jaccard: float | None = JACCARD_THRESHOLD
+    borderline_max_distance: int = BORDERLINE[1]
 
     def __post_init__(self):
         Keys(self.prefix)  # validates the prefix
         if not 0 <= self.max_distance <= 3:
             raise ValueError(f"max_distance must be in 0..3 for a 4 x 16-bit band index, got {self.max_distance}")
+        j = self.borderline_jaccard
+        if j is not None and not (isinstance(j, int | float) and 0.0 < float(j) <= 1.0):
+            raise ValueError(f"borderline_jaccard must be in (0, 1] or None, got {j!r}")
+        if not self.max_distance <= self.borderline_max_distance <= 64:
+            raise ValueError(f"borderline_max_distance must be in max_distance..64, got {self.borderline_max_distance}")
 
     @property
     def keys(self) -> Keys:
@@ -108,6 +129,56 @@ def _singleton(cid: str, h: dict) -> Cluster | None:
         latest_time=t,
         merged_into=None,
     )
+
+
+def _text(v) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def resolve_revisions(client, keys: Keys, elements: Sequence[T]) -> list[T | None]:
+    """Maps pipeline elements onto the articles Redis stores them as (revisions, rule 5 of "Article identity").
+
+    An element whose id is a version of an article with two or more versions (``Keys.article_revisions``,
+    ``Keys.article_versions``) is that article only when it is the version whose URL the article's
+    serving hash holds (the latest fetched): it is returned with ``article_id`` set to the stored id.
+    The other versions return ``None`` (the sinks and the story step drop them: one article, one row,
+    one report). Elements of single-version articles are returned unchanged. The answer depends only
+    on the Redis state, so it is the same whatever order the versions arrived in.
+
+    Args:
+      client: a redis-py client.
+      keys: the key layout.
+      elements: records with ``article_id`` and ``url`` and a ``_replace`` method (``schemas.Article``,
+        ``schemas.StoryArticle``).
+
+    Returns:
+      One element or ``None`` per input element, in input order. Two Redis round trips.
+    """
+    elements = list(elements)
+    if not elements:
+        return []
+    stored = client.hmget(keys.article_revisions, [e.article_id for e in elements])
+    ids = [_text(r) if r is not None else e.article_id for e, r in zip(elements, stored, strict=True)]
+    unique = sorted(set(ids))
+    pipe = client.pipeline(transaction=False)
+    for aid in unique:
+        pipe.exists(keys.article_versions(aid))
+        pipe.hget(keys.article(aid), "url")
+    raw = pipe.execute()
+    current = {
+        aid: (_text(raw[2 * i + 1]) if raw[2 * i + 1] is not None else None)
+        for i, aid in enumerate(unique)
+        if raw[2 * i]
+    }
+    out: list = []
+    for e, aid in zip(elements, ids, strict=True):
+        if aid not in current:
+            out.append(e)
+        elif current[aid] == e.url:
+            out.append(e if aid == e.article_id else e._replace(article_id=aid))
+        else:
+            out.append(None)
+    return out
 
 
 class RedisClusterStore:
@@ -144,6 +215,7 @@ class RedisClusterStore:
         """
         if not articles:
             return []
+        recheck = self.config.borderline_jaccard is not None
         payload = []
         for a in articles:
             fp = (a.simhash or "").lower()
@@ -163,18 +235,46 @@ class RedisClusterStore:
                     "auth": repr(float(a.source_authority)),
                     "feed": "1" if a.feed_only else "0",
                     "paywall": "1" if getattr(a, "paywalled", None) else "0",
+                    "ft": format_epoch(a.fetch_time),
+                    "outlet": outlet(a.url) or "",
+                    "mh": text_signature_hex(fingerprint_text(a)) if recheck else "",
                 }
             )
         raw = self._assign(
-            keys=[self.keys.fingerprints], args=[self.keys.nd, self.config.max_distance, json.dumps(payload)]
+            keys=[self.keys.fingerprints],
+            args=[
+                self.keys.nd,
+                self.config.max_distance,
+                json.dumps(payload),
+                repr(float(self.config.borderline_jaccard)) if recheck else "",
+                self.config.borderline_max_distance,
+            ],
         )
         out = []
         for r in json.loads(raw):
             merged = r.get("merged") or []
             if isinstance(merged, dict):  # cjson encodes an empty table as {}
                 merged = list(merged.values())
-            out.append(AssignResult(r["id"], r["cluster"], bool(r["new"]), bool(r["created"]), tuple(merged)))
+            out.append(
+                AssignResult(
+                    r["id"],
+                    r["cluster"],
+                    bool(r["new"]),
+                    bool(r["created"]),
+                    tuple(merged),
+                    r.get("article") or r["id"],
+                )
+            )
         return out
+
+    def resolve_revisions(self, elements: Sequence[T]) -> list[T | None]:
+        """:func:`resolve_revisions` against this store's Redis and keys."""
+        return resolve_revisions(self.client, self.keys, elements)
+
+    def stored_id(self, article_id: str) -> str:
+        """The id an article (version) is stored under: itself, or the article it is a revision of."""
+        r = self.client.hget(self.keys.article_revisions, article_id)
+        return article_id if r is None else _text(r)
 
     def expire_before(self, cutoff: float, batch: int = 500) -> tuple[int, int]:
         """Retention: deletes every group whose latest member's event time is before ``cutoff``.

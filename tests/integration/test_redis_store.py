@@ -221,7 +221,12 @@ def test_concurrent_writers_put_near_duplicates_in_one_cluster(redis_server):
     barrier = ctx.Barrier(4)
     procs = []
     for w in range(4):
-        items = [(f"w{w}-{i:02d}", (1 << ((w * 25 + i) % 64)) if i else 0, f"site{w}.com") for i in range(25)]
+        # each copy at its own publish time: one outlet's near-identical texts at the same publish time would be
+        # versions of one article (newsflow/urls.py, "Article identity" rule 5), not 25 copies
+        items = [
+            (f"w{w}-{i:02d}", (1 << ((w * 25 + i) % 64)) if i else 0, f"site{w}.com", 0.5, 1000.0 + i)
+            for i in range(25)
+        ]
         procs.append(ctx.Process(target=_worker, args=(url, barrier, items)))
     for p in procs:
         p.start()
