@@ -9,6 +9,8 @@ impressions were shown, so a night's clicks never explain themselves). Each impr
 * ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the impression, λ from the
   night's sufficient decay estimates, else the fixed classes (:func:`newsflow.ranking.decay.lambda_for`);
 * ``interest``: cosine of the reader's previous-night interest vector and the story embedding (0 without);
+* ``topic_interest``: the reader's previous-night click-based topic interest in the story's labels,
+  :func:`newsflow.ranking.personalize.topic_affinity` (what serving computes; 0 without);
 * ``covisitation``: ``c / (1 + c)`` with ``c`` the sum of previous-night co-visitation counts between
   the story and the reader's recent clicks;
 * ``follows`` and ``breaking``: 0 (follows live only in Redis and the breaking flag is not in the
@@ -53,6 +55,7 @@ from jobs.nightly_common import (
 )
 from newsflow.learning.weights import FEATURES, defaults, fit_weights
 from newsflow.ranking.decay import lambda_for
+from newsflow.ranking.personalize import topic_affinity
 from pipelines.launcher import JobSpec, main
 
 NAMESPACE = "newsflow.jobs.ranking_weights"
@@ -76,9 +79,9 @@ def _previous(date: str) -> str:
 
 
 def load_context(config: NightlyConfig) -> dict:
-    """The night's λ overrides and the previous night's interest vectors, recent clicks and
-    co-visitation, read from Parquet (empty where the partition does not exist)."""
-    ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}}
+    """The night's λ overrides and the previous night's interest vectors, recent clicks, topic
+    interests and co-visitation, read from Parquet (empty where the partition does not exist)."""
+    ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}, "topics": {}}
     decay = read_partitions(config.output, "models/decay", [config.date])
     if decay is not None:
         ctx["lambdas"] = {r["topic"]: r["lambda_per_hour"] for r in decay.to_pylist() if r["sufficient"]}
@@ -89,6 +92,8 @@ def load_context(config: NightlyConfig) -> dict:
             if r["interest"] is not None:
                 ctx["interest"][r["user_id"]] = tuple(r["interest"])
             ctx["recent"][r["user_id"]] = tuple(r["recent"] or ())
+            if r.get("topics"):
+                ctx["topics"][r["user_id"]] = {str(t["label"]).lower(): float(t["share"]) for t in r["topics"]}
     covisit = read_partitions(config.output, "models/covisit", [prev])
     if covisit is not None:
         for r in covisit.to_pylist():
@@ -120,6 +125,7 @@ def features_of(outcome_user, stories, ctx) -> list:
         "follows": 0.0,
         "breaking": 0.0,
         "position": math.log1p(max(0, position)),
+        "topic_interest": topic_affinity(info.topics, ctx["topics"].get(user, {})),
     }
     return [(t, [row[f] for f in FEATURES], clicked)]
 
@@ -128,7 +134,8 @@ def fit_rows(rows: list) -> list[dict]:
     """Feature rows -> output rows (:data:`WEIGHTS_OUTPUT_SCHEMA`): one per feature + ``_intercept``."""
     rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
     x = np.asarray([r[1] for r in rows], dtype=np.float64).reshape(-1, len(FEATURES))
-    if len(rows) and float(x[:, FEATURES.index("interest")].std()) == 0.0:
+    personal = x[:, [FEATURES.index("interest"), FEATURES.index("topic_interest")]] if len(rows) else x
+    if len(rows) and float(personal.std(axis=0).max()) == 0.0:
         # no previous-night interest vectors (first night, or none matched): a fit would give interest
         # weight 0 and switch personalization off, so the defaults stay
         w = defaults("no interest signal in the training rows (no previous-night interest model)")

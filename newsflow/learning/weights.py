@@ -12,7 +12,14 @@ covisitation       co-visitation score from the reader's recent clicks, normalis
 follows            1 if a followed topic or source, else 0                             {0, 1}
 breaking           1 if the story is in the breaking set, else 0                       {0, 1}
 position           log1p(0-based position on the surface) (position bias control)      [0, ∞)
+topic_interest     the reader's click-based topic interest in the story's topics       [0, 1]
+                   (:func:`newsflow.ranking.personalize.topic_affinity`), 0 without
 =================  ==================================================================  ===========
+
+Every feature is computed at training time exactly as serving computes it for the candidate, so the
+fitted weights mean the same thing when they rank (a model trained on the embedding cosine alone
+but applied to serving's cosine-plus-topic term ranked by a different signal than it learned; in
+``newsflow simulate-readers`` such a fit, freshness weight −4.9, cut the For You lift to 1.03).
 
 Fit: ``sklearn.linear_model.LogisticRegression`` (L2, C = 1, lbfgs) on features standardised to
 mean 0 / sd 1 on the training part; the returned weights are mapped back to the raw feature scale
@@ -27,8 +34,9 @@ a story was shown).
 Fallback: with fewer than :data:`MIN_IMPRESSIONS` impressions, fewer than :data:`MIN_CLICKS`
 clicks or non-clicks, or a single class in either part, :data:`DEFAULT_WEIGHTS` are returned
 (``learned = False``). The defaults mirror the hand-set blend of
-:mod:`newsflow.ranking.personalize` (freshness-weighted authority 0.4, interest 0.6, follow boost
-0.2) on a logit scale; they are a prior, not a fit.
+:mod:`newsflow.ranking.personalize` (freshness-weighted authority 0.4, interest 0.6 split evenly
+between the embedding cosine and the topic interest, follow boost 0.2) on a logit scale; they are a
+prior, not a fit.
 """
 
 from __future__ import annotations
@@ -38,18 +46,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-FEATURES = ("authority", "freshness", "interest", "covisitation", "follows", "breaking", "position")
+FEATURES = ("authority", "freshness", "interest", "covisitation", "follows", "breaking", "position", "topic_interest")
 MIN_IMPRESSIONS = 1000
 MIN_CLICKS = 50
 HOLDOUT_FRACTION = 0.2
 DEFAULT_WEIGHTS = {
     "authority": 0.4,
     "freshness": 0.4,
-    "interest": 0.6,
+    "interest": 0.3,
     "covisitation": 0.3,
     "follows": 0.2,
     "breaking": 0.3,
     "position": -0.5,
+    "topic_interest": 0.3,
 }
 DEFAULT_INTERCEPT = -3.0
 """Logit of a ~5 % base click rate."""
@@ -112,7 +121,7 @@ def fit_weights(
     """Fits the ranking weights (method and fallback in the module docstring).
 
     Args:
-      features: float array (n, 7), columns in :data:`FEATURES` order.
+      features: float array (n, 8), columns in :data:`FEATURES` order.
       clicked: shape (n,), 1 if the impression was clicked else 0.
       times: shape (n,), impression times (UTC epoch s) for a time-based held-out split.
       seed: seed of the random split when ``times`` is None.

@@ -30,8 +30,9 @@ to the above when its model is absent:
   ``rel_i = (1 − w − c) · base_i + w · max(0, cos) + c · k_i`` with ``c = 0.2 · h`` when the reader
   has any collaborative signal (else ``c = 0``);
 * when the current ``weights`` model was learned (not the defaults), relevance is its click
-  probability instead: ``σ(b + w_a·authority + w_f·e^(−λ·age) + w_i·cos + w_c·k + w_fo·follows +
-  w_b·breaking)`` (position 0), plus the follow boost.
+  probability instead: ``σ(b + w_a·authority + w_f·e^(−λ·age) + w_i·cos + w_t·topic + w_c·k +
+  w_fo·follows + w_b·breaking)`` (position 0), plus the follow boost, where ``topic`` is
+  :func:`topic_affinity` (the nightly ``ranking_weights`` job computes every feature the same way).
 
 Each personal feed item carries ``why``: the signals that placed it (:func:`personal_signals`).
 
@@ -57,7 +58,16 @@ MAX_INTEREST_WEIGHT = 0.6
 COLD_VELOCITY_WEIGHT = 0.5
 FOLLOW_BOOST = 0.2
 MAX_COLLABORATIVE_WEIGHT = 0.2
-WEIGHT_FEATURES = ("authority", "freshness", "interest", "covisitation", "follows", "breaking", "position")
+WEIGHT_FEATURES = (
+    "authority",
+    "freshness",
+    "interest",
+    "covisitation",
+    "follows",
+    "breaking",
+    "position",
+    "topic_interest",
+)
 
 
 class LearnedSignals(NamedTuple):
@@ -138,6 +148,25 @@ def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
             except (KeyError, ValueError):
                 weights = None
     return LearnedSignals(versions, interest, clicks, covisit, cluster, weights, topics)
+
+
+def topic_affinity(story_topics: Sequence[str], reader_topics: dict) -> float:
+    """The reader's topic interest in one story: ``max_t p_u(t) / max p_u`` over the story's labels.
+
+    Args:
+      story_topics: the story's topic labels (any case).
+      reader_topics: ``{lower-case label: share of the reader's clicks}`` (the ``history`` model's
+        ``topics``); empty gives 0.
+
+    Returns:
+      A float in [0, 1]: 1 for a story with the reader's most-read topic, 0 without a shared topic.
+    """
+    if not reader_topics:
+        return 0.0
+    best = max(reader_topics.values())
+    if best <= 0:
+        return 0.0
+    return max((float(reader_topics.get(str(t).lower(), 0.0)) for t in story_topics), default=0.0) / best
 
 
 def history_weight(clicks: int) -> float:
@@ -270,11 +299,7 @@ def personal_signals(
             cos = np.asarray(embeddings, dtype=np.float64) @ (u / norm)
     topic_aff = np.zeros(n)
     if learned.topics:
-        best = max(learned.topics.values())
-        topic_aff = np.array(
-            [max((learned.topics.get(str(t).lower(), 0.0) for t in tps), default=0.0) / best for tps in topics],
-            dtype=np.float64,
-        )
+        topic_aff = np.array([topic_affinity(tps, learned.topics) for tps in topics], dtype=np.float64)
     # the interest term: the embedding cosine, and the click-based topic share when the model has one
     pref = 0.5 * np.maximum(cos, 0.0) + 0.5 * topic_aff if learned.topics else np.maximum(cos, 0.0)
     cov, clu = _collaborative(story_ids, learned)
@@ -301,7 +326,7 @@ def personal_signals(
         brk = np.zeros(n) if breaking is None else np.asarray(breaking, dtype=np.float64)
         terms = {
             "freshness": wt["authority"] * auth + wt["freshness"] * freshness,
-            "interest": wt["interest"] * (pref if learned.topics else cos),
+            "interest": wt["interest"] * cos + wt["topic_interest"] * topic_aff,
             "collaborative": wt["covisitation"] * collab,
             "followed": wt["follows"] * follow,
             "trending": wt["breaking"] * brk,

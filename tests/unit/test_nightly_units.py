@@ -112,6 +112,7 @@ def test_personal_signals_learned_weights_give_click_probability():
         "follows": 0.0,
         "breaking": 0.5,
         "position": -0.5,
+        "topic_interest": 0.0,
         "_intercept": -4.0,
     }
     learned = LearnedSignals({"weights": "d"}, _axis(0), 5, {}, {}, weights)
@@ -142,10 +143,11 @@ def test_ranking_weights_keep_defaults_without_an_interest_signal():
     for i in range(3000):
         fresh = float(rng.uniform())
         clicked = int(rng.uniform() < 0.05 + 0.3 * fresh)
-        rows.append((float(i), [0.5, fresh, 0.0, 0.0, 0.0, 0.0, 0.0], clicked))
+        rows.append((float(i), [0.5, fresh, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], clicked))
     out = {r["name"]: r for r in fit_weight_rows(rows)}
     assert not out["interest"]["learned"] and "no interest signal" in out["interest"]["reason"]
-    assert out["interest"]["weight"] == 0.6 and out["_intercept"]["weight"] == -3.0
+    assert out["interest"]["weight"] == 0.3 and out["topic_interest"]["weight"] == 0.3
+    assert out["_intercept"]["weight"] == -3.0
     for i, r in enumerate(rows):  # the same rows with an interest feature that varies are fitted
         r[1][2] = float(rng.uniform(-1, 1)) if i % 2 else 0.3
     learned = {r["name"]: r for r in fit_weight_rows(rows)}
@@ -192,3 +194,54 @@ def test_topic_interests_join_the_interest_term_by_hand():
     # no interest vector: cos = 0; h = 1, w = 0.6: rel = 0.4 · 1 + 0.6 · 0.5 · share / 0.6
     assert rel == pytest.approx([0.4 + 0.3 * 1.0, 0.4 + 0.3 * (0.2 / 0.6), 0.4])
     assert [w["topic_interest"] for w in why] == [1.0, round(0.2 / 0.6, 4), 0.0]
+
+
+def test_ranking_weights_topic_feature_equals_the_served_topic_interest():
+    from collections import namedtuple
+
+    from jobs.ranking_weights import features_of
+    from newsflow.learning.weights import FEATURES
+
+    Info = namedtuple("Info", "earliest_time topics embedding authority")
+    stories = {"s1": Info(0.0, ("Tech",), None, 0.5), "s2": Info(0.0, ("sports", "World"), None, 0.5)}
+    shares = {"tech": 0.6, "world": 0.2}
+    ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}, "topics": {"u": shares}}
+    got = [features_of(("u", (s, 3600.0, 2, 0)), stories, ctx)[0][1] for s in ("s1", "s2")]
+    col = FEATURES.index("topic_interest")
+    assert [row[col] for row in got] == pytest.approx([1.0, 0.2 / 0.6])
+    assert got[0][FEATURES.index("position")] == pytest.approx(math.log(3))
+    # serving's reason for the same reader and stories is the same number
+    learned = LearnedSignals({"history": "d"}, None, 20, {}, {}, None, shares)
+    _, why = personal_signals(
+        np.ones(2),
+        np.zeros(2),
+        np.zeros((2, 128)),
+        [["Tech"], ["sports", "World"]],
+        ["a", "b"],
+        UserProfile("u"),
+        ["s1", "s2"],
+        learned,
+    )
+    assert [w["topic_interest"] for w in why] == [1.0, round(0.2 / 0.6, 4)]
+    # a reader without topic interests gets 0
+    ctx["topics"] = {}
+    assert features_of(("u", ("s1", 3600.0, 0, 1)), stories, ctx)[0][1][col] == 0.0
+
+
+def test_learned_weights_rank_by_the_topic_interest_weight():
+    weights = {f: 0.0 for f in ("authority", "freshness", "interest", "covisitation", "follows", "breaking")}
+    weights.update(position=-0.5, topic_interest=2.0, _intercept=-3.0)
+    learned = LearnedSignals({"weights": "d", "history": "d"}, None, 5, {}, {}, weights, {"tech": 0.5, "world": 0.25})
+    rel, why = personal_signals(
+        np.ones(3),
+        np.zeros(3),
+        np.zeros((3, 128)),
+        [["world"], ["tech"], ["sports"]],
+        ["a", "b", "c"],
+        UserProfile("u"),
+        ["s1", "s2", "s3"],
+        learned,
+        authority=np.ones(3),
+    )
+    expected = [1 / (1 + math.exp(-(-3.0 + 2.0 * x))) for x in (0.5, 1.0, 0.0)]
+    assert rel == pytest.approx(expected) and why[1]["model"] == "learned"
