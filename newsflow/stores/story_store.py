@@ -241,11 +241,31 @@ class RedisStoryStore:
     Stories whose latest time is more than ``cache_horizon_s`` before the newest ``since`` asked
     for are evicted; an older ``since`` (a very late article) falls back to Redis.
 
+    **Batched writes** (``write_batch`` > 1, needs ``cache=True``). Each article's step (its merges,
+    its story, its assignment) is queued instead of committed, and every ``write_batch`` steps the
+    queue is written in one fenced transaction that writes each touched story once, in its final
+    state (a story that took 50 articles of the batch is serialized once, not 50 times); the rest is
+    written by :meth:`flush`, which :meth:`writer_lease` calls on exit. Reads see the queue
+    (:meth:`assigned_story`, :meth:`resolve`, the cache; :meth:`get` and a Redis fallback of
+    :meth:`active` flush first), and :meth:`prefetch_assigned` answers a released bundle's
+    ``assigned_story`` questions with one ``HMGET``. A crash leaves the state after a whole number
+    of batches, i.e. after a prefix of the ordered sequence, as one commit per article did, so a
+    rerun (which finds that prefix assigned) ends in the same state. ``write_batch=1`` (default)
+    commits every article's step on its :meth:`save`, through the same code.
+
+    A story retired by a merge is written as it was at its retirement (its serving fields, article
+    list and ``merged_into``), whether or not its last state was committed before.
+
     Args:
       client: a ``redis.Redis``-compatible client (bytes responses).
       cache: keep live stories in process (single writer only).
       cache_horizon_s: eviction horizon of the cache, seconds.
       keys: the Redis key layout (:class:`newsflow.keys.Keys`).
+      lease_ttl_s: expiry of the writer lease, renewed by every write, seconds.
+      write_batch: article steps per transaction (>= 1; > 1 needs ``cache=True``).
+
+    Raises:
+      ValueError: ``write_batch`` < 1, or > 1 without ``cache=True``.
     """
 
     def __init__(
@@ -255,7 +275,12 @@ class RedisStoryStore:
         cache_horizon_s: float = 86400.0,
         keys: Keys = Keys(),
         lease_ttl_s: float = 30.0,
+        write_batch: int = 1,
     ) -> None:
+        if not isinstance(write_batch, int) or write_batch < 1:
+            raise ValueError(f"write_batch must be an integer >= 1, got {write_batch!r}")
+        if write_batch > 1 and not cache:
+            raise ValueError(f"write_batch={write_batch} needs cache=True (reads must see the queued writes)")
         self.r = client
         self.keys = keys
         self._use_cache = cache
@@ -266,7 +291,15 @@ class RedisStoryStore:
         self._token: bytes | None = None
         self._seen_assigned: int | None = None  # HLEN of story_assign after this writer's last step
         self._release = client.register_script(_RELEASE_LUA)
-        self._pending: list = []  # merges queued for the next save (one transaction per article)
+        self._write_batch = write_batch
+        # The write queue (see "Batched writes"): committed together by flush().
+        self._dirty: dict[str, StoryState] = {}  # live stories changed since the last commit
+        self._retired: dict[str, tuple[StoryState, str]] = {}  # merged story id -> (its state, survivor id)
+        self._merge_log: list[str] = []  # JSON merge records, in order
+        self._new_assign: dict[str, str] = {}  # article id -> story id
+        self._steps = 0  # article steps queued
+        self._known_assign: dict[str, str | None] = {}  # prefetch_assigned answers (valid under the lease)
+        self.commits = 0  # transactions written by flush() (instrumentation)
 
     @contextlib.contextmanager
     def writer_lease(self, wait_s: float = 3600.0, poll_s: float = 0.05) -> Iterator[None]:
@@ -293,16 +326,20 @@ class RedisStoryStore:
             time.sleep(poll_s)
         self._token = token
         try:
+            self._known_assign = {}
             assigned = int(self.r.hlen(self.keys.story_assign))
             if assigned != self._seen_assigned:
                 self.invalidate()  # another writer changed stories since our last step (or first step)
             yield
+            self.flush()
             self._seen_assigned = int(self.r.hlen(self.keys.story_assign))
         except BaseException:
             self._seen_assigned = None
+            self.invalidate()  # the cache may hold steps that were never committed
             raise
         finally:
             self._token = None
+            self._known_assign = {}
             self._release(keys=[self.keys.story_lease], args=[token])
 
     def _commit(self, queue) -> None:
@@ -325,12 +362,32 @@ class RedisStoryStore:
                 raise LeaseLost(f"story writer lease {self.keys.story_lease} changed during a write") from e
 
     def invalidate(self) -> None:
-        """Drops the in-process cache and any queued merge; the next ``active()`` reloads from Redis."""
+        """Drops the in-process cache and the write queue (nothing of it is written); the next
+        ``active()`` reloads from Redis."""
         self._cache = None
         self._cache_since = math.inf
-        self._pending = []
+        self._drop_queue()
+        self._known_assign = {}
+
+    def _drop_queue(self) -> None:
+        self._dirty, self._retired, self._merge_log, self._new_assign, self._steps = {}, {}, [], {}, 0
+
+    def prefetch_assigned(self, article_ids: Iterable[str], chunk: int = 1000) -> None:
+        """Reads the stored assignments of ``article_ids`` with one ``HMGET`` per ``chunk`` ids, so
+        :meth:`assigned_story` answers them without a round trip. Valid while no other writer writes:
+        call it inside :meth:`writer_lease` (the answers are dropped when the lease is released)."""
+        ids = list(dict.fromkeys(article_ids))
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            for aid, v in zip(part, self.r.hmget(self.keys.story_assign, part), strict=True):
+                self._known_assign[aid] = _str(v) if v is not None else None
 
     def assigned_story(self, article_id: str) -> str | None:
+        v = self._new_assign.get(article_id)
+        if v is not None:
+            return v
+        if article_id in self._known_assign:
+            return self._known_assign[article_id]
         v = self.r.hget(self.keys.story_assign, article_id)
         return v.decode() if isinstance(v, bytes) else v
 
@@ -338,6 +395,10 @@ class RedisStoryStore:
         seen = set()
         while story_id not in seen:
             seen.add(story_id)
+            queued = self._retired.get(story_id)
+            if queued is not None:
+                story_id = queued[1]
+                continue
             nxt = self.r.hget(self.keys.story(story_id), "merged_into")
             if not nxt:
                 break
@@ -345,6 +406,7 @@ class RedisStoryStore:
         return story_id
 
     def get(self, story_id: str) -> StoryState | None:
+        self.flush()
         raw = self.r.get(self.keys.story_state(story_id))
         return StoryState.from_json(raw) if raw else None
 
@@ -355,6 +417,7 @@ class RedisStoryStore:
             self._cache = {st.story_id: st for st in self._active_from_redis(since)}
             self._cache_since = since
         elif since < self._cache_since:
+            self.flush()  # the Redis answer must include the queued writes
             return self._active_from_redis(since)  # older than what the cache covers
         floor = since - self._horizon_s
         if floor > self._cache_since:
@@ -381,40 +444,64 @@ class RedisStoryStore:
         pipe.zadd(self.keys.story_active, {sid: state.latest_time})
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
-        """Writes ``state`` and ``article_id``'s assignment, with the merges queued since the last save,
-        in one transaction: an article's whole step (merges, the story, the assignment) lands or nothing
-        does, so a crash mid-step leaves the state of the step before."""
-        pending, self._pending = self._pending, []
-
-        def queue(pipe):
-            for q in pending:
-                q(pipe)
-            self._write(pipe, state)
-            if article_id is not None:
-                pipe.hsetnx(self.keys.story_assign, article_id, state.story_id)
-
-        self._commit(queue)
+        """Queues ``state`` and ``article_id``'s assignment as the end of one article's step (after the
+        step's merges); commits the queue when it holds ``write_batch`` steps (see the class docstring),
+        so an article's whole step (merges, the story, the assignment) lands or nothing does."""
+        self._dirty[state.story_id] = state
+        if article_id is not None:
+            self._new_assign.setdefault(article_id, state.story_id)
+        self._steps += 1
         if self._cache is not None:
             self._cache[state.story_id] = state
+        if self._steps >= self._write_batch:
+            self.flush()
 
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
-        """Retires ``loser`` into ``winner``; written with the next :meth:`save` (the article's step)."""
-
-        def queue(pipe):
-            self._write(pipe, winner)
-            pipe.hset(self.keys.story(loser.story_id), "merged_into", winner.story_id)
-            pipe.delete(self.keys.story_state(loser.story_id))
-            pipe.zrem(self.keys.story_active, loser.story_id)
-            pipe.zadd(self.keys.story_retired, {loser.story_id: loser.latest_time})
-            pipe.rpush(
-                self.keys.story_merges,
-                json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id}),
-            )
-
-        self._pending.append(queue)
+        """Retires ``loser`` into ``winner``; queued with the article's step, written with its :meth:`save`."""
+        self._dirty.pop(loser.story_id, None)
+        self._retired[loser.story_id] = (loser, winner.story_id)
+        self._dirty[winner.story_id] = winner
+        self._merge_log.append(
+            json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
+        )
         if self._cache is not None:
             self._cache.pop(loser.story_id, None)
             self._cache[winner.story_id] = winner
+
+    def flush(self) -> None:
+        """Writes the queued steps in one transaction (fenced by the writer lease when one is held):
+        every changed live story once in its final state, then the retired stories, the merge records
+        in order and the assignments (``HSETNX``: the first assignment stays). No-op when nothing is
+        queued.
+
+        Raises:
+          LeaseLost: the lease is no longer ours; nothing was written and the queue is dropped
+            (the caller must :meth:`invalidate` the cache; :meth:`writer_lease` does).
+        """
+        if not (self._dirty or self._retired or self._merge_log or self._new_assign):
+            self._steps = 0
+            return
+        dirty, retired, log, assign = self._dirty, self._retired, self._merge_log, self._new_assign
+        self._drop_queue()
+
+        def queue(pipe):
+            for state in dirty.values():
+                self._write(pipe, state)
+            for sid, (state, into) in retired.items():
+                pipe.hset(self.keys.story(sid), mapping=state.serving_record(into))
+                if state.members:
+                    pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
+                pipe.delete(self.keys.story_state(sid))
+                pipe.zrem(self.keys.story_active, sid)
+                pipe.zadd(self.keys.story_retired, {sid: state.latest_time})
+            if log:
+                pipe.rpush(self.keys.story_merges, *log)
+            for aid, sid in assign.items():
+                pipe.hsetnx(self.keys.story_assign, aid, sid)
+
+        self._commit(queue)
+        self.commits += 1
+        self._known_assign.update(assign)
 
     def expire_before(self, cutoff: float, batch: int = 200) -> dict[str, int]:
         """Retention: deletes the stories whose latest event time is before ``cutoff``, under the writer lease.
