@@ -23,7 +23,8 @@ Canonical URL rules:
   the ``amp``, ``outputType=amp``, ``view=amp`` and ``_amp`` query parameters are removed.
 
 Article identity (the one place these rules are written; every tier applies them through
-:func:`article_id`, :func:`identity_key` and :func:`choose_canonical`):
+:func:`article_id`, :func:`identity_key` and :func:`choose_canonical`, and rule 5 through the
+near-duplicate step):
 
 1. **Spellings.** The identity key is the canonical URL with, in addition, the scheme taken as
    ``https`` (``http://`` and ``https://`` are one article), the trailing ``/`` of a non-root path
@@ -45,6 +46,19 @@ Article identity (the one place these rules are written; every tier applies them
 4. **Stability.** An id is a pure function of the fetched URL and the page's declared canonical;
    re-fetching, redirects or a different spelling of the same URL never change it. Changing these
    rules changes ids, so they are part of the stored-data format.
+5. **Revisions.** A permalink re-slugged after a headline edit
+   (``/city/mayor-opens-library-b2210/`` -> ``/city/mayor-opens-new-central-library-b2210/``) gives a
+   second id that no URL rule can see. The pipeline's near-duplicate step recognises it: two fetched
+   pages of the same outlet (:func:`newsflow.outlets.outlet`) with the same publish time and event
+   time whose texts are near-duplicates (SimHash within the threshold, or borderline and confirmed by
+   MinHash) are *versions* of one article. The versions (connected components) are stored as one
+   article under the id of the earliest ``(fetch time, id)`` version (the id issued first keeps
+   being the article's id) with the title, URL and other fields of the latest ``(fetch time, id)``
+   version; every other version id resolves to it (``Keys.article_revisions``,
+   :func:`newsflow.aliases.resolve_article_id`). Both choices depend on the versions only, not on
+   arrival order (:mod:`newsflow.revisions` states the rule; ``newsflow/stores/lua/assign.lua``
+   applies it; the Parquet sink and the story step keep only the newest version under the stored id,
+   so it is one row and one report).
 """
 
 from __future__ import annotations

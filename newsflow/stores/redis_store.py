@@ -17,6 +17,17 @@ hashes are rewritten. So the same articles in any arrival order, in any batches,
 concurrent writers, leave identical keys and values; no merge history is stored (ids are only
 handed downstream after the write that may still rename them, and sinks re-read ``a2c``).
 
+**Borderline pairs.** Fingerprints 4-5 bits apart (:attr:`StoreConfig.borderline_max_distance`) that
+share a band are near-duplicates when their MinHash signatures (:mod:`newsflow.minhash_check`, stored
+per article in ``Keys.minhashes``, 512 bytes) agree on at least :attr:`StoreConfig.borderline_jaccard`
+of their 128 slots, compared inside the script, so the decision is atomic and order-free like the rest.
+
+**Revisions.** Near-duplicates of one outlet with the same publish and event time are versions of one
+article (rule 5 of "Article identity" in :mod:`newsflow.urls`, :mod:`newsflow.revisions`): stored once,
+under the earliest ``(fetch time, id)`` version's id with the latest version's fields, the other
+version ids in ``Keys.article_revisions``, every version in ``Keys.article_versions``; the groups a
+revision touches are rebuilt from their members. Sinks call :func:`resolve_revisions`.
+
 **Idempotence.** An article id already in ``a2c`` is a no-op that returns its cluster, and every
 membership is a SET, so replaying the same input leaves Redis exactly as after one pass.
 

@@ -4,7 +4,8 @@
 -- ARGV[3] = at most this many groups per call (the caller loops until a call returns 0 groups).
 -- A group goes as a whole (never some of its members), so what stays is still a function of the input:
 -- its id, founder and representative do not change. For each member: its band entries, fingerprint,
--- MinHash, article -> group entry and serving hash, and the same for each of its versions (P:rev, P:versions); then the group's hash and sets and its index entries.
+-- MinHash, article -> group entry and serving hash, and the same for each of its versions (P:rev,
+-- P:versions); then the group's hash and sets and its index entries.
 -- Returns {groups deleted, articles deleted}.
 local P = ARGV[1]
 local cutoff = tonumber(ARGV[2])
