@@ -17,11 +17,11 @@ import sys
 
 from newsflow.embedding import default_embedding_path, ensure_embedding_model
 from newsflow.settings import Settings, add_settings_arguments
-from newsflow.topic_training import FASTTEXT_PARAMS, ensure_models, ensure_topic_model, train  # noqa: F401 (re-exported)
+from newsflow.topic_training import MODEL_PARAMS, ensure_models, ensure_topic_model, train  # noqa: F401 (re-exported)
 from newsflow.topics import default_topic_path
 
 COMMAND = "train-topics"
-HELP = "train the topic classifier and the text-embedding model from data/topics (deterministic, seconds)"
+HELP = "train the topic classifier and the text-embedding model from data/topics (deterministic, about 20-40 s)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

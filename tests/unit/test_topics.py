@@ -1,12 +1,29 @@
-"""Topic classifier: known topics on clear headlines, calibration, label rules, splits."""
+"""Topic classifier: known topics on clear headlines, a fixture of known labels, calibration, model files,
+label rules, splits."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
 from jobs.train_topics import ensure_topic_model
-from newsflow.topics import LABELS, SECTIONS, TopicClassifier, platt_fit, rule_types, split_bucket
+from newsflow.topic_training import calibrate, fit_model
+from newsflow.topics import (
+    LABELS,
+    MODEL_FORMAT,
+    SECTIONS,
+    TopicClassifier,
+    class_section,
+    load_training_examples,
+    model_format,
+    platt_fit,
+    rule_types,
+    source_class,
+    split_bucket,
+    split_of,
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +72,101 @@ def test_rule_types_and_split():
     assert rule_types("Stocks rise") == []
     assert split_bucket("x") == split_bucket("x") and 0 <= split_bucket("x") < 10
     assert set(SECTIONS) < set(LABELS)
+
+
+def test_sports_world_and_lifestyle_on_clear_headlines(clf):
+    out = clf.predict(
+        [
+            "Lakers beat Celtics in overtime as LeBron James scores 40",
+            "Russia and Ukraine trade blame after strike on Kyiv",
+            "10 easy ways to style your living room this fall",
+        ]
+    )
+    assert out[0][0][0] == "Sports" and out[1][0][0] == "World"
+    # a lifestyle headline (HuffPost HOME & LIVING, a class with no section) gets no confident section
+    assert not any(label in SECTIONS for label, _ in out[2])
+
+
+def test_source_classes_map_to_sections():
+    assert class_section(source_class("huffpost", "SPORTS")) == "Sports"
+    assert class_section("huffpost:U.S. NEWS") == "Nation"
+    assert class_section("huffpost:STYLE & BEAUTY") is None
+    assert class_section("aggregator:m") == "Health"
+    assert class_section("agnews:2") is None
+
+
+# a fixture whose labels are known by construction: each class has its own vocabulary
+_FIXTURE = {
+    "huffpost:SPORTS": ["striker scores late goal in derby match", "coach praises goalkeeper after cup match"],
+    "huffpost:POLITICS": ["senate vote on the budget bill fails", "governor signs bill after senate vote"],
+    "huffpost:STYLE & BEAUTY": ["new lipstick shades for autumn makeup", "makeup artist shares lipstick tips"],
+    "aggregator:b": ["shares slide as bank profits drop", "bank shares rally on profits report"],
+}
+
+
+def _fixture_model():
+    texts = [t for ts in _FIXTURE.values() for t in ts] * 3
+    classes = [c for c, ts in _FIXTURE.items() for _ in ts] * 3
+    types = [
+        ("obituary",) if "coach" in t else ("explainer",) if "tips" in t else ("historical",) if "derby" in t else ()
+        for t in texts
+    ]
+    return fit_model(texts, classes, types), texts, classes
+
+
+def test_fit_model_learns_a_fixture_and_section_scores_are_class_maxima():
+    model, _, _ = _fixture_model()
+    clf = TopicClassifier(model, {})
+    probe = ["goal in the cup match", "budget bill vote", "bank profits", "lipstick and makeup"]
+    raw = clf.raw_scores(probe)
+    assert raw.shape == (4, len(LABELS))
+    assert [SECTIONS[int(np.argmax(r[: len(SECTIONS)]))] for r in raw[:3]] == ["Sports", "Politics", "Business"]
+    # a section's score is its source class's own SVM margin; sections with no class score -10
+    margins = model["sections"].decision_function(model["vectorizer"].transform(probe))
+    cls = list(model["sections"].classes_)
+    assert raw[:, SECTIONS.index("Sports")] == pytest.approx(margins[:, cls.index("huffpost:SPORTS")])
+    assert raw[:, SECTIONS.index("Health")] == pytest.approx(np.full(4, -10.0))
+    # the lifestyle text's best class is the unmapped one: every section margin is below it
+    assert margins[3].argmax() == cls.index("huffpost:STYLE & BEAUTY")
+    assert raw[3, : len(SECTIONS)].max() < margins[3].max()
+
+
+def test_calibration_and_save_load_roundtrip(tmp_path):
+    import joblib
+
+    model, texts, classes = _fixture_model()
+    clf = TopicClassifier(model, {})
+    labels = [(s,) if (s := class_section(c)) else () for c in classes]
+    platt = calibrate(clf, texts, labels)
+    assert platt["Sports"] == platt["Politics"] and platt["Sports"][0] > 0  # pooled, margin raises probability
+    path = tmp_path / "topics-v1.bin"
+    joblib.dump(model, path)
+    (tmp_path / "topics-v1.bin.calibration.json").write_text(json.dumps({"format": MODEL_FORMAT, "platt": platt}))
+    assert model_format(str(path)) == MODEL_FORMAT
+    loaded = TopicClassifier.load(str(path))
+    probe = ["late goal wins the match", "senate bill vote"]
+    assert loaded.predict(probe) == TopicClassifier(model, platt).predict(probe)
+    assert [s for s, _ in loaded.top_section(probe)] == ["Sports", "Politics"]
+
+
+def test_load_rejects_a_model_of_another_format(tmp_path):
+    path = tmp_path / "topics-v1.bin"
+    path.write_bytes(b"\xba\x16\x4f\x2f fastText model")
+    assert model_format(str(path)) is None  # no calibration file
+    (tmp_path / "topics-v1.bin.calibration.json").write_text(json.dumps({"platt": {}}))
+    with pytest.raises(ValueError, match="format None, expected .*train-topics --force"):
+        TopicClassifier.load(str(path))
+    (tmp_path / "topics-v1.bin.calibration.json").write_text(json.dumps({"format": MODEL_FORMAT, "platt": {}}))
+    with pytest.raises(ValueError, match="cannot read the topic model"):
+        TopicClassifier.load(str(path))
+
+
+def test_shipped_examples_split_by_key_and_headline_copies_only_in_train():
+    data = load_training_examples()
+    for split, exs in data.items():
+        assert all(split_of(e.key) == split for e in exs)
+    train_keys = {e.key for e in data["train"]}
+    assert not train_keys & {e.key for e in data["calibration"] + data["test"]}
+    assert len(data["train"]) > len(train_keys)  # headline-only copies
+    huffpost_test = [e.key for e in data["test"] if e.source_class.startswith("huffpost:")]
+    assert huffpost_test and len(set(huffpost_test)) == len(huffpost_test)  # aggregator keys are whole stories
