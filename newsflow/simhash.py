@@ -437,70 +437,104 @@ def simhash(text: str) -> int:
 _SMALL_TEXT_CHARS = 160
 
 
-# Word hashes of recent tokens: token -> (w(token), mix64(w(token))), the first link of every
-# shingle chain starting at it. Token frequencies are Zipfian, so most tokens of a new headline
-# were seen before and skip the per-character loop; cleared when full (values never change).
-_WORD_CACHE: dict[str, tuple[int, int]] = {}
+# Word hashes of recent tokens: token -> w(token) and mix64(w(token)) as one 256-bit lane (32
+# little-endian bytes: w in the low 128 bits, mix64(w) in the high 128), the first link of every
+# shingle chain starting at it. Token frequencies are Zipfian, so most tokens of a new headline were
+# seen before and skip the per-character loop; cleared when full (values never change). Keys are str
+# tokens, or ASCII bytes tokens from the ASCII fast path of _simhash_small (the same code points).
+_WORD_CACHE: dict = {}
 _WORD_CACHE_MAX = 1 << 17
 
+_LANE = 256  # bits per lane of _simhash_small
+_HALF = _LANE // 2
+_LANE_MASKS = [0]  # [n]: the low 64 bits of each of n lanes
+_FIELD_MASKS = [0]  # [n]: bits 0, 8, ..., 56 of each of n lanes
+_FIELD_ONES = sum(1 << (8 * j) for j in range(64))  # 1 in each of 64 8-bit fields
+_BIT_CHARS = bytes.maketrans(b"\x00\x01", b"01")
+# ASCII bytes: word characters (\w: alnum or "_") kept, every other byte -> space
+_ASCII_WORDS = bytes(c if (chr(c).isalnum() or c == 0x5F) else 0x20 for c in range(128)) + b" " * 128
+_MAX_SMALL_FEATURES = 255  # 8-bit field sums of _simhash_small stay below 256
 
-def _word_entry(token: str) -> tuple[int, int]:
-    """``(w(token), mix64(w(token)))``, computed and remembered in ``_WORD_CACHE``."""
-    w = _word_hash_int(token)
-    entry = (w, _mix64_int(w))
+
+def _word_entry(token) -> bytes:
+    """``w(token)`` and ``mix64(w(token))`` as one 32-byte lane, remembered in ``_WORD_CACHE``. The
+    polynomial is evaluated by Horner's rule, highest power first (same value as ``_word_hash_int``)."""
+    acc = 0
+    for c in reversed(token) if isinstance(token, bytes) else map(ord, reversed(token)):
+        acc = (acc * _WORD_BASE + c) & _MASK64
+    w = _mix64_int(acc)
+    entry = w.to_bytes(16, "little") + _mix64_int(w).to_bytes(16, "little")
     if len(_WORD_CACHE) >= _WORD_CACHE_MAX:
         _WORD_CACHE.clear()
     _WORD_CACHE[token] = entry
     return entry
 
 
-def _simhash_small(norm: str) -> int:
-    """SimHash of one normalized text with Python ints (same result as numpy).
+def _lane_masks(n: int) -> tuple[int, int]:
+    """(``_LANE_MASKS[n]``, ``_FIELD_MASKS[n]``), extended on demand."""
+    while len(_LANE_MASKS) <= n:
+        shift = _LANE * (len(_LANE_MASKS) - 1)
+        _LANE_MASKS.append(_LANE_MASKS[-1] | (_MASK64 << shift))
+        _FIELD_MASKS.append(_FIELD_MASKS[-1] | (0x0101010101010101 << shift))
+    return _LANE_MASKS[n], _FIELD_MASKS[n]
 
-    Word hashes come from ``_WORD_CACHE``; the 3-gram chain ``mix64(mix64(mix64(w1) ^ w2) ^ w3)``
-    is inlined. Bits are counted with bit-sliced counters: plane ``i`` holds bit ``i`` of all 64
-    per-position counters, each feature hash is added with a ripple carry across the planes. The
-    counters start at ``bias = 2**k - t - 1`` with ``t = n // 2`` and ``k = t.bit_length()``, so
-    counter ``j`` reaches plane ``k`` iff ``count_j >= t + 1``, i.e. ``2 * count_j > n`` (the
-    specification's rule); it never passes ``2**(k+1)`` because ``bias + n <= 2**k + t``. Plane
-    ``k`` is then the fingerprint.
+
+def _simhash_small(norm: str) -> int:
+    """SimHash of one normalized text with Python ints (same result as numpy), all features at once.
+
+    Tokens: for ASCII text ``bytes.translate`` + ``split`` (ASCII ``\\w`` is ``[A-Za-z0-9_]`` and ASCII has
+    no dense characters, so these are the regex's tokens); else the token regex. SIMD within one Python
+    int: token ``i``'s cached ``(w, mix64(w))`` is lane ``i`` (256 bits) of one integer ``x``, and feature
+    ``i`` is lane ``i`` of ``z`` (value in the low 64 bits), so each step of the 3-gram chain
+    ``mix64(mix64(mix64(w_i) ^ w_i+1) ^ w_i+2)`` is one big-int operation over every shingle: after a shift
+    the bits that crossed in from the next lane are masked off, and a lane's 64 x 64-bit product fits in
+    it. Counting: ``(z >> p) & 0x0101..01`` puts bit ``8q + p`` of every feature into an 8-bit field;
+    four ``p`` share a lane, and halving folds (``low lanes + high lanes``) sum the fields over all
+    features. Adding ``127 - n // 2`` to every field sets its top bit iff ``count > n / 2`` (the
+    specification's rule; no field passes 255 for n <= 255 features); those 64 bits, put back in column
+    order, are the fingerprint.
     """
-    get = _WORD_CACHE.get
-    entries = [get(t) or _word_entry(t) for t in _token_re().findall(norm)]
-    n_tok = len(entries)
+    toks = norm.encode("ascii").translate(_ASCII_WORDS).split() if norm.isascii() else _token_re().findall(norm)
+    n_tok = len(toks)
     if not n_tok:
         return 0
-    if n_tok < SHINGLE_SIZE:
-        features = [m for _, m in entries]
-    else:
-        c1, c2, mask = _MIX_C1, _MIX_C2, _MASK64
-        features = []
-        append = features.append
-        for i in range(n_tok - SHINGLE_SIZE + 1):  # SHINGLE_SIZE == 3: two chained mixes per shingle
-            z = entries[i][1] ^ entries[i + 1][0]
-            z ^= z >> 30
-            z = (z * c1) & mask
-            z ^= z >> 27
-            z = (z * c2) & mask
-            z ^= (z >> 31) ^ entries[i + 2][0]
-            z ^= z >> 30
-            z = (z * c1) & mask
-            z ^= z >> 27
-            z = (z * c2) & mask
-            append(z ^ (z >> 31))
-    t = len(features) // 2
-    k = t.bit_length()
-    bias = (1 << k) - t - 1
-    planes = [_MASK64 if (bias >> i) & 1 else 0 for i in range(k + 1)]
-    for h in features:
-        carry = h
-        for i in range(k + 1):
-            p = planes[i]
-            planes[i] = p ^ carry
-            carry &= p
-            if not carry:
-                break
-    return planes[k]
+    get = _WORD_CACHE.get
+    x = int.from_bytes(b"".join([get(t) or _word_entry(t) for t in toks]), "little")
+    if n_tok < SHINGLE_SIZE:  # unigrams: mix64(w)
+        nf = n_tok
+        lanes, fields = _lane_masks(nf)
+        z = (x >> _HALF) & lanes
+    else:  # SHINGLE_SIZE == 3
+        nf = n_tok - SHINGLE_SIZE + 1
+        if nf > _MAX_SMALL_FEATURES:
+            return int(_fingerprints([norm])[0])
+        lanes, fields = _lane_masks(nf)
+        c1, c2 = _MIX_C1, _MIX_C2
+        z = ((x >> _HALF) ^ (x >> _LANE)) & lanes  # mix64(w_i) ^ w_i+1
+        z ^= (z >> 30) & lanes
+        z = (z * c1) & lanes
+        z ^= (z >> 27) & lanes
+        z = (z * c2) & lanes
+        z ^= ((z >> 31) ^ (x >> (2 * _LANE))) & lanes  # ... ^ w_i+2
+        z ^= (z >> 30) & lanes
+        z = (z * c1) & lanes
+        z ^= (z >> 27) & lanes
+        z = (z * c2) & lanes
+        z ^= (z >> 31) & lanes
+    # field 8p + q (bit 64p + 8q) of a lane of lo (p < 4) / hi (p >= 4) counts bit 8q + p
+    lo = (z & fields) | ((z >> 1) & fields) << 64 | ((z >> 2) & fields) << 128 | ((z >> 3) & fields) << 192
+    hi = ((z >> 4) & fields) | ((z >> 5) & fields) << 64 | ((z >> 6) & fields) << 128 | ((z >> 7) & fields) << 192
+    n = nf
+    while n > 1:
+        keep = (n + 1) >> 1
+        low = (1 << (_LANE * keep)) - 1
+        lo = (lo & low) + (lo >> (_LANE * keep))
+        hi = (hi & low) + (hi >> (_LANE * keep))
+        n = keep
+    tops = ((((lo | hi << _LANE) + (127 - nf // 2) * _FIELD_ONES) >> 7) & _FIELD_ONES).to_bytes(64, "little")
+    # byte 8p + q is bit 8q + p: tops[q::8] are bits 8q .. 8q + 7
+    bits = tops[0::8] + tops[1::8] + tops[2::8] + tops[3::8] + tops[4::8] + tops[5::8] + tops[6::8] + tops[7::8]
+    return int(bits[::-1].translate(_BIT_CHARS), 2)
 
 
 # simhash_many works in chunks of about this many characters to bound the

@@ -50,3 +50,21 @@ def test_word_cache_cold_warm_and_full_give_the_same_fingerprints():
     finally:
         module._WORD_CACHE_MAX = saved
     assert cold == warm == tiny
+
+
+def test_ascii_fast_path_tokens_equal_the_regex_on_every_ascii_character():
+    # every ASCII code point (controls, punctuation, "_", digits) in random mixes: the translate/split
+    # tokens of the ASCII path and the token regex give the same fingerprints, also at 158 features
+    rng = random.Random(5)
+    alphabet = [chr(c) for c in range(128)] + ["ab", "_", "x9"] * 20
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 160))) for _ in range(400)]
+    texts += ["a " * 80, "a_" * 80, "\x00".join("abc") * 5, "é a b c", "a b c\u00a0d"]
+    texts = [t for t in texts if len(module.normalize(t)) <= module._SMALL_TEXT_CHARS]
+    assert sum(t.isascii() for t in texts) > 300
+    assert [simhash(t) for t in texts] == [int(x) for x in simhash_many(texts)]
+
+
+def test_dense_text_at_the_length_limit_has_158_features_and_matches():
+    text = "".join(chr(0x4E00 + (i * 7919) % 2000) for i in range(module._SMALL_TEXT_CHARS))
+    assert len(shingles(tokenize(text))) == 158
+    assert simhash(text) == int(simhash_many([text])[0]) == _pypi(text)
