@@ -271,6 +271,11 @@ def openapi_schema() -> dict:
                                 "coverage": {"type": "object"},
                                 "sources": {"type": "array"},
                                 "reports": {"type": "array"},
+                                "by_language": {
+                                    "type": "array",
+                                    "description": "reports grouped by the language of their lead article: "
+                                    "language, reports (cluster ids), articles, outlets",
+                                },
                             },
                         },
                     ]

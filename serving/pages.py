@@ -48,7 +48,9 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
     earliest, then id). Its other members are syndicated copies when another outlet republished the
     text, else the lead outlet's own duplicates (:func:`newsflow.syndication.split_copies`; earliest
     first). Reports are ordered by their lead's event time, then id; sources by article count, then
-    domain.
+    domain. ``by_language`` groups the coverage by the language of each report's lead article (one
+    event's reports in every language are one story): per language its independent reports' cluster
+    ids (in report order), article count and outlets, languages by report count, then code.
 
     Args:
       summary: the story's summary fields (:meth:`StoryRecord.summary`).
@@ -78,6 +80,7 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
     sources: dict[str, int] = {}
     for a in articles:
         sources[a.source_domain] = sources.get(a.source_domain, 0) + 1
+    by_language = _by_language(reports, articles)
     return dict(
         summary,
         entities=entities,
@@ -87,10 +90,31 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
             "syndicated_copies": sum(len(r["syndicated_copies"]) for r in reports),
             "own_duplicates": sum(len(r["own_duplicates"]) for r in reports),
             "sources": len(sources),
+            "languages": len(by_language),
         },
+        by_language=by_language,
         sources=[{"domain": d, "articles": n} for d, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0]))],
         reports=reports,
     )
+
+
+def _by_language(reports: list[dict], articles: list) -> list[dict]:
+    """``[{"language", "reports": [cluster_id ...], "articles", "outlets": [domain ...]}]`` (see
+    :func:`coverage_page`); a missing language is ``"und"``."""
+    lang_of_report = {r["cluster_id"]: (r["article"].get("language") or "und") for r in reports}
+    groups: dict[str, dict] = {}
+    for r in reports:
+        g = groups.setdefault(lang_of_report[r["cluster_id"]], {"reports": [], "articles": 0, "outlets": set()})
+        g["reports"].append(r["cluster_id"])
+    for a in articles:
+        g = groups.get(lang_of_report.get(a.cluster_id, ""))
+        if g is not None:
+            g["articles"] += 1
+            g["outlets"].add(a.source_domain)
+    return [
+        {"language": lang, "reports": g["reports"], "articles": g["articles"], "outlets": sorted(g["outlets"])}
+        for lang, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]["reports"]), kv[0]))
+    ]
 
 
 def trending_page(

@@ -82,8 +82,20 @@ def templates() -> jinja2.Environment:
     env.filters["utc"] = utc_text
     env.filters["iso"] = iso_text
     env.filters["outlet"] = outlet
+    env.filters["language_name"] = language_name
     env.filters["urlpart"] = lambda v: quote(str(v), safe="")
     return env
+
+
+def language_name(code: str | None) -> str:
+    """English name of a language code (CLDR via ``babel``): ``"es"`` -> ``"Spanish"``, ``"pt-br"`` ->
+    ``"Portuguese"``; ``"und"``/empty -> ``"Unknown language"``; an unknown code is returned as is."""
+    from babel import Locale
+
+    code = (code or "").strip().lower()
+    if not code or code == "und":
+        return "Unknown language"
+    return Locale.parse("en").languages.get(code.split("-")[0], code)
 
 
 def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_sources: frozenset = frozenset()) -> dict:
@@ -147,11 +159,27 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_so
         "lead_is_preferred": lead_is_preferred,
         "lead_blocked": bool(profile and lead is None and reports),
         "others": [r for r in reports if r is not lead],
+        # the other reports by language (the groups of ``cov["by_language"]``), when there are several
+        "others_by_language": _others_by_language(cov, [r for r in reports if r is not lead]),
         "timeline": timeline,
         "outlets": outlets,
         "outlet_count": len(outlets),
         "topic_blocked": bool(profile and is_blocked({"domain": "", "topics": cov.get("topics", [])}, profile)),
     }
+
+
+def _others_by_language(cov: dict, others: list[dict]) -> list[tuple[str, list[dict]]]:
+    """``[(language, reports)]`` in the order of ``cov["by_language"]``; ``[]`` for a one-language story."""
+    groups = cov.get("by_language") or []
+    if len(groups) < 2:
+        return []
+    lang_of = {cid: g["language"] for g in groups for cid in g["reports"]}
+    out = []
+    for g in groups:
+        rs = [r for r in others if lang_of.get(r["cluster_id"]) == g["language"]]
+        if rs:
+            out.append((g["language"], rs))
+    return out
 
 
 def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[str]:

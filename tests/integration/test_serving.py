@@ -116,6 +116,7 @@ def test_story_full_coverage_groups_syndicated_copies(r, tmp_path):
         "syndicated_copies": 2,
         "own_duplicates": 0,
         "sources": 5,
+        "languages": 1,
     }
     reports = body["reports"]
     assert [rep["article"]["article_id"] for rep in reports] == ["a1", "a3", "a4"]
