@@ -4,11 +4,13 @@ The decay rate λ (per hour) depends on the story:
 
 * ``LAMBDA_BREAKING`` = 0.5 for a *breaking* story (more than 20 new articles in the
   last hour, from the streaming job's trending windows), so a burst rises fast and fades fast;
-* otherwise a learned per-topic override, if the nightly job wrote one for the story's
-  first topic that has one (Redis HASH ``Keys.topic_lambdas``, see
-  :func:`newsflow.ranking.store.RankingStore.lambda_overrides`);
+* otherwise a learned override, if the nightly job wrote one (Redis HASH ``Keys.topic_lambdas``, see
+  :func:`newsflow.ranking.store.RankingStore.lambda_overrides`): for the story's topic labels in
+  order, first the rate of ``"topic/type"`` (the story's article type,
+  :mod:`newsflow.ranking.article_type`; :mod:`newsflow.learning.decay_types`), then the topic's;
 * otherwise ``LAMBDA_EVERGREEN`` = 0.02 when any topic label is an evergreen class
-  (obituary, historical, explainer; see :data:`EVERGREEN_TOPICS`);
+  (obituary, historical, explainer; see :data:`EVERGREEN_TOPICS`) or the article type is
+  ``service`` (explainers, how-tos, guides);
 * otherwise ``LAMBDA_DEFAULT`` = 0.1.
 
 The age is measured from the story's earliest publish time; a publish time in the
@@ -42,26 +44,34 @@ def lambda_for(
     topics: Sequence[str],
     breaking: bool,
     overrides: Mapping[str, float] | None = None,
+    article_type: str | None = None,
 ) -> float:
     """Decay rate λ (per hour) for a story.
 
     Args:
       topics: the story's topic labels, most confident first.
       breaking: whether the story is in the breaking set.
-      overrides: learned λ per topic label (lower case), e.g. from ``Keys.topic_lambdas``.
+      overrides: learned λ per topic label (lower case) and per ``"topic/type"``, e.g. from
+        ``Keys.topic_lambdas``.
+      article_type: the story's article type (:data:`newsflow.ranking.article_type.ARTICLE_TYPES`),
+        ``None`` when unknown.
 
     Returns:
-      λ in 1/hours: 0.5 if breaking; else the override of the first topic that has one;
-      else 0.02 for an evergreen topic; else 0.1.
+      λ in 1/hours: 0.5 if breaking; else, for the first topic that has one, the override of
+      ``"topic/type"`` or of the topic; else 0.02 for an evergreen topic or a ``service`` article;
+      else 0.1.
     """
     if breaking:
         return LAMBDA_BREAKING
     labels = [str(t).lower() for t in topics]
+    kind = str(article_type).lower() if article_type else None
     if overrides:
         for label in labels:
+            if kind is not None and f"{label}/{kind}" in overrides:
+                return float(overrides[f"{label}/{kind}"])
             if label in overrides:
                 return float(overrides[label])
-    if any(label in EVERGREEN_TOPICS for label in labels):
+    if kind == "service" or any(label in EVERGREEN_TOPICS for label in labels):
         return LAMBDA_EVERGREEN
     return LAMBDA_DEFAULT
 
