@@ -9,7 +9,8 @@
   decoding + trafilatura (``extract``), fastText lid.176 (``language``), SimHash
   (``simhash``), the Redis Lua assignment in batches of 200 (``redis_assign``), fastText
   topics, spaCy entities, the 128-dim embedding, and story clustering against Redis in
-  event-time order (``story_clustering``);
+  event-time order (``story_clustering``; the job's store configuration: in-process cache, one
+  ``HMGET`` for the assignments, transactions of ``story_write_batch`` articles);
 * ``library_sum_s`` and ``overhead_s = pipeline_s - library_sum_s``: the pipeline's own
   cost (Beam, coders, the extraction time-limit process, Parquet writing, trending windows,
   building feeds is not part of the job);
@@ -140,12 +141,22 @@ def _story_stages(articles, client) -> dict:
         emb = text_model.embed(docs)
         out["embedding"] += time.perf_counter() - t0
         story_articles += [story_article(a, tp, en, e) for a, tp, en, e in zip(batch, topics, ents, emb, strict=False)]
-    clusterer = StoryClusterer(RedisStoryStore(client, cache=True), text_model)
+    store = RedisStoryStore(client, cache=True, write_batch=_story_write_batch())
+    clusterer = StoryClusterer(store, text_model)
     t0 = time.perf_counter()
-    for sa in sorted(story_articles, key=lambda x: (x.event_time, x.article_id)):
+    ordered = sorted(story_articles, key=lambda x: (x.event_time, x.article_id))
+    store.prefetch_assigned(sa.article_id for sa in ordered)
+    for sa in ordered:
         clusterer.add(sa)
+    store.flush()
     out["story_clustering"] = time.perf_counter() - t0
     return out
+
+
+def _story_write_batch() -> int:
+    from transforms.stories import StoryTransformConfig
+
+    return StoryTransformConfig().write_batch
 
 
 def pipeline_run() -> dict:
@@ -200,6 +211,7 @@ def main(argv=None) -> None:
             "library_sum_s": sig(library_sum),
             "overhead_s": sig(pipe["pipeline_s"] - library_sum),
             "overhead_ratio": sig(pipe["pipeline_s"] / library_sum),
+            "story_write_batch": _story_write_batch(),
             "dead_lettered": sum(v for k, v in pipe["counters"].items() if k.startswith("dead_lettered")),
             "env": environment(),
         },
