@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from newsflow.multilingual import canonical_place, fold
+from newsflow.multilingual import canonical_place, fold, place_aliases
 from newsflow.scripts import nfc
 
 LEAD_CHARS = 1000
@@ -58,9 +58,7 @@ MODEL_PACKAGES = {
 """Language -> the importable package of the spaCy model that extracts its entities."""
 SUPPORTED_LANGUAGES = frozenset(MODEL_PACKAGES)
 # Lower-case words that belong inside names (Charles de Gaulle, Ursula von der Leyen, Lula da Silva).
-NAME_PARTICLES = frozenset(
-    "de del della di da das dos do du des la le van von der den ter ten zu y e bin al el".split()
-)
+NAME_PARTICLES = frozenset("de del della di da das dos do du des la le van von der den ter ten zu bin al el".split())
 
 _LEADING_THE = re.compile(r"^(the|The|THE)\s+")
 _POSSESSIVE = re.compile(r"(?:['’]s|['’])$")
@@ -98,8 +96,10 @@ def normalize_entity(text: str, label: str, language: str = "en") -> Entity | No
     Args:
       text: the span text.
       label: the model's label (PERSON/PER, ORG, GPE/LOC, EVENT are kept).
-      language: the document's language; spans of languages other than English (whose model is
-        the French one) are cut at a lower-case non-particle word.
+      language: the document's language. Spans of languages other than English (whose model is
+        the French one) are cut at a lower-case non-particle word (``"Alemania y Ucrania"`` ->
+        ``"Alemania"``), and a country name (CLDR, any of the six languages) is a place whatever
+        the label.
     """
     group = LABEL_GROUPS.get(label)
     if group is None:
@@ -111,6 +111,8 @@ def normalize_entity(text: str, label: str, language: str = "en") -> Entity | No
         t = _cut_at_lower_case(t)
     if not t or not any(ch.isalnum() for ch in t):
         return None
+    if language != "en" and group != "LOC" and fold(t) in place_aliases():
+        group = "LOC"  # a country name the borrowed model labelled a person or organisation
     key = canonical_place(t) if group == "LOC" else fold(t)
     if not key:
         return None

@@ -76,3 +76,8 @@ def test_cut_span_and_place_aliases():
     assert normalize_entity("Estados Unidos", "LOC", "es").key == "LOC:united states"
     assert normalize_entity("Zürich", "LOC", "de").key == "LOC:zurich"
     assert normalize_entity("Banco Central Europeo", "MISC", "es") is None
+    # a conjunction ends a run-on span, and a country labelled as a person is a place
+    assert normalize_entity("Alemania y Ucrania", "PER", "es") == Entity("LOC:germany", "Alemania", "LOC")
+    assert normalize_entity("Deutschland", "PER", "de") == Entity("LOC:germany", "Deutschland", "LOC")
+    # English spans keep their label
+    assert normalize_entity("Georgia", "PERSON", "en") == Entity("PERSON:georgia", "Georgia", "PERSON")
