@@ -18,9 +18,11 @@ shipped, permissively licensed data:
 * **Stop words** per language (:func:`stop_words`): spaCy's lists (MIT licence), folded, so
   ``"el"``, ``"der"``, ``"les"`` do not make two unrelated reports look alike.
 * **Cross-language terms** (:func:`cross_language_text`): a non-English headline with its place
-  names rewritten to their English names, transliterated; the caller then tokenizes it like
-  English text (:func:`newsflow.embedding.tokenize`), so names, numbers and places of a Spanish
-  headline land on the same terms as an English report of the same event.
+  names rewritten to their English names and its numbers written the English way (``"0,3 %"`` ->
+  ``"03 percent"`` as English ``"0.3 percent"`` tokenizes, ``"21.000"`` -> ``"21 000"``),
+  transliterated; the caller then tokenizes it like English text
+  (:func:`newsflow.embedding.tokenize`), so names, numbers and places of a Spanish headline land
+  on the same terms as an English report of the same event.
 
 What this does not do: translate common words ("elecciones" stays "elecciones"). Matching across
 languages therefore rests on names, places, numbers, shared words (cognates spelled alike, brand
@@ -107,6 +109,8 @@ def stop_words(language: str) -> frozenset:
 
 
 _NON_WORD = re.compile(r"[^0-9a-z]+")
+_THOUSANDS_DOT = re.compile(r"(\d)\.(?=\d{3}\b)")
+_DECIMAL_COMMA = re.compile(r"(\d),(\d)")
 
 
 def _words(folded: str) -> str:
@@ -145,6 +149,9 @@ def cross_language_text(text: str, language: str) -> str:
         return ""
     aliases = _word_aliases()
     stops = stop_words(language)
+    # numbers as an English headline writes them (after English tokenization and stemming):
+    # "21.000" -> "21 000" (like "21,000"), "0,3" -> "03" (like "0.3"), "%" -> "percent"
+    text = _DECIMAL_COMMA.sub(r"\1\2", _THOUSANDS_DOT.sub(r"\1 ", text)).replace("%", " percent ")
     # places first, joined by "_" so that no word of an English name is dropped as a stop word
     # (tokenizers split on "_" again)
     words = _place_pattern().sub(lambda m: aliases[m.group(1)].replace(" ", "_"), _words(fold(text)))

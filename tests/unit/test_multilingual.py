@@ -36,6 +36,10 @@ def test_cross_language_text_replaces_places_and_drops_stop_words():
     assert cross_language_text("Les États-Unis et l'Allemagne signent un accord", "fr") == (
         "united states l germany signent accord"
     )
+    # numbers and percentages come out as English headlines tokenize them ("0.3 percent", "21,000")
+    assert tokenize(cross_language_text("Las ventas caen un 0,3% y 21.000 empleos", "es")) == tokenize(
+        "ventas caen 0.3 percent 21,000 empleos"
+    )
     assert "der" in stop_words("de") and "el" in stop_words("es")
     assert stop_words("xx") == frozenset()
     assert cross_language_text("", "es") == ""
