@@ -311,9 +311,30 @@ class TextModel:
         np.divide(out, norms, out=out, where=norms > 0)
         return out
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """128-dim unit-normalized embeddings of ``texts`` (title + lead), float32 ``(n, dim)``."""
-        return self.embed_vectors([self.tfidf(tokenize(t)) for t in texts])
+    def embed(self, texts: Sequence[str], languages: Sequence[str | None] | None = None) -> np.ndarray:
+        """128-dim unit-normalized embeddings of ``texts`` (title + lead), float32 ``(n, dim)``.
+
+        Args:
+          texts: the documents.
+          languages: optional ISO 639-1 code per text; Spanish, German, French, Portuguese and
+            Italian texts are embedded in their cross-language form (see :meth:`article_vector`),
+            so their names, places and numbers land on the English model's terms.
+
+        Raises:
+          ValueError: ``languages`` has a different length than ``texts``.
+        """
+        if languages is None:
+            return self.embed_vectors([self.tfidf(tokenize(t)) for t in texts])
+        if len(languages) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(languages)} languages")
+        from newsflow.multilingual import cross_language_text
+
+        return self.embed_vectors(
+            [
+                self.tfidf(tokenize(cross_language_text(t, lang) if lang in CROSS_LANGUAGE else t))
+                for t, lang in zip(texts, languages, strict=True)
+            ]
+        )
 
     def save(self, path: str) -> None:
         """Writes the model to ``path`` (``.npz``), atomically (temp file + rename)."""

@@ -2,8 +2,9 @@
 
 :class:`EnrichArticles` batches articles (``BatchElements``) and runs, per batch, the pure
 components: :class:`newsflow.topics.TopicClassifier` on title + lead, spaCy entities
-(:class:`newsflow.entities.EntityExtractor`, English only; other languages are counted), the
-128-dim embedding (:class:`newsflow.embedding.TextModel`) and article quality/authority
+(:class:`newsflow.entities.EntityExtractor`: en, es, de, fr, pt, it with language-neutral keys;
+other languages are counted), the 128-dim embedding (:class:`newsflow.embedding.TextModel`; es, de,
+fr, pt, it in the cross-language form of :mod:`newsflow.multilingual`) and article quality/authority
 (:mod:`newsflow.quality`). Models are loaded once per worker through ``apache_beam.utils.shared``.
 The output feeds :class:`transforms.stories.AssignStoryClusters`.
 """
@@ -76,7 +77,7 @@ class _EnrichFn(beam.DoFn):
         before = sum(self._entities.skipped.values())
         ents = self._entities.extract_many([(a.title, a.text or "") for a in batch], [a.language for a in batch])
         self.no_entity_model.inc(sum(self._entities.skipped.values()) - before)
-        emb = self._models.text.embed(docs)
+        emb = self._models.text.embed(docs, [a.language for a in batch])
         for i, a in enumerate(batch):
             try:
                 story_art = story_article(a, topics[i], ents[i], emb[i])

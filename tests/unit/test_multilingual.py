@@ -63,3 +63,16 @@ def test_article_vectors_share_terms_across_languages():
     title, url = "Hélène's U.S. trip: 5 things", "https://x.example/helene-us-trip-five-things"
     for lang in ("en", None, "nl"):
         assert model.article_vector(title, url, 1.0, lang) == model.tfidf(tokenize(title), url_slug_tokens(url), 1.0)
+
+
+def test_dense_embedding_of_a_translation_is_near_the_english_one():
+    import numpy as np
+
+    model = load_text_model()
+    en = "Germany and Ukraine sign gas deal in Berlin"
+    es = "Alemania y Ucrania firman un acuerdo sobre el gas en Berlín"
+    plain = model.embed([en, es])
+    cross = model.embed([en, es], ["en", "es"])
+    assert np.array_equal(plain[0], cross[0])  # English is embedded as before
+    assert float(cross[0] @ cross[1]) > float(plain[0] @ plain[1]) + 0.1  # 0.67 -> 0.84
+    assert np.array_equal(model.embed([en], [None]), model.embed([en]))
