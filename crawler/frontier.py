@@ -38,6 +38,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
 from newsflow.keys import Keys
 from newsflow.ranking.priority import request_priority_recrawl
 from newsflow.source_entries import crawl_task_id
@@ -64,7 +67,7 @@ local tk = P..'task:'..tid
 local created = 0
 if redis.call('EXISTS', tk) == 0 then
   created = 1
-  for i = 6, #ARGV, 2 do redis.call('HSET', tk, ARGV[i], ARGV[i+1]) end
+  redis.call('HSET', tk, unpack(ARGV, 6))  -- the field/value pairs
 end
 if redis.call('HEXISTS', tk, 'holder') == 1 then return created end
 if redis.call('SISMEMBER', P..'held', tid) == 1 then return created end  -- paused/removed source
@@ -244,36 +247,82 @@ class Frontier:
         Raises:
           ValueError: ``url`` is not an absolute http(s) URL or ``kind`` is unknown.
         """
+        tid, args = self._add_args(url, kind, due, source, depth, meta, force_due)
+        created = bool(self._add(keys=[self.keys.crawl_hosts], args=args))
+        if created and kind in ("feed", "sitemap"):
+            self.r.sadd(self.keys.crawl_feeds, tid)
+            self.r.sadd(self.keys.crawl_domain(source_domain(url)), tid)
+        return created
+
+    def _add_args(
+        self,
+        url: str,
+        kind: str,
+        due: float,
+        source: str = "",
+        depth: int = 0,
+        meta: dict | None = None,
+        force_due: bool = False,
+    ) -> tuple[str, list]:
+        """``(task id, ARGV of the add script)``; ValueError for a bad URL or kind (see :meth:`add`)."""
         if kind not in ("feed", "sitemap", "page"):
             raise ValueError(f"unknown task kind {kind!r}")
         canonicalize_url(url)  # raises ValueError for a bad URL
         tid = task_id(kind, url)
         host = host_key(url)
-        fields = [
-            "url",
-            url,
-            "kind",
-            kind,
-            "host",
-            host,
-            "source",
-            source,
-            "depth",
-            str(depth),
-            "meta",
-            json.dumps(meta or {}, ensure_ascii=False),
-            "created",
-            str(due),
-        ]
-        created = bool(
-            self._add(
-                keys=[self.keys.crawl_hosts], args=[self._p, tid, host, due, "set" if force_due else "min", *fields]
-            )
-        )
-        if created and kind in ("feed", "sitemap"):
-            self.r.sadd(self.keys.crawl_feeds, tid)
-            self.r.sadd(self.keys.crawl_domain(source_domain(url)), tid)
+        meta_json = json.dumps(meta or {}, ensure_ascii=False)
+        fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth), "meta", meta_json]
+        return tid, [self._p, tid, host, due, "set" if force_due else "min", *fields, "created", str(due)]
+
+    def add_many(self, items: Iterable[dict]) -> list[bool]:
+        """:meth:`add` for many tasks in one round trip (a pipeline of the same atomic script, in order).
+
+        Args:
+          items: keyword arguments of :meth:`add` each (``url``, ``kind``, ``due`` and optionally
+            ``source``, ``depth``, ``meta``, ``force_due``).
+
+        Returns:
+          Per item, True when its task was created (a later duplicate of an earlier item is False).
+
+        Raises:
+          ValueError: an item has a bad URL or kind; nothing is added then.
+          TypeError: an item lacks ``url``, ``kind`` or ``due`` or has another key; nothing is added.
+        """
+        prepared = []
+        for it in items:
+            tid, args = self._add_args(**it)
+            prepared.append((it["url"], it["kind"], tid, args))
+        if not prepared:
+            return []
+        results = self._run_many(self._add, [args for *_, args in prepared])
+        created = [bool(x) for x in results]
+        feeds = [(url, tid) for (url, kind, tid, _), c in zip(prepared, created, strict=True) if c and kind != "page"]
+        if feeds:
+            pipe = self.r.pipeline(transaction=False)
+            for url, tid in feeds:
+                pipe.sadd(self.keys.crawl_feeds, tid)
+                pipe.sadd(self.keys.crawl_domain(source_domain(url)), tid)
+            pipe.execute()
         return created
+
+    def _run_many(self, script, argvs: list[list]) -> list:
+        """Runs a registered script once per ARGV in one pipeline (EVALSHA; loaded first if the server lost
+        it), with the same key list as the single calls. redis-py refuses scripts in a Redis Cluster
+        pipeline, so a cluster client runs them one by one (same results, one round trip each)."""
+        keys = [self.keys.crawl_hosts]
+        if isinstance(self.r, RedisCluster):
+            return [script(keys=keys, args=argv) for argv in argvs]
+        for attempt in (0, 1):
+            pipe = self.r.pipeline(transaction=False)
+            for argv in argvs:
+                pipe.evalsha(script.sha, len(keys), *keys, *argv)
+            try:
+                return pipe.execute()
+            except NoScriptError:
+                if attempt:
+                    raise
+                self.r.script_load(script.script)
+        raise AssertionError("unreachable")
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
         """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.
@@ -407,6 +456,16 @@ class Frontier:
     def mark_seen(self, url: str, ttl_s: float) -> bool:
         """Adds an article URL (by canonical id) to the seen set; True if it was not there."""
         return bool(self.r.set(self.keys.crawl_seen(article_id(url)), b"1", nx=True, ex=max(1, int(ttl_s))))
+
+    def mark_seen_many(self, urls: Iterable[str], ttl_s: float) -> list[bool]:
+        """:meth:`mark_seen` for many URLs in one round trip, in order (a URL listed twice is new once)."""
+        urls = list(urls)
+        if not urls:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for url in urls:
+            pipe.set(self.keys.crawl_seen(article_id(url)), b"1", nx=True, ex=max(1, int(ttl_s)))
+        return [bool(x) for x in pipe.execute()]
 
     def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
         """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``."""

@@ -360,3 +360,45 @@ def test_safety_refusal_is_its_own_error_kind_and_progress_is_reported(redis, tm
     assert lines[-1]["processed"] == 3
     assert (lines[-1]["landed"], lines[-1]["errors"], lines[-1]["refused"]) == (0, 2, 0)
     assert [x["processed"] for x in lines] == sorted(x["processed"] for x in lines)
+
+
+def _state(r, prefix):
+    """Every key under ``prefix`` with its value (the prefix itself stripped), for comparing frontiers."""
+    out = {}
+    for key in r.scan_iter(match=f"{prefix}:*"):
+        kind = r.type(key).decode()
+        value = {
+            "hash": lambda k: r.hgetall(k),
+            "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+            "set": lambda k: sorted(r.smembers(k)),
+            "string": lambda k: r.get(k),
+        }[kind](key)
+        out[key.decode()[len(prefix) :]] = (kind, value)
+    return out
+
+
+def test_add_many_and_mark_seen_many_equal_the_one_by_one_calls(redis):
+    items = [
+        {"url": "https://a.example/feed.xml", "kind": "feed", "due": 5.0},
+        {"url": "https://a.example/p/1", "kind": "page", "due": 3.0, "source": "https://a.example/feed.xml"},
+        {"url": "https://a.example/p/1", "kind": "page", "due": 1.0},  # same task: due moves earlier
+        {"url": "https://a.example/p/2", "kind": "page", "due": 9.0, "meta": {"title": "Zürich"}, "depth": 1},
+        {"url": "https://a.example/p/2", "kind": "page", "due": 12.0, "force_due": True},  # forced later
+        {"url": "https://b.example:8080/sitemap.xml", "kind": "sitemap", "due": 2.0},
+        {"url": "https://b.example:8080/p/3", "kind": "page", "due": 2.0},
+    ]
+    one, many = Frontier(redis, Keys("one")), Frontier(redis, Keys("many"))
+    created_one = [one.add(**it) for it in items]
+    redis.script_flush()  # the batch path reloads a script the server lost
+    created_many = many.add_many(items)
+    assert created_one == created_many == [True, True, False, True, False, True, True]
+    assert _state(redis, "one") == _state(redis, "many") != {}
+    urls = ["https://a.example/x", "https://a.example/y", "https://a.example/x", "https://a.example/y?utm_source=z"]
+    assert [one.mark_seen(u, 60) for u in urls] == many.mark_seen_many(urls, 60) == [True, True, False, False]
+    ok = {"url": "https://c.example/ok", "kind": "page", "due": 1.0}
+    with pytest.raises(ValueError):
+        many.add_many([ok, {"url": "nope", "kind": "page", "due": 1.0}])
+    with pytest.raises(TypeError):
+        many.add_many([ok, {"url": "https://c.example/x"}])
+    assert not redis.exists(Keys("many").crawl_task(task_id("page", "https://c.example/ok")))  # nothing added
+    assert many.add_many([]) == [] and many.mark_seen_many([], 60) == []

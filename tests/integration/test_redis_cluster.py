@@ -99,3 +99,6 @@ def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
     assert sorted(t.url for t in tasks) == ["https://a.example.org/feed.xml", "https://b.example.org/feed.xml"]
     assert all(fr.complete(t, "w1", now, 1.0, next_due=now + 900) for t in tasks)
     assert fr.claim("w1", now + 10, 30.0, 5) == []  # rescheduled, not due yet
+    pages = [{"url": f"https://c.example.org/p/{i}", "kind": "page", "due": now - 1} for i in range(3)]
+    assert fr.add_many(pages + pages[:1]) == [True, True, True, False]  # one pipeline of the add script
+    assert fr.mark_seen_many(["https://c.example.org/p/0", "https://c.example.org/p/0"], 60) == [True, False]
