@@ -81,3 +81,14 @@ def test_eval_near_duplicate_reports_both(tmp_path):
     assert out["without_minhash"] == {"clusters": 3, "precision": 0.0, "recall": 0.0, "f1": 0.0}
     off = out["offline_all_pairs"]
     assert (off["clusters"], off["precision"], off["borderline_checked"], off["borderline_confirmed"]) == (2, 1.0, 1, 1)
+
+
+def test_stored_signature_is_the_datasketch_signature():
+    from newsflow.minhash_check import signature_hex, text_signature_hex
+
+    for text in (NEIL[0], NEIL[1], ECB[0], OTHER):
+        sig = text_signature_hex(text)
+        assert sig == signature_hex(text_minhash(text)) and len(sig) == 8 * 128
+        slots = [int(sig[8 * i : 8 * i + 8], 16) for i in range(128)]
+        assert slots == [int(x) for x in text_minhash(text).hashvalues]
+    assert text_signature_hex("") == text_signature_hex("!!! ...") == ""  # no shingles: no signature
