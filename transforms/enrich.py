@@ -46,13 +46,14 @@ class _Models:
 
     def __init__(self, config: EnrichConfig):
         from newsflow.embedding import load_text_model
-        from newsflow.entities import load_nlp
+        from newsflow.entities import SUPPORTED_LANGUAGES, load_nlp
         from newsflow.topic_training import ensure_topic_model
         from newsflow.topics import TopicClassifier
 
         self.topics = TopicClassifier.load(ensure_topic_model(config.topic_model_path), config.topic_threshold)
         self.text = load_text_model(config.text_model_path)
-        load_nlp()
+        for language in sorted(SUPPORTED_LANGUAGES):  # every entity model, once (languages share models)
+            load_nlp(language)
 
 
 class _EnrichFn(beam.DoFn):
