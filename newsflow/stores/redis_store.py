@@ -248,9 +248,10 @@ class RedisClusterStore:
                     "paywall": "1" if getattr(a, "paywalled", None) else "0",
                     "ft": format_epoch(a.fetch_time),
                     "outlet": outlet(a.url) or "",
-                    "mh": text_signature_hex(fingerprint_text(a)) if recheck else "",
                 }
             )
+        # signatures as raw bytes in their own arguments (512 bytes each; no JSON or hex decoding in the script)
+        sigs = [bytes.fromhex(text_signature_hex(fingerprint_text(a))) if recheck else b"" for a in articles]
         raw = self._assign(
             keys=[self.keys.fingerprints],
             args=[
@@ -259,6 +260,7 @@ class RedisClusterStore:
                 json.dumps(payload),
                 repr(float(self.config.borderline_jaccard)) if recheck else "",
                 self.config.borderline_max_distance,
+                *sigs,
             ],
         )
         out = []

@@ -4,10 +4,11 @@
 -- script never spells a prefix itself), ARGV[2] = max Hamming distance, ARGV[3] = JSON array of articles:
 --   {id, fp (16 hex, big-endian), title, url, domain, name, t (event time, epoch s as string),
 --    lang, auth (source authority as string), feed (0/1), pt (publish time string or ""), paywall (0/1),
---    ft (fetch time string), outlet (registrable domain or ""), mh (MinHash signature: 128 x 8 hex, or "")},
+--    ft (fetch time string), outlet (registrable domain or "")},
 -- ARGV[4] = minimum MinHash Jaccard of a borderline pair ("" = no re-check), ARGV[5] = largest borderline
 -- Hamming distance (pairs at ARGV[2] + 1 .. ARGV[5] bits are near-duplicates when their stored MinHash
--- signatures agree on at least that share of the 128 slots; newsflow/minhash_check.py).
+-- signatures agree on at least that share of the 128 slots; newsflow/minhash_check.py),
+-- ARGV[5 + k] = the k-th article's MinHash signature: 128 big-endian uint32 (512 raw bytes), or "".
 -- Returns a JSON array of {id, cluster, article (the id the article is stored under), new (0/1),
 -- created (0/1), merged = [cluster ids merged into cluster]}.
 -- Order independence: a group is named "c" .. its founder, the member with the earliest (event time,
@@ -156,10 +157,6 @@ end
 
 -- MinHash signatures: 128 big-endian uint32 slots, stored as 512 bytes; share of equal slots (datasketch's
 -- MinHash.jaccard).
-local function unhex(h)
-  return (string.gsub(h, '..', function(cc) return string.char(tonumber(cc, 16)) end))
-end
-
 local function jaccard(sa, sb)
   if #sa ~= #sb or #sa == 0 then return 0 end
   local n, same = #sa / 4, 0
@@ -263,11 +260,11 @@ local function drop_group(cid)
   redis.call('ZREM', P .. ':clusters:by_latest', cid)
 end
 
-local function index_version(a, sig_hex)
+local function index_version(a, sig)
   local b = bands(a.fp)
   redis.call('HSET', P .. ':fp', a.id, a.fp)
   for i = 0, 3 do redis.call('SADD', P .. ':lsh:' .. i .. ':' .. b[i], a.fp .. ':' .. a.id) end
-  if sig_hex then redis.call('HSET', P .. ':mh', a.id, sig_hex) end
+  if sig then redis.call('HSET', P .. ':mh', a.id, sig) end
 end
 
 -- The new article `a` is a version of the stored articles `revs` (a set of ids); `others` are the groups
@@ -325,12 +322,12 @@ local function assign_revision(a, sig, revs, others)
 end
 
 local results = {}
-for _, a in ipairs(docs) do
+for k, a in ipairs(docs) do
   local existing = redis.call('HGET', P .. ':a2c', a.id)
   local revised = redis.call('HGET', P .. ':rev', a.id)
   local t_a = tonumber(a.t) or 0
   local sig = nil
-  if a.mh and a.mh ~= '' then sig = unhex(a.mh) end
+  if ARGV[5 + k] and ARGV[5 + k] ~= '' then sig = ARGV[5 + k] end
   if existing then
     table.insert(results, {id = a.id, cluster = existing, article = a.id, new = 0, created = 0, merged = {}})
   elseif revised then
