@@ -1,4 +1,4 @@
-"""Nightly job: per-topic freshness decay λ learned from impressions and clicks.
+"""Nightly job: freshness decay λ per topic and per (topic, article type), learned from impressions and clicks.
 
 Input: the events of the ``--decay_days`` days ending at ``--date`` and the newest story
 snapshots (:mod:`jobs.nightly_common`). Each impression is one observation: story age at the
@@ -11,10 +11,12 @@ sources). The group is the story's first topic label.
 
 Outputs (each replaced for the date):
 
-* ``<output>/models/decay/date=D/part-00000.parquet``: one row per topic (λ, interval, counts,
-  shrinkage weight, whether it suffices) plus the global row ``"*"``;
-* Redis ``Keys.model("decay", D)``: topic -> λ for the topics whose data suffices (the others keep
-  the fixed classes of :mod:`newsflow.ranking.decay`); served after ``newsflow nightly`` switches.
+* ``<output>/models/decay/date=D/part-00000.parquet``: one row per topic (``article_type`` null) and
+  one per (topic, type) cell (λ, interval, counts, shrinkage weight, whether it suffices) plus the
+  global row ``"*"``;
+* Redis ``Keys.model("decay", D)``: ``topic`` -> λ and ``topic/type`` -> λ for the topics and cells
+  whose data suffices (the others keep their topic's rate or the fixed classes of
+  :mod:`newsflow.ranking.decay`); served after ``newsflow nightly`` switches.
 
 Run::
 
@@ -39,7 +41,8 @@ from jobs.nightly_common import (
     partition_files,
     write_partition,
 )
-from newsflow.learning.decay import MAX_POSITION, fit_decay
+from newsflow.learning.decay import MAX_POSITION
+from newsflow.learning.decay_types import cell_key, fit_decay_by_type
 from pipelines.launcher import JobSpec, main
 
 NAMESPACE = "newsflow.jobs.decay_rates"
@@ -50,6 +53,7 @@ UNTOPICAL = "_none"
 DECAY_OUTPUT_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string(), nullable=False),
+        pa.field("article_type", pa.string()),
         pa.field("lambda_per_hour", pa.float64()),
         pa.field("ci_low", pa.float64()),
         pa.field("ci_high", pa.float64()),
@@ -100,7 +104,7 @@ def _group_outcome(outcome, stories):
     age = max(0.0, (t - info.earliest_time) / 3600.0)
     group = info.topics[0] if info.topics else UNTOPICAL
     bucket = round(age / AGE_BUCKET_HOURS) * AGE_BUCKET_HOURS
-    yield (group, bucket, min(position, MAX_POSITION)), (1, clicked)
+    yield (group, info.article_type, bucket, min(position, MAX_POSITION)), (1, clicked)
 
 
 def _sum_pairs(pairs):
@@ -111,40 +115,51 @@ def _sum_pairs(pairs):
     return imps, clicks
 
 
+def _estimate_row(topic: str, kind: str | None, e) -> dict:
+    return {
+        "topic": topic,
+        "article_type": kind,
+        "lambda_per_hour": e.lambda_per_hour,
+        "ci_low": e.ci_low,
+        "ci_high": e.ci_high,
+        "mle_per_hour": e.mle_per_hour,
+        "se_per_hour": e.se_per_hour,
+        "impressions": e.n_impressions,
+        "clicks": e.n_clicks,
+        "shrinkage_weight": e.shrinkage_weight,
+        "sufficient": bool(e.sufficient),
+    }
+
+
+def override_key(row: dict) -> str:
+    """The decay model key of an output row: ``topic``, or ``topic/type`` for a type row."""
+    return row["topic"] if not row.get("article_type") else cell_key(row["topic"], row["article_type"])
+
+
 def fit_rows(cells: list) -> list[dict]:
-    """Aggregated cells ``((topic, age h, position), (impressions, clicks))`` -> output rows
-    (:data:`DECAY_OUTPUT_SCHEMA`), one per topic plus the global row ``"*"``; none without cells."""
+    """Aggregated cells ``((topic, type, age h, position), (impressions, clicks))`` -> output rows
+    (:data:`DECAY_OUTPUT_SCHEMA`): one per topic, one per (topic, type) and the global row ``"*"``;
+    none without cells."""
     if not cells:
         return []
     cells = sorted(cells)
-    fit = fit_decay(
-        groups=[c[0][0] for c in cells],
-        age_hours=[c[0][1] for c in cells],
+    fit = fit_decay_by_type(
+        topics=[c[0][0] for c in cells],
+        types=[c[0][1] for c in cells],
+        age_hours=[c[0][2] for c in cells],
         clicks=[c[1][1] for c in cells],
         impressions=[c[1][0] for c in cells],
-        positions=[c[0][2] for c in cells],
+        positions=[c[0][3] for c in cells],
     )
-    rows = []
-    for g, e in sorted(fit.groups.items()):
-        rows.append(
-            {
-                "topic": g,
-                "lambda_per_hour": e.lambda_per_hour,
-                "ci_low": e.ci_low,
-                "ci_high": e.ci_high,
-                "mle_per_hour": e.mle_per_hour,
-                "se_per_hour": e.se_per_hour,
-                "impressions": e.n_impressions,
-                "clicks": e.n_clicks,
-                "shrinkage_weight": e.shrinkage_weight,
-                "sufficient": bool(e.sufficient),
-            }
-        )
+    rows = [_estimate_row(g, None, e) for g, e in sorted(fit.topics.groups.items())]
+    rows += [_estimate_row(t, k, e) for (t, k), e in sorted(fit.cells.items())]
+    fit = fit.topics
     total_i = float(sum(c[1][0] for c in cells))
     total_c = float(sum(c[1][1] for c in cells))
     rows.append(
         {
             "topic": "*",
+            "article_type": None,
             "lambda_per_hour": fit.global_lambda,
             "ci_low": None,
             "ci_high": None,
@@ -175,7 +190,9 @@ class _PublishDecayFn(beam.DoFn):
             self.config.output, "models/decay", self.config.date, pa.Table.from_pylist(rows, DECAY_OUTPUT_SCHEMA)
         )
         overrides = {
-            r["topic"]: repr(float(r["lambda_per_hour"])) for r in rows if r["sufficient"] and r["topic"] != UNTOPICAL
+            override_key(r): repr(float(r["lambda_per_hour"]))
+            for r in rows
+            if r["sufficient"] and r["topic"] != UNTOPICAL
         }
         if self.models is not None:
             self.models.write("decay", self.config.date, overrides or {"_empty": "1"})
@@ -210,7 +227,8 @@ SPEC = JobSpec(
     config_from_options=config_from_options,
     build=build,
     counters=("decay_topics_fitted", "decay_overrides_written"),
-    description="Learn per-topic freshness decay λ from impressions and clicks (models/decay/date=D, Redis).",
+    description="Learn freshness decay λ per topic and article type from impressions and clicks "
+    "(models/decay/date=D, Redis).",
 )
 
 if __name__ == "__main__":

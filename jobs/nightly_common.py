@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from newsflow.keys import Keys
+from newsflow.ranking.article_type import article_type
 from newsflow.settings import Settings
 from newsflow.stores.parquet import _fs_and_path
 from pipelines.launcher import SettingsOptions
@@ -214,12 +215,15 @@ def event_from_row(row: dict):
 
 class StoryInfo(NamedTuple):
     """What the nightly jobs need of a story: first-seen time (epoch s), topic labels (lower case,
-    most probable first), authority in [0, 1] and its 128-dim embedding (tuple of floats, or ``None``)."""
+    most probable first), authority in [0, 1], its 128-dim embedding (tuple of floats, or ``None``)
+    and its article type (the snapshot's ``article_type``; derived from its URL and headline by
+    :func:`newsflow.ranking.article_type.article_type` for snapshots written before the column)."""
 
     earliest_time: float
     topics: tuple
     authority: float
     embedding: tuple | None
+    article_type: str = "news"
 
 
 class ReadEvents(beam.PTransform):
@@ -248,6 +252,7 @@ def _story_row(path_row):
         topics,
         float(row.get("authority") or 0.0),
         tuple(float(x) for x in emb) if emb is not None else None,
+        row.get("article_type") or article_type(row.get("url"), row.get("title")),
     )
     return row["story_id"], (path, info)
 

@@ -7,7 +7,8 @@ impressions were shown, so a night's clicks never explain themselves). Each impr
 :func:`jobs.decay_rates.impression_outcomes`); its features (:data:`newsflow.learning.weights.FEATURES`):
 
 * ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the impression, λ from the
-  night's sufficient decay estimates, else the fixed classes (:func:`newsflow.ranking.decay.lambda_for`);
+  night's sufficient decay estimates (per topic and article type), else the fixed classes
+  (:func:`newsflow.ranking.decay.lambda_for`);
 * ``interest``: cosine of the reader's previous-night interest vector and the story embedding (0 without);
 * ``topic_interest``: the reader's previous-night click-based topic interest in the story's labels,
   :func:`newsflow.ranking.personalize.topic_affinity` (what serving computes; 0 without);
@@ -41,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from jobs.decay_rates import impression_outcomes
+from jobs.decay_rates import impression_outcomes, override_key
 from jobs.nightly_common import (
     NightlyConfig,
     NightlyOptions,
@@ -84,7 +85,7 @@ def load_context(config: NightlyConfig) -> dict:
     ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}, "topics": {}}
     decay = read_partitions(config.output, "models/decay", [config.date])
     if decay is not None:
-        ctx["lambdas"] = {r["topic"]: r["lambda_per_hour"] for r in decay.to_pylist() if r["sufficient"]}
+        ctx["lambdas"] = {override_key(r): r["lambda_per_hour"] for r in decay.to_pylist() if r["sufficient"]}
     prev = _previous(config.date)
     interest = read_partitions(config.output, "models/interest", [prev])
     if interest is not None:
@@ -109,7 +110,7 @@ def features_of(outcome_user, stories, ctx) -> list:
     if info is None:
         return []
     age = max(0.0, (t - info.earliest_time) / 3600.0)
-    lam = lambda_for(info.topics, False, ctx["lambdas"])
+    lam = lambda_for(info.topics, False, ctx["lambdas"], article_type=info.article_type)
     interest = 0.0
     u = ctx["interest"].get(user)
     if u is not None and info.embedding is not None:

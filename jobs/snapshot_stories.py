@@ -3,7 +3,8 @@
 Reads every live story from Redis (``Keys.story``, with its member article ids and outlets from
 ``Keys.story_articles`` / ``Keys.article``) and replaces ``<output>/stories/date=D/part-00000.parquet``
 (:data:`schemas.story.STORY_SCHEMA`: story id, first-seen time, topics with probabilities,
-entities, 128-dim embedding, outlets, article ids, lead), so the other nightly jobs, and DuckDB or
+entities, 128-dim embedding, outlets, article ids, lead and its article type,
+:func:`newsflow.ranking.article_type.story_article_type`), so the other nightly jobs, and DuckDB or
 BigQuery users, can work from Parquet alone. The streaming job's own Parquet (articles,
 clusters) has no story-level embedding or topics, so the snapshot is taken from the serving state.
 
@@ -22,6 +23,7 @@ from apache_beam.metrics import Metrics
 from jobs.nightly_common import NightlyConfig, NightlyOptions, config_from_options, write_partition
 from newsflow.keys import Keys
 from newsflow.outlets import outlet
+from newsflow.ranking.article_type import story_article_type
 from pipelines.launcher import JobSpec, main
 from schemas._arrow import records_to_table
 from schemas.story import STORY_SCHEMA, StoryRecord
@@ -52,7 +54,8 @@ class _ReadStoriesFn(beam.DoFn):
                 outlets = sorted({o for o in (outlet(a.source_domain) for a in arts) if o})
                 self.stories.inc()
                 article_ids = [a.article_id for a in arts] or s.article_ids
-                yield s._replace(outlets=outlets or s.outlets, article_ids=article_ids)._asdict()
+                s = s._replace(outlets=outlets or s.outlets, article_ids=article_ids)
+                yield s._replace(article_type=story_article_type(s))._asdict()
 
 
 def _write(stories: list, config: NightlyConfig) -> str:

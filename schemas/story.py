@@ -167,6 +167,8 @@ class StoryRecord(NamedTuple):
         empty when the source only gave labels.
       outlets: distinct member source domains, sorted (empty when not loaded).
       article_ids: member article ids in event-time order (empty when not loaded).
+      article_type: the lead article's type (live, opinion, analysis, feature, service, news; see
+        ``newsflow.ranking.article_type``), filled by the nightly story snapshot; ``None`` when not set.
     """
 
     story_id: str
@@ -188,6 +190,7 @@ class StoryRecord(NamedTuple):
     topic_scores: Sequence[TopicScore] = ()
     outlets: Sequence[str] = ()
     article_ids: Sequence[str] = ()
+    article_type: Optional[str] = None
 
     def summary(self) -> dict:
         """JSON-safe dict of the fields a feed item shows."""
@@ -228,6 +231,7 @@ STORY_SCHEMA = pa.schema(
         pa.field("topic_scores", pa.list_(_TOPIC_SCORE_TYPE)),
         pa.field("outlets", pa.list_(pa.string())),
         pa.field("article_ids", pa.list_(pa.string())),
+        pa.field("article_type", pa.string()),
     ]
 )
 

@@ -21,6 +21,7 @@ else ``news``. All matching is case-insensitive and never raises (any string inp
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import urlsplit
 
@@ -139,10 +140,19 @@ def article_type(url=None, title=None, schema_type=None) -> str:
     return type_from_schema(schema_type) or type_from_url(url) or type_from_headline(title) or NEWS
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _cached_type(url: str, title: str) -> str:
+    return article_type(url, title)
+
+
 def story_article_type(story) -> str:
     """The type of a story record (anything with ``url`` and ``title``; a stored ``article_type`` in
-    :data:`ARTICLE_TYPES` wins): the type of its lead article."""
+    :data:`ARTICLE_TYPES` wins): the type of its lead article. Memoised per (url, headline) (65,536
+    entries), as feed building asks for every candidate on every request."""
     stored = getattr(story, "article_type", None)
     if isinstance(stored, str) and stored in ARTICLE_TYPES:
         return stored
-    return article_type(getattr(story, "url", None), getattr(story, "title", None))
+    url, title = getattr(story, "url", None), getattr(story, "title", None)
+    if isinstance(url, str) and isinstance(title, str):
+        return _cached_type(url, title)
+    return article_type(url, title)

@@ -26,6 +26,7 @@ import numpy as np
 
 from newsflow.keys import Keys
 from newsflow.outlets import outlet
+from newsflow.ranking.article_type import story_article_type
 from newsflow.ranking.decay import decay_scores, lambda_for
 from newsflow.ranking.mmr import (
     DEFAULT_ALPHA,
@@ -82,7 +83,8 @@ class Candidates:
     Attributes:
       stories: list of :class:`StoryRecord` (length n).
       scores: float64 (n,) decayed scores at ``now``.
-      lambdas: float64 (n,) decay rates used (1/hours).
+      lambdas: float64 (n,) decay rates used (1/hours): per topic and article type
+        (:func:`newsflow.ranking.decay.lambda_for`).
       velocity: float64 (n,) new articles in the latest trending window.
       embeddings: float32 (n, 128) unit rows (zero rows for a missing embedding).
       breaking: bool (n,).
@@ -105,7 +107,10 @@ class Candidates:
         n = len(self.stories)
         self.breaking = np.fromiter((s.story_id in brk for s in self.stories), dtype=bool, count=n)
         self.lambdas = np.array(
-            [lambda_for(s.topics, bool(b), overrides) for s, b in zip(self.stories, self.breaking, strict=False)],
+            [
+                lambda_for(s.topics, bool(b), overrides, article_type=story_article_type(s))
+                for s, b in zip(self.stories, self.breaking, strict=False)
+            ],
             dtype=np.float64,
         )
         self.scores = decay_scores(

@@ -64,8 +64,13 @@ def test_decay_fit_recovers_a_known_rate():
     for topic, lam in (("world", 0.2), ("sports", 0.05)):
         for age in np.arange(0.0, 24.0, 0.5):
             imps = 4000
-            cells.append(((topic, float(age), 0), (imps, round(imps * 0.3 * math.exp(-lam * age)))))
-    rows = {r["topic"]: r for r in fit_rows(cells)}
+            cells.append(((topic, "news", float(age), 0), (imps, round(imps * 0.3 * math.exp(-lam * age)))))
+    out = fit_rows(cells)
+    rows = {r["topic"]: r for r in out if r["article_type"] is None}
+    cells_out = {(r["topic"], r["article_type"]): r for r in out if r["article_type"] is not None}
+    # one type per topic: the cell's estimate is the topic's own MLE, shrunk toward the topic's rate
+    assert cells_out[("world", "news")]["mle_per_hour"] == pytest.approx(rows["world"]["mle_per_hour"])
+    assert cells_out[("world", "news")]["lambda_per_hour"] == pytest.approx(0.2, rel=0.02)
     assert rows["world"]["lambda_per_hour"] == pytest.approx(0.2, rel=0.02)
     assert rows["sports"]["lambda_per_hour"] == pytest.approx(0.05, rel=0.05)
     assert rows["world"]["sufficient"] and rows["world"]["ci_low"] < 0.2 < rows["world"]["ci_high"]
@@ -197,13 +202,11 @@ def test_topic_interests_join_the_interest_term_by_hand():
 
 
 def test_ranking_weights_topic_feature_equals_the_served_topic_interest():
-    from collections import namedtuple
-
+    from jobs.nightly_common import StoryInfo
     from jobs.ranking_weights import features_of
     from newsflow.learning.weights import FEATURES
 
-    Info = namedtuple("Info", "earliest_time topics embedding authority")
-    stories = {"s1": Info(0.0, ("Tech",), None, 0.5), "s2": Info(0.0, ("sports", "World"), None, 0.5)}
+    stories = {"s1": StoryInfo(0.0, ("Tech",), 0.5, None), "s2": StoryInfo(0.0, ("sports", "World"), 0.5, None)}
     shares = {"tech": 0.6, "world": 0.2}
     ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}, "topics": {"u": shares}}
     got = [features_of(("u", (s, 3600.0, 2, 0)), stories, ctx)[0][1] for s in ("s1", "s2")]
@@ -245,3 +248,18 @@ def test_learned_weights_rank_by_the_topic_interest_weight():
     )
     expected = [1 / (1 + math.exp(-(-3.0 + 2.0 * x))) for x in (0.5, 1.0, 0.0)]
     assert rel == pytest.approx(expected) and why[1]["model"] == "learned"
+
+
+def test_ranking_weights_freshness_uses_the_topic_and_type_rate():
+    from jobs.nightly_common import StoryInfo, _story_row
+    from jobs.ranking_weights import features_of
+    from newsflow.learning.weights import FEATURES
+
+    stories = {"a": StoryInfo(0.0, ("tech",), 0.5, None, "live"), "b": StoryInfo(0.0, ("tech",), 0.5, None, "opinion")}
+    ctx = {"lambdas": {"tech": 0.05, "tech/live": 0.5}, "interest": {}, "recent": {}, "covisit": {}, "topics": {}}
+    fresh = [features_of(("u", (s, 7200.0, 0, 0)), stories, ctx)[0][1][FEATURES.index("freshness")] for s in "ab"]
+    assert fresh == pytest.approx([math.exp(-0.5 * 2), math.exp(-0.05 * 2)])
+    # snapshots written before the article_type column: the type is derived from URL and headline
+    row = {"story_id": "s", "topics": ["Tech"], "url": "https://x.com/opinion/a", "title": "T", "authority": 0.5}
+    assert _story_row(("p", row))[1][1].article_type == "opinion"
+    assert _story_row(("p", dict(row, article_type="live")))[1][1].article_type == "live"
