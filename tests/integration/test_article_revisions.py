@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from newsflow.aliases import resolve_article_id
+from newsflow.aliases import record_aliases, resolve_article_id
 from newsflow.articles import fingerprint_text
 from newsflow.keys import Keys
 from newsflow.minhash_check import near_duplicate, text_minhash
@@ -105,6 +105,11 @@ def test_reslugged_permalink_is_one_article_in_either_order(redis_server):
     # both URLs (every spelling) resolve to the issued id
     for url in (OLD_URL, NEW_URL, NEW_URL.replace("https://www.", "http://").rstrip("/")):
         assert resolve_article_id(client, keys, url) == OLD.article_id
+    # the crawler, fetching the old URL after the edit, lands the redirect target and stores the old URL as
+    # its alias (record_aliases, NX): the old URL still resolves to the issued id through the revision
+    assert record_aliases(client, keys, NEW.article_id, [OLD_URL], ttl_s=3600) == 1
+    assert client.get(keys.url_alias(OLD.article_id)) == NEW.article_id.encode()
+    assert resolve_article_id(client, keys, OLD_URL) == OLD.article_id
     # sinks keep exactly one element: the newest version, under the stored id
     assert s1.resolve_revisions([OLD, NEW]) == [None, NEW._replace(article_id=OLD.article_id)]
     assert resolve_revisions(client, Keys("two"), [NEW, OLD]) == [NEW._replace(article_id=OLD.article_id), None]
@@ -200,3 +205,15 @@ def test_random_versions_and_orders_match_the_reference_rule(redis_server):
             assert client.hget(keys.article(aid), "url").decode() == url
         states.append(_strip(dump(client), prefix))
     assert all(s == states[0] for s in states)
+
+
+def test_retention_removes_every_version(redis_server):
+    client, _ = redis_server
+    copy = page(COPY_URL, "Mayor opens library", PUBLISHED + 900)
+    store = _run(client, "nf", [NEW, copy, OLD])
+    keys = Keys("nf")
+    assert client.hlen(keys.minhashes) == 3 and client.hlen(keys.fingerprints) == 3
+    assert client.exists(keys.article_versions(OLD.article_id))
+    assert store.expire_before(PUBLISHED) == (0, 0)  # nothing older than the publish time
+    assert store.expire_before(PUBLISHED + 1) == (1, 2)  # one group of two articles (three versions)
+    assert client.keys("nf:*") == []
