@@ -13,8 +13,8 @@ shipped, permissively licensed data:
   (shipped in ``babel``; CLDR data is under the Unicode licence, permissive) in the six languages,
   folded, mapped to its folded English name: ``"alemania"``, ``"deutschland"``, ``"allemagne"``,
   ``"germania"``, ``"alemanha"`` -> ``"germany"``; ``"estados unidos"``, ``"vereinigte staaten"``,
-  ``"etats-unis"``, ``"stati uniti"`` -> ``"united states"``; plus the usual abbreviations of
-  :data:`EXTRA_ALIASES` (``"ee uu"``, ``"usa"``, ``"u.s."``).
+  ``"etats-unis"``, ``"stati uniti"`` -> ``"united states"``; plus other languages' abbreviations
+  in :data:`EXTRA_ALIASES` (``"EE.UU."`` -> ``"us"`` as English ``"U.S."``).
 * **Stop words** per language (:func:`stop_words`): spaCy's lists (MIT licence), folded, so
   ``"el"``, ``"der"``, ``"les"`` do not make two unrelated reports look alike.
 * **Cross-language terms** (:func:`cross_language_text`): a non-English headline with its place
@@ -41,16 +41,14 @@ from newsflow.scripts import nfc
 LANGUAGES = ("en", "es", "de", "fr", "pt", "it")
 """Languages with entities and cross-language keys (ISO 639-1)."""
 
-# Abbreviations and short forms that CLDR's standard territory names lack (folded -> English name).
+# Other languages' abbreviations that CLDR's territory names lack (folded -> the folded English
+# abbreviation). English keys stay as they are ("U.S." is "us", "United States" "united states"),
+# so English stories match exactly as before.
 EXTRA_ALIASES = {
-    "us": "united states",
-    "usa": "united states",
-    "eeuu": "united states",
-    "ee uu": "united states",
-    "eua": "united states",
-    "uk": "united kingdom",
-    "ue": "european union",
-    "eu": "european union",
+    "eeuu": "us",
+    "ee uu": "us",
+    "eua": "us",
+    "ue": "eu",
 }
 
 _SPACE = re.compile(r"\s+")
