@@ -18,7 +18,7 @@ import sys
 from newsflow.embedding import default_embedding_path, ensure_embedding_model
 from newsflow.settings import Settings, add_settings_arguments
 from newsflow.topic_training import MODEL_PARAMS, ensure_models, ensure_topic_model, train  # noqa: F401 (re-exported)
-from newsflow.topics import default_topic_path
+from newsflow.topics import MODEL_FORMAT, default_topic_path, model_format
 
 COMMAND = "train-topics"
 HELP = "train the topic classifier and the text-embedding model from data/topics (deterministic, about 20-40 s)"
@@ -32,10 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Trains the topic model (and the embedding model when missing); prints one JSON line."""
+    """Trains the topic model when forced, missing or of an older format (and the embedding model when
+    missing); prints one JSON line."""
     settings = Settings.resolve(args)
     path = args.output or default_topic_path(settings.model_dir)
-    if args.force or not os.path.exists(path) or not os.path.exists(path + ".calibration.json"):
+    if args.force or not os.path.exists(path) or model_format(path) != MODEL_FORMAT:  # missing, or an older format
         summary = train(path)
     else:
         summary = {"model": path, "skipped": "exists (use --force to retrain)"}
