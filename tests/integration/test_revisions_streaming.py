@@ -105,3 +105,55 @@ def test_reslugged_permalink_is_one_article_and_one_report_in_either_order(tmp_p
     (story_key,) = [k for k in c0.keys(KEYS.story("*")) if c0.type(k) == b"hash" and c0.hexists(k, "article_count")]
     counts = c0.hmget(story_key, "article_count", "independent_count")
     assert counts == [b"2", b"1"]
+
+
+def test_streaming_mode_newest_version_first_gives_the_stories_and_groups_of_the_bounded_run(tmp_path, servers):
+    """The job under TestStream (streaming DirectRunner: stories released on event-time timers): the new URL
+    arrives first, the old one and the reprint a processing-time flush later, before the watermark passes
+    their (equal) event time. Stories, near-duplicate groups, revisions and serving hashes equal the bounded
+    run's."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.testing import test_stream
+
+    from pipelines.launcher import make_runner
+    from pipelines.streaming import build_pipeline, job_config_from_options
+
+    bounded, streamed = servers
+    landing = tmp_path / "in.jsonl"
+    landing.write_bytes(b"\n".join(DOCS) + b"\n")
+    _run(str(landing), str(tmp_path / "bounded"), f"unix://{bounded.socket_file}")
+
+    stream = test_stream.TestStream()
+    for chunk in ([DOCS[2]], [DOCS[0], DOCS[1]]):
+        stream = stream.add_elements([beam.window.TimestampedValue(d, PUBLISHED) for d in chunk])
+        stream = stream.advance_processing_time(61)
+    stream = stream.advance_watermark_to(PUBLISHED + 1).advance_watermark_to_infinity()
+    opts = PipelineOptions(
+        [
+            "--pubsub_subscription",
+            "projects/p/subscriptions/s",
+            "--redis_url",
+            f"unix://{streamed.socket_file}",
+            "--output",
+            str(tmp_path / "streamed"),
+        ]
+    )
+    opts.view_as(StandardOptions).streaming = True
+    config = job_config_from_options(opts)
+    assert config.stories.ordering == "timers"
+    with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
+        build_pipeline(p, config, source=stream)
+
+    def kept(client) -> dict:
+        state = redis_state(client)
+        return {k: v for k, v in state.items() if k.startswith((b"nf:{nd}:", b"nf:{story}:story:"))}
+
+    a, b = kept(bounded), kept(streamed)
+    assert a == b, state_difference(a, b)
+    old_id = article_id(OLD_URL)
+    assert streamed.hget(KEYS.article(old_id), "url") == NEW_URL.encode()
+    assert {k.decode(): v.decode() for k, v in streamed.hgetall(KEYS.story_assign).items()}.keys() == {
+        old_id,
+        article_id(COPY_URL),
+    }
