@@ -113,6 +113,7 @@ for _, host in ipairs(hosts) do
     redis.call('HSET', hk, 'inflight', tid)
     redis.call('ZREM', P..'hosts', host)
     table.insert(out, tid)
+    table.insert(out, redis.call('HGETALL', P..'task:'..tid))  -- the task's fields: no second round trip
   else
     ready(P, host)
   end
@@ -327,17 +328,13 @@ class Frontier:
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
         """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.
 
-        Expired leases are returned to their queues first.
+        Expired leases are returned to their queues first. One round trip: the script returns each
+        leased task's id with its hash.
         """
-        tids = self._claim(keys=[self.keys.crawl_hosts], args=[self._p, now, lease_s, worker, n])
-        if not tids:
-            return []
-        pipe = self.r.pipeline(transaction=False)
-        for tid in tids:
-            pipe.hgetall(self.keys.crawl_task(_s(tid)))
+        flat = self._claim(keys=[self.keys.crawl_hosts], args=[self._p, now, lease_s, worker, n])
         out = []
-        for tid, h in zip(tids, pipe.execute(), strict=False):
-            st = {_s(k): _s(v) for k, v in h.items()}
+        for tid, fields in zip(flat[0::2], flat[1::2], strict=True):  # tid, [field, value, ...] per task
+            st = {_s(k): _s(v) for k, v in zip(fields[0::2], fields[1::2], strict=True)}
             out.append(
                 Task(
                     _s(tid),
@@ -471,8 +468,12 @@ class Frontier:
         """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``."""
         key = self.keys.crawl_feed_items(tid)
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
-        old = {_s(x) for x in self.r.smembers(key)}
-        first = not self.r.exists(key) and not old
+        pipe = self.r.pipeline(transaction=False)
+        pipe.smembers(key)
+        pipe.exists(key)
+        members, exists = pipe.execute()
+        old = {_s(x) for x in members}
+        first = not exists and not old
         pipe = self.r.pipeline()
         pipe.delete(key)
         if ids:
