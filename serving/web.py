@@ -467,8 +467,9 @@ class Web:
         velocity = {}
         try:
             self.api._guard()
-            _, rows = self.api.store.latest_trending("story", 100, self.api._ranking_now())
-            velocity = dict(rows)
+            now = self.api._ranking_now()
+            # the same for every reader: kept in-process for local_cache_seconds, like the breaking set
+            velocity = self._memo("velocity", lambda: dict(self.api.store.latest_trending("story", 100, now)[1]))
         except REDIS_ERRORS:
             self.api._mark_down()
         stories = []
