@@ -4,7 +4,9 @@ Input: the events of the ``--history_days`` days ending at ``--date`` and the ne
 snapshots (:mod:`jobs.nightly_common`). Three outputs, computed at the end of the date (``now``):
 
 1. **Interest vectors** and **topic interests** (Liu et al., IUI 2010, click-based interests): per
-   reader, :func:`topic_interests` (shares of the reader's decayed, dwell-weighted clicks per topic) and,
+   reader, :func:`newsflow.learning.topic_interest.topic_interests` (decayed, dwell-weighted clicks per
+   topic label over position-weighted exposure, shrunk to the reader's rate; the examination propensity
+   per position is estimated over all readers' events of the window) and,
    in the story-embedding space, :func:`newsflow.learning.interests.interest_vector`: clicks weighted by
    dwell (``1 + log1p(dwell/30 s)``, dwell capped at 600 s) and time-decayed with a 14-day
    half-life, skipped impressions as weak negatives (weight 0.1), L2-normalised; plus the
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import sys
 from collections import Counter
 
@@ -51,7 +52,8 @@ from jobs.nightly_common import (
     write_partition,
 )
 from newsflow.learning.collaborative import minhash_user_clusters
-from newsflow.learning.interests import DWELL_SCALE_SECONDS, MAX_DWELL_SECONDS, interest_vector, time_decay
+from newsflow.learning.interests import interest_vector
+from newsflow.learning.topic_interest import position_propensity, topic_interests
 from newsflow.ranking.store import encode_embedding
 from pipelines.launcher import JobSpec, main
 from schemas._arrow import embedding_field
@@ -97,26 +99,36 @@ def recent_clicks(events) -> list[str]:
     return [s for s, _ in sorted(last.items(), key=lambda kv: (-kv[1], kv[0]))][:RECENT_CLICKS]
 
 
-def topic_interests(events, story_topics, now: float, top: int = TOPIC_TOP) -> dict[str, float]:
-    """Click-based topic interests (after Liu, Dolan & Pedersen, IUI 2010): each click adds its weight
-    (the interest vector's: 14-day half-life decay × (1 + log1p(dwell / 30 s))) to the story's first
-    topic; the result is normalised to shares summing to 1, the ``top`` largest kept (rounded to 4
-    places). Empty without clicks on stories with a topic."""
-    dwell: dict[str, float] = {}
+def position_counts(events) -> dict:
+    """Events -> ``{position: (impressions, clicks)}`` (clicks with a position only), for
+    :func:`newsflow.learning.topic_interest.position_propensity`."""
+    out: dict = {}
     for e in events:
-        if e.type == "dwell" and e.dwell_seconds is not None:
-            dwell[e.story_id] = max(dwell.get(e.story_id, 0.0), min(float(e.dwell_seconds), MAX_DWELL_SECONDS))
-    weights: Counter = Counter()
-    for e in events:
-        labels = story_topics.get(e.story_id) or ()
-        if e.type == "click" and labels:
-            w = time_decay(e.event_time, now) * (1.0 + math.log1p(dwell.get(e.story_id, 0.0) / DWELL_SCALE_SECONDS))
-            weights[labels[0]] += w
-    total = sum(weights.values())
-    if total <= 0:
+        if e.type in ("impression", "click") and e.position is not None:
+            imps, clicks = out.get(int(e.position), (0, 0))
+            out[int(e.position)] = (imps + (e.type == "impression"), clicks + (e.type == "click"))
+    return out
+
+
+class _PositionCountsFn(beam.CombineFn):
+    """Sums :func:`position_counts` over all events."""
+
+    def create_accumulator(self):
         return {}
-    best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    return {t: round(w / total, 4) for t, w in best}
+
+    def add_input(self, acc, e):
+        return self.merge_accumulators([acc, position_counts([e])])
+
+    def merge_accumulators(self, accs):
+        out: dict = {}
+        for acc in accs:
+            for p, (i, c) in acc.items():
+                a, b = out.get(p, (0, 0))
+                out[p] = (a + i, b + c)
+        return out
+
+    def extract_output(self, acc):
+        return position_propensity(acc)
 
 
 class _ProfileFn(beam.DoFn):
@@ -128,7 +140,7 @@ class _ProfileFn(beam.DoFn):
         self.users = Metrics.counter(NAMESPACE, "interest_users")
         self.vectors = Metrics.counter(NAMESPACE, "interest_vectors")
 
-    def process(self, user_events, embeddings):
+    def process(self, user_events, embeddings, propensity):
         user, events = user_events
         events = list(events)
         needed = {e.story_id for e in events}
@@ -141,7 +153,8 @@ class _ProfileFn(beam.DoFn):
         self.users.inc()
         if vector is not None:
             self.vectors.inc()
-        topics = topic_interests(events, {s: embeddings[s].topics for s in needed if s in embeddings}, self.now)
+        story_topics = {s: embeddings[s].topics for s in needed if s in embeddings}
+        topics = topic_interests(events, story_topics, self.now, propensity)
         yield user, vector, sum(1 for e in events if e.type == "click"), recent_clicks(events), topics
 
 
@@ -246,11 +259,13 @@ def build(pipeline: beam.Pipeline, config: NightlyConfig):
     stories = pipeline | "ReadStories" >> ReadStories(
         partition_files(config.output, "stories", config.dates(config.history_days))
     )
+    propensity = events | "PositionPropensity" >> beam.CombineGlobally(_PositionCountsFn())
     profiles = (
         events
         | "KeyByReader" >> beam.Map(lambda e: (e.user_id, e))
         | "GroupByReader" >> beam.GroupByKey()
-        | "InterestProfiles" >> beam.ParDo(_ProfileFn(config.now), beam.pvalue.AsDict(stories))
+        | "InterestProfiles"
+        >> beam.ParDo(_ProfileFn(config.now), beam.pvalue.AsDict(stories), beam.pvalue.AsSingleton(propensity))
     )
     covisit = (
         profiles

@@ -21,9 +21,9 @@ to the above when its model is absent:
 
 * the reader's interest vector and click count come from the current ``interest``/``history``
   models when they have the reader (else from the profile hash ``Keys.user``);
-* with click-based topic interests (the ``history`` model's topic shares ``p_u(t)``, after Liu et al.,
-  IUI 2010), the interest term becomes ``0.5 · max(0, cos) + 0.5 · max_t p_u(t) / max p_u`` over the
-  story's topics;
+* with click-based topic interests (the ``history`` model's exposure-normalised interests ``p_u(t)``,
+  after Liu et al., IUI 2010, :mod:`newsflow.learning.topic_interest`), the interest term becomes
+  ``0.5 · max(0, cos) + 0.5 · max_t p_u(t) / max p_u`` over the story's topics (:func:`topic_affinity`);
 * a collaborative term ``k_i = max(cov_i / max(cov), clu_i / max(clu))`` joins the blend, where
   ``cov_i`` sums the co-visitation counts between story ``i`` and the reader's recent clicks and
   ``clu_i`` counts clicks on ``i`` by the reader's MinHash cluster (Das et al., WWW 2007):
@@ -155,18 +155,20 @@ def topic_affinity(story_topics: Sequence[str], reader_topics: dict) -> float:
 
     Args:
       story_topics: the story's topic labels (any case).
-      reader_topics: ``{lower-case label: share of the reader's clicks}`` (the ``history`` model's
-        ``topics``); empty gives 0.
+      reader_topics: ``{lower-case label: interest}`` (the ``history`` model's ``topics``,
+        :func:`newsflow.learning.topic_interest.topic_interests`); its ``"*"`` entry, when present, is
+        the interest of a label the reader was never shown (older models without it: 0). Empty gives 0.
 
     Returns:
-      A float in [0, 1]: 1 for a story with the reader's most-read topic, 0 without a shared topic.
+      A float in [0, 1]: 1 for a story with the reader's strongest topic, 0 without a story label.
     """
     if not reader_topics:
         return 0.0
     best = max(reader_topics.values())
     if best <= 0:
         return 0.0
-    return max((float(reader_topics.get(str(t).lower(), 0.0)) for t in story_topics), default=0.0) / best
+    unseen = float(reader_topics.get("*", 0.0))
+    return max((float(reader_topics.get(str(t).lower(), unseen)) for t in story_topics), default=0.0) / best
 
 
 def history_weight(clicks: int) -> float:

@@ -172,21 +172,35 @@ def test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults()
     assert w.weights == DEFAULT_WEIGHTS and "vs the defaults' 1.0000" in w.reason
 
 
-def test_topic_interests_are_decayed_dwell_weighted_click_shares():
-    from jobs.interest_vectors import topic_interests
+def test_topic_interests_are_clicks_over_examined_exposure_by_hand():
+    from newsflow.learning.topic_interest import UNSEEN, position_propensity, topic_interests
 
     now = 14 * 86400.0  # one half-life after t = 0
+    # propensity: CTR at position 1 is half of position 0's
+    prop = position_propensity({0: (100, 20), 1: (100, 10), 2: (50, 0)})
+    assert prop == {0: 1.0, 1: 0.5, 2: 1e-3}
     events = [
-        _e("u", "click", "a", now),  # tech, weight 1
-        _e("u", "click", "b", 0.0),  # world, weight 0.5 (one half-life old)
-        Event("u", "dwell", "b", 0.0, 0.0, None, 30.0, "feed"),  # ... times 1 + ln 2
-        _e("u", "click", "c", now),  # no topic: ignored
-        _e("u", "impression", "a", now),
+        Event("u", "impression", "a", now, now, 0, None, "feed"),  # tech: exposure 1
+        Event("u", "impression", "b", now, now, 1, None, "feed"),  # world+tech: exposure 0.5 each
+        Event("u", "impression", "c", 0.0, 0.0, 0, None, "feed"),  # sports, one half-life old: 0.5
+        Event("u", "click", "b", now, now, 1, None, "feed"),  # world+tech click, weight 1 + ln 2 (dwell)
+        Event("u", "dwell", "b", now, now, None, 30.0, "feed"),
+        Event("u", "click", "d", now, now, None, None, "feed"),  # a story without labels: in r only
     ]
-    got = topic_interests(events, {"a": ("tech",), "b": ("world", "tech"), "c": ()}, now)
-    world = 0.5 * (1 + math.log(2))
-    assert got == {"tech": round(1 / (1 + world), 4), "world": round(world / (1 + world), 4)}
-    assert topic_interests([_e("u", "impression", "a", 0.0)], {"a": ("tech",)}, now) == {}
+    labels = {"a": ("Tech",), "b": ("world", "tech"), "c": ("sports",), "d": ()}
+    got = topic_interests(events, labels, now, prop)
+    cw = 1 + math.log(2)
+    r = (cw + 1.0) / (1.0 + 0.5 + 0.5)  # all clicks over all examined exposure
+    score = {"tech": (cw + r) / (1.5 + 1), "world": (cw + r) / (0.5 + 1), "sports": r / (0.5 + 1)}
+    best = max(score.values())
+    assert got == {**{t: round(v / best, 4) for t, v in score.items()}, UNSEEN: round(r / best, 4)}
+    # world: one click in little exposure; tech: the same click over three times the exposure; sports:
+    # shown, never clicked, so below a label never shown
+    assert got["world"] == 1.0 > got["tech"] and got[UNSEEN] > got["sports"]
+    # no clicks: no interests
+    assert topic_interests([e for e in events if e.type == "impression"], labels, now, prop) == {}
+    # no evidence of a position bias without clicks at position 0
+    assert position_propensity({0: (10, 0), 3: (10, 1)}) == {0: 1.0, 3: 1.0}
 
 
 def test_topic_interests_join_the_interest_term_by_hand():
@@ -263,3 +277,15 @@ def test_ranking_weights_freshness_uses_the_topic_and_type_rate():
     row = {"story_id": "s", "topics": ["Tech"], "url": "https://x.com/opinion/a", "title": "T", "authority": 0.5}
     assert _story_row(("p", row))[1][1].article_type == "opinion"
     assert _story_row(("p", dict(row, article_type="live")))[1][1].article_type == "live"
+
+
+def test_topic_affinity_gives_unseen_labels_the_readers_prior():
+    from newsflow.ranking.personalize import topic_affinity
+
+    interests = {"world": 1.0, "sports": 0.2, "*": 0.5}
+    assert topic_affinity(["World", "sports"], interests) == 1.0
+    assert topic_affinity(["sports"], interests) == 0.2  # shown and skipped: below the prior
+    assert topic_affinity(["science"], interests) == 0.5  # never shown: the reader's average
+    assert topic_affinity([], interests) == 0.0
+    assert topic_affinity(["science"], {"world": 0.6, "tech": 0.2}) == 0.0  # older model: no prior
+    assert topic_affinity(["tech"], {"world": 0.6, "tech": 0.2}) == pytest.approx(1 / 3)
