@@ -112,10 +112,10 @@ class SourceRegistry:
         pipe = self.r.pipeline(transaction=False)
         for s, new in zip(rows, created, strict=True):
             if new:
-                pipe.hset(
-                    self.keys.source_outlet(s.domain),
-                    mapping={"name": s.name, "tier": s.tier, "authority": repr(s.authority), "updated": repr(now)},
-                )
+                fields = {"name": s.name, "tier": s.tier, "authority": repr(s.authority), "updated": repr(now)}
+                if s.language:
+                    fields["language"] = s.language
+                pipe.hset(self.keys.source_outlet(s.domain), mapping=fields)
                 pipe.sadd(self.keys.source_outlets, s.domain)
         pipe.execute()
         return sum(1 for c in created if c)

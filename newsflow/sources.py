@@ -84,14 +84,14 @@ class SourceTable:
         return UNKNOWN_AUTHORITY if found is None else found.authority
 
     def write(self, path: str) -> int:
-        """Writes the table as a ``domain,name,tier,authority`` CSV (the :meth:`load` format), sorted by
-        domain; returns the number of rows."""
+        """Writes the table as a ``domain,name,tier,authority,language`` CSV (the :meth:`load` format),
+        sorted by domain; returns the number of rows."""
         rows = self.sources()
         with open(path, "w", encoding="utf-8", newline="") as f:
             w = csv.writer(f, lineterminator="\n")
-            w.writerow(["domain", "name", "tier", "authority"])
+            w.writerow(["domain", "name", "tier", "authority", "language"])
             for s in rows:
-                w.writerow([s.domain, s.name, s.tier, repr(s.authority)])
+                w.writerow([s.domain, s.name, s.tier, repr(s.authority), s.language])
         return len(rows)
 
     def sources(self) -> list[Source]:

@@ -109,3 +109,16 @@ def test_registry_outlet_language_reaches_the_source_table(redis):
     assert (z.language, z.authority) == ("de", UNKNOWN_AUTHORITY)
     r = table.lookup("reuters.com")
     assert r.language == "en" and r.authority == base.lookup("reuters.com").authority
+
+
+def test_shipped_table_languages_are_seeded_and_written(redis, tmp_path):
+    base = SourceTable.load()
+    assert (base.lookup("spiegel.de").language, base.lookup("www.elpais.com").language) == ("de", "es")
+    assert base.lookup("reuters.com").language == "en" and base.lookup("afp.com").language == ""  # multilingual
+    registry = SourceRegistry(redis, Keys("s"), seed=base)
+    registry.seed_outlets(base)
+    assert registry.outlet("lemonde.fr")["language"] == "fr"
+    out = tmp_path / "t.csv"
+    base.write(str(out))
+    again = SourceTable.load(str(out))
+    assert [(s.domain, s.language) for s in again.sources()] == [(s.domain, s.language) for s in base.sources()]
