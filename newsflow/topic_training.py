@@ -1,12 +1,13 @@
 """Training of the topic classifier (pure, Beam-free; ``newsflow train-topics`` is its command).
 
-Data (``data/topics/``, CC BY 4.0, see its README.md): the HuffPost News Category sample
-(headline + short description, 29 categories) and the UCI News Aggregator headlines (b/t/e/m).
+Data (``data/topics/``, see its README.md): the HuffPost News Category sample (CC BY 4.0; headline +
+short description, 29 categories), the UCI News Aggregator headlines (CC BY 4.0; b/t/e/m) and 75 web
+news texts labelled by their URL's section (MIT-licensed fixtures; ``jobs/build_topic_web_data.py``).
 Article types (obituary, explainer, historical) are weak labels from headline patterns
 (:data:`newsflow.topics.TYPE_PATTERNS`).
 
 Split, by SHA-256 of a stable key (HuffPost: ``link|headline``; News Aggregator: the STORY id, so
-a whole story stays on one side): bucket = sha256("newsflow-topics:" + key) mod 10; buckets 0-6
+a whole story stays on one side; web pages: the URL): bucket = sha256("newsflow-topics:" + key) mod 10; buckets 0-6
 train, 7 calibration (Platt scaling), 8-9 test (``newsflow eval topics`` scores only these rows
 of the shipped files). AG News is never used here.
 
@@ -14,7 +15,7 @@ Model (:mod:`newsflow.topics` describes it): TF-IDF word 1-2-grams + char_wb 2-5
 over source classes (HuffPost categories, aggregator categories) mapped to sections, and a binary
 linear SVM per article type; class weights "balanced" (inverse class frequency, for macro-F1);
 Platt scaling on the calibration split. Deterministic (liblinear with ``random_state=0``); about
-20 s on one core. Output: ``<model dir>/topics-v1.bin`` (joblib, compressed, about 10 MB) +
+20 s on one core. Output: ``<model dir>/topics-v1.bin`` (joblib, compressed, about 16 MB) +
 ``topics-v1.bin.calibration.json``.
 
 This module holds the training and the ``ensure_*`` helpers that build models when missing, so

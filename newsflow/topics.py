@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 TOPIC_VERSION = "v1"
+WEB_SECTIONS_FILE = "web_sections.jsonl.gz"
 MODEL_FORMAT = "newsflow-topics/tfidf-word-char-linear-svm/2"
 TRAIN_BUCKETS = range(0, 7)
 CALIBRATION_BUCKET = 7
@@ -77,6 +78,22 @@ HUFFPOST_SECTIONS = {
 }
 # UCI News Aggregator CATEGORY -> section (t is "science and technology"; it maps to Technology).
 AGGREGATOR_SECTIONS = {"b": "Business", "t": "Technology", "e": "Entertainment", "m": "Health"}
+# First URL path segment -> section, for pages filed under a section (web_sections.jsonl.gz, see
+# data/topics/README.md). Generic segments ("news", dates) are absent, so they never decide.
+URL_SECTIONS = {
+    **dict.fromkeys(("sport", "sports", "football", "soccer", "tennis", "golf", "cricket", "rugby"), "Sports"),
+    **dict.fromkeys(("science", "environment", "space"), "Science"),
+    **dict.fromkeys(("technology", "tech"), "Technology"),
+    **dict.fromkeys(("business", "money", "markets", "economy", "finance"), "Business"),
+    **dict.fromkeys(("world", "australia-news", "global-development"), "World"),
+    **dict.fromkeys(("us-news", "uk-news", "national"), "Nation"),
+    "politics": "Politics",
+    **dict.fromkeys(
+        ("film", "music", "culture", "tv-and-radio", "books", "artanddesign", "stage", "entertainment", "movies"),
+        "Entertainment",
+    ),
+    **dict.fromkeys(("health", "wellness"), "Health"),
+}
 # AG News class index -> accepted sections (class 4 is "Sci/Tech": Technology or Science).
 AGNEWS_SECTIONS = {"1": ("World",), "2": ("Sports",), "3": ("Business",), "4": ("Technology", "Science")}
 
@@ -103,6 +120,20 @@ def rule_types(headline: str) -> list[str]:
     return [t for t, rx in TYPE_PATTERNS.items() if rx.search(headline or "")]
 
 
+def url_section(url: str) -> str | None:
+    """Section of the first path segment of ``url`` found in :data:`URL_SECTIONS` (case-insensitive), else ``None``.
+
+    ``https://www.theguardian.com/sport/2018/jan/31/x`` -> ``"Sports"``; ``https://a.com/news/economy/x`` ->
+    ``"Business"``; ``https://a.com/2019/11/19/opinion/x`` -> ``None``.
+    """
+    from urllib.parse import urlparse
+
+    for seg in urlparse(url or "").path.lower().split("/"):
+        if seg in URL_SECTIONS:
+            return URL_SECTIONS[seg]
+    return None
+
+
 def split_bucket(key: str) -> int:
     """Bucket 0-9 of a stable example key (0-6 train, 7 calibration, 8-9 test)."""
     return int(hashlib.sha256(("newsflow-topics:" + key).encode("utf-8")).hexdigest(), 16) % 10
@@ -120,6 +151,8 @@ def class_section(cls: str) -> str | None:
         return HUFFPOST_SECTIONS.get(category)
     if source == "aggregator":
         return AGGREGATOR_SECTIONS.get(category)
+    if source == "web":
+        return category if category in SECTIONS else None
     return None
 
 
@@ -165,6 +198,30 @@ def aggregator_example(row: dict) -> Example:
     )
 
 
+def web_example(row: dict) -> Example:
+    """The :class:`Example` of a ``web_sections.jsonl.gz`` row (``url``, ``title``, ``text``, ``section``).
+
+    Its source class is ``"web:<section>"``; labels are the section (if one of :data:`SECTIONS`) and
+    the article types of the title.
+    """
+    title = row.get("title") or ""
+    body = (row.get("text") or "").strip()
+    text = f"{title}. {body}" if title and body else title or body
+    section = row.get("section") if row.get("section") in SECTIONS else None
+    labels = ([section] if section else []) + rule_types(title)
+    return Example("web:" + (row.get("url") or ""), text, tuple(labels), f"web:{section}" if section else "")
+
+
+def read_web_sections(path: str | None = None) -> list[dict]:
+    """Rows of ``data/topics/web_sections.jsonl.gz`` (see ``jobs/build_topic_web_data.py``)."""
+    import gzip
+
+    from newsflow.resources import data_path
+
+    with gzip.open(path or data_path("topics", WEB_SECTIONS_FILE), "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def split_of(key: str) -> str:
     """``"train"`` (buckets 0-6), ``"calibration"`` (7) or ``"test"`` (8-9) of an example key."""
     b = split_bucket(key)
@@ -174,6 +231,8 @@ def split_of(key: str) -> str:
 def load_training_examples() -> dict[str, list[Example]]:
     """Every usable example of the shipped data by split: ``{"train", "calibration", "test"}``.
 
+    Sources: HuffPost, News Aggregator and the URL-section-labelled web pages (``web_sections.jsonl.gz``).
+
     HuffPost rows are "headline. description"; in the train split each also appears as its
     headline alone, because the News Aggregator rows are headlines only and a model would
     otherwise learn "long text -> HuffPost sections". Rows with neither a label nor a source class
@@ -182,9 +241,10 @@ def load_training_examples() -> dict[str, list[Example]]:
     from newsflow.embedding import read_huffpost, read_news_aggregator
 
     out: dict[str, list[Example]] = {"train": [], "calibration": [], "test": []}
-    for row, ex in [(r, huffpost_example(r)) for r in read_huffpost()] + [
-        (r, aggregator_example(r)) for r in read_news_aggregator()
-    ]:
+    rows = [(r, huffpost_example(r)) for r in read_huffpost()]
+    rows += [(r, aggregator_example(r)) for r in read_news_aggregator()]
+    rows += [({}, web_example(r)) for r in read_web_sections()]
+    for row, ex in rows:
         if not ex.text or not (ex.labels or ex.source_class):
             continue
         split = split_of(ex.key)

@@ -14,15 +14,19 @@ from newsflow.topics import (
     LABELS,
     MODEL_FORMAT,
     SECTIONS,
+    Example,
     TopicClassifier,
     class_section,
     load_training_examples,
     model_format,
     platt_fit,
+    read_web_sections,
     rule_types,
     source_class,
     split_bucket,
     split_of,
+    url_section,
+    web_example,
 )
 
 
@@ -170,3 +174,53 @@ def test_shipped_examples_split_by_key_and_headline_copies_only_in_train():
     assert len(data["train"]) > len(train_keys)  # headline-only copies
     huffpost_test = [e.key for e in data["test"] if e.source_class.startswith("huffpost:")]
     assert huffpost_test and len(set(huffpost_test)) == len(huffpost_test)  # aggregator keys are whole stories
+
+
+def test_url_sections_and_web_examples():
+    assert url_section("https://www.theguardian.com/sport/2018/jan/31/rasual-butler") == "Sports"
+    assert url_section("https://financialpost.com/news/economy/economists-weigh-in") == "Business"
+    assert url_section("https://www.theguardian.com/us-news/2018/jan/31/fbi") == "Nation"
+    assert url_section("https://www.nytimes.com/2019/11/19/opinion/republicans.html") is None
+    assert url_section("") is None
+    row = {"url": "https://x.org/sport/a", "title": "Legend Dies At 89", "text": "He won.", "section": "Sports"}
+    ex = web_example(row)
+    assert ex == Example("web:" + row["url"], "Legend Dies At 89. He won.", ("Sports", "obituary"), "web:Sports")
+    assert class_section(ex.source_class) == "Sports"
+    assert web_example({"url": "u", "text": "Body only.", "section": "Opinion"}).labels == ()
+
+
+def test_web_sections_file_matches_the_url_table():
+    rows = read_web_sections()
+    assert rows and all(url_section(r["url"]) == r["section"] for r in rows)
+    assert all(r["license"].startswith("MIT") for r in rows)
+    assert sum(r["section"] == "Sports" for r in rows) >= 10
+
+
+def test_build_topic_web_data_from_a_fixture(tmp_path):
+    from jobs.build_topic_web_data import collect
+
+    (tmp_path / "rss-atom-feeds" / "expected_rss_parser").mkdir(parents=True)
+    (tmp_path / "article-extraction-benchmark").mkdir()
+    (tmp_path / "fundus-news-pages").mkdir()
+    items = [
+        {"link": "https://g.com/sport/2018/a", "title": "Spurs win", "contentSnippet": "A late goal."},
+        {"link": "https://g.com/commentisfree/2018/b", "title": "An opinion", "contentSnippet": "Text."},
+    ]
+    (tmp_path / "rss-atom-feeds" / "expected_rss_parser" / "guardian.json").write_text(
+        json.dumps({"feed": {"items": items}})
+    )
+    (tmp_path / "article-extraction-benchmark" / "ground-truth.json").write_text(
+        json.dumps({"1": {"url": "https://n.com/science/c", "articleBody": "word " * 100}})
+    )
+    pages = [
+        {"html_lang": "en", "url": "https://p.com/news/world/d", "expected": {"title": "Talks"}, "body_text": "Go."},
+        {"html_lang": "de", "url": "https://p.de/sport/e", "expected": {"title": "Tor"}, "body_text": "Ja."},
+    ]
+    (tmp_path / "fundus-news-pages" / "expected.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pages))
+    rows = collect(str(tmp_path))
+    assert [(r["url"], r["section"], r["title"]) for r in rows] == [
+        ("https://g.com/sport/2018/a", "Sports", "Spurs win"),
+        ("https://n.com/science/c", "Science", ""),
+        ("https://p.com/news/world/d", "World", "Talks"),
+    ]
+    assert len(rows[1]["text"]) <= 300 and rows[1]["text"].startswith("word word")
