@@ -2,7 +2,7 @@
 
 Data (``data/topics/``, see its README.md): the HuffPost News Category sample (CC BY 4.0; headline +
 short description, 29 categories), the UCI News Aggregator headlines (CC BY 4.0; b/t/e/m) and 75 web
-news texts labelled by their URL's section (MIT-licensed fixtures; ``jobs/build_topic_web_data.py``).
+news texts labelled by their URL's section (MIT-licensed fixtures; provenance and builder in the README).
 Article types (obituary, explainer, historical) are weak labels from headline patterns
 (:data:`newsflow.topics.TYPE_PATTERNS`).
 

@@ -213,7 +213,7 @@ def web_example(row: dict) -> Example:
 
 
 def read_web_sections(path: str | None = None) -> list[dict]:
-    """Rows of ``data/topics/web_sections.jsonl.gz`` (see ``jobs/build_topic_web_data.py``)."""
+    """Rows of ``data/topics/web_sections.jsonl.gz`` (provenance and builder: data/topics/README.md)."""
     import gzip
 
     from newsflow.resources import data_path
