@@ -69,7 +69,7 @@ def test_enrich_articles():
             )
         )
         first = rows | beam.Filter(lambda r: r[0] == "x1")
-        # the topic model gives Technology (0.83) with this lead; spaCy also tags the bare "Cook"
+        # the topic model gives Technology (p 0.85 >= 0.5) with this lead; spaCy also tags the bare "Cook"
         assert_that(
             first,
             equal_to(
