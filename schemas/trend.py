@@ -1,6 +1,6 @@
 """Trending records: the input of a trending window (TrendInput) and its output (TrendCount)."""
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
@@ -16,12 +16,16 @@ class TrendInput(NamedTuple):
       story_id: the story it was assigned to.
       topics: topic labels, lower case, without duplicates (order kept).
       entities: entity display texts, without duplicates (order kept).
+      counts_from: ``None`` for a newly assigned article. For an article of a story that was merged
+        into ``story_id``: the merge's event time (UTC epoch seconds); only windows ending after it
+        count the article for ``story_id`` (earlier windows counted it under its old story).
     """
 
     article_id: str
     story_id: str
     topics: tuple[str, ...] = ()
     entities: tuple[str, ...] = ()
+    counts_from: Optional[float] = None
 
 
 TREND_INPUT_SCHEMA = pa.schema(
@@ -30,6 +34,7 @@ TREND_INPUT_SCHEMA = pa.schema(
         pa.field("story_id", pa.string(), nullable=False),
         pa.field("topics", pa.list_(pa.string())),
         pa.field("entities", pa.list_(pa.string())),
+        pa.field("counts_from", pa.float64()),
     ]
 )
 

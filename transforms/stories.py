@@ -12,7 +12,10 @@ next timer firing in their sorted position among what is buffered then; they are
 (``stories_late``).
 
 Replays are idempotent (the store remembers each article id), so re-delivered bundles do not
-double count. Writes are batched: a released bundle's assignments are read with one ``HMGET`` and
+double count. A merge re-sends the retired story's recent articles to trending under the survivor
+(``counts_from`` = the merge time: windows ending after it count them there).
+
+Writes are batched: a released bundle's assignments are read with one ``HMGET`` and
 its steps written in transactions of ``write_batch`` articles (each touched story once per
 transaction); a crash leaves the state after a prefix of the ordered sequence, which the rerun
 completes (:class:`newsflow.stores.story_store.RedisStoryStore`, "Batched writes").
@@ -63,6 +66,9 @@ class StoryTransformConfig:
       write_batch: article steps per Redis transaction (``RedisStoryStore(write_batch=...)``): a
         released bundle is written in transactions of this many articles, the last one when the
         writer lease is released, and its stored assignments are read with one ``HMGET``.
+      merged_trend_horizon_s: when a step merges stories, the retired story's articles from this
+        many seconds before the merge are re-sent to trending under the survivor (must be at least
+        the trending window; older ones fall in no window that ends after the merge).
     """
 
     redis_url: str | None = None
@@ -73,6 +79,7 @@ class StoryTransformConfig:
     release_granularity_s: float = 60.0
     key_prefix: str = "nf"
     write_batch: int = 256
+    merged_trend_horizon_s: float = 86400.0
 
     def __post_init__(self):
         Keys(self.key_prefix)  # validates the prefix
@@ -80,6 +87,8 @@ class StoryTransformConfig:
             raise ValueError(f"write_batch must be an integer >= 1, got {self.write_batch!r}")
         if self.ordering not in ("timers", "sort"):
             raise ValueError(f"ordering must be 'timers' or 'sort', got {self.ordering!r}")
+        if not self.merged_trend_horizon_s > 0:
+            raise ValueError(f"merged_trend_horizon_s must be > 0, got {self.merged_trend_horizon_s}")
         if self.release_granularity_s <= 0:
             raise ValueError(f"release_granularity_s must be > 0, got {self.release_granularity_s}")
 
@@ -182,6 +191,22 @@ class _AssignFnBase(beam.DoFn):
             "entities": [text for _, text, _ in article.entities],
         }
         yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(trend, t))
+        # A merge moves the retired story's articles to the survivor: they are re-sent under it (no topics or
+        # entities: those were counted already), counted only by windows ending after the merge. A replay of
+        # the article that made the merge re-sends the same (the store answers from the merge records).
+        if result.merged or result.duplicate:
+            for aid, into, mt, when in self._store.merged_members(
+                article.article_id, self._config.merged_trend_horizon_s
+            ):
+                moved = {
+                    "article_id": aid,
+                    "story_id": into,
+                    "event_time": mt,
+                    "topics": [],
+                    "entities": [],
+                    "counts_from": when,
+                }
+                yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(moved, mt))
 
 
 class _OrderedAssignFn(_AssignFnBase):

@@ -9,8 +9,11 @@ Parquet (``<root>/trends/date=YYYY-MM-DD/``).
 
 Input: a PCollection of dicts or NamedTuples with ``article_id``, ``story_id``, ``topics``,
 ``entities``, timestamped with the article's event time. Replays are not double counted
-(counts are distinct article ids per window). Output: ``{"trends": TrendCount,
-"dead_letter": DeadLetter}`` (elements missing ids are dead-lettered).
+(counts are distinct article ids per window). When the story step merges two stories it re-sends
+the retired story's articles under the survivor with ``counts_from`` = the merge's event time:
+windows ending after the merge count them for the survivor, earlier windows are left as they were.
+Output: ``{"trends": TrendCount, "dead_letter": DeadLetter}`` (elements missing ids are
+dead-lettered).
 """
 
 from __future__ import annotations
@@ -90,6 +93,14 @@ class _ParseFn(beam.DoFn):
             yield pvalue.TaggedOutput(
                 DEAD_LETTER_TAG, DeadLetter("trending", "invalid_input", str(e), payload.encode("utf-8"))
             )
+
+
+def _keys_in_window(element, win=beam.DoFn.WindowParam):
+    """:func:`trends_to_keys` of the element in one window, except that a re-counted article
+    (``counts_from`` set: an article of a story merged into ``story_id``) counts only in the windows
+    that end after the merge."""
+    if element.counts_from is None or float(win.end) > element.counts_from:
+        yield from trends_to_keys(element)
 
 
 class _DistinctArticlesFn(beam.CombineFn):
@@ -184,7 +195,7 @@ class ComputeTrendingWindows(beam.PTransform):
                 allowed_lateness=c.allowed_lateness_seconds,
                 accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
             )
-            | "KeyByStoryEntityTopic" >> beam.FlatMap(trends_to_keys)
+            | "KeyByStoryEntityTopic" >> beam.FlatMap(_keys_in_window)
             | "CountDistinctArticles" >> beam.CombinePerKey(_DistinctArticlesFn())
             | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold))
         )

@@ -14,6 +14,7 @@ breaking stories ``Keys.breaking`` / ``Keys.breaking_since`` plus a priority re-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -34,13 +35,15 @@ def _entity_text(e: Any) -> str:
 
 
 def parse_trend_input(element: Any) -> TrendInput:
-    """Reads ``article_id``, ``story_id``, ``topics``, ``entities`` from a dict or NamedTuple.
+    """Reads ``article_id``, ``story_id``, ``topics``, ``entities`` and the optional ``counts_from``
+    from a dict or NamedTuple.
 
     Entities may be strings, ``{"text"|"name": ...}`` dicts or ``(text, label)`` pairs;
     topics are lower-cased; empty labels are dropped; duplicates removed (order kept).
 
     Raises:
-      ValueError: ``article_id`` or ``story_id`` missing/empty, or topics/entities not lists.
+      ValueError: ``article_id`` or ``story_id`` missing/empty, topics/entities not lists, or a
+        ``counts_from`` that is not a finite number.
     """
     get = element.get if isinstance(element, dict) else (lambda k, d=None: getattr(element, k, d))
     aid, sid = get("article_id"), get("story_id")
@@ -53,7 +56,12 @@ def parse_trend_input(element: Any) -> TrendInput:
         raise ValueError("topics and entities must be lists, not strings")
     t = tuple(dict.fromkeys(str(x).strip().lower() for x in topics if str(x).strip()))
     e = tuple(dict.fromkeys(x for x in (_entity_text(v) for v in entities) if x))
-    return TrendInput(aid, sid, t, e)
+    cf = get("counts_from")
+    if cf is not None:
+        if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not math.isfinite(cf):
+            raise ValueError(f"counts_from must be a finite number of epoch seconds, got {cf!r}")
+        cf = float(cf)
+    return TrendInput(aid, sid, t, e, cf)
 
 
 MAX_INDEXED_WINDOWS = 2016

