@@ -125,10 +125,27 @@ def _word_aliases() -> dict[str, str]:
 
 
 @functools.cache
-def _place_pattern() -> re.Pattern:
-    # longest names first, so "estados unidos" wins over a shorter name inside it
-    names = sorted((n for n in _word_aliases() if len(n) > 1), key=lambda n: (-len(n), n))
-    return re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+def _longest_alias() -> int:
+    """Words in the longest place name of :func:`_word_aliases`."""
+    return max(len(n.split()) for n in _word_aliases())
+
+
+def _replace_places(words: list[str]) -> list[str]:
+    """``words`` with each place name (longest match first, left to right) replaced by its English
+    name joined with ``"_"`` (so that no word of it is dropped as a stop word)."""
+    aliases, longest = _word_aliases(), _longest_alias()
+    out, i = [], 0
+    while i < len(words):
+        for n in range(min(longest, len(words) - i), 0, -1):
+            name = aliases.get(" ".join(words[i : i + n]))
+            if name is not None and (n > 1 or len(words[i]) > 1):
+                out.append(name.replace(" ", "_"))
+                i += n
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return out
 
 
 def cross_language_text(text: str, language: str) -> str:
@@ -145,12 +162,11 @@ def cross_language_text(text: str, language: str) -> str:
     """
     if not text:
         return ""
-    aliases = _word_aliases()
     stops = stop_words(language)
     # numbers as an English headline writes them (after English tokenization and stemming):
     # "21.000" -> "21 000" (like "21,000"), "0,3" -> "03" (like "0.3"), "%" -> "percent"
     text = _DECIMAL_COMMA.sub(r"\1\2", _THOUSANDS_DOT.sub(r"\1 ", text)).replace("%", " percent ")
     # places first, joined by "_" so that no word of an English name is dropped as a stop word
     # (tokenizers split on "_" again)
-    words = _place_pattern().sub(lambda m: aliases[m.group(1)].replace(" ", "_"), _words(fold(text)))
-    return " ".join(w for w in words.split() if w not in stops).replace("_", " ")
+    words = _replace_places(_words(fold(text)).split())
+    return " ".join(w for w in words if w not in stops).replace("_", " ")
