@@ -19,8 +19,8 @@ impressions were shown, so a night's clicks never explain themselves). Each impr
 * ``position``: log1p(0-based position).
 
 Fit: :func:`newsflow.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
-held-out AUC; the defaults when data is thin, when the fit's held-out AUC does not beat the
-defaults' on the same rows, or when no reader had a previous-night interest vector,
+held-out within-reader AUC; the defaults when data is thin, when the fit's held-out within-reader AUC
+does not beat the defaults' on the same rows, or when no reader had a previous-night interest vector,
 since a fit would then weigh interest 0 and turn personalization off). Outputs (replaced for the date): Parquet
 ``<output>/models/weights/date=D/`` (one row per feature plus the intercept) and Redis
 ``Keys.model("weights", D)``.
@@ -103,7 +103,7 @@ def load_context(config: NightlyConfig) -> dict:
 
 
 def features_of(outcome_user, stories, ctx) -> list:
-    """``(user, (story, first impression time, position, clicked))`` -> ``[(t, features, clicked)]``
+    """``(user, (story, first impression time, position, clicked))`` -> ``[(t, features, clicked, user)]``
     (empty when the story has no snapshot)."""
     user, (story, t, position, clicked) = outcome_user
     info = stories.get(story)
@@ -128,12 +128,14 @@ def features_of(outcome_user, stories, ctx) -> list:
         "position": math.log1p(max(0, position)),
         "topic_interest": topic_affinity(info.topics, ctx["topics"].get(user, {})),
     }
-    return [(t, [row[f] for f in FEATURES], clicked)]
+    return [(t, [row[f] for f in FEATURES], clicked, user)]
 
 
 def fit_rows(rows: list) -> list[dict]:
-    """Feature rows -> output rows (:data:`WEIGHTS_OUTPUT_SCHEMA`): one per feature + ``_intercept``."""
-    rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+    """Feature rows ``(t, features, clicked[, user])`` -> output rows (:data:`WEIGHTS_OUTPUT_SCHEMA`): one
+    per feature + ``_intercept``. With the reader given, the fit is judged by within-reader AUC
+    (:func:`newsflow.learning.weights.fit_weights`, ``groups``)."""
+    rows = sorted(rows, key=lambda r: (r[0], r[1], r[2], *r[3:]))
     x = np.asarray([r[1] for r in rows], dtype=np.float64).reshape(-1, len(FEATURES))
     personal = x[:, [FEATURES.index("interest"), FEATURES.index("topic_interest")]] if len(rows) else x
     if len(rows) and float(personal.std(axis=0).max()) == 0.0:
@@ -141,7 +143,8 @@ def fit_rows(rows: list) -> list[dict]:
         # weight 0 and switch personalization off, so the defaults stay
         w = defaults("no interest signal in the training rows (no previous-night interest model)")
     else:
-        w = fit_weights(x, [r[2] for r in rows], times=[r[0] for r in rows])
+        groups = [r[3] for r in rows] if rows and all(len(r) > 3 for r in rows) else None
+        w = fit_weights(x, [r[2] for r in rows], times=[r[0] for r in rows], groups=groups)
     common = {"learned": w.learned, "auc": w.auc, "default_auc": w.default_auc, "n_train": w.n_train}
     common.update(n_holdout=w.n_holdout, reason=w.reason)
     out = [dict(common, name=f, weight=float(w.weights[f])) for f in FEATURES]

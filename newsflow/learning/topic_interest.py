@@ -8,16 +8,20 @@ impressions logged we can do this per reader and per position: for reader ``u`` 
     E_t = Σ_{impressions i of a story labelled t}  d(t_i) · b(p_i)      # examined exposure
     C_t = Σ_{clicks j on a story labelled t}       d(t_j) · (1 + log1p(dwell_j / 30 s))
     r   = Σ_j d(t_j)·(1 + log1p(dwell_j/30)) / Σ_i d(t_i)·b(p_i)        # the reader's overall rate
-    score_t = (C_t + K·r) / (E_t + K)                                   # shrunk toward r
+    m_t     = (C_t + K·r) / (E_t + K)                                   # shrunk toward r
+    score_t = m_t + β · √(m_t / (E_t + K))                              # upper confidence bound
     interest_t = score_t / max_t' score_t'
 
 ``d`` is the 14-day half-life time decay and the dwell weight of
 :mod:`newsflow.learning.interests`; ``b(p)`` is the examination propensity of 0-based position ``p``
 (click-through at ``p`` over click-through at 0 across all readers, Joachims et al., WSDM 2017), so an
 impression far down a page counts as less exposure; ``K`` = :data:`PRIOR_IMPRESSIONS` pseudo-impressions
-at the reader's own rate (a label seen once and clicked once does not jump to the top). Every label of
+at the reader's own rate (a label seen once and clicked once does not jump to the top); ``β`` =
+:data:`EXPLORATION` adds the Poisson standard error of ``m_t`` (an upper confidence bound, as UCB
+bandits for news recommendation do: Li, Chu, Langford & Schapire, WWW 2010), so a label the reader
+has seen little of is shown until the evidence says otherwise. Every label of
 a story counts (a story labelled ``Entertainment, explainer`` is exposure and a click for both). Labels
-never shown get the prior: ``interest_* = r / max score``, stored under :data:`UNSEEN` so serving can
+never shown get the prior: ``interest_* = (r + β·√(r/K)) / max score``, stored under :data:`UNSEEN` so serving can
 rank an unexplored topic at the reader's average instead of at 0.
 
 A click-share (``C_t / Σ C``), the previous definition, learns whatever the feed showed most: in
@@ -39,6 +43,8 @@ PRIOR_IMPRESSIONS = 1.0
 """K: pseudo-impressions (examined) at the reader's overall rate added to every label."""
 UNSEEN = "*"
 """Key of the interest of a label the reader was never shown."""
+EXPLORATION = 0.3
+"""β: weight of the standard error in the upper confidence bound."""
 MAX_POSITION = 20
 """Positions ≥ this share the propensity of this position."""
 MAX_LABELS = 50
@@ -74,6 +80,7 @@ def topic_interests(
     now: float,
     propensity: Mapping[int, float] | None = None,
     prior_impressions: float = PRIOR_IMPRESSIONS,
+    exploration: float = EXPLORATION,
 ) -> dict[str, float]:
     """One reader's exposure-normalised topic interests (formula in the module docstring).
 
@@ -84,6 +91,7 @@ def topic_interests(
       propensity: position → examination propensity (:func:`position_propensity`); missing positions
         and ``None`` count 1.0.
       prior_impressions: K.
+      exploration: β (0: the posterior mean alone).
 
     Returns:
       ``{label: interest in [0, 1]}`` (largest = 1, rounded to 4 places, at most 50 labels) plus
@@ -115,9 +123,16 @@ def topic_interests(
         return {}
     rate = total_c / total_e if total_e > 0 else 1.0
     k = float(prior_impressions)
-    scores = {t: (clicks.get(t, 0.0) + k * rate) / (exposure.get(t, 0.0) + k) for t in set(exposure) | set(clicks)}
-    best = max(max(scores.values()), rate)
+    beta = float(exploration)
+
+    def ucb(c: float, e: float) -> float:
+        m = (c + k * rate) / (e + k)
+        return m + beta * math.sqrt(m / (e + k))
+
+    scores = {t: ucb(clicks.get(t, 0.0), exposure.get(t, 0.0)) for t in set(exposure) | set(clicks)}
+    unseen = ucb(0.0, 0.0)
+    best = max(max(scores.values()), unseen)
     top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_LABELS]
     out = {t: round(s / best, 4) for t, s in top}
-    out[UNSEEN] = round(rate / best, 4)
+    out[UNSEEN] = round(unseen / best, 4)
     return out

@@ -29,7 +29,12 @@ random 20 %); ``auc`` is the ROC AUC there. The fit replaces the defaults only w
 beats the defaults' on the same rows significantly: the 5th percentile of the AUC gain over 200 paired
 bootstrap resamples of the held-out rows must be above 0 (a model that ranks held-out clicks no better than the hand-set
 blend does not replace it; with position-biased logs a fit can lean on features that only track where
-a story was shown).
+a story was shown). With ``groups`` (the nightly job passes the reader) the AUCs are *within-reader*:
+a feed orders one reader's stories, and a pooled AUC rewards features that separate stories popular
+with everyone (authority, co-visitation) from the rest while saying nothing about which story this
+reader prefers. In ``newsflow simulate-readers`` (seed 1) a fit that beat the defaults' pooled AUC
+(0.731 vs 0.698), with authority weight 1.3, ranked For You at an expected lift of 1.06 against the
+defaults' 1.13.
 
 Fallback: with fewer than :data:`MIN_IMPRESSIONS` impressions, fewer than :data:`MIN_CLICKS`
 clicks or non-clicks, or a single class in either part, :data:`DEFAULT_WEIGHTS` are returned
@@ -106,6 +111,43 @@ def _auc_gain_lower_bound(y: np.ndarray, learned: np.ndarray, default: np.ndarra
     return float(np.percentile(gains, 5)) if gains else float("-inf")
 
 
+def _pair_counts(y: np.ndarray, score: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: (clicked × unclicked pairs, pairs the score orders correctly, ties counting ½)."""
+    from scipy.stats import rankdata
+
+    keys, inverse = np.unique(groups, return_inverse=True)
+    pairs, right = np.zeros(len(keys)), np.zeros(len(keys))
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+    for k, rows in enumerate(np.split(order, bounds)):
+        yk = y[rows]
+        p = int(yk.sum())
+        q = len(yk) - p
+        if p == 0 or q == 0:
+            continue
+        ranks = rankdata(score[rows])
+        pairs[k] = p * q
+        right[k] = float(ranks[yk == 1].sum()) - p * (p + 1) / 2.0
+    return pairs, right
+
+
+def _within_group_gain(y, learned, default, groups, seed: int) -> tuple[float, float, float]:
+    """(within-group AUC of ``learned``, of ``default``, 5th percentile of their difference over
+    :data:`BOOTSTRAP_SAMPLES` resamples of the groups); −inf as the percentile with no group holding
+    both a click and a non-click."""
+    pairs, right_l = _pair_counts(y, learned, groups)
+    _, right_d = _pair_counts(y, default, groups)
+    keep = pairs > 0
+    pairs, right_l, right_d = pairs[keep], right_l[keep], right_d[keep]
+    if not len(pairs):
+        return float("nan"), float("nan"), float("-inf")
+    auc_l, auc_d = right_l.sum() / pairs.sum(), right_d.sum() / pairs.sum()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(pairs), size=(BOOTSTRAP_SAMPLES, len(pairs)))
+    gains = (right_l[idx].sum(axis=1) - right_d[idx].sum(axis=1)) / pairs[idx].sum(axis=1)
+    return float(auc_l), float(auc_d), float(np.percentile(gains, 5))
+
+
 def defaults(reason: str) -> RankingWeights:
     """The fallback weights with ``reason``."""
     return RankingWeights(dict(DEFAULT_WEIGHTS), DEFAULT_INTERCEPT, None, 0, 0, False, reason)
@@ -117,6 +159,7 @@ def fit_weights(
     times: Sequence[float] | None = None,
     seed: int = 0,
     c: float = 1.0,
+    groups: Sequence | None = None,
 ) -> RankingWeights:
     """Fits the ranking weights (method and fallback in the module docstring).
 
@@ -126,6 +169,10 @@ def fit_weights(
       times: shape (n,), impression times (UTC epoch s) for a time-based held-out split.
       seed: seed of the random split when ``times`` is None.
       c: inverse L2 regularisation strength.
+      groups: shape (n,), the reader of each impression. When given, the fit is judged as a feed is:
+        by how it orders *one reader's* impressions. ``auc`` and ``default_auc`` are then within-reader
+        AUCs on the held-out rows (the share of a reader's (clicked, unclicked) pairs ordered correctly,
+        pooled over readers) and the bootstrap resamples readers.
 
     Returns:
       A :class:`RankingWeights`.
@@ -161,7 +208,13 @@ def fit_weights(
     learned_score = model.decision_function((x[ho] - mu) / sd)
     default_logit = x[ho] @ np.array([DEFAULT_WEIGHTS[f] for f in FEATURES], dtype=np.float64)
     default_auc = float(roc_auc_score(y[ho], default_logit))
-    low = _auc_gain_lower_bound(y[ho], learned_score, default_logit, seed)
+    if groups is not None:
+        g = np.asarray(list(groups), dtype=object).reshape(-1)
+        if len(g) != n:
+            raise ValueError(f"groups must have {n} entries, got {len(g)}")
+        auc, default_auc, low = _within_group_gain(y[ho], learned_score, default_logit, g[ho].astype(str), seed)
+    else:
+        low = _auc_gain_lower_bound(y[ho], learned_score, default_logit, seed)
     if not low > 0.0:
         out = defaults(
             f"learned held-out AUC {auc:.4f} vs the defaults' {default_auc:.4f}: "

@@ -217,3 +217,37 @@ def test_ranking_weights_learned_and_fallback():
     assert not few.learned and few.weights == DEFAULT_WEIGHTS and "100 impressions" in few.reason
     no_clicks = fit_weights(x, np.zeros(n))
     assert not no_clicks.learned
+
+
+def test_within_reader_auc_ignores_between_reader_differences():
+    from newsflow.learning.weights import _within_group_gain
+
+    # reader a: clicks on its high-topic stories; reader b: clicks on its high-topic story too. The
+    # "between" score ranks all of a's stories above all of b's (a clicks more) but orders neither
+    # reader's stories correctly; "within" orders both readers' stories right.
+    y = np.array([1, 0, 0, 1, 0, 0])
+    groups = np.array(["a", "a", "a", "b", "b", "b"])
+    within = np.array([0.9, 0.1, 0.2, 0.8, 0.3, 0.1])
+    between = np.array([0.5, 0.6, 0.7, 0.1, 0.2, 0.2])
+    auc_w, auc_b, low = _within_group_gain(y, within, between, groups, seed=0)
+    assert auc_w == 1.0
+    # a: 0 of 2 pairs right; b: 0 right and 0 ties over 2 pairs -> 0
+    assert auc_b == 0.0 and low == 1.0
+    g2 = np.array(["a", "a", "a", "b", "b", "c"])  # c has one impression: no pair, left out
+    auc_w2, _, _ = _within_group_gain(y, within, between, g2, seed=0)
+    assert auc_w2 == 1.0
+
+
+def test_fit_weights_judged_within_reader_keeps_defaults_when_only_readers_differ():
+    rng = np.random.default_rng(3)
+    n, readers = 6000, 300
+    groups = rng.integers(0, readers, n)
+    x = rng.random((n, len(FEATURES)))
+    base = rng.uniform(-4, 0, readers)  # readers differ in how much they click ...
+    x[:, 0] = (base[groups] + 4) / 4 + rng.normal(0, 0.05, n)  # ... and authority only tracks the reader
+    y = rng.random(n) < 1 / (1 + np.exp(-(base[groups] + 0.0 * x[:, 7])))  # nothing orders a reader's stories
+    pooled = fit_weights(x, y, times=np.arange(n))
+    grouped = fit_weights(x, y, times=np.arange(n), groups=groups)
+    assert pooled.learned and pooled.weights["authority"] > 1.0  # the pooled gate takes the reader effect
+    assert not grouped.learned and "gain not significant" in grouped.reason
+    assert abs(grouped.auc - 0.5) < 0.1

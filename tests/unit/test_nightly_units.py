@@ -188,7 +188,7 @@ def test_topic_interests_are_clicks_over_examined_exposure_by_hand():
         Event("u", "click", "d", now, now, None, None, "feed"),  # a story without labels: in r only
     ]
     labels = {"a": ("Tech",), "b": ("world", "tech"), "c": ("sports",), "d": ()}
-    got = topic_interests(events, labels, now, prop)
+    got = topic_interests(events, labels, now, prop, exploration=0.0)
     cw = 1 + math.log(2)
     r = (cw + 1.0) / (1.0 + 0.5 + 0.5)  # all clicks over all examined exposure
     score = {"tech": (cw + r) / (1.5 + 1), "world": (cw + r) / (0.5 + 1), "sports": r / (0.5 + 1)}
@@ -197,6 +197,16 @@ def test_topic_interests_are_clicks_over_examined_exposure_by_hand():
     # world: one click in little exposure; tech: the same click over three times the exposure; sports:
     # shown, never clicked, so below a label never shown
     assert got["world"] == 1.0 > got["tech"] and got[UNSEEN] > got["sports"]
+    # the upper confidence bound adds β·√(m / (E + K)): the less a label was shown, the larger
+    ucb = topic_interests(events, labels, now, prop, exploration=0.5)
+    bound = {
+        "tech": score["tech"] + 0.5 * math.sqrt(score["tech"] / 2.5),
+        "world": score["world"] + 0.5 * math.sqrt(score["world"] / 1.5),
+        "sports": score["sports"] + 0.5 * math.sqrt(score["sports"] / 1.5),
+        UNSEEN: r + 0.5 * math.sqrt(r / 1.0),
+    }
+    top = max(bound.values())
+    assert ucb == {t: round(v / top, 4) for t, v in bound.items()}
     # no clicks: no interests
     assert topic_interests([e for e in events if e.type == "impression"], labels, now, prop) == {}
     # no evidence of a position bias without clicks at position 0
