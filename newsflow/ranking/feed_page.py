@@ -195,8 +195,12 @@ def write_user_feeds(client, docs: Mapping[str, Mapping], ttl_seconds: int, keys
 
 
 def drop_user_feed(client, user: str, keys: Keys = Keys()) -> None:
-    """Deletes a reader's precomputed feed and its serving form (their preferences changed)."""
-    client.delete(keys.feed("user", user), keys.feed_page(user))
+    """Deletes a reader's precomputed feed and its serving form (their preferences changed); one DEL per key
+    in one pipeline, so it also runs where the two keys live in different Redis Cluster slots."""
+    pipe = client.pipeline(transaction=False)
+    pipe.delete(keys.feed("user", user))
+    pipe.delete(keys.feed_page(user))
+    pipe.execute()
 
 
 def read_for_request(client, user: str, keys: Keys = Keys()) -> tuple[dict, bytes | None]:
