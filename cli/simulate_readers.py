@@ -15,7 +15,8 @@ Each day every reader has ``--sessions`` sessions; in each, the reader opens its
 (``GET /v1/feed?limit=10``) and the top stories as served (``GET /v1/top?limit=10``), clicks as above on
 both, and the client posts impressions, clicks and dwell (``POST /v1/events``). After each day
 ``newsflow nightly`` runs for that date (events to Parquet, the four Beam jobs, model switch) and cached
-personal feeds are dropped so the next day's feed uses the new models.
+personal feeds (feed documents and their serving forms, ``Keys.feed_page``) are dropped so the next
+day's feed uses the new models.
 
 Output: one JSON line with ``ctr_at_10_personalized`` and ``ctr_at_10_unpersonalized`` (clicks / shown
 stories over the last day's sessions: same readers, same day), ``lift`` (their ratio), per-day CTRs,
@@ -177,6 +178,8 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
                 raise RuntimeError(f"nightly run for {date} failed: {night['error']}")
             for key in client.scan_iter(match=keys.feed_pattern("user"), count=1000):
                 client.delete(key)
+            # and their serving forms (a day passes in less than their 5-minute TTL of wall time)
+            client.delete(*[keys.feed_page(r.user_id) for r in readers])
             log(json.dumps({"progress": per_day[-1], "night": nights[-1]}), file=sys.stderr)
     last = per_day[-1]
     return {

@@ -121,9 +121,13 @@ def test_twenty_clicks_on_one_topic_raise_it_in_for_you(night):
     doc = _feed(client, "reader")
     after = _ranks(doc)
     assert doc["stories"][0]["story_id"] in TECH  # the reader's topic now leads
-    assert all(after[s] < before[s] for s in TECH)  # and each of its stories ranks higher than before
-    # (MMR still interleaves other topics: the tech stories are near-duplicates of each other in
-    # embedding space, cosine ~0.92, so not all four lead)
+    # each of its stories is now more relevant to the reader than every other story ...
+    rel = {item["story_id"]: item["relevance"] for item in doc["stories"]}
+    assert min(rel[s] for s in TECH) > max(rel[s] for s in OTHER)
+    # ... and none ranks lower than before; MMR still interleaves other topics: the tech stories are
+    # near-duplicates of each other in embedding space (cosine ~0.92), so the least relevant of them
+    # (t1, authority 0.3) can stay last (its diversity penalty 0.3 x 0.92 outweighs its relevance lead)
+    assert all(after[s] <= before[s] for s in TECH)
     assert sum(after[s] for s in TECH) < sum(before[s] for s in TECH)
     why = {item["story_id"]: item["why"] for item in doc["stories"]}
     assert why["t1"]["top"] == "interest" and why["t1"]["interest"] > 0.8
