@@ -43,7 +43,7 @@ test: $(STAMP) models lint browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 bench: $(STAMP) models
-	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources story_writer nightly state_size; do $(BIN)/python -m benchmarks.$$b --json; done
+	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources story_writer nightly state_size near_duplicate_recheck; do $(BIN)/python -m benchmarks.$$b --json; done
 
 clean:
 	rm -rf $(VENV) var
