@@ -113,6 +113,7 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
 
     from jobs.nightly import run_night
     from newsflow.ranking.build import build_feeds
+    from newsflow.ranking.feed_page import drop_user_feed
     from newsflow.ranking.feeds import latest_story_time, replay_clock
     from newsflow.ranking.store import RankingStore
     from serving.app import ServingConfig, create_app
@@ -176,10 +177,9 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
             nights.append({"date": date, "status": night["status"], "seconds": night["seconds"]})
             if night["status"] != "ok":
                 raise RuntimeError(f"nightly run for {date} failed: {night['error']}")
-            for key in client.scan_iter(match=keys.feed_pattern("user"), count=1000):
-                client.delete(key)
-            # and their serving forms (a day passes in less than their 5-minute TTL of wall time)
-            client.delete(*[keys.feed_page(r.user_id) for r in readers])
+            # feeds and their serving forms: a simulated day passes in less than their 5-minute TTL
+            for reader in readers:
+                drop_user_feed(client, reader.user_id, keys)
             log(json.dumps({"progress": per_day[-1], "night": nights[-1]}), file=sys.stderr)
     last = per_day[-1]
     return {
