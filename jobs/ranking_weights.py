@@ -1,9 +1,12 @@
 """Nightly job: ranking weights, a logistic model of click given impression.
 
-Input: the night's events, the newest story snapshots, the night's decay output and the
-*previous* night's interest and co-visitation outputs (the models that were serving when the
-impressions were shown, so a night's clicks never explain themselves). Each impression is one row
-(clicked when a click on the same story and surface answered it within 30 minutes, see
+Input: the events of the :data:`WEIGHTS_DAYS` days ending at the night, the newest story snapshots,
+the night's decay output and, for each day's events, the interest and co-visitation outputs of the
+night *before that day* (the models that were serving when the impressions were shown, so a day's
+clicks never explain themselves). One day of a small site is often too little to tell a fit from
+the defaults (``newsflow simulate-readers``: 12,000 impressions a day, the first significant fit came on
+the fourth night); the window triples the rows while every row keeps the features it was served with.
+Each impression is one row (clicked when a click on the same story and surface answered it within 30 minutes, see
 :func:`jobs.decay_rates.impression_outcomes`); its features (:data:`newsflow.learning.weights.FEATURES`):
 
 * ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the impression, λ from the
@@ -79,14 +82,19 @@ def _previous(date: str) -> str:
     return (dt.date.fromisoformat(date) - dt.timedelta(days=1)).isoformat()
 
 
-def load_context(config: NightlyConfig) -> dict:
-    """The night's λ overrides and the previous night's interest vectors, recent clicks, topic
-    interests and co-visitation, read from Parquet (empty where the partition does not exist)."""
+WEIGHTS_DAYS = 3
+"""Days of events (ending at the night's date) the fit uses."""
+
+
+def load_context(config: NightlyConfig, date: str | None = None) -> dict:
+    """The night's λ overrides and the interest vectors, recent clicks, topic interests and
+    co-visitation of the night before ``date`` (default: the night's date), read from Parquet (empty
+    where the partition does not exist)."""
     ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}, "topics": {}}
     decay = read_partitions(config.output, "models/decay", [config.date])
     if decay is not None:
         ctx["lambdas"] = {override_key(r): r["lambda_per_hour"] for r in decay.to_pylist() if r["sufficient"]}
-    prev = _previous(config.date)
+    prev = _previous(date or config.date)
     interest = read_partitions(config.output, "models/interest", [prev])
     if interest is not None:
         for r in interest.to_pylist():
@@ -178,18 +186,30 @@ class _PublishWeightsFn(beam.DoFn):
 
 def build(pipeline: beam.Pipeline, config: NightlyConfig):
     """Adds the job to ``pipeline``; returns the PCollection of the written path."""
-    ctx = load_context(config)
-    events = pipeline | "ReadEvents" >> ReadEvents(partition_files(config.output, "events", [config.date]))
     stories = pipeline | "ReadStories" >> ReadStories(
         partition_files(config.output, "stories", config.dates(config.history_days))
     )
+    story_map = beam.pvalue.AsDict(stories)
+    per_day = []
+    dates = config.dates(WEIGHTS_DAYS)
+    for back, date in zip(range(len(dates) - 1, -1, -1), dates, strict=True):
+        files = partition_files(config.output, "events", [date])
+        if not files and date != config.date:
+            continue
+        day = f"[night-{back}]"  # labels relative to the night, the same every night
+        per_day.append(
+            pipeline
+            | f"ReadEvents{day}" >> ReadEvents(files)
+            | f"ImpressionsAndClicks{day}" >> beam.Filter(lambda e: e.type in ("impression", "click"))
+            | f"KeyByReaderStory{day}" >> beam.Map(lambda e: ((e.user_id, e.story_id), e))
+            | f"GroupByReaderStory{day}" >> beam.GroupByKey()
+            | f"ImpressionOutcomes{day}"
+            >> beam.FlatMapTuple(lambda k, es: [(k[0], o) for o in impression_outcomes(k, es)])
+            | f"Features{day}" >> beam.FlatMap(features_of, story_map, load_context(config, date))
+        )
     return (
-        events
-        | "ImpressionsAndClicks" >> beam.Filter(lambda e: e.type in ("impression", "click"))
-        | "KeyByReaderStory" >> beam.Map(lambda e: ((e.user_id, e.story_id), e))
-        | "GroupByReaderStory" >> beam.GroupByKey()
-        | "ImpressionOutcomes" >> beam.FlatMapTuple(lambda k, es: [(k[0], o) for o in impression_outcomes(k, es)])
-        | "Features" >> beam.FlatMap(features_of, beam.pvalue.AsDict(stories), ctx)
+        per_day
+        | "AllDays" >> beam.Flatten()
         | "CollectRows" >> beam.combiners.ToList()
         | "FitWeights" >> beam.Map(fit_rows)
         | "PublishWeights" >> beam.ParDo(_PublishWeightsFn(config))

@@ -299,3 +299,19 @@ def test_topic_affinity_gives_unseen_labels_the_readers_prior():
     assert topic_affinity([], interests) == 0.0
     assert topic_affinity(["science"], {"world": 0.6, "tech": 0.2}) == 0.0  # older model: no prior
     assert topic_affinity(["tech"], {"world": 0.6, "tech": 0.2}) == pytest.approx(1 / 3)
+
+
+def test_ranking_weights_rows_of_each_day_use_the_models_of_the_night_before(tmp_path):
+    from jobs.interest_vectors import INTEREST_OUTPUT_SCHEMA
+    from jobs.ranking_weights import WEIGHTS_DAYS, load_context
+
+    root = str(tmp_path)
+    for date, label in (("2026-03-01", "tech"), ("2026-03-02", "world")):
+        row = {"user_id": "u", "interest": None, "clicks": 3, "recent": ["s1"], "cluster_id": None}
+        row["topics"] = [{"label": label, "share": 1.0}]
+        write_partition(root, "models/interest", date, pa.Table.from_pylist([row], INTEREST_OUTPUT_SCHEMA))
+    config = NightlyConfig("2026-03-03", root, None, "nf")
+    assert WEIGHTS_DAYS == 3 and config.dates(WEIGHTS_DAYS) == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert load_context(config)["topics"] == {"u": {"world": 1.0}}  # the night's own events: 03-02's models
+    assert load_context(config, "2026-03-02")["topics"] == {"u": {"tech": 1.0}}
+    assert load_context(config, "2026-03-01")["topics"] == {}  # no models before the first day
