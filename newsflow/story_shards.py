@@ -1,0 +1,564 @@
+"""Story assignment beyond one writer: speculative scoring on shards, an ordered exact commit.
+
+The single ordered writer (:class:`newsflow.stories.StoryClusterer`) runs one step per article:
+score every live story (candidate search), join the best or found a story, then compare the
+grown story with every other live story for merges. Each step depends on the previous one, so it
+runs on one core (``benchmarks.story_writer`` states that ceiling). This module spreads the
+scoring over ``K`` shard processes and keeps the outcome *identical* to the single writer's —
+the same story ids, joins, merges and scores, not only the same partition of articles.
+
+Design (optimistic concurrency with an ordered commit; no sharding by language, stories cross
+languages, and no sharding of the stories an article may join, since any live story may win):
+
+* **Replicas.** Each shard keeps a replica of the scoring view of the live stories (centroid,
+  entity keys, earliest/latest time), at a *version* ``V`` = the number of article steps whose
+  outcome it has applied. The sequencer streams every step's changes to every shard in order.
+* **Speculative join scoring (the shards).** Articles are dealt round-robin to the shards ahead
+  of the sequencer. A shard computes the article's TF-IDF vector and scores it, with the single
+  writer's own :meth:`StoryClusterer._article_score`, against every live story of its replica
+  (same window, same zero-score skip), and returns ``(V, vector, [(score, story id)])`` keeping
+  only scores ``>= join_threshold`` (only those can be joined; a step whose best score is lower
+  founds a story whatever that score is).
+* **Ordered commit (the sequencer, one process).** Steps are committed in the input order
+  (``(event_time, article_id)``, as the streaming step releases them). For article ``i`` scored
+  at version ``V``, every story whose last change is at a step ``>= V`` (stamped ``> V``) is
+  *re-scored* from its current state; the speculative scores of all other stories are the exact
+  scores of their current state (same state, same arithmetic), and a story retired since ``V``
+  is stamped too, so the best story and its score are exactly the single writer's (ties to the
+  smaller id, as there). The re-computation is limited to the stories changed since the
+  article's snapshot: a few per article when the shards run a few dozen articles ahead.
+* **Merge check, split by story over the shards.** After a join the grown story must be compared
+  with every other live story, and 98% of joins on the bundled headlines hit a story changed in
+  the previous 8 steps (news arrive in bursts), so it cannot be speculated from a snapshot.
+  Instead the sequencer sends the grown story to all shards; shard ``k`` runs the single writer's
+  :meth:`StoryClusterer._merge_candidates` over the replica stories with ``crc32(id) % K == k``
+  (its replica is at exactly this step's version: messages are ordered) and answers its best
+  ``(score, id)``. If no shard has a score ``>= merge_threshold`` there is no merge (the single
+  writer's max over all stories is the max of the shards' maxima); otherwise the sequencer runs
+  the single writer's merge loop itself on its exact state (rare: 39 of 4,588 steps). A shard
+  applies a step's changes only once the step is final (the next message, or the merge fix).
+* **State.** The sequencer owns the :class:`~newsflow.stores.story_store.StoryStore` (in memory, or
+  ``RedisStoryStore(cache=True, write_batch=...)`` as in the streaming job) and writes through it
+  exactly as the single writer does (``save``, ``merge``), so the store ends in the same state.
+
+When the speedup holds. The shards take the vectors and the join scoring (about half of the single
+writer's CPU on the bundled headlines) and the merge checks (the other big part) split ``K``
+ways; the sequencer keeps the absorb/merge/save steps, the re-scoring of changed stories and
+one round trip to the shards per join. So the speedup needs (a) free cores (``K`` shards + the
+sequencer; on 2 shared cores they compete with each other and with other work), (b) a low
+re-computation rate: the fraction of the scores the sequencer re-computes (``stats()``,
+``rescore_share``) grows with how far the shards run ahead (``ahead``) and with how many
+distinct stories change per step, and (c) steps that cost more than a round trip (many live
+stories). One shard is slower than the single writer (the same work plus messages); the
+design pays only with ``K >= 2`` and spare cores. Late articles (event time behind the
+sequencer's pruning horizon) are committed with the single writer's full path.
+
+Usage::
+
+    with ShardedStoryAssigner(store, text_model, shards=2) as assigner:
+        assignments = assigner.assign(articles)   # event-time ordered, like StoryClusterer.add
+
+Shards are ``fork``-started processes (Linux/macOS), fed through pipes; the articles are sent to
+them by value.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import zlib
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from newsflow.embedding import TextModel
+from newsflow.stores.story_store import StoryState, StoryStore
+from newsflow.stories import StoryClusterer, StoryConfig
+from schemas.story import StoryArticle, StoryAssignment
+
+# Messages sequencer -> shard (tuples: kind, then the step ``j`` they belong to; every message but
+# "fix" also says that all steps before ``j`` are final):
+#   ("score", j, [(i, article), ...])    score these articles speculatively
+#   ("prune", j, floor)                  forget stories whose latest time is before ``floor``
+#   ("step", j, view)                    step j founded or grew the story ``view`` (no merge check)
+#   ("check", j, view, since)            step j grew ``view``: answer ("hit", j, best) over my part
+#   ("fix", j, [views], [retired ids])   step j's final changes (instead of its pending view)
+#   ("stop", j)
+# Messages shard -> sequencer:
+#   ("spec", i, V, vector, [(score, story id), ...])
+#   ("hit", j, (score, story id) | None)
+
+
+def _view(story: StoryState) -> tuple:
+    """The scoring view of a story shipped to the shards: id, centroid, entity keys, times."""
+    return (story.story_id, dict(story.centroid), tuple(story.entities), story.earliest_time, story.latest_time)
+
+
+def _from_view(view: tuple) -> StoryState:
+    sid, centroid, ents, earliest, latest = view
+    return StoryState(
+        story_id=sid,
+        centroid=centroid,
+        entities=dict.fromkeys(ents),
+        earliest_time=earliest,
+        latest_time=latest,
+    )
+
+
+def _part(story_id: str, shards: int) -> int:
+    """Shard owning ``story_id`` in merge checks (stable across processes and runs)."""
+    return zlib.crc32(story_id.encode()) % shards
+
+
+class _Replica:
+    """A shard's copy of the live stories' scoring views at a version: every step before
+    ``version`` is applied; ``pending`` is the last step's view until a later message confirms it."""
+
+    def __init__(self, views: Sequence[tuple]) -> None:
+        self.stories: dict[str, StoryState] = {v[0]: _from_view(v) for v in views}
+        self.version = 0
+        self.pending: tuple[int, tuple] | None = None
+
+    def advance(self, j: int) -> None:
+        """Every step before ``j`` is final: applies the pending view of an earlier step."""
+        if self.pending is not None and self.pending[0] < j:
+            step, view = self.pending
+            self.stories[view[0]] = _from_view(view)
+            self.version = max(self.version, step + 1)
+            self.pending = None
+        self.version = max(self.version, j)
+
+    def live(self, since: float) -> list[StoryState]:
+        """Stories with ``latest_time >= since``."""
+        return [s for s in self.stories.values() if s.latest_time >= since]
+
+
+def _shard_main(conn, shard: int, shards: int, model: TextModel, config: StoryConfig, views) -> None:
+    """A shard process: speculative join scores and its part of the merge checks (see module doc)."""
+    clusterer = StoryClusterer(_NullStore(), model, config)
+    replica = _Replica(views)
+    queue: deque[tuple[int, StoryArticle]] = deque()
+    join = config.join_threshold
+
+    def handle(msg) -> bool:
+        """Applies one message; True on "stop"."""
+        kind, j = msg[0], msg[1]
+        if kind == "batch":
+            return any(handle(m) for m in msg[2])
+        if kind == "fix":
+            _, j, changed, retired = msg
+            if replica.pending is not None and replica.pending[0] == j:
+                replica.pending = None  # superseded by the final changes
+            replica.advance(j)
+            for view in changed:
+                replica.stories[view[0]] = _from_view(view)
+            for sid in retired:
+                replica.stories.pop(sid, None)
+            replica.version = max(replica.version, j + 1)
+            return False
+        replica.advance(j)
+        if kind == "score":
+            queue.extend(msg[2])
+        elif kind == "prune":
+            floor = msg[2]
+            replica.stories = {k: s for k, s in replica.stories.items() if s.latest_time >= floor}
+        elif kind == "step":
+            replica.pending = (j, msg[2])
+        elif kind == "check":
+            _, j, view, since = msg
+            grown = _from_view(view)
+            others = [
+                s for s in replica.live(since) if s.story_id != grown.story_id and _part(s.story_id, shards) == shard
+            ]
+            best = max(clusterer._merge_candidates(grown, others), key=lambda x: (x[0], x[1].story_id), default=None)
+            conn.send(("hit", j, None if best is None else (best[0], best[1].story_id)))
+            replica.pending = (j, view)
+        return kind == "stop"
+
+    while True:
+        while not queue or conn.poll():
+            if handle(conn.recv()):
+                return
+        i, article = queue.popleft()
+        t = float(article.event_time)
+        vec = clusterer.vector(article)
+        terms = vec.keys()
+        ent_keys = {e[0] for e in article.entities}
+        out = []
+        for story in replica.live(t - config.window_s):
+            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+                continue
+            s = clusterer._article_score(vec, ent_keys, story, t)
+            if s >= join:
+                out.append((s, story.story_id))
+        conn.send(("spec", i, replica.version, vec, out))
+
+
+class _NullStore:
+    """The shards' clusterer never touches a store (it only scores)."""
+
+    def __getattr__(self, name):  # pragma: no cover - a bug if reached
+        raise RuntimeError(f"shard clusterer must not call store.{name}")
+
+
+@dataclass
+class ShardStats:
+    """Counters of one :meth:`ShardedStoryAssigner.assign` run.
+
+    Attributes:
+      articles: steps committed.
+      spec_scores: join scores computed by the shards (kept, ``>= join_threshold``).
+      spec_reused: of those, used as they were (their story unchanged since the snapshot).
+      rescored: join scores the sequencer re-computed (stories changed since the snapshot).
+      rescored_articles: articles with at least one re-computed score.
+      snapshot_lag: sum over articles of (step - snapshot version), steps.
+      merge_checks: joins whose merge check ran on the shards.
+      merge_fallbacks: of those, with a hit (the sequencer ran the merge loop itself).
+      full_steps: steps committed with the single writer's full path (late articles, replays).
+    """
+
+    articles: int = 0
+    spec_scores: int = 0
+    spec_reused: int = 0
+    rescored: int = 0
+    rescored_articles: int = 0
+    snapshot_lag: int = 0
+    merge_checks: int = 0
+    merge_fallbacks: int = 0
+    full_steps: int = 0
+
+    def as_dict(self) -> dict:
+        """Counters plus ``rescore_share`` (re-computed / all join scores used) and
+        ``mean_snapshot_lag`` (steps)."""
+        used = self.spec_reused + self.rescored
+        return {
+            "articles": self.articles,
+            "spec_scores": self.spec_scores,
+            "spec_reused": self.spec_reused,
+            "rescored": self.rescored,
+            "rescored_articles": self.rescored_articles,
+            "rescore_share": round(self.rescored / used, 4) if used else 0.0,
+            "mean_snapshot_lag": round(self.snapshot_lag / self.articles, 2) if self.articles else 0.0,
+            "merge_checks": self.merge_checks,
+            "merge_fallbacks": self.merge_fallbacks,
+            "full_steps": self.full_steps,
+        }
+
+
+class ShardedStoryAssigner:
+    """Story assignment with ``shards`` scoring processes and one ordered committer (this process).
+
+    The result of :meth:`assign` (assignments, store state, merges) is the single writer's
+    (:meth:`StoryClusterer.add` over the same articles in the same order) — see the module
+    docstring for why and for when it is faster.
+
+    Args:
+      store: the story state; the sequencer writes through it as the single writer does. Stories
+        already in it are loaded into the shards' replicas at :meth:`start`.
+      text_model: IDF table (:class:`newsflow.embedding.TextModel`).
+      config: thresholds (:class:`newsflow.stories.StoryConfig`).
+      shards: scoring processes, ``>= 1``.
+      ahead: how many articles the shards may score ahead of the sequencer (larger keeps them
+        busy, smaller keeps their snapshots fresh), ``>= shards``.
+      horizon_s: stories whose latest time is this far behind the newest window start are pruned
+        from the replicas and the sequencer's index; an article whose window reaches behind the
+        pruned part is committed with the single writer's full path.
+
+    Raises:
+      ValueError: ``shards < 1`` or ``ahead < shards``.
+    """
+
+    def __init__(
+        self,
+        store: StoryStore,
+        text_model: TextModel,
+        config: StoryConfig = StoryConfig(),
+        shards: int = 2,
+        ahead: int = 32,
+        horizon_s: float = 86400.0,
+        merge_checks: str = "sequencer",
+    ) -> None:
+        if shards < 1:
+            raise ValueError(f"shards must be >= 1, got {shards}")
+        if ahead < shards:
+            raise ValueError(f"ahead must be >= shards ({shards}), got {ahead}")
+        if merge_checks not in ("sequencer", "shards"):
+            raise ValueError(f"merge_checks must be 'sequencer' or 'shards', got {merge_checks!r}")
+        self.merge_checks = merge_checks
+        self.clusterer = StoryClusterer(store, text_model, config)
+        self.store = store
+        self.model = text_model
+        self.config = self.clusterer.config
+        self.shards = shards
+        self.ahead = ahead
+        self.horizon_s = horizon_s
+        self._procs: list = []
+        self._conns: list = []
+        self._live: dict[str, StoryState] = {}  # the sequencer's index of live stories (same objects as the store's)
+        self._stamp: dict[str, int] = {}  # story id -> 1 + the step that last changed it
+        self._log: list[tuple[str, ...]] = []  # step -> story ids it changed
+        self._pruned_before = -math.inf
+        self._step = 0
+        self._outbox: list[tuple] = []  # replica updates not yet sent to the shards
+        self._spec: dict[int, tuple] = {}  # article index -> (version, vector, scores) received early
+        self.stats = ShardStats()
+
+    # ---- process management -------------------------------------------------------------------
+    def start(self) -> ShardedStoryAssigner:
+        """Loads the store's live stories and starts the shard processes."""
+        if self._procs:
+            return self
+        live = self.store.active(-math.inf)
+        self._live = {s.story_id: s for s in live}
+        views = [_view(s) for s in live]
+        ctx = mp.get_context("fork")
+        for k in range(self.shards):
+            parent, child = ctx.Pipe(duplex=True)
+            p = ctx.Process(
+                target=_shard_main,
+                args=(child, k, self.shards, self.model, self.config, views),
+                daemon=True,
+            )
+            p.start()
+            child.close()
+            self._procs.append(p)
+            self._conns.append(parent)
+        return self
+
+    def close(self) -> None:
+        """Stops the shard processes (idempotent)."""
+        for c in self._conns:
+            try:
+                c.send(("stop", self._step))
+            except (BrokenPipeError, OSError):
+                pass
+        for p in self._procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for c in self._conns:
+            c.close()
+        self._procs, self._conns = [], []
+
+    def __enter__(self) -> ShardedStoryAssigner:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- assignment ---------------------------------------------------------------------------
+    def assign(self, articles: Sequence[StoryArticle]) -> list[StoryAssignment]:
+        """Assigns ``articles`` (call in event-time order, as :meth:`StoryClusterer.add`).
+
+        Returns:
+          one :class:`StoryAssignment` per article, in order, equal to the single writer's.
+
+        Raises:
+          ValueError: an article has no id or a non-finite event time (as the single writer;
+            the steps before it are committed).
+        """
+        self.start()
+        n = len(articles)
+        spec = self._spec
+        spec.clear()
+        sent = 0
+
+        def feed(upto: int) -> None:
+            nonlocal sent
+            upto = min(upto, n)
+            if upto <= sent:
+                return
+            self._flush()
+            batches: list[list] = [[] for _ in range(self.shards)]
+            for i in range(sent, upto):
+                batches[i % self.shards].append((i, articles[i]))
+            for k, b in enumerate(batches):
+                if b:
+                    self._conns[k].send(("score", self._step, b))
+            sent = upto
+
+        def wait_spec(i: int) -> tuple:
+            conn = self._conns[i % self.shards]
+            while i not in spec:
+                msg = conn.recv()
+                if msg[0] != "spec":
+                    raise RuntimeError(f"shard protocol: expected a score, got {msg[0]!r}")
+                spec[msg[1]] = msg[2:]
+            return spec.pop(i)
+
+        out = []
+        feed(self.ahead)
+        for i, article in enumerate(articles):
+            if i % max(1, self.ahead // 4) == 0:
+                feed(i + self.ahead)
+            version, vec, scores = wait_spec(i)
+            out.append(self._commit(article, version, vec, scores))
+        return out
+
+    def _changed_since(self, version: int) -> set[str]:
+        out: set[str] = set()
+        for ids in self._log[version : self._step]:
+            out.update(ids)
+        return out
+
+    def _end_step(self, changed: Sequence[str], retired: Sequence[str], message) -> None:
+        j = self._step
+        for sid in changed:
+            self._stamp[sid] = j + 1
+        for sid in retired:
+            self._stamp[sid] = j + 1
+            self._live.pop(sid, None)
+        self._log.append(tuple(changed) + tuple(retired))
+        self._step += 1
+        if message is not None:
+            self._outbox.append(message)
+
+    def _flush(self) -> None:
+        """Sends the queued replica updates to every shard, as one message."""
+        if self._outbox:
+            msg = ("batch", self._step, self._outbox)
+            for c in self._conns:
+                c.send(msg)
+            self._outbox = []
+
+    def _prune(self, since: float) -> None:
+        """Once the window start passed the last pruning floor by ``horizon_s``, forgets (here and on
+        the shards) the stories whose latest time is ``horizon_s`` before it; articles whose window
+        starts before the floor take the full path."""
+        floor = since - self.horizon_s
+        if floor > self._pruned_before + self.horizon_s or self._pruned_before == -math.inf:
+            self._live = {k: s for k, s in self._live.items() if s.latest_time >= floor}
+            self._pruned_before = floor
+            self._outbox.append(("prune", self._step, floor))
+
+    def _commit(self, article: StoryArticle, version: int, vec: dict, scores: list) -> StoryAssignment:
+        """One step of the ordered sequence, exactly :meth:`StoryClusterer.add`'s outcome."""
+        cl, cfg, st = self.clusterer, self.config, self.stats
+        st.articles += 1
+        if not article.article_id:
+            raise ValueError("article has no article_id")
+        if not math.isfinite(article.event_time):
+            raise ValueError(f"article {article.article_id} has a non-finite event_time {article.event_time!r}")
+        t = float(article.event_time)
+        since = t - cfg.window_s
+        prior = self.store.assigned_story(article.article_id)
+        if prior is not None or since < self._pruned_before:
+            # a replay (changes nothing) or a late article: the single writer's full path; its
+            # changes are the final story (joined, founded or merge survivor) and the retired ones
+            st.full_steps += 1
+            res = cl.add(article)
+            if prior is not None:
+                self._end_step((), (), None)
+                return res
+            live = {s.story_id: s for s in self.store.active(self._pruned_before)}
+            for sid in res.merged:
+                self._live.pop(sid, None)
+            self._live.update(live)
+            final = live.get(res.story_id)  # None: the story ends before the floor (stays pruned)
+            views = [_view(final)] if final is not None else []
+            retired = list(res.merged)
+            self._end_step((res.story_id,), retired, ("fix", self._step, views, retired))
+            return res
+        self._prune(since)
+        st.snapshot_lag += self._step - version
+        ent_keys = {e[0] for e in article.entities}
+        terms = vec.keys()
+        changed = self._changed_since(version)
+        best_sid, best_score = None, -1.0
+        reused = 0
+        for s, sid in scores:
+            if sid in changed:
+                continue
+            reused += 1
+            if s > best_score or (s == best_score and sid < best_sid):
+                best_sid, best_score = sid, s
+        st.spec_scores += len(scores)
+        st.spec_reused += reused
+        rescored = 0
+        for sid in changed:
+            story = self._live.get(sid)
+            if story is None or story.latest_time < since:
+                continue
+            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+                continue
+            rescored += 1
+            s = cl._article_score(vec, ent_keys, story, t)
+            if s > best_score or (s == best_score and best_sid is not None and sid < best_sid):
+                best_sid, best_score = sid, s
+        st.rescored += rescored
+        st.rescored_articles += rescored > 0
+        if best_sid is not None and best_score >= cfg.join_threshold:
+            story, created = self._live[best_sid], False
+        else:
+            story, created, best_score = StoryState(story_id="s" + article.article_id), True, 0.0
+        cl._absorb(story, article, vec)
+        cl._norms.pop(story.story_id, None)
+        j = self._step
+        if created:
+            self._live[story.story_id] = story
+            self.store.save(story, article.article_id)
+            self._end_step((story.story_id,), (), ("fix", j, [_view(story)], []))
+            return StoryAssignment(article.article_id, story.story_id, True, False, (), round(best_score, 6))
+        if self.merge_checks == "sequencer":
+            return self._merge_here(article, story, since, best_score)
+        st.merge_checks += 1
+        view = _view(story)
+        self._flush()
+        for c in self._conns:
+            c.send(("check", j, view, since))
+        hits = [self._wait_hit(c, j) for c in self._conns]
+        hits = [h for h in hits if h is not None]
+        top = max(hits, key=lambda h: (h[0], h[1]), default=None)
+        if top is None or top[0] < cfg.merge_threshold:
+            self.store.save(story, article.article_id)
+            self._end_step((story.story_id,), (), None)  # shards confirm the pending view themselves
+            return StoryAssignment(article.article_id, story.story_id, False, False, (), round(best_score, 6))
+        st.merge_fallbacks += 1  # a merge: the single writer's loop, on the sequencer's exact state
+        return self._merge_here(article, story, since, best_score)
+
+    def _merge_here(self, article: StoryArticle, story: StoryState, since: float, best_score: float):
+        """The single writer's merge loop for the story ``article`` grew, then its save."""
+        cl, cfg, j, t = self.clusterer, self.config, self._step, float(article.event_time)
+        merged: list[str] = []
+        # the single writer's candidates bar the grown story (order is irrelevant: max by (score, id))
+        others = [s for sid, s in self._live.items() if sid != story.story_id and s.latest_time >= since]
+        touched = [story.story_id]
+        while True:
+            hit = max(cl._merge_candidates(story, others), key=lambda x: (x[0], x[1].story_id), default=None)
+            if hit is None or hit[0] < cfg.merge_threshold:
+                break
+            other = hit[1]
+            others = [o for o in others if o.story_id != other.story_id]
+            winner, loser = (
+                (story, other)
+                if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id)
+                else (other, story)
+            )
+            cl._merge_into(winner, loser)
+            cl._norms.pop(winner.story_id, None)
+            cl._norms.pop(loser.story_id, None)
+            self.store.merge(loser, winner, t, article.article_id)
+            merged.append(loser.story_id)
+            touched.append(other.story_id)
+            story = winner
+        self.store.save(story, article.article_id)
+        self._live[story.story_id] = story
+        retired = [sid for sid in dict.fromkeys(touched) if sid != story.story_id]
+        self._end_step((story.story_id,), retired, ("fix", j, [_view(story)], retired))
+        return StoryAssignment(article.article_id, story.story_id, False, False, tuple(merged), round(best_score, 6))
+
+    def _wait_hit(self, conn, j: int):
+        """Reads ``conn`` up to step ``j``'s merge-check answer, keeping speculative scores."""
+        while True:
+            msg = conn.recv()
+            if msg[0] == "hit":
+                if msg[1] != j:
+                    raise RuntimeError(f"shard protocol: answer for step {msg[1]}, expected {j}")
+                return msg[2]
+            if msg[0] != "spec":
+                raise RuntimeError(f"shard protocol: expected an answer, got {msg[0]!r}")
+            self._spec[msg[1]] = msg[2:]
+
+
+__all__ = ["ShardStats", "ShardedStoryAssigner"]
