@@ -13,9 +13,15 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
 * ``baseline``: a bare ASGI app returning a fixed 4 KB JSON body — the floor of
   uvicorn + this load generator on this machine, measured in the same run;
 * ``cached_feed``: ``GET /v1/top?edition=en`` (precomputed feed);
-* ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check; the reader's
-  precomputed feed in serving form and their edition/blocks in ONE Redis round trip,
-  :mod:`newsflow.ranking.feed_page`; breaking injection, blocks, source cap on pre-serialized items);
+* ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check, remembered per
+  process once verified; the reader's precomputed feed in serving form and their edition/blocks in ONE
+  Redis round trip sent from the event loop, :mod:`newsflow.ranking.feed_page`; breaking injection,
+  blocks, source cap on pre-serialized items; the page memoized per reader on everything it is computed
+  from, :mod:`serving.hot_path`). The 8 connections walk the same reader list a few requests apart, so
+  most requests find the reader's page memoized (the breaking set, refreshed every second, renews it);
+* ``personal_feed_no_memo``: the same requests with the per-reader page memo off
+  (``ServingConfig.page_memo_readers=0``): every request decodes the serving form, re-ranks and
+  serializes the page (a reader who was not served in the last moments);
 * ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`serving.web`: precomputed
   feed, breaking banner, Jinja2 render; CDN-cacheable, so also kept in the in-process cache);
 * ``home_page_signed_in``: ``GET /`` with 200 readers' session cookies (private: profile read,
@@ -25,8 +31,10 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
 * ``for_you_page``: ``GET /for-you`` with 200 readers' session cookies (the personal feed above,
   "why" labels, removed interests, the trending window, Jinja2 render; private).
 
-Reported: requests/s, p50/p99 latency (ms), non-2xx count, and requests/s as a ratio of
-the baseline. Targets: cached feed p99 < 10 ms at >= 1,000 requests/s; personal feed p99 < 5 ms
+Reported: requests/s, p50/p99 latency (ms), non-2xx count, requests/s as a ratio of the baseline,
+and ``server_cpu_us_per_request`` (the API process' CPU per answer, from ``/proc``; steadier than
+requests/s when other work shares the cores; ``personal_vs_cached_cpu`` compares the two feeds).
+Targets: cached feed p99 < 10 ms at >= 1,000 requests/s; personal feed p99 < 5 ms
 at >= 3,000 requests/s (``personal_meets_target``). Both absolute targets assume an idle
 2-core machine; on a shared one compare ``rps_vs_baseline`` and ``personal_vs_cached_rps``
 (the personal feed's requests/s over the cached feed's, same run).
@@ -147,7 +155,9 @@ def _serve(kind: str, port: int, redis_url: str, snapshot_dir: str) -> None:
     else:
         from serving.app import ServingConfig, create_app, serving_client
 
-        app = create_app(serving_client(redis_url), ServingConfig(token_secret=SECRET, snapshot_dir=snapshot_dir))
+        memo = {"api_no_memo": {"page_memo_readers": 0}}.get(kind, {})
+        cfg = ServingConfig(token_secret=SECRET, snapshot_dir=snapshot_dir, **memo)
+        app = create_app(serving_client(redis_url), cfg)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
 
 
@@ -184,17 +194,35 @@ async def _load(port: int, requests: list[bytes], concurrency: int, seconds: flo
     return lat, errors, time.perf_counter() - t0
 
 
-def _measure(port: int, requests: list[bytes], concurrency: int, seconds: float, warmup: float) -> dict:
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all its threads) from ``/proc``; ``None`` elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _measure(
+    port: int, requests: list[bytes], concurrency: int, seconds: float, warmup: float, server_pid: int | None = None
+) -> dict:
     asyncio.run(_load(port, requests, concurrency, warmup))
+    cpu0 = _cpu_seconds(server_pid) if server_pid else None
     lat, errors, elapsed = asyncio.run(_load(port, requests, concurrency, seconds))
+    cpu1 = _cpu_seconds(server_pid) if server_pid else None
     arr = np.asarray(lat) * 1000.0
-    return {
+    out = {
         "requests": len(lat),
         "rps": round(len(lat) / elapsed, 1),
         "p50_ms": round(float(np.percentile(arr, 50)), 3),
         "p99_ms": round(float(np.percentile(arr, 99)), 3),
         "non_2xx": len(errors),
     }
+    if cpu0 is not None and cpu1 is not None and lat:
+        # the server process' own CPU per answer: much less sensitive to other load on a shared machine
+        out["server_cpu_us_per_request"] = round((cpu1 - cpu0) / len(lat) * 1e6, 1)
+    return out
 
 
 def _wait_up(port: int, timeout: float = 20.0) -> None:
@@ -228,7 +256,7 @@ def _run_scenario(kind, requests, redis_url, snapshot_dir, a, marker: bytes = b"
         reqs = [r.replace(b"{HOST}", f"127.0.0.1:{port}".encode()) for r in requests]
         if marker and marker not in _first_body(port, reqs[0]):
             raise RuntimeError(f"{reqs[0][:60]!r}: the answer lacks {marker!r}; the benchmark would time an empty page")
-        return _measure(port, reqs, a.concurrency, a.seconds, a.warmup)
+        return _measure(port, reqs, a.concurrency, a.seconds, a.warmup, proc.pid)
     finally:
         proc.terminate()
         proc.join(5)
@@ -264,9 +292,12 @@ def main(argv=None) -> int:
     url = f"unix://{server.socket_file}"
     get = lambda path, extra=b"": f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n"  # noqa: E731
     tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]
+    feed_reqs = [get("/v1/feed", f"Authorization: Bearer {t}\r\n".encode()) for t in tokens]
     # each page must show what it is meant to time (20 stories, full coverage), not an empty page
     markers = {
         "cached_feed": b'"count":20',
+        "personal_feed": b'"count":20',
+        "personal_feed_no_memo": b'"count":20',
         "home_page": b'<ol class="cards"',
         "home_page_signed_in": b"Sign out",
         "coverage_page": b"Independent reports (10)",
@@ -275,7 +306,8 @@ def main(argv=None) -> int:
     scenarios = {
         "baseline": ("baseline", [get("/")]),
         "cached_feed": ("api", [get("/v1/top?edition=en")]),
-        "personal_feed": ("api", [get("/v1/feed", f"Authorization: Bearer {t}\r\n".encode()) for t in tokens]),
+        "personal_feed": ("api", feed_reqs),
+        "personal_feed_no_memo": ("api_no_memo", feed_reqs),
         "home_page": ("api", [get("/")]),
         "home_page_signed_in": ("api", [get("/", f"Cookie: nf_session={t}\r\n".encode()) for t in tokens]),
         "coverage_page": ("api", [get(f"/stories/s{i:05d}") for i in range(N_COVERAGE)]),
@@ -289,7 +321,9 @@ def main(argv=None) -> int:
         stop_embedded(server, save=False)
         shutil.rmtree(tmp, ignore_errors=True)
     base = results["baseline"]["rps"]
-    for name in ("cached_feed", "personal_feed", "home_page", "home_page_signed_in", "coverage_page", "for_you_page"):
+    for name in results:
+        if name == "baseline":
+            continue
         results[name]["rps_vs_baseline"] = round(results[name]["rps"] / base, 3)
     cached, personal = results["cached_feed"], results["personal_feed"]
     out = {
@@ -305,7 +339,12 @@ def main(argv=None) -> int:
         "personal_target": "personal_feed p99 < 5 ms at >= 3000 req/s",
         "personal_meets_target": personal["p99_ms"] < 5.0 and personal["rps"] >= 3000 and personal["non_2xx"] == 0,
         "personal_vs_cached_rps": round(personal["rps"] / cached["rps"], 3),
+        "personal_no_memo_vs_cached_rps": round(results["personal_feed_no_memo"]["rps"] / cached["rps"], 3),
     }
+    if "server_cpu_us_per_request" in cached and "server_cpu_us_per_request" in personal:
+        out["personal_vs_cached_cpu"] = round(
+            personal["server_cpu_us_per_request"] / cached["server_cpu_us_per_request"], 3
+        )
     if a.json:
         print(json.dumps(out))
     else:

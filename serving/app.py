@@ -42,12 +42,14 @@ or an empty feed.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -66,17 +68,20 @@ from newsflow.ranking.events import (
 )
 from newsflow.ranking.feed_page import (
     FeedPage,
+    compact_json,
     decode_feed_page,
     drop_user_feed,
     encode_feed_page,
     page_body,
     page_items,
+    profile_fields,
+    read_commands,
     read_for_request,
     select,
     write_user_feeds,
 )
 from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import without_blocked
+from newsflow.ranking.rerank import injected_item, without_blocked
 from newsflow.ranking.store import (
     FEED_TTL_SECONDS,
     GLOBAL_EDITION,
@@ -85,13 +90,14 @@ from newsflow.ranking.store import (
 )
 from schemas import UserProfile
 from serving.admin import admin_mount
+from serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage, VerifiedTokens
 from serving.http_body import BodyTooLarge, read_capped
 from serving.http_cache import (
     STALE_REASON_HEADER,
     LocalCache,
     cache_headers,
+    conditional_body,
     conditional_json,
-    etag_matches,
     json_bytes,
     not_modified_or,
     strong_etag,
@@ -100,7 +106,7 @@ from serving.openapi import openapi_schema
 from serving.pages import coverage_page, feed_page, trending_page
 from serving.preferences import merge_preferences, reader_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
-from serving.tokens import TokenError, verify_token
+from serving.tokens import TokenError
 from serving.web import PageError, web_routes
 
 __all__ = ["ApiError", "ServingConfig", "create_app", "serving_client"]
@@ -135,6 +141,8 @@ class ServingConfig:
         ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
         corpus' time so a historical corpus does not decay to zero.
       keys: the Redis key layout (:class:`newsflow.keys.Keys`) the API reads and writes.
+      page_memo_readers: readers whose last personal page is kept in-process
+        (:class:`serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables).
     """
 
     token_secret: bytes
@@ -149,6 +157,26 @@ class ServingConfig:
     clock: Callable[[], float] = time.time
     ranking_clock: Callable[[], float] | None = None
     keys: Keys = Keys()
+    page_memo_readers: int = 2048
+
+
+class BreakingSet(NamedTuple):
+    """The live breaking set as the personal feed injects it, shared by all readers (``Api._breaking_set``).
+
+    Attributes:
+      expires: ``time.monotonic()`` after which it is read again.
+      generation: changes whenever ``since`` or ``items`` change (part of the per-reader page memo key).
+      since: ``{story_id: when it became breaking, UTC epoch s}``.
+      items: ``{story_id: its feed item}`` (live, unmerged stories only).
+      encoded: ``{story_id: compact JSON of the item as injected}``
+        (:func:`newsflow.ranking.rerank.injected_item`).
+    """
+
+    expires: float
+    generation: int
+    since: dict
+    items: dict
+    encoded: dict
 
 
 class ApiError(Exception):
@@ -168,8 +196,13 @@ class Api:
         self.snapshots = SnapshotStore(config.snapshot_dir)
         self.cache = LocalCache(config.local_cache_seconds)
         self.breaker = RedisBreaker(config.redis_backoff_seconds)
-        self._breaking_cache: tuple[float, dict, dict] = (0.0, {}, {})
+        self._breaking_cache = BreakingSet(0.0, 0, {}, {}, {})
+        self._generations = itertools.count(1)
         self._ranking_now = config.ranking_clock or config.clock
+        self._tokens = VerifiedTokens(config.token_secret)
+        self._pages = ReaderMemo(config.page_memo_readers)
+        self._round_trip = AsyncRoundTrip(client)
+        self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
@@ -218,7 +251,7 @@ class Api:
                 {"WWW-Authenticate": 'Bearer realm="newsflow"'},
             )
         try:
-            return verify_token(auth[7:].strip(), self.config.token_secret, self.config.clock())
+            return self._tokens.verify(auth[7:].strip(), self.config.clock())
         except TokenError as e:
             raise ApiError(
                 401,
@@ -357,16 +390,26 @@ class Api:
         payload = coverage_page(rec.summary(), rec.entities, articles)
         return self._respond(request, payload, "public")
 
-    def feed(self, request: Request) -> Response:
+    async def feed(self, request: Request) -> Response:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        head, items, stale = self.personal_feed_parts(user, edition_param, limit)
+        if self._round_trip.available:  # no worker thread unless the feed must be read or built another way
+            head, items, stale, served = await self._personal_async(user, edition_param, limit)
+        else:
+            head, items, stale, served = await run_in_threadpool(self._personal, user, edition_param, limit)
         if items is None:
             return self._respond(request, head, "private", stale)
-        body = page_body(user, head["edition"], head["generated_at"], items)
-        headers = cache_headers("private", self.config.max_age, self.config.s_maxage, self.config.stale_s_maxage)
-        return conditional_body(request.headers.get("if-none-match", ""), body, headers)
+
+        def body() -> bytes:
+            return page_body(user, head["edition"], head["generated_at"], items)
+
+        if served is not None:  # the reader's page as last served: its body and ETag too
+            raw, etag = served.body_and_etag(body, strong_etag)
+        else:
+            raw = body()
+            etag = strong_etag(raw)
+        return conditional_body(request.headers.get("if-none-match", ""), raw, self._private_headers, etag)
 
     def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
         """A reader's feed page (``/v1/feed`` and the For You page) and its stale reason ("" when fresh).
@@ -390,37 +433,100 @@ class Api:
         :func:`~newsflow.ranking.rerank.rerank`). Without a serving form the stored feed document is read,
         and without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored.
         """
+        head, items, stale, _ = self._personal(user, edition_param, limit)
+        return dict(head), items, stale
+
+    def _personal(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str, ServedPage | None]:
+        """:meth:`personal_feed_parts` plus the reader's :class:`~serving.hot_path.ServedPage` (``None`` when the
+        page did not come from a stored serving form). The returned head may be shared: do not mutate it.
+
+        After the round trip, the page is a pure function of the bytes read, the breaking set and the query,
+        so it is memoized per reader on all of them (:class:`~serving.hot_path.ReaderMemo`): the decoded
+        serving form while its bytes stay the same, the profile while its fields do, the page while all do.
+        """
         now = self._ranking_now()
         try:
             self._guard()
             fields, raw = read_for_request(self.store.client, user, self.store.keys)
-            profile = user_from_hash(user, fields)  # edition and blocks: all the re-rank reads
-            edition = edition_param or profile.edition or GLOBAL_EDITION
-            page = self._decode_page(user, raw)
-            if page is None:  # no serving form: the feed document (written without one), if any
-                page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
-            if page is None or (edition_param and page.edition not in (None, edition)):
-                doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.config.feed)
-                write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
-                page = decode_feed_page(encode_feed_page(doc))
-            breaking, items_by_id = self._breaking_items(now)
-            inject = [
-                (since, items_by_id[sid])
-                for sid, since in breaking.items()
-                if since > page.generated_at and sid in items_by_id
-            ]
+            return self._finish_personal(user, edition_param, limit, now, fields, raw, self._breaking_set(now))
         except REDIS_ERRORS as e:
-            self._mark_down()
-            log.warning("redis unavailable for feed of %s: %s", user, e)
-            edition = edition_param or GLOBAL_EDITION
-            snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
-            page = feed_page("edition", edition, snap, limit, "redis-unavailable")
-            page["user"] = user
-            return page, None, "redis-unavailable"
-        items = page_items(page, select(page, inject, profile, k=limit, source_cap=self.config.feed.source_cap))
+            return self._personal_down(user, edition_param, limit, e)
+
+    async def _personal_async(self, user: str, edition_param: str, limit: int):
+        """:meth:`_personal` on the event loop: the round trip through :class:`~serving.hot_path.AsyncRoundTrip`
+        (the same two commands as :func:`~newsflow.ranking.feed_page.read_for_request`); the breaking set's
+        refresh (once per ``local_cache_seconds``) and a feed that must be read another way or built go to
+        the thread pool."""
+        now = self._ranking_now()
+        try:
+            self._guard()
+            values, raw = await self._round_trip.execute(read_commands(user, self.store.keys))
+            fields = profile_fields(values)
+            brk = self._breaking_cache
+            if time.monotonic() >= brk.expires:
+                brk = await run_in_threadpool(self._breaking_set, now)
+            done, _ = self._personal_from_form(user, edition_param, limit, fields, raw, brk)
+            if done is None:
+                done = await run_in_threadpool(self._finish_personal, user, edition_param, limit, now, fields, raw, brk)
+            return done
+        except REDIS_ERRORS as e:
+            return self._personal_down(user, edition_param, limit, e)
+
+    def _personal_down(self, user: str, edition_param: str, limit: int, e: Exception):
+        """The personal feed with Redis unreachable: the edition's snapshot (stale)."""
+        self._mark_down()
+        log.warning("redis unavailable for feed of %s: %s", user, e)
+        edition = edition_param or GLOBAL_EDITION
+        snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
+        page = feed_page("edition", edition, snap, limit, "redis-unavailable")
+        page["user"] = user
+        return page, None, "redis-unavailable", None
+
+    def _personal_from_form(self, user, edition_param, limit, fields, raw, brk):
+        """The page from the reader's serving form, without Redis: ``(result, None)``, or ``(None, (page, profile,
+        edition))`` when the form is absent, unreadable (``page`` None) or of another edition than asked."""
+        query = (edition_param, limit, brk.generation)
+        last = self._pages.get(user) if raw is not None else None
+        if last is not None and last.query == query and last.raw == raw and last.fields == fields:
+            return (last.head, last.items, "", last), None
+        profile = last.profile if last is not None and last.fields == fields else user_from_hash(user, fields)
+        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
+        page = last.page if last is not None and last.raw == raw else self._decode_page(user, raw)
+        if page is None or (edition_param and page.edition not in (None, edition)):
+            return None, (page, profile, edition)
+        head, items = self._rerank(user, edition, limit, page, profile, brk)
+        served = ServedPage(raw, page, fields, profile, query, head, items)
+        self._pages.put(user, served)
+        return (head, items, "", served), None
+
+    def _finish_personal(self, user, edition_param, limit, now, fields, raw, brk):
+        """:meth:`_personal` after the round trip (Redis errors propagate)."""
+        done, rest = self._personal_from_form(user, edition_param, limit, fields, raw, brk)
+        if done is not None:
+            return done
+        page, profile, edition = rest
+        if page is None:  # no serving form: the feed document (written without one), if any
+            page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
+        if page is None or (edition_param and page.edition not in (None, edition)):
+            doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.config.feed)
+            write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
+            page = decode_feed_page(encode_feed_page(doc))
+        head, items = self._rerank(user, edition, limit, page, profile, brk)
+        return head, items, "", None
+
+    def _rerank(self, user, edition, limit, page, profile, brk) -> tuple[dict, list]:
+        """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
+        (:func:`newsflow.ranking.feed_page.select`)."""
+        inject = [
+            (since, brk.items[sid])
+            for sid, since in brk.since.items()
+            if since > page.generated_at and sid in brk.items
+        ]
+        picks = select(page, inject, profile, k=limit, source_cap=self.config.feed.source_cap)
+        items = page_items(page, picks, brk.encoded)
         head = {"user": user, "edition": edition, "generated_at": page.generated_at, "stale": False}
         head["count"] = len(items)
-        return head, items, ""
+        return head, items
 
     @staticmethod
     def _page_of_doc(user: str, raw: bytes | None) -> FeedPage | None:
@@ -504,11 +610,16 @@ class Api:
         )
 
     def _breaking_items(self, now: float) -> tuple[dict, dict]:
-        """Live breaking set ``{story_id: since}`` and their feed items, shared by all readers
+        """Live breaking set ``{story_id: since}`` and their feed items (:meth:`_breaking_set`)."""
+        brk = self._breaking_set(now)
+        return brk.since, brk.items
+
+    def _breaking_set(self, now: float) -> BreakingSet:
+        """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
         and cached in-process for ``local_cache_seconds`` (the set changes every few minutes)."""
-        expires, breaking, items = self._breaking_cache
-        if time.monotonic() < expires:
-            return breaking, items
+        last = self._breaking_cache
+        if time.monotonic() < last.expires:
+            return last
         breaking = self.store.breaking(now)
         items = {}
         if breaking:
@@ -521,8 +632,15 @@ class Api:
                     relevance=None,
                     score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING),
                 )
-        self._breaking_cache = (time.monotonic() + self.config.local_cache_seconds, breaking, items)
-        return breaking, items
+        if breaking == last.since and items == last.items:
+            generation, encoded = last.generation, last.encoded
+        else:
+            generation = next(self._generations)  # unique even when two threads refresh at once
+            encoded = {sid: compact_json(injected_item(it)) for sid, it in items.items()}
+        self._breaking_cache = BreakingSet(
+            time.monotonic() + self.config.local_cache_seconds, generation, breaking, items, encoded
+        )
+        return self._breaking_cache
 
     async def events(self, request: Request) -> Response:
         user = self._user(request)
@@ -588,16 +706,6 @@ class Api:
             media_type="application/json",
             headers={"Cache-Control": "no-store"},
         )
-
-
-def conditional_body(if_none_match: str, body: bytes, headers: dict) -> Response:
-    """A JSON ``200`` of ready ``body`` bytes with ``ETag`` and ``headers``, or a bodiless ``304`` when
-    ``If-None-Match`` matches (:func:`serving.http_cache.conditional_json` for an already encoded body)."""
-    etag = strong_etag(body)
-    headers = dict(headers, ETag=etag)
-    if etag_matches(if_none_match, etag):
-        return Response(status_code=304, headers=headers)
-    return Response(body, status_code=200, headers=headers, media_type="application/json")
 
 
 def _error_body(status: int, code: str, message: str) -> bytes:

@@ -74,6 +74,24 @@ def conditional_json(if_none_match: str, payload, headers: dict) -> Response:
     return Response(body, status_code=200, headers=headers, media_type="application/json")
 
 
+def conditional_body(if_none_match: str, body: bytes, headers: dict, etag: str | None = None) -> Response:
+    """A JSON ``200`` of ready ``body`` bytes with ``ETag`` and ``headers``, or a bodiless ``304`` when
+    ``If-None-Match`` matches (:func:`conditional_json` for an already encoded body).
+
+    Args:
+      if_none_match: the request's ``If-None-Match`` header ("" when absent).
+      body: the compact JSON bytes.
+      headers: caching headers (not modified).
+      etag: :func:`strong_etag` of ``body`` when the caller already has it (computed here when ``None``).
+    """
+    if etag is None:
+        etag = strong_etag(body)
+    headers = dict(headers, ETag=etag)
+    if etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, status_code=200, headers=headers, media_type="application/json")
+
+
 def not_modified_or(response: Response, if_none_match: str) -> Response:
     """``response`` itself, or a ``304`` with its headers when ``If-None-Match`` matches its ETag."""
     if etag_matches(if_none_match, response.headers.get("etag", "")):

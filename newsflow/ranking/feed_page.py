@@ -26,6 +26,7 @@ from typing import NamedTuple
 from newsflow.keys import Keys
 from newsflow.outlets import outlet
 from newsflow.ranking.mmr import DEFAULT_SOURCE_CAP
+from newsflow.ranking.rerank import injected_item, is_blocked, newer_breaking, take_capped
 from schemas import UserProfile
 
 FORMAT_VERSION = 1
@@ -120,42 +121,34 @@ def select(
       injected breaking item (``breaking`` and ``injected`` set to True).
     """
     present = set(page.ids)
+    injected = [injected_item(it) for it in newer_breaking(breaking, page.generated_at, present)]
     block_topics, block_sources = profile.block_topics, profile.block_sources
-    injected = []
-    for since, it in sorted(breaking, key=lambda p: (-p[0], p[1]["story_id"])):
-        if since > page.generated_at and it["story_id"] not in present:
-            d = dict(it)
-            d["breaking"] = True
-            d["injected"] = True
-            injected.append(d)
-            present.add(it["story_id"])
-    out: list = []
-    per_source: dict[str, int] = {}
-    for d in injected:
-        dom = outlet(str(d.get("domain", "")))
-        if (block_sources and dom in block_sources) or any(str(t).lower() in block_topics for t in d.get("topics", ())):
-            continue
-        if per_source.get(dom, 0) >= source_cap:
-            continue
-        per_source[dom] = per_source.get(dom, 0) + 1
-        out.append(d)
-        if len(out) >= k:
-            return out
-    for i, (dom, tps) in enumerate(zip(page.outlets, page.topics, strict=True)):
-        if (block_sources and dom in block_sources) or (block_topics and any(t in block_topics for t in tps)):
-            continue
-        if per_source.get(dom, 0) >= source_cap:
-            continue
-        per_source[dom] = per_source.get(dom, 0) + 1
-        out.append(i)
-        if len(out) >= k:
-            break
-    return out
+
+    def candidates():
+        for d in injected:
+            if not is_blocked(d, profile):
+                yield outlet(str(d.get("domain", ""))), d
+        for i, (dom, tps) in enumerate(zip(page.outlets, page.topics, strict=True)):
+            if (block_sources and dom in block_sources) or (block_topics and any(t in block_topics for t in tps)):
+                continue
+            yield dom, i
+
+    return take_capped(candidates(), k, source_cap)
 
 
-def page_items(page: FeedPage, picks: Sequence) -> list[bytes]:
-    """The compact JSON of each pick of :func:`select`."""
-    return [page.items[p] if isinstance(p, int) else compact_json(p) for p in picks]
+def page_items(page: FeedPage, picks: Sequence, encoded: Mapping[str, bytes] | None = None) -> list[bytes]:
+    """The compact JSON of each pick of :func:`select`.
+
+    Args:
+      page: the serving form the picks index.
+      picks: :func:`select`'s answer.
+      encoded: optional ``{story_id: compact JSON of its injected item}``
+        (``compact_json(injected_item(item))``, computed once per breaking set instead of once per
+        request); an injected pick missing from it is serialized here.
+    """
+    if not encoded:
+        return [page.items[p] if isinstance(p, int) else compact_json(p) for p in picks]
+    return [page.items[p] if isinstance(p, int) else (encoded.get(p["story_id"]) or compact_json(p)) for p in picks]
 
 
 def page_body(user: str, edition: str, generated_at: float, items: Sequence[bytes]) -> bytes:
@@ -203,6 +196,17 @@ def drop_user_feed(client, user: str, keys: Keys = Keys()) -> None:
     pipe.execute()
 
 
+def read_commands(user: str, keys: Keys = Keys()) -> list[tuple]:
+    """The commands of :func:`read_for_request`'s round trip, as ``(name, *args)`` tuples (for a caller that
+    sends them itself, e.g. from an event loop): ``HMGET`` of :data:`PROFILE_FIELDS`, ``GET`` of the form."""
+    return [("HMGET", keys.user(user), *PROFILE_FIELDS), ("GET", keys.feed_page(user))]
+
+
+def profile_fields(values: Sequence) -> dict:
+    """``{field bytes: value}`` of the ``HMGET`` reply of :func:`read_commands` (missing fields left out)."""
+    return {name.encode(): v for name, v in zip(PROFILE_FIELDS, values, strict=True) if v is not None}
+
+
 def read_for_request(client, user: str, keys: Keys = Keys()) -> tuple[dict, bytes | None]:
     """One round trip: the reader's :data:`PROFILE_FIELDS` (``{field bytes: value}``, missing ones left
     out, for :func:`newsflow.ranking.store.user_from_hash`) and the serving form (``None`` when absent)."""
@@ -210,5 +214,4 @@ def read_for_request(client, user: str, keys: Keys = Keys()) -> tuple[dict, byte
     pipe.hmget(keys.user(user), list(PROFILE_FIELDS))
     pipe.get(keys.feed_page(user))
     values, raw = pipe.execute()
-    fields = {name.encode(): v for name, v in zip(PROFILE_FIELDS, values, strict=True) if v is not None}
-    return fields, raw
+    return profile_fields(values), raw

@@ -14,11 +14,14 @@ Pure and allocation-light: it runs on every personal-feed request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from newsflow.outlets import outlet
 from newsflow.ranking.mmr import DEFAULT_SOURCE_CAP
 from schemas import UserProfile
+
+T = TypeVar("T")
 
 
 def is_blocked(item: Mapping, profile: UserProfile) -> bool:
@@ -60,24 +63,48 @@ def rerank(
       New list of item dicts; injected ones carry ``"injected": True``.
     """
     present = {it["story_id"] for it in items}
-    injected = []
+    injected = [injected_item(it) for it in newer_breaking(breaking, generated_at, present)]
+    candidates = (
+        (outlet(str(it.get("domain", ""))), it)
+        for it in injected + [dict(i) for i in items]
+        if not is_blocked(it, profile)
+    )
+    return take_capped(candidates, k, source_cap)
+
+
+def newer_breaking(breaking: Sequence[tuple[float, Mapping]], generated_at: float, present: set) -> list[Mapping]:
+    """Rule 1's selection: the breaking items with ``since > generated_at`` whose ``story_id`` is not in
+    ``present``, newest first (ties by story id); ``present`` gains their ids (a story listed twice in
+    ``breaking`` is injected once)."""
+    out = []
     for since, it in sorted(breaking, key=lambda p: (-p[0], p[1]["story_id"])):
         if since > generated_at and it["story_id"] not in present:
-            d = dict(it)
-            d["breaking"] = True
-            d["injected"] = True
-            injected.append(d)
+            out.append(it)
             present.add(it["story_id"])
-    out: list[dict] = []
+    return out
+
+
+def injected_item(item: Mapping) -> dict:
+    """A copy of a breaking feed item as injected: ``breaking`` and ``injected`` set to True (keys kept in
+    order, new ones appended)."""
+    d = dict(item)
+    d["breaking"] = True
+    d["injected"] = True
+    return d
+
+
+def take_capped(candidates: Iterable[tuple[str, T]], k: int, source_cap: int) -> list[T]:
+    """Rules 3-4: the first ``k`` values of ``(outlet, value)`` candidates, in order, skipping a value
+    whose outlet already has ``source_cap`` values taken. Shared by :func:`rerank` and
+    :func:`newsflow.ranking.feed_page.select`, which pass the unblocked candidates."""
+    out: list = []
     per_source: dict[str, int] = {}
-    for it in injected + [dict(i) for i in items]:
-        if is_blocked(it, profile):
+    for dom, value in candidates:
+        n = per_source.get(dom, 0)
+        if n >= source_cap:
             continue
-        dom = outlet(str(it.get("domain", "")))
-        if per_source.get(dom, 0) >= source_cap:
-            continue
-        per_source[dom] = per_source.get(dom, 0) + 1
-        out.append(it)
+        per_source[dom] = n + 1
+        out.append(value)
         if len(out) >= k:
             break
     return out
