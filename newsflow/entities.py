@@ -28,7 +28,9 @@ Normalization of a span:
   (:func:`newsflow.multilingual.fold`: ASCII transliteration, case folding, dots removed); a
   place is keyed by its English CLDR name (:func:`newsflow.multilingual.canonical_place`), so
   ``"Alemania"``, ``"Deutschland"`` and ``"Germany"`` are all ``"LOC:germany"``, and ``"Berlín"``
-  and ``"Berlin"`` are ``"LOC:berlin"``.
+  and ``"Berlin"`` are ``"LOC:berlin"``; in es/de/fr/pt/it an acronym that differs by language is
+  keyed by the English one (``"OCDE"``, ``"OCSE"`` -> ``"ORG:oecd"``; ``"la OTAN"`` ->
+  ``"ORG:nato"``, :func:`newsflow.multilingual.canonical_org`).
 
 Languages without a model give no entities and increment :attr:`EntityExtractor.skipped` (per
 language), never an error.
@@ -42,7 +44,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from newsflow.multilingual import canonical_place, fold, place_aliases
+from newsflow.multilingual import canonical_org, canonical_place, fold, place_aliases
 from newsflow.scripts import nfc
 
 LEAD_CHARS = 1000
@@ -59,6 +61,8 @@ MODEL_PACKAGES = {
 SUPPORTED_LANGUAGES = frozenset(MODEL_PACKAGES)
 # Lower-case words that belong inside names (Charles de Gaulle, Ursula von der Leyen, Lula da Silva).
 NAME_PARTICLES = frozenset("de del della di da das dos do du des la le van von der den ter ten zu bin al el".split())
+# Definite articles of es/de/fr/pt/it that the borrowed model takes into a span ("la OTAN", "Die UNO").
+ARTICLES = frozenset("el la los las lo le les l' der die das den dem des il gli i o a os as".split())
 
 _LEADING_THE = re.compile(r"^(the|The|THE)\s+")
 _POSSESSIVE = re.compile(r"(?:['’]s|['’])$")
@@ -90,6 +94,20 @@ def _cut_at_lower_case(t: str) -> str:
     return t
 
 
+def _strip_article(t: str) -> str:
+    """``t`` without a leading definite article (:data:`ARTICLES`, also elided ``l'``/``l’``)
+    when the article is lower case ("la OTAN") or the rest is an acronym ("Die UNO", "La OCDE");
+    a capitalized article before a name stays ("Los Angeles", "Le Monde", "El Salvador")."""
+    m = re.match(r"^(\w+)\s+(.+)$", t) or re.match(r"^([lL]['’])(.+)$", t)
+    if m is None:
+        return t
+    article, rest = m.group(1), m.group(2).strip()
+    if article.casefold().replace("’", "'") not in ARTICLES:
+        return t
+    acronym = rest.isupper() and " " not in rest and len(rest) >= 2
+    return rest if article[:1].islower() or acronym else t
+
+
 def normalize_entity(text: str, label: str, language: str = "en") -> Entity | None:
     """Normalized :class:`Entity` for a span text and spaCy label (``None`` if not kept or empty).
 
@@ -97,9 +115,12 @@ def normalize_entity(text: str, label: str, language: str = "en") -> Entity | No
       text: the span text.
       label: the model's label (PERSON/PER, ORG, GPE/LOC, EVENT are kept).
       language: the document's language. Spans of languages other than English (whose model is
-        the French one) are cut at a lower-case non-particle word (``"Alemania y Ucrania"`` ->
-        ``"Alemania"``), and a country name (CLDR, any of the six languages) is a place whatever
-        the label.
+        the French one) lose a leading article (``"la OTAN"`` -> ``"OTAN"``, see
+        :func:`_strip_article`), are cut at a lower-case non-particle word (``"Alemania y
+        Ucrania"`` -> ``"Alemania"``) and dropped when they start with one (``"frenan el"``); a
+        country name (CLDR, any of the six languages) is a place whatever the label, and an
+        acronym that differs by language is keyed by the English one
+        (:func:`newsflow.multilingual.canonical_org`: ``"OTAN"`` -> ``"ORG:nato"``).
     """
     group = LABEL_GROUPS.get(label)
     if group is None:
@@ -108,12 +129,19 @@ def normalize_entity(text: str, label: str, language: str = "en") -> Entity | No
     t = _LEADING_THE.sub("", t.strip("\"“”‘'()[]"))
     t = t.strip(" -–—,:;\"“”‘'()[]")
     if language != "en":
-        t = _cut_at_lower_case(t)
+        t = _cut_at_lower_case(_strip_article(t))
+        if t[:1].islower() and t.split(" ")[0] not in NAME_PARTICLES:
+            return None  # a span of lower-case words ("frenan el"): not a name
     if not t or not any(ch.isalnum() for ch in t):
         return None
     if language != "en" and group != "LOC" and fold(t) in place_aliases():
         group = "LOC"  # a country name the borrowed model labelled a person or organisation
-    key = canonical_place(t) if group == "LOC" else fold(t)
+    if group == "LOC":
+        key = canonical_place(t)
+    elif language != "en":
+        key = canonical_org(t, language)  # "OCDE" -> "oecd", as the English key of "OECD"
+    else:
+        key = fold(t)
     if not key:
         return None
     return Entity(f"{group}:{key}", t, group)

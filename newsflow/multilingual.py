@@ -15,10 +15,17 @@ shipped, permissively licensed data:
   ``"germania"``, ``"alemanha"`` -> ``"germany"``; ``"estados unidos"``, ``"vereinigte staaten"``,
   ``"etats-unis"``, ``"stati uniti"`` -> ``"united states"``; plus other languages' abbreviations
   in :data:`EXTRA_ALIASES` (``"EE.UU."`` -> ``"us"`` as English ``"U.S."``).
+* **Acronym aliases** (:data:`ACRONYM_ALIASES`, :func:`canonical_org`): international
+  organisations and economic terms whose acronym differs by language, to the English acronym:
+  ``"OCDE"`` (es/fr/pt), ``"OCSE"`` (it) -> ``"oecd"``; ``"FMI"`` (es/fr/pt/it), ``"IWF"`` (de)
+  -> ``"imf"``; ``"BCE"``/``"EZB"`` -> ``"ecb"``; ``"PIB"``/``"BIP"`` -> ``"gdp"``. Per language,
+  because a form can be an ordinary word in another one (German ``"UNO"`` is the UN, Italian and
+  Spanish ``"uno"`` is "one"). Written by hand from the organisations' own names in each
+  language (a fact table, not fitted to any data set).
 * **Stop words** per language (:func:`stop_words`): spaCy's lists (MIT licence), folded, so
   ``"el"``, ``"der"``, ``"les"`` do not make two unrelated reports look alike.
 * **Cross-language terms** (:func:`cross_language_text`): a non-English headline with its place
-  names rewritten to their English names and its numbers written the English way (``"0,3 %"`` ->
+  names and acronyms rewritten to their English forms and its numbers written the English way (``"0,3 %"`` ->
   ``"03 percent"`` as English ``"0.3 percent"`` tokenizes, ``"21.000"`` -> ``"21 000"``),
   transliterated; the caller then tokenizes it like English text
   (:func:`newsflow.embedding.tokenize`), so names, numbers and places of a Spanish headline land
@@ -50,6 +57,30 @@ EXTRA_ALIASES = {
     "eua": "us",
     "ue": "eu",
 }
+
+# Acronyms that differ by language (folded) -> the folded English acronym, per language. Sources:
+# the organisations' official names in each language (OECD/OCDE/OCSE, UN/ONU/UNO, NATO/OTAN,
+# IMF/FMI/IWF, ECB/BCE/EZB, WTO/OMC/WTO, WHO/OMS, OPEC/OPEP, IAEA/OIEA/AIEA/IAEO, ILO/OIT/IAO
+# (not Italian "OIL", an English word too),
+# UNHCR/ACNUR/HCR) and the national-accounts term GDP (PIB, BIP).
+_ORGS_ROMANCE = {"ocde": "oecd", "onu": "un", "otan": "nato", "fmi": "imf", "bce": "ecb", "omc": "wto"}
+ACRONYM_ALIASES = {
+    "es": {**_ORGS_ROMANCE, "oms": "who", "opep": "opec", "oiea": "iaea", "oit": "ilo", "acnur": "unhcr", "pib": "gdp"},
+    "fr": {**_ORGS_ROMANCE, "oms": "who", "opep": "opec", "aiea": "iaea", "oit": "ilo", "hcr": "unhcr", "pib": "gdp"},
+    "pt": {**_ORGS_ROMANCE, "oms": "who", "opep": "opec", "aiea": "iaea", "oit": "ilo", "acnur": "unhcr", "pib": "gdp"},
+    "it": {
+        "ocse": "oecd",
+        "onu": "un",
+        "fmi": "imf",
+        "bce": "ecb",
+        "omc": "wto",
+        "oms": "who",
+        "aiea": "iaea",
+        "pil": "gdp",
+    },
+    "de": {"uno": "un", "iwf": "imf", "ezb": "ecb", "iaeo": "iaea", "iao": "ilo", "bip": "gdp"},
+}
+"""Language -> {folded acronym: folded English acronym} for acronyms that differ by language."""
 
 _SPACE = re.compile(r"\s+")
 
@@ -90,6 +121,13 @@ def canonical_place(name: str) -> str:
     else the folded name itself."""
     key = fold(name)
     return place_aliases().get(key, key)
+
+
+def canonical_org(name: str, language: str) -> str:
+    """Folded English acronym of an organisation's acronym in ``language`` (``"OCDE"``, ``"es"``
+    -> ``"oecd"``; :data:`ACRONYM_ALIASES`), else the folded name itself."""
+    key = fold(name)
+    return ACRONYM_ALIASES.get(language, {}).get(key, key)
 
 
 @functools.cache
@@ -149,8 +187,9 @@ def _replace_places(words: list[str]) -> list[str]:
 
 
 def cross_language_text(text: str, language: str) -> str:
-    """``text`` folded, with place names replaced by their English names and the language's stop
-    words removed; ``""`` for empty input.
+    """``text`` folded, with place names replaced by their English names, acronyms of
+    :data:`ACRONYM_ALIASES` by the English ones and the language's stop words removed; ``""`` for
+    empty input.
 
     Args:
       text: a headline or URL slug words. Punctuation becomes spaces; stop words are removed
@@ -169,4 +208,5 @@ def cross_language_text(text: str, language: str) -> str:
     # places first, joined by "_" so that no word of an English name is dropped as a stop word
     # (tokenizers split on "_" again)
     words = _replace_places(_words(fold(text)).split())
-    return " ".join(w for w in words if w not in stops).replace("_", " ")
+    acronyms = ACRONYM_ALIASES.get(language, {})
+    return " ".join(acronyms.get(w, w) for w in words if w not in stops).replace("_", " ")

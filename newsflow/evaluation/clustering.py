@@ -30,6 +30,29 @@ in two languages (``pairs``: gold pairs of that kind), plus ``by_language``: the
 scores of each language. The labelled set ``data/multilingual-stories/stories.csv`` (English
 news-aggregator headlines and their translations, see its README) has this column.
 
+Translations: where a ``SOURCE_ID`` column names, for a row, the row it was translated from (its own
+``ID`` for an original), the output also has
+
+* ``cross_language_vs_source``: the cross-language pair scores against the *predicted* story of each
+  row's source instead of the gold story: it scores the cross-language decisions alone (did a
+  translation land in its source's story, and nowhere else?), whatever the same-language
+  clustering got wrong;
+* ``cross_language_ceiling``: the cross-language scores against gold had every row landed exactly
+  in its source's predicted story: the best the cross-language step can reach given the
+  same-language clustering (an English story that wrongly holds two gold stories makes every
+  correctly placed translation of one of them a false pair with the other's headlines);
+* ``translations``: ``n`` rows with a source other than themselves, ``with_source`` of them in
+  their source's story, ``other_story`` in another story that has rows in the source's language
+  (a wrong join), ``apart`` in a story without any row in the source's language (a miss).
+
+Distractors (``--distractors FILE``): the rows of a second CSV in the same format whose ``ID`` is
+not in ``--stories`` are added before clustering (the realistic setting: the labelled stories among
+all other news of the same hours). The multilingual set with the shared news-aggregator slice as
+distractors::
+
+    newsflow eval clustering --stories data/multilingual-stories/stories.csv \
+        --distractors ../shared/data/news-aggregator-stories/newsCorpora_2014-03-10_11.csv
+
 Baseline measured in the same run (``baseline``): single-pass TF-IDF(headline) centroid clustering
 in timestamp order, cosine threshold 0.2, IDF fitted on all headlines of the file (the floor
 baseline of the data set's PROVENANCE.md).
@@ -99,6 +122,58 @@ def read_stories(path: str) -> list[dict]:
             raise InputError(f"{path}: row ID={r.get('ID')!r} has a bad TIMESTAMP {r['TIMESTAMP']!r}") from None
     rows.sort(key=lambda r: (r["_t"], int(r["ID"]) if r["ID"].isdigit() else 0, r["ID"]))
     return rows
+
+
+def merge_distractors(rows: list[dict], extra: Sequence[dict]) -> list[dict]:
+    """``rows`` plus every row of ``extra`` whose ``ID`` is not in ``rows``, in ``(TIMESTAMP, ID)``
+    order (as :func:`read_stories` sorts)."""
+    ids = {r["ID"] for r in rows}
+    out = list(rows) + [r for r in extra if r["ID"] not in ids]
+    out.sort(key=lambda r: (r["_t"], int(r["ID"]) if r["ID"].isdigit() else 0, r["ID"]))
+    return out
+
+
+def source_scores(gold: Sequence, pred: Sequence, languages: Sequence[str], ids: Sequence[str], sources) -> dict:
+    """Cross-language scores that separate the cross-language decisions from the same-language
+    clustering (see the module docstring, "Translations").
+
+    Args:
+      gold, pred, languages: per row, as for :func:`language_pair_scores`.
+      ids: each row's ``ID``.
+      sources: each row's ``SOURCE_ID`` (the row it was translated from; its own ID, ``""`` or
+        ``None`` for an original). A source that is not among ``ids`` counts as a story of its own.
+
+    Returns:
+      ``{"cross_language_vs_source": {...}, "cross_language_ceiling": {...}, "translations":
+      {"n", "with_source", "other_story", "apart"}}``.
+
+    Raises:
+      ValueError: the sequences differ in length.
+    """
+    if not len(gold) == len(pred) == len(languages) == len(ids) == len(sources):
+        raise ValueError("gold, pred, languages, ids and sources differ in length")
+    pred_of = dict(zip(ids, pred, strict=True))
+    ref = [pred_of.get(s or i, "missing:" + (s or i)) for i, s in zip(ids, sources, strict=True)]
+    language_of = dict(zip(ids, languages, strict=True))
+    langs_of_story: dict = {}
+    for p, lang in zip(pred, languages, strict=True):
+        langs_of_story.setdefault(p, set()).add(lang)
+    n = with_source = other = apart = 0
+    for i, s, p, r in zip(ids, sources, pred, ref, strict=True):
+        if not s or s == i:
+            continue
+        n += 1
+        if p == r:
+            with_source += 1
+        elif language_of.get(s) in langs_of_story[p]:
+            other += 1
+        else:
+            apart += 1
+    return {
+        "cross_language_vs_source": language_pair_scores(ref, pred, languages)["cross_language"],
+        "cross_language_ceiling": language_pair_scores(gold, ref, languages)["cross_language"],
+        "translations": {"n": n, "with_source": with_source, "other_story": other, "apart": apart},
+    }
 
 
 def pairwise_scores(gold: Sequence, pred: Sequence) -> dict:
@@ -302,9 +377,18 @@ def row_languages(rows: Sequence[dict]) -> list[str]:
 
 
 def evaluate(
-    path: str, level: str = "story", use_entities: bool = True, use_time: bool = True, baseline: bool = True
+    path: str,
+    level: str = "story",
+    use_entities: bool = True,
+    use_time: bool = True,
+    baseline: bool = True,
+    distractors: str | None = None,
 ) -> dict:
     """Scores one clustering level on a news-aggregator CSV (see the module docstring).
+
+    Args:
+      distractors: optional second CSV whose rows (IDs not in ``path``) are clustered too
+        (:func:`merge_distractors`).
 
     Raises:
       InputError: bad input (see :func:`read_stories`; also headlines without any word the
@@ -312,6 +396,8 @@ def evaluate(
       ValueError: an unknown ``level``.
     """
     rows = read_stories(path)
+    if distractors:
+        rows = merge_distractors(rows, read_stories(distractors))
     gold = [r["STORY"] for r in rows]
     t0 = time.perf_counter()
     extra: dict = {}
@@ -345,6 +431,9 @@ def evaluate(
     multilingual = len(set(languages)) > 1
     if multilingual:
         out.update(language_pair_scores(gold, pred, languages))
+        if any(r.get("SOURCE_ID") for r in rows):
+            ids = [r["ID"] for r in rows]
+            out.update(source_scores(gold, pred, languages, ids, [r.get("SOURCE_ID") for r in rows]))
     if baseline:
         try:
             b = baseline_tfidf([r["TITLE"] for r in rows])
@@ -362,7 +451,8 @@ def evaluate(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--stories``, ``--level``, ``--no-entities``, ``--no-time``, ``--no-baseline``."""
+    """Adds ``--stories``, ``--level``, ``--no-entities``, ``--no-time``, ``--no-baseline``,
+    ``--distractors``."""
     parser.add_argument(
         "--stories", required=True, help="news-aggregator CSV (ID,TITLE,URL,...,STORY,TIMESTAMP), plain or .gz"
     )
@@ -375,6 +465,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-entities", action="store_true", help="story level: ignore entity overlap (ablation)")
     parser.add_argument("--no-time", action="store_true", help="story level: ignore time proximity (ablation)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
+    parser.add_argument(
+        "--distractors",
+        default=None,
+        help="second CSV in the same format: its rows (IDs not in --stories) are clustered too",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -384,7 +479,14 @@ def run(args: argparse.Namespace) -> int:
       0 on success; 2 on bad input, after printing ``error: <file>: <problem>`` to stderr.
     """
     try:
-        result = evaluate(args.stories, args.level, not args.no_entities, not args.no_time, not args.no_baseline)
+        result = evaluate(
+            args.stories,
+            args.level,
+            not args.no_entities,
+            not args.no_time,
+            not args.no_baseline,
+            getattr(args, "distractors", None),
+        )
     except InputError as e:
         return fail(e)
     print(json.dumps(result, sort_keys=False))

@@ -82,3 +82,38 @@ def test_cut_span_and_place_aliases():
     assert normalize_entity("Deutschland", "PER", "de") == Entity("LOC:germany", "Deutschland", "LOC")
     # English spans keep their label
     assert normalize_entity("Georgia", "PERSON", "en") == Entity("PERSON:georgia", "Georgia", "PERSON")
+
+
+def test_acronyms_and_articles_of_other_languages():
+    # spans as the borrowed French model gives them (article inside, acronym in the local form)
+    assert normalize_entity("la OTAN", "ORG", "es") == Entity("ORG:nato", "OTAN", "ORG")
+    assert normalize_entity("Die UNO", "ORG", "de") == Entity("ORG:un", "UNO", "ORG")
+    assert normalize_entity("La OCDE", "ORG", "es").key == normalize_entity("OCSE", "ORG", "it").key == "ORG:oecd"
+    assert normalize_entity("EZB", "ORG", "de").key == "ORG:ecb"
+    # a capitalized article before a name is part of the name
+    assert normalize_entity("Los Angeles", "LOC", "es").key == "LOC:los angeles"
+    assert normalize_entity("Le Monde", "ORG", "fr").key == "ORG:le monde"
+    # a span of lower-case words is no name; English keys are as before
+    assert normalize_entity("frenan el", "ORG", "es") is None
+    assert normalize_entity("OTAN", "ORG", "en").key == "ORG:otan"
+
+
+def test_organisations_match_across_languages_in_real_sentences():
+    # entities by hand: the OECD in English, Spanish and French headlines; NATO and the UN in Spanish
+    x = EntityExtractor()
+    out = x.extract_many(
+        [
+            ("Emerging economies holding back growth: OECD", ""),
+            ("La OCDE: las economías emergentes frenan el crecimiento mundial", ""),
+            ("OCDE : les pays émergents pèsent sur la croissance mondiale", ""),
+            ("Los aliados de la OTAN se reúnen", ""),
+            ("La ONU se reúne en Nueva York", ""),
+        ],
+        ["en", "es", "fr", "es", "es"],
+    )
+    keys = [[e.key for e in ents] for ents in out]
+    assert keys[0] == ["ORG:oecd"]
+    assert keys[1] == ["ORG:oecd"]  # "frenan el" (a run-on span of the model) is dropped
+    assert keys[2] == ["ORG:oecd"]
+    assert keys[3] == ["ORG:nato"]
+    assert keys[4] == ["ORG:un", "LOC:nueva york"]

@@ -137,3 +137,62 @@ def test_multilingual_story_set_cross_language_figures():
     assert out["cross_language"]["precision"] >= 0.95
     assert out["cross_language"]["recall"] >= 0.7
     assert out["same_language"]["precision"] >= 0.95
+    # no translation joins a story other than its source's (every cross-language pair agrees with
+    # the English clustering), and fewer than 1 in 8 stays apart (measured: 142 of 161 joined)
+    t = out["translations"]
+    assert t["n"] == 161 and t["other_story"] == 0 and t["with_source"] >= 141
+    assert out["cross_language_vs_source"]["precision"] == 1.0
+
+
+def test_source_scores_separate_cross_language_decisions_from_english_errors():
+    from newsflow.evaluation.clustering import source_scores
+
+    # English rows e1, e2 (gold story a) and e3 (gold b); translations t1 (of e1), t2 (of e2), t3 (of e3)
+    ids = ["e1", "e2", "e3", "t1", "t2", "t3"]
+    sources = ["e1", "", None, "e1", "e2", "e3"]
+    gold = ["a", "a", "b", "a", "a", "b"]
+    langs = ["en", "en", "en", "es", "de", "es"]
+    # English clustering wrongly puts e3 with e1 (X); e2 apart (Y). t1 joins its source (X),
+    # t2 joins X (not its source's story Y: a wrong join relative to the source), t3 stays alone (Z).
+    pred = ["X", "Y", "X", "X", "X", "Z"]
+    out = source_scores(gold, pred, langs, ids, sources)
+    # reference = source's predicted story: e1 X, e2 Y, e3 X, t1 X, t2 Y, t3 X
+    # cross-language reference pairs (t1, t3 are both es): (e1,t1) (e1,t3) (e3,t1) (e3,t3) (e2,t2) = 5
+    # predicted cross-language pairs: X = {e1,e3,t1,t2}: (e1,t1) (e1,t2) (e3,t1) (e3,t2) (t1,t2) = 5,
+    # of which in the reference: (e1,t1) (e3,t1) -> P 2/5, R 2/5
+    assert out["cross_language_vs_source"] == {"pairs": 5, "precision": 0.4, "recall": 0.4, "f1": 0.4}
+    # ceiling: every row in its source's story (X = {e1,e3,t1,t3}, Y = {e2,t2}) against gold:
+    # cross pairs (e1,t1) ok, (e1,t3) no, (e3,t1) no, (e3,t3) ok, (e2,t2) ok -> P 3/5;
+    # gold cross pairs: a: e1-t1 e1-t2 e2-t1 e2-t2 t1-t2 (5), b: e3-t3 (1) -> R 3/6, F1 6/11
+    assert out["cross_language_ceiling"] == {"pairs": 6, "precision": 0.6, "recall": 0.5, "f1": 0.5455}
+    assert out["translations"] == {"n": 3, "with_source": 1, "other_story": 1, "apart": 1}
+    with pytest.raises(ValueError):
+        source_scores(gold, pred, langs, ids, sources[:-1])
+
+
+def test_distractors_are_added_once_and_scored(tmp_path):
+    header = "ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP,LANGUAGE,SOURCE_ID"
+    stories = tmp_path / "s.csv"
+    stories.write_text(
+        "\n".join(
+            [
+                header,
+                f"1,Chiquita and Fyffes agree merger,http://a.com/chiquita-fyffes-merger,X,b,s1,a.com,{ROWS[0][4]},en,1",
+                "1-es,Chiquita y Fyffes acuerdan su fusión,https://translation.invalid/es/1,T,b,s1,"
+                f"translation.invalid,{ROWS[0][4] + 60000},es,1",
+            ]
+        )
+        + "\n"
+    )
+    distractors = tmp_path / "d.csv"
+    lines = ["ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP"]
+    for i, t, u, s, ts in ROWS:  # row 1 is in both files: added once
+        lines.append(f'{i},"{t}",{u},X,b,{s},{u.split("/")[2]},{ts}')
+    distractors.write_text("\n".join(lines) + "\n")
+    out = evaluate(str(stories), baseline=False, distractors=str(distractors))
+    assert out["docs"] == 5 and out["gold_clusters"] == 2
+    assert out["translations"]["n"] == 1
+    # the translation shares "Chiquita" and "Fyffes" with its source, minutes apart: it joins it
+    assert out["translations"]["with_source"] == 1
+    assert out["cross_language"]["pairs"] == 2  # (1, 1-es) and (2, 1-es)
+    assert evaluate(str(stories), baseline=False)["docs"] == 2

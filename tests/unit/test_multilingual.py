@@ -76,3 +76,18 @@ def test_dense_embedding_of_a_translation_is_near_the_english_one():
     assert np.array_equal(plain[0], cross[0])  # English is embedded as before
     assert float(cross[0] @ cross[1]) > float(plain[0] @ plain[1]) + 0.1  # 0.67 -> 0.84
     assert np.array_equal(model.embed([en], [None]), model.embed([en]))
+
+
+def test_acronyms_that_differ_by_language_become_the_english_ones():
+    from newsflow.multilingual import canonical_org
+
+    assert cross_language_text("La OCDE rebaja el PIB de España", "es") == "oecd rebaja gdp spain"
+    assert cross_language_text("OCSE: il PIL cresce", "it") == "oecd gdp cresce"
+    assert cross_language_text("IWF und EZB warnen", "de") == "imf ecb warnen"
+    # per language: Spanish "uno" is a word (and a stop word), German "UNO" is the UN
+    assert cross_language_text("Die UNO tagt", "de") == "un tagt"
+    assert "un" not in cross_language_text("uno de los bancos", "es").split()
+    assert canonical_org("OTAN", "fr") == "nato" and canonical_org("OTAN", "de") == "otan"
+    # the English headline tokenizes to the same terms
+    en = tokenize("OECD cuts Spain's GDP forecast")
+    assert {"oecd", "gdp"} <= set(en) & set(tokenize(cross_language_text("La OCDE rebaja el PIB de España", "es")))
