@@ -1,0 +1,236 @@
+"""The personal feed's hot path (serving/hot_path.py) over a real embedded Redis: one long-lived app, whose
+per-reader memo and remembered tokens could serve stale answers, answers every request with the page worked
+out independently from what Redis holds at that moment (the stored feed document through ``rerank``), as
+Redis changes under it: blocks, a rewritten feed, breaking stories coming and going, other limits and
+editions. Both request paths (the round trip from the event loop, and the thread pool for a client whose
+connections cannot be copied) are checked. The event-loop round trip itself: same replies as a pipeline,
+one connection reused, an error reply does not poison it, a silent server times out after the client's
+retries without blocking other requests."""
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from jobs.build_feeds import build_feeds
+from newsflow.keys import Keys
+from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
+from newsflow.ranking.feed_page import write_user_feeds
+from newsflow.ranking.feeds import FeedConfig
+from newsflow.ranking.rerank import rerank
+from newsflow.ranking.store import GLOBAL_EDITION, RankingStore, encode_embedding
+from serving.app import ServingConfig, create_app
+from serving.hot_path import AsyncRoundTrip
+from serving.http_cache import json_bytes, strong_etag
+from serving.tokens import sign_token
+from tests.integration.asgi_server import serve_in_thread
+from tests.integration.ranking_data import NOW, add_trending, axis, populate
+
+SECRET = b"h" * 32
+USERS = ["u-block", "u-interest", "u-follow", "u-plain"]
+
+
+@pytest.fixture()
+def r(server):
+    server.flushall()
+    populate(server)
+    add_trending(server, {"s5": 12, "s3": 4})
+    server.hset("nf:user:u-block", mapping={"block_sources": '["a.com"]', "block_topics": '["sports"]'})
+    server.hset("nf:user:u-interest", mapping={"clicks": "25", "interest": encode_embedding(axis(1) * 3)})
+    server.hset("nf:user:u-follow", mapping={"follow_topics": '["obituary"]', "edition": "en"})
+    server.zadd(Keys().active_users, {u: NOW - 60 for u in USERS})
+    build_feeds(server, NOW)
+    return server
+
+
+class _UncopiedConnection(redis.connection.UnixDomainSocketConnection):
+    """A connection class AsyncRoundTrip does not copy: the app keeps the thread-pool path."""
+
+
+def _thread_path_client(r):
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=_UncopiedConnection, path=r.socket_file))
+
+
+def _expected(r, user, limit, edition_param=""):
+    """The page worked out from Redis as it is now: the stored feed document re-ranked by ``rerank`` with the
+    reader's whole profile and the live breaking stories (scored at NOW)."""
+    store = RankingStore(r)
+    doc = json.loads(r.get(Keys().feed("user", user)))
+    profile = store.user_profile(user)
+    gen = float(doc["generated_at"])
+    inject = []
+    for sid, since in store.breaking(NOW).items():
+        rec = store.get_story(sid)
+        if since > gen:
+            score = decay_score(rec.authority, rec.earliest_time, NOW, LAMBDA_BREAKING)
+            inject.append((since, dict(rec.summary(), breaking=True, relevance=None, score=score)))
+    items = rerank(doc["stories"], gen, inject, profile, k=limit, source_cap=FeedConfig().source_cap)
+    edition = edition_param or profile.edition or GLOBAL_EDITION
+    return json_bytes(
+        {"user": user, "edition": edition, "generated_at": gen, "stale": False, "count": len(items), "stories": items}
+    )
+
+
+def _get(c, user, **params):
+    token = sign_token(user, SECRET, NOW, 3600)
+    return c.get("/v1/feed", params=params, headers={"Authorization": "Bearer " + token})
+
+
+@pytest.mark.parametrize("path", ["event_loop", "thread_pool"])
+def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
+    client = r if path == "event_loop" else _thread_path_client(r)
+    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: NOW)
+    app = create_app(client, cfg)
+    assert app.state.api._round_trip.available == (path == "event_loop")
+    keys = Keys()
+    served = 0
+
+    def check():
+        nonlocal served
+        for u in USERS:
+            # ends with the query it starts with: after a change in Redis the first request finds the memo of
+            # the same query, made before the change
+            for limit, edition in ((20, ""), (3, ""), (2, "en"), (20, "")):
+                if edition and RankingStore(r).user_profile(u).edition not in ("", edition):
+                    continue
+                params = {"limit": str(limit)} | ({"edition": edition} if edition else {})
+                want = _expected(r, u, limit, edition)
+                for _ in range(2):  # the second answer comes from the reader's memo
+                    resp = _get(c, u, **params)
+                    assert resp.status_code == 200, resp.text
+                    assert resp.content == want, (u, limit, edition)
+                    assert resp.headers["etag"] == strong_etag(want)
+                    served += 1
+
+    with TestClient(app) as c:
+        check()
+        r.hset("nf:user:u-plain", "block_topics", '["obituary"]')  # blocks changed without dropping the feed
+        check()
+        doc = json.loads(r.get(keys.feed("user", "u-interest")))
+        doc["stories"] = doc["stories"][1:]  # the feed rewritten (a new nightly model, say)
+        write_user_feeds(r, {"u-interest": doc}, 300)
+        check()
+        r.zadd(keys.breaking, {"s2": NOW + 3000, "s7": NOW + 3000})  # breaking after the feeds were built
+        r.hset(keys.breaking_since, mapping={"s2": repr(NOW + 5), "s7": repr(NOW + 6)})
+        check()
+        assert any(s.get("injected") for s in _get(c, "u-plain").json()["stories"])
+        r.hset(keys.breaking_since, "s2", repr(NOW - 10))  # the same set, s2 now older than the feeds
+        check()
+        r.zrem(keys.breaking, "s2", "s7")  # and no longer breaking
+        check()
+        r.hdel("nf:user:u-plain", "block_topics")
+        check()
+    assert served == 7 * len(USERS) * 4 * 2
+
+
+def test_remembered_tokens_still_expire(r, tmp_path):
+    clock = [NOW]
+    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), clock=lambda: clock[0])
+    c = TestClient(create_app(r, cfg))
+    token = {"Authorization": "Bearer " + sign_token("u-plain", SECRET, NOW, 3600)}
+    assert c.get("/v1/feed", headers=token).status_code == 200
+    clock[0] = NOW + 3599
+    assert c.get("/v1/feed", headers=token).status_code == 200
+    clock[0] = NOW + 3600
+    refused = c.get("/v1/feed", headers=token)
+    assert refused.status_code == 401 and 'error_description="expired"' in refused.headers["www-authenticate"]
+    future = {"Authorization": "Bearer " + sign_token("u-plain", SECRET, NOW + 120, 3600)}
+    clock[0] = NOW
+    assert 'error_description="not_yet_valid"' in c.get("/v1/feed", headers=future).headers["www-authenticate"]
+    clock[0] = NOW + 61
+    assert c.get("/v1/feed", headers=future).status_code == 200
+    clock[0] = NOW  # a clock set back: the remembered token is not valid yet again
+    assert c.get("/v1/feed", headers=future).status_code == 401
+
+
+def test_the_event_loop_round_trip(r):
+    import asyncio
+
+    rt = AsyncRoundTrip(r)
+    assert rt.available
+    r.set("k", b"\x00bytes\n")
+    r.hset("h", mapping={"a": "1", "c": "3"})
+    commands = [("HMGET", "h", "a", "b", "c"), ("GET", "k"), ("GET", "missing")]
+    pipe = r.pipeline(transaction=False)
+    pipe.hmget("h", ["a", "b", "c"])
+    pipe.get("k")
+    pipe.get("missing")
+    want = pipe.execute()
+    assert want == [[b"1", None, b"3"], b"\x00bytes\n", None]
+
+    async def run():
+        got = [await rt.execute(commands) for _ in range(20)]
+        clients = r.info("clients")["connected_clients"]
+        with pytest.raises(redis.ResponseError):
+            await rt.execute([("GET", "h"), ("GET", "k")])  # WRONGTYPE: the connection is dropped
+        after_error = await rt.execute(commands)
+        return got, clients, after_error, r.info("clients")["connected_clients"]
+
+    before = r.info("clients")["connected_clients"]
+    got, during, after_error, after = asyncio.run(run())
+    assert got == [want] * 20 and after_error == want
+    assert during == before + 1  # twenty round trips on one connection
+    assert after == during  # the broken one closed, one new one open
+
+
+def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the_loop(tmp_path):
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(64)
+    accepted = []
+
+    def accept_forever():
+        while True:
+            try:
+                conn, _ = hole.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=accept_forever, daemon=True).start()
+    client = redis.Redis(
+        host="127.0.0.1",
+        port=hole.getsockname()[1],
+        socket_timeout=0.5,
+        socket_connect_timeout=0.5,
+        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 1),
+    )
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=0.0
+    )
+    app = create_app(client, cfg)
+    assert app.state.api._round_trip.available
+    done = []
+    try:
+        with serve_in_thread(app, lifespan="off") as port:
+            token = {"Authorization": "Bearer " + sign_token("someone", SECRET, time.time(), 3600)}
+
+            def get(path, headers=None):
+                t0 = time.monotonic()
+                resp = httpx.get(f"http://127.0.0.1:{port}{path}", headers=headers or {}, timeout=30)
+                done.append((path, time.monotonic(), resp, time.monotonic() - t0))
+
+            slow = [threading.Thread(target=get, args=("/v1/feed", token)) for _ in range(3)]
+            for th in slow:
+                th.start()
+            time.sleep(0.2)  # the feed requests now wait on the silent Redis
+            get("/openapi.json")
+            for th in slow:
+                th.join(30)
+    finally:
+        hole.close()
+        for conn in accepted:
+            conn.close()
+    order = [path for path, _, _, _ in sorted(done, key=lambda d: d[1])]
+    assert order[0] == "/openapi.json", order
+    feeds = [(resp, took) for path, _, resp, took in done if path == "/v1/feed"]
+    assert len(feeds) == 3
+    for resp, took in feeds:  # degraded, not an error, after one try and the one retry (0.5 s each)
+        assert resp.status_code == 200 and resp.headers["x-newsflow-stale-reason"] == "redis-unavailable"
+        assert 0.9 < took < 5.0
+    assert len(accepted) == 6  # each request: a connection, then a fresh one for the retry
