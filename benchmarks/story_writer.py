@@ -122,10 +122,58 @@ def run_in_memory(articles) -> dict:
     from newsflow.stores.story_store import InMemoryStoryStore
     from newsflow.stories import StoryClusterer
 
-    clusterer = StoryClusterer(InMemoryStoryStore(), load_text_model())
+    store = InMemoryStoryStore()
+    clusterer = StoryClusterer(store, load_text_model())
     c0, t0 = time.process_time(), time.perf_counter()
-    assigned = [clusterer.add(a).story_id for a in articles]
-    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "assigned": assigned}
+    results = [clusterer.add(a) for a in articles]
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "assigned": [r.story_id for r in results],
+        "results": results,
+        "partition": _partition(store, results),
+    }
+
+
+def run_sharded(articles, shards: int, merge_checks: str = "sequencer", ahead: int = 32) -> dict:
+    """:class:`newsflow.story_shards.ShardedStoryAssigner` on the in-memory store: ``shards`` scoring
+    processes (forked before timing) and this process as the ordered sequencer. ``cpu_s`` is the
+    sequencer's CPU time, ``shard_cpu_s`` the shards' (reaped children) together."""
+    import resource
+
+    from newsflow.embedding import load_text_model
+    from newsflow.stores.story_store import InMemoryStoryStore
+    from newsflow.story_shards import ShardedStoryAssigner
+
+    store = InMemoryStoryStore()
+    assigner = ShardedStoryAssigner(store, load_text_model(), shards=shards, ahead=ahead, merge_checks=merge_checks)
+    assigner.start()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        c0, t0 = time.process_time(), time.perf_counter()
+        results = assigner.assign(articles)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        assigner.close()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shard_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "shard_cpu_s": shard_cpu,
+        "results": results,
+        "partition": _partition(store, results),
+        "stats": assigner.stats.as_dict(),
+    }
+
+
+def _partition(store, results) -> set:
+    """The articles grouped by the live story they end in (merges resolved)."""
+    groups: dict[str, set] = {}
+    for r in results:
+        groups.setdefault(store.resolve(r.story_id), set()).add(r.article_id)
+    return {frozenset(g) for g in groups.values()}
 
 
 def run_redis(articles, batch: int, write_batch: int = 1) -> dict:
@@ -205,6 +253,7 @@ def main(argv=None) -> None:
         lambda p: (
             p.add_argument("--copies", type=int, default=1, help="replays of the headline day, a week apart"),
             p.add_argument("--batch", type=int, default=64, help="articles per writer-lease turn (one flush)"),
+            p.add_argument("--ahead", type=int, default=32, help="articles the shards may score ahead"),
             p.add_argument(
                 "--write-batch",
                 type=int,
@@ -217,6 +266,10 @@ def main(argv=None) -> None:
     mem = run_in_memory(articles)
     per = run_redis(articles, args.batch, 1)
     red = run_redis(articles, args.batch, args.write_batch)
+    load_1m = os.getloadavg()[0]
+    one = run_sharded(articles, 1, ahead=args.ahead)
+    two = run_sharded(articles, 2, ahead=args.ahead)
+    split = run_sharded(articles, 2, "shards", ahead=args.ahead)
     n = len(articles)
     emit(
         {
@@ -247,6 +300,26 @@ def main(argv=None) -> None:
             "same_redis_state": per["state"] == red["state"],
             "stories": len(set(mem["assigned"])),
             "same_stories": mem["assigned"] == red["assigned"] == per["assigned"],
+            "cpu_count": os.cpu_count(),
+            "loadavg_1m_before_shards": sig(load_1m),
+            "shard_ahead": args.ahead,
+            "one_shard_rps": sig(n / one["wall_s"]),
+            "one_shard_speedup": sig(mem["wall_s"] / one["wall_s"], 3),
+            "two_shard_rps": sig(n / two["wall_s"]),
+            "two_shard_speedup": sig(mem["wall_s"] / two["wall_s"], 3),
+            "two_shard_speedup_vs_one_shard": sig(one["wall_s"] / two["wall_s"], 3),
+            "two_shard_same_stories": two["partition"] == mem["partition"] == one["partition"],
+            "two_shard_same_assignments": two["results"] == mem["results"] == one["results"],
+            "two_shard_sequencer_cpu_s": sig(two["cpu_s"]),
+            "two_shard_sequencer_cpu_articles_per_s": sig(n / two["cpu_s"]),
+            "two_shard_sequencer_cpu_ceiling_vs_decide_cpu": sig(mem["cpu_s"] / two["cpu_s"], 3),
+            "two_shard_shard_cpu_s": sig(two["shard_cpu_s"]),
+            "two_shard_rescore_share": two["stats"]["rescore_share"],
+            "two_shard_mean_snapshot_lag": two["stats"]["mean_snapshot_lag"],
+            "two_shard_split_merge_rps": sig(n / split["wall_s"]),
+            "two_shard_split_merge_speedup": sig(mem["wall_s"] / split["wall_s"], 3),
+            "two_shard_split_merge_sequencer_cpu_s": sig(split["cpu_s"]),
+            "two_shard_split_merge_same_stories": split["partition"] == mem["partition"],
             "env": environment(),
         },
         args.json,

@@ -85,7 +85,7 @@ from schemas.story import StoryArticle, StoryAssignment
 #   ("fix", j, [views], [retired ids])   step j's final changes (instead of its pending view)
 #   ("stop", j)
 # Messages shard -> sequencer:
-#   ("spec", i, V, vector, [(score, story id), ...])
+#   ("spec", i, V, vector, [(score, story id), ...], stories scored)
 #   ("hit", j, (score, story id) | None)
 
 
@@ -184,14 +184,15 @@ def _shard_main(conn, shard: int, shards: int, model: TextModel, config: StoryCo
         vec = clusterer.vector(article)
         terms = vec.keys()
         ent_keys = {e[0] for e in article.entities}
-        out = []
+        out, scored = [], 0
         for story in replica.live(t - config.window_s):
             if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
                 continue
+            scored += 1
             s = clusterer._article_score(vec, ent_keys, story, t)
             if s >= join:
                 out.append((s, story.story_id))
-        conn.send(("spec", i, replica.version, vec, out))
+        conn.send(("spec", i, replica.version, vec, out, scored))
 
 
 class _NullStore:
@@ -207,7 +208,8 @@ class ShardStats:
 
     Attributes:
       articles: steps committed.
-      spec_scores: join scores computed by the shards (kept, ``>= join_threshold``).
+      shard_scored: article-story scores the shards computed (stories sharing a term or entity).
+      spec_scores: of those, kept (``>= join_threshold``) and sent to the sequencer.
       spec_reused: of those, used as they were (their story unchanged since the snapshot).
       rescored: join scores the sequencer re-computed (stories changed since the snapshot).
       rescored_articles: articles with at least one re-computed score.
@@ -218,6 +220,7 @@ class ShardStats:
     """
 
     articles: int = 0
+    shard_scored: int = 0
     spec_scores: int = 0
     spec_reused: int = 0
     rescored: int = 0
@@ -228,16 +231,16 @@ class ShardStats:
     full_steps: int = 0
 
     def as_dict(self) -> dict:
-        """Counters plus ``rescore_share`` (re-computed / all join scores used) and
-        ``mean_snapshot_lag`` (steps)."""
-        used = self.spec_reused + self.rescored
+        """Counters plus ``rescore_share`` (scores the sequencer re-computed over those the shards
+        computed: the re-computation rate) and ``mean_snapshot_lag`` (steps)."""
         return {
             "articles": self.articles,
+            "shard_scored": self.shard_scored,
             "spec_scores": self.spec_scores,
             "spec_reused": self.spec_reused,
             "rescored": self.rescored,
             "rescored_articles": self.rescored_articles,
-            "rescore_share": round(self.rescored / used, 4) if used else 0.0,
+            "rescore_share": round(self.rescored / self.shard_scored, 4) if self.shard_scored else 0.0,
             "mean_snapshot_lag": round(self.snapshot_lag / self.articles, 2) if self.articles else 0.0,
             "merge_checks": self.merge_checks,
             "merge_fallbacks": self.merge_fallbacks,
@@ -392,7 +395,8 @@ class ShardedStoryAssigner:
         for i, article in enumerate(articles):
             if i % max(1, self.ahead // 4) == 0:
                 feed(i + self.ahead)
-            version, vec, scores = wait_spec(i)
+            version, vec, scores, scored = wait_spec(i)
+            self.stats.shard_scored += scored
             out.append(self._commit(article, version, vec, scores))
         return out
 

@@ -92,13 +92,17 @@ def test_two_shards_give_the_single_writers_stories_on_the_bundled_slice(model, 
         assert stats["merge_fallbacks"] == sum(bool(a.merged) for a in ref)
 
 
-def test_one_shard_and_a_short_lookahead(model, articles):
+@pytest.mark.parametrize("ahead", [1, 4])
+def test_one_shard_and_a_short_lookahead(model, articles, ahead):
+    """``ahead=1`` scores each article after the previous step (no speculation); 4 runs ahead."""
     part = articles[:1500]
     ref, ref_store = single_writer(model, part)
     store = InMemoryStoryStore()
-    with ShardedStoryAssigner(store, model, shards=1, ahead=1) as sharded:
+    with ShardedStoryAssigner(store, model, shards=1, ahead=ahead) as sharded:
         got = sharded.assign(part)
     assert got == ref and same_state(store, ref_store)
+    lag = sharded.stats.as_dict()["mean_snapshot_lag"]
+    assert lag == 0.0 if ahead == 1 else lag > 0.5
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
