@@ -81,6 +81,9 @@ def test_full_coverage_page_and_card_show_languages():
         "German (1)",
         "Unknown language (1)",
     ]
+    # each grouped report links with its language (none for "und"), the same list item as a one-language page
+    report_langs = [a.get("lang") for a in doc.xpath("//ol[@class='reports']/li/a[1]")]
+    assert report_langs == ["en", "es", "es", "de", None]
     langs = doc.cssselect("p.languages")[0].text_content()
     assert (
         langs
