@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from newsflow.multilingual import canonical_org, canonical_place, fold, place_aliases
+from newsflow.multilingual import canonical_org, canonical_place, fold, place_aliases, stop_words
 from newsflow.scripts import nfc
 
 LEAD_CHARS = 1000
@@ -117,7 +117,10 @@ def normalize_entity(text: str, label: str, language: str = "en") -> Entity | No
       language: the document's language. Spans of languages other than English (whose model is
         the French one) lose a leading article (``"la OTAN"`` -> ``"OTAN"``, see
         :func:`_strip_article`), are cut at a lower-case non-particle word (``"Alemania y
-        Ucrania"`` -> ``"Alemania"``) and dropped when they start with one (``"frenan el"``); a
+        Ucrania"`` -> ``"Alemania"``), lose trailing name particles (``"Eiszeiten zu"``), and are
+        dropped when they start with a lower-case word (``"frenan el"``) or consist of stop words
+        and articles only (``"Gli"``, ``"Cuando el"``: a headline's capitalized first words; a
+        name that is a stop word, like the Spanish party "Podemos", is lost too); a
         country name (CLDR, any of the six languages) is a place whatever the label, and an
         acronym that differs by language is keyed by the English one
         (:func:`newsflow.multilingual.canonical_org`: ``"OTAN"`` -> ``"ORG:nato"``).
@@ -132,6 +135,13 @@ def normalize_entity(text: str, label: str, language: str = "en") -> Entity | No
         t = _cut_at_lower_case(_strip_article(t))
         if t[:1].islower() and t.split(" ")[0] not in NAME_PARTICLES:
             return None  # a span of lower-case words ("frenan el"): not a name
+        words = t.split(" ")
+        while len(words) > 1 and words[-1] in NAME_PARTICLES:
+            words.pop()  # a name does not end with a particle ("Eiszeiten zu")
+        t = " ".join(words)
+        stops = stop_words(language) | ARTICLES | NAME_PARTICLES
+        if all(fold(w) in stops for w in words):
+            return None  # only function words ("Gli", "El", "Cuando el"): a capitalized headline start
     if not t or not any(ch.isalnum() for ch in t):
         return None
     if language != "en" and group != "LOC" and fold(t) in place_aliases():

@@ -117,3 +117,19 @@ def test_organisations_match_across_languages_in_real_sentences():
     assert keys[2] == ["ORG:oecd"]
     assert keys[3] == ["ORG:nato"]
     assert keys[4] == ["ORG:un", "LOC:nueva york"]
+
+
+def test_function_word_spans_of_other_languages_are_dropped():
+    # spans the borrowed French model gives on Italian/Spanish/German headlines (seen on the
+    # multilingual story set): a capitalized first word that is an article or stop word
+    assert normalize_entity("Gli", "ORG", "it") is None
+    assert normalize_entity("I", "LOC", "it") is None
+    assert normalize_entity("Cuando el", "ORG", "es") is None
+    # a trailing particle is cut; a name with particles inside stays whole
+    assert normalize_entity("Eiszeiten zu", "ORG", "de") == Entity("ORG:eiszeiten", "Eiszeiten", "ORG")
+    assert normalize_entity("Lula da Silva", "PER", "pt").key == "PERSON:lula da silva"
+    assert normalize_entity("Forza Italia", "ORG", "it").key == "ORG:forza italia"
+    # English spans are untouched ("I" is kept as spaCy labelled it)
+    assert normalize_entity("I", "ORG", "en") == Entity("ORG:i", "I", "ORG")
+    x = EntityExtractor()
+    assert x.extract("Gli elefanti distinguono le voci umane meglio di noi", "", "it") == []
