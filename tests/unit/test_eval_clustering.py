@@ -142,6 +142,7 @@ def test_multilingual_story_set_cross_language_figures():
     t = out["translations"]
     assert t["n"] == 161 and t["other_story"] == 0 and t["with_source"] >= 141
     assert out["cross_language_vs_source"]["precision"] == 1.0
+    assert out["cross_language_false_pairs"] == {"n": 0, "inherited": 0, "cross_language": 0}
 
 
 def test_source_scores_separate_cross_language_decisions_from_english_errors():
@@ -166,6 +167,9 @@ def test_source_scores_separate_cross_language_decisions_from_english_errors():
     # gold cross pairs: a: e1-t1 e1-t2 e2-t1 e2-t2 t1-t2 (5), b: e3-t3 (1) -> R 3/6, F1 6/11
     assert out["cross_language_ceiling"] == {"pairs": 6, "precision": 0.6, "recall": 0.5, "f1": 0.5455}
     assert out["translations"] == {"n": 3, "with_source": 1, "other_story": 1, "apart": 1}
+    # false cross-language pairs in X: (e3,t1) (sources e3, e1 both in X: inherited) and (e3,t2)
+    # (t2's source e2 is in Y: t2's own wrong join)
+    assert out["cross_language_false_pairs"] == {"n": 2, "inherited": 1, "cross_language": 1}
     with pytest.raises(ValueError):
         source_scores(gold, pred, langs, ids, sources[:-1])
 
