@@ -70,6 +70,7 @@ import zlib
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 
 from newsflow.embedding import TextModel
 from newsflow.stores.story_store import StoryState, StoryStore
@@ -421,10 +422,14 @@ class ShardedStoryAssigner:
     def _flush(self) -> None:
         """Sends the queued replica updates to every shard, as one message."""
         if self._outbox:
-            msg = ("batch", self._step, self._outbox)
-            for c in self._conns:
-                c.send(msg)
+            self._broadcast(("batch", self._step, self._outbox))
             self._outbox = []
+
+    def _broadcast(self, msg) -> None:
+        """Sends ``msg`` to every shard, pickled once."""
+        data = ForkingPickler.dumps(msg)
+        for c in self._conns:
+            c.send_bytes(data)
 
     def _prune(self, since: float) -> None:
         """Once the window start passed the last pruning floor by ``horizon_s``, forgets (here and on
@@ -509,8 +514,7 @@ class ShardedStoryAssigner:
         st.merge_checks += 1
         view = _view(story)
         self._flush()
-        for c in self._conns:
-            c.send(("check", j, view, since))
+        self._broadcast(("check", j, view, since))
         hits = [self._wait_hit(c, j) for c in self._conns]
         hits = [h for h in hits if h is not None]
         top = max(hits, key=lambda h: (h[0], h[1]), default=None)
