@@ -23,7 +23,10 @@ ETags are :mod:`serving.http_cache`, degraded mode (snapshots, the Redis circuit
 
 Concurrency: handlers that touch Redis are plain functions, which Starlette runs in its thread
 pool, so a slow Redis never blocks the event loop; ``POST /v1/events`` reads its body on the loop
-and appends to Redis in the thread pool.
+and appends to Redis in the thread pool. ``GET /v1/feed`` awaits its one Redis round trip on the
+loop (:class:`serving.hot_path.AsyncRoundTrip`, no worker thread) and answers a precomputed feed
+there; only a breaking-set refresh or a feed that must be read or built another way goes to the
+thread pool.
 
 Caching: public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable),
 personal ones ``private, no-store``; every GET has a strong ``ETag`` and answers ``If-None-Match``
@@ -142,7 +145,8 @@ class ServingConfig:
         corpus' time so a historical corpus does not decay to zero.
       keys: the Redis key layout (:class:`newsflow.keys.Keys`) the API reads and writes.
       page_memo_readers: readers whose last personal page is kept in-process
-        (:class:`serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables).
+        (:class:`serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables;
+        about 2× the serving form's bytes each, ~50 KB for a 60-item feed).
     """
 
     token_secret: bytes
@@ -157,7 +161,7 @@ class ServingConfig:
     clock: Callable[[], float] = time.time
     ranking_clock: Callable[[], float] | None = None
     keys: Keys = Keys()
-    page_memo_readers: int = 2048
+    page_memo_readers: int = 1024
 
 
 class BreakingSet(NamedTuple):

@@ -105,7 +105,7 @@ class ServedPage:
 class ReaderMemo:
     """The last :class:`ServedPage` of each reader, at most ``max_readers`` of them (oldest dropped)."""
 
-    def __init__(self, max_readers: int = 2048):
+    def __init__(self, max_readers: int = 1024):
         self.max_readers = max_readers
         self._entries: dict[str, ServedPage] = {}
         self._lock = threading.Lock()
