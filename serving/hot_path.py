@@ -28,6 +28,13 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 
+import redis.asyncio.connection as aconn
+import redis.connection as sconn
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from serving.tokens import CLOCK_SKEW_SECONDS, TokenError, verify_token
 
 
@@ -132,12 +139,14 @@ class AsyncRoundTrip:
     or a Unix socket; host/port/path, db, credentials, timeouts). Commands go out in one write and their
     replies are read in order on one pooled connection, as a non-transactional pipeline does; a connection
     or timeout error is retried as often as the client's ``Retry`` allows (on a fresh connection), and any
-    other failure drops the connection (its replies may be half read). One pool per event loop (a test
-    client may run several loops in turn).
+    other failure drops the connection (its replies may be half read), so an idle connection never holds
+    unread data and needs no check before reuse. Idle connections are kept per event loop (a test client
+    may run several loops in turn); a closed loop's are dropped with it.
 
     Args:
       client: the synchronous client; :attr:`available` is False when its connections cannot be copied
         (TLS, a credential provider, a cluster client, ...), and the caller keeps using it in a thread.
+      max_idle: connections kept open per event loop between requests (a burst opens more, closed after use).
     """
 
     _COPIED = (
@@ -156,10 +165,7 @@ class AsyncRoundTrip:
         "path",
     )
 
-    def __init__(self, client):
-        import redis.asyncio.connection as aconn
-        import redis.connection as sconn
-
+    def __init__(self, client, max_idle: int = 64):
         self._spec = None
         pool = getattr(client, "connection_pool", None)
         cls = {
@@ -170,12 +176,10 @@ class AsyncRoundTrip:
         if cls is not None and not kwargs.get("credential_provider") and not kwargs.get("redis_connect_func"):
             retry = kwargs.get("retry")
             retries = retry.get_retries() if retry is not None and hasattr(retry, "get_retries") else 0
-            from redis.asyncio.retry import Retry
-            from redis.backoff import NoBackoff
-
             copied = {k: kwargs[k] for k in self._COPIED if k in kwargs}
             copied["retry"] = Retry(NoBackoff(), 0)  # :meth:`execute` retries, on a fresh connection
             self._spec = (cls, copied, max(0, int(retries)))
+        self.max_idle = max_idle
         self._pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @property
@@ -196,9 +200,6 @@ class AsyncRoundTrip:
         Raises:
           redis.RedisError: a Redis error (an error reply, or connection/timeout errors past the retries).
         """
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
         idle = self._idle()
         cls, kwargs, retries = self._spec
         attempt = 0
@@ -218,5 +219,8 @@ class AsyncRoundTrip:
             except BaseException:
                 await conn.disconnect()  # replies may be half read: never reuse it
                 raise
-            idle.append(conn)  # every reply read: ready for the next request
+            if len(idle) < self.max_idle:
+                idle.append(conn)  # every reply read: ready for the next request
+            else:
+                await conn.disconnect()  # a burst's extra connection
             return replies

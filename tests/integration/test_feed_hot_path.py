@@ -148,6 +148,19 @@ def test_remembered_tokens_still_expire(r, tmp_path):
     assert c.get("/v1/feed", headers=future).status_code == 401
 
 
+async def _clients(r, want: int) -> int:
+    """The server's client count once it is ``want`` or 2 s have passed (the server notices closed
+    connections within a few turns of its event loop)."""
+    import asyncio
+
+    for _ in range(100):
+        n = r.info("clients")["connected_clients"]
+        if n == want:
+            break
+        await asyncio.sleep(0.02)
+    return n
+
+
 def test_the_event_loop_round_trip(r):
     import asyncio
 
@@ -169,7 +182,7 @@ def test_the_event_loop_round_trip(r):
         with pytest.raises(redis.ResponseError):
             await rt.execute([("GET", "h"), ("GET", "k")])  # WRONGTYPE: the connection is dropped
         after_error = await rt.execute(commands)
-        return got, clients, after_error, r.info("clients")["connected_clients"]
+        return got, clients, after_error, await _clients(r, clients)
 
     before = r.info("clients")["connected_clients"]
     got, during, after_error, after = asyncio.run(run())
@@ -234,3 +247,19 @@ def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the
         assert resp.status_code == 200 and resp.headers["x-newsflow-stale-reason"] == "redis-unavailable"
         assert 0.9 < took < 5.0
     assert len(accepted) == 6  # each request: a connection, then a fresh one for the retry
+
+
+def test_a_burst_keeps_only_max_idle_connections(r):
+    import asyncio
+
+    rt = AsyncRoundTrip(r, max_idle=2)
+    r.set("k", b"v")
+    before = r.info("clients")["connected_clients"]
+
+    async def burst():
+        replies = await asyncio.gather(*[rt.execute([("GET", "k")]) for _ in range(10)])
+        return replies, await _clients(r, before + 2)
+
+    replies, after = asyncio.run(burst())
+    assert replies == [[b"v"]] * 10
+    assert after == before + 2  # ten opened at once, two kept for the next requests
