@@ -56,6 +56,8 @@ setup(
         "feedparser>=6.0",
         "protego>=0.3",
         "httpx>=0.27",
+        "aiohttp>=3.9,<4",
+        "uvloop>=0.19; sys_platform != 'win32'",
         "scikit-learn>=1.4",
         "datasketch>=1.6",
         "spacy>=3.7,<3.9",

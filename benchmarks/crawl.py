@@ -16,7 +16,6 @@ configured minimum feed poll interval.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import tempfile
@@ -31,7 +30,7 @@ from crawler.frontier import Frontier
 from crawler.landing import LandingWriter, read_landing_file
 from crawler.replay import ReplayItem, ReplayWeb, load_corpus, serve
 from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker
+from crawler.worker import CrawlWorker, run_async
 from newsflow.keys import Keys
 from newsflow.stores.redis_conn import stop_embedded
 
@@ -58,7 +57,7 @@ def _crawl_once(tmp: str, web: ReplayWeb, port: int, concurrency: int, delays: b
         )
         w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, f"land_{name}")), cfg)
         t0 = time.perf_counter()
-        asyncio.run(w.run(idle_exit_s=1.5, duration_s=120))
+        run_async(w.run(idle_exit_s=1.5, duration_s=120))
         elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
         stats = fr.stats()
     finally:
@@ -80,7 +79,7 @@ def _worker_process(socket_file: str, port: int, concurrency: int, land: str) ->
         lease_s=20,
     )
     fr = Frontier(redis.Redis(unix_socket_path=socket_file))
-    asyncio.run(CrawlWorker(fr, LandingWriter(land), cfg).run(idle_exit_s=1.5, duration_s=120))
+    run_async(CrawlWorker(fr, LandingWriter(land), cfg).run(idle_exit_s=1.5, duration_s=120))
 
 
 def _crawl_processes(tmp: str, web: ReplayWeb, port: int, processes: int, concurrency: int) -> dict:
@@ -196,6 +195,11 @@ def _pages_per_s(
             }
             for c, v in sorted(no_delay.items())
         },
+        # the delays-off per-connection ratios at a glance (same figures as in no_delay_scaling)
+        "no_delay_per_connection_ratio_vs_same_requests_baseline": {
+            str(c): round(v["requests"] / v["seconds"] / c / base_mix, 3) for c, v in sorted(no_delay.items())
+        },
+        "event_loop": _loop_name(),
         # one worker is one event loop, so it is CPU bound and more connections stop helping;
         # worker processes sharing the Redis frontier are the unit that scales
         "no_delay_worker_processes": {
@@ -208,6 +212,15 @@ def _pages_per_s(
             for n, v in sorted(by_procs.items())
         },
     }
+
+
+def _loop_name() -> str:
+    """The event loop :func:`crawler.worker.run_async` runs the worker on."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
 
 
 def _frontier_ops(tmp: str, n: int) -> dict:
@@ -311,7 +324,7 @@ def _latency(tmp: str, min_interval_s: float) -> dict:
 
         watcher = threading.Thread(target=publish_and_watch)
         watcher.start()
-        asyncio.run(w.run(duration_s=1.0 + min_interval_s * 2 + 3))
+        run_async(w.run(duration_s=1.0 + min_interval_s * 2 + 3))
         watcher.join()
     finally:
         server.stop()

@@ -32,6 +32,8 @@ class CrawlerConfig:
       page_attempts: fetch attempts for an article page before landing it feed-only / dead-lettering it.
       allow_hosts: hosts/IPs/networks exempt from the private-address guard (e.g. ``("127.0.0.1",)``).
       resolve: ``{"*": "127.0.0.1:8080"}`` or per-host overrides: connect there instead of DNS (replay/tests).
+      dns_cache_s: how long a host's address check (DNS answer and safety verdict) is reused, seconds
+        (:mod:`crawler.fetch`); the peer address of every connection is still checked.
     """
 
     user_agent: str = DEFAULT_USER_AGENT
@@ -52,11 +54,14 @@ class CrawlerConfig:
     page_attempts: int = 3
     allow_hosts: tuple[str, ...] = ()
     resolve: dict = field(default_factory=dict)
+    dns_cache_s: float = 60.0
 
     def __post_init__(self):
         if self.lease_s <= self.total_timeout_s:
             raise ValueError(f"lease_s ({self.lease_s}) must exceed total_timeout_s ({self.total_timeout_s})")
         if self.max_body_bytes <= 0 or self.max_redirects < 0 or self.concurrency < 1:
             raise ValueError("max_body_bytes must be > 0, max_redirects >= 0, concurrency >= 1")
+        if self.dns_cache_s < 0:
+            raise ValueError(f"dns_cache_s must be >= 0, got {self.dns_cache_s}")
         if self.follow_links not in (0, 1):
             raise ValueError(f"follow_links must be 0 or 1, got {self.follow_links}")

@@ -513,6 +513,15 @@ class Frontier:
         """Increments a counter in ``Keys.crawl_stats``."""
         self.r.hincrby(self.keys.crawl_stats, name, by)
 
+    def incr_many(self, counts: dict[str, int]) -> None:
+        """Increments several counters of ``Keys.crawl_stats`` (``{name: by}``) in one round trip."""
+        if not counts:
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for name, by in counts.items():
+            pipe.hincrby(self.keys.crawl_stats, name, by)
+        pipe.execute()
+
     def stats(self) -> dict:
         """Counters from ``Keys.crawl_stats`` as ``{name: int}``."""
         return {_s(k): int(v) for k, v in self.r.hgetall(self.keys.crawl_stats).items()}

@@ -42,7 +42,8 @@ Identity (rules in :mod:`newsflow.urls`, "Article identity"): the seen set is ke
 :func:`newsflow.urls.article_id`, so every spelling of one URL is one entry. When a page is
 landed, the URL it is known by (:func:`newsflow.urls.choose_canonical` of the fetched URL and the
 page's declared ``rel=canonical``/``og:url``, read by :func:`newsflow.extraction.page_canonical_url`
-exactly as the pipeline reads it) and the URL it was fetched from are marked seen, and the task URL,
+exactly as the pipeline reads it; :mod:`crawler.canonical` reads it incrementally) and the URL it
+was fetched from are marked seen, and the task URL,
 the post-redirect URL and the fetched URL are stored as aliases of its id (:mod:`newsflow.aliases`).
 """
 
@@ -57,6 +58,7 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
+from crawler.canonical import page_declared_canonical
 from crawler.config import CrawlerConfig
 from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
@@ -75,7 +77,6 @@ from crawler.schedule import (
     update_rate,
 )
 from newsflow.aliases import record_aliases
-from newsflow.extraction import page_canonical_url
 from newsflow.urls import article_id, canonicalize_url, choose_canonical, source_domain
 from schemas import RawDocument
 
@@ -83,6 +84,22 @@ _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
 TRANSIENT = frozenset({"timeout", "network"})
 REFUSAL_COUNTERS = ("robots_unreachable", "robots_disallowed")
+HOUSEKEEPING_S = 0.05
+"""Seconds between the worker's housekeeping turns: priority requests and registrations applied,
+counters written, the landing buffer's age checked (the idle poll interval; was: every claim)."""
+
+
+def run_async(main):
+    """Runs the coroutine ``main`` to completion on uvloop when it is installed, else ``asyncio.run``.
+
+    uvloop's event loop makes the crawler's socket I/O several times cheaper than the default
+    loop (``benchmarks.crawl``); behaviour is the same. Returns what ``main`` returns.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 def progress_counts(before: dict, after: dict) -> dict:
@@ -167,7 +184,27 @@ class CrawlWorker:
         self.rng = rng or random.Random()
         self.fetcher: Fetcher | None = None
         self._robots: dict[str, RobotsPolicy] = {}
+        self._counts: dict[str, int] = {}  # counter increments not yet written to Redis
+        self._tails: set[asyncio.Task] = set()  # page tails running (see _start_tail)
+        self._tail_slots: asyncio.Semaphore | None = None  # set while run() runs
+        self._tail_error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
         self.processed = 0
+
+    def _count(self, name: str, by: int = 1) -> None:
+        """Adds to a frontier counter (``Keys.crawl_stats``); written by :meth:`flush_counters`."""
+        self._counts[name] = self._counts.get(name, 0) + by
+
+    def flush_counters(self) -> None:
+        """Writes the buffered counter increments to Redis in one round trip.
+
+        The loop calls it at least every ``COUNTER_FLUSH_S`` seconds, before every progress report
+        and when it ends, so counters lag the work by well under a second (they are statistics;
+        no decision reads them).
+        """
+        if self._counts:
+            counts, self._counts = self._counts, {}
+            self.frontier.incr_many(counts)
 
     # ------------------------------------------------------------------ loop
     async def run(
@@ -199,6 +236,7 @@ class CrawlWorker:
         stats_at_start = self.frontier.stats() if progress is not None else {}
 
         def report() -> None:
+            self.flush_counters()
             progress(
                 {
                     "elapsed_s": round(time.monotonic() - start, 1),
@@ -217,7 +255,10 @@ class CrawlWorker:
 
         last_work = [time.monotonic()]
         inflight = [0]
-        stop = asyncio.Event()
+        stop = self._stop = asyncio.Event()
+        self._tail_slots = asyncio.Semaphore(max(4, 2 * self.config.concurrency))
+        self._tail_error = None
+        housekeeping_at = [0.0]  # monotonic time of the last priorities/flush turn
 
         async def loop(i: int):
             while not stop.is_set():
@@ -228,12 +269,18 @@ class CrawlWorker:
                     stop.set()
                     break
                 now = self.clock()
-                if i == 0:
+                mono = time.monotonic()
+                if i == 0 and mono - housekeeping_at[0] >= HOUSEKEEPING_S:
+                    # priority requests, registrations, counters and the landing buffer's age: every
+                    # HOUSEKEEPING_S, not every turn (one Redis round trip saved per task)
+                    housekeeping_at[0] = mono
                     self.frontier.apply_priorities(now)
-                    self.publisher_maybe_flush()
+                    self.flush_counters()
+                    await self._maybe_flush_publisher()
                 tasks = self.frontier.claim(self.worker_id, now, self.config.lease_s, 1)
                 if not tasks:
-                    if idle_exit_s is not None and inflight[0] == 0 and time.monotonic() - last_work[0] >= idle_exit_s:
+                    idle = inflight[0] == 0 and not self._tails
+                    if idle_exit_s is not None and idle and time.monotonic() - last_work[0] >= idle_exit_s:
                         stop.set()
                         break
                     await asyncio.sleep(poll_s)
@@ -253,17 +300,66 @@ class CrawlWorker:
             await asyncio.gather(*loops, *([reporter()] if progress is not None else []))
         finally:
             stop.set()
+            while self._tails:  # every fetched page is published and its lease completed before exit
+                await asyncio.gather(*self._tails, return_exceptions=True)
+            self._tail_slots = None
             self.publisher.flush()
+            self.flush_counters()
             await self.fetcher.aclose()
+        if self._tail_error is not None:
+            raise self._tail_error
         if progress is not None:
             report()
         return {"processed": self.processed, **self.frontier.stats()}
+
+    async def _start_tail(self, coro) -> None:
+        """Runs ``coro`` (the rest of a fetched page's work) without holding the connection loop.
+
+        A page's tail (publish, identity records, lease completion) is CPU and Redis work; the loop
+        that fetched it claims its next task meanwhile, so fetching and post-processing overlap.
+        The tail still completes the lease only after the document is published, as before
+        (delivery and politeness unchanged: the host stays in flight until then). At most
+        ``2 x concurrency`` tails run (the loop waits for a slot); :meth:`run` waits for all of
+        them before it returns, and an exception in one stops the worker and is raised by
+        :meth:`run`. Outside :meth:`run` the tail is awaited in place.
+        """
+        if self._tail_slots is None:
+            await coro
+            return
+        await self._tail_slots.acquire()
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tails.add(t)
+        t.add_done_callback(self._tail_done)
+
+    def _tail_done(self, t: asyncio.Task) -> None:
+        self._tails.discard(t)
+        if self._tail_slots is not None:
+            self._tail_slots.release()
+        if not t.cancelled() and t.exception() is not None and self._tail_error is None:
+            self._tail_error = t.exception()
+            if self._stop is not None:
+                self._stop.set()
 
     def publisher_maybe_flush(self) -> None:
         """Commits the landing buffer if it is old enough (publishers without ``maybe_flush`` are skipped)."""
         mf = getattr(self.publisher, "maybe_flush", None)
         if mf is not None:
             mf()
+
+    async def _maybe_flush_publisher(self) -> None:
+        """:meth:`publisher_maybe_flush` off the event loop when a flush is due (file write, fsync, upload).
+
+        Publishers with a cheap ``flush_due()`` (:class:`crawler.landing.LandingWriter`) are asked
+        first, so the thread hop happens only for a real flush; others are called as before.
+        """
+        mf = getattr(self.publisher, "maybe_flush", None)
+        if mf is None:
+            return
+        due = getattr(self.publisher, "flush_due", None)
+        if due is None:
+            mf()
+        elif due():
+            await asyncio.to_thread(mf)
 
     # ------------------------------------------------------------------ robots
     async def robots_policy(self, url: str) -> RobotsPolicy:
@@ -293,7 +389,7 @@ class CrawlWorker:
         pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s)
         self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         self._robots[key] = pol
-        self.frontier.incr("robots_fetched")
+        self._count("robots_fetched")
         return pol, res
 
     def _host_delay(self, pol: RobotsPolicy, result: FetchResult | None = None) -> float:
@@ -334,12 +430,12 @@ class CrawlWorker:
         delay = self._host_delay(pol, robots_res)
         if robots_res is not None and pol.allowed(task.url, self.config.robots_agent):
             # robots.txt was a request to this host too: the task waits out the host delay in its queue
-            self.frontier.incr("robots_then_requeued")
+            self._count("robots_then_requeued")
             self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock())
             return False
         if not pol.allowed(task.url, self.config.robots_agent):
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
-            self.frontier.incr(reason)
+            self._count(reason)
             if task.kind == "page":
                 if await self._land_feed_only(task, now, reason, delay=delay):
                     self.frontier.complete(task, self.worker_id, self.clock(), delay, None)
@@ -359,14 +455,14 @@ class CrawlWorker:
         Nothing is fetched (not even robots.txt). A page is dead-lettered (not landed: its URL
         points at a forbidden address); a feed is backed off for at least ``max_interval_s``.
         """
-        self.frontier.incr("unsafe_address")
+        self._count("unsafe_address")
         detail = f"safety guard refused {task.url}: {error}"
         if task.kind == "page":
-            self.frontier.incr("page_error:unsafe_address")
+            self._count("page_error:unsafe_address")
             self.frontier.dead_letter("page", "unsafe_address", detail, now, task.url)
             self.frontier.complete(task, self.worker_id, self.clock(), self.config.min_host_delay_s, None)
         else:
-            self.frontier.incr("feed_error:unsafe_address")
+            self._count("feed_error:unsafe_address")
             self.frontier.dead_letter(task.kind, "unsafe_address", detail, now, task.url)
             self._complete_feed_failure(
                 task,
@@ -390,7 +486,7 @@ class CrawlWorker:
         delay = max(delay, self._host_delay(self._robots_for(task.url), res))
         if res.error_kind or not (200 <= res.status < 300 or res.status == 304):
             kind = res.error_kind or f"http_{res.status}"
-            self.frontier.incr(f"feed_error:{kind}")
+            self._count(f"feed_error:{kind}")
             self._complete_feed_failure(
                 task,
                 now,
@@ -406,7 +502,7 @@ class CrawlWorker:
         if res.status == 304:
             new_items, first = 0, False
             hints = {}
-            self.frontier.incr("feed_not_modified")
+            self._count("feed_not_modified")
             # a 304 carries the representation's current validators (RFC 9110 15.4.5): the next poll sends them
             for name, header in (("etag", "etag"), ("last_modified", "last-modified")):
                 if res.headers.get(header, "").strip():
@@ -431,9 +527,9 @@ class CrawlWorker:
                         "skip_days": sorted(parsed.skip_days),
                     }
                     if parsed.warning:
-                        self.frontier.incr("feed_warning")
+                        self._count("feed_warning")
             except FeedParseError as e:
-                self.frontier.incr("feed_error:invalid_feed")
+                self._count("feed_error:invalid_feed")
                 self.frontier.dead_letter("feed", "invalid_feed", str(e), now, task.url)
                 self._complete_feed_failure(task, now, delay, "invalid_feed", str(e))
                 return
@@ -460,7 +556,7 @@ class CrawlWorker:
             fetches=int(st.get("fetches") or 0) + 1,
         )
         ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields)
-        self.frontier.incr("feeds_fetched" if ok else "lease_lost")
+        self._count("feeds_fetched" if ok else "lease_lost")
 
     def _robots_for(self, url: str) -> RobotsPolicy:
         parts = urlsplit(url)
@@ -471,7 +567,7 @@ class CrawlWorker:
         linked = []
         for e in entries:
             if not e.url:
-                self.frontier.incr("entry_without_link")
+                self._count("entry_without_link")
                 self.frontier.dead_letter("feed", "entry_without_link", (e.title or e.guid or "")[:300], now, task.url)
                 continue
             try:
@@ -498,9 +594,9 @@ class CrawlWorker:
             adds.append({"url": e.url, "kind": "page", "due": now, "source": task.url, "depth": 0, "meta": meta})
         self.frontier.add_many(adds)
         if len(linked) > len(adds):
-            self.frontier.incr("entry_seen_before", len(linked) - len(adds))
+            self._count("entry_seen_before", len(linked) - len(adds))
         if adds:
-            self.frontier.incr("pages_enqueued", len(adds))
+            self._count("pages_enqueued", len(adds))
 
     def _complete_feed_failure(
         self,
@@ -558,28 +654,10 @@ class CrawlWorker:
                 source_name=m.get("source_name"),
                 feed_url=m.get("feed_url"),
             )
-            if not await self._publish(task, [doc], now, delay):
-                return
-            self.frontier.incr("pages_landed")
-            await self._record_identity(task, res)
-            if self.config.follow_links and task.depth < self.config.follow_links:
-                for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
-                    if self.frontier.mark_seen(link, self.config.seen_ttl_s):
-                        self.frontier.add(
-                            link,
-                            "page",
-                            now,
-                            source=task.url,
-                            depth=task.depth + 1,
-                            meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")},
-                        )
-                        self.frontier.incr("links_enqueued")
-            ok = self.frontier.complete(task, self.worker_id, now, delay, None)
-            if not ok:
-                self.frontier.incr("lease_lost")
+            await self._start_tail(self._page_tail(task, res, doc, now, delay))
             return
         kind = res.error_kind or f"http_{res.status}"
-        self.frontier.incr(f"page_error:{kind}")
+        self._count(f"page_error:{kind}")
         attempts = int(task.meta.get("attempts") or 0) + 1
         transient = kind in TRANSIENT or res.status >= 500 or res.status == 429
         if transient and attempts < self.config.page_attempts:
@@ -599,21 +677,44 @@ class CrawlWorker:
         if await self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}", delay):
             self.frontier.complete(task, self.worker_id, now, delay, None)
 
+    async def _page_tail(self, task: Task, res: FetchResult, doc: RawDocument, now: float, delay: float) -> None:
+        """A fetched page's work after the fetch: publish, identity, links, lease completion."""
+        m = task.meta
+        if not await self._publish(task, [doc], now, delay):
+            return
+        self._count("pages_landed")
+        await self._record_identity(task, res)
+        if self.config.follow_links and task.depth < self.config.follow_links:
+            for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
+                if self.frontier.mark_seen(link, self.config.seen_ttl_s):
+                    self.frontier.add(
+                        link,
+                        "page",
+                        now,
+                        source=task.url,
+                        depth=task.depth + 1,
+                        meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")},
+                    )
+                    self._count("links_enqueued")
+        ok = self.frontier.complete(task, self.worker_id, now, delay, None)
+        if not ok:
+            self._count("lease_lost")
+
     async def _record_identity(self, task: Task, res: FetchResult) -> None:
         """Marks a landed page's canonical and fetched URLs seen and stores its other URLs as aliases (module doc)."""
-        declared = await asyncio.to_thread(page_canonical_url, res.body or b"", res.headers.get("content-type", ""))
+        body, ctype = res.body or b"", res.headers.get("content-type", "")
+        declared = await asyncio.to_thread(page_declared_canonical, body, ctype)
         known_as = choose_canonical(res.final_url, declared)
         try:
             target = article_id(known_as)
         except ValueError:
             return
-        for url in {known_as, res.final_url}:
-            self.frontier.mark_seen(url, self.config.seen_ttl_s)
+        self.frontier.mark_seen_many(sorted({known_as, res.final_url}), self.config.seen_ttl_s)
         added = record_aliases(
             self.frontier.r, self.frontier.keys, target, [task.url, res.final_url], self.config.alias_ttl_s
         )
         if added:
-            self.frontier.incr("aliases_recorded", added)
+            self._count("aliases_recorded", added)
 
     async def _publish(self, task: Task, docs: list, now: float, delay: float) -> bool:
         """Publishes ``docs`` off the event loop; True once the sink accepted them.
@@ -628,7 +729,7 @@ class CrawlWorker:
             return True
         except Exception as e:  # noqa: BLE001 - any sink error means "not delivered": report and retry
             failures = int(task.meta.get("publish_failures") or 0) + 1
-            self.frontier.incr("publish_failed")
+            self._count("publish_failed")
             self.frontier.dead_letter("publish", "publish_failed", f"{type(e).__name__}: {e}"[:300], now, task.url)
             meta = dict(task.meta, publish_failures=failures)
             wait = backoff_delay(failures, self.schedule, self.rng)
@@ -658,6 +759,6 @@ class CrawlWorker:
             )
             if not await self._publish(task, [doc], now, delay):
                 return False
-            self.frontier.incr("feed_only_landed")
+            self._count("feed_only_landed")
         self.frontier.dead_letter("page", reason, detail or reason, now, task.url)
         return True

@@ -13,7 +13,6 @@ prints one JSON line of counters to stdout. See :data:`EPILOG` for the local cra
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import os
@@ -144,7 +143,7 @@ def run(args) -> int:
     from crawler.frontier import Frontier
     from crawler.schedule import ScheduleConfig
     from crawler.sinks import build_sink
-    from crawler.worker import CrawlWorker
+    from crawler.worker import CrawlWorker, run_async
 
     try:
         settings = Settings.resolve(args)
@@ -220,7 +219,7 @@ def run(args) -> int:
         print(format_progress(p), file=sys.stderr, flush=True)
 
     every = args.progress_every
-    stats = asyncio.run(
+    stats = run_async(
         worker.run(
             max_tasks=args.max_tasks,
             duration_s=args.duration,

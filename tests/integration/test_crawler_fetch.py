@@ -201,3 +201,58 @@ def test_address_policy_uses_the_shared_literal_checks():
     assert asyncio.run(AddressPolicy(["127.0.0.1"]).check_host("intranet", 80, "127.0.0.1")) == ["127.0.0.1"]
     assert "single label" in refused("intranet", AddressPolicy(), "93.184.216.34")
     assert asyncio.run(AddressPolicy(["127.0.0.1"]).check_host("0x7f.1", 80)) == ["127.0.0.1"]
+
+
+class CountingPolicy(AddressPolicy):
+    """The real address policy, counting its host checks."""
+
+    def __init__(self, allow=()):
+        super().__init__(allow)
+        self.checks = 0
+
+    async def check_host(self, host, port, resolve_as=None):
+        self.checks += 1
+        return await super().check_host(host, port, resolve_as=resolve_as)
+
+
+def test_host_checks_are_cached_for_dns_cache_s_and_refusals_are_not(server):
+    async def go(cfg, policy, urls):
+        f = Fetcher(cfg, policy=policy)
+        try:
+            return [await f.fetch(u) for u in urls]
+        finally:
+            await f.aclose()
+
+    urls = [server.base_url + "/gzip", server.base_url + "/etag", server.base_url + "/gzip"]
+    cached = CountingPolicy(("127.0.0.1",))
+    res = asyncio.run(go(CrawlerConfig(allow_hosts=("127.0.0.1",)), cached, urls))
+    assert [r.status for r in res] == [200, 200, 200] and all(r.server_ip == "127.0.0.1" for r in res)
+    assert cached.checks == 1  # one host: checked once within dns_cache_s
+    uncached = CountingPolicy(("127.0.0.1",))
+    asyncio.run(go(CrawlerConfig(allow_hosts=("127.0.0.1",), dns_cache_s=0.0), uncached, urls))
+    assert uncached.checks == 3
+    refusing = CountingPolicy()  # loopback not allowed: every fetch is refused, and checked again
+    res = asyncio.run(go(CrawlerConfig(), refusing, urls[:2]))
+    assert [r.error_kind for r in res] == ["unsafe_address", "unsafe_address"] and refusing.checks == 2
+
+
+def test_repeated_response_headers_are_joined():
+    from multidict import CIMultiDict
+
+    from crawler.fetch import _lower_headers
+
+    h = CIMultiDict([("Content-Type", "text/html"), ("Vary", "Accept"), ("vary", "Cookie")])
+    assert _lower_headers(h) == {"content-type": "text/html", "vary": "Accept, Cookie"}
+
+
+def test_connected_peer_is_checked_even_when_the_host_name_is_exempt(server):
+    # "localhost" is exempt by name, so the pre-connect check passes; the peer 127.0.0.1 is not allowed
+    async def go():
+        f = Fetcher(CrawlerConfig(allow_hosts=("localhost",)))
+        try:
+            return await f.fetch(f"http://localhost:{server.port}/gzip")
+        finally:
+            await f.aclose()
+
+    r = asyncio.run(go())
+    assert r.error_kind == "unsafe_address" and "connected peer 127.0.0.1" in r.error and r.body is None

@@ -95,3 +95,40 @@ def test_gcs_landing_against_emulator(monkeypatch):
         # precondition itself is not exercised here)
     finally:
         server.stop()
+
+
+def test_encode_record_is_json_dumps_of_the_dict_byte_for_byte():
+    from crawler.landing import encode_record
+
+    odd = RawDocument(
+        url='http://n.example/q?a="b"&c=\u00e9',
+        source_domain="n.example",
+        fetch_time=2.5,
+        title='Quote " and \\ back\nslash \u2028',
+        body=bytes(range(256)) * 3,  # base64 with "+" and "/"
+    )
+    for doc in [*DOCS, FEED_ONLY, odd]:
+        want = json.dumps(doc.to_json_dict(), ensure_ascii=False).encode("utf-8")
+        assert encode_record(doc) == want
+        assert RawDocument.from_json_dict(json.loads(encode_record(doc))) == doc
+
+
+def test_streamed_batches_read_back_and_flush_due(tmp_path):
+    t = [10.0]
+    w = LandingWriter(str(tmp_path), max_docs=100, max_age_s=5.0, worker_id="s1", clock=lambda: t[0])
+    assert not w.flush_due()
+    for d in [*DOCS, FEED_ONLY]:  # compressed one publish at a time into one gzip member
+        w.publish([d])
+    assert os.listdir(tmp_path) == []
+    t[0] = 14.9
+    assert not w.flush_due()
+    t[0] = 15.0
+    assert w.flush_due()
+    (path,) = w.maybe_flush()
+    assert read_landing_file(path) == [*DOCS, FEED_ONLY]
+    with gzip.open(path, "rb") as f:  # plain gzip: one JSON record per line
+        assert [json.loads(line)["url"] for line in f] == [d.url for d in [*DOCS, FEED_ONLY]]
+    assert not w.flush_due() and w.flush() == []
+    with pytest.raises(TypeError):
+        w.publish([DOCS[0], "not a document"])
+    assert w.flush() == []  # nothing of the refused call was buffered
