@@ -17,7 +17,8 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
 * the reader web UI (HTML, :mod:`serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
   ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
 
-This module holds the routes, parameter validation and the app factory; caching headers and
+This module holds the routes, parameter validation and the app factory; the personal feed is
+:mod:`serving.personal` (its per-process memos :mod:`serving.hot_path`), caching headers and
 ETags are :mod:`serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
 :mod:`serving.resilience`, and page assembly is :mod:`serving.pages`.
 
@@ -45,14 +46,12 @@ or an empty feed.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -62,7 +61,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from newsflow.keys import Keys
-from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.ranking.events import (
     MAX_EVENTS_PER_REQUEST,
     append_events,
@@ -70,30 +68,18 @@ from newsflow.ranking.events import (
     validate_event,
 )
 from newsflow.ranking.feed_page import (
-    FeedPage,
-    compact_json,
-    decode_feed_page,
     drop_user_feed,
-    encode_feed_page,
     page_body,
-    page_items,
-    profile_fields,
-    read_commands,
-    read_for_request,
-    select,
-    write_user_feeds,
 )
-from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import injected_item, without_blocked
+from newsflow.ranking.feeds import FeedConfig
+from newsflow.ranking.rerank import without_blocked
 from newsflow.ranking.store import (
-    FEED_TTL_SECONDS,
     GLOBAL_EDITION,
     RankingStore,
-    user_from_hash,
 )
 from schemas import UserProfile
 from serving.admin import admin_mount
-from serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage, VerifiedTokens
+from serving.hot_path import VerifiedTokens
 from serving.http_body import BodyTooLarge, read_capped
 from serving.http_cache import (
     STALE_REASON_HEADER,
@@ -107,6 +93,7 @@ from serving.http_cache import (
 )
 from serving.openapi import openapi_schema
 from serving.pages import coverage_page, feed_page, trending_page
+from serving.personal import PersonalFeeds
 from serving.preferences import merge_preferences, reader_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
 from serving.tokens import TokenError
@@ -164,25 +151,6 @@ class ServingConfig:
     page_memo_readers: int = 1024
 
 
-class BreakingSet(NamedTuple):
-    """The live breaking set as the personal feed injects it, shared by all readers (``Api._breaking_set``).
-
-    Attributes:
-      expires: ``time.monotonic()`` after which it is read again.
-      generation: changes whenever ``since`` or ``items`` change (part of the per-reader page memo key).
-      since: ``{story_id: when it became breaking, UTC epoch s}``.
-      items: ``{story_id: its feed item}`` (live, unmerged stories only).
-      encoded: ``{story_id: compact JSON of the item as injected}``
-        (:func:`newsflow.ranking.rerank.injected_item`).
-    """
-
-    expires: float
-    generation: int
-    since: dict
-    items: dict
-    encoded: dict
-
-
 class ApiError(Exception):
     """A 4xx/5xx answer with a machine-readable code."""
 
@@ -200,12 +168,17 @@ class Api:
         self.snapshots = SnapshotStore(config.snapshot_dir)
         self.cache = LocalCache(config.local_cache_seconds)
         self.breaker = RedisBreaker(config.redis_backoff_seconds)
-        self._breaking_cache = BreakingSet(0.0, 0, {}, {}, {})
-        self._generations = itertools.count(1)
         self._ranking_now = config.ranking_clock or config.clock
         self._tokens = VerifiedTokens(config.token_secret)
-        self._pages = ReaderMemo(config.page_memo_readers)
-        self._round_trip = AsyncRoundTrip(client)
+        self.personal = PersonalFeeds(
+            self.store,
+            config.feed,
+            self.breaker,
+            self.snapshots,
+            self._ranking_now,
+            config.local_cache_seconds,
+            config.page_memo_readers,
+        )
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
@@ -398,10 +371,10 @@ class Api:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        if self._round_trip.available:  # no worker thread unless the feed must be read or built another way
-            head, items, stale, served = await self._personal_async(user, edition_param, limit)
+        if self.personal.round_trip.available:  # no worker thread unless the feed must be read or built otherwise
+            head, items, stale, served = await self.personal.parts_async(user, edition_param, limit)
         else:
-            head, items, stale, served = await run_in_threadpool(self._personal, user, edition_param, limit)
+            head, items, stale, served = await run_in_threadpool(self.personal.parts, user, edition_param, limit)
         if items is None:
             return self._respond(request, head, "private", stale)
 
@@ -437,122 +410,14 @@ class Api:
         :func:`~newsflow.ranking.rerank.rerank`). Without a serving form the stored feed document is read,
         and without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored.
         """
-        head, items, stale, _ = self._personal(user, edition_param, limit)
+        head, items, stale, _ = self.personal.parts(user, edition_param, limit)
         return dict(head), items, stale
 
-    def _personal(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str, ServedPage | None]:
-        """:meth:`personal_feed_parts` plus the reader's :class:`~serving.hot_path.ServedPage` (``None`` when the
-        page did not come from a stored serving form). The returned head may be shared: do not mutate it.
-
-        After the round trip, the page is a pure function of the bytes read, the breaking set and the query,
-        so it is memoized per reader on all of them (:class:`~serving.hot_path.ReaderMemo`): the decoded
-        serving form while its bytes stay the same, the profile while its fields do, the page while all do.
-        """
-        now = self._ranking_now()
-        try:
-            self._guard()
-            fields, raw = read_for_request(self.store.client, user, self.store.keys)
-            return self._finish_personal(user, edition_param, limit, now, fields, raw, self._breaking_set(now))
-        except REDIS_ERRORS as e:
-            return self._personal_down(user, edition_param, limit, e)
-
-    async def _personal_async(self, user: str, edition_param: str, limit: int):
-        """:meth:`_personal` on the event loop: the round trip through :class:`~serving.hot_path.AsyncRoundTrip`
-        (the same two commands as :func:`~newsflow.ranking.feed_page.read_for_request`); the breaking set's
-        refresh (once per ``local_cache_seconds``) and a feed that must be read another way or built go to
-        the thread pool."""
-        now = self._ranking_now()
-        try:
-            self._guard()
-            values, raw = await self._round_trip.execute(read_commands(user, self.store.keys))
-            fields = profile_fields(values)
-            brk = self._breaking_cache
-            if time.monotonic() >= brk.expires:
-                brk = await run_in_threadpool(self._breaking_set, now)
-            done, _ = self._personal_from_form(user, edition_param, limit, fields, raw, brk)
-            if done is None:
-                done = await run_in_threadpool(self._finish_personal, user, edition_param, limit, now, fields, raw, brk)
-            return done
-        except REDIS_ERRORS as e:
-            return self._personal_down(user, edition_param, limit, e)
-
-    def _personal_down(self, user: str, edition_param: str, limit: int, e: Exception):
-        """The personal feed with Redis unreachable: the edition's snapshot (stale)."""
-        self._mark_down()
-        log.warning("redis unavailable for feed of %s: %s", user, e)
-        edition = edition_param or GLOBAL_EDITION
-        snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
-        page = feed_page("edition", edition, snap, limit, "redis-unavailable")
-        page["user"] = user
-        return page, None, "redis-unavailable", None
-
-    def _personal_from_form(self, user, edition_param, limit, fields, raw, brk):
-        """The page from the reader's serving form, without Redis: ``(result, None)``, or ``(None, (page, profile,
-        edition))`` when the form is absent, unreadable (``page`` None) or of another edition than asked."""
-        query = (edition_param, limit, brk.generation)
-        last = self._pages.get(user) if raw is not None else None
-        if last is not None and last.query == query and last.raw == raw and last.fields == fields:
-            return (last.head, last.items, "", last), None
-        profile = last.profile if last is not None and last.fields == fields else user_from_hash(user, fields)
-        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
-        page = last.page if last is not None and last.raw == raw else self._decode_page(user, raw)
-        if page is None or (edition_param and page.edition not in (None, edition)):
-            return None, (page, profile, edition)
-        head, items = self._rerank(user, edition, limit, page, profile, brk)
-        served = ServedPage(raw, page, fields, profile, query, head, items)
-        self._pages.put(user, served)
-        return (head, items, "", served), None
-
-    def _finish_personal(self, user, edition_param, limit, now, fields, raw, brk):
-        """:meth:`_personal` after the round trip (Redis errors propagate)."""
-        done, rest = self._personal_from_form(user, edition_param, limit, fields, raw, brk)
-        if done is not None:
-            return done
-        page, profile, edition = rest
-        if page is None:  # no serving form: the feed document (written without one), if any
-            page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
-        if page is None or (edition_param and page.edition not in (None, edition)):
-            doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.config.feed)
-            write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
-            page = decode_feed_page(encode_feed_page(doc))
-        head, items = self._rerank(user, edition, limit, page, profile, brk)
-        return head, items, "", None
-
-    def _rerank(self, user, edition, limit, page, profile, brk) -> tuple[dict, list]:
-        """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
-        (:func:`newsflow.ranking.feed_page.select`)."""
-        inject = [
-            (since, brk.items[sid])
-            for sid, since in brk.since.items()
-            if since > page.generated_at and sid in brk.items
-        ]
-        picks = select(page, inject, profile, k=limit, source_cap=self.config.feed.source_cap)
-        items = page_items(page, picks, brk.encoded)
-        head = {"user": user, "edition": edition, "generated_at": page.generated_at, "stale": False}
-        head["count"] = len(items)
-        return head, items
-
-    @staticmethod
-    def _page_of_doc(user: str, raw: bytes | None) -> FeedPage | None:
-        """The serving form of a stored feed document, or ``None`` (absent or unreadable: rebuilt)."""
-        if raw is None:
-            return None
-        try:
-            doc = json.loads(raw)
-            return decode_feed_page(encode_feed_page(doc)) if isinstance(doc, dict) else None
-        except (ValueError, KeyError, TypeError) as e:
-            log.error("unreadable feed of %s (rebuilt): %s", user, e)
-            return None
-
-    @staticmethod
-    def _decode_page(user: str, raw: bytes | None) -> FeedPage | None:
-        if raw is None:
-            return None
-        try:
-            return decode_feed_page(raw)
-        except ValueError as e:
-            log.error("unreadable feed page of %s (rebuilt): %s", user, e)
-            return None
+    def _breaking_items(self, now: float) -> tuple[dict, dict]:
+        """Live breaking set ``{story_id: since}`` and their feed items, shared by all readers and cached
+        in-process for ``local_cache_seconds`` (:meth:`serving.personal.PersonalFeeds.breaking_set`)."""
+        brk = self.personal.breaking_set(now)
+        return brk.since, brk.items
 
     def get_preferences(self, request: Request) -> Response:
         user = self._user(request)
@@ -612,39 +477,6 @@ class Api:
             media_type="application/json",
             headers={"Cache-Control": "no-store"},
         )
-
-    def _breaking_items(self, now: float) -> tuple[dict, dict]:
-        """Live breaking set ``{story_id: since}`` and their feed items (:meth:`_breaking_set`)."""
-        brk = self._breaking_set(now)
-        return brk.since, brk.items
-
-    def _breaking_set(self, now: float) -> BreakingSet:
-        """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
-        and cached in-process for ``local_cache_seconds`` (the set changes every few minutes)."""
-        last = self._breaking_cache
-        if time.monotonic() < last.expires:
-            return last
-        breaking = self.store.breaking(now)
-        items = {}
-        if breaking:
-            for rec in self.store.get_stories(list(breaking)):
-                if rec is None or rec.merged_into:
-                    continue
-                items[rec.story_id] = dict(
-                    rec.summary(),
-                    breaking=True,
-                    relevance=None,
-                    score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING),
-                )
-        if breaking == last.since and items == last.items:
-            generation, encoded = last.generation, last.encoded
-        else:
-            generation = next(self._generations)  # unique even when two threads refresh at once
-            encoded = {sid: compact_json(injected_item(it)) for sid, it in items.items()}
-        self._breaking_cache = BreakingSet(
-            time.monotonic() + self.config.local_cache_seconds, generation, breaking, items, encoded
-        )
-        return self._breaking_cache
 
     async def events(self, request: Request) -> Response:
         user = self._user(request)

@@ -86,7 +86,7 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
     client = r if path == "event_loop" else _thread_path_client(r)
     cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: NOW)
     app = create_app(client, cfg)
-    assert app.state.api._round_trip.available == (path == "event_loop")
+    assert app.state.api.personal.round_trip.available == (path == "event_loop")
     keys = Keys()
     served = 0
 
@@ -217,7 +217,7 @@ def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the
         token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=0.0
     )
     app = create_app(client, cfg)
-    assert app.state.api._round_trip.available
+    assert app.state.api.personal.round_trip.available
     done = []
     try:
         with serve_in_thread(app, lifespan="off") as port:

@@ -1,0 +1,250 @@
+"""The personal feed behind ``GET /v1/feed`` and the For You page (:class:`PersonalFeeds`).
+
+A reader's page is their precomputed feed in serving form (:mod:`newsflow.ranking.feed_page`), re-ranked on
+request: breaking stories newer than the feed injected, blocks and the per-outlet cap applied
+(:func:`newsflow.ranking.feed_page.select`, the rules of :func:`newsflow.ranking.rerank.rerank`). One Redis
+round trip reads the reader's edition and blocks and the serving form; awaited on the event loop when the
+client's connections can be copied (:class:`serving.hot_path.AsyncRoundTrip`), else in a worker thread.
+After it the page is a pure function of the bytes read, the shared breaking set (:class:`BreakingSet`,
+read again every ``breaking_seconds``) and the query, so it is memoized per reader on all of them
+(:class:`serving.hot_path.ReaderMemo`). Without a serving form the stored feed document is read, and
+without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored; with Redis
+unreachable, the edition's last good snapshot is served (stale).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from starlette.concurrency import run_in_threadpool
+
+from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
+from newsflow.ranking.feed_page import (
+    FeedPage,
+    compact_json,
+    decode_feed_page,
+    encode_feed_page,
+    page_items,
+    profile_fields,
+    read_commands,
+    read_for_request,
+    select,
+    write_user_feeds,
+)
+from newsflow.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.ranking.rerank import injected_item
+from newsflow.ranking.store import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStore, user_from_hash
+from serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
+from serving.pages import feed_page
+from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
+
+log = logging.getLogger("newsflow.serving")
+
+
+class BreakingSet(NamedTuple):
+    """The live breaking set as the personal feed injects it, shared by all readers
+    (:meth:`PersonalFeeds.breaking_set`).
+
+    Attributes:
+      expires: ``time.monotonic()`` after which it is read again.
+      generation: changes whenever ``since`` or ``items`` change (part of the per-reader page memo key).
+      since: ``{story_id: when it became breaking, UTC epoch s}``.
+      items: ``{story_id: its feed item}`` (live, unmerged stories only).
+      encoded: ``{story_id: compact JSON of the item as injected}``
+        (:func:`newsflow.ranking.rerank.injected_item`).
+    """
+
+    expires: float
+    generation: int
+    since: dict
+    items: dict
+    encoded: dict
+
+
+class PersonalFeeds:
+    """Readers' personal pages over one Redis client (module docstring).
+
+    Args:
+      store: the ranking store (its client is the synchronous one; :attr:`round_trip` copies its settings).
+      feed_config: feed-building knobs (feeds built on request; ``source_cap`` of the re-rank).
+      breaker: the API's Redis circuit breaker (checked before, marked down after a Redis error).
+      snapshots: the API's last good edition feeds (served when Redis is unreachable).
+      now: the ranking clock, UTC epoch s (breaking scores, feeds built on request).
+      breaking_seconds: how long the breaking set is kept in-process.
+      memo_readers: readers whose last page is memoized (0 disables).
+    """
+
+    def __init__(
+        self,
+        store: RankingStore,
+        feed_config: FeedConfig,
+        breaker: RedisBreaker,
+        snapshots: SnapshotStore,
+        now: Callable[[], float],
+        breaking_seconds: float,
+        memo_readers: int,
+    ):
+        self.store = store
+        self.feed_config = feed_config
+        self.breaker = breaker
+        self.snapshots = snapshots
+        self._now = now
+        self.breaking_seconds = breaking_seconds
+        self.round_trip = AsyncRoundTrip(store.client)
+        self.pages = ReaderMemo(memo_readers)
+        self._breaking_cache = BreakingSet(0.0, 0, {}, {}, {})
+        self._generations = itertools.count(1)
+
+    def parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str, ServedPage | None]:
+        """A reader's page: ``(payload without "stories", each story's compact JSON bytes, "", the reader's
+        :class:`~serving.hot_path.ServedPage` or ``None`` when the page did not come from a stored serving
+        form)``; with Redis unreachable ``(the edition's snapshot payload, None, "redis-unavailable", None)``.
+        The returned head may be shared: do not mutate it.
+
+        After the round trip, the page is a pure function of the bytes read, the breaking set and the query,
+        so it is memoized per reader on all of them (:class:`~serving.hot_path.ReaderMemo`): the decoded
+        serving form while its bytes stay the same, the profile while its fields do, the page while all do.
+        """
+        now = self._now()
+        try:
+            self.breaker.guard()
+            fields, raw = read_for_request(self.store.client, user, self.store.keys)
+            return self._finish(user, edition_param, limit, now, fields, raw, self.breaking_set(now))
+        except REDIS_ERRORS as e:
+            return self._down(user, edition_param, limit, e)
+
+    async def parts_async(self, user: str, edition_param: str, limit: int):
+        """:meth:`parts` on the event loop: the round trip through :class:`~serving.hot_path.AsyncRoundTrip`
+        (the same two commands as :func:`~newsflow.ranking.feed_page.read_for_request`); the breaking set's
+        refresh (once per ``breaking_seconds``) and a feed that must be read another way or built go to
+        the thread pool."""
+        now = self._now()
+        try:
+            self.breaker.guard()
+            values, raw = await self.round_trip.execute(read_commands(user, self.store.keys))
+            fields = profile_fields(values)
+            brk = self._breaking_cache
+            if time.monotonic() >= brk.expires:
+                brk = await run_in_threadpool(self.breaking_set, now)
+            done, _ = self._from_form(user, edition_param, limit, fields, raw, brk)
+            if done is None:
+                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, fields, raw, brk)
+            return done
+        except REDIS_ERRORS as e:
+            return self._down(user, edition_param, limit, e)
+
+    def _down(self, user: str, edition_param: str, limit: int, e: Exception):
+        """The personal feed with Redis unreachable: the edition's snapshot (stale)."""
+        self.breaker.mark_down()
+        log.warning("redis unavailable for feed of %s: %s", user, e)
+        edition = edition_param or GLOBAL_EDITION
+        snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
+        page = feed_page("edition", edition, snap, limit, "redis-unavailable")
+        page["user"] = user
+        return page, None, "redis-unavailable", None
+
+    def _from_form(self, user, edition_param, limit, fields, raw, brk):
+        """The page from the reader's serving form, without Redis: ``(result, None)``, or ``(None, (page, profile,
+        edition))`` when the form is absent, unreadable (``page`` None) or of another edition than asked."""
+        query = (edition_param, limit, brk.generation)
+        last = self.pages.get(user) if raw is not None else None
+        if last is not None and last.query == query and last.raw == raw and last.fields == fields:
+            return (last.head, last.items, "", last), None
+        profile = last.profile if last is not None and last.fields == fields else user_from_hash(user, fields)
+        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
+        page = last.page if last is not None and last.raw == raw else self._decode_page(user, raw)
+        if page is None or (edition_param and page.edition not in (None, edition)):
+            return None, (page, profile, edition)
+        head, items = self._rerank(user, edition, limit, page, profile, brk)
+        served = ServedPage(raw, page, fields, profile, query, head, items)
+        self.pages.put(user, served)
+        return (head, items, "", served), None
+
+    def _finish(self, user, edition_param, limit, now, fields, raw, brk):
+        """:meth:`parts` after the round trip (Redis errors propagate)."""
+        done, rest = self._from_form(user, edition_param, limit, fields, raw, brk)
+        if done is not None:
+            return done
+        page, profile, edition = rest
+        if page is None:  # no serving form: the feed document (written without one), if any
+            page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
+        if page is None or (edition_param and page.edition not in (None, edition)):
+            doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.feed_config)
+            write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
+            page = decode_feed_page(encode_feed_page(doc))
+        head, items = self._rerank(user, edition, limit, page, profile, brk)
+        return head, items, "", None
+
+    def _rerank(self, user, edition, limit, page, profile, brk) -> tuple[dict, list]:
+        """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
+        (:func:`newsflow.ranking.feed_page.select`)."""
+        inject = [
+            (since, brk.items[sid])
+            for sid, since in brk.since.items()
+            if since > page.generated_at and sid in brk.items
+        ]
+        picks = select(page, inject, profile, k=limit, source_cap=self.feed_config.source_cap)
+        items = page_items(page, picks, brk.encoded)
+        head = {"user": user, "edition": edition, "generated_at": page.generated_at, "stale": False}
+        head["count"] = len(items)
+        return head, items
+
+    @staticmethod
+    def _page_of_doc(user: str, raw: bytes | None) -> FeedPage | None:
+        """The serving form of a stored feed document, or ``None`` (absent or unreadable: rebuilt)."""
+        if raw is None:
+            return None
+        try:
+            doc = json.loads(raw)
+            return decode_feed_page(encode_feed_page(doc)) if isinstance(doc, dict) else None
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("unreadable feed of %s (rebuilt): %s", user, e)
+            return None
+
+    @staticmethod
+    def _decode_page(user: str, raw: bytes | None) -> FeedPage | None:
+        if raw is None:
+            return None
+        try:
+            return decode_feed_page(raw)
+        except ValueError as e:
+            log.error("unreadable feed page of %s (rebuilt): %s", user, e)
+            return None
+
+    def breaking_items(self, now: float) -> tuple[dict, dict]:
+        """Live breaking set ``{story_id: since}`` and their feed items (:meth:`breaking_set`)."""
+        brk = self.breaking_set(now)
+        return brk.since, brk.items
+
+    def breaking_set(self, now: float) -> BreakingSet:
+        """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
+        and cached in-process for ``local_cache_seconds`` (the set changes every few minutes)."""
+        last = self._breaking_cache
+        if time.monotonic() < last.expires:
+            return last
+        breaking = self.store.breaking(now)
+        items = {}
+        if breaking:
+            for rec in self.store.get_stories(list(breaking)):
+                if rec is None or rec.merged_into:
+                    continue
+                items[rec.story_id] = dict(
+                    rec.summary(),
+                    breaking=True,
+                    relevance=None,
+                    score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING),
+                )
+        if breaking == last.since and items == last.items:
+            generation, encoded = last.generation, last.encoded
+        else:
+            generation = next(self._generations)  # unique even when two threads refresh at once
+            encoded = {sid: compact_json(injected_item(it)) for sid, it in items.items()}
+        self._breaking_cache = BreakingSet(
+            time.monotonic() + self.breaking_seconds, generation, breaking, items, encoded
+        )
+        return self._breaking_cache
