@@ -8,6 +8,7 @@ import random
 import pytest
 
 from newsflow.ranking.feed_page import (
+    compact_json,
     decode_feed_page,
     encode_feed_page,
     page_body,
@@ -15,7 +16,7 @@ from newsflow.ranking.feed_page import (
     select,
     stored_doc_json,
 )
-from newsflow.ranking.rerank import rerank
+from newsflow.ranking.rerank import injected_item, rerank
 from schemas import UserProfile
 from serving.http_cache import json_bytes
 
@@ -83,6 +84,20 @@ def test_the_page_equals_rerank_of_the_parsed_document(seed):
     picks = select(page, breaking, profile, k=k, source_cap=cap)
     body = page_body("u", "en", page.generated_at, page_items(page, picks))
     assert body == _reference(doc, breaking, profile, k, cap)
+
+
+@pytest.mark.parametrize("seed", range(0, 300, 7))
+def test_injected_items_serialized_once_are_the_same_bytes(seed):
+    doc, breaking, profile, k, cap = _case(seed)
+    page = decode_feed_page(encode_feed_page(doc))
+    picks = select(page, breaking, profile, k=k, source_cap=cap)
+    # one encoding per story, as the API keeps per breaking set (a story listed twice: its newest entry,
+    # the one select injects)
+    newest = {}
+    for _, it in sorted(breaking, key=lambda p: (-p[0], p[1]["story_id"])):
+        newest.setdefault(it["story_id"], it)
+    encoded = {sid: compact_json(injected_item(it)) for sid, it in newest.items()}
+    assert page_items(page, picks, encoded) == page_items(page, picks)
 
 
 def test_blocks_cap_and_injection_by_hand():
