@@ -41,17 +41,31 @@ languages, and no sharding of the stories an article may join, since any live st
   ``RedisStoryStore(cache=True, write_batch=...)`` as in the streaming job) and writes through it
   exactly as the single writer does (``save``, ``merge``), so the store ends in the same state.
 
-When the speedup holds. The shards take the vectors and the join scoring (about half of the single
-writer's CPU on the bundled headlines) and the merge checks (the other big part) split ``K``
-ways; the sequencer keeps the absorb/merge/save steps, the re-scoring of changed stories and
-one round trip to the shards per join. So the speedup needs (a) free cores (``K`` shards + the
-sequencer; on 2 shared cores they compete with each other and with other work), (b) a low
-re-computation rate: the fraction of the scores the sequencer re-computes (``stats()``,
-``rescore_share``) grows with how far the shards run ahead (``ahead``) and with how many
-distinct stories change per step, and (c) steps that cost more than a round trip (many live
-stories). One shard is slower than the single writer (the same work plus messages); the
-design pays only with ``K >= 2`` and spare cores. Late articles (event time behind the
-sequencer's pruning horizon) are committed with the single writer's full path.
+When the speedup holds (measured, ``python -m benchmarks.story_writer --json``). The shards take
+the vectors and the join scan (about a third of the single writer's CPU on the bundled headlines),
+and with ``merge_checks="shards"`` the merge checks too (the largest part, ~45%); what stays in the
+sequencer is the commit itself (absorb, the embedding mean, pruning, save), the re-scoring, the
+messages, and with ``merge_checks="sequencer"`` (default) the merge checks. So:
+
+* the re-computation rate is low (``stats().rescore_share``: ~21% of the scores the shards compute
+  are re-computed at commit, ~7 stories sharing a term per article, ~1.5 changed ones), but the
+  stories an article joins are the hot ones: 98% of joins hit a story changed in the previous 8
+  steps, so 87% of the kept speculative join scores are superseded; speculation cannot reach
+  the merge checks, which depend on the grown story;
+* the sequencer's CPU is the new ceiling: ~0.7-0.85x the single writer's with merge checks in the
+  sequencer, ~0.5-0.6x with them on the shards, i.e. at most ~1.2-1.4x resp. ~1.7-2x more
+  articles/s, and only when each shard and the sequencer have a core of their own;
+* split merge checks cost one synchronous round trip per join (4,348 on the slice); on idle cores
+  that is tens of microseconds, under contention a scheduler slice, more than the check itself;
+* on this machine (2 cores shared with other work, load average 5-9) neither mode was faster:
+  2 shards ran at 0.3-0.6x the single writer's articles/s (see the README); 1 shard is always
+  slower (the same work plus messages).
+
+It pays with ``K + 1`` free cores and many live stories per article (costly steps). The step that
+would remove the round trip (not built): commit joins optimistically as "no merge", let the shards
+verify the merge checks asynchronously, and roll the sequencer and the replicas back to a step
+whose check finds a merge (39 of 4,588 steps on the slice). Late articles (event time behind the
+sequencer's pruning horizon) and replays are committed with the single writer's full path.
 
 Usage::
 
@@ -217,6 +231,7 @@ class ShardStats:
       snapshot_lag: sum over articles of (step - snapshot version), steps.
       merge_checks: joins whose merge check ran on the shards.
       merge_fallbacks: of those, with a hit (the sequencer ran the merge loop itself).
+      stolen: articles the sequencer scored itself because their shard had not answered yet.
       full_steps: steps committed with the single writer's full path (late articles, replays).
     """
 
@@ -230,6 +245,7 @@ class ShardStats:
     merge_checks: int = 0
     merge_fallbacks: int = 0
     full_steps: int = 0
+    stolen: int = 0
 
     def as_dict(self) -> dict:
         """Counters plus ``rescore_share`` (scores the sequencer re-computed over those the shards
@@ -246,6 +262,7 @@ class ShardStats:
             "merge_checks": self.merge_checks,
             "merge_fallbacks": self.merge_fallbacks,
             "full_steps": self.full_steps,
+            "stolen": self.stolen,
         }
 
 
@@ -267,6 +284,11 @@ class ShardedStoryAssigner:
       horizon_s: stories whose latest time is this far behind the newest window start are pruned
         from the replicas and the sequencer's index; an article whose window reaches behind the
         pruned part is committed with the single writer's full path.
+      merge_checks: ``"sequencer"`` (the sequencer checks a grown story against the other live
+        stories, as the single writer) or ``"shards"`` (split by story id over the shards, one
+        round trip per join).
+      steal: when the shard of the next article has not answered yet, the sequencer scores it
+        itself on its exact state instead of waiting (the same result; counted in ``stolen``).
 
     Raises:
       ValueError: ``shards < 1`` or ``ahead < shards``.
@@ -281,6 +303,7 @@ class ShardedStoryAssigner:
         ahead: int = 32,
         horizon_s: float = 86400.0,
         merge_checks: str = "sequencer",
+        steal: bool = True,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
@@ -289,6 +312,7 @@ class ShardedStoryAssigner:
         if merge_checks not in ("sequencer", "shards"):
             raise ValueError(f"merge_checks must be 'sequencer' or 'shards', got {merge_checks!r}")
         self.merge_checks = merge_checks
+        self.steal = steal
         self.clusterer = StoryClusterer(store, text_model, config)
         self.store = store
         self.model = text_model
@@ -304,6 +328,8 @@ class ShardedStoryAssigner:
         self._pruned_before = -math.inf
         self._step = 0
         self._outbox: list[tuple] = []  # replica updates not yet sent to the shards
+        self._issued = 0  # articles sent to the shards, over all calls
+        self._next = 0  # number of the article being committed
         self._spec: dict[int, tuple] = {}  # article index -> (version, vector, scores) received early
         self.stats = ShardStats()
 
@@ -365,7 +391,7 @@ class ShardedStoryAssigner:
         self.start()
         n = len(articles)
         spec = self._spec
-        spec.clear()
+        base = self._issued  # articles are numbered across calls, so late answers are recognized
         sent = 0
 
         def feed(upto: int) -> None:
@@ -376,30 +402,66 @@ class ShardedStoryAssigner:
             self._flush()
             batches: list[list] = [[] for _ in range(self.shards)]
             for i in range(sent, upto):
-                batches[i % self.shards].append((i, articles[i]))
+                batches[i % self.shards].append((base + i, articles[i]))
             for k, b in enumerate(batches):
                 if b:
                     self._conns[k].send(("score", self._step, b))
             sent = upto
 
-        def wait_spec(i: int) -> tuple:
+        def wait_spec(i: int) -> tuple | None:
             conn = self._conns[i % self.shards]
-            while i not in spec:
-                msg = conn.recv()
-                if msg[0] != "spec":
-                    raise RuntimeError(f"shard protocol: expected a score, got {msg[0]!r}")
-                spec[msg[1]] = msg[2:]
-            return spec.pop(i)
+            while base + i not in spec:
+                if self.steal and not conn.poll():
+                    return None  # the shard is behind: score it here rather than wait
+                self._keep_spec(conn.recv())
+            return spec.pop(base + i)
 
         out = []
-        feed(self.ahead)
-        for i, article in enumerate(articles):
-            if i % max(1, self.ahead // 4) == 0:
-                feed(i + self.ahead)
-            version, vec, scores, scored = wait_spec(i)
-            self.stats.shard_scored += scored
-            out.append(self._commit(article, version, vec, scores))
+        try:
+            feed(self.ahead)
+            for i, article in enumerate(articles):
+                self._next = base + i
+                if i % max(1, self.ahead // 4) == 0:
+                    feed(i + self.ahead)
+                got = wait_spec(i)
+                if got is None:
+                    self.stats.stolen += 1
+                    version, vec, scores = self._score_here(article)
+                else:
+                    version, vec, scores, scored = got
+                    self.stats.shard_scored += scored
+                out.append(self._commit(article, version, vec, scores))
+        finally:
+            # answers still in flight are dropped on arrival (their number is below _next)
+            self._issued = self._next = base + n
+            spec.clear()
         return out
+
+    def _keep_spec(self, msg) -> None:
+        """Keeps a shard's speculative score message (dropped if its article was committed)."""
+        if msg[0] != "spec":
+            raise RuntimeError(f"shard protocol: expected a score, got {msg[0]!r}")
+        if msg[1] >= self._next:
+            self._spec[msg[1]] = msg[2:]
+
+    def _score_here(self, article: StoryArticle) -> tuple:
+        """What a shard would answer, computed by the sequencer on its current (exact) state."""
+        cl = self.clusterer
+        t = float(article.event_time)
+        since = t - self.config.window_s
+        vec = cl.vector(article)
+        terms = vec.keys()
+        ent_keys = {e[0] for e in article.entities}
+        scores = []
+        for story in self._live.values():
+            if story.latest_time < since:
+                continue
+            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+                continue
+            s = cl._article_score(vec, ent_keys, story, t)
+            if s >= self.config.join_threshold:
+                scores.append((s, story.story_id))
+        return self._step, vec, scores
 
     def _changed_since(self, version: int) -> set[str]:
         out: set[str] = set()
@@ -564,9 +626,7 @@ class ShardedStoryAssigner:
                 if msg[1] != j:
                     raise RuntimeError(f"shard protocol: answer for step {msg[1]}, expected {j}")
                 return msg[2]
-            if msg[0] != "spec":
-                raise RuntimeError(f"shard protocol: expected an answer, got {msg[0]!r}")
-            self._spec[msg[1]] = msg[2:]
+            self._keep_spec(msg)
 
 
 __all__ = ["ShardStats", "ShardedStoryAssigner"]

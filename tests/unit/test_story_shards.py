@@ -77,7 +77,7 @@ def same_state(a: InMemoryStoryStore, b: InMemoryStoryStore) -> bool:
 def test_two_shards_give_the_single_writers_stories_on_the_bundled_slice(model, articles, merge_checks):
     ref, ref_store = single_writer(model, articles)
     store = InMemoryStoryStore()
-    with ShardedStoryAssigner(store, model, shards=2, merge_checks=merge_checks) as sharded:
+    with ShardedStoryAssigner(store, model, shards=2, merge_checks=merge_checks, steal=False) as sharded:
         got = sharded.assign(articles)
     stats = sharded.stats.as_dict()
     assert got == ref  # story ids, created flags, merges, scores: step by step
@@ -98,7 +98,7 @@ def test_one_shard_and_a_short_lookahead(model, articles, ahead):
     part = articles[:1500]
     ref, ref_store = single_writer(model, part)
     store = InMemoryStoryStore()
-    with ShardedStoryAssigner(store, model, shards=1, ahead=ahead) as sharded:
+    with ShardedStoryAssigner(store, model, shards=1, ahead=ahead, steal=False) as sharded:
         got = sharded.assign(part)
     assert got == ref and same_state(store, ref_store)
     lag = sharded.stats.as_dict()["mean_snapshot_lag"]
@@ -112,12 +112,37 @@ def test_random_orders(model, articles, seed):
     part = random.Random(seed).sample(articles, 900)
     ref, ref_store = single_writer(model, part)
     store = InMemoryStoryStore()
-    with ShardedStoryAssigner(store, model, shards=2, ahead=16, horizon_s=7200.0) as sharded:
+    with ShardedStoryAssigner(store, model, shards=2, ahead=16, horizon_s=7200.0, steal=False) as sharded:
         got = sharded.assign(part)
     assert got == ref
     assert partition(store, got) == partition(ref_store, ref)
     assert same_state(store, ref_store)
     assert 0 < sharded.stats.full_steps < len(part)
+
+
+def test_sequencer_scoring_articles_itself_when_shards_lag(model, articles):
+    """``steal=True``: an article whose shard has not answered is scored by the sequencer (on its
+    exact state), the shard's late answer dropped; the run is still the single writer's."""
+    part = articles[:2000]
+    ref, ref_store = single_writer(model, part)
+    store = InMemoryStoryStore()
+    with ShardedStoryAssigner(store, model, shards=2, ahead=64, steal=True) as sharded:
+        got = sharded.assign(part[:1000])
+        got += sharded.assign(part[1000:])  # a second call: late answers of the first are dropped
+    assert got == ref and same_state(store, ref_store)
+    assert sharded.stats.articles == len(part)
+
+
+def test_sequencer_steals_when_the_shard_cannot_have_answered(model, articles):
+    """``ahead=1`` sends each article just before it is needed: the shard (a recv, a vector and a scan
+    away) has practically never answered, so the sequencer scores nearly all of them itself."""
+    part = articles[:600]
+    ref, ref_store = single_writer(model, part)
+    store = InMemoryStoryStore()
+    with ShardedStoryAssigner(store, model, shards=1, ahead=1, steal=True) as sharded:
+        got = sharded.assign(part)
+    assert got == ref and same_state(store, ref_store)
+    assert sharded.stats.stolen > len(part) // 2
 
 
 def test_continues_a_stored_state_and_replays(model, articles):
