@@ -57,12 +57,14 @@ def _crawl_once(tmp: str, web: ReplayWeb, port: int, concurrency: int, delays: b
         )
         w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, f"land_{name}")), cfg)
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         run_async(w.run(idle_exit_s=1.5, duration_s=120))
         elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
+        cpu = time.process_time() - cpu0
         stats = fr.stats()
     finally:
         stop_embedded(r, save=False)
-    return {"pages": stats.get("pages_landed", 0), "seconds": elapsed}
+    return {"pages": stats.get("pages_landed", 0), "seconds": elapsed, "cpu_s": cpu}
 
 
 def _worker_process(socket_file: str, port: int, concurrency: int, land: str) -> None:
@@ -123,7 +125,9 @@ def _pages_per_s(
     the crawl (robots.txt, feeds and pages). The page baseline fetches pages only;
     ``baseline_sequential_same_requests_per_s`` replays the crawler's own request list
     (robots.txt, feeds, pages, from the server log of the 1-connection run) sequentially with
-    httpx, the like-for-like baseline of the per-connection ratio.
+    httpx, the like-for-like baseline of the per-connection ratio. Each delays-off run and that
+    baseline also report CPU seconds of this process (``requests_per_cpu_s_ratio_vs_same_requests_baseline``),
+    which other load on a shared machine disturbs less than wall time.
     """
     docs = [d for d in load_corpus(corpus_dir) if d.body]
     web = ReplayWeb(docs, speed=1.0, start_fraction=1.0, inject_failures=False)
@@ -155,10 +159,12 @@ def _pages_per_s(
         # 1-connection (else the polite) run, GET sequentially with one httpx client
         mix = [(e.host, e.path) for e in (no_delay.get(1) or polite)["log"]]
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         with httpx.Client() as c:
             for host, path in mix:
                 c.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host})
         base_mix = len(mix) / (time.perf_counter() - t0)
+        base_mix_cpu = len(mix) / (time.process_time() - cpu0)
     finally:
         server.stop()
     pages = polite["pages"]
@@ -172,6 +178,7 @@ def _pages_per_s(
         "pages_per_s_ratio_vs_baseline": round(pages / elapsed / base, 3),
         "note": "crawler time includes robots.txt + feed fetches and 1 s Crawl-delay on ~1/5 of hosts",
         "baseline_sequential_same_requests_per_s": round(base_mix, 1),
+        "baseline_sequential_same_requests_per_cpu_s": round(base_mix_cpu, 1),
         "crawl_requests": polite["requests"],
         "crawl_requests_per_s": round(polite["requests"] / elapsed, 1),
         "no_delay_concurrency": concurrency,
@@ -188,6 +195,13 @@ def _pages_per_s(
                 "requests_per_s_per_connection_ratio_vs_baseline": round(v["requests"] / v["seconds"] / c / base, 3),
                 "requests_per_s_per_connection_ratio_vs_same_requests_baseline": round(
                     v["requests"] / v["seconds"] / c / base_mix, 3
+                ),
+                # CPU seconds of this process (crawler, and the replay server's threads, as in the
+                # baseline; the embedded Redis server's CPU is not counted): less sensitive to other
+                # load on the machine than wall time
+                "cpu_s": round(v["cpu_s"], 2),
+                "requests_per_cpu_s_ratio_vs_same_requests_baseline": round(
+                    v["requests"] / v["cpu_s"] / base_mix_cpu, 3
                 ),
                 "speedup_vs_1_connection": None
                 if one is None
