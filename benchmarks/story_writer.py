@@ -66,7 +66,7 @@ languages. Two steps, in order of cost:
    and ``two_shard_split_merge_*`` with the merge checks on the shards. ``loadavg_1m_before_shards``
    says how busy the machine was: with 3 processes on 2 shared cores the wall figures measure
    contention as much as the design (see the module docstring of :mod:`newsflow.story_shards`
-   for when the speedup holds; on this machine it did not).
+   for when the speedup holds; on this loaded machine mostly not: 0.75-1.44x).
    Entity/term-hash shards with a cross-shard merge pass were not built: an article that would
    have joined another shard's story founds one first, so their stories are not the single
    writer's. Time windows alone do not parallelize: consecutive windows depend on each other

@@ -47,19 +47,21 @@ and with ``merge_checks="shards"`` the merge checks too (the largest part, ~45%)
 sequencer is the commit itself (absorb, the embedding mean, pruning, save), the re-scoring, the
 messages, and with ``merge_checks="sequencer"`` (default) the merge checks. So:
 
-* the re-computation rate is low (``stats().rescore_share``: ~21% of the scores the shards compute
+* the re-computation rate is low (``stats.as_dict()["rescore_share"]``: ~21% of the scores the shards compute
   are re-computed at commit, ~7 stories sharing a term per article, ~1.5 changed ones), but the
   stories an article joins are the hot ones: 98% of joins hit a story changed in the previous 8
   steps, so 87% of the kept speculative join scores are superseded; speculation cannot reach
   the merge checks, which depend on the grown story;
-* the sequencer's CPU is the new ceiling: ~0.7-0.85x the single writer's with merge checks in the
-  sequencer, ~0.5-0.6x with them on the shards, i.e. at most ~1.2-1.4x resp. ~1.7-2x more
-  articles/s, and only when each shard and the sequencer have a core of their own;
+* the sequencer's CPU is the new ceiling: 0.74-0.88x the single writer's with merge checks in the
+  sequencer, 0.45-0.56x with them on the shards (3 benchmark runs), i.e. at most 1.14-1.35x resp.
+  1.8-2.2x more articles/s, and only when each shard and the sequencer have a core of their own;
 * split merge checks cost one synchronous round trip per join (4,348 on the slice); on idle cores
   that is tens of microseconds, under contention a scheduler slice, more than the check itself;
-* on this machine (2 cores shared with other work, load average 5-9) neither mode was faster:
-  2 shards ran at 0.3-0.6x the single writer's articles/s (see the README); 1 shard is always
-  slower (the same work plus messages).
+* ``steal`` keeps the sequencer from stalling when a shard is descheduled (it scores the article
+  itself: 12-1,468 of 4,588 articles in the runs), so a loaded shard costs little;
+* on this machine (2 cores shared with other work, load average 9.7-10.3 during the runs) 2 shards
+  ran at 1.44x, 0.82x and 0.75x the single writer's articles/s (merge checks in the sequencer)
+  and at 0.54-0.69x with split merge checks; 1 shard at 0.52-0.90x (the same work plus messages).
 
 It pays with ``K + 1`` free cores and many live stories per article (costly steps). The step that
 would remove the round trip (not built): commit joins optimistically as "no merge", let the shards
