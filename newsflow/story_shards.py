@@ -27,16 +27,19 @@ languages, and no sharding of the stories an article may join, since any live st
   is stamped too, so the best story and its score are exactly the single writer's (ties to the
   smaller id, as there). The re-computation is limited to the stories changed since the
   article's snapshot: a few per article when the shards run a few dozen articles ahead.
-* **Merge check, split by story over the shards.** After a join the grown story must be compared
-  with every other live story, and 98% of joins on the bundled headlines hit a story changed in
-  the previous 8 steps (news arrive in bursts), so it cannot be speculated from a snapshot.
-  Instead the sequencer sends the grown story to all shards; shard ``k`` runs the single writer's
+* **Merge check.** After a join the grown story must be compared with every other live story,
+  and 98% of joins on the bundled headlines hit a story changed in the previous 8 steps (news
+  arrive in bursts), so it cannot be speculated from a snapshot. ``merge_checks="sequencer"``
+  (default): the sequencer runs the single writer's merge loop on its exact state.
+  ``merge_checks="shards"``: the sequencer sends the grown story to all shards; shard ``k`` runs the single writer's
   :meth:`StoryClusterer._merge_candidates` over the replica stories with ``crc32(id) % K == k``
   (its replica is at exactly this step's version: messages are ordered) and answers its best
   ``(score, id)``. If no shard has a score ``>= merge_threshold`` there is no merge (the single
   writer's max over all stories is the max of the shards' maxima); otherwise the sequencer runs
   the single writer's merge loop itself on its exact state (rare: 39 of 4,588 steps). A shard
-  applies a step's changes only once the step is final (the next message, or the merge fix).
+  applies a checked step's view only once the step is final (the next message, or the merge fix).
+* **Stealing.** If the shard of the next article has not answered, the sequencer scores the
+  article itself on its exact state (``steal=True``) instead of waiting; the late answer is dropped.
 * **State.** The sequencer owns the :class:`~newsflow.stores.story_store.StoryStore` (in memory, or
   ``RedisStoryStore(cache=True, write_batch=...)`` as in the streaming job) and writes through it
   exactly as the single writer does (``save``, ``merge``), so the store ends in the same state.
@@ -95,11 +98,12 @@ from schemas.story import StoryArticle, StoryAssignment
 
 # Messages sequencer -> shard (tuples: kind, then the step ``j`` they belong to; every message but
 # "fix" also says that all steps before ``j`` are final):
-#   ("score", j, [(i, article), ...])    score these articles speculatively
+#   ("score", j, [(i, article), ...])    score these articles speculatively (i numbers articles)
 #   ("prune", j, floor)                  forget stories whose latest time is before ``floor``
-#   ("step", j, view)                    step j founded or grew the story ``view`` (no merge check)
-#   ("check", j, view, since)            step j grew ``view``: answer ("hit", j, best) over my part
-#   ("fix", j, [views], [retired ids])   step j's final changes (instead of its pending view)
+#   ("check", j, view, since)            step j grew ``view``: answer ("hit", j, best) over my part;
+#                                        the view is applied once step j is final
+#   ("fix", j, [views], [retired ids])   step j's final changes (instead of a pending view)
+#   ("batch", j, [messages])             several of the above, in order
 #   ("stop", j)
 # Messages shard -> sequencer:
 #   ("spec", i, V, vector, [(score, story id), ...], stories scored)
@@ -179,8 +183,6 @@ def _shard_main(conn, shard: int, shards: int, model: TextModel, config: StoryCo
         elif kind == "prune":
             floor = msg[2]
             replica.stories = {k: s for k, s in replica.stories.items() if s.latest_time >= floor}
-        elif kind == "step":
-            replica.pending = (j, msg[2])
         elif kind == "check":
             _, j, view, since = msg
             grown = _from_view(view)
