@@ -40,6 +40,9 @@ def test_simulate_readers_small(tmp_path):
     if report["ctr_at_10_unpersonalized"]:
         assert report["lift"] == round(report["ctr_at_10_personalized"] / report["ctr_at_10_unpersonalized"], 4)
     assert report["per_day"][-1]["ctr_personalized"] == report["ctr_at_10_personalized"]
+    for day in report["per_day"]:
+        if day["ctr_top"]:
+            assert day["lift"] == round(day["ctr_personalized"] / day["ctr_top"], 4)
     events = ds.dataset(str(data_dir / "output" / "events"), format="parquet", partitioning="hive").to_table()
     ids = events.column("event_id").to_pylist()
     assert len(ids) == len(set(ids)) == report["events_posted"] > 0
