@@ -232,6 +232,40 @@ class StoryClusterer:
             a.latest_time - b.latest_time, self.config.time_scale_s
         )
 
+    def _merge_converging(self, story, others: list, t: float, article_id: str) -> tuple:
+        """Merges into ``story`` (which just grew) every live story in ``others`` that now converges with it.
+
+        Repeatedly takes the best candidate by (merge score, story id) from :meth:`_merge_candidates`;
+        while its score is at least ``merge_threshold``, the earlier-founded story (by (earliest time,
+        id)) absorbs the other and the store records the merge at ``t`` (UTC epoch s) caused by
+        ``article_id``.
+
+        Returns:
+          ``(surviving story, ids of the stories merged away in merge order, ids of every story
+          touched: the grown one first, then each merged partner)``.
+        """
+        merged: list[str] = []
+        touched = [story.story_id]
+        while True:
+            hit = max(self._merge_candidates(story, others), key=lambda x: (x[0], x[1].story_id), default=None)
+            if hit is None or hit[0] < self.config.merge_threshold:
+                break
+            other = hit[1]
+            others = [o for o in others if o.story_id != other.story_id]
+            winner, loser = (
+                (story, other)
+                if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id)
+                else (other, story)
+            )
+            self._merge_into(winner, loser)
+            self._norms.pop(winner.story_id, None)
+            self._norms.pop(loser.story_id, None)
+            self.store.merge(loser, winner, t, article_id)
+            merged.append(loser.story_id)
+            touched.append(other.story_id)
+            story = winner
+        return story, merged, touched
+
     def _merge_candidates(self, story: StoryState, others: list[StoryState]) -> list[tuple[float, StoryState]]:
         """``(exact score, other)`` for every other story whose score may reach ``merge_threshold``.
 
@@ -286,27 +320,7 @@ class StoryClusterer:
         merged: list[str] = []
         if not created:
             others = [c for c in candidates if c.story_id != story.story_id]
-            while True:
-                hit = max(
-                    self._merge_candidates(story, others),
-                    key=lambda x: (x[0], x[1].story_id),
-                    default=None,
-                )
-                if hit is None or hit[0] < cfg.merge_threshold:
-                    break
-                other = hit[1]
-                others = [o for o in others if o.story_id != other.story_id]
-                winner, loser = (
-                    (story, other)
-                    if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id)
-                    else (other, story)
-                )
-                self._merge_into(winner, loser)
-                self._norms.pop(winner.story_id, None)
-                self._norms.pop(loser.story_id, None)
-                self.store.merge(loser, winner, t, article.article_id)
-                merged.append(loser.story_id)
-                story = winner
+            story, merged, _ = self._merge_converging(story, others, t, article.article_id)
         self.store.save(story, article.article_id)
         return StoryAssignment(article.article_id, story.story_id, created, False, tuple(merged), round(best_score, 6))
 

@@ -593,29 +593,10 @@ class ShardedStoryAssigner:
 
     def _merge_here(self, article: StoryArticle, story: StoryState, since: float, best_score: float):
         """The single writer's merge loop for the story ``article`` grew, then its save."""
-        cl, cfg, j, t = self.clusterer, self.config, self._step, float(article.event_time)
-        merged: list[str] = []
+        cl, j, t = self.clusterer, self._step, float(article.event_time)
         # the single writer's candidates bar the grown story (order is irrelevant: max by (score, id))
         others = [s for sid, s in self._live.items() if sid != story.story_id and s.latest_time >= since]
-        touched = [story.story_id]
-        while True:
-            hit = max(cl._merge_candidates(story, others), key=lambda x: (x[0], x[1].story_id), default=None)
-            if hit is None or hit[0] < cfg.merge_threshold:
-                break
-            other = hit[1]
-            others = [o for o in others if o.story_id != other.story_id]
-            winner, loser = (
-                (story, other)
-                if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id)
-                else (other, story)
-            )
-            cl._merge_into(winner, loser)
-            cl._norms.pop(winner.story_id, None)
-            cl._norms.pop(loser.story_id, None)
-            self.store.merge(loser, winner, t, article.article_id)
-            merged.append(loser.story_id)
-            touched.append(other.story_id)
-            story = winner
+        story, merged, touched = cl._merge_converging(story, others, t, article.article_id)
         self.store.save(story, article.article_id)
         self._live[story.story_id] = story
         retired = [sid for sid in dict.fromkeys(touched) if sid != story.story_id]
