@@ -4,7 +4,8 @@ Runs the streaming job on the bundled corpus (``data/corpus``: headlines and pag
 embedded Redis, then measures with ``MEMORY USAGE`` (exact, ``SAMPLES 0``):
 
 * per near-duplicate fingerprint: LSH band members, fingerprint and article -> group entries, the
-  article serving hash, and the group keys, divided by the number of articles (by part); band sets
+  article serving hash, the group keys, the MinHash signatures and the revision links, divided by the
+  number of articles (by part; every ``nd:`` key is in the total whether or not a part names it); band sets
   are also measured at the shape they have at 50M fingerprints (~763 members each);
 * per story: serving hash, clusterer state, article list, index entries, divided by stories;
 * per reader: 1,000 synthetic readers written as the product writes them (preferences hash,
@@ -78,6 +79,9 @@ def main(argv=None) -> dict:
             "fingerprint_and_group_index": _usage(client, [k.fingerprints, k.article_clusters]),
             "article_hashes": _usage(client, [x for x in nd if x.startswith(k.nd + ":article:")]),
             "group_keys": _usage(client, [x for x in nd if x.startswith(k.nd + ":cluster")]),
+            # 128-slot MinHash signatures of the borderline re-check (newsflow.minhash_check), 512 B of payload each
+            "minhash_signatures": _usage(client, [k.minhashes]),
+            "revisions": _usage(client, [k.article_revisions] + [x for x in nd if x.startswith(k.nd + ":versions:")]),
         }
         # At 50M fingerprints every one of the 4 x 65,536 band sets holds ~763 members: measure that
         # set shape directly (this corpus's band sets hold 1-2 members, each paying a key's overhead).
