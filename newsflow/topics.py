@@ -228,15 +228,18 @@ def split_of(key: str) -> str:
     return "train" if b in TRAIN_BUCKETS else "calibration" if b == CALIBRATION_BUCKET else "test"
 
 
-def load_training_examples() -> dict[str, list[Example]]:
+def load_training_examples(
+    copy_splits: Sequence[str] = ("train",), description_copies: bool = False
+) -> dict[str, list[Example]]:
     """Every usable example of the shipped data by split: ``{"train", "calibration", "test"}``.
 
     Sources: HuffPost, News Aggregator and the URL-section-labelled web pages (``web_sections.jsonl.gz``).
 
-    HuffPost rows are "headline. description"; in the train split each also appears as its
-    headline alone, because the News Aggregator rows are headlines only and a model would
-    otherwise learn "long text -> HuffPost sections". Rows with neither a label nor a source class
-    (or no text) are dropped.
+    HuffPost rows are "headline. description"; in the splits named in ``copy_splits`` (default: the
+    train split only) each also appears as its headline alone, because the News Aggregator rows are
+    headlines only and a model would otherwise learn "long text -> HuffPost sections"; with
+    ``description_copies`` it also appears as its description alone (when it has one). Copies share
+    the row's key and labels. Rows with neither a label nor a source class (or no text) are dropped.
     """
     from newsflow.embedding import read_huffpost, read_news_aggregator
 
@@ -249,9 +252,14 @@ def load_training_examples() -> dict[str, list[Example]]:
             continue
         split = split_of(ex.key)
         out[split].append(ex)
+        if split not in copy_splits:
+            continue
         headline = row.get("headline") or ""
-        if split == "train" and headline and headline != ex.text:
+        if headline and headline != ex.text:
             out[split].append(ex._replace(text=headline))
+        description = (row.get("short_description") or "").strip() if description_copies else ""
+        if description and description != ex.text:
+            out[split].append(ex._replace(text=description))
     return out
 
 

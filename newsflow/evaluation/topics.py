@@ -18,11 +18,13 @@ file still scores only rows the model never saw.
 
 Prediction = the most probable section (no threshold); ``coverage`` is the share of rows whose top
 section reaches the classifier's confidence threshold and ``accuracy_confident`` the accuracy on
-those. Baselines measured in the same run, both trained on the same training split of the shipped
-data: ``baseline_majority`` (most frequent training section) and ``baseline_tfidf_logreg``
-(TF-IDF 1-2-gram + one-vs-rest logistic regression, liblinear, C=5). ``accuracy_over_baseline`` is
-the model's accuracy minus that baseline's. ``per_section`` (model and TF-IDF baseline) gives per
-gold class ``support``, ``precision``, ``recall`` and ``f1``.
+those. Baselines measured in the same run, both trained on the texts the model was fitted on (the
+training split with its headline and description copies, plus the calibration split when the model
+records ``refit_with_calibration`` in its params): ``baseline_majority`` (most frequent training
+section) and ``baseline_tfidf_logreg`` (TF-IDF 1-2-gram + one-vs-rest logistic regression,
+liblinear, C=5). ``accuracy_over_baseline`` is the model's accuracy minus that baseline's.
+``per_section`` (model and TF-IDF baseline) gives per gold class ``support``, ``precision``,
+``recall`` and ``f1``.
 
 Command (prints one JSON line)::
 
@@ -174,7 +176,7 @@ def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_pat
     from newsflow.topic_training import (
         ensure_topic_model,  # builds the model from shipped data when missing
     )
-    from newsflow.topics import MODEL_FORMAT, SECTIONS, TopicClassifier, load_examples
+    from newsflow.topics import MODEL_FORMAT, SECTIONS, TopicClassifier, load_examples, load_training_examples
 
     rows = load_rows(path, fmt, all_rows)
     examples = load_examples()
@@ -189,9 +191,21 @@ def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_pat
             + (f" ({excluded} rows are training texts)" if excluded else "")
         )
     try:
-        clf = TopicClassifier.load(ensure_topic_model(model_path))
+        resolved = ensure_topic_model(model_path)
+        clf = TopicClassifier.load(resolved)
+        with open(resolved + ".calibration.json", encoding="utf-8") as f:
+            params = json.load(f).get("params") or {}
     except (OSError, EOFError, ValueError, KeyError) as e:
         raise InputError(f"{model_path or 'topic model'}: cannot load the topic model: {describe(e)}") from None
+    # The TF-IDF baseline is fitted on the texts the model was fitted on: the train split with its
+    # headline (and, per the model's params, description) copies, plus the calibration split when the
+    # model was refitted on it after calibration (``refit_with_calibration``).
+    refit = bool(params.get("refit_with_calibration"))
+    fitted_data = load_training_examples(
+        copy_splits=("train", "calibration") if refit else ("train",),
+        description_copies=bool(params.get("description_copies")),
+    )
+    fitted = fitted_data["train"] + (fitted_data["calibration"] if refit else [])
     t0 = time.perf_counter()
     top = clf.top_section([t for t, _, _ in rows])
     seconds = time.perf_counter() - t0
@@ -211,9 +225,9 @@ def evaluate(path: str, fmt: str = "huffpost", all_rows: bool = False, model_pat
     result["per_section"] = per_section(rows, pred)
 
     train = [
-        (t, next(lab for lab in ls if lab in SECTIONS))
-        for t, ls in examples["train"]
-        if any(lab in SECTIONS for lab in ls)
+        (ex.text, next(lab for lab in ex.labels if lab in SECTIONS))
+        for ex in fitted
+        if any(lab in SECTIONS for lab in ex.labels)
     ]
     majority = Counter(s for _, s in train).most_common(1)[0][0]
     result["baseline_majority"] = {"section": majority, **score(rows, [majority] * len(rows))}

@@ -176,6 +176,37 @@ def test_shipped_examples_split_by_key_and_headline_copies_only_in_train():
     assert huffpost_test and len(set(huffpost_test)) == len(huffpost_test)  # aggregator keys are whole stories
 
 
+def test_headline_and_description_copies_follow_their_row():
+    from newsflow.embedding import read_huffpost
+    from newsflow.topics import huffpost_example
+
+    plain = load_training_examples()
+    both = load_training_examples(copy_splits=("train", "calibration"), description_copies=True)
+    assert both["test"] == plain["test"]  # the test split never gets copies
+    # a HuffPost row's copies: the row itself, its headline alone, its description alone, same key and labels
+    row = next(
+        r
+        for r in read_huffpost()
+        if split_of(huffpost_example(r)[0]) == "calibration" and r["short_description"] and r["category"] == "SPORTS"
+    )
+    ex = huffpost_example(row)
+    assert ex.text == f"{row['headline']}. {row['short_description']}"
+    assert [e for e in plain["calibration"] if e.key == ex.key] == [ex]
+    copies = [e for e in both["calibration"] if e.key == ex.key]
+    assert copies == [ex, ex._replace(text=row["headline"]), ex._replace(text=row["short_description"])]
+    # counts: one extra row per HuffPost row with a headline (train), one per non-empty description
+    n_desc = sum(
+        1
+        for r in read_huffpost()
+        if split_of(huffpost_example(r)[0]) == "train"
+        and (r.get("short_description") or "").strip()
+        and (huffpost_example(r).labels or huffpost_example(r).source_class)
+    )
+    with_desc = load_training_examples(description_copies=True)
+    assert len(with_desc["train"]) - len(plain["train"]) == n_desc
+    assert len(with_desc["calibration"]) == len(plain["calibration"])  # copies only where asked
+
+
 def test_url_sections_and_web_examples():
     assert url_section("https://www.theguardian.com/sport/2018/jan/31/rasual-butler") == "Sports"
     assert url_section("https://financialpost.com/news/economy/economists-weigh-in") == "Business"
