@@ -63,6 +63,8 @@ from starlette.routing import Route
 from newsflow.keys import Keys
 from newsflow.ranking.events import (
     MAX_EVENTS_PER_REQUEST,
+    MAX_PENDING_EVENTS,
+    EventBacklogFull,
     append_events,
     is_valid_story_id,
     validate_event,
@@ -134,6 +136,8 @@ class ServingConfig:
       page_memo_readers: readers whose last personal page is kept in-process
         (:class:`serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables;
         about 2× the serving form's bytes each, ~50 KB for a 60-item feed).
+      max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
+        ``backlog_full`` (:data:`newsflow.ranking.events.MAX_PENDING_EVENTS`).
     """
 
     token_secret: bytes
@@ -149,6 +153,7 @@ class ServingConfig:
     ranking_clock: Callable[[], float] | None = None
     keys: Keys = Keys()
     page_memo_readers: int = 1024
+    max_pending_events: int = MAX_PENDING_EVENTS
 
 
 class ApiError(Exception):
@@ -495,7 +500,12 @@ class Api:
             raise ApiError(400, "invalid_events", json.dumps(errors))
         try:
             self._guard()
-            ids = await run_in_threadpool(append_events, self.store.client, events, self.store.keys)
+            ids = await run_in_threadpool(
+                append_events, self.store.client, events, self.store.keys, self.config.max_pending_events
+            )
+        except EventBacklogFull as e:
+            log.error("events refused: %s", e)
+            raise ApiError(503, "backlog_full", f"event log full: {e}", {"Retry-After": "60"}) from None
         except REDIS_ERRORS as e:
             self._mark_down()
             raise ApiError(

@@ -1,8 +1,9 @@
 """Reader events (impression, click, dwell): validation, Redis stream, Parquet flush.
 
 The API validates each event with :func:`validate_event` and appends it with
-:func:`append_events` to the Redis stream ``Keys.events`` (``XADD``, approximate
-``MAXLEN`` bound) and marks the user active in ``Keys.active_users`` (keys: :mod:`newsflow.keys`).
+:func:`append_events` to the Redis stream ``Keys.events`` (``XADD``; never trimmed before a flush,
+refused with :class:`EventBacklogFull` above :data:`MAX_PENDING_EVENTS` unflushed events) and marks the
+user active in ``Keys.active_users`` (keys: :mod:`newsflow.keys`).
 A job calls :func:`flush_events` to move the stream into the events dataset for the nightly jobs,
 exactly once: Parquet files partitioned by the UTC date of the received time,
 ``<events dir>/date=YYYY-MM-DD/events-{first id}-{last id}.parquet`` (received, not client time, so a
@@ -45,7 +46,17 @@ from schemas.event import EVENT_SCHEMA, EVENT_TYPES, SURFACES, Event  # re-expor
 MAX_EVENTS_PER_REQUEST = 100
 MAX_PAST_SECONDS = 7 * 86400
 MAX_FUTURE_SECONDS = 300
-STREAM_MAXLEN = 1_000_000
+MAX_PENDING_EVENTS = 2_000_000
+"""Unflushed events the stream may hold before :func:`append_events` refuses more (:class:`EventBacklogFull`):
+an accepted event is never trimmed away before it is flushed, so a full backlog is answered with 503
+until ``newsflow nightly --step flush`` (or ``build-feeds --events-dir``) moves the stream to Parquet.
+About 200 bytes of Redis per event: ~400 MB at the bound."""
+
+
+class EventBacklogFull(RuntimeError):
+    """The events stream holds :data:`MAX_PENDING_EVENTS` unflushed events; nothing was appended."""
+
+
 _STORY_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}\Z")
 
 
@@ -112,12 +123,27 @@ def validate_event(raw: Any, user_id: str, now: float) -> Event:
     return Event(user_id, etype, sid, t, float(now), pos, dwell, surface)
 
 
-def append_events(client, events: Sequence[Event], keys: Keys = Keys()) -> list[str]:
-    """XADDs events to ``Keys.events`` and marks their users active; one pipeline.
+def append_events(
+    client, events: Sequence[Event], keys: Keys = Keys(), max_pending: int = MAX_PENDING_EVENTS
+) -> list[str]:
+    """XADDs events to ``Keys.events`` and marks their users active; one pipeline after an ``XLEN``.
+
+    The stream is never trimmed here (only :func:`flush_events` trims, after the Parquet files are
+    written), so every event this returns an id for reaches the events dataset. The bound is checked
+    before the append, without a lock: concurrent requests can overshoot it by their own events.
 
     Returns:
       The stream ids assigned, in order.
+
+    Raises:
+      EventBacklogFull: the stream already holds ``max_pending`` or more unflushed events (none appended).
     """
+    pending = int(client.xlen(keys.events))
+    if pending + len(events) > max_pending:
+        raise EventBacklogFull(
+            f"{pending} unflushed events (limit {max_pending}): "
+            "run 'newsflow nightly --step flush' to move them to Parquet"
+        )
     pipe = client.pipeline(transaction=False)
     for e in events:
         fields = {
@@ -130,7 +156,7 @@ def append_events(client, events: Sequence[Event], keys: Keys = Keys()) -> list[
             "dwell_seconds": "" if e.dwell_seconds is None else repr(e.dwell_seconds),
             "surface": e.surface,
         }
-        pipe.xadd(keys.events, fields, maxlen=STREAM_MAXLEN, approximate=True)
+        pipe.xadd(keys.events, fields)
     latest: dict[str, float] = {}
     for e in events:
         latest[e.user_id] = max(latest.get(e.user_id, 0.0), e.received_time)
