@@ -10,7 +10,8 @@ Steps, for the night ``D`` (default: yesterday, UTC):
    streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
    ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
 4. switch every model to version ``D`` in one transaction (:meth:`newsflow.learning.store.ModelStore.switch`;
-   the previous version stays for rollback, older ones are pruned);
+   the previous version stays for rollback, older ones are pruned; a date older than the models
+   serving is a backfill: written, not switched);
 5. release the lock (only if it still holds this run's token), whatever happened.
 
 It prints one JSON line (``date``, ``status`` ``ok``/``failed``/``locked``, ``events_flushed``,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 
 from jobs.nightly import STEPS, run_night
@@ -76,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.retention_days is not None and not args.retention_days > 0:
         print(json.dumps({"status": "failed", "error": "--retention-days must be > 0"}))
+        return 2
+    if not (math.isfinite(args.lock_ttl) and 1.0 <= args.lock_ttl <= 7 * 86400.0):
+        error = f"--lock-ttl must be in [1, 604800] seconds, got {args.lock_ttl}"
+        print(json.dumps({"status": "failed", "error": error}))
         return 2
     for name in ("history_days", "decay_days"):
         if not 1 <= getattr(args, name) <= 366:

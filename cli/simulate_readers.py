@@ -56,6 +56,12 @@ days 4-6 (learned weights) 1.25-1.71, last day 1.62-1.71."""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``newsflow simulate-readers``."""
     add_settings_arguments(parser, redis=False)
+    for action in parser._actions:
+        if action.dest == "data_dir":
+            action.help = (
+                "a new or empty directory for the simulation's embedded Redis and Parquet output (refused if it "
+                "already holds output/ or redis/; default: a new temporary directory, printed as data_dir)"
+            )
     parser.add_argument("--readers", type=int, default=200, help="synthetic readers (default 200)")
     parser.add_argument(
         "--days", type=int, default=DEFAULT_DAYS, help="simulated days; the nightly jobs run after each (default 7)"
@@ -218,8 +224,24 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             print(json.dumps({"error": f"--{name} must be >= 1"}))
             return 2
+    if args.seed < 0:
+        print(json.dumps({"error": f"--seed must be >= 0, got {args.seed}"}))
+        return 2
+    given = getattr(args, "data_dir", None)
+    if given:
+        used = [d for d in ("output", "redis") if os.path.exists(os.path.join(given, d))]
+        if used:
+            print(
+                json.dumps(
+                    {
+                        "error": f"--data-dir {given} already holds {', '.join(used)}/: the simulation "
+                        "replaces both (newsflow demo --fresh); give a new or empty directory"
+                    }
+                )
+            )
+            return 2
     t0 = time.monotonic()
-    if not getattr(args, "data_dir", None):
+    if not given:
         args.data_dir = tempfile.mkdtemp(prefix="newsflow-sim-")
     settings = Settings.resolve(args)
     demo = [sys.executable, "-m", "cli", "demo", "--fresh", "--data-dir", settings.data_dir]

@@ -10,7 +10,8 @@ Template entry :mod:`jobs.nightly_template` run it; the steps are in :func:`run_
    ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
 4. switch every model to version ``D`` in one transaction
    (:meth:`newsflow.learning.store.ModelStore.switch`; the previous version stays for rollback,
-   older ones are pruned);
+   older ones are pruned), unless ``D`` is older than the models serving (a backfill: outputs written,
+   serving unchanged; :func:`switch_models`);
 5. recompute outlet authority from the rubric and the near-duplicate groups (the sources registry,
    :meth:`newsflow.source_registry.SourceRegistry.recompute_authority`; manual overrides kept);
 6. with ``retention_days``, expire stories, groups and articles older than the end of ``D`` minus
@@ -73,6 +74,43 @@ def _recompute_authority(client, keys, date: str) -> dict:
     registry = SourceRegistry(client, keys, seed=SourceTable.load(), clock=lambda: _end_of(date))
     written = registry.recompute_authority(counts)
     return {"groups": len(groups), "outlets_counted": len(counts), "outlets_written": written}
+
+
+def switch_models(models, date: str, force: bool = False) -> dict:
+    """Step 4: serves the models of ``date`` and prunes old versions, unless ``date`` is a backfill.
+
+    A backfill is a date older than a model's current version (``YYYY-MM-DD`` strings compare as
+    dates): its Parquet and Redis versions are written, but serving keeps the newer night's models
+    and nothing is pruned, so a ``--date`` backfill never moves serving back in time or deletes the
+    newest night. ``force`` (``newsflow nightly --step switch --date D``: an operator asking for that
+    night) switches to ``date`` whatever its age.
+
+    Args:
+      models: a :class:`newsflow.learning.store.ModelStore`.
+      date: ``YYYY-MM-DD``.
+      force: switch even to an older night.
+
+    Returns:
+      ``{"models": current pointers after the step, "switched": bool, "pruned": {name: [versions]}}``
+      plus ``"backfill"`` (a sentence naming the newer versions) when nothing was switched.
+
+    Raises:
+      ValueError: a model without a stored version for ``date`` (nothing switched), from
+      :meth:`~newsflow.learning.store.ModelStore.switch`.
+    """
+    current = models.current()
+    newer = {name: current[name] for name in MODELS if current.get(name, "") > date}
+    if newer and not force:
+        versions = ", ".join(f"{n} {v}" for n, v in sorted(newer.items()))
+        return {
+            "models": current,
+            "switched": False,
+            "pruned": {},
+            "backfill": f"{date} is older than the models serving ({versions}): its outputs are written, "
+            f"serving is unchanged; 'newsflow nightly --date {date} --step switch' serves them",
+        }
+    switched = models.switch({name: date for name in MODELS})
+    return {"models": switched, "switched": True, "pruned": {name: models.prune(name) for name in MODELS}}
 
 
 def run_night(
@@ -148,9 +186,7 @@ def run_night(
             if launched.state != "DONE":
                 raise RuntimeError(f"job {spec.name} ended in state {launched.state}")
         if step in ("all", "switch"):
-            models = ModelStore(client, keys)
-            out["models"] = models.switch({name: date for name in MODELS})
-            out["pruned"] = {name: models.prune(name) for name in MODELS}
+            out.update(switch_models(ModelStore(client, keys), date, force=step == "switch"))
         if step == "all":
             out["authority"] = _recompute_authority(client, keys, date)
         if step == "all" and retention_days is not None:

@@ -112,7 +112,10 @@ def test_systemd_service_runs_the_nightly_loop(redis_server, tmp_path):
     assert ModelStore(client).current()["decay"] == date
 
 
-@pytest.mark.parametrize("bad", ["--date 2026-13-01", "--history-days 0"])
+@pytest.mark.parametrize(
+    "bad",
+    ["--date 2026-13-01", "--history-days 0", "--lock-ttl=0", "--lock-ttl=-5", "--lock-ttl=nan", "--lock-ttl=1e30"],
+)
 def test_nightly_rejects_bad_flags(bad, tmp_path):
     proc = subprocess.run(
         [f"{REPO_ROOT}/.venv/bin/newsflow", "nightly", *bad.split()],
@@ -122,6 +125,7 @@ def test_nightly_rejects_bad_flags(bad, tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and json.loads(proc.stdout)["status"] == "failed"
+    assert "Traceback" not in proc.stderr
 
 
 def test_cloud_scheduler_flex_template_launch_runs_the_nightly_entry(redis_server, tmp_path):

@@ -49,3 +49,23 @@ def test_simulate_readers_small(tmp_path):
     # 12 readers x 2 days x 1 session x 2 surfaces x up to 10 impressions
     assert 0 < sum(t == "impression" for t in events.column("type").to_pylist()) <= 480
     assert set(events.column("user_id").to_pylist()) <= {f"sim{i:05d}" for i in range(12)}
+
+
+def test_simulate_readers_refuses_bad_flags_before_loading_anything(tmp_path):
+    used = tmp_path / "used"
+    (used / "redis").mkdir(parents=True)
+    (used / "redis" / "newsflow.rdb").write_bytes(b"a reader's own data")
+    cases = {
+        ("--seed", "-1"): "--seed must be >= 0",
+        ("--readers", "0"): "--readers must be >= 1",
+        ("--data-dir", str(used)): "already holds redis/",
+    }
+    for flags, message in cases.items():
+        proc = subprocess.run(
+            [f"{REPO_ROOT}/.venv/bin/newsflow", "simulate-readers", *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2 and message in json.loads(proc.stdout)["error"], flags
+    assert (used / "redis" / "newsflow.rdb").read_bytes() == b"a reader's own data"  # untouched
