@@ -180,8 +180,8 @@ def _refuse_hostile_xml(body: bytes, what: str) -> None:
         defusedxml.sax.parseString(body, xml.sax.handler.ContentHandler(), forbid_entities=True, forbid_external=False)
     except DefusedXmlException as e:
         raise FeedParseError(f"{what} refused: it declares entities or external references ({e!r})"[:300]) from None
-    except (xml.sax.SAXException, ValueError, UnicodeError):
-        pass  # not well-formed XML: feedparser's loose parser (which drops the DOCTYPE) decides
+    except (xml.sax.SAXException, ValueError, UnicodeError, LookupError):
+        pass  # not well-formed XML or an unknown declared encoding: feedparser's loose parser decides
 
 
 def _clean(value) -> str | None:
@@ -384,8 +384,8 @@ def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], lis
       ``<sitemap><loc>`` URLs.
 
     Raises:
-      FeedParseError: the XML is malformed, has a DTD (refused by defusedxml: entity expansion,
-        external entities) or is not a sitemap.
+      FeedParseError: the XML is malformed, declares an unknown encoding, has a DTD (refused by
+        defusedxml: entity expansion, external entities) or is not a sitemap.
     """
     try:
         root = SafeET.fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
@@ -393,6 +393,8 @@ def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], lis
         raise FeedParseError(f"sitemap with a DTD refused (entity expansion): {e!r}"[:300]) from None
     except ParseError as e:
         raise FeedParseError(f"malformed sitemap XML: {e}") from None
+    except LookupError as e:  # an XML declaration naming an encoding Python does not know
+        raise FeedParseError(f"sitemap XML declares an unknown encoding: {e}"[:300]) from None
     tag = root.tag.split("}")[-1]
     if tag == "sitemapindex":
         return [], [

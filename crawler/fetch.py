@@ -25,12 +25,15 @@ overhead per request), which was the crawler's largest per-request cost.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
+import aiohttp.abc
+import aiohttp.resolver
 import yarl
 
 from crawler.config import CrawlerConfig
@@ -131,6 +134,57 @@ def _mime(content_type: str) -> str:
     return content_type.split(";")[0].strip().lower()
 
 
+class ForbiddenResolution(OSError):
+    """:class:`SafeResolver` found only forbidden addresses for a host (no connection was opened)."""
+
+
+def _forbidden_resolution(exc: BaseException) -> ForbiddenResolution | None:
+    """The :class:`ForbiddenResolution` behind an aiohttp connection error, if any (aiohttp wraps the
+    resolver's exception; it is the error itself, its ``os_error`` or somewhere in its cause chain)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, ForbiddenResolution):
+            return exc
+        inner = getattr(exc, "os_error", None)
+        if isinstance(inner, ForbiddenResolution):
+            return inner
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+class SafeResolver(aiohttp.abc.AbstractResolver):
+    """aiohttp's resolver keeping only the addresses :meth:`AddressPolicy.ip_allowed` allows.
+
+    :meth:`Fetcher._check_host` resolves a host before each request, but the connector resolves it
+    again to connect; a rebinding DNS answer (public the first time, 10.0.0.1 or 169.254.169.254 the
+    second) would otherwise open one connection to a forbidden address before the peer check refuses
+    the response. With this resolver that connection is never opened. IP literals (and ``--resolve``
+    overrides, which put one in the request URL) do not go through a resolver; the peer check covers them.
+    """
+
+    def __init__(self, policy: AddressPolicy, inner: aiohttp.abc.AbstractResolver | None = None):
+        self._policy = policy
+        self._inner = inner or aiohttp.resolver.DefaultResolver()
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list:
+        """The inner resolver's answers for ``host`` whose address is allowed.
+
+        Raises:
+          ForbiddenResolution: every address of ``host`` is forbidden (the fetch reports
+            ``unsafe_address``).
+        """
+        infos = await self._inner.resolve(host, port, family)
+        allowed = [i for i in infos if self._policy.ip_allowed(i["host"])]
+        if not allowed:
+            forbidden = ", ".join(sorted({i["host"] for i in infos}))[:200]
+            raise ForbiddenResolution(f"{host} resolves only to forbidden addresses ({forbidden})")
+        return allowed
+
+    async def close(self) -> None:
+        """Closes the inner resolver."""
+        await self._inner.close()
+
+
 class Fetcher:
     """Fetches URLs politely-agnostically (politeness is the frontier's job) but safely.
 
@@ -153,6 +207,7 @@ class Fetcher:
             connector = aiohttp.TCPConnector(
                 limit=max(10, self.config.concurrency * 2),
                 ttl_dns_cache=max(1, int(self.config.dns_cache_s)),
+                resolver=SafeResolver(self.policy),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -235,12 +290,17 @@ class Fetcher:
         seen = {url}
         current = url
         for _hop in range(self.config.max_redirects + 1):
-            parts = urlsplit(current)
+            try:
+                parts = urlsplit(current)
+                port = parts.port  # ValueError for a port out of 0-65535 or not a number
+            except ValueError as e:
+                result.error_kind, result.error = "bad_url", f"unparseable URL {current[:200]!r}: {e}"
+                return
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 result.error_kind, result.error = "bad_url", f"not an absolute http(s) URL: {current[:200]}"
                 return
             host = parts.hostname
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            port = port or (443 if parts.scheme == "https" else 80)
             override = self._override(host)
             try:
                 await self._check_host(host, port, override[0] if override else None)
@@ -322,6 +382,10 @@ class Fetcher:
                 result.error_kind, result.error = "timeout", f"{type(e).__name__}: {e}"
                 return
             except (aiohttp.ClientError, OSError, ValueError) as e:
+                refused = _forbidden_resolution(e)
+                if refused is not None:  # the connector's own lookup gave only forbidden addresses
+                    result.error_kind, result.error = "unsafe_address", str(refused)[:300]
+                    return
                 result.error_kind, result.error = "network", f"{type(e).__name__}: {e}"[:300]
                 return
         result.error_kind = "too_many_redirects"

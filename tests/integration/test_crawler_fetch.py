@@ -7,7 +7,7 @@ import time
 import pytest
 
 from crawler.config import CrawlerConfig
-from crawler.fetch import PAGE_TYPES, Fetcher, parse_retry_after
+from crawler.fetch import PAGE_TYPES, Fetcher, SafeResolver, parse_retry_after
 from crawler.httpserver import HttpServer, Response
 from crawler.safety import AddressPolicy, UnsafeAddressError, is_forbidden_ip
 
@@ -49,6 +49,8 @@ def handler(req):
         return Response(307, {"Location": "http://169.254.169.254/latest/meta-data/"}, b"")
     if p == "/busy":
         return Response(503, {"Retry-After": "7", "Content-Type": "text/plain"}, b"busy")
+    if p == "/to-bad-port":
+        return Response(302, {"Location": "http://pub.test:99999/feed.xml"}, b"")
     if p == "/pdf":
         return Response(200, {"Content-Type": "application/pdf"}, b"%PDF-1.4")
     return Response(404, {"Content-Type": "text/plain"}, b"nope")
@@ -255,4 +257,34 @@ def test_connected_peer_is_checked_even_when_the_host_name_is_exempt(server):
             await f.aclose()
 
     r = asyncio.run(go())
-    assert r.error_kind == "unsafe_address" and "connected peer 127.0.0.1" in r.error and r.body is None
+    # refused by the connector's resolver (SafeResolver) before connecting, or by the peer check after
+    assert r.error_kind == "unsafe_address" and "127.0.0.1" in r.error and r.body is None
+    assert "forbidden addresses (127.0.0.1" in r.error or "connected peer 127.0.0.1" in r.error
+
+
+def test_unparseable_ports_are_bad_urls_not_crashes(server):
+    """A redirect to port 99999 and a URL with two ports used to raise out of the fetcher (and the
+    crawl worker, which re-leased the task and crashed again)."""
+    r = fetch(server.base_url + "/to-bad-port")
+    assert r.error_kind == "bad_url" and "99999" in r.error and r.status == 302
+    r = fetch("http://127.0.0.1:46001:80/")
+    assert r.error_kind == "bad_url" and "46001:80" in r.error
+    r = fetch("http://[::1/")  # unclosed IPv6 literal: urlsplit itself raises
+    assert r.error_kind == "bad_url"
+
+
+def test_safe_resolver_drops_forbidden_addresses():
+    """The connector's own lookup keeps only allowed addresses (a rebinding DNS answer cannot open a
+    connection to a private address between the host check and the connect)."""
+
+    async def go(policy):
+        resolver = SafeResolver(policy)
+        try:
+            return await resolver.resolve("localhost", 80)
+        finally:
+            await resolver.close()
+
+    with pytest.raises(OSError, match="resolves only to forbidden addresses"):
+        asyncio.run(go(AddressPolicy(())))
+    allowed = asyncio.run(go(AddressPolicy(["127.0.0.1"])))
+    assert allowed and {i["host"] for i in allowed} == {"127.0.0.1"} and all(i["port"] == 80 for i in allowed)

@@ -275,3 +275,19 @@ def test_sitemaps_with_a_dtd_are_refused():
             parse_news_sitemap(prolog + urlset)
     ok = b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://a.example/1</loc></url></urlset>'
     assert [e.url for e in parse_news_sitemap(ok)[0]] == ["https://a.example/1"]
+
+
+def test_unknown_declared_xml_encoding_is_parsed_or_refused_never_raised():
+    """``encoding='x-bogus'`` used to raise LookupError out of parse_feed and parse_news_sitemap
+    (the crawl worker only catches FeedParseError, so the crawl died)."""
+    from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
+
+    decl = b"<?xml version='1.0' encoding='x-bogus'?>"
+    rss = decl + b"<rss version='2.0'><channel><title>T</title><item><title>A</title>"
+    rss += b"<link>https://pub.test/a</link></item></channel></rss>"
+    feed = parse_feed(rss, "https://pub.test/feed.xml")
+    assert [(e.url, e.title) for e in feed.entries] == [("https://pub.test/a", "A")]
+    sitemap = decl + b"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'><url>"
+    sitemap += b"<loc>https://pub.test/a</loc></url></urlset>"
+    with pytest.raises(FeedParseError, match="unknown encoding"):
+        parse_news_sitemap(sitemap, "https://pub.test/sitemap.xml")
