@@ -394,29 +394,18 @@ class Api:
         return conditional_body(request.headers.get("if-none-match", ""), raw, self._private_headers, etag)
 
     def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
-        """A reader's feed page (``/v1/feed`` and the For You page) and its stale reason ("" when fresh).
+        """A reader's feed page (the For You page; ``/v1/feed`` sends the same page without parsing its
+        stories) and its stale reason ("" when fresh).
 
         The precomputed feed (or one built now when missing or of another edition), re-ranked on
         request: newer breaking stories injected, blocks and the per-outlet cap applied
-        (:func:`newsflow.ranking.rerank.rerank`). With Redis down, the edition's snapshot.
+        (:meth:`serving.personal.PersonalFeeds.parts`, the rules of :func:`newsflow.ranking.rerank.rerank`).
+        With Redis down, the edition's snapshot.
         """
-        head, items, stale = self.personal_feed_parts(user, edition_param, limit)
+        head, items, stale, _ = self.personal.parts(user, edition_param, limit)
         if items is None:
             return head, stale
         return dict(head, stories=[json.loads(b) for b in items]), stale
-
-    def personal_feed_parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str]:
-        """:meth:`personal_feed` as ``(payload without "stories", each story's compact JSON bytes, stale
-        reason)``; with Redis down ``(the whole snapshot payload, None, "redis-unavailable")``.
-
-        A precomputed feed costs one Redis round trip (the reader's edition and blocks, and the feed's
-        serving form, :func:`newsflow.ranking.feed_page.read_for_request`) and no parse of its items
-        (:func:`newsflow.ranking.feed_page.select`, the same rules as
-        :func:`~newsflow.ranking.rerank.rerank`). Without a serving form the stored feed document is read,
-        and without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored.
-        """
-        head, items, stale, _ = self.personal.parts(user, edition_param, limit)
-        return dict(head), items, stale
 
     def _breaking_items(self, now: float) -> tuple[dict, dict]:
         """Live breaking set ``{story_id: since}`` and their feed items, shared by all readers and cached

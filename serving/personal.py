@@ -216,14 +216,9 @@ class PersonalFeeds:
             log.error("unreadable feed page of %s (rebuilt): %s", user, e)
             return None
 
-    def breaking_items(self, now: float) -> tuple[dict, dict]:
-        """Live breaking set ``{story_id: since}`` and their feed items (:meth:`breaking_set`)."""
-        brk = self.breaking_set(now)
-        return brk.since, brk.items
-
     def breaking_set(self, now: float) -> BreakingSet:
         """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
-        and cached in-process for ``local_cache_seconds`` (the set changes every few minutes)."""
+        and cached in-process for ``breaking_seconds`` (the set changes every few minutes)."""
         last = self._breaking_cache
         if time.monotonic() < last.expires:
             return last
