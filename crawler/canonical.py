@@ -19,7 +19,7 @@ import re
 
 import lxml.etree
 
-from newsflow.extraction import decode_html, strip_control_chars
+from newsflow.extraction import declared_canonical_in, decode_html
 
 STEP_CHARS = 16384
 """Characters fed to the parser per step."""
@@ -36,33 +36,27 @@ def page_declared_canonical(body: bytes, content_type: str = "") -> str:
       content_type: the response's ``Content-Type`` (its charset is used for decoding).
 
     Returns:
-      The same string as :func:`newsflow.extraction.page_canonical_url` (control characters stripped).
+      The same string as :func:`newsflow.extraction.page_canonical_url` (control characters stripped):
+      the rule is :func:`newsflow.extraction.declared_canonical_in`, which stops pulling elements (and so
+      this parser stops reading) at the first canonical link.
     """
     try:
         text, _enc = decode_html(body, content_type)
         if not text.strip() or _XML_ENCODING_DECL.match(text):
             return ""
-        parser = lxml.etree.HTMLPullParser(events=("start",), tag=("link", "meta"))
-        og = [""]
-        for i in range(0, len(text), STEP_CHARS):
-            parser.feed(text[i : i + STEP_CHARS])
-            found = _scan(parser, og)
-            if found:
-                return found
-        parser.close()
-        return _scan(parser, og) or strip_control_chars(og[0])
+        return declared_canonical_in(_link_and_meta_elements(text))
     except Exception:  # noqa: BLE001 - undecodable or unparsable page: it declares nothing we can read
         return ""
 
 
-def _scan(parser, og: list[str]) -> str:
-    """The first canonical link among the parser's new events ("" if none); keeps the first og:url in ``og[0]``."""
+def _link_and_meta_elements(text: str):
+    """The ``<link>`` and ``<meta>`` elements of ``text`` in document order, parsed :data:`STEP_CHARS` at a
+    time (lxml's HTML pull parser, start events: an element's attributes are complete when it starts)."""
+    parser = lxml.etree.HTMLPullParser(events=("start",), tag=("link", "meta"))
+    for i in range(0, len(text), STEP_CHARS):
+        parser.feed(text[i : i + STEP_CHARS])
+        for _event, el in parser.read_events():
+            yield el
+    parser.close()
     for _event, el in parser.read_events():
-        if el.tag == "link":
-            rel = (el.get("rel") or "").lower().split()
-            href = (el.get("href") or "").strip()
-            if "canonical" in rel and href:
-                return strip_control_chars(href)
-        elif not og[0] and (el.get("property") or el.get("name") or "").strip().lower() == "og:url":
-            og[0] = (el.get("content") or "").strip()
-    return ""
+        yield el

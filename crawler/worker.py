@@ -198,7 +198,7 @@ class CrawlWorker:
     def flush_counters(self) -> None:
         """Writes the buffered counter increments to Redis in one round trip.
 
-        The loop calls it at least every ``COUNTER_FLUSH_S`` seconds, before every progress report
+        The loop calls it at least every :data:`HOUSEKEEPING_S` seconds, before every progress report
         and when it ends, so counters lag the work by well under a second (they are statistics;
         no decision reads them).
         """
@@ -340,17 +340,12 @@ class CrawlWorker:
             if self._stop is not None:
                 self._stop.set()
 
-    def publisher_maybe_flush(self) -> None:
-        """Commits the landing buffer if it is old enough (publishers without ``maybe_flush`` are skipped)."""
-        mf = getattr(self.publisher, "maybe_flush", None)
-        if mf is not None:
-            mf()
-
     async def _maybe_flush_publisher(self) -> None:
-        """:meth:`publisher_maybe_flush` off the event loop when a flush is due (file write, fsync, upload).
+        """Commits the landing buffer if it is old enough, off the event loop when a flush is due (file
+        write, fsync, upload); publishers without ``maybe_flush`` are skipped.
 
         Publishers with a cheap ``flush_due()`` (:class:`crawler.landing.LandingWriter`) are asked
-        first, so the thread hop happens only for a real flush; others are called as before.
+        first, so the thread hop happens only for a real flush; others are called in place.
         """
         mf = getattr(self.publisher, "maybe_flush", None)
         if mf is None:

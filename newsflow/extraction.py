@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import html as html_lib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -268,8 +269,17 @@ def declared_canonical_url(tree) -> str:
     Args:
       tree: an lxml HTML element tree (e.g. from ``trafilatura.utils.load_html`` or ``lxml.html``).
     """
+    return declared_canonical_in(tree.iter("link", "meta"))
+
+
+def declared_canonical_in(elements: Iterable) -> str:
+    """:func:`declared_canonical_url`'s rule over ``<link>``/``<meta>`` elements in document order.
+
+    Stops consuming ``elements`` at the first canonical link (an incremental parser feeding them
+    stops reading there, :mod:`crawler.canonical`); "" when none.
+    """
     og = ""
-    for el in tree.iter("link", "meta"):
+    for el in elements:
         if el.tag == "link":
             rel = (el.get("rel") or "").lower().split()
             href = (el.get("href") or "").strip()
