@@ -210,6 +210,18 @@ class StoryClusterer:
             t - story.latest_time, self.config.time_scale_s
         )
 
+    def _join_score(self, vec, ent_keys: set, story: StoryState, t: float) -> float | None:
+        """:meth:`_article_score`, or ``None`` when the article shares no term and no entity with ``story``
+        (its score is exactly 0.0 then: it can neither join, join_threshold > 0, nor beat a positive
+        score). ``vec.keys().isdisjoint`` is a set operation in C, so most stories cost no scoring."""
+        if vec.keys().isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+            return None
+        return self._article_score(vec, ent_keys, story, t)
+
+    def _best_merge(self, story: StoryState, others: list[StoryState]) -> tuple[float, StoryState] | None:
+        """The best of :meth:`_merge_candidates` by (merge score, story id), or ``None``."""
+        return max(self._merge_candidates(story, others), key=lambda x: (x[0], x[1].story_id), default=None)
+
     def _story_score(self, a: StoryState, b: StoryState) -> float:
         na, nb = self._centroid_norm(a), self._centroid_norm(b)
         cos = sparse_dot(a.centroid, b.centroid) / (na * nb) if na > 0 and nb > 0 else 0.0
@@ -247,7 +259,7 @@ class StoryClusterer:
         merged: list[str] = []
         touched = [story.story_id]
         while True:
-            hit = max(self._merge_candidates(story, others), key=lambda x: (x[0], x[1].story_id), default=None)
+            hit = self._best_merge(story, others)
             if hit is None or hit[0] < self.config.merge_threshold:
                 break
             other = hit[1]
@@ -304,11 +316,10 @@ class StoryClusterer:
         candidates = self.store.active(t - cfg.window_s)
         self._forget_norms(candidates)
         best, best_score = None, -1.0
-        terms = vec.keys()
         for story in candidates:
-            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
-                continue  # scores exactly 0.0: cannot join (join_threshold > 0) nor beat a positive score
-            s = self._article_score(vec, ent_keys, story, t)
+            s = self._join_score(vec, ent_keys, story, t)
+            if s is None:
+                continue
             if s > best_score or (s == best_score and best is not None and story.story_id < best.story_id):
                 best, best_score = story, s
         if best is not None and best_score >= cfg.join_threshold:

@@ -189,7 +189,7 @@ def _shard_main(conn, shard: int, shards: int, model: TextModel, config: StoryCo
             others = [
                 s for s in replica.live(since) if s.story_id != grown.story_id and _part(s.story_id, shards) == shard
             ]
-            best = max(clusterer._merge_candidates(grown, others), key=lambda x: (x[0], x[1].story_id), default=None)
+            best = clusterer._best_merge(grown, others)
             conn.send(("hit", j, None if best is None else (best[0], best[1].story_id)))
             replica.pending = (j, view)
         return kind == "stop"
@@ -201,14 +201,13 @@ def _shard_main(conn, shard: int, shards: int, model: TextModel, config: StoryCo
         i, article = queue.popleft()
         t = float(article.event_time)
         vec = clusterer.vector(article)
-        terms = vec.keys()
         ent_keys = {e[0] for e in article.entities}
         out, scored = [], 0
         for story in replica.live(t - config.window_s):
-            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+            s = clusterer._join_score(vec, ent_keys, story, t)
+            if s is None:
                 continue
             scored += 1
-            s = clusterer._article_score(vec, ent_keys, story, t)
             if s >= join:
                 out.append((s, story.story_id))
         conn.send(("spec", i, replica.version, vec, out, scored))
@@ -454,16 +453,13 @@ class ShardedStoryAssigner:
         t = float(article.event_time)
         since = t - self.config.window_s
         vec = cl.vector(article)
-        terms = vec.keys()
         ent_keys = {e[0] for e in article.entities}
         scores = []
         for story in self._live.values():
             if story.latest_time < since:
                 continue
-            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
-                continue
-            s = cl._article_score(vec, ent_keys, story, t)
-            if s >= self.config.join_threshold:
+            s = cl._join_score(vec, ent_keys, story, t)
+            if s is not None and s >= self.config.join_threshold:
                 scores.append((s, story.story_id))
         return self._step, vec, scores
 
@@ -538,7 +534,6 @@ class ShardedStoryAssigner:
         self._prune(since)
         st.snapshot_lag += self._step - version
         ent_keys = {e[0] for e in article.entities}
-        terms = vec.keys()
         changed = self._changed_since(version)
         best_sid, best_score = None, -1.0
         reused = 0
@@ -555,10 +550,10 @@ class ShardedStoryAssigner:
             story = self._live.get(sid)
             if story is None or story.latest_time < since:
                 continue
-            if terms.isdisjoint(story.centroid) and ent_keys.isdisjoint(story.entities):
+            s = cl._join_score(vec, ent_keys, story, t)
+            if s is None:
                 continue
             rescored += 1
-            s = cl._article_score(vec, ent_keys, story, t)
             if s > best_score or (s == best_score and best_sid is not None and sid < best_sid):
                 best_sid, best_score = sid, s
         st.rescored += rescored
