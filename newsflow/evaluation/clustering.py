@@ -92,6 +92,11 @@ HELP = "score story (or near-duplicate) clustering against gold story ids (news-
 REQUIRED_COLUMNS = ("ID", "TITLE", "URL", "STORY", "TIMESTAMP")
 
 
+def _row_order(row: dict) -> tuple:
+    """Rows in (TIMESTAMP, numeric ID, ID) order: the order :func:`read_stories` gives and clustering replays."""
+    return (row["_t"], int(row["ID"]) if row["ID"].isdigit() else 0, row["ID"])
+
+
 def read_stories(path: str) -> list[dict]:
     """Rows of a news-aggregator CSV sorted by ``(TIMESTAMP, ID)``.
 
@@ -124,7 +129,7 @@ def read_stories(path: str) -> list[dict]:
             r["_t"] = int(r["TIMESTAMP"]) / 1000.0
         except ValueError:
             raise InputError(f"{path}: row ID={r.get('ID')!r} has a bad TIMESTAMP {r['TIMESTAMP']!r}") from None
-    rows.sort(key=lambda r: (r["_t"], int(r["ID"]) if r["ID"].isdigit() else 0, r["ID"]))
+    rows.sort(key=_row_order)
     return rows
 
 
@@ -133,7 +138,7 @@ def merge_distractors(rows: list[dict], extra: Sequence[dict]) -> list[dict]:
     order (as :func:`read_stories` sorts)."""
     ids = {r["ID"] for r in rows}
     out = list(rows) + [r for r in extra if r["ID"] not in ids]
-    out.sort(key=lambda r: (r["_t"], int(r["ID"]) if r["ID"].isdigit() else 0, r["ID"]))
+    out.sort(key=_row_order)
     return out
 
 
