@@ -276,7 +276,7 @@ def declared_canonical_in(elements: Iterable) -> str:
     """:func:`declared_canonical_url`'s rule over ``<link>``/``<meta>`` elements in document order.
 
     Stops consuming ``elements`` at the first canonical link (an incremental parser feeding them
-    stops reading there, :mod:`crawler.canonical`); "" when none.
+    stops reading there: the crawler's streamed reader does); "" when none.
     """
     og = ""
     for el in elements:
