@@ -87,6 +87,13 @@ class NewsflowOptions(PipelineOptions):
             "--extract_timeout_s", type=float, default=5.0, help="per-document extraction time limit, seconds"
         )
         parser.add_argument(
+            "--extract_workers",
+            type=int,
+            default=0,
+            help="extraction child processes per extract step (pages parsed in parallel); "
+            "0 (default): the machine's CPU count on local runners, 1 on remote runners",
+        )
+        parser.add_argument(
             "--max_body_bytes",
             type=int,
             default=5_000_000,
@@ -156,6 +163,13 @@ def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None)
     )
 
 
+def default_extract_workers(local: bool) -> int:
+    """Extraction child processes when ``--extract_workers`` is 0: every CPU on a local runner (one
+    bundle runs at a time there, so the children are the only parallelism), 1 on remote runners
+    (they run one DoFn instance per worker thread already)."""
+    return max(1, os.cpu_count() or 1) if local else 1
+
+
 def job_config_from_options(options: PipelineOptions, settings: Settings | None = None) -> JobConfig:
     """Validates options and builds a :class:`JobConfig`.
 
@@ -188,6 +202,8 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         )
     if o.extract_timeout_s <= 0:
         raise ValueError(f"--extract_timeout_s must be > 0, got {o.extract_timeout_s}")
+    if o.extract_workers < 0:
+        raise ValueError(f"--extract_workers must be >= 0 (0: automatic), got {o.extract_workers}")
     if o.max_body_bytes <= 0:
         raise ValueError(f"--max_body_bytes must be > 0, got {o.max_body_bytes}")
     if o.trending_window_s <= 0 or o.trending_period_s <= 0 or o.trending_window_s % o.trending_period_s:
@@ -218,7 +234,11 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         redis_url=settings.redis_url,
         streaming=streaming,
         content=ContentConfig(
-            extraction=ExtractionConfig(timeout_s=o.extract_timeout_s, max_body_bytes=o.max_body_bytes),
+            extraction=ExtractionConfig(
+                timeout_s=o.extract_timeout_s,
+                max_body_bytes=o.max_body_bytes,
+                workers=o.extract_workers or default_extract_workers(is_local(options)),
+            ),
             registry_redis_url=settings.redis_url,
             key_prefix=settings.key_prefix,
         ),

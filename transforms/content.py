@@ -7,13 +7,16 @@ dict ``{"main": ..., "dead_letter": ...}``; every failure becomes a
 
 from __future__ import annotations
 
+import collections
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
+from apache_beam.utils.windowed_value import WindowedValue
 
 from newsflow.articles import build_article, fingerprint_text
 from newsflow.extraction import ExtractionConfig, ExtractionError
@@ -133,10 +136,21 @@ def _language_identifier(config: ContentConfig) -> LanguageIdentifier:
     return LanguageIdentifier(**kwargs)
 
 
+#: Documents queued per extraction child in :class:`_ExtractFn` (a page body is at most
+#: ``max_body_bytes``, so the queue holds at most ``16 * workers * max_body_bytes`` of bodies).
+IN_FLIGHT_PER_WORKER = 16
+
+
 class _ExtractFn(beam.DoFn):
     """RawDocument -> Article (text, metadata, source authority) or a dead letter.
 
-    Extraction runs under the per-document time limit of ``ExtractionConfig``.
+    Extraction runs under the per-document time limit of ``ExtractionConfig``, in its child
+    processes (:class:`newsflow.sandbox.ArticleExtractor`). With ``extraction.workers`` > 1 the
+    DoFn keeps up to ``IN_FLIGHT_PER_WORKER * workers`` documents of a bundle in flight (one thread
+    per child waits on its answer), so the children parse pages in parallel with each other and
+    with the fused steps after extraction that this process runs (language, fingerprints, clusters,
+    enrichment); outputs leave in input order with each input's own timestamp and window, and
+    the last ones at ``finish_bundle``. With one worker each document is extracted in ``process``.
     """
 
     def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
@@ -151,16 +165,53 @@ class _ExtractFn(beam.DoFn):
         self._extractor = ArticleExtractor(self._config.extraction)
         path = self._config.sources_path or DEFAULT_SOURCES_PATH
         self._sources = self._shared.acquire(lambda: _source_table(self._config, path), tag=f"sources:{path}")
+        workers = self._config.extraction.workers
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="extract") if workers > 1 else None
+        self._max_in_flight = IN_FLIGHT_PER_WORKER * workers
+        self._pending: collections.deque = collections.deque()
 
     def teardown(self):
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         extractor = getattr(self, "_extractor", None)
         if extractor is not None:
             extractor.close()
 
-    def process(self, raw: RawDocument):
+    def start_bundle(self):
+        self._pending = collections.deque()
+
+    def _timed_extract(self, raw: RawDocument):
         started = time.perf_counter()
+        content = self._extractor.extract(raw)
+        return content, time.perf_counter() - started
+
+    def process(self, raw: RawDocument, timestamp=beam.DoFn.TimestampParam, win=beam.DoFn.WindowParam):
+        if self._pool is None:
+            yield from self._outputs(raw, lambda: self._timed_extract(raw))
+            return
+        future = self._pool.submit(self._timed_extract, raw)
+        self._pending.append((raw, future, WindowedValue(None, timestamp, (win,))))
+        while self._pending and (len(self._pending) > self._max_in_flight or self._pending[0][1].done()):
+            yield from self._windowed_outputs(*self._pending.popleft())
+
+    def finish_bundle(self):
+        while self._pending:
+            yield from self._windowed_outputs(*self._pending.popleft())
+
+    def _windowed_outputs(self, raw: RawDocument, future, where: WindowedValue):
+        """The outputs of an earlier input, carrying that input's timestamp and window."""
+        for out in self._outputs(raw, future.result):
+            if isinstance(out, pvalue.TaggedOutput):
+                yield pvalue.TaggedOutput(out.tag, where.with_value(out.value))
+            else:
+                yield where.with_value(out)
+
+    def _outputs(self, raw: RawDocument, extract) -> list:
+        """``[Article]`` or ``[TaggedOutput(dead letter)]`` for ``raw``; ``extract()`` returns
+        ``(ExtractedContent, seconds)`` or raises."""
         try:
-            content = self._extractor.extract(raw)
+            content, seconds = extract()
             source = self._sources.lookup(raw.source_domain)
             article = build_article(
                 raw,
@@ -175,28 +226,31 @@ class _ExtractFn(beam.DoFn):
             )
         except ExtractionError as e:
             self.dead.inc()
-            yield pvalue.TaggedOutput(
-                DEAD_LETTER_TAG, dead_letter("extract", e.error_type, str(e), raw_payload(raw), raw.url)
-            )
-            return
+            return [
+                pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG, dead_letter("extract", e.error_type, str(e), raw_payload(raw), raw.url)
+                )
+            ]
         except ValueError as e:  # URL that cannot be canonicalized
             self.dead.inc()
-            yield pvalue.TaggedOutput(
-                DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url)
-            )
-            return
+            return [
+                pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url)
+                )
+            ]
         except Exception as e:  # noqa: BLE001 - deterministic for this document: dead-letter it, keep the job running
             self.dead.inc()
-            yield pvalue.TaggedOutput(
-                DEAD_LETTER_TAG,
-                dead_letter("extract", "extract_failed", f"{type(e).__name__}: {e}", raw_payload(raw), raw.url),
-            )
-            return
+            return [
+                pvalue.TaggedOutput(
+                    DEAD_LETTER_TAG,
+                    dead_letter("extract", "extract_failed", f"{type(e).__name__}: {e}", raw_payload(raw), raw.url),
+                )
+            ]
         if article.feed_only:
             self.feed_only.inc()
         self.extracted.inc()
-        self.extract_ms.update(int((time.perf_counter() - started) * 1000))
-        yield article
+        self.extract_ms.update(int(seconds * 1000))
+        return [article]
 
 
 class _DetectLanguageFn(beam.DoFn):
