@@ -272,6 +272,35 @@ class Api:
             payload["count"] = len(payload["stories"])
         return self._respond(request, payload, "private", response.headers.get(STALE_REASON_HEADER.lower(), ""))
 
+    def public_endpoint(self, key_of: Callable[[Request], str], handler: Callable[[Request], Response]):
+        """An async endpoint for a public, cacheable ``GET`` handled by the blocking ``handler``.
+
+        A request without a bearer token whose page ``key_of(request)`` is in the in-process cache is
+        answered on the event loop (``200`` or ``304``); any other request runs ``handler`` in the
+        worker thread pool, as a plain sync route would. The thread hop cost a cache hit about 3 ms of
+        latency at 8 concurrent connections (``benchmarks.serving``, ``cached_feed``). ``key_of`` must
+        give the key ``handler`` caches under (and may raise :class:`ApiError` for a bad parameter).
+        """
+
+        async def endpoint(request: Request) -> Response:
+            if not request.headers.get("authorization"):
+                hit = self.cache.peek(key_of(request))
+                if hit is not None:
+                    return not_modified_or(hit, request.headers.get("if-none-match", ""))
+            return await run_in_threadpool(handler, request)
+
+        endpoint.__name__ = endpoint.__qualname__ = getattr(handler, "__name__", "endpoint")
+        return endpoint
+
+    def _top_key(self, request: Request) -> str:
+        return f"top|{self._edition(request)}|{self._limit(request)}"
+
+    def _topic_key(self, request: Request) -> str:
+        return f"topic|{request.path_params['topic'].lower()}|{self._limit(request)}"
+
+    def _trending_key(self, request: Request) -> str:
+        return f"trending|{self._limit(request)}"
+
     def _cached(self, request: Request, key: str, build: Callable[[], Response]) -> Response:
         """In-process cache of public ``200`` responses (:class:`~serving.http_cache.LocalCache`)."""
         return not_modified_or(self.cache.get_or_build(key, build), request.headers.get("if-none-match", ""))
@@ -294,7 +323,7 @@ class Api:
         profile = self._reader_blocks(request)
         if profile is not None:
             return self._without_blocked(request, build(False), profile)
-        return self._cached(request, f"top|{edition}|{limit}", build)
+        return self._cached(request, self._top_key(request), build)
 
     def topic(self, request: Request) -> Response:
         raw = request.path_params["topic"]
@@ -311,7 +340,7 @@ class Api:
         profile = self._reader_blocks(request)
         if profile is not None:
             return self._without_blocked(request, build(False), profile)
-        return self._cached(request, f"topic|{topic}|{limit}", build)
+        return self._cached(request, self._topic_key(request), build)
 
     def trending(self, request: Request) -> Response:
         limit = self._limit(request)
@@ -344,7 +373,7 @@ class Api:
         profile = self._reader_blocks(request)
         if profile is not None:
             return self._without_blocked(request, build(False), profile)
-        return self._cached(request, f"trending|{limit}", build)
+        return self._cached(request, self._trending_key(request), build)
 
     def story(self, request: Request) -> Response:
         sid = request.path_params["story_id"]
@@ -598,9 +627,9 @@ def create_app(client, config: ServingConfig) -> Starlette:
         )
 
     routes = [
-        Route("/v1/top", api.top, methods=["GET"]),
-        Route("/v1/topics/{topic}", api.topic, methods=["GET"]),
-        Route("/v1/trending", api.trending, methods=["GET"]),
+        Route("/v1/top", api.public_endpoint(api._top_key, api.top), methods=["GET"]),
+        Route("/v1/topics/{topic}", api.public_endpoint(api._topic_key, api.topic), methods=["GET"]),
+        Route("/v1/trending", api.public_endpoint(api._trending_key, api.trending), methods=["GET"]),
         Route("/v1/stories/{story_id}", api.story, methods=["GET"]),
         Route("/v1/feed", api.feed, methods=["GET"]),
         Route("/v1/me/preferences", api.get_preferences, methods=["GET"]),

@@ -114,6 +114,16 @@ class LocalCache:
         self._entries: dict[str, tuple[float, Response]] = {}
         self._lock = threading.Lock()
 
+    def peek(self, key: str) -> Response | None:
+        """The cached, unexpired response for ``key`` or ``None``; never builds (no I/O, so it can be
+        called on the event loop)."""
+        if self.ttl <= 0:
+            return None
+        hit = self._entries.get(key)  # one dict read: atomic under the GIL, no lock needed
+        if hit is not None and hit[0] > self._clock():
+            return hit[1]
+        return None
+
     def get_or_build(self, key: str, build: Callable[[], Response]) -> Response:
         """The cached response for ``key``, or ``build()`` (cached when it is a ``200``)."""
         if self.ttl <= 0:

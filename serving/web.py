@@ -45,8 +45,10 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import parse_qsl, quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -191,6 +193,46 @@ class Web:
             return Response(status_code=304, headers=headers)
         return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
+    @staticmethod
+    def _anonymous_answer(request: Request, resp: Response) -> Response:
+        """A cached signed-out page, or ``304`` when the request's ``If-None-Match`` holds its ETag."""
+        if resp.status_code == 200 and etag_matches(
+            request.headers.get("if-none-match", ""), resp.headers.get("etag", "")
+        ):
+            hdrs = {k: v for k, v in resp.headers.items() if k.lower() not in ("content-length", "content-type")}
+            return Response(status_code=304, headers=hdrs)
+        return resp
+
+    def public_page(self, key_of: Callable[[Request], str | None], handler: Callable[[Request], Response]):
+        """An async endpoint for a page that :meth:`_page` caches for signed-out readers.
+
+        A signed-out request whose page (``key_of(request)``, the key ``handler`` gives :meth:`_page`;
+        ``None``: not cacheable) is in the in-process cache is answered on the event loop; any other
+        runs ``handler`` in the worker thread pool, as a plain sync route would (the thread hop is most
+        of a cache hit's latency under concurrent load, ``benchmarks.serving`` ``home_page``).
+        """
+
+        async def endpoint(request: Request) -> Response:
+            if self.session(request) is None:
+                key = key_of(request)
+                hit = self.api.cache.peek("html|" + key) if key is not None else None
+                if hit is not None:
+                    return self._anonymous_answer(request, hit)
+            return await run_in_threadpool(handler, request)
+
+        endpoint.__name__ = endpoint.__qualname__ = getattr(handler, "__name__", "endpoint")
+        return endpoint
+
+    def _home_key(self, request: Request) -> str:
+        return f"home|{self.api._edition(request)}"
+
+    @staticmethod
+    def _topic_key(request: Request) -> str | None:
+        try:
+            return f"topic|{normalize_topic(request.path_params['topic'])}"
+        except ValueError:
+            return None
+
     def _page(self, request: Request, key: str, template: str, build) -> Response:
         """Renders ``template`` with ``build(profile)``'s context: cached in-process for anonymous
         readers under ``key``, personal (blocks applied, private) for a signed-in one."""
@@ -202,13 +244,7 @@ class Web:
                 ctx.update(build(None))
                 return self.render(request, template, ctx, personal=False)
 
-            resp = self.api.cache.get_or_build("html|" + key, anon)
-            if resp.status_code == 200 and etag_matches(
-                request.headers.get("if-none-match", ""), resp.headers.get("etag", "")
-            ):
-                hdrs = {k: v for k, v in resp.headers.items() if k.lower() not in ("content-length", "content-type")}
-                return Response(status_code=304, headers=hdrs)
-            return resp
+            return self._anonymous_answer(request, self.api.cache.get_or_build("html|" + key, anon))
         profile = self._profile(sess[0])
         ctx = self._context(request, sess, profile)
         ctx.update(build(profile))
@@ -308,7 +344,7 @@ class Web:
                 "stale": stale,
             }
 
-        return self._page(request, f"home|{edition}", "home.html", build)
+        return self._page(request, self._home_key(request), "home.html", build)
 
     def topics(self, request: Request) -> Response:
         def build(profile):
@@ -340,7 +376,7 @@ class Web:
                 "stale": stale,
             }
 
-        return self._page(request, f"topic|{topic}", "topic.html", build)
+        return self._page(request, self._topic_key(request), "topic.html", build)
 
     def trending(self, request: Request) -> Response:
         limit = self.api.config.default_limit
@@ -569,7 +605,6 @@ class Web:
         form = await self._form(request)
         sess = self.session(request)
         self._check_csrf(form, sess)
-        from starlette.concurrency import run_in_threadpool
 
         def save() -> None:
             store = self.api.store
@@ -614,11 +649,11 @@ def web_routes(api) -> tuple[list, Web]:
     """The UI's routes (and the :class:`Web` handler object) for :func:`serving.app.create_app`."""
     web = Web(api)
     routes = [
-        Route("/", web.home, methods=["GET"]),
+        Route("/", web.public_page(web._home_key, web.home), methods=["GET"]),
         Route("/stories/{story_id}", web.story, methods=["GET"]),
-        Route("/topics", web.topics, methods=["GET"]),
-        Route("/topics/{topic}", web.topic, methods=["GET"]),
-        Route("/trending", web.trending, methods=["GET"]),
+        Route("/topics", web.public_page(lambda _: "topics", web.topics), methods=["GET"]),
+        Route("/topics/{topic}", web.public_page(web._topic_key, web.topic), methods=["GET"]),
+        Route("/trending", web.public_page(lambda _: "trending", web.trending), methods=["GET"]),
         Route("/sources/{outlet}", web.source, methods=["GET"]),
         Route("/for-you", web.for_you, methods=["GET"]),
         Route("/settings", web.settings, methods=["GET"]),
