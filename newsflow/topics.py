@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -292,6 +293,54 @@ def model_format(path: str) -> str | None:
     return meta.get("format") if isinstance(meta, dict) else None
 
 
+#: Topic models loaded in this process, by (path, size, mtime) of both files: at most 4 (a retrained
+#: or switched model has another key and is loaded afresh).
+_LOADED: dict[tuple, tuple[dict, dict]] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def _load_model_files(path: str) -> tuple[dict, dict]:
+    """``(model, calibration meta)`` of ``path``, read once per process while the files are unchanged
+    (a job that runs the pipeline again in the same process, or a second DoFn instance, reuses them;
+    the model is only read after loading).
+
+    Raises:
+      OSError: a file cannot be read.
+      ValueError: the files are not a topic model of :data:`MODEL_FORMAT`.
+    """
+    stats = [os.stat(p) for p in (path, path + ".calibration.json")]
+    key = (os.path.realpath(path), *((st.st_size, st.st_mtime_ns) for st in stats))
+    with _LOADED_LOCK:
+        hit = _LOADED.get(key)
+        if hit is not None:
+            return hit
+        loaded = _read_model_files(path)
+        if len(_LOADED) >= 4:
+            _LOADED.clear()
+        _LOADED[key] = loaded
+        return loaded
+
+
+def _read_model_files(path: str) -> tuple[dict, dict]:
+    import joblib
+
+    with open(path + ".calibration.json", encoding="utf-8") as f:
+        meta = json.load(f)
+    if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else None
+        raise ValueError(
+            f"{path}: topic model format {got!r}, expected {MODEL_FORMAT!r} "
+            "(rebuild it with `newsflow train-topics --force`)"
+        )
+    try:
+        model = joblib.load(path)
+    except Exception as e:  # a corrupt pickle raises many kinds; report them as one
+        raise ValueError(f"{path}: cannot read the topic model: {type(e).__name__}: {e}") from None
+    if not isinstance(model, dict) or model.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path}: not a topic model of format {MODEL_FORMAT!r}")
+    return model, meta
+
+
 class TopicClassifier:
     """Calibrated topic classifier (load once per process/worker; about 1 ms per text in batches).
 
@@ -320,24 +369,9 @@ class TopicClassifier:
           ValueError: the files are not a topic model of :data:`MODEL_FORMAT` (e.g. an old fastText
             model: rebuild it with ``newsflow train-topics --force``).
         """
-        import joblib
-
         if not os.path.exists(path):
             raise FileNotFoundError(f"topic model not found: {path} (build it with `newsflow train-topics`)")
-        with open(path + ".calibration.json", encoding="utf-8") as f:
-            meta = json.load(f)
-        if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
-            got = meta.get("format") if isinstance(meta, dict) else None
-            raise ValueError(
-                f"{path}: topic model format {got!r}, expected {MODEL_FORMAT!r} "
-                "(rebuild it with `newsflow train-topics --force`)"
-            )
-        try:
-            model = joblib.load(path)
-        except Exception as e:  # a corrupt pickle raises many kinds; report them as one
-            raise ValueError(f"{path}: cannot read the topic model: {type(e).__name__}: {e}") from None
-        if not isinstance(model, dict) or model.get("format") != MODEL_FORMAT:
-            raise ValueError(f"{path}: not a topic model of format {MODEL_FORMAT!r}")
+        model, meta = _load_model_files(path)
         return cls(model, meta["platt"], threshold)
 
     def raw_scores(self, texts: Sequence[str]) -> np.ndarray:

@@ -4,6 +4,7 @@ label rules, splits."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -255,3 +256,25 @@ def test_build_topic_web_data_from_a_fixture(tmp_path):
         ("https://p.com/news/world/d", "World", "Talks"),
     ]
     assert len(rows[1]["text"]) <= 300 and rows[1]["text"].startswith("word word")
+
+
+def test_a_model_is_read_once_per_process_until_its_files_change(tmp_path):
+    import shutil
+
+    src = ensure_topic_model()
+    path = str(tmp_path / "topics-v1.bin")
+    shutil.copy(src, path)
+    shutil.copy(src + ".calibration.json", path + ".calibration.json")
+    a = TopicClassifier.load(path)
+    b = TopicClassifier.load(path, threshold=0.7)
+    assert b.model is a.model and b.threshold == 0.7  # same files: read once
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a retrained model lands
+    c = TopicClassifier.load(path)
+    assert c.model is not a.model
+    texts = ["Senate passes the budget bill", "Striker scores twice in the cup final"]
+    assert (c.raw_scores(texts) == a.raw_scores(texts)).all()
+    with open(path, "wb") as f:
+        f.write(b"not a model")
+    with pytest.raises(ValueError, match="cannot read the topic model"):
+        TopicClassifier.load(path)
