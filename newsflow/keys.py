@@ -118,6 +118,9 @@ key                                       type    holds                         
                                                   time
 ``P:breaking:since``                      HASH    story id -> when it (last)      trending sink     ranking, serving
                                                   became breaking
+``P:breaking:windows:{story}``            ZSET    breaking window end -> end      trending sink     trending sink
+                                                  (newest 2,016; TTL 2 × breaking
+                                                  TTL): the story's breaking runs
 ``P:trending:{kind}:{window_end}``        ZSET    key -> count in that window     trending sink     ranking, serving
                                                   (kind story, entity, topic;
                                                   top-N, TTL 2 × window)
@@ -412,6 +415,10 @@ class Keys:
     def breaking_since(self) -> str:
         """HASH story id -> when it became breaking."""
         return f"{self.prefix}:breaking:since"
+
+    def breaking_windows(self, story_id: str) -> str:
+        """ZSET window end -> window end: the ends of a story's breaking windows (its breaking runs)."""
+        return f"{self.prefix}:breaking:windows:{story_id}"
 
     def trending(self, kind: str, window_end: float) -> str:
         """ZSET counts of one trending window (``kind``: story, entity, topic)."""

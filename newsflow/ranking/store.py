@@ -192,6 +192,30 @@ def user_from_hash(user_id: str, h: Mapping[bytes, bytes]) -> UserProfile:
     )
 
 
+#: Breaking window ends kept per story (``Keys.breaking_windows``): 7 days at a 5-minute period.
+MAX_BREAKING_WINDOWS = 2016
+
+
+def breaking_run_start(ends: Sequence[float], ttl: float) -> float:
+    """Start of the latest breaking run among a story's breaking window ends (UTC epoch s).
+
+    A window ending at ``e`` keeps the story breaking until ``e + ttl``; the next window ``e'`` is in
+    the same run when ``e + ttl > e'`` (the story was still breaking then). Walks back from the latest
+    end while that holds.
+
+    Args:
+      ends: window ends in ascending order (not empty).
+      ttl: breaking TTL in seconds.
+    """
+    start = ends[-1]
+    for e in reversed(ends[:-1]):
+        if e + ttl > start:
+            start = e
+        else:
+            break
+    return start
+
+
 class RankingStore:
     """Typed access to the ranking keys (see :mod:`newsflow.keys`).
 
@@ -318,37 +342,44 @@ class RankingStore:
         Returns:
           The story ids that were not breaking before (newly breaking).
 
-        ``since`` is the earliest breaking time of the current run: a window that arrives
-        out of order (earlier than the stored ``since`` while the story is still in the
-        set) moves ``since`` back; after the entry expired, a new run starts.
+        ``since`` is the start of the story's latest breaking run (:func:`breaking_run_start` over every
+        breaking window end recorded for it, ``Keys.breaking_windows``), so it depends only on the set
+        of windows: windows in any order, in any bundles, or replayed give the state of one clean run in
+        event order. A window that arrives late inside the run moves ``since`` back; a window of an
+        older, separate run does not.
         """
-        items = list(items)
-        if not items:
+        by_story: dict[str, tuple[list[float], float]] = {}
+        for sid, now, ttl in items:
+            ends, longest = by_story.get(sid, ([], 0.0))
+            ends.append(float(now))
+            by_story[sid] = (ends, max(longest, float(ttl)))
+        if not by_story:
             return []
+        sids = sorted(by_story)
         pipe = self.client.pipeline(transaction=False)
-        for sid, _, _ in items:
+        for sid in sids:
             pipe.zscore(self.keys.breaking, sid)
-            pipe.hget(self.keys.breaking_since, sid)
-        res = pipe.execute()
-        state = {}
-        for (sid, _, _), old, since in zip(items, res[0::2], res[1::2], strict=False):
-            state.setdefault(sid, (None if old is None else float(old), None if since is None else _f(since)))
+        before = pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        for sid in sids:
+            ends, ttl = by_story[sid]
+            key = self.keys.breaking_windows(sid)
+            pipe.zadd(key, {repr(e): e for e in ends})
+            pipe.zremrangebyrank(key, 0, -(MAX_BREAKING_WINDOWS + 1))
+            pipe.expire(key, max(1, int(2 * ttl)))
+            pipe.zrange(key, 0, -1, withscores=True)
+        recorded = pipe.execute()[3::4]
         pipe = self.client.pipeline(transaction=False)
         fresh = []
-        for sid, now, ttl in items:
-            now = float(now)
-            exp, since = state[sid]
-            if exp is not None and exp > now:  # still breaking at `now`: same run
-                since = now if since is None else min(since, now)
-            else:  # not in the set at `now`: a new run starts
-                since = now
+        for sid, old, rows in zip(sids, before, recorded, strict=True):
+            ends, ttl = by_story[sid]
+            all_ends = sorted(score for _, score in rows)
+            if old is None or float(old) <= min(ends):
                 fresh.append(sid)
-            exp = max(exp or 0.0, now + float(ttl))
-            state[sid] = (exp, since)
-            pipe.hset(self.keys.breaking_since, sid, repr(since))
-            pipe.zadd(self.keys.breaking, {sid: exp}, gt=True)
+            pipe.hset(self.keys.breaking_since, sid, repr(breaking_run_start(all_ends, ttl)))
+            pipe.zadd(self.keys.breaking, {sid: all_ends[-1] + ttl}, gt=True)
         pipe.execute()
-        return list(dict.fromkeys(fresh))
+        return fresh
 
     def breaking(self, now: float) -> dict[str, float]:
         """Live breaking stories at ``now``: ``story_id -> since`` (UTC epoch s)."""

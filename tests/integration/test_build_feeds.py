@@ -80,6 +80,47 @@ def test_mark_breaking_runs_and_out_of_order_windows(server):
     assert st.breaking(9000.5) == {"s1": 9000.0}
 
 
+def _breaking_state(server) -> dict:
+    return {
+        "since": server.hgetall("nf:breaking:since"),
+        "expiry": server.zrange("nf:breaking", 0, -1, withscores=True),
+        "windows": server.zrange("nf:breaking:windows:s6", 0, -1, withscores=True),
+    }
+
+
+def test_breaking_since_depends_only_on_the_set_of_windows(server):
+    """Two breaking runs of one story (ends 1000-1600, then 20200-20800; TTL 3600, so 1600 + 3600 <
+    20200 ends the first run): every order, bundling and a replay give the clean run's state, since =
+    20200 (the start of the latest run). Before, a replay whose first run's expiry (20800 + 3600) was
+    stored moved since back to 1000 (found by a fresh tester: nf:breaking:since changed on replay)."""
+    import itertools
+    import random
+
+    first, second = [1000.0, 1300.0, 1600.0], [20200.0, 20500.0, 20800.0]
+    windows = [("s6", e, 3600) for e in first + second]
+    server.flushall()
+    RankingStore(server).mark_breaking(windows)  # one bundle, event order
+    clean = _breaking_state(server)
+    assert clean["since"] == {b"s6": b"20200.0"} and clean["expiry"] == [(b"s6", 24400.0)]
+    rnd = random.Random(5)
+    orders = [list(p) for p in itertools.permutations(windows[:2] + windows[3:5])] + [
+        rnd.sample(windows, len(windows)) for _ in range(20)
+    ]
+    for order in orders:
+        server.flushall()
+        st = RankingStore(server)
+        for w in order:  # one window per bundle, in this order
+            st.mark_breaking([w])
+        st.mark_breaking(windows)  # then the whole replay
+        for w in order[::-1]:
+            st.mark_breaking([w])
+        assert _breaking_state(server) == clean, order
+    server.flushall()
+    st = RankingStore(server)
+    st.mark_breaking([("s6", 1600.0, 3600), ("s6", 5100.0, 3600)])  # 1600 + 3600 > 5100: one run
+    assert st.breaking(5200.0) == {"s6": 1600.0}
+
+
 def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     import argparse
 

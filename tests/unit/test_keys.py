@@ -40,6 +40,7 @@ def every_key(k: Keys) -> dict[str, str]:
         "events_flushed": k.events_flushed,
         "breaking": k.breaking,
         "breaking_since": k.breaking_since,
+        "breaking_windows": k.breaking_windows("s1"),
         "trending": k.trending("story", 1700000000.0),
         "trending_windows": k.trending_windows("entity"),
         "trending_pattern": k.trending_pattern,
