@@ -163,11 +163,16 @@ def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None)
     )
 
 
+#: Upper bound of ``--extract_workers`` (and of its automatic value).
+MAX_EXTRACT_WORKERS = 64
+
+
 def default_extract_workers(local: bool) -> int:
     """Extraction child processes when ``--extract_workers`` is 0: every CPU on a local runner (one
-    bundle runs at a time there, so the children are the only parallelism), 1 on remote runners
-    (they run one DoFn instance per worker thread already)."""
-    return max(1, os.cpu_count() or 1) if local else 1
+    bundle runs at a time there, so the children are the only parallelism; at most
+    :data:`MAX_EXTRACT_WORKERS`), 1 on remote runners (they run one DoFn instance per worker thread
+    already)."""
+    return min(MAX_EXTRACT_WORKERS, max(1, os.cpu_count() or 1)) if local else 1
 
 
 def job_config_from_options(options: PipelineOptions, settings: Settings | None = None) -> JobConfig:
@@ -202,8 +207,11 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         )
     if o.extract_timeout_s <= 0:
         raise ValueError(f"--extract_timeout_s must be > 0, got {o.extract_timeout_s}")
-    if o.extract_workers < 0:
-        raise ValueError(f"--extract_workers must be >= 0 (0: automatic), got {o.extract_workers}")
+    if not 0 <= o.extract_workers <= MAX_EXTRACT_WORKERS:
+        raise ValueError(
+            f"--extract_workers must be in 0..{MAX_EXTRACT_WORKERS} (0: automatic; each is a process that "
+            f"parses pages, more than the CPUs only adds load and timeouts), got {o.extract_workers}"
+        )
     if o.max_body_bytes <= 0:
         raise ValueError(f"--max_body_bytes must be > 0, got {o.max_body_bytes}")
     if o.trending_window_s <= 0 or o.trending_period_s <= 0 or o.trending_window_s % o.trending_period_s:

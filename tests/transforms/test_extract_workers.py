@@ -77,3 +77,27 @@ def test_two_children_give_the_outputs_of_one_with_each_inputs_timestamp():
     assert kinds.count("dead") >= 4 and kinds.count("article") >= 20
     _run(docs, config, expected)
     _run(docs, ExtractionConfig(max_body_bytes=1_000_000, workers=1), expected)
+
+
+def test_extract_workers_flag_is_bounded_and_automatic_by_runner(tmp_path):
+    """--extract_workers: 0 is the CPU count on a local runner (at most MAX_EXTRACT_WORKERS) and 1 on a
+    remote one; values outside 0..MAX_EXTRACT_WORKERS are refused (99999999 once started a process per
+    document in flight and lost pages to timeouts)."""
+    import pytest
+
+    from pipelines.streaming import MAX_EXTRACT_WORKERS, default_extract_workers, job_config_from_options
+
+    landing = tmp_path / "in.jsonl"
+    landing.write_text("{}\n")
+
+    def workers(*flags: str) -> int:
+        opts = PipelineOptions(["--input", str(landing), "--runner", "DirectRunner", *flags])
+        return job_config_from_options(opts).content.extraction.workers
+
+    assert workers() == min(MAX_EXTRACT_WORKERS, os.cpu_count() or 1) == default_extract_workers(True)
+    assert default_extract_workers(False) == 1
+    assert workers("--extract_workers", "3") == 3
+    assert workers("--extract_workers", str(MAX_EXTRACT_WORKERS)) == MAX_EXTRACT_WORKERS
+    for bad in ("-1", str(MAX_EXTRACT_WORKERS + 1), "99999999"):
+        with pytest.raises(ValueError, match="--extract_workers must be in 0..64"):
+            workers("--extract_workers", bad)
