@@ -60,7 +60,7 @@ from newsflow.ranking.rerank import without_blocked
 from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
 from serving.http_body import BodyTooLarge, read_capped
-from serving.http_cache import cache_headers, etag_matches, strong_etag
+from serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
 from serving.pages import coverage_page, feed_page
 from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS
@@ -193,35 +193,18 @@ class Web:
             return Response(status_code=304, headers=headers)
         return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
-    @staticmethod
-    def _anonymous_answer(request: Request, resp: Response) -> Response:
-        """A cached signed-out page, or ``304`` when the request's ``If-None-Match`` holds its ETag."""
-        if resp.status_code == 200 and etag_matches(
-            request.headers.get("if-none-match", ""), resp.headers.get("etag", "")
-        ):
-            hdrs = {k: v for k, v in resp.headers.items() if k.lower() not in ("content-length", "content-type")}
-            return Response(status_code=304, headers=hdrs)
-        return resp
-
     def public_page(self, key_of: Callable[[Request], str | None], handler: Callable[[Request], Response]):
-        """An async endpoint for a page that :meth:`_page` caches for signed-out readers.
+        """:func:`~serving.http_cache.cache_hit_on_loop` for a page :meth:`_page` caches for signed-out
+        readers under ``key_of(request)`` (``None``: not cacheable): a signed-out request whose page is
+        cached is answered on the event loop; any other runs ``handler`` in the worker pool."""
 
-        A signed-out request whose page (``key_of(request)``, the key ``handler`` gives :meth:`_page`;
-        ``None``: not cacheable) is in the in-process cache is answered on the event loop; any other
-        runs ``handler`` in the worker thread pool, as a plain sync route would (the thread hop is most
-        of a cache hit's latency under concurrent load, ``benchmarks.serving`` ``home_page``).
-        """
+        def cache_key(request: Request) -> str | None:
+            if self.session(request) is not None:
+                return None
+            key = key_of(request)
+            return None if key is None else "html|" + key
 
-        async def endpoint(request: Request) -> Response:
-            if self.session(request) is None:
-                key = key_of(request)
-                hit = self.api.cache.peek("html|" + key) if key is not None else None
-                if hit is not None:
-                    return self._anonymous_answer(request, hit)
-            return await run_in_threadpool(handler, request)
-
-        endpoint.__name__ = endpoint.__qualname__ = getattr(handler, "__name__", "endpoint")
-        return endpoint
+        return cache_hit_on_loop(self.api.cache, cache_key, handler)
 
     def _home_key(self, request: Request) -> str:
         return f"home|{self.api._edition(request)}"
@@ -244,7 +227,9 @@ class Web:
                 ctx.update(build(None))
                 return self.render(request, template, ctx, personal=False)
 
-            return self._anonymous_answer(request, self.api.cache.get_or_build("html|" + key, anon))
+            return not_modified_or(
+                self.api.cache.get_or_build("html|" + key, anon), request.headers.get("if-none-match", "")
+            )
         profile = self._profile(sess[0])
         ctx = self._context(request, sess, profile)
         ctx.update(build(profile))

@@ -223,22 +223,20 @@ class ComputeTrendingWindows(beam.PTransform):
                 | "CountDistinctArticles" >> beam.CombinePerKey(_DistinctArticlesFn())
                 | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold, keyed_windows=True))
             )
-            if c.write_redis:
-                _ = trends | "WriteTrendingToRedis" >> beam.ParDo(_WriteRedisFn(c))
-            return {"trends": trends, "dead_letter": parsed[DEAD_LETTER_TAG]}
-        trends = (
-            parsed[TRENDS_TAG]
-            | "SlidingWindows"
-            >> beam.WindowInto(
-                window.SlidingWindows(c.window_seconds, c.period_seconds),
-                trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)) if c.allowed_lateness_seconds else None,
-                allowed_lateness=c.allowed_lateness_seconds,
-                accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+        else:
+            trends = (
+                parsed[TRENDS_TAG]
+                | "SlidingWindows"
+                >> beam.WindowInto(
+                    window.SlidingWindows(c.window_seconds, c.period_seconds),
+                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)) if c.allowed_lateness_seconds else None,
+                    allowed_lateness=c.allowed_lateness_seconds,
+                    accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+                )
+                | "KeyByStoryEntityTopic" >> beam.FlatMap(_keys_in_window)
+                | "CountDistinctArticles" >> beam.CombinePerKey(_DistinctArticlesFn())
+                | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold))
             )
-            | "KeyByStoryEntityTopic" >> beam.FlatMap(_keys_in_window)
-            | "CountDistinctArticles" >> beam.CombinePerKey(_DistinctArticlesFn())
-            | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold))
-        )
         if c.write_redis:
             _ = trends | "WriteTrendingToRedis" >> beam.ParDo(_WriteRedisFn(c))
         return {"trends": trends, "dead_letter": parsed[DEAD_LETTER_TAG]}
