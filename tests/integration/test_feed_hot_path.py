@@ -148,13 +148,28 @@ def test_remembered_tokens_still_expire(r, tmp_path):
     assert c.get("/v1/feed", headers=future).status_code == 401
 
 
-async def _clients(r, want: int) -> int:
-    """The server's client count once it is ``want`` or 2 s have passed (the server notices closed
-    connections within a few turns of its event loop)."""
+def _named_client(r, name: str) -> redis.Redis:
+    """A client of ``r``'s server whose connections carry the client name ``name``, so a test counts
+    only its own connections (a connection of an earlier test may close while it counts)."""
+    kwargs = dict(r.connection_pool.connection_kwargs)
+    kwargs["client_name"] = name
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(connection_class=r.connection_pool.connection_class, **kwargs)
+    )
+
+
+def _count(r, name: str) -> int:
+    """How many connections of the server are named ``name`` (CLIENT LIST)."""
+    return sum(1 for c in r.client_list() if c.get("name") == name)
+
+
+async def _clients(r, name: str, want: int) -> int:
+    """The number of the server's connections named ``name`` once it is ``want`` or 2 s have passed
+    (the server notices closed connections within a few turns of its event loop)."""
     import asyncio
 
     for _ in range(100):
-        n = r.info("clients")["connected_clients"]
+        n = _count(r, name)
         if n == want:
             break
         await asyncio.sleep(0.02)
@@ -164,7 +179,7 @@ async def _clients(r, want: int) -> int:
 def test_the_event_loop_round_trip(r):
     import asyncio
 
-    rt = AsyncRoundTrip(r)
+    rt = AsyncRoundTrip(_named_client(r, "round-trip"))
     assert rt.available
     r.set("k", b"\x00bytes\n")
     r.hset("h", mapping={"a": "1", "c": "3"})
@@ -178,13 +193,13 @@ def test_the_event_loop_round_trip(r):
 
     async def run():
         got = [await rt.execute(commands) for _ in range(20)]
-        clients = r.info("clients")["connected_clients"]
+        clients = _count(r, "round-trip")
         with pytest.raises(redis.ResponseError):
             await rt.execute([("GET", "h"), ("GET", "k")])  # WRONGTYPE: the connection is dropped
         after_error = await rt.execute(commands)
-        return got, clients, after_error, await _clients(r, clients)
+        return got, clients, after_error, await _clients(r, "round-trip", clients)
 
-    before = r.info("clients")["connected_clients"]
+    before = _count(r, "round-trip")
     got, during, after_error, after = asyncio.run(run())
     assert got == [want] * 20 and after_error == want
     assert during == before + 1  # twenty round trips on one connection
@@ -252,13 +267,13 @@ def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the
 def test_a_burst_keeps_only_max_idle_connections(r):
     import asyncio
 
-    rt = AsyncRoundTrip(r, max_idle=2)
+    rt = AsyncRoundTrip(_named_client(r, "burst"), max_idle=2)
     r.set("k", b"v")
-    before = r.info("clients")["connected_clients"]
+    before = _count(r, "burst")
 
     async def burst():
         replies = await asyncio.gather(*[rt.execute([("GET", "k")]) for _ in range(10)])
-        return replies, await _clients(r, before + 2)
+        return replies, await _clients(r, "burst", before + 2)
 
     replies, after = asyncio.run(burst())
     assert replies == [[b"v"]] * 10
