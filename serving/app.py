@@ -95,7 +95,7 @@ from serving.http_cache import (
     strong_etag,
 )
 from serving.openapi import openapi_schema
-from serving.pages import coverage_page, feed_page, trending_page
+from serving.pages import coverage_page, feed_page, trending_page, unknown_topic, unknown_topic_message
 from serving.personal import PersonalFeeds
 from serving.preferences import merge_preferences, reader_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
@@ -324,7 +324,10 @@ class Api:
         def build(conditional: bool = True) -> Response:
             name = f"topic:{topic}"
             doc, stale = self._feed_with_fallback(name, self.store.keys.feed("topic", topic), "")
-            return self._respond(request, feed_page("topic", topic, doc, limit, stale), "public", stale, conditional)
+            page = feed_page("topic", topic, doc, limit, stale)
+            if unknown_topic(topic, page, stale):
+                raise ApiError(404, "not_found", unknown_topic_message(topic))
+            return self._respond(request, page, "public", stale, conditional)
 
         profile = self._reader_blocks(request)
         if profile is not None:

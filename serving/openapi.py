@@ -115,7 +115,12 @@ def openapi_schema() -> dict:
                 "get": {
                     "summary": "Top stories of a topic",
                     "parameters": [_p("topic", {"type": "string", "maxLength": 64}, "topic label"), LIMIT],
-                    "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR},
+                    "responses": {
+                        "200": _ok("FeedPage", "feed page (empty for a label of the topic model without stories)"),
+                        "304": NOT_MODIFIED,
+                        "400": ERR,
+                        "404": ERR,  # no stories carry the topic and the topic model cannot assign it
+                    },
                 }
             },
             "/v1/trending": {

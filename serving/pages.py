@@ -1,6 +1,7 @@
 """Assembly of API pages from precomputed feeds and stored records (pure: no Redis, no HTTP).
 
 * :func:`feed_page` — one page of a precomputed feed document;
+* :func:`unknown_topic` — whether a topic page is a 404 (no feed, no snapshot, not a model label);
 * :func:`coverage_page` — a story's full coverage: independent reports (near-duplicate groups) with
   their syndicated copies, and the sources;
 * :func:`trending_page` — trending stories, entities and topics, and the breaking set.
@@ -11,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from newsflow.syndication import split_copies
+from newsflow.topics import LABELS
+
+MODEL_TOPICS = frozenset(label.lower() for label in LABELS)
+"""Topic names the shipped topic model can assign (lower case, as topic feeds are named)."""
 
 
 def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) -> dict:
@@ -24,6 +29,25 @@ def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) ->
         "count": len(stories),
         "stories": stories,
     }
+
+
+def unknown_topic(topic: str, page: dict, stale: str) -> bool:
+    """True when ``/v1/topics/{topic}`` and ``/topics/{topic}`` answer 404: the feed read found neither a
+    feed nor a snapshot (``stale == "feed-missing"`` and ``page``, a :func:`feed_page`, is empty without a
+    ``generated_at``) and ``topic`` (lower case) is not one of :data:`MODEL_TOPICS`. A model label without
+    stories right now is an empty page (the topic exists, its feed is empty); while Redis is unreachable
+    nothing is a 404 (the page is degraded instead); a topic of another model is known by its feed."""
+    return (
+        stale == "feed-missing"
+        and page.get("generated_at") is None
+        and not page["stories"]
+        and topic not in MODEL_TOPICS
+    )
+
+
+def unknown_topic_message(topic: str) -> str:
+    """The 404 message of :func:`unknown_topic`."""
+    return f"no topic {topic!r}: no stories carry it and it is not a label of the topic model"
 
 
 def article_json(a) -> dict:

@@ -61,7 +61,7 @@ from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
 from serving.http_body import BodyTooLarge, read_capped
 from serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
-from serving.pages import coverage_page, feed_page
+from serving.pages import coverage_page, feed_page, unknown_topic, unknown_topic_message
 from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS
 from serving.tokens import TokenError, sign_token, verify_token
@@ -350,6 +350,8 @@ class Web:
 
         def build(profile):
             page, stale = self._feed("topic", topic, limit)
+            if unknown_topic(topic, page, stale):
+                raise PageError(404, "Topic not found", unknown_topic_message(topic))
             stories = page["stories"]
             blocked_topic = bool(profile and topic in profile.block_topics)
             return {

@@ -18,6 +18,7 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from jobs.build_feeds import build_feeds
+from newsflow.keys import Keys
 from newsflow.ranking.events import flush_events
 from newsflow.ranking.store import encode_embedding
 from newsflow.stores.redis_conn import stop_embedded
@@ -318,8 +319,30 @@ def test_feed_missing_serves_snapshot(r, tmp_path):
     assert stale.headers["x-newsflow-stale"] == "1"
     assert stale.headers["x-newsflow-stale-reason"] == "feed-missing"
     assert stale.headers["cache-control"] == "public, max-age=10, s-maxage=10"
-    empty = c.get("/v1/topics/nothing-here")  # no feed, no snapshot: empty, not an error
+    empty = c.get("/v1/topics/health")  # a label of the topic model, no feed, no snapshot: empty, not an error
     assert empty.status_code == 200 and empty.json()["stories"] == [] and empty.json()["stale"] is True
+    assert empty.headers["x-newsflow-stale-reason"] == "feed-missing"
+
+
+def test_unknown_topic_is_404_and_a_topic_with_a_feed_or_snapshot_is_not(r, tmp_path):
+    c = _client(r, tmp_path)
+    missing = c.get("/v1/topics/nothing-here")  # no feed, no snapshot, not a model label
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found" and "nothing-here" in missing.json()["error"]["message"]
+    assert missing.headers["cache-control"] == "no-store"
+    # "tech" is not a model label (the model says "technology") but stories carry it: its feed answers
+    assert _ids(c.get("/v1/topics/tech")) == ["s7"]
+    assert c.get("/v1/topics/Health").status_code == 200  # model labels compare in lower case
+    # the feed expires: its snapshot still answers (stale), not a 404
+    r.delete(Keys().feed("topic", "tech"))
+    stale = c.get("/v1/topics/tech")
+    assert stale.status_code == 200 and _ids(stale) == ["s7"]
+    assert stale.headers["x-newsflow-stale-reason"] == "feed-missing"
+    # a story's topic that no feed has been built for yet: 404 until the next feed build
+    r.hset(Keys().story("s6"), "topics", '["fussball"]')
+    assert c.get("/v1/topics/fussball").status_code == 404  # no feed built yet for it
+    build_feeds(r, NOW)
+    assert _ids(c.get("/v1/topics/fussball")) == ["s6"]  # once a feed exists, the topic does
 
 
 def test_redis_shut_down_serves_last_good_feed(tmp_path):

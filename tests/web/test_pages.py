@@ -209,6 +209,12 @@ def test_topics_sources_trending_pages(site):
     trending = _doc(site.get("/trending"))
     assert _card_ids(trending) == ["s5", "s3", "s1"]  # by new articles: 12, 4, 2
     assert site.get("/topics/bad%2Ftopic").status_code in (400, 404)
+    # a topic no story carries and the topic model cannot assign: a 404 page, as /v1/topics/{t}
+    unknown = site.get("/topics/nothing-here")
+    assert unknown.status_code == 404 and site.get("/v1/topics/nothing-here").status_code == 404
+    assert _doc(unknown).xpath("string(//h1)") == "Topic not found" and "nothing-here" in unknown.text
+    empty = site.get("/topics/health")  # a label of the model without stories now: an empty topic page
+    assert empty.status_code == 200 and _card_ids(_doc(empty)) == []
     assert re.search(r"Page not found", site.get("/no/such/page").text)
 
 
