@@ -7,7 +7,11 @@ round trip reads the reader's edition and blocks and the serving form; awaited o
 client's connections can be copied (:class:`serving.hot_path.AsyncRoundTrip`), else in a worker thread.
 After it the page is a pure function of the bytes read, the shared breaking set (:class:`BreakingSet`,
 read again every ``breaking_seconds``) and the query, so it is memoized per reader on all of them
-(:class:`serving.hot_path.ReaderMemo`). Without a serving form the stored feed document is read, and
+(:class:`serving.hot_path.ReaderMemo`). The breaking items' freshness scores are taken at the start of the
+current minute (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh: a refresh that finds the same
+stories keeps the generation, so readers' memoized pages stay valid (a score that moved in its fourth digit
+used to re-rank every active reader's page once per refresh), and two serving processes give the same page
+and ETag. Without a serving form the stored feed document is read, and
 without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored; with Redis
 unreachable, the edition's last good snapshot is served (stale).
 """
@@ -42,6 +46,12 @@ from newsflow.ranking.store import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStor
 from serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
 from serving.pages import feed_page
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
+
+BREAKING_SCORE_STEP_SECONDS = 60.0
+"""Breaking items injected into personal pages are scored at ``now - now % 60`` (UTC epoch s): at λ 0.5/h
+(:data:`~newsflow.ranking.decay.LAMBDA_BREAKING`) a minute moves a score by at most 0.83% (e^(-0.5/60)), and
+injected items are ordered by the time they became breaking, not by score
+(:func:`~newsflow.ranking.rerank.newer_breaking`)."""
 
 log = logging.getLogger("newsflow.serving")
 
@@ -218,11 +228,14 @@ class PersonalFeeds:
 
     def breaking_set(self, now: float) -> BreakingSet:
         """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
-        and cached in-process for ``breaking_seconds`` (the set changes every few minutes)."""
+        and cached in-process for ``breaking_seconds`` (the set changes every few minutes); items are scored
+        at the start of ``now``'s minute (:data:`BREAKING_SCORE_STEP_SECONDS`), and the generation changes
+        only when the stories, their ``since`` or their items do."""
         last = self._breaking_cache
         if time.monotonic() < last.expires:
             return last
         breaking = self.store.breaking(now)
+        scored_at = now - now % BREAKING_SCORE_STEP_SECONDS
         items = {}
         if breaking:
             for rec in self.store.get_stories(list(breaking)):
@@ -232,7 +245,7 @@ class PersonalFeeds:
                     rec.summary(),
                     breaking=True,
                     relevance=None,
-                    score=decay_score(rec.authority, rec.earliest_time, now, LAMBDA_BREAKING),
+                    score=decay_score(rec.authority, rec.earliest_time, scored_at, LAMBDA_BREAKING),
                 )
         if breaking == last.since and items == last.items:
             generation, encoded = last.generation, last.encoded

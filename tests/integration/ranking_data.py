@@ -17,6 +17,7 @@ from newsflow.keys import Keys
 from newsflow.ranking.store import encode_embedding
 
 NOW = 1_700_000_000.0
+NOW_MINUTE = 1_699_999_980.0  # the start of NOW's UTC minute (NOW % 60 == 20): breaking items are scored at it
 H = 3600.0
 
 # story_id: (title, domain, authority, age_hours, languages, topics, embedding axis)

@@ -8,6 +8,7 @@ one connection reused, an error reply does not poison it, a silent server times 
 retries without blocking other requests."""
 
 import json
+import math
 import socket
 import threading
 import time
@@ -29,7 +30,7 @@ from serving.hot_path import AsyncRoundTrip
 from serving.http_cache import json_bytes, strong_etag
 from serving.tokens import sign_token
 from tests.integration.asgi_server import serve_in_thread
-from tests.integration.ranking_data import NOW, add_trending, axis, populate
+from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
 
 SECRET = b"h" * 32
 USERS = ["u-block", "u-interest", "u-follow", "u-plain"]
@@ -58,7 +59,7 @@ def _thread_path_client(r):
 
 def _expected(r, user, limit, edition_param=""):
     """The page worked out from Redis as it is now: the stored feed document re-ranked by ``rerank`` with the
-    reader's whole profile and the live breaking stories (scored at NOW)."""
+    reader's whole profile and the live breaking stories (scored at the start of NOW's minute)."""
     store = RankingStore(r)
     doc = json.loads(r.get(Keys().feed("user", user)))
     profile = store.user_profile(user)
@@ -67,7 +68,7 @@ def _expected(r, user, limit, edition_param=""):
     for sid, since in store.breaking(NOW).items():
         rec = store.get_story(sid)
         if since > gen:
-            score = decay_score(rec.authority, rec.earliest_time, NOW, LAMBDA_BREAKING)
+            score = decay_score(rec.authority, rec.earliest_time, NOW_MINUTE, LAMBDA_BREAKING)
             inject.append((since, dict(rec.summary(), breaking=True, relevance=None, score=score)))
     items = rerank(doc["stories"], gen, inject, profile, k=limit, source_cap=FeedConfig().source_cap)
     edition = edition_param or profile.edition or GLOBAL_EDITION
@@ -126,6 +127,38 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
         r.hdel("nf:user:u-plain", "block_topics")
         check()
     assert served == 7 * len(USERS) * 4 * 2
+
+
+def test_breaking_scores_move_once_a_minute_so_pages_stay_memoized(r, tmp_path):
+    clock = [NOW]
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: clock[0]
+    )
+    app = create_app(r, cfg)
+    keys = Keys()
+    r.zadd(keys.breaking, {"s2": NOW + 3000})  # breaking after the feeds were built: injected
+    r.hset(keys.breaking_since, "s2", repr(NOW + 5))
+    rec = RankingStore(r).get_story("s2")
+    memo = app.state.api.personal.pages
+    with TestClient(app) as c:
+        first = _get(c, "u-plain")
+        entry = memo.get("u-plain")
+        # the breaking set is read again on every request (local_cache_seconds=0), the clock moves 39 s
+        # within NOW's minute: the same page object, body and ETag, score as at the minute's start
+        for t in (NOW + 1, NOW + 20, NOW + 39):
+            clock[0] = t
+            again = _get(c, "u-plain")
+            assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
+            assert memo.get("u-plain") is entry
+        injected = [s for s in first.json()["stories"] if s.get("injected")]
+        assert [s["story_id"] for s in injected] == ["s2"]
+        want = rec.authority * math.exp(-0.5 * (NOW_MINUTE - rec.earliest_time) / 3600)  # λ 0.5/h, by hand
+        assert injected[0]["score"] == pytest.approx(want, rel=1e-12)
+        clock[0] = NOW + 40  # the next minute: rescored once, a new page
+        later = _get(c, "u-plain")
+        assert memo.get("u-plain") is not entry and later.headers["etag"] != first.headers["etag"]
+        score = next(s["score"] for s in later.json()["stories"] if s.get("injected"))
+        assert score == pytest.approx(want * math.exp(-0.5 / 60), rel=1e-12)
 
 
 def test_remembered_tokens_still_expire(r, tmp_path):

@@ -16,7 +16,7 @@ from newsflow.ranking.store import GLOBAL_EDITION, RankingStore, encode_embeddin
 from serving.app import ServingConfig, create_app
 from serving.http_cache import json_bytes
 from serving.tokens import sign_token
-from tests.integration.ranking_data import NOW, add_trending, axis, populate
+from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
 
 SECRET = b"p" * 32
 USERS = ["u-block", "u-interest", "u-follow", "u-plain"]
@@ -51,7 +51,7 @@ def _breaking_items(store):
     out = []
     for sid, since in store.breaking(NOW).items():
         rec = store.get_story(sid)
-        score = decay_score(rec.authority, rec.earliest_time, NOW, LAMBDA_BREAKING)
+        score = decay_score(rec.authority, rec.earliest_time, NOW_MINUTE, LAMBDA_BREAKING)
         out.append((since, dict(rec.summary(), breaking=True, relevance=None, score=score)))
     return out
 
