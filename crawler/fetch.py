@@ -11,6 +11,9 @@ Bodies are read raw and their ``Content-Encoding`` undone by
 :class:`crawler.inflate.BoundedDecoder`, which inflates in 64 KiB steps and
 stops at ``max_body_bytes`` of decoded output (``too_large``), so a
 decompression bomb costs at most the cap in memory, not its inflated size.
+A fetch with ``prefix_limit`` (robots.txt: :data:`crawler.robots.ROBOTS_MAX_BYTES`)
+is never ``too_large``: it keeps the first ``prefix_limit`` decoded bytes, stops
+reading, and sets :attr:`FetchResult.truncated` when the body went on.
 
 Address checks (:class:`crawler.safety.AddressPolicy`) run for every hop; a host's verdict and
 resolved addresses are cached for ``CrawlerConfig.dns_cache_s`` seconds (``getaddrinfo`` does
@@ -73,6 +76,8 @@ class FetchResult:
       fetch_time: UTC epoch seconds when the response started.
       elapsed_s: wall time of the whole fetch.
       server_ip: peer address actually connected to ("" when unknown).
+      truncated: True when a fetch with ``prefix_limit`` kept only the body's first
+        ``prefix_limit`` decoded bytes (the body went on past them).
     """
 
     url: str
@@ -86,6 +91,7 @@ class FetchResult:
     fetch_time: float = 0.0
     elapsed_s: float = 0.0
     server_ip: str = ""
+    truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -256,6 +262,7 @@ class Fetcher:
         last_modified: str = "",
         accept_types: Sequence[str] | None = None,
         validators_url: str = "",
+        prefix_limit: int | None = None,
     ) -> FetchResult:
         """GETs ``url``, following up to ``max_redirects`` redirects, each target checked for safety.
 
@@ -268,25 +275,45 @@ class Fetcher:
           validators_url: URL whose response gave ``etag``/``last_modified`` (the previous
             ``final_url``); they are sent to the hop that requests it, so a redirected feed
             still gets conditional requests. Empty: sent to ``url`` (the first hop).
+          prefix_limit: keep at most this many decoded body bytes instead of refusing a body over
+            ``max_body_bytes`` (which it replaces for this request): a longer body, whatever its
+            ``Content-Length``, gives its first ``prefix_limit`` bytes with ``truncated`` set, and
+            the rest is not read. ``None``: bodies over ``max_body_bytes`` are ``too_large``.
 
         Returns:
           A :class:`FetchResult`; never raises for network/HTTP problems.
+
+        Raises:
+          ValueError: ``prefix_limit`` is not positive (a caller's mistake, not the server's).
         """
+        if prefix_limit is not None and prefix_limit <= 0:
+            raise ValueError(f"prefix_limit must be > 0, got {prefix_limit}")
         start = time.monotonic()
         result = FetchResult(url=url, final_url=url, fetch_time=self.clock())
         try:
             async with asyncio.timeout(self.config.total_timeout_s):
-                await self._fetch(url, etag, last_modified, accept_types, result, validators_url or url)
+                await self._fetch(url, etag, last_modified, accept_types, result, validators_url or url, prefix_limit)
         except TimeoutError:
-            result.error_kind, result.error, result.body = (
+            result.error_kind, result.error, result.body, result.truncated = (
                 "timeout",
                 (f"no complete response within {self.config.total_timeout_s:.1f}s"),
                 None,
+                False,
             )
         result.elapsed_s = time.monotonic() - start
         return result
 
-    async def _fetch(self, url, etag, last_modified, accept_types, result: FetchResult, validators_url: str) -> None:
+    async def _fetch(
+        self,
+        url,
+        etag,
+        last_modified,
+        accept_types,
+        result: FetchResult,
+        validators_url: str,
+        prefix_limit: int | None = None,
+    ) -> None:
+        cap = self.config.max_body_bytes if prefix_limit is None else prefix_limit
         seen = {url}
         current = url
         for _hop in range(self.config.max_redirects + 1):
@@ -353,22 +380,27 @@ class Fetcher:
                         return
                     declared = result.headers.get("content-length")
                     if (
-                        declared
+                        prefix_limit is None  # a prefix fetch reads what it keeps, whatever the length
+                        and declared
                         and declared.isdigit()
                         and "content-encoding" not in result.headers
-                        and int(declared) > self.config.max_body_bytes
+                        and int(declared) > cap
                     ):
                         result.error_kind = "too_large"
-                        result.error = f"Content-Length {declared} exceeds {self.config.max_body_bytes}"
+                        result.error = f"Content-Length {declared} exceeds {cap}"
                         return
                     # raw (still encoded) bytes, inflated step by step under the cap (crawler.inflate)
                     try:
-                        decoder = BoundedDecoder(result.headers.get("content-encoding", ""), self.config.max_body_bytes)
+                        decoder = BoundedDecoder(
+                            result.headers.get("content-encoding", ""), cap, keep_prefix=prefix_limit is not None
+                        )
                         async for chunk in resp.content.iter_any():
                             decoder.feed(chunk)
+                            if decoder.truncated:
+                                break  # the prefix is complete; the rest is not read
                     except BodyTooLarge:
                         result.error_kind = "too_large"
-                        result.error = f"body exceeds {self.config.max_body_bytes} bytes"
+                        result.error = f"body exceeds {cap} bytes"
                         return
                     except UnsupportedEncoding as e:
                         result.error_kind, result.error = "unsupported_encoding", str(e)
@@ -377,6 +409,7 @@ class Fetcher:
                         result.error_kind, result.error = "bad_encoding", str(e)[:300]
                         return
                     result.body = decoder.finish()
+                    result.truncated = decoder.truncated
                     return
             except TimeoutError as e:  # aiohttp's connect and socket-read timeouts
                 result.error_kind, result.error = "timeout", f"{type(e).__name__}: {e}"

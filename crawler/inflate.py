@@ -28,6 +28,12 @@ Codings (RFC 9110 section 8.4.1, RFC 8878):
 
 A truncated compressed stream yields what was inflated so far; corrupt data
 raises :class:`CorruptEncoding`.
+
+Prefix mode (``keep_prefix=True``, used for robots.txt, whose parsing limit RFC 9309
+section 2.5 lets a crawler impose): instead of refusing a body past the cap, the
+decoder keeps its first ``limit`` decoded bytes, sets :attr:`BoundedDecoder.truncated`
+and ignores everything fed after that (nothing more is inflated), so the caller can
+stop reading the response.
 """
 
 from __future__ import annotations
@@ -62,20 +68,30 @@ class CorruptEncoding(Exception):
 
 
 class _Sink:
-    """The decoded body: chunks kept until ``limit`` bytes; one more byte raises :class:`BodyTooLarge`."""
+    """The decoded body: chunks kept until ``limit`` bytes; one more byte raises :class:`BodyTooLarge`.
 
-    def __init__(self, limit: int):
+    With ``keep_prefix`` the first ``limit`` bytes stay kept when it raises (the chunk that
+    crosses the limit is cut there); otherwise everything kept is dropped.
+    """
+
+    def __init__(self, limit: int, keep_prefix: bool = False):
         self.limit = limit
+        self.keep_prefix = keep_prefix
         self.size = 0
         self.chunks: list[bytes] = []
 
     def write(self, data: bytes) -> None:
         if not data:
             return
-        self.size += len(data)
-        if self.size > self.limit:
-            self.chunks.clear()
+        if self.size + len(data) > self.limit:
+            if self.keep_prefix:
+                self.chunks.append(data[: self.limit - self.size])
+                self.size = self.limit
+            else:
+                self.size += len(data)
+                self.chunks.clear()
             raise BodyTooLarge(f"body exceeds {self.limit} bytes")
+        self.size += len(data)
         self.chunks.append(data)
 
     def close(self) -> None:
@@ -167,6 +183,8 @@ class BoundedDecoder:
     Args:
       content_encoding: the ``Content-Encoding`` header value ("" for none).
       limit: largest decoded body accepted, bytes.
+      keep_prefix: past ``limit``, keep the first ``limit`` decoded bytes and set
+        :attr:`truncated` instead of raising :class:`BodyTooLarge` (module doc, "Prefix mode").
 
     Raises:
       UnsupportedEncoding: (constructor) a coding that cannot be decoded (see module doc).
@@ -178,8 +196,9 @@ class BoundedDecoder:
       b'hello'
     """
 
-    def __init__(self, content_encoding: str, limit: int):
-        self._sink = _Sink(limit)
+    def __init__(self, content_encoding: str, limit: int, keep_prefix: bool = False):
+        self._sink = _Sink(limit, keep_prefix)
+        self._truncated = False
         stage = self._sink
         for coding in content_codings(content_encoding):  # the last coding applied is undone first
             if coding in ("gzip", "x-gzip"):
@@ -196,10 +215,18 @@ class BoundedDecoder:
         """Decodes one piece of the encoded body.
 
         Raises:
-          BodyTooLarge: the decoded body passed the limit (nothing more is inflated).
+          BodyTooLarge: the decoded body passed the limit (nothing more is inflated); in prefix
+            mode this is not raised: :attr:`truncated` is set and later pieces are ignored.
           CorruptEncoding: invalid compressed data.
         """
-        self._head.write(data)
+        if self._truncated:
+            return
+        try:
+            self._head.write(data)
+        except BodyTooLarge:
+            if not self._sink.keep_prefix:
+                raise
+            self._truncated = True
 
     def finish(self) -> bytes:
         """The decoded body (after the last :meth:`feed`)."""
@@ -210,5 +237,10 @@ class BoundedDecoder:
 
     @property
     def size(self) -> int:
-        """Decoded bytes so far."""
+        """Decoded bytes so far (in prefix mode, at most the limit)."""
         return self._sink.size
+
+    @property
+    def truncated(self) -> bool:
+        """True in prefix mode once the decoded body went past the limit (only its prefix is kept)."""
+        return self._truncated

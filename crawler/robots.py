@@ -11,8 +11,14 @@ cases where protego on its own disagrees with the conformance vectors in
    is dropped; lines end at CR, LF or CRLF (RFC 9309 section 2.2, ``EOL``) and
    nothing else (protego's ``str.splitlines`` would also split on form feeds,
    U+2028 and others); only the first :data:`ROBOTS_MAX_BYTES` (500 KiB, the
-   minimum parsing limit of RFC 9309 section 2.5) are read, and each line is cut
-   after :data:`MAX_LINE_BYTES`, so a very long rule still applies as its prefix.
+   minimum parsing limit of RFC 9309 section 2.5) are read, up to the end of the
+   last line that is whole within them (:func:`parse_prefix`: a line cut by the
+   limit is dropped, so a rule cut mid-path never becomes a shorter, different
+   rule), and each line is cut after :data:`MAX_LINE_BYTES`, so a very long rule
+   still applies as its prefix. The crawler fetches no more than that limit
+   either (``Fetcher.fetch(prefix_limit=...)``): a bigger file is parsed as its
+   prefix, like Google, which ignores content after its limit, instead of being
+   refused as too large.
 2. **Records.** ``#`` starts a comment (section 2.2.3); a field name is matched
    case-insensitively (section 2.1); a missing colon is tolerated when the line
    is ``name value`` with a one-word value (``disallow /``). Lines that are not
@@ -59,7 +65,8 @@ from dataclasses import dataclass
 from protego import Protego
 
 ROBOTS_MAX_BYTES = 500 * 1024
-"""Bytes of a robots.txt that are parsed (RFC 9309 section 2.5: at least 500 KiB)."""
+"""Bytes of a robots.txt that are fetched and parsed (RFC 9309 section 2.5: crawlers SHOULD impose a
+parsing limit, which MUST be at least 500 KiB); what follows is ignored (:func:`parse_prefix`)."""
 
 MAX_LINE_BYTES = 16 * 1024
 """A line is cut after this many bytes; the rest of it is ignored."""
@@ -191,6 +198,32 @@ def _protect_escapes(text: str) -> str:
     return _ESCAPE.sub(r"%25\1", text)
 
 
+def parse_prefix(body: bytes, truncated: bool = False, limit: int = ROBOTS_MAX_BYTES) -> bytes:
+    """The part of a robots.txt that is parsed (RFC 9309 section 2.5 parsing limit).
+
+    A body of at most ``limit`` bytes that was not cut (``truncated`` False) is returned whole.
+    Otherwise its first ``limit`` bytes are kept up to and including the last end of line
+    (CR or LF) among them: the line the limit cuts is dropped, since its start may be a
+    different rule (``Disallow: /news-archive`` cut to ``Disallow: /ne``). With no end of
+    line in the prefix nothing is left (``b""``, which allows everything).
+
+    Args:
+      body: robots.txt bytes as received (after content decoding).
+      truncated: the fetch kept only this prefix of a longer body
+        (:attr:`crawler.fetch.FetchResult.truncated`), so its last line may be cut.
+      limit: the parsing limit in bytes.
+
+    Example:
+      >>> parse_prefix(b"Allow: /\\nDisallow: /news-archive\\n", limit=14)
+      b'Allow: /\\n'
+    """
+    if not truncated and len(body) <= limit:
+        return body
+    head = body[:limit]
+    last_eol = max(head.rfind(b"\n"), head.rfind(b"\r"))
+    return head[: last_eol + 1]
+
+
 def _read_records(body: bytes) -> list[tuple[str, str]]:
     """Splits a robots.txt into ``(field, value)`` records in protego's vocabulary (module doc, steps 1-4).
 
@@ -201,10 +234,7 @@ def _read_records(body: bytes) -> list[tuple[str, str]]:
         body = body[3:]
     elif body[:2] == b"\xef\xbb" or (body[:1] == b"\xef" and body[1:2].isascii()):
         body = body[2:] if body[:2] == b"\xef\xbb" else body[1:]
-    if len(body) > ROBOTS_MAX_BYTES:
-        body = body[:ROBOTS_MAX_BYTES]
-        last_eol = max(body.rfind(b"\n"), body.rfind(b"\r"))
-        body = body[: last_eol + 1] if last_eol >= 0 else b""
+    body = parse_prefix(body)
     records = []
     for line in _EOL.split(body):
         rec = _parse_line(line[:MAX_LINE_BYTES])

@@ -28,11 +28,20 @@ rests before the next one (the frontier's ``next_allowed``):
   task's request for this turn: the task goes back to its queue and its own
   request waits the rest like any other (``robots_then_requeued`` counter);
 - a robots.txt answered 5xx/429 or unreachable disallows the host until the
-  policy expires (30 min, or a longer ``Retry-After``; :mod:`crawler.robots`).
+  policy expires (30 min, or a longer ``Retry-After``; :mod:`crawler.robots`);
+  one larger than the parsing limit (:data:`crawler.robots.ROBOTS_MAX_BYTES`,
+  RFC 9309 section 2.5) is not an error: only that much is fetched, the line the
+  limit cuts is dropped and the rest is parsed as a 2xx file (``robots_truncated``
+  counter).
 
 Retries: a feed answered 429/503 waits :func:`crawler.schedule.throttle_delay`
 (from its poll interval, doubling, capped at 24 h, a longer ``Retry-After``
 wins); other feed errors back off with :func:`crawler.schedule.backoff_delay`.
+A feed failing with a permanent kind (:data:`PERMANENT_FEED_ERRORS`: too large,
+a refused content type or encoding, corrupt encoding, a redirect loop) is also
+dead-lettered (step ``feed``, reason = the kind), as an unparseable feed
+(``invalid_feed``) is, so an operator sees it; it stays scheduled with backoff.
+Transient failures (timeouts, network errors, 5xx, 429) are only counted.
 A page answered 429/503 retries at its ``Retry-After``, else after
 ``throttle_delay`` from ``min_interval_s``. A 304 refreshes the stored
 ``ETag``/``Last-Modified`` with the ones it carries; they are sent to the URL
@@ -63,7 +72,7 @@ from crawler.config import CrawlerConfig
 from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
 from crawler.frontier import Frontier, Task
-from crawler.robots import RobotsPolicy
+from crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy, parse_prefix
 from crawler.safety import UnsafeAddressError
 from crawler.schedule import (
     THROTTLE_STATUSES,
@@ -83,6 +92,10 @@ from schemas import RawDocument
 _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
 TRANSIENT = frozenset({"timeout", "network"})
+PERMANENT_FEED_ERRORS = frozenset(
+    {"too_large", "bad_content_type", "unsupported_encoding", "bad_encoding", "redirect_loop"}
+)
+"""Feed fetch error kinds that retrying will not fix: dead-lettered as well as backed off."""
 REFUSAL_COUNTERS = ("robots_unreachable", "robots_disallowed")
 HOUSEKEEPING_S = 0.05
 """Seconds between the worker's housekeeping turns: priority requests and registrations applied,
@@ -375,12 +388,15 @@ class CrawlWorker:
             if pol.expires_at > now:
                 self._robots[key] = pol
                 return pol, None
-        res = await self.fetcher.fetch(key + "/robots.txt")
+        res = await self.fetcher.fetch(key + "/robots.txt", prefix_limit=ROBOTS_MAX_BYTES)
         if res.error_kind == "unsafe_address":  # the safety guard, not the site: never a robots verdict
             raise UnsafeAddressError(res.error)
-        # network error, timeout, redirect trouble or an oversized file: "unreachable" (disallow for a while)
+        # network error, timeout or redirect trouble: "unreachable" (disallow for a while)
         status = 0 if res.error_kind else res.status
         body = res.body or b""
+        if res.truncated:  # past the parsing limit (RFC 9309 2.5): the prefix, without its cut last line
+            body = parse_prefix(body, truncated=True)
+            self._count("robots_truncated")
         pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s)
         self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         self._robots[key] = pol
@@ -482,6 +498,8 @@ class CrawlWorker:
         if res.error_kind or not (200 <= res.status < 300 or res.status == 304):
             kind = res.error_kind or f"http_{res.status}"
             self._count(f"feed_error:{kind}")
+            if kind in PERMANENT_FEED_ERRORS:
+                self.frontier.dead_letter("feed", kind, res.error, now, task.url)
             self._complete_feed_failure(
                 task,
                 now,
