@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 
 from newsflow.ranking.build import BuildStats, build_feeds  # noqa: F401 (re-exported for callers of the job)
@@ -56,22 +57,22 @@ def run(args: argparse.Namespace) -> int:
     """Runs the job once or on a bounded schedule; prints one JSON line per run."""
 
     if not 0.5 <= args.alpha <= 0.9:
-        print(f"error: --alpha must be in [0.5, 0.9], got {args.alpha}")
+        print(f"error: --alpha must be in [0.5, 0.9], got {args.alpha}", file=sys.stderr)
         return 2
     if args.every is not None and args.every <= 0:
-        print(f"error: --every must be > 0 seconds, got {args.every}")
+        print(f"error: --every must be > 0 seconds, got {args.every}", file=sys.stderr)
         return 2
     if args.k < 1:
-        print(f"error: --k must be >= 1, got {args.k}")
+        print(f"error: --k must be >= 1, got {args.k}", file=sys.stderr)
         return 2
     max_runs = args.max_runs if args.max_runs is not None else (288 if args.every else 1)
     if max_runs < 1:
-        print(f"error: --max-runs must be >= 1, got {max_runs}")
+        print(f"error: --max-runs must be >= 1, got {max_runs}", file=sys.stderr)
         return 2
     try:
         settings = Settings.resolve(args)
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     client = settings.connect_redis()
     store = RankingStore(client, settings.keys)
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 now = parse_now(args.now, store)
             except ValueError as e:
-                print(f"error: {e}")
+                print(f"error: {e}", file=sys.stderr)
                 return 2
             if args.now not in (None, "", "latest"):
                 now += started - first_start  # a fixed --now advances with the schedule

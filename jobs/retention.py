@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 
 from newsflow.ranking.feeds import parse_now
@@ -90,23 +91,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Expires old state once; prints one JSON line of counts. Exit 2 on bad arguments."""
     if not (math.isfinite(args.days) and args.days > 0):
-        print(f"error: --days must be a finite number > 0, got {args.days}")
+        print(f"error: --days must be a finite number > 0, got {args.days}", file=sys.stderr)
         return 2
     try:
         settings = Settings.resolve(args)
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     client = settings.connect_redis()
     try:
         now = parse_now(args.now, RankingStore(client, settings.keys))
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         counts = expire(client, now - args.days * 86400.0, settings.keys)
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(counts), flush=True)
     return 0

@@ -95,9 +95,9 @@ from serving.http_cache import (
     strong_etag,
 )
 from serving.openapi import openapi_schema
-from serving.pages import coverage_page, feed_page, trending_page, unknown_topic, unknown_topic_message
+from serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from serving.personal import PersonalFeeds
-from serving.preferences import merge_preferences, reader_preferences
+from serving.preferences import merge_preferences, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
 from serving.tokens import TokenError
 from serving.web import PageError, web_routes
@@ -108,7 +108,6 @@ log = logging.getLogger("newsflow.serving")
 
 # \Z, not $: "$" also matches before a final newline (edition=en%0A would pass)
 EDITION_RE = re.compile(r"(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)\Z")
-TOPIC_RE = re.compile(r"[a-z0-9][a-z0-9 _&.'-]{0,63}\Z")
 LIMIT_RE = re.compile(r"[0-9]{1,3}\Z")  # ASCII digits only: str.isdigit() accepts "²"
 MAX_LIMIT = 100
 MAX_BODY_BYTES = 64 * 1024
@@ -285,7 +284,7 @@ class Api:
         return f"top|{self._edition(request)}|{self._limit(request)}"
 
     def _topic_key(self, request: Request) -> str:
-        return f"topic|{request.path_params['topic'].lower()}|{self._limit(request)}"
+        return f"topic|{self._topic_param(request)}|{self._limit(request)}"
 
     def _trending_key(self, request: Request) -> str:
         return f"trending|{self._limit(request)}"
@@ -314,19 +313,42 @@ class Api:
             return self._without_blocked(request, build(False), profile)
         return self._cached(request, self._top_key(request), build)
 
+    @staticmethod
+    def _topic_param(request: Request) -> str:
+        """The ``{topic}`` path parameter as the web's topic pages read it
+        (:func:`serving.preferences.normalize_topic`: stripped, lower case).
+
+        Raises:
+          ApiError: 400 when it is not a topic label.
+        """
+        try:
+            return normalize_topic(request.path_params["topic"])
+        except ValueError as e:
+            raise ApiError(400, "bad_parameter", str(e)) from None
+
+    def topic_feed(self, topic: str, limit: int) -> tuple[dict, str]:
+        """A topic's feed page and its stale reason (:func:`serving.pages.topic_feed_state`), shared by
+        ``/v1/topics/{topic}`` and the web's topic page.
+
+        Raises:
+          UnknownTopic: the topic is unknown (a 404).
+        """
+        doc, stale = self._feed_with_fallback(f"topic:{topic}", self.store.keys.feed("topic", topic), "")
+        state = topic_feed_state(topic, doc, stale)
+        if state == "unknown":
+            raise UnknownTopic(topic)
+        stale = "" if state == "empty" else stale
+        return feed_page("topic", topic, doc, limit, stale), stale
+
     def topic(self, request: Request) -> Response:
-        raw = request.path_params["topic"]
-        topic = raw.lower()
-        if not TOPIC_RE.match(topic):
-            raise ApiError(400, "bad_parameter", f"topic must be 1-64 chars of [a-z0-9 _&.'-], got {raw!r}")
+        topic = self._topic_param(request)
         limit = self._limit(request)
 
         def build(conditional: bool = True) -> Response:
-            name = f"topic:{topic}"
-            doc, stale = self._feed_with_fallback(name, self.store.keys.feed("topic", topic), "")
-            page = feed_page("topic", topic, doc, limit, stale)
-            if unknown_topic(topic, page, stale):
-                raise ApiError(404, "not_found", unknown_topic_message(topic))
+            try:
+                page, stale = self.topic_feed(topic, limit)
+            except UnknownTopic as e:
+                raise ApiError(404, "not_found", str(e)) from None
             return self._respond(request, page, "public", stale, conditional)
 
         profile = self._reader_blocks(request)
@@ -609,7 +631,9 @@ def create_app(client, config: ServingConfig) -> Starlette:
     async def http_error(request: Request, exc: HTTPException) -> Response:
         if not _is_api(request):
             title = {404: "Page not found", 405: "Not allowed"}.get(exc.status_code, "Error")
-            return web.error_page(request, PageError(exc.status_code, title, str(exc.detail)))
+            page = web.error_page(request, PageError(exc.status_code, title, str(exc.detail)))
+            page.headers.update(exc.headers or {})  # a 405's Allow (RFC 9110 15.5.6)
+            return page
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return Response(
             _error_body(exc.status_code, code, str(exc.detail)),

@@ -14,6 +14,7 @@ import argparse
 import math
 import os
 import secrets
+import sys
 import time
 
 from newsflow.settings import Settings, add_settings_arguments
@@ -108,19 +109,21 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.resolve(args)
         secret = token_secret(settings)
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if not 0 <= args.port <= 65535:
-        print(f"error: --port must be in 0..65535, got {args.port}")
+        print(f"error: --port must be in 0..65535, got {args.port}", file=sys.stderr)
         return 2
     if not (math.isfinite(args.refresh_feeds) and args.refresh_feeds >= 0):
-        print(f"error: --refresh-feeds must be a finite number of seconds >= 0, got {args.refresh_feeds}")
+        print(
+            f"error: --refresh-feeds must be a finite number of seconds >= 0, got {args.refresh_feeds}", file=sys.stderr
+        )
         return 2
     if args.mint_token:
         try:
             print(sign_token(args.mint_token, secret, time.time(), args.token_ttl))
         except ValueError as e:
-            print(f"error: {e}")
+            print(f"error: {e}", file=sys.stderr)
             return 2
         return 0
     import uvicorn
@@ -140,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         start = parse_now(args.now, RankingStore(client, settings.keys))
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     ranking_clock = None
     if args.now not in (None, "", "wall") or abs(start - time.time()) > 1.0:
@@ -152,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     if args.refresh_feeds < 0:
-        print(f"error: --refresh-feeds must be >= 0, got {args.refresh_feeds}")
+        print(f"error: --refresh-feeds must be >= 0, got {args.refresh_feeds}", file=sys.stderr)
         return 2
     if args.refresh_feeds:
         _start_feed_refresher(url, ranking_clock or time.time, args.refresh_feeds, settings.keys)

@@ -1,6 +1,7 @@
 """HTTP caching for the API: JSON bodies, strong ETags, conditional GETs, CDN headers, in-process cache.
 
-Public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable), personal ones
+Public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable; ``Vary: Authorization``
+because a reader's token may turn them into the reader's own page), personal ones
 ``private, no-store`` with ``Vary: Authorization``; every GET has a strong ``ETag`` (BLAKE2b-96 of the
 body) and ``If-None-Match`` answers ``304`` (RFC 9110 §13.1.2: weak comparison, ``*`` matches).
 Public responses are also kept in-process for a short time (:class:`LocalCache`), well under the
@@ -53,13 +54,15 @@ def cache_headers(cache: str, max_age: int, s_maxage: int, stale_s_maxage: int, 
       stale_s_maxage: shared-cache lifetime of a degraded (stale) answer, seconds.
       stale_reason: non-empty when the answer comes from a snapshot (adds the stale headers).
     """
-    headers = {"Vary": "Accept-Encoding"}
+    # a public answer varies on Authorization too: a request with a reader's token may get that reader's
+    # private page instead (their blocks applied), and RFC 9111 3.5 lets a shared cache answer requests
+    # carrying Authorization from a response marked public / s-maxage
+    headers = {"Vary": "Authorization, Accept-Encoding"}
     if cache == "public":
         s_max = stale_s_maxage if stale_reason else s_maxage
         headers["Cache-Control"] = f"public, max-age={min(max_age, s_max)}, s-maxage={s_max}"
     else:
         headers["Cache-Control"] = "private, no-store"
-        headers["Vary"] = "Authorization, Accept-Encoding"
     if stale_reason:
         headers[STALE_HEADER] = "1"
         headers[STALE_REASON_HEADER] = stale_reason

@@ -1,7 +1,7 @@
 """Assembly of API pages from precomputed feeds and stored records (pure: no Redis, no HTTP).
 
 * :func:`feed_page` — one page of a precomputed feed document;
-* :func:`unknown_topic` — whether a topic page is a 404 (no feed, no snapshot, not a model label);
+* :func:`topic_feed_state` — whether a topic page is a 404, an empty topic or a feed;
 * :func:`coverage_page` — a story's full coverage: independent reports (near-duplicate groups) with
   their syndicated copies, and the sources;
 * :func:`trending_page` — trending stories, entities and topics, and the breaking set.
@@ -31,23 +31,27 @@ def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) ->
     }
 
 
-def unknown_topic(topic: str, page: dict, stale: str) -> bool:
-    """True when ``/v1/topics/{topic}`` and ``/topics/{topic}`` answer 404: the feed read found neither a
-    feed nor a snapshot (``stale == "feed-missing"`` and ``page``, a :func:`feed_page`, is empty without a
-    ``generated_at``) and ``topic`` (lower case) is not one of :data:`MODEL_TOPICS`. A model label without
-    stories right now is an empty page (the topic exists, its feed is empty); while Redis is unreachable
-    nothing is a 404 (the page is degraded instead); a topic of another model is known by its feed."""
-    return (
-        stale == "feed-missing"
-        and page.get("generated_at") is None
-        and not page["stories"]
-        and topic not in MODEL_TOPICS
-    )
+def topic_feed_state(topic: str, doc: dict | None, stale: str) -> str:
+    """How ``/v1/topics/{topic}`` and ``/topics/{topic}`` answer a topic's feed read
+    (:func:`serving.resilience.feed_with_fallback`'s ``(doc, stale)``):
+
+    * ``"unknown"`` (404): neither a feed nor a snapshot, and ``topic`` (lower case) is not one of
+      :data:`MODEL_TOPICS`;
+    * ``"empty"``: neither a feed nor a snapshot, but the topic model can assign ``topic``: the topic exists
+      and has no stories now, an ordinary (not degraded) empty page;
+    * ``"feed"``: anything else, as read (fresh, or a snapshot with its stale reason; while Redis is
+      unreachable nothing is a 404, and a topic of another model is known by its feed).
+    """
+    if doc is None and stale == "feed-missing":
+        return "empty" if topic in MODEL_TOPICS else "unknown"
+    return "feed"
 
 
-def unknown_topic_message(topic: str) -> str:
-    """The 404 message of :func:`unknown_topic`."""
-    return f"no topic {topic!r}: no stories carry it and it is not a label of the topic model"
+class UnknownTopic(LookupError):
+    """A topic page whose :func:`topic_feed_state` is ``"unknown"`` (a 404); the message says why."""
+
+    def __init__(self, topic: str):
+        super().__init__(f"no topic {topic!r}: no stories carry it and it is not a label of the topic model")
 
 
 def article_json(a) -> dict:

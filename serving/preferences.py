@@ -66,8 +66,17 @@ def normalize_topic(value) -> str:
     """
     topic = str(value).strip().lower() if isinstance(value, str) else ""
     if not TOPIC_RE.match(topic):
-        raise ValueError(f"topic must be 1-64 chars of [a-z0-9 _&.'-], got {value!r}")
+        raise ValueError(f"topic must be 1-64 chars of [a-z0-9 _&.'-], got {echo(value)}")
     return topic
+
+
+def echo(value, limit: int = 80) -> str:
+    """``repr`` of a refused value for an error message, cut to ``limit`` characters (a 10,000-character
+    path segment is not sent back in full)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} chars)"
 
 
 def normalize_source(value) -> str:

@@ -61,7 +61,7 @@ from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
 from schemas import UserProfile
 from serving.http_body import BodyTooLarge, read_capped
 from serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
-from serving.pages import coverage_page, feed_page, unknown_topic, unknown_topic_message
+from serving.pages import UnknownTopic, coverage_page, feed_page
 from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS
 from serving.tokens import TokenError, sign_token, verify_token
@@ -349,9 +349,10 @@ class Web:
         limit = self.api.config.default_limit
 
         def build(profile):
-            page, stale = self._feed("topic", topic, limit)
-            if unknown_topic(topic, page, stale):
-                raise PageError(404, "Topic not found", unknown_topic_message(topic))
+            try:
+                page, stale = self._memo(f"topic|{topic}|{limit}", lambda: self.api.topic_feed(topic, limit))
+            except UnknownTopic as e:
+                raise PageError(404, "Topic not found", str(e)) from None
             stories = page["stories"]
             blocked_topic = bool(profile and topic in profile.block_topics)
             return {

@@ -134,7 +134,7 @@ def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     job.add_arguments(parser)
     url = f"unix://{server.socket_file}"
     assert job.run(parser.parse_args(["--redis-url", url, "--alpha", "0.95"])) == 2
-    assert "alpha" in capsys.readouterr().out
+    assert "alpha" in capsys.readouterr().err  # errors go to stderr
     assert (
         job.run(parser.parse_args(["--redis-url", url, "--now", "latest", "--every", "0.01", "--max-runs", "2"])) == 0
     )

@@ -319,9 +319,11 @@ def test_feed_missing_serves_snapshot(r, tmp_path):
     assert stale.headers["x-newsflow-stale"] == "1"
     assert stale.headers["x-newsflow-stale-reason"] == "feed-missing"
     assert stale.headers["cache-control"] == "public, max-age=10, s-maxage=10"
-    empty = c.get("/v1/topics/health")  # a label of the topic model, no feed, no snapshot: empty, not an error
-    assert empty.status_code == 200 and empty.json()["stories"] == [] and empty.json()["stale"] is True
-    assert empty.headers["x-newsflow-stale-reason"] == "feed-missing"
+    # a label of the topic model with no feed and no snapshot: an ordinary empty page (nothing is down)
+    empty = c.get("/v1/topics/health")
+    assert empty.status_code == 200 and empty.json()["stories"] == [] and empty.json()["stale"] is False
+    assert "x-newsflow-stale" not in empty.headers and "x-newsflow-stale-reason" not in empty.headers
+    assert empty.headers["cache-control"] == "public, max-age=30, s-maxage=60"
 
 
 def test_unknown_topic_is_404_and_a_topic_with_a_feed_or_snapshot_is_not(r, tmp_path):
@@ -333,6 +335,13 @@ def test_unknown_topic_is_404_and_a_topic_with_a_feed_or_snapshot_is_not(r, tmp_
     # "tech" is not a model label (the model says "technology") but stories carry it: its feed answers
     assert _ids(c.get("/v1/topics/tech")) == ["s7"]
     assert c.get("/v1/topics/Health").status_code == 200  # model labels compare in lower case
+    # the web's reading of the name (stripped, lower case): a space or newline around it is the same topic
+    world = c.get("/v1/topics/world")
+    for odd in ("%20world", "world%20", "World%0A", "%09WORLD"):
+        resp = c.get(f"/v1/topics/{odd}")
+        assert resp.status_code == 200 and resp.content == world.content, odd
+    long = c.get("/v1/topics/" + "a" * 10_000)  # refused, and not echoed back in full
+    assert long.status_code == 400 and len(long.content) < 400 and "10,000 chars" in long.json()["error"]["message"]
     # the feed expires: its snapshot still answers (stale), not a 404
     r.delete(Keys().feed("topic", "tech"))
     stale = c.get("/v1/topics/tech")

@@ -17,4 +17,5 @@ from cli.main import main
 )
 def test_impossible_numbers_exit_2(argv, tmp_path, capsys):
     assert main([*argv, "--data-dir", str(tmp_path)]) == 2
-    assert "error:" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "error:" in err and "error:" not in out  # the message goes to stderr

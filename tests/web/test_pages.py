@@ -215,13 +215,22 @@ def test_topics_sources_trending_pages(site):
     assert _doc(unknown).xpath("string(//h1)") == "Topic not found" and "nothing-here" in unknown.text
     empty = site.get("/topics/health")  # a label of the model without stories now: an empty topic page
     assert empty.status_code == 200 and _card_ids(_doc(empty)) == []
+    assert "may be a few minutes old" not in empty.text  # not shown as degraded: nothing is down
+    # a method the page does not take: 405 with Allow (RFC 9110 15.5.6), as the API's
+    for path in ("/topics/world", "/v1/topics/world"):
+        refused = site.post(path)
+        assert refused.status_code == 405 and set(refused.headers["allow"].split(", ")) == {"GET", "HEAD"}, path
     assert re.search(r"Page not found", site.get("/no/such/page").text)
 
 
 def test_json_surfaces_apply_a_bearer_readers_blocks(site):
     auth = {"Authorization": "Bearer " + sign_token("dave", SECRET, NOW, 3600)}
-    # nothing blocked yet: the shared public page
-    assert site.get("/v1/top", headers=auth).headers["cache-control"] == "public, max-age=30, s-maxage=60"
+    # nothing blocked yet: the shared public page; it varies on Authorization, because with blocks the same
+    # URL and token get the reader's private page, and a CDN may answer Authorization requests from it
+    shared = site.get("/v1/top", headers=auth)
+    assert shared.headers["cache-control"] == "public, max-age=30, s-maxage=60"
+    for path in ("/v1/top", "/v1/topics/world", "/v1/trending"):
+        assert "Authorization" in site.get(path).headers["vary"].split(", "), path
     site.put("/v1/me/preferences", headers=auth, json={"block_sources": ["www.a.com"], "block_topics": ["business"]})
     top = site.get("/v1/top", headers=auth)
     assert top.headers["cache-control"] == "private, no-store"
