@@ -64,7 +64,9 @@ def normalize_topic(value) -> str:
     Raises:
       ValueError: not 1-64 chars of ``[a-z0-9 _&.'-]`` (after lower-casing and stripping).
     """
-    topic = str(value).strip().lower() if isinstance(value, str) else ""
+    # ASCII before lower-casing: str.lower maps some other letters onto ASCII ("\u212a" KELVIN SIGN -> "k"),
+    # which would make another name an alias of a real topic
+    topic = str(value).strip().lower() if isinstance(value, str) and value.isascii() else ""
     if not TOPIC_RE.match(topic):
         raise ValueError(f"topic must be 1-64 chars of [a-z0-9 _&.'-], got {echo(value)}")
     return topic

@@ -340,6 +340,8 @@ def test_unknown_topic_is_404_and_a_topic_with_a_feed_or_snapshot_is_not(r, tmp_
     for odd in ("%20world", "world%20", "World%0A", "%09WORLD"):
         resp = c.get(f"/v1/topics/{odd}")
         assert resp.status_code == 200 and resp.content == world.content, odd
+    kelvin = c.get("/v1/topics/%E2%84%AA")  # U+212A KELVIN SIGN lower-cases to "k": refused, not an alias
+    assert kelvin.status_code == 400 and c.get("/topics/%E2%84%AA").status_code == 400
     long = c.get("/v1/topics/" + "a" * 10_000)  # refused, and not echoed back in full
     assert long.status_code == 400 and len(long.content) < 400 and "10,000 chars" in long.json()["error"]["message"]
     # the feed expires: its snapshot still answers (stale), not a 404
