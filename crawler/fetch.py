@@ -408,6 +408,12 @@ class Fetcher:
                     except CorruptEncoding as e:
                         result.error_kind, result.error = "bad_encoding", str(e)[:300]
                         return
+                    if prefix_limit is not None and not decoder.complete:
+                        # a compressed robots.txt whose stream stopped early is not a (shorter) file: its
+                        # last rule may be cut into a shorter one (RFC 9309 2.3.1.4 picks the longest match)
+                        result.error_kind = "bad_encoding"
+                        result.error = f"{result.headers.get('content-encoding', '')} stream ended before its end"
+                        return
                     result.body = decoder.finish()
                     result.truncated = decoder.truncated
                     return

@@ -26,7 +26,9 @@ Codings (RFC 9110 section 8.4.1, RFC 8878):
 - ``br``, ``compress`` / ``x-compress`` (and ``zstd`` without ``zstandard``):
   :class:`UnsupportedEncoding`. The crawler advertises only ``gzip, deflate``.
 
-A truncated compressed stream yields what was inflated so far; corrupt data
+A truncated compressed stream yields what was inflated so far, and
+:attr:`BoundedDecoder.complete` says whether every gzip/deflate stream reached its end
+(a caller that must not act on part of a file, robots.txt, refuses it); corrupt data
 raises :class:`CorruptEncoding`.
 
 Prefix mode (``keep_prefix=True``, used for robots.txt, whose parsing limit RFC 9309
@@ -150,6 +152,16 @@ class _ZlibStage:
     def close(self) -> None:
         self._out.close()
 
+    @property
+    def complete(self) -> bool:
+        """No stream or member is open or half-started: every one fed reached its end (an empty body is
+        complete: there was nothing to inflate)."""
+        return self._d is None and not self._pending and self._out_complete
+
+    @property
+    def _out_complete(self) -> bool:
+        return getattr(self._out, "complete", True)
+
 
 class _ZstdStage:
     """zstd through ``zstandard``'s stream writer, which hands on at most ``STEP_BYTES`` at a time."""
@@ -167,6 +179,11 @@ class _ZstdStage:
 
     def close(self) -> None:
         self._out.close()
+
+    @property
+    def complete(self) -> bool:
+        """Unknown for zstd (the stream writer does not say whether a frame ended): taken as complete."""
+        return getattr(self._out, "complete", True)
 
 
 def content_codings(header: str) -> list[str]:
@@ -239,6 +256,13 @@ class BoundedDecoder:
     def size(self) -> int:
         """Decoded bytes so far (in prefix mode, at most the limit)."""
         return self._sink.size
+
+    @property
+    def complete(self) -> bool:
+        """False when a gzip or deflate stream fed so far stopped before its end: the body is only the part
+        that was inflated. True for an empty body, a body without a compressing coding, and in prefix mode
+        once :attr:`truncated` (reading stopped on purpose)."""
+        return self._truncated or getattr(self._head, "complete", True)
 
     @property
     def truncated(self) -> bool:

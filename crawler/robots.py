@@ -380,6 +380,8 @@ class RobotsPolicy:
         a 2xx or a 4xx other than 429; after a 5xx, a 429 or an unreachable host
         :data:`ROBOTS_ERROR_RETRY_S`, or the response's ``Retry-After`` when that is
         longer, at most 24 h).
+      error: why the fetch failed when ``status`` is 0 (``"<kind>: <message>"``, at most 300
+        characters; empty otherwise), shown where the host's tasks are refused.
     """
 
     host_key: str
@@ -387,6 +389,7 @@ class RobotsPolicy:
     body: bytes
     fetched_at: float
     expires_at: float
+    error: str = ""
 
     @classmethod
     def from_fetch(
@@ -398,6 +401,7 @@ class RobotsPolicy:
         ttl_s: float = ROBOTS_TTL_S,
         error_retry_s: float = ROBOTS_ERROR_RETRY_S,
         retry_after_s: float | None = None,
+        error: str = "",
     ) -> RobotsPolicy:
         """Builds a policy from a fetch result.
 
@@ -410,12 +414,22 @@ class RobotsPolicy:
           error_retry_s: seconds a 5xx / 429 / unreachable verdict (disallow all) is kept.
           retry_after_s: the response's ``Retry-After`` in seconds (429/503); it extends
             an error verdict when longer than ``error_retry_s``, up to ``ttl_s``.
+          error: why the fetch failed (status 0), kept as :attr:`error`.
         """
         if 200 <= status < 300 or robots_unavailable(status):
             keep = ttl_s
         else:
             keep = max(error_retry_s, min(retry_after_s or 0.0, ttl_s))
-        return cls(host_key, status, body if 200 <= status < 300 else b"", now, now + keep)
+        return cls(host_key, status, body if 200 <= status < 300 else b"", now, now + keep, error[:300])
+
+    @property
+    def refusal(self) -> str:
+        """Why :meth:`allowed` refuses a URL under this policy (for a feed's ``last_error`` or a dead letter)."""
+        if self.status == 0:
+            return f"robots.txt unreachable ({self.error or 'no answer'})"
+        if self.disallow_all:
+            return f"robots.txt answered HTTP {self.status}: the host is treated as disallowed"
+        return "robots.txt disallows it"
 
     @property
     def disallow_all(self) -> bool:
@@ -448,6 +462,7 @@ class RobotsPolicy:
                 "body": self.body.decode("latin-1"),
                 "fetched_at": self.fetched_at,
                 "expires_at": self.expires_at,
+                "error": self.error,
             }
         )
 
@@ -456,5 +471,10 @@ class RobotsPolicy:
         """Inverse of :meth:`to_json`."""
         d = json.loads(text)
         return cls(
-            d["host_key"], int(d["status"]), d["body"].encode("latin-1"), float(d["fetched_at"]), float(d["expires_at"])
+            d["host_key"],
+            int(d["status"]),
+            d["body"].encode("latin-1"),
+            float(d["fetched_at"]),
+            float(d["expires_at"]),
+            str(d.get("error") or ""),  # absent in policies cached before it was kept
         )

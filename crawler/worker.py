@@ -397,7 +397,11 @@ class CrawlWorker:
         if res.truncated:  # past the parsing limit (RFC 9309 2.5): the prefix, without its cut last line
             body = parse_prefix(body, truncated=True)
             self._count("robots_truncated")
-        pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s)
+        error = ""
+        if res.error_kind:  # kept on the policy and counted, so the refusals it causes say why
+            error = f"{res.error_kind}: {res.error}"
+            self._count(f"robots_error:{res.error_kind}")
+        pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s, error=error)
         self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         self._robots[key] = pol
         self._count("robots_fetched")
@@ -448,11 +452,11 @@ class CrawlWorker:
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
             self._count(reason)
             if task.kind == "page":
-                if await self._land_feed_only(task, now, reason, delay=delay):
+                if await self._land_feed_only(task, now, reason, pol.refusal, delay=delay):
                     self.frontier.complete(task, self.worker_id, self.clock(), delay, None)
             else:
                 retry = pol.expires_at if pol.disallow_all else now + self.schedule.max_interval_s
-                self._complete_feed_failure(task, now, delay, reason, f"robots.txt forbids {task.url}", min_due=retry)
+                self._complete_feed_failure(task, now, delay, reason, f"{pol.refusal}: {task.url}", min_due=retry)
             return True
         if task.kind == "page":
             await self._process_page(task, delay)

@@ -62,11 +62,12 @@ def normalize_topic(value) -> str:
     """A topic label in lower case.
 
     Raises:
-      ValueError: not 1-64 chars of ``[a-z0-9 _&.'-]`` (after lower-casing and stripping).
+      ValueError: not 1-64 chars of ``[a-z0-9 _&.'-]`` (after lower-casing and stripping spaces, tabs and
+        line ends; other control characters are refused, not stripped).
     """
     # ASCII before lower-casing: str.lower maps some other letters onto ASCII ("\u212a" KELVIN SIGN -> "k"),
     # which would make another name an alias of a real topic
-    topic = str(value).strip().lower() if isinstance(value, str) and value.isascii() else ""
+    topic = str(value).strip(" \t\r\n").lower() if isinstance(value, str) and value.isascii() else ""
     if not TOPIC_RE.match(topic):
         raise ValueError(f"topic must be 1-64 chars of [a-z0-9 _&.'-], got {echo(value)}")
     return topic

@@ -7,6 +7,8 @@ unreachable (which would disallow the whole host).
 
 import asyncio
 import gzip
+import json
+import zlib
 
 import pytest
 
@@ -14,7 +16,7 @@ from crawler.config import CrawlerConfig
 from crawler.fetch import Fetcher
 from crawler.frontier import Frontier
 from crawler.httpserver import HttpServer, Response
-from crawler.robots import ROBOTS_MAX_BYTES
+from crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy
 from crawler.worker import CrawlWorker
 
 BIG = 5 * 1024 * 1024 + 4096  # past CrawlerConfig's default max_body_bytes (5 MiB)
@@ -43,6 +45,18 @@ def cut_mid_line() -> tuple[bytes, int]:
 
 
 ROBOTS = padded(HEAD, BIG)
+STRICT = b"User-agent: *\nDisallow: /\nAllow: /public-only-this\n"
+
+
+def cut_gzip() -> bytes:
+    """``STRICT`` gzipped, flushed after ``Allow: /p`` and stopped there: what inflates is a rule
+    ``Allow: /p`` longer than ``Disallow: /`` (it would allow /private/...)."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    cut = STRICT.index(b"ublic-only")
+    return z.compress(STRICT[:cut]) + z.flush(zlib.Z_SYNC_FLUSH)
+
+
+CUT_GZIP = cut_gzip()
 MIDLINE, MIDLINE_AT = cut_mid_line()
 
 
@@ -58,6 +72,10 @@ def handler(req):
         return Response(200, {"Content-Type": "text/plain"}, MIDLINE)
     if host == "midline-gzip.test":
         return Response(200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"}, gzip.compress(MIDLINE))
+    if host == "gzip-cut.test":  # a gzip stream that stops early (no last block, no trailer); Content-Length agrees
+        return Response(200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"}, CUT_GZIP)
+    if host == "br.test":
+        return Response(200, {"Content-Type": "text/plain", "Content-Encoding": "br"}, b"\x0b\x02\x80hello\x03")
     if host == "chunked.test":  # no Content-Length: 1 MiB chunks
         return Response(200, {"Content-Type": "text/plain"}, ((0, ROBOTS[i : i + 2**20]) for i in range(0, BIG, 2**20)))
     return Response(404, {"Content-Type": "text/plain"}, b"no robots")
@@ -151,3 +169,23 @@ def test_fetch_with_a_prefix_limit_keeps_the_prefix_and_ignores_the_body_cap(htt
     assert res.body == ROBOTS[:123_457]
     refused = asyncio.run(go())  # without a prefix limit the body cap still refuses it
     assert refused.error_kind == "too_large" and refused.body is None and not refused.truncated
+
+
+def test_a_gzip_robots_txt_that_stops_early_is_unreachable_not_a_shorter_file(redis, http):
+    assert zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(CUT_GZIP).endswith(b"Allow: /p")
+    (pol,), stats = robots_policies(redis, http.port, ["gzip-cut.test"])
+    assert pol.status == 0 and pol.disallow_all and pol.body == b""
+    assert not pol.allowed("http://gzip-cut.test/private/story.html", "newsflow-crawler")
+    assert pol.expires_at == 1000.0 + 30 * 60  # unreachable: retried after 30 min
+    assert pol.error == "bad_encoding: gzip stream ended before its end"
+    assert pol.refusal == "robots.txt unreachable (bad_encoding: gzip stream ended before its end)"
+    assert stats["robots_error:bad_encoding"] == 1
+
+
+def test_why_robots_txt_was_unreachable_is_kept_and_cached(redis, http):
+    (pol,), stats = robots_policies(redis, http.port, ["br.test"])
+    assert pol.status == 0 and pol.error == "unsupported_encoding: Content-Encoding 'br' is not supported"
+    assert stats["robots_error:unsupported_encoding"] == 1
+    cached = RobotsPolicy.from_json(Frontier(redis).robots_get("http://br.test"))
+    assert cached == pol  # the reason survives the Redis cache (another worker reads it there)
+    assert RobotsPolicy.from_json(pol.to_json().replace(', "error": ' + json.dumps(pol.error), "")).error == ""

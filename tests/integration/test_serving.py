@@ -340,6 +340,8 @@ def test_unknown_topic_is_404_and_a_topic_with_a_feed_or_snapshot_is_not(r, tmp_
     for odd in ("%20world", "world%20", "World%0A", "%09WORLD"):
         resp = c.get(f"/v1/topics/{odd}")
         assert resp.status_code == 200 and resp.content == world.content, odd
+    for control in ("%1Fworld", "world%0B", "%0Cworld"):  # control characters other than tab/CR/LF: refused
+        assert c.get(f"/v1/topics/{control}").status_code == 400 and c.get(f"/topics/{control}").status_code == 400
     kelvin = c.get("/v1/topics/%E2%84%AA")  # U+212A KELVIN SIGN lower-cases to "k": refused, not an alias
     assert kelvin.status_code == 400 and c.get("/topics/%E2%84%AA").status_code == 400
     long = c.get("/v1/topics/" + "a" * 10_000)  # refused, and not echoed back in full

@@ -1,6 +1,7 @@
 """The robots.txt parsing limit (RFC 9309 section 2.5): the prefix rule and the decoder's prefix mode."""
 
 import gzip
+import zlib
 
 import pytest
 
@@ -76,3 +77,26 @@ def test_prefix_mode_stops_inflating_a_bomb():
     d.feed(bomb)  # ignored once truncated
     assert d.truncated and d.size == 64 * 1024
     assert d.finish() == b"\0" * (64 * 1024)
+
+
+ROBOTS_SMALL = b"User-agent: *\nDisallow: /\nAllow: /public-only-this\n"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "raw", "complete"),
+    [
+        ("gzip", gzip.compress(ROBOTS_SMALL), True),
+        ("gzip", gzip.compress(ROBOTS_SMALL) * 2, True),  # two members, both ended
+        ("gzip", gzip.compress(ROBOTS_SMALL)[:-8], False),  # no CRC/size trailer
+        ("gzip", gzip.compress(ROBOTS_SMALL)[:20], False),  # stopped inside the deflate data
+        ("gzip", gzip.compress(ROBOTS_SMALL)[:1], False),  # half a signature
+        ("gzip", b"", True),  # an empty body: nothing to inflate
+        ("deflate", zlib.compress(ROBOTS_SMALL), True),
+        ("deflate", zlib.compress(ROBOTS_SMALL)[:-3], False),  # no Adler-32
+        ("", ROBOTS_SMALL[:30], True),  # no compressing coding: the length is HTTP's business
+    ],
+)
+def test_the_decoder_says_whether_each_compressed_stream_reached_its_end(encoding, raw, complete):
+    d = BoundedDecoder(encoding, 10_000, keep_prefix=True)
+    d.feed(raw)
+    assert d.complete is complete
