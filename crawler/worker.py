@@ -38,9 +38,10 @@ Retries: a feed answered 429/503 waits :func:`crawler.schedule.throttle_delay`
 (from its poll interval, doubling, capped at 24 h, a longer ``Retry-After``
 wins); other feed errors back off with :func:`crawler.schedule.backoff_delay`.
 A feed failing with a permanent kind (:data:`PERMANENT_FEED_ERRORS`: too large,
-a refused content type or encoding, corrupt encoding, a redirect loop) is also
-dead-lettered (step ``feed``, reason = the kind), as an unparseable feed
-(``invalid_feed``) is, so an operator sees it; it stays scheduled with backoff.
+a refused content type or encoding, corrupt encoding, a redirect loop or too many
+redirects, HTTP 410) is also dead-lettered (step ``feed``, reason = the kind) once
+per run of that failure, as an unparseable feed (``invalid_feed``) is, so an
+operator sees it; it stays scheduled with backoff.
 Transient failures (timeouts, network errors, 5xx, 429) are only counted.
 A page answered 429/503 retries at its ``Retry-After``, else after
 ``throttle_delay`` from ``min_interval_s``. A 304 refreshes the stored
@@ -93,9 +94,18 @@ _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
 TRANSIENT = frozenset({"timeout", "network"})
 PERMANENT_FEED_ERRORS = frozenset(
-    {"too_large", "bad_content_type", "unsupported_encoding", "bad_encoding", "redirect_loop"}
+    {
+        "too_large",
+        "bad_content_type",
+        "unsupported_encoding",
+        "bad_encoding",
+        "redirect_loop",
+        "too_many_redirects",
+        "http_410",  # Gone (RFC 9110 15.5.11): "likely to be permanent"
+    }
 )
-"""Feed fetch error kinds that retrying will not fix: dead-lettered as well as backed off."""
+"""Feed fetch error kinds that retrying will not fix: dead-lettered (once per run of the same failure,
+not at every poll) as well as backed off."""
 REFUSAL_COUNTERS = ("robots_unreachable", "robots_disallowed")
 HOUSEKEEPING_S = 0.05
 """Seconds between the worker's housekeeping turns: priority requests and registrations applied,
@@ -502,8 +512,10 @@ class CrawlWorker:
         if res.error_kind or not (200 <= res.status < 300 or res.status == 304):
             kind = res.error_kind or f"http_{res.status}"
             self._count(f"feed_error:{kind}")
-            if kind in PERMANENT_FEED_ERRORS:
-                self.frontier.dead_letter("feed", kind, res.error, now, task.url)
+            if kind in PERMANENT_FEED_ERRORS and task.state.get("last_status") != kind:
+                # the first failure of this kind since the feed last answered otherwise: one record per run
+                # of failures, not one per poll (the feed's state keeps last_error and its failure count)
+                self.frontier.dead_letter("feed", kind, res.error or f"HTTP {res.status}", now, task.url)
             self._complete_feed_failure(
                 task,
                 now,

@@ -20,6 +20,7 @@ FEED = (
     + b"</channel></rss>"
 )
 # retries far beyond the test: each feed is fetched once
+FLAKY_POLLS: list = []
 SLOW_RETRIES = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=600, backoff_cap_s=3600)
 
 
@@ -35,6 +36,12 @@ def handler(req):
         )
     if host == "pdf.test":
         return Response(200, {"Content-Type": "application/pdf"}, b"%PDF-1.4")
+    if host == "gone.test":
+        return Response(410, {"Content-Type": "text/plain"}, b"gone")
+    if host == "flaky.test":  # too large, too large, a good feed, too large again
+        FLAKY_POLLS.append(1)
+        small = b"<?xml version='1.0'?><rss version='2.0'><channel><title>ok</title></channel></rss>"
+        return Response(200, {"Content-Type": "application/rss+xml"}, small if len(FLAKY_POLLS) == 3 else FEED)
     if host == "busy.test":
         return Response(503, {"Content-Type": "text/plain"}, b"busy")
     return Response(404, {"Content-Type": "text/plain"}, b"nope")
@@ -95,3 +102,35 @@ def test_other_permanent_kinds_are_dead_lettered_too(redis, tmp_path):
     ]
     assert states["http://pdf.test/feed.xml"]["last_error"] == "content type 'application/pdf' not accepted"
     assert states["http://bigchunked.test/feed.xml"]["last_status"] == "too_large"
+
+
+def test_a_feed_failing_the_same_way_at_every_poll_is_dead_lettered_once_per_run_of_failures(redis, tmp_path):
+    FLAKY_POLLS.clear()
+    clock = [1_000.0]
+    with HttpServer(handler) as srv:
+        fr = Frontier(redis)
+        for url in ("http://flaky.test/feed.xml", "http://gone.test/feed.xml"):
+            fr.add(url, "feed", 0.0)
+        cfg = CrawlerConfig(
+            allow_hosts=("127.0.0.1",),
+            resolve={"*": f"127.0.0.1:{srv.port}"},
+            min_host_delay_s=0.0,
+            total_timeout_s=3.0,
+            max_body_bytes=CAP,
+        )
+        for _ in range(4):  # four polls of each feed, a day apart (past any backoff)
+            land = LandingWriter(str(tmp_path / "land"))
+            w = CrawlWorker(fr, land, cfg, schedule=SLOW_RETRIES, clock=lambda: clock[0])
+            asyncio.run(w.run(max_tasks=2, duration_s=20))
+            clock[0] += 86_400
+    dead = [(d["reason"], d["url"]) for d in (json.loads(x) for x in redis.lrange(Keys().crawl_deadletter, 0, -1))]
+    assert len(FLAKY_POLLS) == 4
+    # flaky: too_large twice (one record), a good answer, too_large again (a new run: a second record)
+    assert sorted(dead) == [
+        ("http_410", "http://gone.test/feed.xml"),
+        ("too_large", "http://flaky.test/feed.xml"),
+        ("too_large", "http://flaky.test/feed.xml"),
+    ]
+    states = {h["url"]: h for h in fr.feeds()}
+    assert states["http://gone.test/feed.xml"]["failures"] == "4" and states["http://gone.test/feed.xml"]["due"]
+    assert states["http://flaky.test/feed.xml"]["failures"] == "1"  # the good answer reset the count
