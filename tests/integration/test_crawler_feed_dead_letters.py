@@ -53,20 +53,24 @@ def redis(server):
     return server
 
 
+def crawler_config(port: int, **kw) -> CrawlerConfig:
+    """Every host resolved to the local server, no politeness delay, the body cap ``CAP``."""
+    return CrawlerConfig(
+        allow_hosts=("127.0.0.1",),
+        resolve={"*": f"127.0.0.1:{port}"},
+        min_host_delay_s=0.0,
+        total_timeout_s=3.0,
+        max_body_bytes=CAP,
+        **kw,
+    )
+
+
 def crawl(redis, tmp_path, feeds):
     with HttpServer(handler) as srv:
         fr = Frontier(redis)
         for url in feeds:
             fr.add(url, "feed", 0.0)
-        cfg = CrawlerConfig(
-            allow_hosts=("127.0.0.1",),
-            resolve={"*": f"127.0.0.1:{srv.port}"},
-            min_host_delay_s=0.0,
-            total_timeout_s=3.0,
-            lease_s=5.0,
-            concurrency=4,
-            max_body_bytes=CAP,
-        )
+        cfg = crawler_config(srv.port, lease_s=5.0, concurrency=4)
         w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, schedule=SLOW_RETRIES)
         asyncio.run(w.run(max_tasks=len(feeds), duration_s=20))
         log = [(e.host.split(":")[0], e.path) for e in srv.log]
@@ -111,13 +115,7 @@ def test_a_feed_failing_the_same_way_at_every_poll_is_dead_lettered_once_per_run
         fr = Frontier(redis)
         for url in ("http://flaky.test/feed.xml", "http://gone.test/feed.xml"):
             fr.add(url, "feed", 0.0)
-        cfg = CrawlerConfig(
-            allow_hosts=("127.0.0.1",),
-            resolve={"*": f"127.0.0.1:{srv.port}"},
-            min_host_delay_s=0.0,
-            total_timeout_s=3.0,
-            max_body_bytes=CAP,
-        )
+        cfg = crawler_config(srv.port)
         for _ in range(4):  # four polls of each feed, a day apart (past any backoff)
             land = LandingWriter(str(tmp_path / "land"))
             w = CrawlWorker(fr, land, cfg, schedule=SLOW_RETRIES, clock=lambda: clock[0])
