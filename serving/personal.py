@@ -160,7 +160,9 @@ class PersonalFeeds:
 
     def _from_form(self, user, edition_param, limit, fields, raw, brk):
         """The page from the reader's serving form, without Redis: ``(result, None)``, or ``(None, (page, profile,
-        edition))`` when the form is absent, unreadable (``page`` None) or of another edition than asked."""
+        edition))`` when the form is absent, unreadable (``page`` None) or of another edition than asked (with no
+        ``?edition=``, the reader's own: a form stored for another edition a request asked for is not their
+        feed)."""
         query = (edition_param, limit, brk.generation)
         last = self.pages.get(user) if raw is not None else None
         if last is not None and last.query == query and last.raw == raw and last.fields == fields:
@@ -168,7 +170,7 @@ class PersonalFeeds:
         profile = last.profile if last is not None and last.fields == fields else user_from_hash(user, fields)
         edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
         page = last.page if last is not None and last.raw == raw else self._decode_page(user, raw)
-        if page is None or (edition_param and page.edition not in (None, edition)):
+        if page is None or page.edition not in (None, edition):
             return None, (page, profile, edition)
         head, items = self._rerank(user, edition, limit, page, profile, brk)
         served = ServedPage(raw, page, fields, profile, query, head, items)
@@ -183,7 +185,7 @@ class PersonalFeeds:
         page, profile, edition = rest
         if page is None:  # no serving form: the feed document (written without one), if any
             page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
-        if page is None or (edition_param and page.edition not in (None, edition)):
+        if page is None or page.edition not in (None, edition):
             doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.feed_config)
             write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
             page = decode_feed_page(encode_feed_page(doc))

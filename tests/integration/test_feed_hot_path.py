@@ -22,7 +22,7 @@ from jobs.build_feeds import build_feeds
 from newsflow.keys import Keys
 from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.ranking.feed_page import write_user_feeds
-from newsflow.ranking.feeds import FeedConfig
+from newsflow.ranking.feeds import FeedConfig, build_user_feed
 from newsflow.ranking.rerank import rerank
 from newsflow.ranking.store import GLOBAL_EDITION, RankingStore, encode_embedding
 from serving.app import ServingConfig, create_app
@@ -58,11 +58,16 @@ def _thread_path_client(r):
 
 
 def _expected(r, user, limit, edition_param=""):
-    """The page worked out from Redis as it is now: the stored feed document re-ranked by ``rerank`` with the
-    reader's whole profile and the live breaking stories (scored at the start of NOW's minute)."""
+    """The page worked out from Redis as it is now: the stored feed document (or, when it is of another edition
+    than the one asked for, with no ``edition_param`` the reader's own, the feed built now) re-ranked by
+    ``rerank`` with the reader's whole profile and the live breaking stories (scored at the start of NOW's
+    minute)."""
     store = RankingStore(r)
     doc = json.loads(r.get(Keys().feed("user", user)))
     profile = store.user_profile(user)
+    edition = edition_param or profile.edition or GLOBAL_EDITION
+    if doc["edition"] != edition:  # stored for another edition: the API builds (and stores) the one asked for
+        doc = json.loads(json.dumps(build_user_feed(store, profile, NOW, edition, FeedConfig()), sort_keys=True))
     gen = float(doc["generated_at"])
     inject = []
     for sid, since in store.breaking(NOW).items():
@@ -71,7 +76,6 @@ def _expected(r, user, limit, edition_param=""):
             score = decay_score(rec.authority, rec.earliest_time, NOW_MINUTE, LAMBDA_BREAKING)
             inject.append((since, dict(rec.summary(), breaking=True, relevance=None, score=score)))
     items = rerank(doc["stories"], gen, inject, profile, k=limit, source_cap=FeedConfig().source_cap)
-    edition = edition_param or profile.edition or GLOBAL_EDITION
     return json_bytes(
         {"user": user, "edition": edition, "generated_at": gen, "stale": False, "count": len(items), "stories": items}
     )

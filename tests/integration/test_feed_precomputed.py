@@ -102,6 +102,13 @@ def test_served_precomputed_feed_equals_the_feed_built_on_request(r, tmp_path):
         assert resp.content == _expected(store, u, doc, edition, 20), u
         assert resp.json() == json.loads(_expected(store, u, doc, edition, 20, stored=False)), u
     assert r.exists(Keys().feed_page("newcomer"))
+    # u-plain's stored feed is now the "de" one it asked for; without ?edition= it gets its own edition again,
+    # not the "de" feed under its own edition's name
+    assert json.loads(r.get(Keys().feed("user", "u-plain")))["edition"] == "de"
+    own = store.user_profile("u-plain").edition or GLOBAL_EDITION
+    doc = build_user_feed(store, store.user_profile("u-plain"), NOW, own, FeedConfig())
+    assert _get(c, "u-plain").content == _expected(store, "u-plain", doc, own, 20)
+    assert json.loads(r.get(Keys().feed("user", "u-plain")))["edition"] == own
 
 
 def test_a_precomputed_feed_is_one_hmget_and_one_get(r, tmp_path):
