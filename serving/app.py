@@ -97,7 +97,7 @@ from serving.http_cache import (
 from serving.openapi import openapi_schema
 from serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from serving.personal import PersonalFeeds
-from serving.preferences import merge_preferences, normalize_topic, reader_preferences
+from serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
 from serving.tokens import TokenError
 from serving.web import PageError, web_routes
@@ -207,10 +207,12 @@ class Api:
         raw = request.query_params.get("edition")
         if raw is None or raw == "":
             return default
-        ed = raw.lower()
+        ed = raw.lower() if raw.isascii() else ""  # ASCII first: "\u212ao" would lower-case to "ko"
         if not EDITION_RE.match(ed):
             raise ApiError(
-                400, "bad_parameter", f"edition must be 'global' or a language code like 'en' or 'en-us', got {raw!r}"
+                400,
+                "bad_parameter",
+                f"edition must be 'global' or a language code like 'en' or 'en-us', got {echo(raw)}",
             )
         return ed
 
@@ -224,6 +226,13 @@ class Api:
         return conditional_json(request.headers.get("if-none-match", "") if conditional else "", payload, headers)
 
     def _user(self, request: Request) -> str:
+        if len(request.headers.getlist("authorization")) > 1:  # a singleton field (RFC 9110 5.3): which one?
+            raise ApiError(
+                401,
+                "invalid_token",
+                "token refused: malformed (more than one Authorization header)",
+                {"WWW-Authenticate": 'Bearer realm="newsflow", error="invalid_request"'},
+            )
         auth = request.headers.get("authorization", "")
         if not auth.lower().startswith("bearer "):
             raise ApiError(

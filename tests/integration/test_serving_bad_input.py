@@ -39,6 +39,7 @@ def _auth(user="u1"):
         "/v1/top?limit=%EF%BC%95",  # fullwidth digit five
         "/v1/top?limit=5%0A",
         "/v1/top?edition=en%0A",  # "$" matches before a final newline
+        "/v1/top?edition=%E2%84%AAo",  # U+212A KELVIN SIGN + "o" lower-cases to "ko"
         # (a topic name's surrounding space, tab or line end is stripped, as on the web: test_serving.py)
         "/v1/topics/business%1F",
         "/v1/trending?limit=%D9%A3",  # Arabic-Indic digit three
@@ -68,6 +69,15 @@ def test_good_parameters_still_work(client):
 def test_non_ascii_bytes_in_a_bearer_token_are_401(client, header):
     resp = client.get("/v1/feed", headers=[(b"authorization", header)])
     assert resp.status_code == 401 and resp.json()["error"]["code"] == "invalid_token"
+
+
+def test_two_authorization_headers_are_401_not_the_first_one(client):
+    one, other = _auth("u1")["Authorization"], _auth("u2")["Authorization"]
+    assert client.get("/v1/feed", headers=[(b"authorization", one.encode())]).status_code == 200
+    for path in ("/v1/feed", "/v1/top", "/v1/me/preferences"):
+        resp = client.get(path, headers=[(b"authorization", one.encode()), (b"authorization", other.encode())])
+        assert resp.status_code == 401 and resp.json()["error"]["code"] == "invalid_token", path
+        assert "more than one Authorization header" in resp.json()["error"]["message"]
 
 
 def _variants(token: str) -> list[str]:
