@@ -156,11 +156,7 @@ class _ZlibStage:
     def complete(self) -> bool:
         """No stream or member is open or half-started: every one fed reached its end (an empty body is
         complete: there was nothing to inflate)."""
-        return self._d is None and not self._pending and self._out_complete
-
-    @property
-    def _out_complete(self) -> bool:
-        return getattr(self._out, "complete", True)
+        return self._d is None and not self._pending and getattr(self._out, "complete", True)
 
 
 class _ZstdStage:

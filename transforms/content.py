@@ -225,32 +225,19 @@ class _ExtractFn(beam.DoFn):
                 paywalled=content.paywalled,
             )
         except ExtractionError as e:
-            self.dead.inc()
-            return [
-                pvalue.TaggedOutput(
-                    DEAD_LETTER_TAG, dead_letter("extract", e.error_type, str(e), raw_payload(raw), raw.url)
-                )
-            ]
+            reason, detail = e.error_type, str(e)
         except ValueError as e:  # URL that cannot be canonicalized
-            self.dead.inc()
-            return [
-                pvalue.TaggedOutput(
-                    DEAD_LETTER_TAG, dead_letter("extract", "bad_url", str(e), raw_payload(raw), raw.url)
-                )
-            ]
+            reason, detail = "bad_url", str(e)
         except Exception as e:  # noqa: BLE001 - deterministic for this document: dead-letter it, keep the job running
-            self.dead.inc()
-            return [
-                pvalue.TaggedOutput(
-                    DEAD_LETTER_TAG,
-                    dead_letter("extract", "extract_failed", f"{type(e).__name__}: {e}", raw_payload(raw), raw.url),
-                )
-            ]
-        if article.feed_only:
-            self.feed_only.inc()
-        self.extracted.inc()
-        self.extract_ms.update(int(seconds * 1000))
-        return [article]
+            reason, detail = "extract_failed", f"{type(e).__name__}: {e}"
+        else:
+            if article.feed_only:
+                self.feed_only.inc()
+            self.extracted.inc()
+            self.extract_ms.update(int(seconds * 1000))
+            return [article]
+        self.dead.inc()
+        return [pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("extract", reason, detail, raw_payload(raw), raw.url))]
 
 
 class _DetectLanguageFn(beam.DoFn):
