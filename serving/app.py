@@ -136,6 +136,9 @@ class ServingConfig:
       page_memo_readers: readers whose last personal page is kept in-process
         (:class:`serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables;
         about 2× the serving form's bytes each, ~50 KB for a 60-item feed).
+      track_readers: answer a reader from their last read while Redis has not invalidated its keys
+        (``CLIENT TRACKING``, :class:`serving.tracking.ReaderTracking`; needs ``page_memo_readers`` > 0):
+        no Redis round trip for a reader whose profile and feed did not change.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
         ``backlog_full`` (:data:`newsflow.ranking.events.MAX_PENDING_EVENTS`).
     """
@@ -153,6 +156,7 @@ class ServingConfig:
     ranking_clock: Callable[[], float] | None = None
     keys: Keys = Keys()
     page_memo_readers: int = 1024
+    track_readers: bool = True
     max_pending_events: int = MAX_PENDING_EVENTS
 
 
@@ -183,6 +187,7 @@ class Api:
             self._ranking_now,
             config.local_cache_seconds,
             config.page_memo_readers,
+            config.track_readers,
         )
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
 
@@ -670,6 +675,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
     async def lifespan(app):
         api.warm_snapshots()
         yield
+        api.personal.tracking.close()
 
     app = Starlette(
         routes=routes,

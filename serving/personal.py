@@ -4,7 +4,9 @@ A reader's page is their precomputed feed in serving form (:mod:`newsflow.rankin
 request: breaking stories newer than the feed injected, blocks and the per-outlet cap applied
 (:func:`newsflow.ranking.feed_page.select`, the rules of :func:`newsflow.ranking.rerank.rerank`). One Redis
 round trip reads the reader's edition and blocks and the serving form; awaited on the event loop when the
-client's connections can be copied (:class:`serving.hot_path.AsyncRoundTrip`), else in a worker thread.
+client's connections can be copied (:class:`serving.hot_path.AsyncRoundTrip`), else in a worker thread. On the
+event loop, a reader read before whose keys Redis has not invalidated since skips even that round trip
+(server-assisted client-side caching, :class:`serving.tracking.ReaderTracking`).
 After it the page is a pure function of the bytes read, the shared breaking set (:class:`BreakingSet`,
 read again every ``breaking_seconds``) and the query, so it is memoized per reader on all of them
 (:class:`serving.hot_path.ReaderMemo`). The breaking items' freshness scores are taken at the start of the
@@ -46,6 +48,7 @@ from newsflow.ranking.store import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStor
 from serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
 from serving.pages import feed_page
 from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
+from serving.tracking import ReaderTracking
 
 BREAKING_SCORE_STEP_SECONDS = 60.0
 """Breaking items injected into personal pages are scored at ``now - now % 60`` (UTC epoch s): at λ 0.5/h
@@ -87,6 +90,8 @@ class PersonalFeeds:
       now: the ranking clock, UTC epoch s (breaking scores, feeds built on request).
       breaking_seconds: how long the breaking set is kept in-process.
       memo_readers: readers whose last page is memoized (0 disables).
+      track_readers: keep each reader's last read and skip the round trip until Redis invalidates it
+        (:class:`serving.tracking.ReaderTracking`; only on the event-loop path, and only with the memo on).
     """
 
     def __init__(
@@ -98,6 +103,7 @@ class PersonalFeeds:
         now: Callable[[], float],
         breaking_seconds: float,
         memo_readers: int,
+        track_readers: bool = True,
     ):
         self.store = store
         self.feed_config = feed_config
@@ -107,6 +113,7 @@ class PersonalFeeds:
         self.breaking_seconds = breaking_seconds
         self.round_trip = AsyncRoundTrip(store.client)
         self.pages = ReaderMemo(memo_readers)
+        self.tracking = ReaderTracking(store.client, store.keys, memo_readers if track_readers else 0)
         self._breaking_cache = BreakingSet(0.0, 0, {}, {}, {})
         self._generations = itertools.count(1)
 
@@ -132,12 +139,23 @@ class PersonalFeeds:
         """:meth:`parts` on the event loop: the round trip through :class:`~serving.hot_path.AsyncRoundTrip`
         (the same two commands as :func:`~newsflow.ranking.feed_page.read_for_request`); the breaking set's
         refresh (once per ``breaking_seconds``) and a feed that must be read another way or built go to
-        the thread pool."""
+        the thread pool. With tracking on (:class:`~serving.tracking.ReaderTracking`), a reader whose two keys
+        Redis has not invalidated since their last read is answered from that read, without the round trip."""
         now = self._now()
         try:
             self.breaker.guard()
-            values, raw = await self.round_trip.execute(read_commands(user, self.store.keys))
-            fields = profile_fields(values)
+            tracking = self.tracking
+            hit = tracking.lookup(user)
+            if hit is not None:
+                fields, raw = hit
+            else:
+                ticket = tracking.begin(user)
+                read = None
+                try:
+                    values, raw = await self.round_trip.execute(read_commands(user, self.store.keys))
+                    read = fields, raw = profile_fields(values), raw
+                finally:
+                    tracking.end(user, ticket, read)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await run_in_threadpool(self.breaking_set, now)

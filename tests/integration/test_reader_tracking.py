@@ -1,0 +1,175 @@
+"""Client-side caching of the personal-feed reads (serving/tracking.py) against a real embedded Redis: a reader
+whose keys did not change is answered without a Redis round trip (counted by the server's own command
+statistics), and every change is still seen by the next request, whoever writes it and however the tracking
+connection ends (killed, FLUSHALL). The answers are compared with an app that has tracking off and with the
+page worked out independently from Redis (``_expected`` of the hot-path tests)."""
+
+import asyncio
+import json
+import time
+
+import pytest
+from starlette.testclient import TestClient
+
+from newsflow.keys import Keys
+from newsflow.ranking.feed_page import write_user_feeds
+from serving.app import ServingConfig, create_app
+from serving.http_cache import strong_etag
+from serving.tracking import ReaderTracking
+from tests.integration.ranking_data import NOW
+from tests.integration.test_feed_hot_path import USERS, _expected, _get
+from tests.integration.test_feed_hot_path import r as r  # noqa: F401 (the populated-Redis fixture)
+
+SECRET = b"h" * 32
+
+
+def _hmget_calls(r) -> int:
+    """HMGET commands the server has run (INFO commandstats): the personal feed's round trip sends one."""
+    return int(r.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
+
+
+def _app(r, tmp_path, name, **kw):
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / name), local_cache_seconds=0, clock=lambda: NOW, **kw
+    )
+    return create_app(r, cfg)
+
+
+def _wait_tracking(c, app, user="u-plain"):
+    """Requests until the tracking connection (set up in the background by the first request) is up."""
+    tracking = app.state.api.personal.tracking
+    for _ in range(200):
+        _get(c, user)
+        if tracking._sock is not None:
+            return tracking
+        time.sleep(0.01)
+    raise AssertionError("tracking connection never came up")
+
+
+def test_unchanged_readers_make_no_round_trip_and_get_the_same_answers(r, tmp_path):
+    plain = _app(r, tmp_path, "off", track_readers=False)
+    tracked = _app(r, tmp_path, "on")
+    with TestClient(plain) as p, TestClient(tracked) as c:
+        _wait_tracking(c, tracked)
+        for u in USERS:
+            _get(c, u)  # each reader read once
+        before = _hmget_calls(r)
+        answers = {u: [_get(c, u, limit=str(n)) for n in (20, 5, 20)] for u in USERS}
+        assert _hmget_calls(r) == before  # 12 requests, no round trip
+        for u, resps in answers.items():
+            for resp, n in zip(resps, (20, 5, 20), strict=True):
+                want = _get(p, u, limit=str(n))
+                assert resp.status_code == want.status_code == 200
+                assert resp.content == want.content == _expected(r, u, n)
+                assert resp.headers["etag"] == want.headers["etag"]
+        assert _hmget_calls(r) == before + 12  # the untracked app made its 12 round trips
+    assert tracked.state.api.personal.tracking._sock is None  # closed at shutdown
+
+
+def test_every_write_is_seen_by_the_next_request(r, tmp_path):
+    app = _app(r, tmp_path, "on")
+    keys = Keys()
+    with TestClient(app) as c:
+        tracking = _wait_tracking(c, app)
+        blocks = ['["obituary"]', '["sports"]', "[]"]
+        last, changed = _get(c, "u-plain").content, 0
+        for i in range(60):  # another client writes, the very next request must show it
+            r.hset(keys.user("u-plain"), "block_topics", blocks[i % 3])
+            for _ in range(2):
+                resp = _get(c, "u-plain")
+                assert resp.content == _expected(r, "u-plain", 20), i
+            changed += resp.content != last
+            last = resp.content
+        assert changed >= 40  # each write changed the page (a block that removes none of its stories would not)
+        doc = json.loads(r.get(keys.feed("user", "u-follow")))
+        last = _get(c, "u-follow").content
+        for i in range(20):  # the serving form rewritten
+            doc["stories"] = doc["stories"][1:] + doc["stories"][:1]
+            write_user_feeds(r, {"u-follow": doc}, 300)
+            resp = _get(c, "u-follow")
+            assert resp.content == _expected(r, "u-follow", 20) != last, i
+            last = resp.content
+            assert resp.headers["etag"] == strong_etag(resp.content)
+        assert tracking.hits >= 60  # the second request after each write came from the kept read
+        assert tracking.connections == 1
+
+
+def test_a_killed_tracking_connection_or_a_flush_loses_nothing(r, tmp_path):
+    app = _app(r, tmp_path, "on")
+    tracking = app.state.api.personal.tracking
+    tracking.retry_seconds = 0.05
+    keys = Keys()
+    with TestClient(app) as c:
+        _wait_tracking(c, app)
+        old = _get(c, "u-plain").content
+        # the tracking connection killed, then the reader changed: Redis sends no invalidation any more
+        r.client_kill_filter(_type="pubsub")
+        r.hset(keys.user("u-plain"), "block_topics", '["obituary"]')
+        resp = _get(c, "u-plain")
+        assert resp.content == _expected(r, "u-plain", 20) != old
+        _wait_tracking(c, app)
+        assert tracking.connections == 2
+        _get(c, "u-plain")
+        hits = tracking.hits
+        assert _get(c, "u-plain").content == _expected(r, "u-plain", 20)
+        assert tracking.hits == hits + 1
+        # FLUSHALL (a null invalidation): the same data written back with other blocks
+        dump = {k: r.dump(k) for k in r.keys("*")}
+        r.flushall()
+        for k, v in dump.items():
+            r.restore(k, 0, v)
+        r.hset(keys.user("u-plain"), "block_topics", '["sports"]')
+        assert _get(c, "u-plain").content == _expected(r, "u-plain", 20) != old
+        assert tracking.hits == hits + 1  # answered after a round trip, not from the forgotten read
+
+
+def test_a_read_overtaken_by_a_write_is_not_kept(r):
+    """The tracking object on its own: a read whose key is written while it is in flight is dropped, and
+    an acknowledged write's invalidation is already on the socket when the writer goes on (checked 300 times
+    with no wait between the write and the lookup)."""
+    keys = Keys()
+
+    async def scenario():
+        t = ReaderTracking(r, keys, max_readers=8)
+        for _ in range(200):
+            if t.lookup("u") is None and t._sock is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert t.active
+        read = ({b"edition": b"en"}, b"form")
+        ticket = t.begin("u")
+        r.hset(keys.user("u"), "edition", "fr")  # written while the read is in flight
+        t.end("u", ticket, read)
+        assert t.lookup("u") is None
+        ticket = t.begin("u")
+        t.end("u", ticket, read)
+        assert t.lookup("u") == read
+        stale = 0
+        for i in range(300):
+            t.end("u", t.begin("u"), read)
+            assert t.lookup("u") == read
+            key = keys.feed_page("u") if i % 2 else keys.user("u")
+            r.set(key, b"x") if i % 2 else r.hset(key, "edition", str(i))
+            stale += t.lookup("u") is not None
+        assert stale == 0
+        ticket = t.begin("u")
+        t.end("u", ticket, (read[0], None))  # no serving form: never kept
+        assert t.lookup("u") is None
+        r.set("nf:other", b"1")  # outside the two prefixes: no invalidation
+        t.end("u", t.begin("u"), read)
+        assert t.lookup("u") == read
+        t.close()
+        assert t.lookup("u") is None
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kw", [{"track_readers": False}, {"page_memo_readers": 0}])
+def test_tracking_is_off_when_configured_off(r, tmp_path, kw):
+    app = _app(r, tmp_path, "x", **kw)
+    with TestClient(app) as c:
+        before = _hmget_calls(r)
+        for _ in range(5):
+            assert _get(c, "u-plain").content == _expected(r, "u-plain", 20)
+        assert _hmget_calls(r) == before + 5
+    assert not app.state.api.personal.tracking.available
