@@ -17,11 +17,14 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
   process once verified; the reader's precomputed feed in serving form and their edition/blocks in ONE
   Redis round trip sent from the event loop, :mod:`newsflow.ranking.feed_page`; breaking injection,
   blocks, source cap on pre-serialized items; the page memoized per reader on everything it is computed
-  from, :mod:`serving.hot_path`). The 8 connections walk the same reader list a few requests apart, so
-  most requests find the reader's page memoized (the breaking set, refreshed every second, renews it);
+  from, :mod:`serving.hot_path`); a reader whose profile and feed Redis has not invalidated since their last
+  read skips the round trip (client-side caching, :mod:`serving.tracking`; ``redis_round_trips_per_request``
+  counts the round trips the server made, from Redis' own ``INFO commandstats``). The 8 connections walk the
+  same reader list a few requests apart, so most requests find the reader's page memoized;
 * ``personal_feed_no_memo``: the same requests with the per-reader page memo off
-  (``ServingConfig.page_memo_readers=0``): every request decodes the serving form, re-ranks and
-  serializes the page (a reader who was not served in the last moments);
+  (``ServingConfig.page_memo_readers=0``, which also turns client-side caching off): every request makes
+  its round trip, decodes the serving form, re-ranks and serializes the page (a reader who was not served
+  in the last moments);
 * ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`serving.web`: precomputed
   feed, breaking banner, Jinja2 render; CDN-cacheable, so also kept in the in-process cache);
 * ``home_page_signed_in``: ``GET /`` with 200 readers' session cookies (private: profile read,
@@ -52,6 +55,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -205,12 +209,20 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 def _measure(
-    port: int, requests: list[bytes], concurrency: int, seconds: float, warmup: float, server_pid: int | None = None
+    port: int,
+    requests: list[bytes],
+    concurrency: int,
+    seconds: float,
+    warmup: float,
+    server_pid: int | None = None,
+    round_trips: Callable[[], int] | None = None,
 ) -> dict:
     asyncio.run(_load(port, requests, concurrency, warmup))
     cpu0 = _cpu_seconds(server_pid) if server_pid else None
+    trips0 = round_trips() if round_trips else 0
     lat, errors, elapsed = asyncio.run(_load(port, requests, concurrency, seconds))
     cpu1 = _cpu_seconds(server_pid) if server_pid else None
+    trips1 = round_trips() if round_trips else 0
     arr = np.asarray(lat) * 1000.0
     out = {
         "requests": len(lat),
@@ -222,7 +234,15 @@ def _measure(
     if cpu0 is not None and cpu1 is not None and lat:
         # the server process' own CPU per answer: much less sensitive to other load on a shared machine
         out["server_cpu_us_per_request"] = round((cpu1 - cpu0) / len(lat) * 1e6, 1)
+    if round_trips and lat:
+        out["redis_round_trips_per_request"] = round((trips1 - trips0) / len(lat), 4)
     return out
+
+
+def _hmget_calls(server) -> int:
+    """HMGET commands the Redis server has run (``INFO commandstats``): one per personal-feed round trip
+    (:func:`newsflow.ranking.feed_page.read_commands`); nothing else in the measured requests sends one."""
+    return int(server.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
 
 
 def _wait_up(port: int, timeout: float = 20.0) -> None:
@@ -246,8 +266,9 @@ def _first_body(port: int, request: bytes) -> bytes:
     return b"".join(chunks).split(b"\r\n\r\n", 1)[1]
 
 
-def _run_scenario(kind, requests, redis_url, snapshot_dir, a, marker: bytes = b"") -> dict:
-    """Measures one scenario; ``marker`` must occur in the first answer (the page is not empty)."""
+def _run_scenario(kind, requests, redis_url, snapshot_dir, a, marker: bytes = b"", round_trips=None) -> dict:
+    """Measures one scenario; ``marker`` must occur in the first answer (the page is not empty);
+    ``round_trips`` counts the server's personal-feed round trips (``redis_round_trips_per_request``)."""
     port = _free_port()
     proc = mp.get_context("spawn").Process(target=_serve, args=(kind, port, redis_url, snapshot_dir), daemon=True)
     proc.start()
@@ -256,7 +277,7 @@ def _run_scenario(kind, requests, redis_url, snapshot_dir, a, marker: bytes = b"
         reqs = [r.replace(b"{HOST}", f"127.0.0.1:{port}".encode()) for r in requests]
         if marker and marker not in _first_body(port, reqs[0]):
             raise RuntimeError(f"{reqs[0][:60]!r}: the answer lacks {marker!r}; the benchmark would time an empty page")
-        return _measure(port, reqs, a.concurrency, a.seconds, a.warmup, proc.pid)
+        return _measure(port, reqs, a.concurrency, a.seconds, a.warmup, proc.pid, round_trips)
     finally:
         proc.terminate()
         proc.join(5)
@@ -316,7 +337,8 @@ def main(argv=None) -> int:
     results = {}
     try:
         for name, (kind, reqs) in scenarios.items():
-            results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a, markers.get(name, b""))
+            trips = (lambda: _hmget_calls(server)) if name.startswith("personal_feed") else None
+            results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a, markers.get(name, b""), trips)
     finally:
         stop_embedded(server, save=False)
         shutil.rmtree(tmp, ignore_errors=True)

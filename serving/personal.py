@@ -20,6 +20,7 @@ unreachable, the edition's last good snapshot is served (stale).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -115,6 +116,7 @@ class PersonalFeeds:
         self.pages = ReaderMemo(memo_readers)
         self.tracking = ReaderTracking(store.client, store.keys, memo_readers if track_readers else 0)
         self._breaking_cache = BreakingSet(0.0, 0, {}, {}, {})
+        self._breaking_refresh: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
         self._generations = itertools.count(1)
 
     def parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str, ServedPage | None]:
@@ -158,13 +160,25 @@ class PersonalFeeds:
                     tracking.end(user, ticket, read)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
-                brk = await run_in_threadpool(self.breaking_set, now)
+                brk = await self._refresh_breaking(now)
             done, _ = self._from_form(user, edition_param, limit, fields, raw, brk)
             if done is None:
                 done = await run_in_threadpool(self._finish, user, edition_param, limit, now, fields, raw, brk)
             return done
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
+
+    async def _refresh_breaking(self, now: float) -> BreakingSet:
+        """:meth:`breaking_set` in the thread pool, one refresh at a time per event loop: requests that find the
+        set expired while a refresh runs wait for that one (its answer is younger than ``breaking_seconds``)
+        instead of each starting their own. With ``breaking_seconds`` 0 every request reads its own."""
+        if self.breaking_seconds <= 0:
+            return await run_in_threadpool(self.breaking_set, now)
+        loop = asyncio.get_running_loop()
+        running = self._breaking_refresh
+        if running is None or running[0] is not loop or running[1].done():
+            running = self._breaking_refresh = (loop, loop.create_task(run_in_threadpool(self.breaking_set, now)))
+        return await asyncio.shield(running[1])
 
     def _down(self, user: str, edition_param: str, limit: int, e: Exception):
         """The personal feed with Redis unreachable: the edition's snapshot (stale)."""

@@ -319,3 +319,33 @@ def test_a_burst_keeps_only_max_idle_connections(r):
     replies, after = asyncio.run(burst())
     assert replies == [[b"v"]] * 10
     assert after == before + 2  # ten opened at once, two kept for the next requests
+
+
+def test_requests_that_find_the_breaking_set_expired_share_one_refresh(r, tmp_path):
+    import asyncio
+
+    cfg = ServingConfig(
+        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=30, clock=lambda: NOW
+    )
+    personal = create_app(r, cfg).state.api.personal
+    reads = []
+    breaking = personal.store.breaking
+
+    def slow_breaking(now):  # a slow read: the other requests find the set expired while it runs
+        reads.append(now)
+        time.sleep(0.2)
+        return breaking(now)
+
+    personal.store.breaking = slow_breaking
+
+    async def burst():
+        return await asyncio.gather(*[personal.parts_async(u, "", 20) for u in USERS * 3])
+
+    pages = asyncio.run(burst())
+    assert len(reads) == 1  # twelve requests found it expired, one refresh
+    for u, (head, items, stale, _) in zip(USERS * 3, pages, strict=True):
+        assert stale == "" and head["user"] == u
+        assert json_bytes(dict(head, stories=[json.loads(i) for i in items])) == _expected(r, u, 20)
+    personal.pages = type(personal.pages)(0)  # no memo: the page is worked out again from the kept set
+    asyncio.run(burst())
+    assert len(reads) == 1
