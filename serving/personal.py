@@ -152,12 +152,15 @@ class PersonalFeeds:
                 fields, raw = hit
             else:
                 ticket = tracking.begin(user)
-                read = None
+                commands = read_commands(user, self.store.keys)
+                if ticket is not None:  # the form's TTL too: a kept read must not outlive the key
+                    commands.append(("PTTL", self.store.keys.feed_page(user)))
+                read, sent = None, time.monotonic()
                 try:
-                    values, raw = await self.round_trip.execute(read_commands(user, self.store.keys))
+                    values, raw, *ttl = await self.round_trip.execute(commands)
                     read = fields, raw = profile_fields(values), raw
                 finally:
-                    tracking.end(user, ticket, read)
+                    tracking.end(user, ticket, read, ttl_ms=ttl[0] if read is not None and ttl else None, sent=sent)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)

@@ -18,6 +18,8 @@ Correctness (every change in Redis is seen by the next request):
 * A read that an invalidation overtakes is not kept: :meth:`~ReaderTracking.begin` marks the reader's read
   in flight, an invalidation of the reader while it is in flight spoils it, and :meth:`~ReaderTracking.end`
   keeps the result only when it was not spoiled and the tracking connection is the one it began under.
+* A key that expires is invalidated only when Redis deletes it (lazily or by its expiry cycle), so a read is
+  kept no longer than the serving form's TTL, read in the same round trip (``PTTL``).
 * A ``null`` invalidation (``FLUSHALL``/``FLUSHDB``), a closed or broken connection, or anything unexpected on it
   forgets every cached read; until a new connection is set up (in the background, every ``retry_seconds``),
   each request makes its round trip as before. Nothing is cached for a reader without a serving form.
@@ -92,7 +94,7 @@ class ReaderTracking:
         self._generation = 0  # bumped at every new connection: tickets of an older one are void
         self._connecting = False
         self._retry_at = 0.0
-        self._reads: dict[str, tuple[dict, bytes]] = {}
+        self._reads: dict[str, tuple[tuple[dict, bytes], float]] = {}  # user -> (read, monotonic deadline)
         self._in_flight: dict[str, int] = {}
         self._spoiled: set[str] = set()
         self.invalidations = 0  # invalidation messages applied (for tests and metrics)
@@ -116,9 +118,14 @@ class ReaderTracking:
         if not self._ready():
             return None
         self.drain()
-        read = self._reads.get(user) if self._sock is not None else None
-        if read is not None:
-            self.hits += 1
+        kept = self._reads.get(user) if self._sock is not None else None
+        if kept is None:
+            return None
+        read, until = kept
+        if time.monotonic() >= until:  # the form's TTL has run out (module doc)
+            del self._reads[user]
+            return None
+        self.hits += 1
         return read
 
     def begin(self, user: str) -> int | None:
@@ -131,10 +138,24 @@ class ReaderTracking:
         self._in_flight[user] = self._in_flight.get(user, 0) + 1
         return self._generation
 
-    def end(self, user: str, ticket: int | None, read: tuple[dict, bytes | None] | None) -> None:
+    def end(
+        self,
+        user: str,
+        ticket: int | None,
+        read: tuple[dict, bytes | None] | None,
+        ttl_ms: int | None = None,
+        sent: float = 0.0,
+    ) -> None:
         """Ends a read begun with :meth:`begin`: keeps ``read`` (``(fields, raw)``; ``None`` when the read
         failed) unless an invalidation of the reader arrived meanwhile, the connection changed or ``raw`` is
-        ``None``."""
+        ``None``.
+
+        Args:
+          ttl_ms: the serving form's ``PTTL`` read in the same round trip (milliseconds; negative: no
+            expiry). Redis sends the invalidation of an expired key only when it deletes it, which can be
+            later, so the read is kept until ``sent + ttl_ms / 1000`` at most.
+          sent: ``time.monotonic()`` when the round trip was sent (before Redis read the TTL).
+        """
         if ticket is None:
             return
         self.drain()
@@ -147,11 +168,12 @@ class ReaderTracking:
             self._in_flight[user] = left
         if read is None or read[1] is None or spoiled or ticket != self._generation or self._sock is None:
             return
+        until = sent + ttl_ms / 1000.0 if ttl_ms is not None and ttl_ms >= 0 else float("inf")
         reads = self._reads
         reads.pop(user, None)
         while len(reads) >= self.max_readers:
             del reads[next(iter(reads))]
-        reads[user] = read
+        reads[user] = (read, until)
 
     def drain(self) -> None:
         """Applies every invalidation waiting on the tracking socket (never blocks)."""

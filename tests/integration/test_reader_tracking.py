@@ -155,6 +155,10 @@ def test_a_read_overtaken_by_a_write_is_not_kept(r):
         ticket = t.begin("u")
         t.end("u", ticket, (read[0], None))  # no serving form: never kept
         assert t.lookup("u") is None
+        t.end("u", t.begin("u"), read, ttl_ms=80, sent=time.monotonic())  # kept no longer than the form's TTL
+        assert t.lookup("u") == read
+        await asyncio.sleep(0.1)
+        assert t.lookup("u") is None
         r.set("nf:other", b"1")  # outside the two prefixes: no invalidation
         t.end("u", t.begin("u"), read)
         assert t.lookup("u") == read
@@ -173,3 +177,28 @@ def test_tracking_is_off_when_configured_off(r, tmp_path, kw):
             assert _get(c, "u-plain").content == _expected(r, "u-plain", 20)
         assert _hmget_calls(r) == before + 5
     assert not app.state.api.personal.tracking.available
+
+
+def test_a_kept_read_ends_with_its_serving_form_ttl(r, tmp_path):
+    """Redis invalidates an expired key only when it deletes it; with its expiry cycle off (``DEBUG
+    SET-ACTIVE-EXPIRE 0``) it never would here, and the reader must still get a feed built after the TTL."""
+    app = _app(r, tmp_path, "on")
+    keys = Keys()
+    doc = json.loads(r.get(keys.feed("user", "u-plain")))
+    with TestClient(app) as c:
+        tracking = _wait_tracking(c, app)
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        try:
+            doc["stories"] = doc["stories"][2:]
+            write_user_feeds(r, {"u-plain": doc}, 1)  # one second to live
+            first = _get(c, "u-plain").content
+            assert _get(c, "u-plain").content == first  # kept read
+            hits, calls, told = tracking.hits, _hmget_calls(r), tracking.invalidations
+            time.sleep(1.2)
+            c.portal.call(tracking.drain)
+            assert tracking.invalidations == told  # Redis has not deleted the expired key, so said nothing
+            resp = _get(c, "u-plain")  # the round trip finds it expired: the feed is built again
+            assert tracking.hits == hits and _hmget_calls(r) == calls + 1
+            assert resp.content == _expected(r, "u-plain", 20) != first
+        finally:
+            r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
