@@ -22,7 +22,9 @@ Correctness (every change in Redis is seen by the next request):
   kept no longer than the serving form's TTL, read in the same round trip (``PTTL``).
 * A ``null`` invalidation (``FLUSHALL``/``FLUSHDB``), a closed or broken connection, or anything unexpected on it
   forgets every cached read; until a new connection is set up (in the background, every ``retry_seconds``),
-  each request makes its round trip as before. Nothing is cached for a reader without a serving form.
+  each request makes its round trip as before. Nothing is cached for a reader without a serving form. A
+  server that answers the set-up with an error (older than Redis 6, ``CLIENT`` denied) turns tracking off
+  for the process (:class:`TrackingRefused`, logged once).
 
 All methods run on the event loop the tracking connection was set up from (the serving app's); from any
 other loop :meth:`~ReaderTracking.lookup` finds nothing and :meth:`~ReaderTracking.begin` gives no ticket.
@@ -42,6 +44,11 @@ from newsflow.keys import Keys
 log = logging.getLogger("newsflow.serving")
 
 INVALIDATE_CHANNEL = b"__redis__:invalidate"
+
+
+class TrackingRefused(ValueError):
+    """Redis answered the tracking set-up with an error (no ``CLIENT TRACKING`` before Redis 6, a command
+    renamed or denied by ACL, failed ``AUTH``): tracking stays off for the process."""
 
 
 def _pack(*args) -> bytes:
@@ -99,12 +106,13 @@ class ReaderTracking:
         self._spoiled: set[str] = set()
         self.invalidations = 0  # invalidation messages applied (for tests and metrics)
         self.hits = 0  # requests answered from a kept read
+        self.refused = ""  # why the server refused tracking (then :attr:`available` is False)
         self.connections = 0  # tracking connections set up
 
     @property
     def available(self) -> bool:
         """Whether tracking can be used with this client (see Args)."""
-        return self._address is not None and self.max_readers > 0
+        return self._address is not None and self.max_readers > 0 and not self.refused
 
     @property
     def active(self) -> bool:
@@ -243,6 +251,10 @@ class ReaderTracking:
         loop = asyncio.get_running_loop()
         try:
             sock = await asyncio.to_thread(self._open)
+        except TrackingRefused as e:
+            log.warning("client-side caching of readers off: the Redis server refused it (%s)", e)
+            self.refused = str(e)
+            return
         except (OSError, hiredis.ProtocolError, ValueError) as e:
             log.warning("client-side caching of readers off for %.0f s: %s", self.retry_seconds, e)
             self._retry_at = time.monotonic() + self.retry_seconds
@@ -276,7 +288,7 @@ class ReaderTracking:
                         raise ConnectionError("redis closed the connection during setup")
                     reader.feed(data)
                 if isinstance(reply, hiredis.ReplyError):
-                    raise ValueError(f"{args[0]} {args[1] if len(args) > 1 else ''}: {reply}")
+                    raise TrackingRefused(f"{args[0]} {args[1] if len(args) > 1 else ''}: {reply}")
                 return reply
 
             if self._auth:

@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+import redis
 from starlette.testclient import TestClient
 
 from newsflow.keys import Keys
@@ -202,3 +203,23 @@ def test_a_kept_read_ends_with_its_serving_form_ttl(r, tmp_path):
             assert resp.content == _expected(r, "u-plain", 20) != first
         finally:
             r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def test_a_server_that_refuses_tracking_leaves_the_round_trip(r, tmp_path):
+    r.execute_command("ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@all", "-client")
+    try:
+        client = redis.Redis(unix_socket_path=r.socket_file, username="reader", password="pw")
+        app = _app(client, tmp_path, "acl")
+        tracking = app.state.api.personal.tracking
+        with TestClient(app) as c:
+            for _ in range(50):
+                assert _get(c, "u-plain").content == _expected(r, "u-plain", 20)
+                if tracking.refused:
+                    break
+                time.sleep(0.01)
+            assert "NOPERM" in tracking.refused and not tracking.available
+            before = _hmget_calls(r)
+            assert _get(c, "u-plain").content == _expected(r, "u-plain", 20)
+            assert _hmget_calls(r) == before + 1 and tracking.connections == 0
+    finally:
+        r.execute_command("ACL", "DELUSER", "reader")
