@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -121,6 +121,19 @@ end
 return out
 """
 )
+
+_FEED_ITEMS = """
+local old = redis.call('SMEMBERS', KEYS[1])
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('DEL', KEYS[1])
+if #ARGV > 1 then
+  for i = 2, #ARGV, 5000 do redis.call('SADD', KEYS[1], unpack(ARGV, i, math.min(i + 4999, #ARGV))) end
+  redis.call('EXPIRE', KEYS[1], ARGV[1])
+else
+  redis.call('SADD', KEYS[1], '-')
+end
+return {existed, old}
+"""
 
 _COMPLETE = (
     _READY
@@ -219,6 +232,7 @@ class Frontier:
         self._add = redis.register_script(_ADD)
         self._claim = redis.register_script(_CLAIM)
         self._complete = redis.register_script(_COMPLETE)
+        self._feed_items = redis.register_script(_FEED_ITEMS)
 
     # ------------------------------------------------------------------ tasks
     def add(
@@ -306,6 +320,23 @@ class Frontier:
             pipe.execute()
         return created
 
+    def _pipelined(self, commands: Sequence[tuple], script, keys: list, argv: list) -> list:
+        """Replies of ``commands`` then of one run of ``script`` (EVALSHA, loaded first if the server lost it),
+        in one non-transactional pipeline. A lost script is loaded and the whole pipeline sent again: the
+        commands must be safe to repeat (``SET``s, as here)."""
+        for attempt in (0, 1):
+            pipe = self.r.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            pipe.evalsha(script.sha, len(keys), *keys, *argv)
+            try:
+                return pipe.execute()
+            except NoScriptError:
+                if attempt:
+                    raise
+                self.r.script_load(script.script)
+        raise AssertionError("unreachable")
+
     def _run_many(self, script, argvs: list[list]) -> list:
         """Runs a registered script once per ARGV in one pipeline (EVALSHA; loaded first if the server lost
         it), with the same key list as the single calls. redis-py refuses scripts in a Redis Cluster
@@ -357,6 +388,7 @@ class Frontier:
         host_delay_s: float,
         next_due: float | None = None,
         fields: dict | None = None,
+        also: Sequence[tuple] = (),
     ) -> bool:
         """Ends a lease: frees the host until ``now + host_delay_s``; reschedules or deletes the task.
 
@@ -367,6 +399,9 @@ class Frontier:
           host_delay_s: minimum gap before the next request to this host.
           next_due: when to run the task again; ``None`` deletes it (done).
           fields: task-hash fields to store with the reschedule (schedule state).
+          also: commands ``(name, *args)`` sent before the completion in the same round trip (e.g.
+            :meth:`seen_commands`, :meth:`robots_put_command`); their replies are not returned, and they
+            run whether or not the lease was still held. On Redis Cluster they are sent one by one first.
 
         Returns:
           False when the lease was no longer held (it expired and was re-queued).
@@ -374,7 +409,12 @@ class Frontier:
         args = [self._p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
         for k, v in (fields or {}).items():
             args += [k, "" if v is None else str(v)]
-        ok = bool(self._complete(keys=[self.keys.crawl_hosts], args=args))
+        if also and not isinstance(self.r, RedisCluster):  # one round trip: the commands, then the script
+            ok = bool(self._pipelined(also, self._complete, [self.keys.crawl_hosts], args)[-1])
+        else:
+            for command in also:
+                self.r.execute_command(*command)
+            ok = bool(self._complete(keys=[self.keys.crawl_hosts], args=args))
         if ok and next_due is None and task.kind in ("feed", "sitemap"):
             self.r.srem(self.keys.crawl_feeds, task.tid)
         return ok
@@ -465,24 +505,25 @@ class Frontier:
         return [bool(x) for x in pipe.execute()]
 
     def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
-        """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``."""
-        key = self.keys.crawl_feed_items(tid)
+        """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``.
+
+        One round trip, atomic (a script reads the old set and writes the new one): two workers replacing
+        the same feed's set never interleave. An empty feed is remembered as fetched (member ``-``).
+        """
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
-        pipe = self.r.pipeline(transaction=False)
-        pipe.smembers(key)
-        pipe.exists(key)
-        members, exists = pipe.execute()
+        existed, members = self._feed_items(keys=[self.keys.crawl_feed_items(tid)], args=[int(ttl_s), *sorted(ids)])
         old = {_s(x) for x in members}
-        first = not exists and not old
-        pipe = self.r.pipeline()
-        pipe.delete(key)
-        if ids:
-            pipe.sadd(key, *ids)
-            pipe.expire(key, int(ttl_s))
-        else:
-            pipe.sadd(key, "-")  # remember that the feed was fetched (empty)
-        pipe.execute()
-        return len(ids - old), first
+        return len(ids - old), not existed and not old
+
+    def seen_commands(self, urls: Iterable[str], ttl_s: float) -> list[tuple]:
+        """The commands of :meth:`mark_seen_many` (``SET seen:<id> 1 NX EX ttl`` per URL), to send with
+        :meth:`complete` (``also=``) when their replies are not needed."""
+        ex = max(1, int(ttl_s))
+        return [("SET", self.keys.crawl_seen(article_id(url)), b"1", "NX", "EX", ex) for url in urls]
+
+    def robots_put_command(self, key: str, value: str, ttl_s: float) -> tuple:
+        """The command of :meth:`robots_put`, to send with :meth:`complete` (``also=``)."""
+        return ("SET", self.keys.crawl_robots(key), value, "EX", max(1, int(ttl_s)))
 
     def robots_get(self, key: str) -> str | None:
         """Cached robots policy JSON for ``scheme://host[:port]``, ``None`` if absent/expired."""
@@ -491,7 +532,7 @@ class Frontier:
 
     def robots_put(self, key: str, value: str, ttl_s: float) -> None:
         """Caches a robots policy JSON for ``ttl_s`` seconds."""
-        self.r.set(self.keys.crawl_robots(key), value, ex=max(1, int(ttl_s)))
+        self.r.execute_command(*self.robots_put_command(key, value, ttl_s))
 
     def dead_letter(self, step: str, reason: str, detail: str, now: float, url: str = "") -> None:
         """Records refused work (capped list ``Keys.crawl_deadletter``).

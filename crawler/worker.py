@@ -382,22 +382,27 @@ class CrawlWorker:
     # ------------------------------------------------------------------ robots
     async def robots_policy(self, url: str) -> RobotsPolicy:
         """robots.txt policy for ``url``'s scheme/host/port (memory, then Redis, then fetched)."""
-        return (await self._robots_policy(url))[0]
+        pol, _, put = await self._robots_policy(url)
+        if put is not None:
+            self.frontier.r.execute_command(*put)
+        return pol
 
-    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, FetchResult | None]:
-        """The robots.txt policy for ``url`` and the robots.txt fetch result when it was requested just now."""
+    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, FetchResult | None, tuple | None]:
+        """The robots.txt policy for ``url``, the robots.txt fetch result when it was requested just now, and
+        then the command that shares the new policy with other workers (:meth:`Frontier.robots_put_command`),
+        which the caller must send (with the task's completion when it can: one round trip less)."""
         parts = urlsplit(url)
         key = f"{parts.scheme}://{parts.netloc.lower()}"
         now = self.clock()
         pol = self._robots.get(key)
         if pol is not None and pol.expires_at > now:
-            return pol, None
+            return pol, None, None
         cached = self.frontier.robots_get(key)
         if cached:
             pol = RobotsPolicy.from_json(cached)
             if pol.expires_at > now:
                 self._robots[key] = pol
-                return pol, None
+                return pol, None, None
         res = await self.fetcher.fetch(key + "/robots.txt", prefix_limit=ROBOTS_MAX_BYTES)
         if res.error_kind == "unsafe_address":  # the safety guard, not the site: never a robots verdict
             raise UnsafeAddressError(res.error)
@@ -412,10 +417,9 @@ class CrawlWorker:
             error = f"{res.error_kind}: {res.error}"
             self._count(f"robots_error:{res.error_kind}")
         pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s, error=error)
-        self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         self._robots[key] = pol
         self._count("robots_fetched")
-        return pol, res
+        return pol, res, self.frontier.robots_put_command(key, pol.to_json(), pol.expires_at - now)
 
     def _host_delay(self, pol: RobotsPolicy, result: FetchResult | None = None) -> float:
         """Seconds the host must rest after a request (module doc, "Politeness")."""
@@ -438,7 +442,7 @@ class CrawlWorker:
         """
         now = self.clock()
         try:
-            pol, robots_res = await self._robots_policy(task.url)
+            pol, robots_res, put = await self._robots_policy(task.url)
         except UnsafeAddressError as e:
             self._refuse_unsafe(task, now, str(e))
             return True
@@ -456,8 +460,10 @@ class CrawlWorker:
         if robots_res is not None and pol.allowed(task.url, self.config.robots_agent):
             # robots.txt was a request to this host too: the task waits out the host delay in its queue
             self._count("robots_then_requeued")
-            self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock())
+            self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock(), also=[put])
             return False
+        if put is not None:
+            self.frontier.r.execute_command(*put)
         if not pol.allowed(task.url, self.config.robots_agent):
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
             self._count(reason)
@@ -712,7 +718,7 @@ class CrawlWorker:
         if not await self._publish(task, [doc], now, delay):
             return
         self._count("pages_landed")
-        await self._record_identity(task, res)
+        seen = await self._record_identity(task, res)
         if self.config.follow_links and task.depth < self.config.follow_links:
             for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
                 if self.frontier.mark_seen(link, self.config.seen_ttl_s):
@@ -725,25 +731,26 @@ class CrawlWorker:
                         meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")},
                     )
                     self._count("links_enqueued")
-        ok = self.frontier.complete(task, self.worker_id, now, delay, None)
+        ok = self.frontier.complete(task, self.worker_id, now, delay, None, also=seen)
         if not ok:
             self._count("lease_lost")
 
-    async def _record_identity(self, task: Task, res: FetchResult) -> None:
-        """Marks a landed page's canonical and fetched URLs seen and stores its other URLs as aliases (module doc)."""
+    async def _record_identity(self, task: Task, res: FetchResult) -> list[tuple]:
+        """Stores a landed page's other URLs as aliases (module doc); returns the commands that mark its canonical
+        and fetched URLs seen (:meth:`Frontier.seen_commands`), sent with the page's completion."""
         body, ctype = res.body or b"", res.headers.get("content-type", "")
         declared = await asyncio.to_thread(page_declared_canonical, body, ctype)
         known_as = choose_canonical(res.final_url, declared)
         try:
             target = article_id(known_as)
         except ValueError:
-            return
-        self.frontier.mark_seen_many(sorted({known_as, res.final_url}), self.config.seen_ttl_s)
+            return []
         added = record_aliases(
             self.frontier.r, self.frontier.keys, target, [task.url, res.final_url], self.config.alias_ttl_s
         )
         if added:
             self._count("aliases_recorded", added)
+        return self.frontier.seen_commands(sorted({known_as, res.final_url}), self.config.seen_ttl_s)
 
     async def _publish(self, task: Task, docs: list, now: float, delay: float) -> bool:
         """Publishes ``docs`` off the event loop; True once the sink accepted them.

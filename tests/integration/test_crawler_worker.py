@@ -404,6 +404,70 @@ def test_add_many_and_mark_seen_many_equal_the_one_by_one_calls(redis):
     assert many.add_many([]) == [] and many.mark_seen_many([], 60) == []
 
 
+def _round_trips(fn):
+    """``(fn(), requests the client wrote to Redis while it ran)`` (each command or pipeline is one write)."""
+    import redis.connection
+
+    sends, send = [], redis.connection.AbstractConnection.send_packed_command
+
+    def counting(conn, command, *a, **kw):
+        sends.append(1)
+        return send(conn, command, *a, **kw)
+
+    redis.connection.AbstractConnection.send_packed_command = counting
+    try:
+        return fn(), len(sends)
+    finally:
+        redis.connection.AbstractConnection.send_packed_command = send
+
+
+def test_complete_sends_its_companion_commands_in_the_same_round_trip(redis):
+    fr = Frontier(redis, Keys("co"))
+    fr.add("https://a.example/p/1", "page", 0.0)
+    fr.add("https://b.example/p/2", "page", 0.0)
+    t1, t2 = sorted(fr.claim("w", 1.0, 60.0, 5), key=lambda t: t.url)
+    seen = fr.seen_commands(["https://a.example/p/1?utm_source=x", "https://a.example/canon"], 3600)
+    put = fr.robots_put_command("https://a.example", '{"policy": 1}', 1800)
+    pipelines, execute = [], type(redis.pipeline()).execute
+
+    def counting(pipe, *a, **kw):
+        pipelines.append(len(pipe.command_stack))
+        return execute(pipe, *a, **kw)
+
+    type(redis.pipeline()).execute = counting
+    try:
+        redis.script_flush()  # a lost script: loaded, and the pipeline (safe to repeat) sent again
+        assert fr.complete(t1, "w", 2.0, 0.0, None, also=[*seen, put])
+    finally:
+        type(redis.pipeline()).execute = execute
+    assert pipelines == [3 + 1, 3 + 1]  # the three commands and the completion together (twice: NOSCRIPT)
+    assert fr.mark_seen_many(["https://a.example/p/1", "https://a.example/canon", "https://a.example/new"], 60) == [
+        False,
+        False,
+        True,
+    ]
+    assert redis.ttl(Keys("co").crawl_robots("https://a.example")) > 1700
+    assert fr.robots_get("https://a.example") == '{"policy": 1}'
+    assert not redis.exists(Keys("co").crawl_task(t1.tid))  # completed as done
+    # a lease no longer held: the commands still run, the completion reports False
+    assert not fr.complete(t2, "someone-else", 2.0, 0.0, None, also=fr.seen_commands(["https://b.example/p/2"], 60))
+    assert fr.mark_seen_many(["https://b.example/p/2"], 60) == [False]
+
+
+def test_count_new_items_is_one_round_trip_with_the_same_answers(redis):
+    fr = Frontier(redis, Keys("items"))
+    assert fr.count_new_items("feed:w", ["g0"]) == (1, True)  # the script is loaded now
+    # first fetch, two distinct ids, one round trip
+    assert _round_trips(lambda: fr.count_new_items("feed:x", ["g1", "g2", "g2", ""])) == ((2, True), 1)
+    assert fr.count_new_items("feed:x", ["g2", "g3", "g4"]) == (2, False)
+    assert redis.ttl(Keys("items").crawl_feed_items("feed:x")) > 29 * 86400
+    assert fr.count_new_items("feed:x", []) == (0, False)  # an empty fetch is remembered
+    assert fr.count_new_items("feed:x", ["g1"]) == (1, False)  # and is not a first fetch
+    many = [f"id{i}" for i in range(12_000)]  # more ids than one SADD call takes in the script
+    assert fr.count_new_items("feed:y", many) == (12_000, True)
+    assert fr.count_new_items("feed:y", many[:10]) == (0, False)
+
+
 class SlowLanding(LandingWriter):
     """A real landing writer whose publish takes 0.2 s (a slow sink), recording what it published and when."""
 
@@ -446,13 +510,10 @@ def test_page_tails_overlap_fetches_and_finish_before_run_returns(redis, tmp_pat
 class FailingSeen(Frontier):
     """A real frontier whose seen-set writes fail (to check that a page tail's error is not lost)."""
 
-    def mark_seen_many(self, urls, ttl_s):
-        urls = list(urls)
-        # the feed's two entries pass (one call, two URLs); a landed page's identity marks (one
-        # call, its one URL: no canonical of its own) fail, inside the page's tail
-        if len(urls) == 1:
-            raise RuntimeError("seen set unavailable")
-        return super().mark_seen_many(urls, ttl_s)
+    def seen_commands(self, urls, ttl_s):
+        # the feed's two entries pass (mark_seen_many); a landed page's identity marks (sent with its
+        # completion) fail, inside the page's tail
+        raise RuntimeError("seen set unavailable")
 
 
 def test_an_error_in_a_page_tail_stops_the_worker_and_is_raised(redis, tmp_path):
