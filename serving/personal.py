@@ -153,14 +153,14 @@ class PersonalFeeds:
             else:
                 ticket = tracking.begin(user)
                 commands = read_commands(user, self.store.keys)
-                if ticket is not None:  # the form's TTL too: a kept read must not outlive the key
-                    commands.append(("PTTL", self.store.keys.feed_page(user)))
-                read, sent = None, time.monotonic()
+                if ticket is not None:  # the keys' TTLs too: a kept read must not outlive either key
+                    commands += [("PTTL", self.store.keys.user(user)), ("PTTL", self.store.keys.feed_page(user))]
+                read, ttls, sent = None, (), time.monotonic()
                 try:
-                    values, raw, *ttl = await self.round_trip.execute(commands)
+                    values, raw, *ttls = await self.round_trip.execute(commands)
                     read = fields, raw = profile_fields(values), raw
                 finally:
-                    tracking.end(user, ticket, read, ttl_ms=ttl[0] if read is not None and ttl else None, sent=sent)
+                    tracking.end(user, ticket, read, ttls, sent)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)

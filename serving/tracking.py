@@ -9,17 +9,28 @@ then ``SUBSCRIBE __redis__:invalidate``; Redis >= 6.0, RESP2; https://redis.io/d
 
 Correctness (every change in Redis is seen by the next request):
 
-* Before a cached answer is used, the tracking socket is read without waiting (:meth:`ReaderTracking.lookup`
-  drains it), so every invalidation Redis has written is applied first. Redis sends the BCAST invalidations of
-  a write in the same event-loop turn as the writer's reply, and writes the tracking connection before the
-  writer (``beforeSleep`` queues it last and writes pending clients newest first), so once any client has
-  seen its write acknowledged, the invalidation is already in this process's socket buffer (one host; over
-  a network it is one hop ahead of anything the writer's acknowledgement causes).
+* Before a kept read is used, the tracking socket is read without waiting (:meth:`ReaderTracking.lookup`
+  drains it), so every invalidation Redis has written is applied first. Redis queues the BCAST invalidations of
+  a write in the same event-loop turn as the writer's reply and, when the tracking connection has nothing else
+  pending, writes it before the writer (``beforeSleep`` queues it last and writes pending clients newest
+  first), so the invalidation is in this process's socket buffer before the writer can act on its
+  acknowledgement (one host; over a network it is one hop ahead of anything the acknowledgement causes).
+* When the tracking connection has a backlog (a bulk write of many readers' keys: Redis writes at most 64 KB
+  per turn to a client, and a write acknowledged meanwhile can get its answer before its invalidation leaves
+  Redis), no read is used: every invalidation received makes the connection *unsynced* and sends a ``PING``
+  on it; the ``PONG`` comes back behind everything Redis had queued for it, and only when it arrives with
+  nothing received after it are reads used again. A write whose invalidation is queued behind newer data
+  means that data reached this process first (Redis writes a client with pending output in every turn, or
+  its socket buffer is full and the next drain reads it), so the connection is unsynced again before the
+  read could be used.
+* Liveness: a read is used only within ``fresh_seconds`` of the last ``PONG`` (a heartbeat ``PING`` goes
+  out at half that age). A hung server, a half-open TCP connection or a server replaced while hung stops
+  all reads within that time; requests make their round trips (which time out and retry as before).
 * A read that an invalidation overtakes is not kept: :meth:`~ReaderTracking.begin` marks the reader's read
   in flight, an invalidation of the reader while it is in flight spoils it, and :meth:`~ReaderTracking.end`
   keeps the result only when it was not spoiled and the tracking connection is the one it began under.
 * A key that expires is invalidated only when Redis deletes it (lazily or by its expiry cycle), so a read is
-  kept no longer than the serving form's TTL, read in the same round trip (``PTTL``).
+  kept no longer than the profile's and the serving form's TTLs, read in the same round trip (``PTTL``).
 * A ``null`` invalidation (``FLUSHALL``/``FLUSHDB``), a closed or broken connection, or anything unexpected on it
   forgets every cached read; until a new connection is set up (in the background, every ``retry_seconds``),
   each request makes its round trip as before. Nothing is cached for a reader without a serving form. A
@@ -36,6 +47,7 @@ import asyncio
 import logging
 import socket
 import time
+from collections.abc import Sequence
 
 import hiredis
 
@@ -70,6 +82,8 @@ class ReaderTracking:
       keys: the key layout (the two tracked prefixes: ``keys.user("")`` and ``keys.feed_page("")``).
       max_readers: reads kept (oldest dropped first); 0 disables tracking.
       retry_seconds: wait before setting the tracking connection up again after it failed or closed.
+      fresh_seconds: kept reads are used only this long after the last ``PONG`` on the tracking connection
+        (module doc, "Liveness").
       client_name: ``CLIENT SETNAME`` of the tracking connection (seen in ``CLIENT LIST``).
     """
 
@@ -80,6 +94,7 @@ class ReaderTracking:
         max_readers: int = 1024,
         retry_seconds: float = 5.0,
         client_name: str = "newsflow-serving-tracking",
+        fresh_seconds: float = 0.5,
     ):
         pool = getattr(client, "connection_pool", None)
         kw = dict(getattr(pool, "connection_kwargs", None) or {})
@@ -95,6 +110,13 @@ class ReaderTracking:
         self.max_readers = max_readers
         self.retry_seconds = retry_seconds
         self.client_name = client_name
+        self.fresh_seconds = fresh_seconds
+        self._synced = False  # every invalidation queued before the last PONG applied, none received since
+        self._pings = 0  # sequence of the PINGs sent (their argument)
+        self._awaited: int | None = None  # the PING whose PONG is awaited
+        self._last_pong = float("-inf")  # time.monotonic() of the last PONG
+        self._pong_last: bytes | None = None  # the encoding of that PONG while nothing came after it
+        self._tail = b""  # the last 64 bytes received
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
         self._reader = hiredis.Reader()
@@ -126,11 +148,19 @@ class ReaderTracking:
         if not self._ready():
             return None
         self.drain()
-        kept = self._reads.get(user) if self._sock is not None else None
+        if not self._synced or self._sock is None:
+            return None
+        now = time.monotonic()
+        age = now - self._last_pong
+        if age > self.fresh_seconds / 2 and self._awaited is None:
+            self._ping(now)  # heartbeat
+        if age > self.fresh_seconds or self._sock is None:
+            return None
+        kept = self._reads.get(user)
         if kept is None:
             return None
         read, until = kept
-        if time.monotonic() >= until:  # the form's TTL has run out (module doc)
+        if now >= until:  # a TTL has run out (module doc)
             del self._reads[user]
             return None
         self.hits += 1
@@ -151,7 +181,7 @@ class ReaderTracking:
         user: str,
         ticket: int | None,
         read: tuple[dict, bytes | None] | None,
-        ttl_ms: int | None = None,
+        ttls_ms: Sequence[int] = (),
         sent: float = 0.0,
     ) -> None:
         """Ends a read begun with :meth:`begin`: keeps ``read`` (``(fields, raw)``; ``None`` when the read
@@ -159,9 +189,10 @@ class ReaderTracking:
         ``None``.
 
         Args:
-          ttl_ms: the serving form's ``PTTL`` read in the same round trip (milliseconds; negative: no
-            expiry). Redis sends the invalidation of an expired key only when it deletes it, which can be
-            later, so the read is kept until ``sent + ttl_ms / 1000`` at most.
+          ttls_ms: the ``PTTL`` of the profile and of the serving form, read in the same round trip
+            (milliseconds; negative: no expiry or no key). Redis sends the invalidation of an expired key only
+            when it deletes it, which can be later, so the read is kept until ``sent + min(ttls_ms) / 1000``
+            at most.
           sent: ``time.monotonic()`` when the round trip was sent (before Redis read the TTL).
         """
         if ticket is None:
@@ -176,36 +207,62 @@ class ReaderTracking:
             self._in_flight[user] = left
         if read is None or read[1] is None or spoiled or ticket != self._generation or self._sock is None:
             return
-        until = sent + ttl_ms / 1000.0 if ttl_ms is not None and ttl_ms >= 0 else float("inf")
+        until = sent + min((t / 1000.0 for t in ttls_ms if t is not None and t >= 0), default=float("inf"))
         reads = self._reads
         reads.pop(user, None)
         while len(reads) >= self.max_readers:
             del reads[next(iter(reads))]
         reads[user] = (read, until)
 
-    def drain(self) -> None:
-        """Applies every invalidation waiting on the tracking socket (never blocks)."""
+    def drain(self, max_bytes: int | None = None) -> None:
+        """Applies every invalidation waiting on the tracking socket (never blocks; at most ``max_bytes`` read,
+        for tests). Receiving anything leaves the connection unsynced unless the bytes end exactly with the
+        ``PONG`` of the awaited ``PING`` (a message cut by the read counts as received); then a ``PING`` is
+        sent if none is awaited."""
         sock = self._sock
         if sock is None:
             return
         try:
-            while True:
+            got = 0
+            while max_bytes is None or got < max_bytes:
                 try:
-                    data = sock.recv(65536)
+                    data = sock.recv(65536 if max_bytes is None else min(65536, max_bytes - got))
                 except (BlockingIOError, InterruptedError):
                     break
                 if not data:
                     raise ConnectionError("redis closed the tracking connection")
+                got += len(data)
+                self._tail = (self._tail + data)[-64:]
                 self._reader.feed(data)
                 while (msg := self._reader.gets()) is not False:
                     self._apply(msg)
+            if got:
+                self._synced = self._pong_last is not None and self._tail.endswith(self._pong_last)
+                if not self._synced and self._awaited is None:
+                    self._ping(time.monotonic())
         except (OSError, hiredis.ProtocolError, ValueError) as e:
             self._broken(e)
 
+    def _ping(self, now: float) -> None:
+        """Sends a ``PING`` on the tracking connection (its ``PONG`` comes back behind everything queued before)."""
+        self._pings += 1
+        command = _pack("PING", self._pings)
+        if self._sock.send(command) != len(command):  # a few bytes into an empty send buffer
+            raise ConnectionError("tracking connection: PING not sent whole")
+        self._awaited = self._pings
+
     def _apply(self, msg) -> None:
+        """Applies one message: the awaited ``PONG`` (remembered as the last message, with its encoding) or an
+        invalidation; anything else raises ValueError (the connection is dropped)."""
+        if isinstance(msg, list) and len(msg) == 2 and msg[0] == b"pong":
+            if self._awaited is not None and msg[1] == str(self._awaited).encode():
+                self._awaited, self._last_pong = None, time.monotonic()
+                self._pong_last = _pack(b"pong", msg[1])  # a RESP2 array of two bulk strings, as the reply
+            return
         if not (isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message" and msg[1] == INVALIDATE_CHANNEL):
             raise ValueError(f"unexpected message on the tracking connection: {msg!r:.200}")
         self.invalidations += 1
+        self._pong_last = None  # there may be more behind it: no read is used until a PONG says otherwise
         keys = msg[2]
         if keys is None:  # FLUSHALL/FLUSHDB: everything
             self._reads.clear()
@@ -267,6 +324,8 @@ class ReaderTracking:
         sock.setblocking(False)
         self._sock, self._reader = sock, hiredis.Reader()
         self._generation += 1
+        self._synced, self._awaited, self._last_pong = True, None, time.monotonic()  # PONG of the set-up
+        self._pong_last, self._tail = None, b""
         self.connections += 1
         self._reads.clear()
         loop.add_reader(sock.fileno(), self.drain)
@@ -300,6 +359,9 @@ class ReaderTracking:
             reply = call("SUBSCRIBE", INVALIDATE_CHANNEL)
             if not (isinstance(reply, list) and reply[:2] == [b"subscribe", INVALIDATE_CHANNEL]):
                 raise ValueError(f"unexpected SUBSCRIBE reply {reply!r:.200}")
+            reply = call("PING", "0")  # everything up to now is delivered: nothing is kept yet anyway
+            if reply != [b"pong", b"0"]:
+                raise ValueError(f"unexpected PING reply {reply!r:.200}")
             return sock
         except BaseException:
             sock.close()
@@ -313,6 +375,7 @@ class ReaderTracking:
     def _close(self) -> None:
         """Closes the tracking connection and forgets every read (reads in flight are void)."""
         sock, self._sock = self._sock, None
+        self._synced, self._awaited = False, None
         self._reads.clear()
         self._spoiled.update(self._in_flight)
         if sock is None:

@@ -124,6 +124,20 @@ def test_a_killed_tracking_connection_or_a_flush_loses_nothing(r, tmp_path):
         assert tracking.hits == hits + 1  # answered after a round trip, not from the forgotten read
 
 
+async def _synced(t: ReaderTracking) -> None:
+    """Waits (at most 5 s) until the tracking connection is up, everything Redis sent is read and its last PING
+    is answered, twice 20 ms apart (a bulk write's invalidations may still be coming after a PONG)."""
+    quiet = 0
+    for _ in range(250):
+        t.lookup("-")  # sets the connection up
+        ReaderTracking.drain(t)  # all there is (the slow test class below reads 4 KB per drain otherwise)
+        quiet = quiet + 1 if t._sock is not None and t._synced else 0
+        if quiet == 2:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("tracking connection never synced")
+
+
 def test_a_read_overtaken_by_a_write_is_not_kept(r):
     """The tracking object on its own: a read whose key is written while it is in flight is dropped, and
     an acknowledged write's invalidation is already on the socket when the writer goes on (checked 300 times
@@ -132,39 +146,107 @@ def test_a_read_overtaken_by_a_write_is_not_kept(r):
 
     async def scenario():
         t = ReaderTracking(r, keys, max_readers=8)
-        for _ in range(200):
-            if t.lookup("u") is None and t._sock is not None:
-                break
-            await asyncio.sleep(0.01)
-        assert t.active
+        await _synced(t)
         read = ({b"edition": b"en"}, b"form")
         ticket = t.begin("u")
         r.hset(keys.user("u"), "edition", "fr")  # written while the read is in flight
         t.end("u", ticket, read)
+        await _synced(t)
         assert t.lookup("u") is None
         ticket = t.begin("u")
         t.end("u", ticket, read)
         assert t.lookup("u") == read
         stale = 0
         for i in range(300):
+            await _synced(t)
             t.end("u", t.begin("u"), read)
             assert t.lookup("u") == read
             key = keys.feed_page("u") if i % 2 else keys.user("u")
             r.set(key, b"x") if i % 2 else r.hset(key, "edition", str(i))
             stale += t.lookup("u") is not None
         assert stale == 0
+        await _synced(t)
+        assert t.lookup("u") is None  # the invalidation took the read out, not only the sync state
         ticket = t.begin("u")
         t.end("u", ticket, (read[0], None))  # no serving form: never kept
         assert t.lookup("u") is None
-        t.end("u", t.begin("u"), read, ttl_ms=80, sent=time.monotonic())  # kept no longer than the form's TTL
+        # kept no longer than the shorter TTL of the two keys (-1: no expiry, -2: no key)
+        t.end("u", t.begin("u"), read, (-1, 80), time.monotonic())
         assert t.lookup("u") == read
+        await asyncio.sleep(0.1)
+        assert t.lookup("u") is None
+        t.end("u", t.begin("u"), read, (80, -2), time.monotonic())
         await asyncio.sleep(0.1)
         assert t.lookup("u") is None
         r.set("nf:other", b"1")  # outside the two prefixes: no invalidation
         t.end("u", t.begin("u"), read)
+        await asyncio.sleep(0.01)
         assert t.lookup("u") == read
         t.close()
         assert t.lookup("u") is None
+
+    asyncio.run(scenario())
+
+
+class _SlowDrain(ReaderTracking):
+    """Reads at most 4 KB per drain: a process busy elsewhere while Redis still holds a backlog for it."""
+
+    def drain(self, max_bytes=None):
+        super().drain(4096)
+
+
+def test_no_read_is_used_while_invalidations_are_queued_behind_a_bulk_write(r):
+    """A bulk write of many readers' keys leaves megabytes of invalidations queued in Redis for the tracking
+    connection (written at most 64 KB per turn); a write acknowledged meanwhile can get its answer before its
+    own invalidation leaves Redis. No kept read may be used until the PING sent behind them is answered."""
+    keys = Keys()
+
+    async def scenario():
+        t = _SlowDrain(r, keys, max_readers=8, fresh_seconds=60)  # only the sync rule at work
+        await _synced(t)
+        read = ({b"edition": b"en"}, b"form")
+        stale = 0
+        for round_ in range(4):
+            t.end("u", t.begin("u"), read)
+            assert t.lookup("u") == read
+            # the loop does not drain while this runs: the invalidations pile up in Redis
+            pipe = r.pipeline(transaction=False)
+            for i in range(60_000):
+                pipe.set(keys.feed_page(f"bulk{round_}-{i}"), b"x")
+            pipe.execute()
+            r.hset(keys.user("u"), "edition", f"fr{round_}")  # acknowledged now
+            stale += t.lookup("u") is not None
+            await _synced(t)
+            assert t.lookup("u") is None
+        assert stale == 0
+        assert t.invalidations > 4  # BCAST messages carry many keys each
+        t.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_silent_tracking_connection_stops_the_kept_reads(r):
+    """A server that stops answering (hung, or a half-open connection) sends no invalidations: kept reads stop
+    being used once the heartbeat PING has gone unanswered for ``fresh_seconds``."""
+    keys = Keys()
+
+    async def scenario():
+        t = ReaderTracking(r, keys, max_readers=8, fresh_seconds=0.2)
+        await _synced(t)
+        read = ({b"edition": b"en"}, b"form")
+        t.end("u", t.begin("u"), read)
+        for _ in range(5):  # heartbeats keep it usable
+            await asyncio.sleep(0.08)
+            assert t.lookup("u") == read
+        r.client_pause(1500)  # the server holds its replies to every client
+        try:
+            await asyncio.sleep(0.25)
+            assert t.lookup("u") is None
+        finally:
+            r.execute_command("CLIENT", "UNPAUSE")
+        await _synced(t)
+        assert t.lookup("u") == read  # nothing was invalidated meanwhile
+        t.close()
 
     asyncio.run(scenario())
 
@@ -223,3 +305,24 @@ def test_a_server_that_refuses_tracking_leaves_the_round_trip(r, tmp_path):
             assert _hmget_calls(r) == before + 1 and tracking.connections == 0
     finally:
         r.execute_command("ACL", "DELUSER", "reader")
+
+
+def test_a_kept_read_ends_with_its_profile_ttl(r, tmp_path):
+    """The same for a TTL someone put on the reader's profile: after it, the profile is gone (no blocks)."""
+    app = _app(r, tmp_path, "on")
+    keys = Keys()
+    with TestClient(app) as c:
+        tracking = _wait_tracking(c, app)
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        try:
+            r.hset(keys.user("u-plain"), "block_topics", '["world"]')
+            r.pexpire(keys.user("u-plain"), 400)
+            blocked = _get(c, "u-plain").content
+            assert _get(c, "u-plain").content == blocked
+            hits = tracking.hits
+            time.sleep(0.5)
+            resp = _get(c, "u-plain")
+            assert tracking.hits == hits
+            assert resp.content == _expected(r, "u-plain", 20) != blocked
+        finally:
+            r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
