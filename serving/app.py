@@ -231,14 +231,16 @@ class Api:
         return conditional_json(request.headers.get("if-none-match", "") if conditional else "", payload, headers)
 
     def _user(self, request: Request) -> str:
-        if len(request.headers.getlist("authorization")) > 1:  # a singleton field (RFC 9110 5.3): which one?
+        # one pass over the raw headers (ASGI names are lower-case bytes), on every personal request
+        found = [v for k, v in request.scope["headers"] if k == b"authorization"]
+        if len(found) > 1:  # a singleton field (RFC 9110 5.3): which one?
             raise ApiError(
                 401,
                 "invalid_token",
                 "token refused: malformed (more than one Authorization header)",
                 {"WWW-Authenticate": 'Bearer realm="newsflow", error="invalid_request"'},
             )
-        auth = request.headers.get("authorization", "")
+        auth = found[0].decode("latin-1") if found else ""
         if not auth.lower().startswith("bearer "):
             raise ApiError(
                 401,
