@@ -153,14 +153,24 @@ class LandingWriter:
         if full:
             self.flush()
 
-    def flush_due(self) -> bool:
-        """True when :meth:`maybe_flush` would commit now (cheap; no I/O)."""
-        with self._lock:
+    def flush_due(self, wait: bool = False) -> bool:
+        """True when :meth:`maybe_flush` would commit now (cheap; no I/O).
+
+        Args:
+          wait: wait for a :meth:`publish` in progress (it holds the buffer's lock while compressing). By
+            default the answer is False then, without waiting: an event loop asking every turn must not
+            block on another thread's compression, and asks again at its next turn.
+        """
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
             return bool(self._count) and self._first_at is not None and self.clock() - self._first_at >= self.max_age_s
+        finally:
+            self._lock.release()
 
     def maybe_flush(self) -> list[str]:
         """Flushes when the oldest buffered document is older than ``max_age_s``."""
-        return self.flush() if self.flush_due() else []
+        return self.flush() if self.flush_due(wait=True) else []
 
     def flush(self) -> list[str]:
         """Commits the buffer as one file; returns ``[name]`` (``[]`` if empty)."""

@@ -4,6 +4,7 @@ import gzip
 import json
 import os
 import socket
+import time
 
 import pytest
 
@@ -132,3 +133,31 @@ def test_streamed_batches_read_back_and_flush_due(tmp_path):
     with pytest.raises(TypeError):
         w.publish([DOCS[0], "not a document"])
     assert w.flush() == []  # nothing of the refused call was buffered
+
+
+def test_flush_due_does_not_wait_for_a_publish_in_progress(tmp_path):
+    """The worker's event loop asks every turn; a publish compressing in another thread holds the buffer's lock,
+    and the loop must not block on it (it answers False and asks again). ``maybe_flush`` waits."""
+    import threading
+
+    t = [10.0]
+    w = LandingWriter(str(tmp_path), max_docs=100, max_age_s=5.0, worker_id="s2", clock=lambda: t[0])
+    w.publish([DOCS[0]])
+    t[0] = 20.0
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with w._lock:  # as publish does while it compresses
+            held.set()
+            release.wait(5)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    held.wait(5)
+    t0 = time.monotonic()
+    assert w.flush_due() is False and time.monotonic() - t0 < 0.5
+    threading.Timer(0.2, release.set).start()
+    assert w.flush_due(wait=True) is True  # after the holder let go
+    th.join(5)
+    (path,) = w.maybe_flush()
+    assert read_landing_file(path) == [DOCS[0]]
