@@ -19,10 +19,13 @@ Correctness (every change in Redis is seen by the next request):
   per turn to a client, and a write acknowledged meanwhile can get its answer before its invalidation leaves
   Redis), no read is used: every invalidation received makes the connection *unsynced* and sends a ``PING``
   on it; the ``PONG`` comes back behind everything Redis had queued for it, and only when it arrives with
-  nothing received after it are reads used again. A write whose invalidation is queued behind newer data
+  nothing received after it are reads used again (its argument carries 128 random bits, so no key name can
+  imitate the PONG's bytes at the end of a cut message). A write whose invalidation is queued behind newer data
   means that data reached this process first (Redis writes a client with pending output in every turn, or
   its socket buffer is full and the next drain reads it), so the connection is unsynced again before the
-  read could be used.
+  read could be used. What remains is the microseconds within one Redis turn between its writes to the
+  writer and to the tracking connection (when the writer's reply goes first), shorter than any request the
+  writer's acknowledgement can cause.
 * Liveness: a read is used only within ``fresh_seconds`` of the last ``PONG`` (a heartbeat ``PING`` goes
   out at half that age). A hung server, a half-open TCP connection or a server replaced while hung stops
   all reads within that time; requests make their round trips (which time out and retry as before).
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import socket
 import time
 from collections.abc import Sequence
@@ -113,10 +117,10 @@ class ReaderTracking:
         self.fresh_seconds = fresh_seconds
         self._synced = False  # every invalidation queued before the last PONG applied, none received since
         self._pings = 0  # sequence of the PINGs sent (their argument)
-        self._awaited: int | None = None  # the PING whose PONG is awaited
+        self._awaited: bytes | None = None  # the argument of the PING whose PONG is awaited
         self._last_pong = float("-inf")  # time.monotonic() of the last PONG
         self._pong_last: bytes | None = None  # the encoding of that PONG while nothing came after it
-        self._tail = b""  # the last 64 bytes received
+        self._tail = b""  # the last 128 bytes received (a PONG is at most ~75)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
         self._reader = hiredis.Reader()
@@ -153,7 +157,11 @@ class ReaderTracking:
         now = time.monotonic()
         age = now - self._last_pong
         if age > self.fresh_seconds / 2 and self._awaited is None:
-            self._ping(now)  # heartbeat
+            try:
+                self._ping(now)  # heartbeat
+            except OSError as e:
+                self._broken(e)
+                return None
         if age > self.fresh_seconds or self._sock is None:
             return None
         kept = self._reads.get(user)
@@ -232,7 +240,7 @@ class ReaderTracking:
                 if not data:
                     raise ConnectionError("redis closed the tracking connection")
                 got += len(data)
-                self._tail = (self._tail + data)[-64:]
+                self._tail = (self._tail + data)[-128:]
                 self._reader.feed(data)
                 while (msg := self._reader.gets()) is not False:
                     self._apply(msg)
@@ -244,18 +252,24 @@ class ReaderTracking:
             self._broken(e)
 
     def _ping(self, now: float) -> None:
-        """Sends a ``PING`` on the tracking connection (its ``PONG`` comes back behind everything queued before)."""
+        """Sends a ``PING`` on the tracking connection (its ``PONG`` comes back behind everything queued before).
+
+        Its argument is a sequence number and 128 random bits: the bytes of its ``PONG`` cannot be written into a
+        key name by anyone who does not see this connection's traffic (a key whose invalidation ended with them,
+        cut at a socket-buffer boundary, would otherwise pass for the ``PONG``).
+        """
         self._pings += 1
-        command = _pack("PING", self._pings)
+        nonce = f"{self._pings}-{secrets.token_hex(16)}".encode()
+        command = _pack("PING", nonce)
         if self._sock.send(command) != len(command):  # a few bytes into an empty send buffer
             raise ConnectionError("tracking connection: PING not sent whole")
-        self._awaited = self._pings
+        self._awaited = nonce
 
     def _apply(self, msg) -> None:
         """Applies one message: the awaited ``PONG`` (remembered as the last message, with its encoding) or an
         invalidation; anything else raises ValueError (the connection is dropped)."""
         if isinstance(msg, list) and len(msg) == 2 and msg[0] == b"pong":
-            if self._awaited is not None and msg[1] == str(self._awaited).encode():
+            if self._awaited is not None and msg[1] == self._awaited:
                 self._awaited, self._last_pong = None, time.monotonic()
                 self._pong_last = _pack(b"pong", msg[1])  # a RESP2 array of two bulk strings, as the reply
             return

@@ -6,6 +6,7 @@ page worked out independently from Redis (``_expected`` of the hot-path tests)."
 
 import asyncio
 import json
+import socket
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from newsflow.keys import Keys
 from newsflow.ranking.feed_page import write_user_feeds
 from serving.app import ServingConfig, create_app
 from serving.http_cache import strong_etag
-from serving.tracking import ReaderTracking
+from serving.tracking import ReaderTracking, _pack
 from tests.integration.ranking_data import NOW
 from tests.integration.test_feed_hot_path import USERS, _expected, _get
 from tests.integration.test_feed_hot_path import r as r  # noqa: F401 (the populated-Redis fixture)
@@ -326,3 +327,49 @@ def test_a_kept_read_ends_with_its_profile_ttl(r, tmp_path):
             assert resp.content == _expected(r, "u-plain", 20) != blocked
         finally:
             r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def test_only_the_awaited_pong_read_at_the_end_of_the_stream_syncs(r):
+    """Over a socket pair standing in for Redis: a key name can carry the bytes of a PONG, and a large
+    invalidation message cut at a socket-buffer boundary right after such a key looked like "stream ends with
+    the PONG" when PONGs were predictable (found by a tester). Each PING carries 128 random bits now."""
+    import hiredis
+
+    t = ReaderTracking(r, Keys(), max_readers=8)
+    ours, redis_end = socket.socketpair()
+    ours.setblocking(False)
+    t._sock, t._reader = ours, hiredis.Reader()
+    reader = hiredis.Reader()
+
+    def next_ping() -> bytes:
+        t._ping(time.monotonic())
+        reader.feed(redis_end.recv(1000))
+        name, arg = reader.gets()
+        assert name == b"PING"
+        return arg
+
+    first = next_ping()
+    redis_end.sendall(_pack(b"pong", first))
+    t.drain()
+    assert t._synced and t._awaited is None
+    # an invalidation message with two keys, cut after the first, whose bytes end like a sequence-only PONG
+    forged = _pack(b"pong", b"1")  # what the first PONG was when the argument was the sequence number
+    key = b"nf:user:" + forged[: -len(b"\r\n")]
+    head = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*2\r\n"
+    cut = head + b"$%d\r\n%s\r\n" % (len(key), key)
+    assert cut.endswith(forged)
+    redis_end.sendall(cut)
+    t.drain()
+    assert not t._synced  # bytes after the last PONG, however they end
+    second = t._awaited  # the drain sent a PING behind them
+    assert second is not None and second != first and len(second) > 32
+    redis_end.sendall(b"$3\r\nabc\r\n")  # the message's end
+    t.drain()
+    assert not t._synced and t.invalidations == 1
+    reader.feed(redis_end.recv(1000))
+    assert reader.gets() == [b"PING", second]
+    redis_end.sendall(_pack(b"pong", second))
+    t.drain()
+    assert t._synced
+    t.close()
+    redis_end.close()
