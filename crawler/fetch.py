@@ -78,6 +78,8 @@ class FetchResult:
       server_ip: peer address actually connected to ("" when unknown).
       truncated: True when a fetch with ``prefix_limit`` kept only the body's first
         ``prefix_limit`` decoded bytes (the body went on past them).
+      refused_url: with ``error_kind`` ``unsafe_address``, the URL whose address the guard refused (``url``
+        itself, or a redirect target).
     """
 
     url: str
@@ -92,6 +94,7 @@ class FetchResult:
     elapsed_s: float = 0.0
     server_ip: str = ""
     truncated: bool = False
+    refused_url: str = ""
 
     @property
     def ok(self) -> bool:
@@ -332,7 +335,7 @@ class Fetcher:
             try:
                 await self._check_host(host, port, override[0] if override else None)
             except UnsafeAddressError as e:
-                result.error_kind, result.error = "unsafe_address", str(e)
+                result.error_kind, result.error, result.refused_url = "unsafe_address", str(e), current
                 return
             except HostResolutionError as e:
                 result.error_kind, result.error = "dns", str(e)
@@ -358,7 +361,7 @@ class Fetcher:
                     if addr:
                         result.server_ip = str(addr[0])
                         if not self.policy.ip_allowed(result.server_ip):
-                            result.error_kind = "unsafe_address"
+                            result.error_kind, result.refused_url = "unsafe_address", current
                             result.error = f"connected peer {result.server_ip} is a forbidden address"
                             return
                     if resp.status in REDIRECT_STATUSES and "location" in result.headers:
@@ -424,6 +427,7 @@ class Fetcher:
                 refused = _forbidden_resolution(e)
                 if refused is not None:  # the connector's own lookup gave only forbidden addresses
                     result.error_kind, result.error = "unsafe_address", str(refused)[:300]
+                    result.refused_url = current
                     return
                 result.error_kind, result.error = "network", f"{type(e).__name__}: {e}"[:300]
                 return

@@ -515,6 +515,19 @@ class Frontier:
         old = {_s(x) for x in members}
         return len(ids - old), not existed and not old
 
+    def send(self, commands: Sequence[tuple]) -> None:
+        """Sends commands ``(name, *args)`` (e.g. :meth:`seen_commands`) in one round trip, replies unread."""
+        if not commands:
+            return
+        if isinstance(self.r, RedisCluster):
+            for command in commands:
+                self.r.execute_command(*command)
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        pipe.execute()
+
     def seen_commands(self, urls: Iterable[str], ttl_s: float) -> list[tuple]:
         """The commands of :meth:`mark_seen_many` (``SET seen:<id> 1 NX EX ttl`` per URL), to send with
         :meth:`complete` (``also=``) when their replies are not needed."""

@@ -157,16 +157,19 @@ class LandingWriter:
         """True when :meth:`maybe_flush` would commit now (cheap; no I/O).
 
         Args:
-          wait: wait for a :meth:`publish` in progress (it holds the buffer's lock while compressing). By
-            default the answer is False then, without waiting: an event loop asking every turn must not
-            block on another thread's compression, and asks again at its next turn.
+          wait: read the buffer's state under its lock (waiting for a :meth:`publish` that holds it while
+            compressing). By default it is read without the lock: an event loop asking every turn must not
+            block on another thread's compression, and a lock it only tried to take would almost never be
+            free under steady publishing (no age flush at all). The unlocked read sees each attribute whole;
+            a publish or flush between its two reads gives at worst a flush one turn early or late, and
+            :meth:`maybe_flush` checks again under the lock.
         """
-        if not self._lock.acquire(blocking=wait):
-            return False
-        try:
-            return bool(self._count) and self._first_at is not None and self.clock() - self._first_at >= self.max_age_s
-        finally:
-            self._lock.release()
+        if wait:
+            with self._lock:
+                count, first_at = self._count, self._first_at
+        else:
+            first_at, count = self._first_at, self._count
+        return bool(count) and first_at is not None and self.clock() - first_at >= self.max_age_s
 
     def maybe_flush(self) -> list[str]:
         """Flushes when the oldest buffered document is older than ``max_age_s``."""

@@ -384,7 +384,7 @@ class CrawlWorker:
         """robots.txt policy for ``url``'s scheme/host/port (memory, then Redis, then fetched)."""
         pol, _, put = await self._robots_policy(url)
         if put is not None:
-            self.frontier.r.execute_command(*put)
+            self.frontier.send([put])
         return pol
 
     async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, FetchResult | None, tuple | None]:
@@ -403,8 +403,11 @@ class CrawlWorker:
             if pol.expires_at > now:
                 self._robots[key] = pol
                 return pol, None, None
-        res = await self.fetcher.fetch(key + "/robots.txt", prefix_limit=ROBOTS_MAX_BYTES)
-        if res.error_kind == "unsafe_address":  # the safety guard, not the site: never a robots verdict
+        robots_url = key + "/robots.txt"
+        res = await self.fetcher.fetch(robots_url, prefix_limit=ROBOTS_MAX_BYTES)
+        if res.error_kind == "unsafe_address" and res.refused_url in ("", robots_url):
+            # the host itself is refused by the safety guard: not the site's verdict, nothing stored (a robots.txt
+            # that redirects to a refused address is the site's doing: "unreachable" below, stored like any other)
             raise UnsafeAddressError(res.error)
         # network error, timeout or redirect trouble: "unreachable" (disallow for a while)
         status = 0 if res.error_kind else res.status
@@ -463,7 +466,7 @@ class CrawlWorker:
             self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock(), also=[put])
             return False
         if put is not None:
-            self.frontier.r.execute_command(*put)
+            self.frontier.send([put])
         if not pol.allowed(task.url, self.config.robots_agent):
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
             self._count(reason)
@@ -720,8 +723,13 @@ class CrawlWorker:
         self._count("pages_landed")
         seen = await self._record_identity(task, res)
         if self.config.follow_links and task.depth < self.config.follow_links:
+            # the page's own URLs are seen before its links are checked (a link to its canonical is not new)
+            self.frontier.send(seen)
+            seen = []
             for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
-                if self.frontier.mark_seen(link, self.config.seen_ttl_s):
+                try:
+                    if not self.frontier.mark_seen(link, self.config.seen_ttl_s):
+                        continue
                     self.frontier.add(
                         link,
                         "page",
@@ -730,7 +738,10 @@ class CrawlWorker:
                         depth=task.depth + 1,
                         meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")},
                     )
-                    self._count("links_enqueued")
+                except ValueError:  # a link no URL rules accept (a port out of range, ...): skipped, counted
+                    self._count("bad_link")
+                    continue
+                self._count("links_enqueued")
         ok = self.frontier.complete(task, self.worker_id, now, delay, None, also=seen)
         if not ok:
             self._count("lease_lost")

@@ -137,11 +137,12 @@ def test_streamed_batches_read_back_and_flush_due(tmp_path):
 
 def test_flush_due_does_not_wait_for_a_publish_in_progress(tmp_path):
     """The worker's event loop asks every turn; a publish compressing in another thread holds the buffer's lock,
-    and the loop must not block on it (it answers False and asks again). ``maybe_flush`` waits."""
+    and the loop must not block on it, nor be told "not due" for as long as publishing goes on (a tester found
+    a try-lock never free under steady publishing: no age flush in 5 s). ``maybe_flush`` reads under the lock."""
     import threading
 
     t = [10.0]
-    w = LandingWriter(str(tmp_path), max_docs=100, max_age_s=5.0, worker_id="s2", clock=lambda: t[0])
+    w = LandingWriter(str(tmp_path), max_docs=10**9, max_age_s=5.0, worker_id="s2", clock=lambda: t[0])
     w.publish([DOCS[0]])
     t[0] = 20.0
     held, release = threading.Event(), threading.Event()
@@ -155,9 +156,33 @@ def test_flush_due_does_not_wait_for_a_publish_in_progress(tmp_path):
     th.start()
     held.wait(5)
     t0 = time.monotonic()
-    assert w.flush_due() is False and time.monotonic() - t0 < 0.5
+    assert w.flush_due() is True and time.monotonic() - t0 < 0.5  # answered at once, and right
     threading.Timer(0.2, release.set).start()
-    assert w.flush_due(wait=True) is True  # after the holder let go
+    t0 = time.monotonic()
+    assert w.flush_due(wait=True) is True and time.monotonic() - t0 >= 0.15  # after the holder let go
     th.join(5)
     (path,) = w.maybe_flush()
     assert read_landing_file(path) == [DOCS[0]]
+    # steady publishing from another thread: the loop's question still finds the batch due
+    stop, published = threading.Event(), []
+
+    def publish_forever():
+        while not stop.is_set():
+            w.publish([DOCS[1]])
+            published.append(1)
+
+    pub = threading.Thread(target=publish_forever)
+    pub.start()
+    try:
+        while not published:
+            time.sleep(0.001)
+        t[0] = 30.0  # the open batch is now 10 s old
+        answers = []
+        for _ in range(50):
+            answers.append(w.flush_due())
+            time.sleep(0.002)
+        assert sum(answers) >= 45
+    finally:
+        stop.set()
+        pub.join(5)
+    w.flush()

