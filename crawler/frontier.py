@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -321,33 +321,36 @@ class Frontier:
         return created
 
     def _pipelined(self, commands: Sequence[tuple], script, keys: list, argv: list) -> list:
-        """Replies of ``commands`` then of one run of ``script`` (EVALSHA, loaded first if the server lost it),
-        in one non-transactional pipeline. A lost script is loaded and the whole pipeline sent again: the
-        commands must be safe to repeat (``SET``s, as here)."""
-        for attempt in (0, 1):
-            pipe = self.r.pipeline(transaction=False)
+        """Replies of ``commands`` then of one run of ``script``, in one non-transactional pipeline
+        (:meth:`_with_script`; the commands must be safe to repeat: ``SET``s, as here)."""
+
+        def fill(pipe) -> None:
             for command in commands:
                 pipe.execute_command(*command)
             pipe.evalsha(script.sha, len(keys), *keys, *argv)
-            try:
-                return pipe.execute()
-            except NoScriptError:
-                if attempt:
-                    raise
-                self.r.script_load(script.script)
-        raise AssertionError("unreachable")
+
+        return self._with_script(script, fill)
 
     def _run_many(self, script, argvs: list[list]) -> list:
-        """Runs a registered script once per ARGV in one pipeline (EVALSHA; loaded first if the server lost
-        it), with the same key list as the single calls. redis-py refuses scripts in a Redis Cluster
-        pipeline, so a cluster client runs them one by one (same results, one round trip each)."""
+        """Runs a registered script once per ARGV in one pipeline (:meth:`_with_script`), with the same key list
+        as the single calls. redis-py refuses scripts in a Redis Cluster pipeline, so a cluster client runs
+        them one by one (same results, one round trip each)."""
         keys = [self.keys.crawl_hosts]
         if isinstance(self.r, RedisCluster):
             return [script(keys=keys, args=argv) for argv in argvs]
-        for attempt in (0, 1):
-            pipe = self.r.pipeline(transaction=False)
+
+        def fill(pipe) -> None:
             for argv in argvs:
                 pipe.evalsha(script.sha, len(keys), *keys, *argv)
+
+        return self._with_script(script, fill)
+
+    def _with_script(self, script, fill: Callable) -> list:
+        """The replies of a non-transactional pipeline that ``fill(pipe)`` builds with EVALSHAs of ``script``;
+        when the server lost the script (NOSCRIPT) it is loaded and the whole pipeline sent again once."""
+        for attempt in (0, 1):
+            pipe = self.r.pipeline(transaction=False)
+            fill(pipe)
             try:
                 return pipe.execute()
             except NoScriptError:
