@@ -415,8 +415,7 @@ class Frontier:
         if also and not isinstance(self.r, RedisCluster):  # one round trip: the commands, then the script
             ok = bool(self._pipelined(also, self._complete, [self.keys.crawl_hosts], args)[-1])
         else:
-            for command in also:
-                self.r.execute_command(*command)
+            self.send(also)
             ok = bool(self._complete(keys=[self.keys.crawl_hosts], args=args))
         if ok and next_due is None and task.kind in ("feed", "sitemap"):
             self.r.srem(self.keys.crawl_feeds, task.tid)
@@ -495,7 +494,7 @@ class Frontier:
     # ------------------------------------------------------------------ sets and caches
     def mark_seen(self, url: str, ttl_s: float) -> bool:
         """Adds an article URL (by canonical id) to the seen set; True if it was not there."""
-        return bool(self.r.set(self.keys.crawl_seen(article_id(url)), b"1", nx=True, ex=max(1, int(ttl_s))))
+        return bool(self.r.execute_command(*self.seen_commands([url], ttl_s)[0]))
 
     def mark_seen_many(self, urls: Iterable[str], ttl_s: float) -> list[bool]:
         """:meth:`mark_seen` for many URLs in one round trip, in order (a URL listed twice is new once)."""
@@ -503,8 +502,8 @@ class Frontier:
         if not urls:
             return []
         pipe = self.r.pipeline(transaction=False)
-        for url in urls:
-            pipe.set(self.keys.crawl_seen(article_id(url)), b"1", nx=True, ex=max(1, int(ttl_s)))
+        for command in self.seen_commands(urls, ttl_s):
+            pipe.execute_command(*command)
         return [bool(x) for x in pipe.execute()]
 
     def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
@@ -532,23 +531,24 @@ class Frontier:
         pipe.execute()
 
     def seen_commands(self, urls: Iterable[str], ttl_s: float) -> list[tuple]:
-        """The commands of :meth:`mark_seen_many` (``SET seen:<id> 1 NX EX ttl`` per URL), to send with
-        :meth:`complete` (``also=``) when their replies are not needed."""
+        """The commands of :meth:`mark_seen_many` (``SET seen:<id> 1 NX EX ttl`` per URL), also to send with
+        :meth:`complete` (``also=``) when their replies are not needed.
+
+        Raises:
+          ValueError: a URL cannot be canonicalized (:func:`newsflow.urls.article_id`).
+        """
         ex = max(1, int(ttl_s))
         return [("SET", self.keys.crawl_seen(article_id(url)), b"1", "NX", "EX", ex) for url in urls]
 
     def robots_put_command(self, key: str, value: str, ttl_s: float) -> tuple:
-        """The command of :meth:`robots_put`, to send with :meth:`complete` (``also=``)."""
+        """The command that caches a robots policy JSON for ``ttl_s`` seconds (read back by :meth:`robots_get`),
+        to send with :meth:`complete` (``also=``) or :meth:`send`."""
         return ("SET", self.keys.crawl_robots(key), value, "EX", max(1, int(ttl_s)))
 
     def robots_get(self, key: str) -> str | None:
         """Cached robots policy JSON for ``scheme://host[:port]``, ``None`` if absent/expired."""
         v = self.r.get(self.keys.crawl_robots(key))
         return None if v is None else _s(v)
-
-    def robots_put(self, key: str, value: str, ttl_s: float) -> None:
-        """Caches a robots policy JSON for ``ttl_s`` seconds."""
-        self.r.execute_command(*self.robots_put_command(key, value, ttl_s))
 
     def dead_letter(self, step: str, reason: str, detail: str, now: float, url: str = "") -> None:
         """Records refused work (capped list ``Keys.crawl_deadletter``).
