@@ -67,15 +67,6 @@ class TrackingRefused(ValueError):
     renamed or denied by ACL, failed ``AUTH``): tracking stays off for the process."""
 
 
-def _pack(*args) -> bytes:
-    """One command in the Redis protocol (RESP2 array of bulk strings)."""
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(parts)
-
-
 class ReaderTracking:
     """Readers' last ``(profile fields, serving form)`` reads, valid until Redis invalidates them (module doc).
 
@@ -116,7 +107,7 @@ class ReaderTracking:
         self.client_name = client_name
         self.fresh_seconds = fresh_seconds
         self._synced = False  # every invalidation queued before the last PONG applied, none received since
-        self._pings = 0  # sequence of the PINGs sent (their argument)
+        self._pings = 0  # PINGs sent (the first part of their argument)
         self._awaited: bytes | None = None  # the argument of the PING whose PONG is awaited
         self._last_pong = float("-inf")  # time.monotonic() of the last PONG
         self._pong_last: bytes | None = None  # the encoding of that PONG while nothing came after it
@@ -139,11 +130,6 @@ class ReaderTracking:
     def available(self) -> bool:
         """Whether tracking can be used with this client (see Args)."""
         return self._address is not None and self.max_readers > 0 and not self.refused
-
-    @property
-    def active(self) -> bool:
-        """Whether the tracking connection is up on the running event loop."""
-        return self._sock is not None and self._on_loop()
 
     # -- the request path ---------------------------------------------------------------
     def lookup(self, user: str) -> tuple[dict, bytes] | None:
@@ -260,7 +246,7 @@ class ReaderTracking:
         """
         self._pings += 1
         nonce = f"{self._pings}-{secrets.token_hex(16)}".encode()
-        command = _pack("PING", nonce)
+        command = hiredis.pack_command((b"PING", nonce))
         if self._sock.send(command) != len(command):  # a few bytes into an empty send buffer
             raise ConnectionError("tracking connection: PING not sent whole")
         self._awaited = nonce
@@ -271,7 +257,7 @@ class ReaderTracking:
         if isinstance(msg, list) and len(msg) == 2 and msg[0] == b"pong":
             if self._awaited is not None and msg[1] == self._awaited:
                 self._awaited, self._last_pong = None, time.monotonic()
-                self._pong_last = _pack(b"pong", msg[1])  # a RESP2 array of two bulk strings, as the reply
+                self._pong_last = hiredis.pack_command((b"pong", msg[1]))  # the reply: an array of two bulk strings
             return
         if not (isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message" and msg[1] == INVALIDATE_CHANNEL):
             raise ValueError(f"unexpected message on the tracking connection: {msg!r:.200}")
@@ -292,12 +278,6 @@ class ReaderTracking:
                         self._spoiled.add(user)
 
     # -- the connection -----------------------------------------------------------------
-    def _on_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            return False
-
     def _ready(self) -> bool:
         """Whether the connection is up on the running loop; starts setting it up when it is not."""
         if not self.available:
@@ -354,7 +334,7 @@ class ReaderTracking:
             reader = hiredis.Reader()
 
             def call(*args):
-                sock.sendall(_pack(*args))
+                sock.sendall(hiredis.pack_command(args))
                 while (reply := reader.gets()) is False:
                     data = sock.recv(65536)
                     if not data:

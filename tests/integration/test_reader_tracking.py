@@ -17,7 +17,7 @@ from newsflow.keys import Keys
 from newsflow.ranking.feed_page import write_user_feeds
 from serving.app import ServingConfig, create_app
 from serving.http_cache import strong_etag
-from serving.tracking import ReaderTracking, _pack
+from serving.tracking import ReaderTracking
 from tests.integration.ranking_data import NOW
 from tests.integration.test_feed_hot_path import USERS, _expected, _get
 from tests.integration.test_feed_hot_path import r as r  # noqa: F401 (the populated-Redis fixture)
@@ -349,11 +349,11 @@ def test_only_the_awaited_pong_read_at_the_end_of_the_stream_syncs(r):
         return arg
 
     first = next_ping()
-    redis_end.sendall(_pack(b"pong", first))
+    redis_end.sendall(hiredis.pack_command((b"pong", first)))
     t.drain()
     assert t._synced and t._awaited is None
     # an invalidation message with two keys, cut after the first, whose bytes end like a sequence-only PONG
-    forged = _pack(b"pong", b"1")  # what the first PONG was when the argument was the sequence number
+    forged = hiredis.pack_command((b"pong", b"1"))  # what the first PONG was when the argument was the sequence number
     key = b"nf:user:" + forged[: -len(b"\r\n")]
     head = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*2\r\n"
     cut = head + b"$%d\r\n%s\r\n" % (len(key), key)
@@ -368,7 +368,7 @@ def test_only_the_awaited_pong_read_at_the_end_of_the_stream_syncs(r):
     assert not t._synced and t.invalidations == 1
     reader.feed(redis_end.recv(1000))
     assert reader.gets() == [b"PING", second]
-    redis_end.sendall(_pack(b"pong", second))
+    redis_end.sendall(hiredis.pack_command((b"pong", second)))
     t.drain()
     assert t._synced
     t.close()
