@@ -36,7 +36,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from crawler.landing import LandingWriter, encode_record
+from crawler.landing import GZIP_LEVEL, LandingWriter, encode_record
 from newsflow.urls import identity_key
 from schemas import RawDocument
 
@@ -298,7 +298,8 @@ def parse_kafka_config(items: Sequence[str]) -> dict:
 
 
 def add_sink_arguments(parser) -> None:
-    """Adds ``--publish``, ``--kafka-config`` and ``--no-landing`` (shared by ``crawl`` and ``push-server``)."""
+    """Adds ``--publish``, ``--kafka-config``, ``--no-landing`` and ``--gzip-level`` (shared by ``crawl`` and
+    ``push-server``)."""
     parser.add_argument(
         "--publish",
         action="append",
@@ -319,13 +320,22 @@ def add_sink_arguments(parser) -> None:
     parser.add_argument(
         "--no-landing", action="store_true", help="publish only to the --publish sinks, write no landing files"
     )
+    parser.add_argument(
+        "--gzip-level",
+        type=int,
+        default=GZIP_LEVEL,
+        choices=range(1, 10),
+        metavar="1..9",
+        help="zlib level of .jsonl.gz landing files: 1 fastest, 9 smallest (default: %(default)s)",
+    )
 
 
 def build_sink(args, landing: str, worker_id: str = "") -> tuple[DocumentSink, list[str]]:
     """The sink of a command's parsed arguments and a description of its parts.
 
     Args:
-      args: parsed arguments with ``publish``, ``kafka_config``, ``no_landing`` and ``no_gzip``.
+      args: parsed arguments with ``publish``, ``kafka_config``, ``no_landing``, ``no_gzip`` and
+        ``gzip_level`` (optional; default :data:`crawler.landing.GZIP_LEVEL`).
       landing: landing directory or ``gs://`` prefix.
       worker_id: put into landing file names.
 
@@ -341,7 +351,14 @@ def build_sink(args, landing: str, worker_id: str = "") -> tuple[DocumentSink, l
     if args.no_landing and not args.publish:
         raise ValueError("--no-landing needs at least one --publish sink")
     if not args.no_landing:
-        sinks.append(LandingWriter(landing, compress=not args.no_gzip, worker_id=worker_id))
+        sinks.append(
+            LandingWriter(
+                landing,
+                compress=not args.no_gzip,
+                worker_id=worker_id,
+                gzip_level=getattr(args, "gzip_level", GZIP_LEVEL),
+            )
+        )
         names.append(f"landing:{landing}")
     for spec in args.publish:
         sinks.append(parse_publish_spec(spec, kafka_config))

@@ -186,3 +186,50 @@ def test_flush_due_does_not_wait_for_a_publish_in_progress(tmp_path):
         stop.set()
         pub.join(5)
     w.flush()
+
+
+def test_gzip_level_is_honoured_and_the_records_are_the_same(tmp_path):
+    """Level 1 (the default) and level 9 files hold the same records; zlib marks the level in the gzip
+    header's XFL byte (RFC 1952: 4 = fastest, 2 = maximum compression) and level 9 is smaller on
+    repetitive pages."""
+    import argparse
+
+    from crawler.landing import GZIP_LEVEL, encode_batch
+    from crawler.sinks import add_sink_arguments, build_sink
+
+    pages = [
+        RawDocument(
+            url=f"http://n.example/p{i}",
+            source_domain="n.example",
+            fetch_time=1394470501.0 + i,
+            http_status=200,
+            content_type="text/html",
+            body=("<div class='story'>" + " ".join(f"word{j % 97}" for j in range(3000)) + "</div>").encode(),
+        )
+        for i in range(20)
+    ]
+    header = {}
+    size = {}
+    for level in (GZIP_LEVEL, 9):
+        w = LandingWriter(str(tmp_path / f"l{level}"), max_docs=10**6, worker_id="z", gzip_level=level)
+        w.publish(pages)
+        (path,) = w.flush()
+        assert read_landing_file(path) == pages
+        raw = open(path, "rb").read()
+        header[level], size[level] = raw[8], len(raw)
+        with gzip.open(path, "rb") as f:
+            assert f.read() == encode_batch(pages, compress=False)
+    assert GZIP_LEVEL == 1 and header == {1: 4, 9: 2}
+    assert size[9] < size[1]
+    assert gzip.decompress(encode_batch(pages, compress=True, gzip_level=9)) == encode_batch(pages, compress=False)
+    for bad in (0, 10, True, 1.5):
+        with pytest.raises(ValueError, match="gzip level"):
+            LandingWriter(str(tmp_path / "bad"), gzip_level=bad)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--no-gzip", action="store_true")
+    add_sink_arguments(parser)
+    sink, _ = build_sink(parser.parse_args(["--gzip-level", "9"]), str(tmp_path / "cli"))
+    assert sink.gzip_level == 9
+    assert build_sink(parser.parse_args([]), str(tmp_path / "cli"))[0].gzip_level == GZIP_LEVEL
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--gzip-level", "0"])
