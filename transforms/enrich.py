@@ -7,22 +7,38 @@ other languages are counted), the 128-dim embedding (:class:`newsflow.embedding.
 fr, pt, it in the cross-language form of :mod:`newsflow.multilingual`) and article quality/authority
 (:mod:`newsflow.quality`). Models are loaded once per worker through ``apache_beam.utils.shared``.
 The output feeds :class:`transforms.stories.AssignStoryClusters`.
+
+With ``EnrichConfig.entity_process`` (the streaming job sets it on local runners with more than one
+CPU) entities come from :class:`newsflow.entity_process.EntityProcess`, one child process per worker
+process: a batch's NER runs there while this process computes its topics and embeddings and goes on
+with the next batches and the fused steps after enrichment; outputs leave in input order with each
+batch's own timestamp and window, the last ones at ``finish_bundle``. If the child dies or fails on a
+batch, that batch's entities are extracted in-process (counter ``entities_in_process_fallback``), so
+the output is the same either way.
 """
 
 from __future__ import annotations
 
+import collections
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
+from apache_beam.utils.windowed_value import WindowedValue
 
 from newsflow.stories import story_article
 from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
 METRICS_NAMESPACE = "newsflow.enrich"
 LEAD_CHARS = 1000
+#: Batches whose entities may be pending in the entity child process (each ``max_batch_size`` articles).
+BATCHES_IN_FLIGHT = 16
+#: Seconds to wait for one batch's entities from the child before extracting them in-process (the
+#: child's first answer also waits for its model loading, ~5-7 s here).
+ENTITY_WAIT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -33,12 +49,15 @@ class EnrichConfig:
       topic_model_path / text_model_path: model files (``None``: defaults, built when missing).
       topic_threshold: minimum calibrated probability for a topic label.
       max_batch_size: articles per batch (spaCy ``nlp.pipe`` and fastText calls).
+      entity_process: run spaCy NER in a child process beside the rest of the job
+        (:class:`newsflow.entity_process.EntityProcess`) instead of in the DoFn's thread.
     """
 
     topic_model_path: str | None = None
     text_model_path: str | None = None
     topic_threshold: float = 0.5
     max_batch_size: int = 64
+    entity_process: bool = False
 
 
 class _Models:
@@ -52,8 +71,9 @@ class _Models:
 
         self.topics = TopicClassifier.load(ensure_topic_model(config.topic_model_path), config.topic_threshold)
         self.text = load_text_model(config.text_model_path)
-        for language in sorted(SUPPORTED_LANGUAGES):  # every entity model, once (languages share models)
-            load_nlp(language)
+        if not config.entity_process:  # else the entity child loads them
+            for language in sorted(SUPPORTED_LANGUAGES):  # every entity model, once (languages share models)
+                load_nlp(language)
 
 
 class _EnrichFn(beam.DoFn):
@@ -65,38 +85,92 @@ class _EnrichFn(beam.DoFn):
         self.enriched = Metrics.counter(METRICS_NAMESPACE, "enriched")
         self.no_entity_model = Metrics.counter(METRICS_NAMESPACE, "entities_unsupported_language")
         self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_enrich")
+        self.fallback = Metrics.counter(METRICS_NAMESPACE, "entities_in_process_fallback")
 
     def setup(self):
         from newsflow.entities import EntityExtractor
+        from newsflow.entity_process import shared_entity_process
 
+        # the child first: it loads the entity models while this process loads the others
+        self._child = shared_entity_process(LEAD_CHARS) if self._config.entity_process else None
         self._models = self._handle.acquire(lambda: _Models(self._config))
         self._entities = EntityExtractor(lead_chars=LEAD_CHARS)
+        self._pending: collections.deque = collections.deque()
 
-    def process(self, batch):
+    def start_bundle(self):
+        self._pending = collections.deque()
+
+    def process(self, batch, timestamp=beam.DoFn.TimestampParam, win=beam.DoFn.WindowParam):
+        pairs = [(a.title, a.text or "") for a in batch]
+        languages = [a.language for a in batch]
+        if self._child is None:
+            yield from self._outputs(batch, pairs, languages, None)
+            return
+        future = self._child.submit(pairs, languages)
+        computed = self._topics_and_embeddings(batch, languages)
+        self._pending.append((batch, pairs, languages, future, computed, WindowedValue(None, timestamp, (win,))))
+        while self._pending and (len(self._pending) > BATCHES_IN_FLIGHT or self._pending[0][3].done()):
+            yield from self._windowed_outputs(*self._pending.popleft())
+
+    def finish_bundle(self):
+        while self._pending:
+            yield from self._windowed_outputs(*self._pending.popleft())
+
+    def _windowed_outputs(self, batch, pairs, languages, future, computed, where: WindowedValue):
+        """The outputs of an earlier batch, carrying that batch's timestamp and window."""
+        for out in self._outputs(batch, pairs, languages, future, computed):
+            if isinstance(out, pvalue.TaggedOutput):
+                yield pvalue.TaggedOutput(out.tag, where.with_value(out.value))
+            else:
+                yield where.with_value(out)
+
+    def _topics_and_embeddings(self, batch, languages):
         docs = [f"{a.title}\n{(a.text or '')[:LEAD_CHARS]}".strip() for a in batch]
-        topics = self._models.topics.predict(docs)
+        return self._models.topics.predict(docs), self._models.text.embed(docs, languages)
+
+    def _entities_of(self, pairs, languages, future):
+        """Entities of a batch: the child's answer, else (no child, or it failed) extracted here."""
+        from newsflow.entity_process import EntityProcessError
+
+        if future is not None:
+            try:
+                ents, skipped = future.result(timeout=ENTITY_WAIT_S)
+                self.no_entity_model.inc(sum(skipped.values()))
+                return ents
+            except (EntityProcessError, FutureTimeout):
+                if not future.done():  # hung child: stop it; later batches fall back at once
+                    self._child.close()
+                self.fallback.inc()
         before = sum(self._entities.skipped.values())
-        ents = self._entities.extract_many([(a.title, a.text or "") for a in batch], [a.language for a in batch])
+        ents = self._entities.extract_many(pairs, languages)
         self.no_entity_model.inc(sum(self._entities.skipped.values()) - before)
-        emb = self._models.text.embed(docs, [a.language for a in batch])
+        return ents
+
+    def _outputs(self, batch, pairs, languages, future, computed=None):
+        topics, emb = computed if computed is not None else self._topics_and_embeddings(batch, languages)
+        ents = self._entities_of(pairs, languages, future)
+        out = []
         for i, a in enumerate(batch):
             try:
                 story_art = story_article(a, topics[i], ents[i], emb[i])
             except ValueError as e:
                 self.dead.inc()
-                yield pvalue.TaggedOutput(
-                    DEAD_LETTER_TAG,
-                    dead_letter(
-                        "enrich",
-                        "invalid_article",
-                        str(e),
-                        repr(a._replace(text=(a.text or "")[:1000])).encode("utf-8"),
-                        a.url,
-                    ),
+                out.append(
+                    pvalue.TaggedOutput(
+                        DEAD_LETTER_TAG,
+                        dead_letter(
+                            "enrich",
+                            "invalid_article",
+                            str(e),
+                            repr(a._replace(text=(a.text or "")[:1000])).encode("utf-8"),
+                            a.url,
+                        ),
+                    )
                 )
                 continue
             self.enriched.inc()
-            yield story_art
+            out.append(story_art)
+        return out
 
 
 class EnrichArticles(beam.PTransform):

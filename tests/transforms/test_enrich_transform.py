@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import apache_beam as beam
 import numpy as np
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that, equal_to
 
 from newsflow.quality import article_quality
 from schemas import Article
-from transforms.enrich import EnrichArticles
+from transforms.enrich import EnrichArticles, EnrichConfig
 
 TEXT = (
     "Apple said on Monday that Tim Cook will present the new iPhone in California. "
@@ -39,7 +44,19 @@ def _article(aid, title, text, lang="en", authority=0.9, cluster=None):
     )
 
 
-def test_enrich_articles():
+@pytest.mark.parametrize("entity_process", [False, True, "killed"], ids=["in_process", "child", "child_killed"])
+def test_enrich_articles(entity_process, monkeypatch):
+    """The same values with NER in this process, in the entity child process, and with a child that
+    died (every batch falls back to in-process extraction, counted)."""
+    import newsflow.entity_process as ep
+
+    ep.close_shared_entity_processes()
+    if entity_process == "killed":
+        child = ep.EntityProcess(1000)
+        os.kill(child.pid, signal.SIGKILL)
+        child._reader.join(10)
+        assert child.failed
+        monkeypatch.setattr(ep, "shared_entity_process", lambda lead_chars: child)
     arts = [
         _article("x1", "Apple unveils new iPhone with faster chip", TEXT, cluster="cx1"),
         _article(
@@ -54,10 +71,11 @@ def test_enrich_articles():
         _article("x4", "Apple unveils new iPhone with faster chip", ""),  # feed-only: headline alone
     ]
     q1 = article_quality(TEXT, authors=("Ann Lee",), original=True, word_count=len(TEXT.split()))
-    with beam.Pipeline(
+    p = beam.Pipeline(
         runner=BundleBasedDirectRunner(), options=PipelineOptions(["--runner", "BundleBasedDirectRunner"])
-    ) as p:
-        res = p | beam.Create(arts) | EnrichArticles()
+    )
+    if True:
+        res = p | beam.Create(arts) | EnrichArticles(EnrichConfig(entity_process=bool(entity_process)))
         rows = res["main"] | beam.Map(
             lambda s: (
                 s.article_id,
@@ -98,3 +116,8 @@ def test_enrich_articles():
             equal_to([("enrich", "invalid_article")]),
             label="DeadLetter",
         )
+    result = p.run()
+    result.wait_until_finish()
+    fallback = result.metrics().query(MetricsFilter().with_name("entities_in_process_fallback"))["counters"]
+    # every batch of a dead child falls back (counted per batch); none otherwise
+    assert (sum(c.committed for c in fallback) > 0) == (entity_process == "killed")

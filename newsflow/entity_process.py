@@ -1,0 +1,222 @@
+"""spaCy entities in one long-lived child process, so NER runs beside the rest of the job.
+
+On a local runner the streaming job runs its fused steps in one thread of one process; spaCy NER
+(:class:`newsflow.entities.EntityExtractor`) is the largest of them (~3-4 ms of CPU per article on
+this machine's cores). :class:`EntityProcess` moves it into a child process: the caller submits a
+batch and gets a :class:`concurrent.futures.Future` of its entities, and goes on with other work
+(topics, embeddings, story clustering of earlier batches) while the child runs the model on the
+other core. The child loads every entity model once (the caller's process need not load spaCy at
+all) and answers batches strictly in submission order with exactly what
+:meth:`EntityExtractor.extract_many` returns in-process (same models, same texts, same batches).
+
+Protocol (the frames of :mod:`newsflow.sandbox`: 8-byte big-endian length, then a pickle): the child
+says ``("ready", pid)`` once its models are loaded, then answers each ``(pairs, languages)`` request
+with ``("ok", entities, skipped)`` (``skipped``: language -> documents without a model) or
+``("err", message)``. A reader thread in the parent resolves the futures in order. When the child
+dies, every pending and later future fails with :class:`EntityProcessError`; callers fall back to
+in-process extraction (:class:`transforms.enrich.EnrichArticles` does and counts it). The child is
+``python -c`` importing this module by path (no ``multiprocessing``: the parent's ``__main__`` is
+never re-imported) and exits when its stdin closes (parent gone).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+from newsflow.sandbox import _read_frame_blocking, _write_frame
+
+_LOG = logging.getLogger(__name__)
+
+
+class EntityProcessError(RuntimeError):
+    """The entity child process failed to start, died, or could not handle a batch."""
+
+
+def _child_main(lead_chars: int) -> None:
+    """Loop of the entity child: load every model, say ready, answer batches until stdin closes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray prints of libraries go to stderr, never into the protocol
+    from newsflow.entities import SUPPORTED_LANGUAGES, EntityExtractor, load_nlp
+
+    for language in sorted(SUPPORTED_LANGUAGES):
+        load_nlp(language)
+    extractor = EntityExtractor(lead_chars=lead_chars)
+    _write_frame(proto_out, ("ready", os.getpid()))
+    while True:
+        msg = _read_frame_blocking(proto_in)
+        if msg is None:
+            return
+        pairs, languages = msg
+        before = Counter(extractor.skipped)
+        try:
+            entities = extractor.extract_many(pairs, languages)
+            answer = ("ok", entities, dict(extractor.skipped - before))
+        except Exception as e:  # noqa: BLE001 - reported to the caller, the child goes on
+            answer = ("err", f"{type(e).__name__}: {e}"[:500])
+        _write_frame(proto_out, answer)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+class EntityProcess:
+    """One child process extracting entities of ``(title, text)`` batches, answered in order.
+
+    Thread-safe. The child starts at construction and loads its models in the background (~5-7 s
+    here); batches submitted meanwhile wait in its input pipe. Only ``text[:lead_chars]`` is sent
+    (what the extractor reads).
+
+    Args:
+      lead_chars: characters of each text after the title that are analysed (as
+        :class:`newsflow.entities.EntityExtractor`).
+
+    Not picklable (it owns a process): build it in ``DoFn.setup()`` or use :func:`shared_entity_process`.
+    """
+
+    def __init__(self, lead_chars: int):
+        self.lead_chars = lead_chars
+        code = (
+            "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+            "from newsflow.entity_process import _child_main; _child_main(int(sys.argv[2]))"
+        )
+        paths = [p for p in sys.path if p] + [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps(paths), str(int(lead_chars))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            close_fds=True,
+        )
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._pending: collections.deque[Future] = collections.deque()
+        self._failed: EntityProcessError | None = None
+        self._finalizer = weakref.finalize(self, _stop, self._proc)
+        self._reader = threading.Thread(target=self._read_loop, name="entities-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self._proc.pid
+
+    @property
+    def failed(self) -> bool:
+        """True once the child is gone: every later :meth:`submit` fails at once."""
+        return self._failed is not None
+
+    def submit(self, pairs: Sequence[tuple[str, str]], languages: Sequence[str]) -> Future:
+        """Queues one batch; returns a Future of ``(entities, skipped)``.
+
+        ``entities`` is the list of :class:`newsflow.entities.Entity` lists that
+        :meth:`EntityExtractor.extract_many` returns for ``pairs``; ``skipped`` maps each language
+        without a model to its number of documents in the batch. The Future raises
+        :class:`EntityProcessError` when the child is gone or failed on the batch.
+
+        Raises:
+          ValueError: ``languages`` has a different length than ``pairs``.
+        """
+        if len(languages) != len(pairs):
+            raise ValueError(f"{len(pairs)} docs but {len(languages)} languages")
+        request = ([(t or "", (x or "")[: self.lead_chars]) for t, x in pairs], list(languages))
+        fut: Future = Future()
+        # _send_lock keeps requests and futures in one order; the pipe write happens outside _lock, so
+        # the reader thread can always take the answers off (a full pipe both ways cannot deadlock)
+        with self._send_lock:
+            with self._lock:
+                if self._failed is not None:
+                    fut.set_exception(self._failed)
+                    return fut
+                self._pending.append(fut)
+            try:
+                _write_frame(self._proc.stdin, request)
+            except (OSError, ValueError) as e:  # broken pipe, or stdin closed by close()
+                with self._lock:
+                    self._fail_locked(EntityProcessError(f"entity child process is gone: {type(e).__name__}"))
+        return fut
+
+    def _fail_locked(self, error: EntityProcessError) -> None:
+        if self._failed is None:
+            self._failed = error
+        while self._pending:
+            f = self._pending.popleft()
+            if not f.done():
+                f.set_exception(self._failed)
+
+    def _read_loop(self) -> None:
+        out = self._proc.stdout
+        try:
+            hello = _read_frame_blocking(out)
+            if not (isinstance(hello, tuple) and hello and hello[0] == "ready"):
+                raise EntityProcessError(f"entity child process failed to start (got {hello!r})")
+            while True:
+                msg = _read_frame_blocking(out)
+                if msg is None:
+                    raise EntityProcessError(f"entity child process exited (code {self._proc.wait()})")
+                with self._lock:
+                    fut = self._pending.popleft()
+                if msg[0] == "ok":
+                    fut.set_result((msg[1], msg[2]))
+                else:
+                    fut.set_exception(EntityProcessError(f"entity child failed on a batch: {msg[1]}"))
+        except EntityProcessError as e:
+            error = e
+        except Exception as e:  # noqa: BLE001 - a broken stream: the child is unusable
+            error = EntityProcessError(f"entity child process stream broken: {type(e).__name__}: {e}")
+        with self._lock:
+            self._fail_locked(error)
+        if not self._finalizer.alive:
+            return
+        _LOG.warning("%s; entities are extracted in-process from now on", error)
+
+    def close(self) -> None:
+        """Stops the child (its stdin closes; killed if it lingers); pending futures fail."""
+        self._finalizer()
+        self._reader.join(timeout=10)
+
+
+_SHARED: dict[int, EntityProcess] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_entity_process(lead_chars: int) -> EntityProcess:
+    """The process-wide :class:`EntityProcess` for ``lead_chars`` (one child per process, started on
+    first use and replaced when it has failed), shared by every pipeline run in the process."""
+    with _SHARED_LOCK:
+        ep = _SHARED.get(lead_chars)
+        if ep is None or ep.failed:
+            ep = _SHARED[lead_chars] = EntityProcess(lead_chars)
+        return ep
+
+
+def close_shared_entity_processes() -> None:
+    """Stops every process-wide :class:`EntityProcess` (the next :func:`shared_entity_process` starts a
+    new one); the children are waited for, so their CPU time shows in ``RUSAGE_CHILDREN``."""
+    with _SHARED_LOCK:
+        processes = list(_SHARED.values())
+        _SHARED.clear()
+    for ep in processes:
+        ep.close()
