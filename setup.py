@@ -58,6 +58,7 @@ setup(
         "httpx>=0.27",
         "aiohttp>=3.9,<4",
         "uvloop>=0.19; sys_platform != 'win32'",
+        "isal>=1.6,<2",
         "scikit-learn>=1.4",
         "datasketch>=1.6",
         "spacy>=3.7,<3.9",

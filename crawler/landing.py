@@ -19,7 +19,6 @@ same two methods (``publish`` / ``flush``) and a fan-out to several of them.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import threading
@@ -60,13 +59,14 @@ def encode_record(doc: RawDocument) -> bytes:
 
 
 GZIP_LEVEL = 1
-"""Default zlib level of landing files: 1 (zlib's fastest). Landing files are transient (the job
-reads each once; Parquet is the history), and compressing was the crawler's largest CPU cost. On
-the 263 bundled pages (79.8 MB of landing records): level 1 3.1 ms of CPU per page and 23.0 MB, level
-3 3.5 ms and 21.8 MB, level 6 (zlib's default) 8.5 ms and 19.4 MB, level 9 slower still; in the
-1-connection delays-off crawl of ``benchmarks.crawl`` the worker's CPU per request fell from ~6.3 to
-~4.8 ms. Pass ``gzip_level`` to :class:`LandingWriter` (or ``--gzip-level`` to ``newsflow crawl``)
-for smaller files."""
+"""Default gzip level of landing files (1 = fastest .. 9 = smallest). Landing files are transient (the
+job reads each once; Parquet is the history), and compressing them was the crawl worker's largest CPU
+cost. Levels 1-3 are compressed by ISA-L's igzip (:func:`gzip_compressor`), 4-9 by zlib. On the 263
+bundled pages (79.8 MB of landing records), per page: zlib level 6 (the earlier default) 8.5 ms and
+19.4 MB in all, zlib level 1 3.1 ms and 23.0 MB, igzip level 1 ~0.9 ms and 22.8 MB; in the 1-connection
+delays-off crawl of ``benchmarks.crawl`` the worker's CPU per request fell from ~6.3 ms (zlib 6) to ~4.8
+(zlib 1). Pass ``gzip_level`` to :class:`LandingWriter` (``--gzip-level`` on ``newsflow crawl`` and
+``push-server``) for smaller files."""
 
 
 def _check_level(level: int) -> int:
@@ -75,9 +75,28 @@ def _check_level(level: int) -> int:
     return level
 
 
+def gzip_compressor(level: int = GZIP_LEVEL):
+    """A streaming compressor (``compress(bytes)``, then ``flush()``) whose output is one gzip member
+    (RFC 1952, mtime 0) that any gzip reader (Python's ``gzip``, Beam's ``CompressionTypes.GZIP``)
+    decompresses.
+
+    Levels 1-3 use ISA-L's igzip (``isal.isal_zlib``, the python-isal package: ~3.5x faster than zlib's
+    level 1 here for slightly smaller output), 4-9 zlib's deflate at that level.
+
+    Raises:
+      ValueError: ``level`` outside 1..9.
+    """
+    _check_level(level)
+    if level <= 3:
+        from isal import isal_zlib
+
+        return isal_zlib.compressobj(level, isal_zlib.DEFLATED, 16 + isal_zlib.MAX_WBITS)
+    return zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+
+
 def encode_batch(docs: Sequence[RawDocument], compress: bool, gzip_level: int = GZIP_LEVEL) -> bytes:
-    """JSONL bytes (optionally gzip at ``gzip_level``, 1..9) of ``docs``, one :func:`encode_record` per
-    line, UTF-8.
+    """JSONL bytes (optionally gzip at ``gzip_level``, 1..9, :func:`gzip_compressor`) of ``docs``, one
+    :func:`encode_record` per line, UTF-8.
 
     Raises:
       ValueError: ``gzip_level`` outside 1..9.
@@ -86,18 +105,16 @@ def encode_batch(docs: Sequence[RawDocument], compress: bool, gzip_level: int = 
     text = b"".join(encode_record(d) + b"\n" for d in docs)
     if not compress:
         return text
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=gzip_level) as gz:
-        gz.write(text)
-    return buf.getvalue()
+    z = gzip_compressor(gzip_level)
+    return z.compress(text) + z.flush()
 
 
 class LandingWriter:
     """Buffers RawDocuments and commits them as landing files (local dir or ``gs://``).
 
-    Documents are encoded (and gzip-compressed, a streaming ``zlib`` gzip member at
-    ``gzip_level``) as they are published, so :meth:`publish` (which the crawl worker runs off
-    its event loop; ``zlib`` releases the GIL while compressing) carries the CPU cost and
+    Documents are encoded (and gzip-compressed, a streaming gzip member at ``gzip_level``,
+    :func:`gzip_compressor`) as they are published, so :meth:`publish` (which the crawl worker runs off
+    its event loop; the compressors release the GIL while compressing) carries the CPU cost and
     :meth:`flush` only writes the finished bytes. Thread-safe.
 
     Args:
@@ -168,7 +185,7 @@ class LandingWriter:
             if not self._count:
                 self._first_at = self.clock()
                 if self.compress:
-                    self._zip = zlib.compressobj(self.gzip_level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip, mtime 0
+                    self._zip = gzip_compressor(self.gzip_level)
             data = b"".join(lines)
             self._chunks.append(self._zip.compress(data) if self.compress else data)
             self._count += len(lines)
