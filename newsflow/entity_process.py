@@ -22,18 +22,15 @@ never re-imported) and exits when its stdin closes (parent gone).
 from __future__ import annotations
 
 import collections
-import json
 import logging
-import os
 import subprocess
-import sys
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from newsflow.sandbox import _read_frame_blocking, _write_frame
+from newsflow.sandbox import _read_frame_blocking, _write_frame, serve_frames, start_child
 
 _LOG = logging.getLogger(__name__)
 
@@ -42,32 +39,27 @@ class EntityProcessError(RuntimeError):
     """The entity child process failed to start, died, or could not handle a batch."""
 
 
-def _child_main(lead_chars: int) -> None:
-    """Loop of the entity child: load every model, say ready, answer batches until stdin closes."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # stray prints of libraries go to stderr, never into the protocol
+def _child_main(lead_chars: str) -> None:
+    """Loop of the entity child (:func:`newsflow.sandbox.serve_frames`): load every model, say ready,
+    answer batches until stdin closes."""
     from newsflow.entities import SUPPORTED_LANGUAGES, EntityExtractor, load_nlp
 
-    for language in sorted(SUPPORTED_LANGUAGES):
-        load_nlp(language)
-    extractor = EntityExtractor(lead_chars=lead_chars)
-    _write_frame(proto_out, ("ready", os.getpid()))
-    while True:
-        msg = _read_frame_blocking(proto_in)
-        if msg is None:
-            return
+    extractor = EntityExtractor(lead_chars=int(lead_chars))
+
+    def warm() -> None:
+        for language in sorted(SUPPORTED_LANGUAGES):
+            load_nlp(language)
+
+    def handle(msg) -> tuple:
         pairs, languages = msg
         before = Counter(extractor.skipped)
         try:
             entities = extractor.extract_many(pairs, languages)
-            answer = ("ok", entities, dict(extractor.skipped - before))
+            return ("ok", entities, dict(extractor.skipped - before))
         except Exception as e:  # noqa: BLE001 - reported to the caller, the child goes on
-            answer = ("err", f"{type(e).__name__}: {e}"[:500])
-        _write_frame(proto_out, answer)
+            return ("err", f"{type(e).__name__}: {e}"[:500])
+
+    serve_frames(handle, warm)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -98,18 +90,7 @@ class EntityProcess:
 
     def __init__(self, lead_chars: int):
         self.lead_chars = lead_chars
-        code = (
-            "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-            "from newsflow.entity_process import _child_main; _child_main(int(sys.argv[2]))"
-        )
-        paths = [p for p in sys.path if p] + [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", code, json.dumps(paths), str(int(lead_chars))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            close_fds=True,
-        )
+        self._proc = start_child("newsflow.entity_process:_child_main", str(int(lead_chars)))
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._pending: collections.deque[Future] = collections.deque()

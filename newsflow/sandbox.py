@@ -69,12 +69,13 @@ def _read_frame_blocking(stream):
     return pickle.loads(data)
 
 
-def _worker_main() -> None:
-    """Loop of an extraction child process: read (raw, config) frames, answer each.
+def serve_frames(handle, warm=None) -> None:
+    """Loop of a framed child process (this module's protocol): answer each request frame with
+    ``handle(request)`` until stdin closes.
 
-    Answers are ``("ok", tuple(ExtractedContent))`` or ``("err", error_type, message)``.
-    The protocol uses a private copy of stdout; fd 1 is pointed at stderr so stray
-    prints from libraries cannot corrupt it. Exits when stdin is closed.
+    The protocol uses private copies of stdin/stdout; fd 1 is pointed at stderr so stray prints from
+    libraries cannot corrupt it. SIGINT is ignored (the parent decides when the child stops).
+    ``warm()`` runs before the ``("ready", pid)`` frame (imports, model loading).
     """
     import signal
 
@@ -82,42 +83,65 @@ def _worker_main() -> None:
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    for name in ("trafilatura", "htmldate", "courlan", "charset_normalizer"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    import trafilatura  # noqa: F401  (warm import before announcing readiness)
-
+    if warm is not None:
+        warm()
     _write_frame(proto_out, ("ready", os.getpid()))
     while True:
         msg = _read_frame_blocking(proto_in)
         if msg is None:
             return
-        raw_fields, config_dict = msg
-        try:
-            result = extract_content(RawDocument(*raw_fields), ExtractionConfig(**config_dict))
-            answer = ("ok", tuple(result))
-        except ExtractionError as e:
-            answer = ("err", e.error_type, e.message)
-        except Exception as e:  # never let the child die on one document
-            answer = ("err", "broken_html", f"extraction failed: {type(e).__name__}: {e}"[:500])
-        _write_frame(proto_out, answer)
+        _write_frame(proto_out, handle(msg))
+
+
+def start_child(entry: str, *args: str) -> subprocess.Popen:
+    """Starts ``python -c`` running ``entry`` (``"package.module:function"``, called with the string
+    ``args``) with this process' ``sys.path``; its stdin/stdout are pipes for the frame protocol, its
+    stderr is this process' stderr. The parent's ``__main__`` is never re-imported."""
+    module, _, func = entry.partition(":")
+    code = (
+        f"import sys, json; sys.path[:0] = json.loads(sys.argv[1]); from {module} import {func}; {func}(*sys.argv[2:])"
+    )
+    paths = [p for p in sys.path if p] + [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    return subprocess.Popen(
+        [sys.executable, "-c", code, json.dumps(paths), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        close_fds=True,
+    )
+
+
+def _extract_answer(msg) -> tuple:
+    raw_fields, config_dict = msg
+    try:
+        result = extract_content(RawDocument(*raw_fields), ExtractionConfig(**config_dict))
+        return ("ok", tuple(result))
+    except ExtractionError as e:
+        return ("err", e.error_type, e.message)
+    except Exception as e:  # never let the child die on one document
+        return ("err", "broken_html", f"extraction failed: {type(e).__name__}: {e}"[:500])
+
+
+def _warm_extraction() -> None:
+    for name in ("trafilatura", "htmldate", "courlan", "charset_normalizer"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    import trafilatura  # noqa: F401  (warm import before announcing readiness)
+
+
+def _worker_main() -> None:
+    """Loop of an extraction child process: read (raw, config) frames, answer each.
+
+    Answers are ``("ok", tuple(ExtractedContent))`` or ``("err", error_type, message)``.
+    Exits when stdin is closed (:func:`serve_frames`).
+    """
+    serve_frames(_extract_answer, _warm_extraction)
 
 
 class _Worker:
     """One child process and its pipes."""
 
     def __init__(self, startup_timeout_s: float):
-        code = (
-            "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-            "from newsflow.sandbox import _worker_main; _worker_main()"
-        )
-        paths = [p for p in sys.path if p] + [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, json.dumps(paths)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            close_fds=True,
-        )
+        self.proc = start_child("newsflow.sandbox:_worker_main")
         self.fd = self.proc.stdout.fileno()
         try:
             hello = self.read(time.monotonic() + startup_timeout_s)
