@@ -12,8 +12,9 @@ all) and answers batches strictly in submission order with exactly what
 Protocol (the frames of :mod:`newsflow.sandbox`: 8-byte big-endian length, then a pickle): the child
 says ``("ready", pid)`` once its models are loaded, then answers each ``(pairs, languages)`` request
 with ``("ok", entities, skipped)`` (``skipped``: language -> documents without a model) or
-``("err", message)``. A reader thread in the parent resolves the futures in order. When the child
-dies, every pending and later future fails with :class:`EntityProcessError`; callers fall back to
+``("err", message)``. A writer thread in the parent sends the requests (so submitting never blocks on
+a child that stops reading) and a reader thread resolves the futures in order. When the child dies or
+is closed, every pending and later future fails with :class:`EntityProcessError`; callers fall back to
 in-process extraction (:class:`transforms.enrich.EnrichArticles` does and counts it). The child is
 ``python -c`` importing this module by path (no ``multiprocessing``: the parent's ``__main__`` is
 never re-imported) and exits when its stdin closes (parent gone).
@@ -23,6 +24,9 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import pickle
+import queue
 import subprocess
 import threading
 import weakref
@@ -30,7 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from newsflow.sandbox import _read_frame_blocking, _write_frame, serve_frames, start_child
+from newsflow.sandbox import _HEADER, _read_frame_blocking, serve_frames, start_child
 
 _LOG = logging.getLogger(__name__)
 
@@ -63,23 +67,26 @@ def _child_main(lead_chars: str) -> None:
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """Kills the child (it holds no state; SIGKILL also ends a stopped or hung one) and reaps it."""
     try:
-        proc.stdin.close()
+        proc.kill()
     except OSError:
         pass
     try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not honoured
+        _LOG.error("entity child %s did not exit after SIGKILL", proc.pid)
 
 
 class EntityProcess:
     """One child process extracting entities of ``(title, text)`` batches, answered in order.
 
-    Thread-safe. The child starts at construction and loads its models in the background (~5-7 s
-    here); batches submitted meanwhile wait in its input pipe. Only ``text[:lead_chars]`` is sent
-    (what the extractor reads).
+    Thread-safe, and :meth:`submit` never blocks: requests go to the child's stdin from a writer
+    thread, answers come back through a reader thread, so a child that stops reading (stopped, hung,
+    swapping) delays only the futures, whose waits callers bound, and :meth:`close` kills it. The
+    child starts at construction and loads its models in the background (~5-7 s here); batches
+    submitted meanwhile wait in the writer's queue. Only ``text[:lead_chars]`` is sent (what the
+    extractor reads).
 
     Args:
       lead_chars: characters of each text after the title that are analysed (as
@@ -92,12 +99,14 @@ class EntityProcess:
         self.lead_chars = lead_chars
         self._proc = start_child("newsflow.entity_process:_child_main", str(int(lead_chars)))
         self._lock = threading.Lock()
-        self._send_lock = threading.Lock()
         self._pending: collections.deque[Future] = collections.deque()
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()  # framed requests, None = stop
         self._failed: EntityProcessError | None = None
         self._finalizer = weakref.finalize(self, _stop, self._proc)
         self._reader = threading.Thread(target=self._read_loop, name="entities-reader", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name="entities-writer", daemon=True)
         self._reader.start()
+        self._writer.start()
 
     @property
     def pid(self) -> int:
@@ -110,12 +119,12 @@ class EntityProcess:
         return self._failed is not None
 
     def submit(self, pairs: Sequence[tuple[str, str]], languages: Sequence[str]) -> Future:
-        """Queues one batch; returns a Future of ``(entities, skipped)``.
+        """Queues one batch (never blocks); returns a Future of ``(entities, skipped)``.
 
         ``entities`` is the list of :class:`newsflow.entities.Entity` lists that
         :meth:`EntityExtractor.extract_many` returns for ``pairs``; ``skipped`` maps each language
         without a model to its number of documents in the batch. The Future raises
-        :class:`EntityProcessError` when the child is gone or failed on the batch.
+        :class:`EntityProcessError` when the child is gone, is closed, or failed on the batch.
 
         Raises:
           ValueError: ``languages`` has a different length than ``pairs``.
@@ -123,21 +132,30 @@ class EntityProcess:
         if len(languages) != len(pairs):
             raise ValueError(f"{len(pairs)} docs but {len(languages)} languages")
         request = ([(t or "", (x or "")[: self.lead_chars]) for t, x in pairs], list(languages))
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         fut: Future = Future()
-        # _send_lock keeps requests and futures in one order; the pipe write happens outside _lock, so
-        # the reader thread can always take the answers off (a full pipe both ways cannot deadlock)
-        with self._send_lock:
-            with self._lock:
-                if self._failed is not None:
-                    fut.set_exception(self._failed)
-                    return fut
-                self._pending.append(fut)
+        with self._lock:  # futures and requests in one order
+            if self._failed is not None:
+                fut.set_exception(self._failed)
+                return fut
+            self._pending.append(fut)
+            self._outbox.put(_HEADER.pack(len(data)) + data)
+        return fut
+
+    def _write_loop(self) -> None:
+        fd = self._proc.stdin.fileno()
+        while True:
+            frame = self._outbox.get()
+            if frame is None:
+                return
+            view = memoryview(frame)
             try:
-                _write_frame(self._proc.stdin, request)
-            except (OSError, ValueError) as e:  # broken pipe, or stdin closed by close()
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as e:  # the child is gone (EPIPE), or killed by close()
                 with self._lock:
                     self._fail_locked(EntityProcessError(f"entity child process is gone: {type(e).__name__}"))
-        return fut
+                return
 
     def _fail_locked(self, error: EntityProcessError) -> None:
         if self._failed is None:
@@ -174,9 +192,19 @@ class EntityProcess:
         _LOG.warning("%s; entities are extracted in-process from now on", error)
 
     def close(self) -> None:
-        """Stops the child (its stdin closes; killed if it lingers); pending futures fail."""
+        """Kills the child and stops both threads; pending and later futures fail. Returns within seconds
+        whatever state the child is in."""
         self._finalizer()
+        self._outbox.put(None)
+        self._writer.join(timeout=10)
         self._reader.join(timeout=10)
+        with self._lock:
+            self._fail_locked(EntityProcessError("entity child process was closed"))
+        for stream in (self._proc.stdin, self._proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 _SHARED: dict[int, EntityProcess] = {}

@@ -36,9 +36,10 @@ METRICS_NAMESPACE = "newsflow.enrich"
 LEAD_CHARS = 1000
 #: Batches whose entities may be pending in the entity child process (each ``max_batch_size`` articles).
 BATCHES_IN_FLIGHT = 16
-#: Seconds to wait for one batch's entities from the child before extracting them in-process (the
-#: child's first answer also waits for its model loading, ~5-7 s here).
-ENTITY_WAIT_S = 300.0
+#: Seconds to wait for one batch's entities from the child (the first answer also waits for its model
+#: loading, ~5-7 s here; a batch takes well under a second) before the child is taken for hung: it is
+#: killed and this and every later batch is extracted in-process.
+ENTITY_WAIT_S = 120.0
 
 
 @dataclass(frozen=True)

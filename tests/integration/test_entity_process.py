@@ -99,3 +99,28 @@ def test_stop_words_are_spacys_lists_read_without_importing_spacy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=os.getcwd())
     total = sum(len(stop_words(x)) for x in LANGUAGES)
     assert out.stdout.split(maxsplit=1) == [str(total), "[]\n"]
+
+
+def test_a_stopped_child_never_blocks_submit_and_close_kills_it():
+    """A child that stops reading (SIGSTOP: hung, swapping) leaves submit non-blocking even past the
+    pipe buffer (64 KiB), its futures time out for the caller, and close() kills and reaps it."""
+    ep = EntityProcess(1000)
+    assert ep.submit(DOCS[:1], ["en"]).result(timeout=120)[0][0]
+    os.kill(ep.pid, signal.SIGSTOP)
+    big = [("Berlin talks " + str(i), "x y z Berlin " * 80) for i in range(64)]  # ~70 KB pickled per batch
+    futures = []
+    t = threading.Thread(target=lambda: futures.extend(ep.submit(big, ["de"] * 64) for _ in range(8)))
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and len(futures) == 8  # 8 x ~70 KB queued without blocking
+    with pytest.raises(TimeoutError):
+        futures[0].result(timeout=1)
+    closer = threading.Thread(target=ep.close)
+    closer.start()
+    closer.join(60)
+    assert not closer.is_alive() and ep._proc.poll() is not None  # killed and reaped while stopped
+    for f in futures:
+        with pytest.raises(EntityProcessError):
+            f.result(timeout=10)
+    with pytest.raises(EntityProcessError):
+        ep.submit(DOCS[:1], ["en"]).result(timeout=5)

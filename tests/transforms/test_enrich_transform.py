@@ -44,18 +44,29 @@ def _article(aid, title, text, lang="en", authority=0.9, cluster=None):
     )
 
 
-@pytest.mark.parametrize("entity_process", [False, True, "killed"], ids=["in_process", "child", "child_killed"])
+@pytest.mark.parametrize(
+    "entity_process", [False, True, "killed", "stopped"], ids=["in_process", "child", "child_killed", "child_stopped"]
+)
 def test_enrich_articles(entity_process, monkeypatch):
-    """The same values with NER in this process, in the entity child process, and with a child that
-    died (every batch falls back to in-process extraction, counted)."""
+    """The same values with NER in this process, in the entity child process, with a child that died
+    and with one that stopped answering (every batch falls back to in-process extraction, counted; the
+    stopped child is killed after ENTITY_WAIT_S)."""
     import newsflow.entity_process as ep
+    import transforms.enrich
 
     ep.close_shared_entity_processes()
+    child = None
     if entity_process == "killed":
         child = ep.EntityProcess(1000)
         os.kill(child.pid, signal.SIGKILL)
         child._reader.join(10)
         assert child.failed
+    elif entity_process == "stopped":
+        child = ep.EntityProcess(1000)
+        assert child.submit([("Apple", "")], ["en"]).result(timeout=120)[0]
+        os.kill(child.pid, signal.SIGSTOP)
+        monkeypatch.setattr(transforms.enrich, "ENTITY_WAIT_S", 2.0)
+    if child is not None:
         monkeypatch.setattr(ep, "shared_entity_process", lambda lead_chars: child)
     arts = [
         _article("x1", "Apple unveils new iPhone with faster chip", TEXT, cluster="cx1"),
@@ -120,4 +131,6 @@ def test_enrich_articles(entity_process, monkeypatch):
     result.wait_until_finish()
     fallback = result.metrics().query(MetricsFilter().with_name("entities_in_process_fallback"))["counters"]
     # every batch of a dead child falls back (counted per batch); none otherwise
-    assert (sum(c.committed for c in fallback) > 0) == (entity_process == "killed")
+    assert (sum(c.committed for c in fallback) > 0) == (entity_process in ("killed", "stopped"))
+    if entity_process == "stopped":
+        assert child.failed and child._proc.poll() is not None  # the hung child was killed and reaped
