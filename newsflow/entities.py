@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from newsflow.articles import MAX_TITLE_CHARS
 from newsflow.multilingual import canonical_org, canonical_place, fold, place_aliases, stop_words
 from newsflow.scripts import nfc
 
@@ -209,7 +210,9 @@ class EntityExtractor:
     def _doc_text(self, title: str, text: str) -> str:
         # NFC: extraction already normalizes, but callers may pass text from elsewhere (an NFD
         # "Hélène" splits into "He", "le", "ne" for the tokenizer and the entity is missed).
-        title = nfc(title).strip()
+        # a title is at most MAX_TITLE_CHARS in an Article; a longer one passed here directly is cut the same
+        # way (spaCy refuses texts over nlp.max_length, 1,000,000 characters, which would fail the batch)
+        title = nfc((title or "")[:MAX_TITLE_CHARS]).strip()
         lead = nfc((text or "")[: self.lead_chars]).strip()
         if title and lead:
             # a period keeps the headline and the lead in separate sentences for the NER

@@ -20,6 +20,7 @@ the output is the same either way.
 from __future__ import annotations
 
 import collections
+import logging
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from newsflow.stories import story_article
 from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
+_LOG = logging.getLogger(__name__)
 METRICS_NAMESPACE = "newsflow.enrich"
 LEAD_CHARS = 1000
 #: Batches whose entities may be pending in the entity child process (each ``max_batch_size`` articles).
@@ -140,6 +142,12 @@ class _EnrichFn(beam.DoFn):
                 return ents
             except (EntityProcessError, FutureTimeout):
                 if not future.done():  # hung child: stop it; later batches fall back at once
+                    _LOG.warning(
+                        "entity child process %s gave no answer within %s s: killed; entities are extracted "
+                        "in-process from now on",
+                        self._child.pid,
+                        ENTITY_WAIT_S,
+                    )
                     self._child.close()
                 self.fallback.inc()
         before = sum(self._entities.skipped.values())

@@ -124,3 +124,20 @@ def test_a_stopped_child_never_blocks_submit_and_close_kills_it():
             f.result(timeout=10)
     with pytest.raises(EntityProcessError):
         ep.submit(DOCS[:1], ["en"]).result(timeout=5)
+
+
+def test_a_title_longer_than_spacys_limit_is_cut_not_fatal():
+    """spaCy refuses texts over 1,000,000 characters; a title is cut at MAX_TITLE_CHARS (as Articles
+    are) in this process and in the child, so the batch is not lost."""
+    from newsflow.articles import MAX_TITLE_CHARS
+
+    huge = "Barack Obama visits Paris " * 60000  # 1.56M characters
+    pairs, langs = [(huge, "Angela Merkel spoke in Berlin."), DOCS[0]], ["en", "en"]
+    want = EntityExtractor(1000).extract_many([(huge[:MAX_TITLE_CHARS], pairs[0][1]), DOCS[0]], langs)
+    assert EntityExtractor(1000).extract_many(pairs, langs) == want
+    assert {"PERSON:barack obama", "PERSON:angela merkel"} <= {e.key for e in want[0]}
+    ep = EntityProcess(1000)
+    try:
+        assert ep.submit(pairs, langs).result(timeout=120)[0] == want
+    finally:
+        ep.close()
