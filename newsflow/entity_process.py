@@ -15,7 +15,7 @@ with ``("ok", entities, skipped)`` (``skipped``: language -> documents without a
 ``("err", message)``. A writer thread in the parent sends the requests (so submitting never blocks on
 a child that stops reading) and a reader thread resolves the futures in order. When the child dies or
 is closed, every pending and later future fails with :class:`EntityProcessError`; callers fall back to
-in-process extraction (:class:`transforms.enrich.EnrichArticles` does and counts it). The child is
+in-process extraction (the streaming job's enrichment step does and counts it). The child is
 ``python -c`` importing this module by path (no ``multiprocessing``: the parent's ``__main__`` is
 never re-imported) and exits when its stdin closes (parent gone).
 """
