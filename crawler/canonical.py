@@ -4,10 +4,13 @@
 returns (the rule of :func:`newsflow.extraction.declared_canonical_url`: the first
 ``<link rel="canonical" href>`` wins over the first ``<meta property|name="og:url" content>``),
 without building the whole page's tree: the decoded text is fed to lxml's HTML pull parser
-(the same libxml2 HTML parser) in 16 KiB steps, and reading stops at the first canonical link,
-which pages put in their ``<head>``. Pages without one are parsed to the end, as before. On the
-bundled corpus (263 pages) the results are identical and the call takes ~35% of the time
-(the decoding, :func:`newsflow.extraction.decode_html`, is the rest).
+(the same libxml2 HTML parser) in steps that start at :data:`FIRST_STEP_CHARS` and double up to
+:data:`STEP_CHARS`, and reading stops at the first canonical link, which pages put in their
+``<head>`` (on the bundled pages the word "canonical" first appears at a median of 3,752
+characters). Pages without one are parsed to the end, as before. On the bundled corpus (263 pages)
+the results are identical; parsing takes 0.30 ms per page with the doubling steps against 0.65 ms
+with fixed 16,384-character steps (each step's parse costs by its length), and the decoding
+(:func:`newsflow.extraction.decode_html`) about 0.5 ms more.
 
 Inputs the full-document parse refuses give "" here too: empty or whitespace-only text, and
 text starting with an XML declaration naming an encoding (lxml refuses such ``str`` input).
@@ -21,8 +24,10 @@ import lxml.etree
 
 from newsflow.extraction import declared_canonical_in, decode_html
 
+FIRST_STEP_CHARS = 2048
+"""Characters fed to the parser in the first step; each later step doubles, up to :data:`STEP_CHARS`."""
 STEP_CHARS = 16384
-"""Characters fed to the parser per step."""
+"""The largest number of characters fed to the parser in one step."""
 
 # lxml's own test for ``str`` input with an encoding declaration (lxml/parser.pxi), which it refuses
 _XML_ENCODING_DECL = re.compile(r'^(<\?xml[^>]+)encoding\s*=\s*["\'][^"\']*["\'](\s*\?>|)', re.U)
@@ -50,11 +55,14 @@ def page_declared_canonical(body: bytes, content_type: str = "") -> str:
 
 
 def _link_and_meta_elements(text: str):
-    """The ``<link>`` and ``<meta>`` elements of ``text`` in document order, parsed :data:`STEP_CHARS` at a
-    time (lxml's HTML pull parser, start events: an element's attributes are complete when it starts)."""
+    """The ``<link>`` and ``<meta>`` elements of ``text`` in document order, parsed in steps of
+    :data:`FIRST_STEP_CHARS` doubling to :data:`STEP_CHARS` characters (lxml's HTML pull parser, start
+    events: an element's attributes are complete when it starts)."""
     parser = lxml.etree.HTMLPullParser(events=("start",), tag=("link", "meta"))
-    for i in range(0, len(text), STEP_CHARS):
-        parser.feed(text[i : i + STEP_CHARS])
+    start, step = 0, FIRST_STEP_CHARS
+    while start < len(text):
+        parser.feed(text[start : start + step])
+        start, step = start + step, min(2 * step, STEP_CHARS)
         for _event, el in parser.read_events():
             yield el
     parser.close()

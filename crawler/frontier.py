@@ -303,13 +303,21 @@ class Frontier:
           ValueError: an item has a bad URL or kind; nothing is added then.
           TypeError: an item lacks ``url``, ``kind`` or ``due`` or has another key; nothing is added.
         """
+        prepared = self._prepare_adds(items)
+        if not prepared:
+            return []
+        return self._added(prepared, self._run_many(self._add, [args for *_, args in prepared]))
+
+    def _prepare_adds(self, items: Iterable[dict]) -> list[tuple]:
+        """``(url, kind, task id, ARGV of the add script)`` per item of :meth:`add_many` (its errors)."""
         prepared = []
         for it in items:
             tid, args = self._add_args(**it)
             prepared.append((it["url"], it["kind"], tid, args))
-        if not prepared:
-            return []
-        results = self._run_many(self._add, [args for *_, args in prepared])
+        return prepared
+
+    def _added(self, prepared: list[tuple], results: list) -> list[bool]:
+        """Per prepared add, whether the add script created the task; registers created feeds and sitemaps."""
         created = [bool(x) for x in results]
         feeds = [(url, tid) for (url, kind, tid, _), c in zip(prepared, created, strict=True) if c and kind != "page"]
         if feeds:
@@ -320,13 +328,16 @@ class Frontier:
             pipe.execute()
         return created
 
-    def _pipelined(self, commands: Sequence[tuple], script, keys: list, argv: list) -> list:
-        """Replies of ``commands`` then of one run of ``script``, in one non-transactional pipeline
-        (:meth:`_with_script`; the commands must be safe to repeat: ``SET``s, as here)."""
+    def _pipelined(self, commands: Sequence[tuple], script, keys: list, argv: list, before: Sequence = ()) -> list:
+        """Replies of ``commands``, then of each ``(script, keys, argv)`` run in ``before``, then of one run of
+        ``script``, in one non-transactional pipeline (:meth:`_with_script`; everything in it must be safe to
+        send twice: ``SET``s and the frontier's scripts, as here)."""
 
         def fill(pipe) -> None:
             for command in commands:
                 pipe.execute_command(*command)
+            for other, other_keys, other_argv in before:
+                pipe.evalsha(other.sha, len(other_keys), *other_keys, *other_argv)
             pipe.evalsha(script.sha, len(keys), *keys, *argv)
 
         return self._with_script(script, fill)
@@ -346,8 +357,9 @@ class Frontier:
         return self._with_script(script, fill)
 
     def _with_script(self, script, fill: Callable) -> list:
-        """The replies of a non-transactional pipeline that ``fill(pipe)`` builds with EVALSHAs of ``script``;
-        when the server lost the script (NOSCRIPT) it is loaded and the whole pipeline sent again once."""
+        """The replies of a non-transactional pipeline that ``fill(pipe)`` builds with EVALSHAs of ``script`` (and
+        of the frontier's other scripts); when the server lost them (NOSCRIPT) all are loaded and the whole
+        pipeline is sent again once."""
         for attempt in (0, 1):
             pipe = self.r.pipeline(transaction=False)
             fill(pipe)
@@ -356,7 +368,8 @@ class Frontier:
             except NoScriptError:
                 if attempt:
                     raise
-                self.r.script_load(script.script)
+                for each in dict.fromkeys((script, self._add, self._claim, self._complete, self._feed_items)):
+                    self.r.script_load(each.script)
         raise AssertionError("unreachable")
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
@@ -392,6 +405,7 @@ class Frontier:
         next_due: float | None = None,
         fields: dict | None = None,
         also: Sequence[tuple] = (),
+        adds: Sequence[dict] = (),
     ) -> bool:
         """Ends a lease: frees the host until ``now + host_delay_s``; reschedules or deletes the task.
 
@@ -405,32 +419,47 @@ class Frontier:
           also: commands ``(name, *args)`` sent before the completion in the same round trip (e.g.
             :meth:`seen_commands`, :meth:`robots_put_command`); their replies are not returned, and they
             run whether or not the lease was still held. On Redis Cluster they are sent one by one first.
+          adds: tasks to add before the completion, in the same round trip: keyword arguments of
+            :meth:`add` each, as for :meth:`add_many` (a feed's new entries). They are added whether or
+            not the lease was still held; on Redis Cluster by :meth:`add_many` first.
 
         Returns:
           False when the lease was no longer held (it expired and was re-queued).
+
+        Raises:
+          ValueError, TypeError: an item of ``adds`` is bad (:meth:`add_many`); nothing is sent then.
         """
         args = [self._p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
         for k, v in (fields or {}).items():
             args += [k, "" if v is None else str(v)]
-        if also and not isinstance(self.r, RedisCluster):  # one round trip: the commands, then the script
-            ok = bool(self._pipelined(also, self._complete, [self.keys.crawl_hosts], args)[-1])
+        keys = [self.keys.crawl_hosts]
+        prepared = self._prepare_adds(adds)
+        if (also or prepared) and not isinstance(self.r, RedisCluster):  # one round trip: commands, adds, script
+            replies = self._pipelined(also, self._complete, keys, args, [(self._add, keys, a) for *_, a in prepared])
+            self._added(prepared, replies[len(also) : len(also) + len(prepared)])
+            ok = bool(replies[-1])
         else:
+            self.add_many(adds)
             self.send(also)
-            ok = bool(self._complete(keys=[self.keys.crawl_hosts], args=args))
+            ok = bool(self._complete(keys=keys, args=args))
         if ok and next_due is None and task.kind in ("feed", "sitemap"):
             self.r.srem(self.keys.crawl_feeds, task.tid)
         return ok
 
-    def apply_priorities(self, now: float, max_items: int = 100) -> int:
+    def apply_priorities(self, now: float, max_items: int = 100, also: Sequence[tuple] = ()) -> int:
         """Drains ``Keys.crawl_priority`` oldest first; returns how many tasks were pulled forward (or created).
 
         Registrations are applied first (:meth:`apply_registrations`); both sets are popped in one
-        round trip (the worker calls this every loop turn, and both are nearly always empty).
+        round trip (the worker calls this every housekeeping turn, and both are nearly always empty),
+        after ``also``: commands ``(name, *args)`` whose replies are not needed (the worker's counter
+        increments, :meth:`incr_commands`).
         """
         pipe = self.r.pipeline(transaction=False)
+        for command in also:
+            pipe.execute_command(*command)
         pipe.spop(self.keys.crawl_registrations, 1000)
         pipe.zpopmin(self.keys.crawl_priority, max_items)
-        registrations, priorities = pipe.execute()
+        registrations, priorities = pipe.execute()[-2:]
         moved = self._apply_registration_items(registrations or [], now)
         for raw, _score in priorities:
             try:
@@ -512,10 +541,38 @@ class Frontier:
         One round trip, atomic (a script reads the old set and writes the new one): two workers replacing
         the same feed's set never interleave. An empty feed is remembered as fetched (member ``-``).
         """
+        (new, first), _seen = self.count_new_items_and_mark_seen(tid, item_ids, (), 1, ttl_s)
+        return new, first
+
+    def count_new_items_and_mark_seen(
+        self, tid: str, item_ids: Iterable[str], urls: Iterable[str], seen_ttl_s: float, ttl_s: float = 30 * 86400
+    ) -> tuple[tuple[int, bool], list[bool]]:
+        """:meth:`count_new_items` and :meth:`mark_seen_many` in one round trip (a fetched feed's two updates).
+
+        Args:
+          tid: the feed's task id.
+          item_ids: the fetched entries' ids (guid or URL; "" is skipped).
+          urls: the entries' URLs to mark seen (by canonical id), in order.
+          seen_ttl_s: seconds a seen URL is remembered.
+          ttl_s: seconds the feed's item ids are remembered.
+
+        Returns:
+          ``((new items, first fetch?), [URL was not seen before, ...])``.
+
+        Raises:
+          ValueError: a URL cannot be canonicalized (nothing is sent then).
+        """
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
-        existed, members = self._feed_items(keys=[self.keys.crawl_feed_items(tid)], args=[int(ttl_s), *sorted(ids)])
+        seen = self.seen_commands(urls, seen_ttl_s)
+        keys, argv = [self.keys.crawl_feed_items(tid)], [int(ttl_s), *sorted(ids)]
+        if isinstance(self.r, RedisCluster):  # no scripts in a cluster pipeline
+            replies = [self.r.execute_command(*command) for command in seen]
+            replies.append(self._feed_items(keys=keys, args=argv))
+        else:
+            replies = self._pipelined(seen, self._feed_items, keys, argv)
+        existed, members = replies[-1]
         old = {_s(x) for x in members}
-        return len(ids - old), not existed and not old
+        return (len(ids - old), not existed and not old), [bool(x) for x in replies[:-1]]
 
     def send(self, commands: Sequence[tuple]) -> None:
         """Sends commands ``(name, *args)`` (e.g. :meth:`seen_commands`) in one round trip, replies unread."""
@@ -575,9 +632,13 @@ class Frontier:
         if not counts:
             return
         pipe = self.r.pipeline(transaction=False)
-        for name, by in counts.items():
-            pipe.hincrby(self.keys.crawl_stats, name, by)
+        for command in self.incr_commands(counts):
+            pipe.execute_command(*command)
         pipe.execute()
+
+    def incr_commands(self, counts: dict[str, int]) -> list[tuple]:
+        """The ``HINCRBY`` commands of :meth:`incr_many`, to send with other work (:meth:`apply_priorities`)."""
+        return [("HINCRBY", self.keys.crawl_stats, name, by) for name, by in counts.items()]
 
     def stats(self) -> dict:
         """Counters from ``Keys.crawl_stats`` as ``{name: int}``."""

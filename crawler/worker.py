@@ -297,8 +297,8 @@ class CrawlWorker:
                     # priority requests, registrations, counters and the landing buffer's age: every
                     # HOUSEKEEPING_S, not every turn (one Redis round trip saved per task)
                     housekeeping_at[0] = mono
-                    self.frontier.apply_priorities(now)
-                    self.flush_counters()
+                    counts, self._counts = self._counts, {}
+                    self.frontier.apply_priorities(now, also=self.frontier.incr_commands(counts))
                     await self._maybe_flush_publisher()
                 tasks = self.frontier.claim(self.worker_id, now, self.config.lease_s, 1)
                 if not tasks:
@@ -536,7 +536,7 @@ class CrawlWorker:
             )
             return
         fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "", "backoff_until": ""}
-        published = []
+        published, adds = [], []
         if res.status == 304:
             new_items, first = 0, False
             hints = {}
@@ -573,9 +573,14 @@ class CrawlWorker:
                 return
             fields["title"] = parsed_title
             fields["hints"] = json.dumps(hints)
-            self._enqueue_entries(task, entries, parsed_title, now, parsed_language)
+            linked = self._linked_entries(task, entries, now)
+            # the feed's item ids and its entries' seen checks: one round trip; the new entries' tasks go with
+            # the feed's completion below (was: four round trips)
+            (new_items, first), seen = self.frontier.count_new_items_and_mark_seen(
+                task.tid, [e.guid or e.url or "" for e in entries], [e.url for e in linked], self.config.seen_ttl_s
+            )
+            adds = self._entry_tasks(task, linked, seen, parsed_title, now, parsed_language)
             published = [e.published_time for e in entries]
-            new_items, first = self.frontier.count_new_items(task.tid, [e.guid or e.url or "" for e in entries])
             fields["items"] = len(entries)
         hints = hints or json.loads(st.get("hints") or "{}")
         if first or not st.get("alpha"):
@@ -593,15 +598,15 @@ class CrawlWorker:
             next_due=round(due, 3),
             fetches=int(st.get("fetches") or 0) + 1,
         )
-        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields)
+        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields, adds=adds)
         self._count("feeds_fetched" if ok else "lease_lost")
 
     def _robots_for(self, url: str) -> RobotsPolicy:
         parts = urlsplit(url)
         return self._robots[f"{parts.scheme}://{parts.netloc.lower()}"]
 
-    def _enqueue_entries(self, task: Task, entries, feed_title: str, now: float, feed_language: str = "") -> None:
-        source_name = task.state.get("source_name") or feed_title or None
+    def _linked_entries(self, task: Task, entries, now: float) -> list:
+        """The entries with a usable link; the others are dead-lettered (step ``feed``) and counted."""
         linked = []
         for e in entries:
             if not e.url:
@@ -614,8 +619,13 @@ class CrawlWorker:
                 self.frontier.dead_letter("feed", "bad_url", str(err), now, task.url)
                 continue
             linked.append(e)
-        # the seen checks, the new tasks and the counters: three round trips per feed, not three per entry
-        seen = self.frontier.mark_seen_many([e.url for e in linked], self.config.seen_ttl_s)
+        return linked
+
+    def _entry_tasks(
+        self, task: Task, linked: list, seen: list[bool], feed_title: str, now: float, feed_language: str = ""
+    ) -> list[dict]:
+        """The page tasks (:meth:`Frontier.add_many` items) of the linked entries not seen before, counted."""
+        source_name = task.state.get("source_name") or feed_title or None
         adds = []
         for e, new in zip(linked, seen, strict=True):
             if not new:
@@ -630,11 +640,11 @@ class CrawlWorker:
             if feed_language:
                 meta["feed_language"] = feed_language
             adds.append({"url": e.url, "kind": "page", "due": now, "source": task.url, "depth": 0, "meta": meta})
-        self.frontier.add_many(adds)
         if len(linked) > len(adds):
             self._count("entry_seen_before", len(linked) - len(adds))
         if adds:
             self._count("pages_enqueued", len(adds))
+        return adds
 
     def _complete_feed_failure(
         self,

@@ -470,6 +470,63 @@ def test_count_new_items_is_one_round_trip_with_the_same_answers(redis):
     assert fr.count_new_items("feed:y", many[:10]) == (0, False)
 
 
+def test_a_fetched_feeds_updates_take_two_round_trips_and_leave_the_state_of_the_separate_calls(redis):
+    feed = "https://f.example/feed.xml"
+    ids = ["g1", "g2", "g2", ""]
+    urls = ["https://f.example/a", "https://f.example/b", "https://f.example/a?utm_source=x", "https://f.example/old"]
+    adds = [
+        {"url": u, "kind": "page", "due": 5.0, "source": feed, "meta": {"title": f"T{i}", "feed_url": feed}}
+        for i, u in enumerate(urls[:2])
+    ]
+    fields = {"last_fetch": 5.0, "items": 3, "title": "F"}
+    results = {}
+    for name in ("separate", "joint"):
+        fr = Frontier(redis, Keys(name))
+        fr.add(feed, "feed", 0.0)
+        fr.mark_seen("https://f.example/old", 60)
+        (task,) = fr.claim("w", 1.0, 60.0, 1)
+        if name == "separate":  # the calls a feed fetch made before
+            new = fr.count_new_items(task.tid, ids)
+            seen = fr.mark_seen_many(urls, 60)
+            fr.add_many(adds)
+            ok = fr.complete(task, "w", 5.0, 0.0, 905.0, fields)
+            trips = None
+        else:
+            (new, seen), first_trips = _round_trips(
+                lambda fr=fr, task=task: fr.count_new_items_and_mark_seen(task.tid, ids, urls, 60)
+            )
+            ok, second_trips = _round_trips(
+                lambda fr=fr, task=task: fr.complete(task, "w", 5.0, 0.0, 905.0, fields, adds=adds)
+            )
+            trips = (first_trips, second_trips)
+        results[name] = (new, seen, ok)
+    assert results["separate"] == results["joint"] == ((2, True), [True, True, False, False], True)
+    assert trips == (1, 1)
+    assert _state(redis, "separate") == _state(redis, "joint") != {}
+    # a lease no longer held: the new entries' tasks are still added, the completion reports False
+    fr = Frontier(redis, Keys("lost"))
+    fr.add(feed, "feed", 0.0)
+    (task,) = fr.claim("w", 1.0, 60.0, 1)
+    redis.script_flush()  # lost scripts (add and complete): all loaded, and the pipeline sent again
+    assert _round_trips(lambda: fr.complete(task, "other", 5.0, 0.0, 905.0, adds=adds)) == (False, 1 + 4 + 1)
+    assert all(redis.exists(Keys("lost").crawl_task(task_id("page", a["url"]))) for a in adds)
+    with pytest.raises(ValueError):  # a bad item: nothing sent, the lease still held
+        fr.complete(task, "w", 5.0, 0.0, 905.0, adds=[{"url": "nope", "kind": "page", "due": 1.0}])
+    assert redis.hget(Keys("lost").crawl_task(task.tid), "holder") == b"w"
+
+
+def test_housekeeping_sends_the_counters_with_the_priority_pops(redis):
+    fr = Frontier(redis, Keys("hk"))
+    fr.add("https://h.example/feed.xml", "feed", 500.0)
+    # nothing registered or requested (nearly every turn): the counters and both pops, one round trip
+    assert _round_trips(lambda: fr.apply_priorities(20.0, also=fr.incr_commands({"a": 2, "b": 1}))) == (0, 1)
+    assert fr.stats() == {"a": 2, "b": 1}
+    request_priority(redis, "https://h.example/feed.xml", "test", now=10.0, keys=Keys("hk"))
+    assert fr.apply_priorities(20.0, also=fr.incr_commands({"a": 1})) == 1
+    assert fr.stats() == {"a": 3, "b": 1}
+    assert fr.claim("w", 20.0, 60.0, 1)[0].url == "https://h.example/feed.xml"  # due now, not at 500
+
+
 class SlowLanding(LandingWriter):
     """A real landing writer whose publish takes 0.2 s (a slow sink), recording what it published and when."""
 

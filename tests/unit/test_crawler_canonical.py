@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from crawler.canonical import STEP_CHARS, page_declared_canonical
+from crawler.canonical import FIRST_STEP_CHARS, STEP_CHARS, page_declared_canonical
 from crawler.replay import load_corpus
 from newsflow.extraction import page_canonical_url
 
@@ -14,6 +14,15 @@ FILLER = "<p>" + "filler text " * 40 + "</p>"
 
 def page(head: str, body: str = "<p>x</p>") -> bytes:
     return f"<!doctype html><html><head>{head}</head><body>{body}</body></html>".encode()
+
+
+def straddling(boundary: int) -> bytes:
+    """A page whose canonical link tag starts 10 characters before a parser step boundary (cut inside the tag)."""
+    head = "<!doctype html><html><head><title>t</title>"
+    pad = "<!--" + "x" * (boundary - 10 - len(head) - 7) + "-->"
+    text = head + pad + '<link rel="canonical" href="https://a.test/cut"></head><body>x</body></html>'
+    assert text.index("<link") == boundary - 10
+    return text.encode()
 
 
 CASES = [
@@ -28,6 +37,9 @@ CASES = [
     (page('<meta name="og:url" content=" https://a.test/og ">'), "text/html", "https://a.test/og"),
     # the canonical link far beyond the first parser step (in the body)
     (page("", FILLER * (3 * STEP_CHARS // len(FILLER)) + '<link rel="canonical" href="/late">'), "", "/late"),
+    # the link tag cut by the first step boundary, and by the second (steps double)
+    (straddling(FIRST_STEP_CHARS), "", "https://a.test/cut"),
+    (straddling(3 * FIRST_STEP_CHARS), "", "https://a.test/cut"),
     # an empty href does not count; the next canonical link does
     (
         page('<link rel="canonical" href=""><link rel="alternate canonical" href="https://a.test/2">'),

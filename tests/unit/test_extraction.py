@@ -220,6 +220,19 @@ def test_undecodable_bytes(body):
     assert error_of(extract_content, page(body)).error_type == "undecodable"
 
 
+@pytest.mark.parametrize("controls, binary", [(5, False), (6, True)])
+def test_binary_threshold_counts_characters_not_bytes(controls, binary):
+    # 1,000 characters, most of them two or three bytes long in UTF-8: 0.5% is 5 characters (not more: text)
+    import newsflow.decoding as decoding
+
+    text = ("é€\ud800" * 400)[: 1000 - controls] + "\x01\x7f\x1b\x0b\x00\x08"[:controls]
+    assert len(text) == 1000 and sum(c in "\x01\x7f\x1b\x0b\x00\x08" for c in text) == controls
+    assert decoding._looks_binary(text) is binary
+    assert decoding._looks_binary("\t\n\r\x0c" * 250) is False  # TAB, LF, CR and FF are text
+    # only the first 100,000 characters are sampled
+    assert decoding._looks_binary("a" * 100_000 + "\x00" * 10_000) is False
+
+
 def test_gzip_body_is_inflated():
     content = extract_content(page(gzip.compress(fixture_html().encode("utf-8"))))
     assert content.title == "Neue Brücke über die Elbe eröffnet"
