@@ -27,14 +27,13 @@ import logging
 import os
 import pickle
 import queue
-import subprocess
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from newsflow.sandbox import _HEADER, _read_frame_blocking, serve_frames, start_child
+from newsflow.sandbox import _HEADER, _read_frame_blocking, kill_child, serve_frames, start_child
 
 _LOG = logging.getLogger(__name__)
 
@@ -66,18 +65,6 @@ def _child_main(lead_chars: str) -> None:
     serve_frames(handle, warm)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Kills the child (it holds no state; SIGKILL also ends a stopped or hung one) and reaps it."""
-    try:
-        proc.kill()
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not honoured
-        _LOG.error("entity child %s did not exit after SIGKILL", proc.pid)
-
-
 class EntityProcess:
     """One child process extracting entities of ``(title, text)`` batches, answered in order.
 
@@ -102,7 +89,7 @@ class EntityProcess:
         self._pending: collections.deque[Future] = collections.deque()
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()  # framed requests, None = stop
         self._failed: EntityProcessError | None = None
-        self._finalizer = weakref.finalize(self, _stop, self._proc)
+        self._finalizer = weakref.finalize(self, kill_child, self._proc, "entity child")
         self._reader = threading.Thread(target=self._read_loop, name="entities-reader", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name="entities-writer", daemon=True)
         self._reader.start()

@@ -111,6 +111,19 @@ def start_child(entry: str, *args: str) -> subprocess.Popen:
     )
 
 
+def kill_child(proc: subprocess.Popen, what: str, wait_s: float = 10) -> None:
+    """SIGKILLs a child started by :func:`start_child` (which also ends a stopped or hung one) and reaps it,
+    waiting up to ``wait_s`` seconds; logs an error naming ``what`` if it is still there. Never raises."""
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not honoured
+        _LOG.error("%s %s did not exit after SIGKILL", what, proc.pid)
+
+
 def _extract_answer(msg) -> tuple:
     raw_fields, config_dict = msg
     try:
@@ -184,14 +197,7 @@ class _Worker:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not honoured
-            _LOG.error("extraction child %s did not exit after SIGKILL", self.proc.pid)
+        kill_child(self.proc, "extraction child", wait_s=5)
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()

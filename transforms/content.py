@@ -27,7 +27,7 @@ from newsflow.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTabl
 from newsflow.urls import check_document_url
 from schemas import Article, RawDocument, RecordError
 from schemas.raw import loads_record
-from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
+from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload, rewindowed
 
 _MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -193,19 +193,15 @@ class _ExtractFn(beam.DoFn):
         future = self._pool.submit(self._timed_extract, raw)
         self._pending.append((raw, future, WindowedValue(None, timestamp, (win,))))
         while self._pending and (len(self._pending) > self._max_in_flight or self._pending[0][1].done()):
-            yield from self._windowed_outputs(*self._pending.popleft())
+            yield from self._earlier_outputs(*self._pending.popleft())
 
     def finish_bundle(self):
         while self._pending:
-            yield from self._windowed_outputs(*self._pending.popleft())
+            yield from self._earlier_outputs(*self._pending.popleft())
 
-    def _windowed_outputs(self, raw: RawDocument, future, where: WindowedValue):
+    def _earlier_outputs(self, raw: RawDocument, future, where: WindowedValue):
         """The outputs of an earlier input, carrying that input's timestamp and window."""
-        for out in self._outputs(raw, future.result):
-            if isinstance(out, pvalue.TaggedOutput):
-                yield pvalue.TaggedOutput(out.tag, where.with_value(out.value))
-            else:
-                yield where.with_value(out)
+        return rewindowed(self._outputs(raw, future.result), where)
 
     def _outputs(self, raw: RawDocument, extract) -> list:
         """``[Article]`` or ``[TaggedOutput(dead letter)]`` for ``raw``; ``extract()`` returns

@@ -31,7 +31,7 @@ from apache_beam.utils import shared
 from apache_beam.utils.windowed_value import WindowedValue
 
 from newsflow.stories import story_article
-from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
+from transforms.deadletter import DEAD_LETTER_TAG, dead_letter, rewindowed
 
 _LOG = logging.getLogger(__name__)
 METRICS_NAMESPACE = "newsflow.enrich"
@@ -79,6 +79,11 @@ class _Models:
                 load_nlp(language)
 
 
+def _entity_inputs(batch) -> tuple[list[tuple[str, str]], list[str]]:
+    """``([(title, text), ...], [language, ...])`` of a batch of Articles: what entity extraction reads."""
+    return [(a.title, a.text or "") for a in batch], [a.language for a in batch]
+
+
 class _EnrichFn(beam.DoFn):
     """Batch of Articles -> StoryArticles; a failing article is dead-lettered, the rest go on."""
 
@@ -104,34 +109,28 @@ class _EnrichFn(beam.DoFn):
         self._pending = collections.deque()
 
     def process(self, batch, timestamp=beam.DoFn.TimestampParam, win=beam.DoFn.WindowParam):
-        pairs = [(a.title, a.text or "") for a in batch]
-        languages = [a.language for a in batch]
         if self._child is None:
-            yield from self._outputs(batch, pairs, languages, None)
+            yield from self._outputs(batch, None)
             return
-        future = self._child.submit(pairs, languages)
-        computed = self._topics_and_embeddings(batch, languages)
-        self._pending.append((batch, pairs, languages, future, computed, WindowedValue(None, timestamp, (win,))))
-        while self._pending and (len(self._pending) > BATCHES_IN_FLIGHT or self._pending[0][3].done()):
-            yield from self._windowed_outputs(*self._pending.popleft())
+        future = self._child.submit(*_entity_inputs(batch))
+        computed = self._topics_and_embeddings(batch)
+        self._pending.append((batch, future, computed, WindowedValue(None, timestamp, (win,))))
+        while self._pending and (len(self._pending) > BATCHES_IN_FLIGHT or self._pending[0][1].done()):
+            yield from self._earlier_outputs(*self._pending.popleft())
 
     def finish_bundle(self):
         while self._pending:
-            yield from self._windowed_outputs(*self._pending.popleft())
+            yield from self._earlier_outputs(*self._pending.popleft())
 
-    def _windowed_outputs(self, batch, pairs, languages, future, computed, where: WindowedValue):
+    def _earlier_outputs(self, batch, future, computed, where: WindowedValue):
         """The outputs of an earlier batch, carrying that batch's timestamp and window."""
-        for out in self._outputs(batch, pairs, languages, future, computed):
-            if isinstance(out, pvalue.TaggedOutput):
-                yield pvalue.TaggedOutput(out.tag, where.with_value(out.value))
-            else:
-                yield where.with_value(out)
+        return rewindowed(self._outputs(batch, future, computed), where)
 
-    def _topics_and_embeddings(self, batch, languages):
+    def _topics_and_embeddings(self, batch):
         docs = [f"{a.title}\n{(a.text or '')[:LEAD_CHARS]}".strip() for a in batch]
-        return self._models.topics.predict(docs), self._models.text.embed(docs, languages)
+        return self._models.topics.predict(docs), self._models.text.embed(docs, [a.language for a in batch])
 
-    def _entities_of(self, pairs, languages, future):
+    def _entities_of(self, batch, future):
         """Entities of a batch: the child's answer, else (no child, or it failed) extracted here."""
         from newsflow.entity_process import EntityProcessError
 
@@ -151,13 +150,13 @@ class _EnrichFn(beam.DoFn):
                     self._child.close()
                 self.fallback.inc()
         before = sum(self._entities.skipped.values())
-        ents = self._entities.extract_many(pairs, languages)
+        ents = self._entities.extract_many(*_entity_inputs(batch))
         self.no_entity_model.inc(sum(self._entities.skipped.values()) - before)
         return ents
 
-    def _outputs(self, batch, pairs, languages, future, computed=None):
-        topics, emb = computed if computed is not None else self._topics_and_embeddings(batch, languages)
-        ents = self._entities_of(pairs, languages, future)
+    def _outputs(self, batch, future, computed=None):
+        topics, emb = computed if computed is not None else self._topics_and_embeddings(batch)
+        ents = self._entities_of(batch, future)
         out = []
         for i, a in enumerate(batch):
             try:
