@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -330,17 +330,9 @@ class Frontier:
 
     def _pipelined(self, commands: Sequence[tuple], script, keys: list, argv: list, before: Sequence = ()) -> list:
         """Replies of ``commands``, then of each ``(script, keys, argv)`` run in ``before``, then of one run of
-        ``script``, in one non-transactional pipeline (:meth:`_with_script`; everything in it must be safe to
-        send twice: ``SET``s and the frontier's scripts, as here)."""
-
-        def fill(pipe) -> None:
-            for command in commands:
-                pipe.execute_command(*command)
-            for other, other_keys, other_argv in before:
-                pipe.evalsha(other.sha, len(other_keys), *other_keys, *other_argv)
-            pipe.evalsha(script.sha, len(keys), *keys, *argv)
-
-        return self._with_script(script, fill)
+        ``script``, in one non-transactional pipeline (:meth:`_with_script`)."""
+        runs = [*before, (script, keys, argv)]
+        return self._with_script([*commands, *(("EVALSHA", s.sha, len(k), *k, *a) for s, k, a in runs)])
 
     def _run_many(self, script, argvs: list[list]) -> list:
         """Runs a registered script once per ARGV in one pipeline (:meth:`_with_script`), with the same key list
@@ -349,28 +341,33 @@ class Frontier:
         keys = [self.keys.crawl_hosts]
         if isinstance(self.r, RedisCluster):
             return [script(keys=keys, args=argv) for argv in argvs]
+        return self._with_script([("EVALSHA", script.sha, len(keys), *keys, *argv) for argv in argvs])
 
-        def fill(pipe) -> None:
-            for argv in argvs:
-                pipe.evalsha(script.sha, len(keys), *keys, *argv)
+    def _with_script(self, commands: list[tuple]) -> list:
+        """The replies of ``commands`` (``(name, *args)``, EVALSHAs of the frontier's scripts among them) sent in
+        one non-transactional pipeline, in order.
 
-        return self._with_script(script, fill)
-
-    def _with_script(self, script, fill: Callable) -> list:
-        """The replies of a non-transactional pipeline that ``fill(pipe)`` builds with EVALSHAs of ``script`` (and
-        of the frontier's other scripts); when the server lost them (NOSCRIPT) all are loaded and the whole
-        pipeline is sent again once."""
-        for attempt in (0, 1):
-            pipe = self.r.pipeline(transaction=False)
-            fill(pipe)
-            try:
-                return pipe.execute()
-            except NoScriptError:
-                if attempt:
-                    raise
-                for each in dict.fromkeys((script, self._add, self._claim, self._complete, self._feed_items)):
-                    self.r.script_load(each.script)
-        raise AssertionError("unreachable")
+        When the server lost the scripts (NOSCRIPT), they are all loaded and only the EVALSHAs it refused are
+        sent again, in their order, in a second pipeline: the other commands ran once, and their replies
+        (a ``SET NX`` that set its key) are the first run's. Raises the first other error a command got.
+        """
+        pipe = self.r.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        replies = pipe.execute(raise_on_error=False)
+        refused = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if refused:
+            for each in (self._add, self._claim, self._complete, self._feed_items):
+                self.r.script_load(each.script)
+            again = self.r.pipeline(transaction=False)
+            for i in refused:
+                again.execute_command(*commands[i])
+            for i, reply in zip(refused, again.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
         """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.

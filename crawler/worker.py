@@ -728,10 +728,15 @@ class CrawlWorker:
     async def _page_tail(self, task: Task, res: FetchResult, doc: RawDocument, now: float, delay: float) -> None:
         """A fetched page's work after the fetch: publish, identity, links, lease completion."""
         m = task.meta
-        if not await self._publish(task, [doc], now, delay):
+        body, ctype = res.body or b"", res.headers.get("content-type", "")
+        # the declared canonical is read in the publish's thread hop (one hop per page, not two)
+        published, declared = await self._publish(
+            task, [doc], now, delay, then=lambda: page_declared_canonical(body, ctype)
+        )
+        if not published:
             return
         self._count("pages_landed")
-        seen = await self._record_identity(task, res)
+        seen = self._record_identity(task, res, declared)
         if self.config.follow_links and task.depth < self.config.follow_links:
             # the page's own URLs are seen before its links are checked (a link to its canonical is not new)
             self.frontier.send(seen)
@@ -756,11 +761,10 @@ class CrawlWorker:
         if not ok:
             self._count("lease_lost")
 
-    async def _record_identity(self, task: Task, res: FetchResult) -> list[tuple]:
-        """Stores a landed page's other URLs as aliases (module doc); returns the commands that mark its canonical
-        and fetched URLs seen (:meth:`Frontier.seen_commands`), sent with the page's completion."""
-        body, ctype = res.body or b"", res.headers.get("content-type", "")
-        declared = await asyncio.to_thread(page_declared_canonical, body, ctype)
+    def _record_identity(self, task: Task, res: FetchResult, declared: str) -> list[tuple]:
+        """Stores a landed page's other URLs as aliases (module doc; ``declared``: the canonical URL the page
+        declares, :func:`crawler.canonical.page_declared_canonical`); returns the commands that mark its
+        canonical and fetched URLs seen (:meth:`Frontier.seen_commands`), sent with the page's completion."""
         known_as = choose_canonical(res.final_url, declared)
         try:
             target = article_id(known_as)
@@ -773,27 +777,37 @@ class CrawlWorker:
             self._count("aliases_recorded", added)
         return self.frontier.seen_commands(sorted({known_as, res.final_url}), self.config.seen_ttl_s)
 
-    async def _publish(self, task: Task, docs: list, now: float, delay: float) -> bool:
-        """Publishes ``docs`` off the event loop; True once the sink accepted them.
+    async def _publish(self, task: Task, docs: list, now: float, delay: float, then: Callable | None = None) -> tuple:
+        """Publishes ``docs`` off the event loop; ``(True, then())`` once the sink accepted them.
 
-        On an exception the sink did not confirm delivery: the failure is counted
+        ``then`` (no arguments; exceptions propagate) runs in the same worker thread right after the
+        publish succeeded, so CPU work on the page costs no second thread hop; without it the second
+        item is None. On an exception from the sink it did not confirm delivery: the failure is counted
         (``publish_failed``) and dead-lettered (step ``publish``), and the task is put back
         to be fetched and published again after ``backoff_delay`` of its ``publish_failures``
-        (seconds); returns False and the caller must not complete the task as done.
+        (seconds); returns ``(False, None)`` and the caller must not complete the task as done.
         """
-        try:
-            await asyncio.to_thread(self.publisher.publish, docs)
-            return True
-        except Exception as e:  # noqa: BLE001 - any sink error means "not delivered": report and retry
-            failures = int(task.meta.get("publish_failures") or 0) + 1
-            self._count("publish_failed")
-            self.frontier.dead_letter("publish", "publish_failed", f"{type(e).__name__}: {e}"[:300], now, task.url)
-            meta = dict(task.meta, publish_failures=failures)
-            wait = backoff_delay(failures, self.schedule, self.rng)
-            self.frontier.complete(
-                task, self.worker_id, self.clock(), delay, now + wait, {"meta": json.dumps(meta, ensure_ascii=False)}
-            )
-            return False
+
+        def publish_then() -> tuple:
+            try:
+                self.publisher.publish(docs)
+            except Exception as e:  # noqa: BLE001 - any sink error means "not delivered": report and retry
+                return False, e
+            return True, None if then is None else then()
+
+        published, value = await asyncio.to_thread(publish_then)
+        if published:
+            return True, value
+        e = value  # the sink's exception
+        failures = int(task.meta.get("publish_failures") or 0) + 1
+        self._count("publish_failed")
+        self.frontier.dead_letter("publish", "publish_failed", f"{type(e).__name__}: {e}"[:300], now, task.url)
+        meta = dict(task.meta, publish_failures=failures)
+        wait = backoff_delay(failures, self.schedule, self.rng)
+        self.frontier.complete(
+            task, self.worker_id, self.clock(), delay, now + wait, {"meta": json.dumps(meta, ensure_ascii=False)}
+        )
+        return False, None
 
     async def _land_feed_only(self, task: Task, now: float, reason: str, detail: str = "", delay: float = 0.0) -> bool:
         """Lands the feed entry without a body when its page cannot be fetched; else dead-letters it.
@@ -814,7 +828,8 @@ class CrawlWorker:
                 source_name=m.get("source_name"),
                 feed_url=m.get("feed_url"),
             )
-            if not await self._publish(task, [doc], now, delay):
+            published, _ = await self._publish(task, [doc], now, delay)
+            if not published:
                 return False
             self._count("feed_only_landed")
         self.frontier.dead_letter("page", reason, detail or reason, now, task.url)

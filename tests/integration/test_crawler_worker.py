@@ -438,11 +438,11 @@ def test_complete_sends_its_companion_commands_in_the_same_round_trip(redis):
 
     type(redis.pipeline()).execute = counting
     try:
-        redis.script_flush()  # a lost script: loaded, and the pipeline (safe to repeat) sent again
+        redis.script_flush()  # a lost script: loaded, and only the refused completion sent again
         assert fr.complete(t1, "w", 2.0, 0.0, None, also=[*seen, put])
     finally:
         type(redis.pipeline()).execute = execute
-    assert pipelines == [3 + 1, 3 + 1]  # the three commands and the completion together (twice: NOSCRIPT)
+    assert pipelines == [3 + 1, 1]  # the three commands and the completion together, then the completion again
     assert fr.mark_seen_many(["https://a.example/p/1", "https://a.example/canon", "https://a.example/new"], 60) == [
         False,
         False,
@@ -501,6 +501,11 @@ def test_a_fetched_feeds_updates_take_two_round_trips_and_leave_the_state_of_the
             trips = (first_trips, second_trips)
         results[name] = (new, seen, ok)
     assert results["separate"] == results["joint"] == ((2, True), [True, True, False, False], True)
+    # the scripts lost (a fresh or flushed server): the seen checks are still answered by their first and only run
+    fresh = Frontier(redis, Keys("fresh"))
+    fresh.mark_seen("https://f.example/old", 60)
+    redis.script_flush()
+    assert fresh.count_new_items_and_mark_seen("feed:f", ids, urls, 60) == ((2, True), [True, True, False, False])
     assert trips == (1, 1)
     assert _state(redis, "separate") == _state(redis, "joint") != {}
     # a lease no longer held: the new entries' tasks are still added, the completion reports False
