@@ -33,7 +33,8 @@ setup(
             "benchmarks*",
         ]
     )
-    + ["newsflow._data"]
+    # data-only directories are listed as packages too (setuptools warns about package data outside any package)
+    + ["newsflow._data", "newsflow._data.topics", "newsflow.stores.lua", "serving.static", "serving.templates"]
     + (["newsflow._models"] if WITH_MODELS else []),
     package_dir={"newsflow._data": "data", **({"newsflow._models": "var/models"} if WITH_MODELS else {})},
     package_data={
