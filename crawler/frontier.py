@@ -402,7 +402,6 @@ class Frontier:
         next_due: float | None = None,
         fields: dict | None = None,
         also: Sequence[tuple] = (),
-        adds: Sequence[dict] = (),
     ) -> bool:
         """Ends a lease: frees the host until ``now + host_delay_s``; reschedules or deletes the task.
 
@@ -416,27 +415,17 @@ class Frontier:
           also: commands ``(name, *args)`` sent before the completion in the same round trip (e.g.
             :meth:`seen_commands`, :meth:`robots_put_command`); their replies are not returned, and they
             run whether or not the lease was still held. On Redis Cluster they are sent one by one first.
-          adds: tasks to add before the completion, in the same round trip: keyword arguments of
-            :meth:`add` each, as for :meth:`add_many` (a feed's new entries). They are added whether or
-            not the lease was still held; on Redis Cluster by :meth:`add_many` first.
 
         Returns:
           False when the lease was no longer held (it expired and was re-queued).
-
-        Raises:
-          ValueError, TypeError: an item of ``adds`` is bad (:meth:`add_many`); nothing is sent then.
         """
         args = [self._p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
         for k, v in (fields or {}).items():
             args += [k, "" if v is None else str(v)]
         keys = [self.keys.crawl_hosts]
-        prepared = self._prepare_adds(adds)
-        if (also or prepared) and not isinstance(self.r, RedisCluster):  # one round trip: commands, adds, script
-            replies = self._pipelined(also, self._complete, keys, args, [(self._add, keys, a) for *_, a in prepared])
-            self._added(prepared, replies[len(also) : len(also) + len(prepared)])
-            ok = bool(replies[-1])
+        if also and not isinstance(self.r, RedisCluster):  # one round trip: the commands, then the script
+            ok = bool(self._pipelined(also, self._complete, keys, args)[-1])
         else:
-            self.add_many(adds)
             self.send(also)
             ok = bool(self._complete(keys=keys, args=args))
         if ok and next_due is None and task.kind in ("feed", "sitemap"):
@@ -448,15 +437,25 @@ class Frontier:
 
         Registrations are applied first (:meth:`apply_registrations`); both sets are popped in one
         round trip (the worker calls this every housekeeping turn, and both are nearly always empty),
-        after ``also``: commands ``(name, *args)`` whose replies are not needed (the worker's counter
-        increments, :meth:`incr_commands`).
+        with ``also``: commands ``(name, *args)`` whose replies are not needed (the worker's counter
+        increments, :meth:`incr_commands`). When a command fails, its error is raised after what was popped
+        is applied (popped requests are not lost with it).
         """
         pipe = self.r.pipeline(transaction=False)
-        for command in also:
-            pipe.execute_command(*command)
         pipe.spop(self.keys.crawl_registrations, 1000)
         pipe.zpopmin(self.keys.crawl_priority, max_items)
-        registrations, priorities = pipe.execute()[-2:]
+        for command in also:
+            pipe.execute_command(*command)
+        replies = pipe.execute(raise_on_error=False)
+        popped = [[] if isinstance(reply, Exception) else reply for reply in replies[:2]]
+        moved = self._apply_popped(*popped, now)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return moved
+
+    def _apply_popped(self, registrations, priorities, now: float) -> int:
+        """Applies popped registrations and priority requests (:meth:`apply_priorities`); returns how many."""
         moved = self._apply_registration_items(registrations or [], now)
         for raw, _score in priorities:
             try:
@@ -538,38 +537,36 @@ class Frontier:
         One round trip, atomic (a script reads the old set and writes the new one): two workers replacing
         the same feed's set never interleave. An empty feed is remembered as fetched (member ``-``).
         """
-        (new, first), _seen = self.count_new_items_and_mark_seen(tid, item_ids, (), 1, ttl_s)
-        return new, first
+        return self.add_many_and_count_new_items((), tid, item_ids, ttl_s)[1]
 
-    def count_new_items_and_mark_seen(
-        self, tid: str, item_ids: Iterable[str], urls: Iterable[str], seen_ttl_s: float, ttl_s: float = 30 * 86400
-    ) -> tuple[tuple[int, bool], list[bool]]:
-        """:meth:`count_new_items` and :meth:`mark_seen_many` in one round trip (a fetched feed's two updates).
+    def add_many_and_count_new_items(
+        self, items: Iterable[dict], tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400
+    ) -> tuple[list[bool], tuple[int, bool]]:
+        """:meth:`add_many` then :meth:`count_new_items` in one round trip (a fetched feed's new entries and its
+        item-id set).
 
-        Args:
-          tid: the feed's task id.
-          item_ids: the fetched entries' ids (guid or URL; "" is skipped).
-          urls: the entries' URLs to mark seen (by canonical id), in order.
-          seen_ttl_s: seconds a seen URL is remembered.
-          ttl_s: seconds the feed's item ids are remembered.
+        The adds run first: when the item-id script fails (its error is raised), the entries, which the
+        caller has marked seen, are queued all the same, as with the two calls in this order.
 
         Returns:
-          ``((new items, first fetch?), [URL was not seen before, ...])``.
+          ``([created, ...], (new items, first fetch?))``.
 
         Raises:
-          ValueError: a URL cannot be canonicalized (nothing is sent then).
+          ValueError, TypeError: an item is bad (:meth:`add_many`); nothing is sent then.
         """
+        prepared = self._prepare_adds(items)
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
-        seen = self.seen_commands(urls, seen_ttl_s)
         keys, argv = [self.keys.crawl_feed_items(tid)], [int(ttl_s), *sorted(ids)]
         if isinstance(self.r, RedisCluster):  # no scripts in a cluster pipeline
-            replies = [self.r.execute_command(*command) for command in seen]
-            replies.append(self._feed_items(keys=keys, args=argv))
+            created = self.add_many(items) if prepared else []
+            existed, members = self._feed_items(keys=keys, args=argv)
         else:
-            replies = self._pipelined(seen, self._feed_items, keys, argv)
-        existed, members = replies[-1]
+            hosts = [self.keys.crawl_hosts]
+            replies = self._pipelined((), self._feed_items, keys, argv, [(self._add, hosts, a) for *_, a in prepared])
+            created = self._added(prepared, replies[:-1]) if prepared else []
+            existed, members = replies[-1]
         old = {_s(x) for x in members}
-        return (len(ids - old), not existed and not old), [bool(x) for x in replies[:-1]]
+        return created, (len(ids - old), not existed and not old)
 
     def send(self, commands: Sequence[tuple]) -> None:
         """Sends commands ``(name, *args)`` (e.g. :meth:`seen_commands`) in one round trip, replies unread."""

@@ -536,7 +536,7 @@ class CrawlWorker:
             )
             return
         fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "", "backoff_until": ""}
-        published, adds = [], []
+        published = []
         if res.status == 304:
             new_items, first = 0, False
             hints = {}
@@ -574,12 +574,13 @@ class CrawlWorker:
             fields["title"] = parsed_title
             fields["hints"] = json.dumps(hints)
             linked = self._linked_entries(task, entries, now)
-            # the feed's item ids and its entries' seen checks: one round trip; the new entries' tasks go with
-            # the feed's completion below (was: four round trips)
-            (new_items, first), seen = self.frontier.count_new_items_and_mark_seen(
-                task.tid, [e.guid or e.url or "" for e in entries], [e.url for e in linked], self.config.seen_ttl_s
-            )
+            # the seen checks, then the new entries' tasks with the feed's item-id set (one round trip; the tasks
+            # first, so nothing marked seen is left unqueued when the item-id script fails), then the completion
+            seen = self.frontier.mark_seen_many([e.url for e in linked], self.config.seen_ttl_s)
             adds = self._entry_tasks(task, linked, seen, parsed_title, now, parsed_language)
+            _created, (new_items, first) = self.frontier.add_many_and_count_new_items(
+                adds, task.tid, [e.guid or e.url or "" for e in entries]
+            )
             published = [e.published_time for e in entries]
             fields["items"] = len(entries)
         hints = hints or json.loads(st.get("hints") or "{}")
@@ -598,7 +599,7 @@ class CrawlWorker:
             next_due=round(due, 3),
             fetches=int(st.get("fetches") or 0) + 1,
         )
-        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields, adds=adds)
+        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields)
         self._count("feeds_fetched" if ok else "lease_lost")
 
     def _robots_for(self, url: str) -> RobotsPolicy:

