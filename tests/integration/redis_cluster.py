@@ -35,8 +35,8 @@ def _free_port_block(n: int) -> int:
 
 @contextlib.contextmanager
 def redis_cluster(workdir: str, masters: int = 3):
-    """Starts ``masters`` cluster-mode redis-servers, joins them (all 16384 slots assigned), yields the
-    ``redis+cluster://`` URL; stops them on exit.
+    """Starts ``masters`` cluster-mode redis-servers, joins them (all 16384 slots assigned), yields
+    ``(redis+cluster:// URL, [their ports])``; stops them on exit.
 
     Raises:
       RuntimeError: redis-server/redis-cli missing, or the cluster did not reach ``cluster_state:ok``.
