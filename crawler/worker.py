@@ -221,9 +221,9 @@ class CrawlWorker:
     def flush_counters(self) -> None:
         """Writes the buffered counter increments to Redis in one round trip.
 
-        The loop calls it at least every :data:`HOUSEKEEPING_S` seconds, before every progress report
-        and when it ends, so counters lag the work by well under a second (they are statistics;
-        no decision reads them).
+        It runs before every progress report and when the loop ends; every :data:`HOUSEKEEPING_S` seconds
+        the loop sends the increments with the priority pops instead (:meth:`Frontier.apply_priorities`),
+        so counters lag the work by well under a second (they are statistics; no decision reads them).
         """
         if self._counts:
             counts, self._counts = self._counts, {}
