@@ -554,6 +554,7 @@ class Frontier:
         Raises:
           ValueError, TypeError: an item is bad (:meth:`add_many`); nothing is sent then.
         """
+        items = list(items)  # read twice on a cluster
         prepared = self._prepare_adds(items)
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
         keys, argv = [self.keys.crawl_feed_items(tid)], [int(ttl_s), *sorted(ids)]
