@@ -531,6 +531,31 @@ class Frontier:
             pipe.execute_command(*command)
         return [bool(x) for x in pipe.execute()]
 
+    def unseen(self, urls: Iterable[str]) -> list[bool]:
+        """For each URL, True when its canonical id is not in the seen set and not earlier in ``urls``: what
+        :meth:`mark_seen_many` would answer, without marking anything (one round trip of ``EXISTS``).
+
+        A fetched feed's entries are checked with this, their tasks added, and only then marked seen (with the
+        feed's completion, :meth:`seen_commands`): a failure in between leaves an entry unmarked, to be
+        queued again by the next fetch (the add script keeps one task per URL), never marked and lost.
+
+        Raises:
+          ValueError: a URL cannot be canonicalized (:func:`newsflow.urls.article_id`).
+        """
+        ids = [article_id(url) for url in urls]
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for aid in unique:
+            pipe.exists(self.keys.crawl_seen(aid))
+        known = {aid for aid, n in zip(unique, pipe.execute(), strict=True) if n}
+        out = []
+        for aid in ids:
+            out.append(aid not in known)
+            known.add(aid)
+        return out
+
     def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
         """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``.
 
@@ -545,8 +570,8 @@ class Frontier:
         """:meth:`add_many` then :meth:`count_new_items` in one round trip (a fetched feed's new entries and its
         item-id set).
 
-        The adds run first: when the item-id script fails (its error is raised), the entries, which the
-        caller has marked seen, are queued all the same, as with the two calls in this order.
+        The adds run first: when the item-id script fails (its error is raised), the entries are queued all
+        the same, as with the two calls in this order.
 
         Returns:
           ``([created, ...], (new items, first fetch?))``.

@@ -318,11 +318,15 @@ class CrawlWorker:
                 if handled:
                     self.processed += 1
 
-        loops = [loop(i) for i in range(self.config.concurrency)]
+        running = asyncio.get_running_loop()
+        loops = [running.create_task(loop(i)) for i in range(self.config.concurrency)]
         try:
             await asyncio.gather(*loops, *([reporter()] if progress is not None else []))
         finally:
             stop.set()
+            # when one loop failed, the others finish the task in hand first (a page they publish after the final
+            # flush below would stay in the landing buffer while its lease completes: lost)
+            await asyncio.gather(*loops, return_exceptions=True)
             while self._tails:  # every fetched page is published and its lease completed before exit
                 await asyncio.gather(*self._tails, return_exceptions=True)
             self._tail_slots = None
@@ -536,7 +540,7 @@ class CrawlWorker:
             )
             return
         fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "", "backoff_until": ""}
-        published = []
+        published, marks = [], []
         if res.status == 304:
             new_items, first = 0, False
             hints = {}
@@ -574,13 +578,15 @@ class CrawlWorker:
             fields["title"] = parsed_title
             fields["hints"] = json.dumps(hints)
             linked = self._linked_entries(task, entries, now)
-            # the seen checks, then the new entries' tasks with the feed's item-id set (one round trip; the tasks
-            # first, so nothing marked seen is left unqueued when the item-id script fails), then the completion
-            seen = self.frontier.mark_seen_many([e.url for e in linked], self.config.seen_ttl_s)
-            adds = self._entry_tasks(task, linked, seen, parsed_title, now, parsed_language)
+            # the seen checks (not marking), the new entries' tasks with the feed's item-id set (one round trip,
+            # tasks first), and the seen marks only with the completion: a failure anywhere in between leaves
+            # entries unmarked, queued again by the next fetch, never marked seen without a task
+            unseen = self.frontier.unseen([e.url for e in linked])
+            adds = self._entry_tasks(task, linked, unseen, parsed_title, now, parsed_language)
             _created, (new_items, first) = self.frontier.add_many_and_count_new_items(
                 adds, task.tid, [e.guid or e.url or "" for e in entries]
             )
+            marks = self.frontier.seen_commands([a["url"] for a in adds], self.config.seen_ttl_s)
             published = [e.published_time for e in entries]
             fields["items"] = len(entries)
         hints = hints or json.loads(st.get("hints") or "{}")
@@ -599,7 +605,7 @@ class CrawlWorker:
             next_due=round(due, 3),
             fetches=int(st.get("fetches") or 0) + 1,
         )
-        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields)
+        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields, also=marks)
         self._count("feeds_fetched" if ok else "lease_lost")
 
     def _robots_for(self, url: str) -> RobotsPolicy:
@@ -623,12 +629,12 @@ class CrawlWorker:
         return linked
 
     def _entry_tasks(
-        self, task: Task, linked: list, seen: list[bool], feed_title: str, now: float, feed_language: str = ""
+        self, task: Task, linked: list, unseen: list[bool], feed_title: str, now: float, feed_language: str = ""
     ) -> list[dict]:
         """The page tasks (:meth:`Frontier.add_many` items) of the linked entries not seen before, counted."""
         source_name = task.state.get("source_name") or feed_title or None
         adds = []
-        for e, new in zip(linked, seen, strict=True):
+        for e, new in zip(linked, unseen, strict=True):
             if not new:
                 continue
             meta = {

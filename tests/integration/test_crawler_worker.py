@@ -511,6 +511,63 @@ def test_a_fetched_feeds_tasks_and_item_ids_take_one_round_trip_and_leave_the_st
     assert not redis.exists(Keys("broken").crawl_feed_items("feed:y"))
 
 
+def test_unseen_answers_as_mark_seen_many_without_marking(redis):
+    urls = ["https://u.example/a", "https://u.example/b", "https://u.example/a?utm_source=x", "https://u.example/c"]
+    probe, marker = Frontier(redis, Keys("probe")), Frontier(redis, Keys("marker"))
+    for fr in (probe, marker):
+        fr.mark_seen("https://u.example/c", 60)
+    before = _state(redis, "probe")
+    assert _round_trips(lambda: probe.unseen(urls)) == ([True, True, False, False], 1)
+    assert _state(redis, "probe") == before  # nothing marked
+    assert marker.mark_seen_many(urls, 60) == probe.unseen(urls)
+    assert probe.unseen([]) == []
+    with pytest.raises(ValueError):
+        probe.unseen(["not a url"])
+
+
+@pytest.mark.parametrize(
+    "failing, when",
+    [
+        ("unseen", "after"),
+        ("add_many_and_count_new_items", "before"),
+        ("add_many_and_count_new_items", "after"),
+        ("complete", "before"),
+        ("complete", "after"),
+    ],
+)
+def test_a_worker_that_fails_while_recording_a_feed_loses_none_of_its_entries(redis, tmp_path, failing, when):
+    # the failing call raises once, on a feed: before its round trip (nothing sent) or after it (the reply lost);
+    # the worker stops, and a second worker on the same frontier (after the lease expired) lands every page
+    site = Site(feeds={"a.test": rss("a.test", 4), "b.test": rss("b.test", 3)})
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        for h in ("a.test", "b.test"):
+            fr.add(f"http://{h}/feed.xml", "feed", 0.0)
+        real, failed = getattr(fr, failing), []
+
+        def once(*a, **kw):
+            on_feed = failing != "complete" or a[0].kind == "feed"
+            if on_feed and not failed and when == "before":
+                failed.append(1)
+                raise ConnectionError("connection lost")
+            out = real(*a, **kw)
+            if on_feed and not failed:
+                failed.append(1)
+                raise ConnectionError("reply lost")
+            return out
+
+        setattr(fr, failing, once)
+        cfg = config(srv.port, lease_s=4.0, total_timeout_s=3.0, concurrency=2)
+        with pytest.raises(ConnectionError):
+            run_worker(CrawlWorker(fr, LandingWriter(str(tmp_path / "land1")), cfg, schedule=FAST), idle_exit_s=1.0)
+        time.sleep(4.2)  # the failed feed's lease expires
+        fresh = Frontier(redis)
+        run_worker(CrawlWorker(fresh, LandingWriter(str(tmp_path / "land2")), cfg, schedule=FAST), idle_exit_s=1.5)
+    got = [d.url for d in landed(tmp_path / "land1") + landed(tmp_path / "land2")]
+    want = [f"http://a.test/news/{i}" for i in range(4)] + [f"http://b.test/news/{i}" for i in range(3)]
+    assert sorted(set(got)) == sorted(want)
+
+
 def test_housekeeping_sends_the_counters_with_the_priority_pops(redis):
     fr = Frontier(redis, Keys("hk"))
     fr.add("https://h.example/feed.xml", "feed", 500.0)

@@ -112,3 +112,6 @@ def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
     assert client.exists(fr.keys.crawl_task(task_id("page", "https://d.example.org/p/1")))
     assert fr.apply_priorities(now, also=fr.incr_commands({"feeds_fetched": 1})) == 0
     assert fr.stats()["feeds_fetched"] == 1
+    seen = ["https://c.example.org/p/0", "https://e.example.org/new", "https://e.example.org/new"]
+    assert fr.unseen(seen) == [False, True, False]  # EXISTS over several slots, nothing marked
+    assert fr.unseen(seen[1:2]) == [True]
