@@ -747,23 +747,26 @@ class CrawlWorker:
         if self.config.follow_links and task.depth < self.config.follow_links:
             # the page's own URLs are seen before its links are checked (a link to its canonical is not new)
             self.frontier.send(seen)
-            seen = []
+            links = []
             for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
                 try:
-                    if not self.frontier.mark_seen(link, self.config.seen_ttl_s):
-                        continue
-                    self.frontier.add(
-                        link,
-                        "page",
-                        now,
-                        source=task.url,
-                        depth=task.depth + 1,
-                        meta={"source_name": m.get("source_name"), "feed_url": m.get("feed_url")},
-                    )
+                    canonicalize_url(link)
+                    article_id(link)
                 except ValueError:  # a link no URL rules accept (a port out of range, ...): skipped, counted
                     self._count("bad_link")
                     continue
-                self._count("links_enqueued")
+                links.append(link)
+            # as a feed's entries: checked without marking, added, and marked seen with the lease completion
+            meta = {"source_name": m.get("source_name"), "feed_url": m.get("feed_url")}
+            adds = [
+                {"url": link, "kind": "page", "due": now, "source": task.url, "depth": task.depth + 1, "meta": meta}
+                for link, new in zip(links, self.frontier.unseen(links), strict=True)
+                if new
+            ]
+            self.frontier.add_many(adds)
+            if adds:
+                self._count("links_enqueued", len(adds))
+            seen = self.frontier.seen_commands([a["url"] for a in adds], self.config.seen_ttl_s)
         ok = self.frontier.complete(task, self.worker_id, now, delay, None, also=seen)
         if not ok:
             self._count("lease_lost")

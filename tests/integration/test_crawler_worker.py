@@ -681,6 +681,33 @@ def test_following_links_a_page_is_seen_before_its_links_and_bad_links_are_skipp
     assert fr.pending() == 1  # only the feed is left; the page's lease was completed
 
 
+def test_a_worker_that_fails_while_adding_a_pages_links_loses_none_of_them(redis, tmp_path):
+    # the first add of followed links fails before it sends: the worker stops; the page's lease expires and a
+    # second worker fetches it again and follows its links (they were not marked seen without a task)
+    site = Site(feeds={"a.test": rss("a.test", 2)})
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        fr.add("http://a.test/feed.xml", "feed", 0.0)
+        real, failed = fr.add_many, []
+
+        def once(items):
+            if items and not failed:
+                failed.append(1)
+                raise ConnectionError("connection lost")
+            return real(items)
+
+        fr.add_many = once
+        cfg = config(srv.port, lease_s=4.0, total_timeout_s=3.0, concurrency=2, follow_links=1)
+        with pytest.raises(ConnectionError):
+            run_worker(CrawlWorker(fr, LandingWriter(str(tmp_path / "land1")), cfg, schedule=FAST), idle_exit_s=1.0)
+        time.sleep(4.2)  # the failed page's lease expires
+        run_worker(
+            CrawlWorker(Frontier(redis), LandingWriter(str(tmp_path / "land2")), cfg, schedule=FAST), idle_exit_s=1.5
+        )
+    got = {d.url for d in landed(tmp_path / "land1") + landed(tmp_path / "land2")}
+    assert got == {"http://a.test/news/0", "http://a.test/news/1", "http://a.test/more/0", "http://a.test/more/1"}
+
+
 def test_a_robots_txt_redirected_to_a_refused_address_is_the_sites_verdict(redis, tmp_path):
     """The host is safe but its robots.txt redirects to a refused address: robots.txt is unreachable (host
     disallowed for a while), stored for every worker and fetched once, not an unsafe_address of every page."""
