@@ -364,9 +364,7 @@ class Frontier:
                 again.execute_command(*commands[i])
             for i, reply in zip(refused, again.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        _raise_first_error(replies)
         return replies
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
@@ -449,9 +447,7 @@ class Frontier:
         replies = pipe.execute(raise_on_error=False)
         popped = [[] if isinstance(reply, Exception) else reply for reply in replies[:2]]
         moved = self._apply_popped(*popped, now)
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        _raise_first_error(replies)
         return moved
 
     def _apply_popped(self, registrations, priorities, now: float) -> int:
@@ -686,6 +682,13 @@ class Frontier:
     def due_count(self, now: float) -> int:
         """Number of hosts with work due by ``now``."""
         return self.r.zcount(self.keys.crawl_hosts, "-inf", now)
+
+
+def _raise_first_error(replies: list) -> None:
+    """Raises the first exception among the replies of a pipeline run with ``raise_on_error=False``."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
 
 
 def _s(v) -> str:

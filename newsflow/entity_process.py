@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import pickle
 import queue
 import threading
 import weakref
@@ -33,7 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from newsflow.sandbox import _HEADER, _read_frame_blocking, kill_child, serve_frames, start_child
+from newsflow.sandbox import _read_frame_blocking, frame, kill_child, serve_frames, start_child
 
 _LOG = logging.getLogger(__name__)
 
@@ -119,14 +118,14 @@ class EntityProcess:
         if len(languages) != len(pairs):
             raise ValueError(f"{len(pairs)} docs but {len(languages)} languages")
         request = ([(t or "", (x or "")[: self.lead_chars]) for t, x in pairs], list(languages))
-        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        data = frame(request)  # pickled outside the lock
         fut: Future = Future()
         with self._lock:  # futures and requests in one order
             if self._failed is not None:
                 fut.set_exception(self._failed)
                 return fut
             self._pending.append(fut)
-            self._outbox.put(_HEADER.pack(len(data)) + data)
+            self._outbox.put(data)
         return fut
 
     def _write_loop(self) -> None:

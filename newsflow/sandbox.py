@@ -51,10 +51,14 @@ _LOG = logging.getLogger(__name__)
 _HEADER = struct.Struct(">Q")
 
 
-def _write_frame(stream, obj) -> None:
+def frame(obj) -> bytes:
+    """One message of the parent/child pipe protocol: an 8-byte big-endian length, then ``obj`` pickled."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)))
-    stream.write(data)
+    return _HEADER.pack(len(data)) + data
+
+
+def _write_frame(stream, obj) -> None:
+    stream.write(frame(obj))
     stream.flush()
 
 
