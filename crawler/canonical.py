@@ -47,7 +47,7 @@ def page_declared_canonical(body: bytes, content_type: str = "") -> str:
     """
     try:
         text, _enc = decode_html(body, content_type)
-        if not text.strip() or _XML_ENCODING_DECL.match(text):
+        if not text or text.isspace() or _XML_ENCODING_DECL.match(text):  # (isspace: no stripped copy)
             return ""
         return declared_canonical_in(_link_and_meta_elements(text))
     except Exception:  # noqa: BLE001 - undecodable or unparsable page: it declares nothing we can read

@@ -43,7 +43,7 @@ from redis.exceptions import NoScriptError
 
 from newsflow.keys import Keys
 from newsflow.ranking.priority import request_priority_recrawl
-from newsflow.source_entries import crawl_task_id
+from newsflow.source_entries import crawl_task_id, crawl_task_id_of_canonical
 from newsflow.urls import article_id, canonicalize_url, source_domain
 
 DEADLETTER_CAP = 10_000
@@ -282,8 +282,7 @@ class Frontier:
         """``(task id, ARGV of the add script)``; ValueError for a bad URL or kind (see :meth:`add`)."""
         if kind not in ("feed", "sitemap", "page"):
             raise ValueError(f"unknown task kind {kind!r}")
-        canonicalize_url(url)  # raises ValueError for a bad URL
-        tid = task_id(kind, url)
+        tid = crawl_task_id_of_canonical(kind, canonicalize_url(url))  # canonicalize_url: ValueError for a bad URL
         host = host_key(url)
         meta_json = json.dumps(meta or {}, ensure_ascii=False)
         fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth), "meta", meta_json]

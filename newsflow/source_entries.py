@@ -47,6 +47,12 @@ def crawl_task_id(kind: str, url: str) -> str:
         canonical = canonicalize_url(url)
     except ValueError:
         canonical = url
+    return crawl_task_id_of_canonical(kind, canonical)
+
+
+def crawl_task_id_of_canonical(kind: str, canonical: str) -> str:
+    """:func:`crawl_task_id` of a URL whose canonical form (:func:`newsflow.urls.canonicalize_url`) the caller
+    has already computed (the frontier's add validates the URL that way; the URL is not canonicalized twice)."""
     return hashlib.sha1(f"{kind}|{canonical}".encode()).hexdigest()[:24]
 
 
