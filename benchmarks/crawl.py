@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -138,8 +139,24 @@ def _crawl_processes(tmp: str, web: ReplayWeb, port: int, processes: int, concur
     return {"pages": stats.get("pages_landed", 0), "seconds": elapsed}
 
 
+def _sequential_gets(port: int, mix: list[tuple[str, str]]) -> tuple[float, float]:
+    """GETs every ``(host, path)`` of ``mix`` in order with one httpx client (the same-requests baseline); returns
+    ``(requests per second, requests per CPU second of this process)``."""
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    with httpx.Client() as c:
+        for host, path in mix:
+            c.get(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
+    return len(mix) / (time.perf_counter() - t0), len(mix) / (time.process_time() - cpu0)
+
+
 def _pages_per_s(
-    tmp: str, corpus_dir: str, concurrency: int, scaling: tuple[int, ...], processes: tuple[int, ...] = ()
+    tmp: str,
+    corpus_dir: str,
+    concurrency: int,
+    scaling: tuple[int, ...],
+    processes: tuple[int, ...] = (),
+    pairs: int = 3,
 ) -> dict:
     """Pages/s of the crawl worker against the replay web, with the sequential httpx baseline.
 
@@ -153,6 +170,10 @@ def _pages_per_s(
     httpx, the like-for-like baseline of the per-connection ratio. Each delays-off run and that
     baseline also report CPU seconds of this process (``requests_per_cpu_s_ratio_vs_same_requests_baseline``),
     which other load on a shared machine disturbs less than wall time.
+
+    The speed of this machine drifts by up to 2x within minutes, more than a single crawl-then-baseline comparison
+    can separate from the code, so ``one_connection_paired`` also runs ``pairs`` pairs of the same-requests baseline
+    immediately followed by a 1-connection delays-off crawl, and reports each pair's ratios and their medians.
     """
     docs = [d for d in load_corpus(corpus_dir) if d.body]
     web = ReplayWeb(docs, speed=1.0, start_fraction=1.0, inject_failures=False)
@@ -183,13 +204,19 @@ def _pages_per_s(
         # baseline on the crawler's own request mix: the (host, path) of every request of the
         # 1-connection (else the polite) run, GET sequentially with one httpx client
         mix = [(e.host, e.path) for e in (no_delay.get(1) or polite)["log"]]
-        t0 = time.perf_counter()
-        cpu0 = time.process_time()
-        with httpx.Client() as c:
-            for host, path in mix:
-                c.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host})
-        base_mix = len(mix) / (time.perf_counter() - t0)
-        base_mix_cpu = len(mix) / (time.process_time() - cpu0)
+        base_mix, base_mix_cpu = _sequential_gets(server.port, mix)
+        paired = []
+        for k in range(pairs):
+            base_rps, base_cpu = _sequential_gets(server.port, mix)
+            res = run(1, False, f"pair{k}")
+            paired.append(
+                {
+                    "baseline_requests_per_s": round(base_rps, 1),
+                    "requests_per_s": round(res["requests"] / res["seconds"], 1),
+                    "ratio": round(res["requests"] / res["seconds"] / base_rps, 3),
+                    "cpu_ratio": round(res["requests"] / res["cpu_s"] / base_cpu, 3),
+                }
+            )
     finally:
         server.stop()
     pages = polite["pages"]
@@ -240,6 +267,17 @@ def _pages_per_s(
         # the delays-off per-connection ratios at a glance (same figures as in no_delay_scaling)
         "no_delay_per_connection_ratio_vs_same_requests_baseline": {
             str(c): round(v["requests"] / v["seconds"] / c / base_mix, 3) for c, v in sorted(no_delay.items())
+        },
+        # pairs of (same-requests baseline, 1-connection delays-off crawl) run back to back: the per-connection ratio
+        # with the machine's drift between a crawl and its baseline kept to seconds
+        "one_connection_paired": {
+            "pairs": paired,
+            "median_ratio_vs_same_requests_baseline": round(statistics.median(p["ratio"] for p in paired), 3)
+            if paired
+            else None,
+            "median_cpu_ratio_vs_same_requests_baseline": round(statistics.median(p["cpu_ratio"] for p in paired), 3)
+            if paired
+            else None,
         },
         "event_loop": _loop_name(),
         # one worker is one event loop, so it is CPU bound and more connections stop helping;
@@ -450,12 +488,20 @@ def main() -> None:
         default=0.02,
         help="seconds the replay web waits before each answer in the with_network_latency runs (0 skips them)",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=3,
+        help="back-to-back (baseline, 1-connection crawl) pairs for one_connection_paired (0 skips them)",
+    )
     parser.add_argument("--frontier-tasks", type=int, default=2000)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="feed poll interval for the latency run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = {"benchmark": "crawl"}
-        out.update(_pages_per_s(tmp, args.corpus_dir, args.concurrency, tuple(args.scaling), tuple(args.processes)))
+        out.update(
+            _pages_per_s(tmp, args.corpus_dir, args.concurrency, tuple(args.scaling), tuple(args.processes), args.pairs)
+        )
         if args.latency > 0:
             out["with_network_latency"] = _with_network_latency(tmp, args.corpus_dir, args.latency, (1, 4, 16))
         out.update(_frontier_ops(tmp, args.frontier_tasks))
