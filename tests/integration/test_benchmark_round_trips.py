@@ -1,0 +1,42 @@
+"""The crawl benchmark's Redis round-trip counter (``benchmarks.crawl._count_round_trips``) against a real server:
+one per command, one per pipeline however many commands it carries, and the frontier's calls as documented."""
+
+from benchmarks.crawl import _count_round_trips
+from crawler.frontier import Frontier
+
+
+def test_each_command_and_each_pipeline_is_one_round_trip(redis_server):
+    r, _url = redis_server
+    r.set("before", 1)  # a connection made before counting starts is replaced
+    counter = _count_round_trips(r)
+    assert counter == [0]
+    r.ping()  # a new connection: its handshake (CLIENT SETINFO ...) counts too, once
+    start = counter[0]
+    assert start >= 1
+    r.ping()
+    r.set("a", 1)
+    assert counter[0] - start == 2
+    pipe = r.pipeline(transaction=False)
+    for i in range(5):
+        pipe.incr(f"k{i}")
+    assert pipe.execute() == [1] * 5
+    assert counter[0] - start == 3
+    assert r.get("before") == b"1"
+    assert counter[0] - start == 4
+
+
+def test_frontier_add_claim_complete_are_one_round_trip_each(redis_server):
+    r, _url = redis_server
+    fr = Frontier(r)
+    # one cycle first: each script's first run loads it (NOSCRIPT, SCRIPT LOAD, EVALSHA again: 3 round trips)
+    fr.add("http://h.example/a", "page", 0.0)
+    for task in fr.claim("w", 1.0, 60.0, 1):
+        fr.complete(task, "w", 1.0, 0.0, None)
+    counter = _count_round_trips(r)
+    r.ping()  # the new connection's handshake
+    start = counter[0]
+    assert fr.add("http://h.example/b", "page", 0.0) is True
+    (task,) = fr.claim("w", 1.0, 60.0, 1)
+    assert fr.complete(task, "w", 1.0, 0.0, None) is True
+    # add, claim, complete: one EVALSHA each (the page add registers no feed)
+    assert counter[0] - start == 3
