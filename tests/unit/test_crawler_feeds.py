@@ -7,8 +7,9 @@ import pytest
 
 from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from newsflow.urls import article_id, canonicalize_url, strip_amp
+from tests.conftest import SHARED_DATA
 
-FEEDS = "/work/shared/data/rss-atom-feeds"
+FEEDS = os.path.join(SHARED_DATA, "rss-atom-feeds")
 
 
 @pytest.mark.skipif(not os.path.isdir(FEEDS), reason="shared rss-atom-feeds data absent")

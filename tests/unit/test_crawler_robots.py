@@ -19,8 +19,9 @@ from crawler.robots import (
     product_token,
     to_request_uri,
 )
+from tests.conftest import SHARED_DATA
 
-CASES = "/work/shared/data/robotstxt-conformance/robots_cases.json"
+CASES = os.path.join(SHARED_DATA, "robotstxt-conformance", "robots_cases.json")
 needs_cases = pytest.mark.skipif(not os.path.exists(CASES), reason="shared robotstxt-conformance data absent")
 
 

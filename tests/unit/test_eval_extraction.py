@@ -18,8 +18,9 @@ from newsflow.evaluation.extraction import (
     shingles,
     tokenize,
 )
+from tests.conftest import SHARED_DATA
 
-DATA = Path("/work/shared/data/article-extraction-benchmark")
+DATA = Path(SHARED_DATA) / "article-extraction-benchmark"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
 
 

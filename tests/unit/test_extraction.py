@@ -23,9 +23,11 @@ from newsflow.extraction import (
 )
 from newsflow.sandbox import ArticleExtractor
 from schemas.raw import RawDocument
+from tests.conftest import SHARED_DATA
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
-DATA = Path("/work/shared/data")
+
+DATA = Path(SHARED_DATA)
 FETCH_TIME = float(calendar.timegm((2024, 3, 5, 18, 0, 0)))  # 2024-03-05T18:00:00Z
 
 # The three paragraphs of the hand-written fixture, as written in the file.
