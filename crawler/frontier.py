@@ -642,17 +642,9 @@ class Frontier:
         """Increments a counter in ``Keys.crawl_stats``."""
         self.r.hincrby(self.keys.crawl_stats, name, by)
 
-    def incr_many(self, counts: dict[str, int]) -> None:
-        """Increments several counters of ``Keys.crawl_stats`` (``{name: by}``) in one round trip."""
-        if not counts:
-            return
-        pipe = self.r.pipeline(transaction=False)
-        for command in self.incr_commands(counts):
-            pipe.execute_command(*command)
-        pipe.execute()
-
     def incr_commands(self, counts: dict[str, int]) -> list[tuple]:
-        """The ``HINCRBY`` commands of :meth:`incr_many`, to send with other work (:meth:`apply_priorities`)."""
+        """The ``HINCRBY`` commands that add ``{name: by}`` to the counters of ``Keys.crawl_stats``, to send with
+        other work (:meth:`apply_priorities`, :meth:`send`)."""
         return [("HINCRBY", self.keys.crawl_stats, name, by) for name, by in counts.items()]
 
     def stats(self) -> dict:
