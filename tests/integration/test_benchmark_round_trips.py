@@ -40,3 +40,28 @@ def test_frontier_add_claim_complete_are_one_round_trip_each(redis_server):
     assert fr.complete(task, "w", 1.0, 0.0, None) is True
     # add, claim, complete: one EVALSHA each (the page add registers no feed)
     assert counter[0] - start == 3
+
+
+def test_frontier_benchmark_patterns_cost_the_round_trips_its_ratios_count(redis_server):
+    """The per-call pattern costs one round trip per add and per complete and one per 50 claimed; the batched one
+    one per 50 added (``FEED_ENTRIES``), one per 50 claimed and one per complete; every task is completed."""
+    from benchmarks.crawl import FEED_ENTRIES, _batched_s, _per_call_s
+    from newsflow.keys import Keys
+
+    r, _url = redis_server
+    assert FEED_ENTRIES == 50
+    warm = Frontier(r, Keys("warm"))
+    _per_call_s(warm, 2, "w")
+    _batched_s(warm, 2, "wb")  # every script loaded
+    counter = _count_round_trips(r)
+    r.ping()
+    start = counter[0]
+    per_call = Frontier(r, Keys("percall"))
+    _per_call_s(per_call, 120, "p")  # 120 tasks on 120 hosts: claims of 50, 50, 20
+    assert counter[0] - start == 120 + 3 + 120
+    start = counter[0]
+    batched = Frontier(r, Keys("batched"))
+    _batched_s(batched, 120, "b")  # add_many of 50, 50, 20
+    assert counter[0] - start == 3 + 3 + 120
+    for fr in (per_call, batched):
+        assert fr.pending() == 0  # nothing queued or leased: every task was claimed and completed
