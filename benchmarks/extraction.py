@@ -5,9 +5,9 @@ interleaved page by page so drift hits all three alike:
 
 * ``bare``: ``trafilatura.bare_extraction(bytes, url=..., with_metadata=True)``
   with the same trafilatura options as :class:`ExtractionConfig` (the baseline);
-* ``inline``: :func:`newsflow.extraction.extract_content` (our decoding, checks
+* ``inline``: :func:`newsflow.core.extraction.extract_content` (our decoding, checks
   and date handling, no time limit);
-* ``isolated``: :class:`newsflow.sandbox.ArticleExtractor` (the same work in a
+* ``isolated``: :class:`newsflow.runtime.sandbox.ArticleExtractor` (the same work in a
   child process behind the time limit: pickling, two pipe transfers).
 
 ``isolated - inline`` per page is the cost of the timeout mechanism;
@@ -51,10 +51,10 @@ def main(argv=None) -> int:
     )
     import trafilatura
 
-    from newsflow.extraction import ExtractionConfig, ExtractionError, extract_content
-    from newsflow.sandbox import ArticleExtractor
-    from newsflow.urls import source_domain
-    from schemas.raw import RawDocument
+    from newsflow.core.extraction import ExtractionConfig, ExtractionError, extract_content
+    from newsflow.core.urls import source_domain
+    from newsflow.runtime.sandbox import ArticleExtractor
+    from newsflow.schemas.raw import RawDocument
 
     gt = json.loads((args.data / "ground-truth.json").read_text(encoding="utf-8"))
     fetch_time = time.time()

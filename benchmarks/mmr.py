@@ -1,8 +1,8 @@
 """Benchmark: greedy MMR 500 → 20 with 128-dim embeddings (numpy vs. pure Python).
 
 Run: ``python -m benchmarks.mmr --json`` prints ONE JSON line with the median and p99
-latency (ms) of :func:`newsflow.ranking.mmr.mmr_select` and of the pure-Python
-:func:`newsflow.ranking.mmr.mmr_select_reference` on the same random candidate sets
+latency (ms) of :func:`newsflow.core.ranking.mmr.mmr_select` and of the pure-Python
+:func:`newsflow.core.ranking.mmr.mmr_select_reference` on the same random candidate sets
 (α = 0.7, source cap 2, 120 source domains), their speed ratio, and whether both
 picked the same stories. Target: numpy median < 1 ms.
 """
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from newsflow.ranking.mmr import mmr_select, mmr_select_reference, normalize_rows
+from newsflow.core.ranking.mmr import mmr_select, mmr_select_reference, normalize_rows
 
 
 def _sets(n_sets: int, n: int, d: int, n_sources: int, seed: int):

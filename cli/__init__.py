@@ -1,8 +1,8 @@
 """The ``newsflow`` command line: the one package that sits on top of every tier.
 
-``cli.main`` holds the command table and the dispatcher; ``cli.demo`` and ``cli.run`` are the
+``newsflow.cli.main`` holds the command table and the dispatcher; ``newsflow.cli.demo`` and ``newsflow.cli.run`` are the
 commands that launch the streaming job. Tier-specific commands stay in their tier's package
-(``crawler/commands/``, ``serving/command.py``, ``jobs/``, ``newsflow/evaluation/``) and import only
+(``cli/``, ``cli/serve.py``, ``jobs/``, ``cli/evaluation/``) and import only
 downward; this package is the only place that names them all. Run ``python -m cli`` or the
 ``newsflow`` console script.
 """

@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
-from newsflow.keys import Keys
-from newsflow.settings import Settings, add_settings_arguments
+from newsflow.runtime.settings import Settings, add_settings_arguments
+from newsflow.storage.keys import Keys
 
 COMMAND = "demo"
 HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top stories"
@@ -64,7 +64,7 @@ def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
 
 def _replay_clock(args, newest: dict[str, float]) -> float | None:
     if args.replay_clock:
-        from newsflow.timeutil import epoch_or_iso_to_epoch
+        from newsflow.core.timeutil import epoch_or_iso_to_epoch
 
         return epoch_or_iso_to_epoch(args.replay_clock)
     headlines = os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz")
@@ -80,7 +80,7 @@ def _short(title: str, width: int = 90) -> str:
 
 def top_stories(client, n: int, keys: Keys = Keys()) -> list[dict]:
     """The ``n`` live stories with the most distinct outlets (ties: more articles, then earlier), from
-    the story serving records (:meth:`newsflow.keys.Keys.story`)."""
+    the story serving records (:meth:`newsflow.storage.keys.Keys.story`)."""
     import json
 
     ids = [x.decode() for x in client.zrange(keys.story_active, 0, -1)]
@@ -159,10 +159,10 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger().setLevel(logging.WARNING)
     from apache_beam.metrics.metric import MetricsFilter
 
-    from newsflow.stores.parquet import list_files
-    from newsflow.stores.redis_conn import connect
-    from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
-    from pipelines.streaming import run as run_job
+    from newsflow.pipelines.streaming import run as run_job
+    from newsflow.runtime.redis_conn import connect
+    from newsflow.storage.groups import RedisClusterStore, StoreConfig
+    from newsflow.storage.parquet import list_files
 
     try:
         settings = Settings.resolve(args)
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
             f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}"
         )
 
-    from newsflow.ranking.build import build_feeds
+    from newsflow.storage.feed_builder import build_feeds
 
     if clock is not None:
         client.set(keys.replay_clock, repr(clock))

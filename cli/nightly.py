@@ -5,11 +5,11 @@ Steps, for the night ``D`` (default: yesterday, UTC):
 1. take the lock ``Keys.nightly_lock(D)`` (``SET NX PX`` with a random token): a second scheduler
    for the same date exits at once with status ``locked`` (exit code 3) and runs nothing;
 2. move the reader-event stream into ``<output>/events/date=*/`` (exactly once, see
-   :func:`newsflow.ranking.events.flush_events`);
+   :func:`newsflow.storage.events.flush_events`);
 3. run the Beam batch jobs in dependency order on the shared launcher (same flags as the
    streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
    ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
-4. switch every model to version ``D`` in one transaction (:meth:`newsflow.learning.store.ModelStore.switch`;
+4. switch every model to version ``D`` in one transaction (:meth:`newsflow.storage.models.ModelStore.switch`;
    the previous version stays for rollback, older ones are pruned; a date older than the models
    serving is a backfill: written, not switched);
 5. release the lock (only if it still holds this run's token), whatever happened.
@@ -28,8 +28,8 @@ import json
 import math
 import os
 
-from jobs.nightly import STEPS, run_night
-from newsflow.settings import Settings, add_settings_arguments
+from newsflow.jobs.nightly import STEPS, run_night
+from newsflow.runtime.settings import Settings, add_settings_arguments
 
 COMMAND = "nightly"
 HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lock; prints JSON"
@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``newsflow nightly``: prints the JSON summary; exit 0 ok, 1 failed, 2 bad flags, 3 locked."""
-    from jobs.nightly_common import parse_date
-    from newsflow.stores.redis_conn import embedded_socket_url
+    from newsflow.jobs.nightly_common import parse_date
+    from newsflow.runtime.redis_conn import embedded_socket_url
 
     try:
         settings = Settings.resolve(args)

@@ -7,7 +7,7 @@ Examples::
         --output gs://bucket/newsflow --redis_url redis://10.0.0.5:6379 --project P --region R \\
         --temp_location gs://bucket/tmp
 
-Everything is done by :mod:`pipelines.launcher` (flags, settings, runner, Redis check, JSON summary).
+Everything is done by :mod:`newsflow.pipelines.launcher` (flags, settings, runner, Redis check, JSON summary).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Launches the job; prints one JSON summary line; returns 2 on invalid flags."""
-    from pipelines.launcher import main
-    from pipelines.streaming import SPEC
+    from newsflow.pipelines.launcher import main
+    from newsflow.pipelines.streaming import SPEC
 
     argv = list(getattr(args, "extra_args", []))
     if args.help_flags:

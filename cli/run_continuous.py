@@ -5,7 +5,7 @@ Example, beside ``newsflow replay-web``, ``newsflow crawl`` and ``newsflow serve
     newsflow run-continuous --input-dir var/landing --every 5
 
 Every ``--every`` seconds it runs the job over landing files it has not processed yet and rebuilds
-the feeds (one JSON line per run); see :mod:`pipelines.continuous` for the cursor and the clock.
+the feeds (one JSON line per run); see :mod:`newsflow.pipelines.continuous` for the cursor and the clock.
 Flags it does not know go to every job run (``newsflow run --help-flags``), except ``--input``.
 """
 
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from newsflow.settings import Settings, add_settings_arguments
+from newsflow.runtime.settings import Settings, add_settings_arguments
 
 COMMAND = "run-continuous"
 HELP = "keep running the streaming job over new landing files, rebuilding the feeds after each run"
@@ -45,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Runs the loop until interrupted (or ``--max-runs``/``--idle-exit``); 2 on a bad option."""
-    from newsflow.stores.redis_conn import connect, embedded_socket_url
-    from pipelines.continuous import ContinuousConfig, default_cursor_path, run_loop
+    from newsflow.pipelines.continuous import ContinuousConfig, default_cursor_path, run_loop
+    from newsflow.runtime.redis_conn import connect, embedded_socket_url
 
     extra = list(getattr(args, "extra_args", []) or [])
     if any(a == "--input" or a.startswith("--input=") for a in extra):

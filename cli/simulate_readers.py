@@ -40,14 +40,14 @@ import time
 
 import numpy as np
 
-from newsflow.settings import Settings, add_settings_arguments
+from newsflow.runtime.settings import Settings, add_settings_arguments
 
 COMMAND = "simulate-readers"
 HELP = "synthetic readers with hidden tastes read the corpus through the HTTP API; nightly jobs between days"
 DAY = 86400.0
 DEFAULT_DAYS = 7
 """A reader's first week. The ranking-weights job trains on the last 3 days of impressions
-(:data:`jobs.ranking_weights.WEIGHTS_DAYS`), each with the models of the night before, so the first night
+(:data:`newsflow.jobs.ranking_weights.WEIGHTS_DAYS`), each with the models of the night before, so the first night
 whose training days all had models is night 4. Seeds 1-4: the learned fit first beat the hand-set blend's
 held-out within-reader AUC at night 4 (night 3 for seed 4); days ranked by the blend had lifts 0.96-1.16,
 days 4-6 (learned weights) 1.25-1.71, last day 1.62-1.71."""
@@ -127,13 +127,13 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
 
     import httpx
 
-    from jobs.nightly import run_night
-    from newsflow.ranking.build import build_feeds
-    from newsflow.ranking.feed_page import drop_user_feed
-    from newsflow.ranking.feeds import latest_story_time, replay_clock
-    from newsflow.ranking.store import RankingStore
-    from serving.app import ServingConfig, create_app
-    from serving.tokens import sign_token
+    from newsflow.core.ranking.feeds import latest_story_time, replay_clock
+    from newsflow.jobs.nightly import run_night
+    from newsflow.serving.app import ServingConfig, create_app
+    from newsflow.serving.tokens import sign_token
+    from newsflow.storage.feed_builder import build_feeds
+    from newsflow.storage.feed_page import drop_user_feed
+    from newsflow.storage.ranking import RankingStore
 
     client = settings.connect_redis()
     keys = settings.keys
@@ -218,7 +218,7 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Loads the corpus (``newsflow demo --fresh``), simulates, prints one JSON line; 0 on success."""
-    from newsflow.stores.redis_conn import embedded_socket_url
+    from newsflow.runtime.redis_conn import embedded_socket_url
 
     for name in ("readers", "days", "sessions"):
         if getattr(args, name) < 1:

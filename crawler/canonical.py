@@ -1,7 +1,7 @@
 """The canonical URL a fetched page declares, read incrementally (the crawler's hot-path form).
 
-:func:`page_declared_canonical` returns exactly what :func:`newsflow.extraction.page_canonical_url`
-returns (the rule of :func:`newsflow.extraction.declared_canonical_url`: the first
+:func:`page_declared_canonical` returns exactly what :func:`newsflow.core.extraction.page_canonical_url`
+returns (the rule of :func:`newsflow.core.extraction.declared_canonical_url`: the first
 ``<link rel="canonical" href>`` wins over the first ``<meta property|name="og:url" content>``),
 without building the whole page's tree: the decoded text is fed to lxml's HTML pull parser
 (the same libxml2 HTML parser) in steps that start at :data:`FIRST_STEP_CHARS` and double up to
@@ -10,7 +10,7 @@ without building the whole page's tree: the decoded text is fed to lxml's HTML p
 characters). Pages without one are parsed to the end, as before. On the bundled corpus (263 pages)
 the results are identical; parsing takes 0.30 ms per page with the doubling steps against 0.65 ms
 with fixed 16,384-character steps (each step's parse costs by its length), and the decoding
-(:func:`newsflow.extraction.decode_html`) about 0.5 ms more.
+(:func:`newsflow.core.extraction.decode_html`) about 0.5 ms more.
 
 Inputs the full-document parse refuses give "" here too: empty or whitespace-only text, and
 text starting with an XML declaration naming an encoding (lxml refuses such ``str`` input).
@@ -22,7 +22,7 @@ import re
 
 import lxml.etree
 
-from newsflow.extraction import declared_canonical_in, decode_html
+from newsflow.core.extraction import declared_canonical_in, decode_html
 
 FIRST_STEP_CHARS = 2048
 """Characters fed to the parser in the first step; each later step doubles, up to :data:`STEP_CHARS`."""
@@ -41,8 +41,8 @@ def page_declared_canonical(body: bytes, content_type: str = "") -> str:
       content_type: the response's ``Content-Type`` (its charset is used for decoding).
 
     Returns:
-      The same string as :func:`newsflow.extraction.page_canonical_url` (control characters stripped):
-      the rule is :func:`newsflow.extraction.declared_canonical_in`, which stops pulling elements (and so
+      The same string as :func:`newsflow.core.extraction.page_canonical_url` (control characters stripped):
+      the rule is :func:`newsflow.core.extraction.declared_canonical_in`, which stops pulling elements (and so
       this parser stops reading) at the first canonical link.
     """
     try:

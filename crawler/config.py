@@ -25,7 +25,7 @@ class CrawlerConfig:
       concurrency: fetch coroutines per worker process.
       seen_ttl_s: how long a canonical article URL stays in the seen set (not fetched again).
       alias_ttl_s: how long an alias URL of a landed article (feed link, pre-redirect URL, AMP or
-        mobile copy; :mod:`newsflow.aliases`) keeps resolving to the article's id.
+        mobile copy; :mod:`newsflow.storage.aliases`) keeps resolving to the article's id.
       follow_links: crawl depth below an article page (0 = shallow: feeds and article pages only;
         1 = also same-site links found on an article, one level deep).
       max_links_per_page: cap on links followed from one page.
@@ -33,7 +33,7 @@ class CrawlerConfig:
       allow_hosts: hosts/IPs/networks exempt from the private-address guard (e.g. ``("127.0.0.1",)``).
       resolve: ``{"*": "127.0.0.1:8080"}`` or per-host overrides: connect there instead of DNS (replay/tests).
       dns_cache_s: how long a host's address check (DNS answer and safety verdict) is reused, seconds
-        (:mod:`crawler.fetch`); the peer address of every connection is still checked.
+        (:mod:`newsflow.crawler.fetch`); the peer address of every connection is still checked.
     """
 
     user_agent: str = DEFAULT_USER_AGENT

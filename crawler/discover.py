@@ -1,9 +1,9 @@
 """Feed discovery for ``newsflow sources add``: from a home page, feed or news-sitemap URL to feeds.
 
 Order (the first step that finds something wins; every request goes through the crawler's
-:class:`crawler.fetch.Fetcher`, so the address-safety guard applies to every hop):
+:class:`newsflow.crawler.fetch.Fetcher`, so the address-safety guard applies to every hop):
 
-1. **The URL itself.** A response that parses as RSS/Atom/RDF/JSON Feed (:func:`crawler.feeds.parse_feed`)
+1. **The URL itself.** A response that parses as RSS/Atom/RDF/JSON Feed (:func:`newsflow.crawler.feeds.parse_feed`)
    is a feed; an XML ``<urlset>``/``<sitemapindex>`` is a sitemap. Either is the answer.
 2. **Alternate links.** In an HTML page, ``<link rel="alternate">`` with type
    ``application/rss+xml``, ``application/atom+xml``, ``application/rdf+xml``,
@@ -17,7 +17,7 @@ Order (the first step that finds something wins; every request goes through the 
    namespace, or it is an index and its URL says ``news``), at most ``max_sitemaps``.
 
 Politeness: robots.txt of each origin is fetched first and obeyed (RFC 9309 rules of
-:mod:`crawler.robots`: a 5xx/unreachable robots.txt disallows everything), one request at a time,
+:mod:`newsflow.crawler.robots`: a 5xx/unreachable robots.txt disallows everything), one request at a time,
 at least ``host_delay_s`` between two requests to one host (raised to the robots.txt
 ``Crawl-delay``, at most ``max_host_delay_s``), and at most ``max_requests`` requests in all.
 The clock and the sleep are injectable.
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
-from crawler.fetch import Fetcher, FetchResult
-from crawler.robots import RobotsMatcher, RobotsPolicy
+from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
+from newsflow.crawler.fetch import Fetcher, FetchResult
+from newsflow.crawler.robots import RobotsMatcher, RobotsPolicy
 
 FEED_LINK_TYPES = frozenset(
     {

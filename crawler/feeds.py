@@ -11,15 +11,15 @@ sitemap indexes). Both return :class:`FeedEntry` records; neither does I/O.
 How publishers' mistakes are read:
 
 - Charset: a feed declared UTF-8 (or not declared, XML's default) whose bytes are UTF-8 apart from
-  a few corrupt bytes (:func:`newsflow.decoding.mostly_utf8`) is read as UTF-8 with each bad
+  a few corrupt bytes (:func:`newsflow.core.decoding.mostly_utf8`) is read as UTF-8 with each bad
   byte run replaced by U+FFFD, instead of feedparser re-reading the whole feed in a legacy
   charset (mojibake in every title). Bytes that are not mostly UTF-8 are left to feedparser's
   own fallback.
 - Control characters that XML forbids are removed from the bytes before parsing (ASCII-compatible
   encodings only) and from every title and summary after
-  (:func:`newsflow.decoding.strip_control_chars`).
+  (:func:`newsflow.core.decoding.strip_control_chars`).
 - Dates: an RFC 822 date whose zone is a name is resolved through
-  :func:`newsflow.timeutil.feed_zone_date_to_epoch` (``AEDT`` is +11:00); a name that does
+  :func:`newsflow.core.timeutil.feed_zone_date_to_epoch` (``AEDT`` is +11:00); a name that does
   not resolve leaves the time unknown (``None``: the first-seen time is used downstream), never
   UTC. Other dates are feedparser's. JSON Feed dates must carry a UTC offset (RFC 3339).
 - Hostile XML: every XML document is first read by defusedxml's expat reader, which refuses
@@ -44,8 +44,8 @@ import defusedxml.sax
 import feedparser
 from defusedxml import DefusedXmlException
 
-from newsflow.decoding import mostly_utf8, strip_control_chars
-from newsflow.timeutil import (
+from newsflow.core.decoding import mostly_utf8, strip_control_chars
+from newsflow.core.timeutil import (
     feed_zone_date_to_epoch,
     iso_to_epoch_or_none,
     rfc3339_to_epoch,
@@ -91,7 +91,7 @@ class ParsedFeed:
       warning: non-fatal parse problem (e.g. a charset override), "" when none.
       language: the language the feed declares (RSS ``<language>``, Atom ``xml:lang``, JSON Feed
         ``language``), lower case (``"pt-br"``), "" when none; landed with its entries as their
-        declared language (:class:`schemas.raw.RawDocument` ``content_language`` when the page's
+        declared language (:class:`newsflow.schemas.raw.RawDocument` ``content_language`` when the page's
         server sends none).
     """
 

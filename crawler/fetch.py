@@ -8,14 +8,14 @@ every outcome is a :class:`FetchResult` whose ``error_kind`` says what went wron
 ``bad_encoding``).
 
 Bodies are read raw and their ``Content-Encoding`` undone by
-:class:`crawler.inflate.BoundedDecoder`, which inflates in 64 KiB steps and
+:class:`newsflow.crawler.inflate.BoundedDecoder`, which inflates in 64 KiB steps and
 stops at ``max_body_bytes`` of decoded output (``too_large``), so a
 decompression bomb costs at most the cap in memory, not its inflated size.
-A fetch with ``prefix_limit`` (robots.txt: :data:`crawler.robots.ROBOTS_MAX_BYTES`)
+A fetch with ``prefix_limit`` (robots.txt: :data:`newsflow.crawler.robots.ROBOTS_MAX_BYTES`)
 is never ``too_large``: it keeps the first ``prefix_limit`` decoded bytes, stops
 reading, and sets :attr:`FetchResult.truncated` when the body went on.
 
-Address checks (:class:`crawler.safety.AddressPolicy`) run for every hop; a host's verdict and
+Address checks (:class:`newsflow.crawler.safety.AddressPolicy`) run for every hop; a host's verdict and
 resolved addresses are cached for ``CrawlerConfig.dns_cache_s`` seconds (``getaddrinfo`` does
 not expose the records' TTL, so this is a fixed cap; refusals are not cached), and the peer
 address of the connection actually used is checked on every response.
@@ -39,10 +39,10 @@ import aiohttp.abc
 import aiohttp.resolver
 import yarl
 
-from crawler.config import CrawlerConfig
-from crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding
-from crawler.safety import AddressPolicy, HostResolutionError, UnsafeAddressError
-from newsflow.timeutil import http_date_to_epoch
+from newsflow.core.timeutil import http_date_to_epoch
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding
+from newsflow.crawler.safety import AddressPolicy, HostResolutionError, UnsafeAddressError
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 FEED_TYPES = (
@@ -224,7 +224,7 @@ class Fetcher:
                     total=None, connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s
                 ),
                 headers={"User-Agent": self.config.user_agent, "Accept-Encoding": "gzip, deflate"},
-                auto_decompress=False,  # raw bytes: crawler.inflate bounds the inflated size
+                auto_decompress=False,  # raw bytes: newsflow.crawler.inflate bounds the inflated size
                 trust_env=False,
                 cookie_jar=aiohttp.DummyCookieJar(),  # no state carried between requests
                 max_line_size=65536,
@@ -392,7 +392,7 @@ class Fetcher:
                         result.error_kind = "too_large"
                         result.error = f"Content-Length {declared} exceeds {cap}"
                         return
-                    # raw (still encoded) bytes, inflated step by step under the cap (crawler.inflate)
+                    # raw (still encoded) bytes, inflated step by step under the cap (newsflow.crawler.inflate)
                     try:
                         decoder = BoundedDecoder(
                             result.headers.get("content-encoding", ""), cap, keep_prefix=prefix_limit is not None

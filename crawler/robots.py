@@ -210,7 +210,7 @@ def parse_prefix(body: bytes, truncated: bool = False, limit: int = ROBOTS_MAX_B
     Args:
       body: robots.txt bytes as received (after content decoding).
       truncated: the fetch kept only this prefix of a longer body
-        (:attr:`crawler.fetch.FetchResult.truncated`), so its last line may be cut.
+        (:attr:`newsflow.crawler.fetch.FetchResult.truncated`), so its last line may be cut.
       limit: the parsing limit in bytes.
 
     Example:

@@ -7,7 +7,7 @@ networks listed in an explicit allow-list (``--allow-host 127.0.0.1``) are
 exempt, which is how local replay and tests run.
 
 The address rules themselves (:func:`is_forbidden_ip`, :func:`parse_ip_literal`,
-:func:`literal_host_problem`, :data:`METADATA_HOSTS`) live in :mod:`newsflow.netsafety`,
+:func:`literal_host_problem`, :data:`METADATA_HOSTS`) live in :mod:`newsflow.core.netsafety`,
 shared with the pipeline and the push endpoint; they are re-exported here.
 """
 
@@ -18,7 +18,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
-from newsflow.netsafety import (
+from newsflow.core.netsafety import (
     METADATA_HOSTS,
     is_forbidden_ip,
     literal_host_problem,

@@ -38,7 +38,7 @@ at 12:15 at the earliest, then after ≥ 30 min, ≥ 1 h ..., never more than
 HTTP-date, RFC 9110 section 10.2.3) wins when it is longer, up to the same cap.
 An article page (no poll interval) retries at its ``Retry-After`` when the
 answer has one, else like a feed polled every ``min_interval_s``; either way
-the whole host is paused (see :mod:`crawler.worker`). All times are seconds;
+the whole host is paused (see :mod:`newsflow.crawler.worker`). All times are seconds;
 due times are UTC epoch seconds.
 """
 

@@ -1,18 +1,18 @@
 """Document sinks: where the crawler and the push endpoint send RawDocuments (files, Pub/Sub, Kafka).
 
 One interface, :class:`DocumentSink` (the ``publish``/``flush`` pair of
-:class:`crawler.landing.Publisher`), three implementations, and a fan-out:
+:class:`newsflow.crawler.landing.Publisher`), three implementations, and a fan-out:
 
-* :class:`crawler.landing.LandingWriter` — landing files (local dir or ``gs://``), buffered;
+* :class:`newsflow.crawler.landing.LandingWriter` — landing files (local dir or ``gs://``), buffered;
 * :class:`PubSubSink` — a Pub/Sub topic (``google-cloud-pubsub`` ``PublisherClient``);
 * :class:`KafkaSink` — a Kafka topic (``confluent-kafka`` ``Producer``, librdkafka);
 * :class:`FanOutSink` — every document to each of several sinks.
 
 Wire format: one message per document whose data/value is exactly the landing-file line
 without its newline, ``json.dumps(doc.to_json_dict(), ensure_ascii=False)`` in UTF-8
-(:func:`crawler.landing.encode_record`), so the streaming job's Pub/Sub and Kafka sources feed
+(:func:`newsflow.crawler.landing.encode_record`), so the streaming job's Pub/Sub and Kafka sources feed
 the same parse step as landing files. The ordering key (Pub/Sub) / message key (Kafka) is the
-document's article identity key (:func:`message_key`, :func:`newsflow.urls.identity_key`), so every
+document's article identity key (:func:`message_key`, :func:`newsflow.core.urls.identity_key`), so every
 copy and spelling of one article URL goes to one partition / ordering stream, in publish order.
 Pub/Sub messages also carry the attribute ``article_id``.
 
@@ -21,7 +21,7 @@ Delivery: a message sink's ``publish`` returns only after the broker confirmed e
 producer), and raises :class:`PublishError` otherwise, so the caller (crawl worker, push
 endpoint) does not mark a document done that was not delivered: it reports the error and
 retries (at-least-once; the job is idempotent by article id). Landing files buffer up to
-``max_age_s`` seconds, as documented in :mod:`crawler.landing`.
+``max_age_s`` seconds, as documented in :mod:`newsflow.crawler.landing`.
 
 On the command line (``newsflow crawl`` and ``newsflow push-server``), next to the landing
 files: ``--publish pubsub:projects/P/topics/T`` and ``--publish kafka:HOST:9092[,HOST:9092]/TOPIC``
@@ -36,9 +36,9 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from crawler.landing import GZIP_LEVEL, LandingWriter, encode_record
-from newsflow.urls import identity_key
-from schemas import RawDocument
+from newsflow.core.urls import identity_key
+from newsflow.crawler.landing import GZIP_LEVEL, LandingWriter, encode_record
+from newsflow.schemas import RawDocument
 
 PUBSUB_MAX_ORDERING_KEY_BYTES = 1024
 """Pub/Sub limit on an ordering key; longer canonical URLs are replaced by their SHA-256 (hex)."""
@@ -51,7 +51,7 @@ class PublishError(RuntimeError):
 
 
 class DocumentSink(Protocol):
-    """Where RawDocuments go (the interface of :class:`crawler.landing.Publisher`)."""
+    """Where RawDocuments go (the interface of :class:`newsflow.crawler.landing.Publisher`)."""
 
     def publish(self, docs: Sequence[RawDocument]) -> None:
         """Accepts documents. Message sinks return after delivery is confirmed (else raise
@@ -63,7 +63,7 @@ class DocumentSink(Protocol):
 
 def message_key(doc: RawDocument) -> str:
     """Ordering / partition key of a document: the identity key of its URL
-    (:func:`newsflow.urls.identity_key`: ``http://www.example.com/a/1/`` -> ``https://example.com/a/1``;
+    (:func:`newsflow.core.urls.identity_key`: ``http://www.example.com/a/1/`` -> ``https://example.com/a/1``;
     its raw URL when it has none), or the SHA-256 hex of that when it is longer than Pub/Sub's 1 KiB limit."""
     try:
         key = identity_key(doc.url)
@@ -253,7 +253,7 @@ class FanOutSink:
 
 
 def _article_id(doc: RawDocument) -> str:
-    from newsflow.urls import article_id
+    from newsflow.core.urls import article_id
 
     try:
         return article_id(doc.url)
@@ -336,7 +336,7 @@ def build_sink(args, landing: str, worker_id: str = "") -> tuple[DocumentSink, l
 
     Args:
       args: parsed arguments with ``publish``, ``kafka_config``, ``no_landing``, ``no_gzip`` and
-        ``gzip_level`` (optional; default :data:`crawler.landing.GZIP_LEVEL`).
+        ``gzip_level`` (optional; default :data:`newsflow.crawler.landing.GZIP_LEVEL`).
       landing: landing directory or ``gs://`` prefix.
       worker_id: put into landing file names.
 

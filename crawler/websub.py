@@ -1,6 +1,6 @@
 """WebSub (W3C Recommendation, 2018) subscriber callbacks: verification of intent and signed deliveries.
 
-The push endpoint (:mod:`crawler.push`) serves a callback at ``/websub/<id>``
+The push endpoint (:mod:`newsflow.crawler.push`) serves a callback at ``/websub/<id>``
 for each configured subscription ``{id: (topic URL, secret)}``:
 
 * ``GET`` answers the hub's verification of intent (section 5.3) or its
@@ -26,13 +26,13 @@ import hmac
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from crawler.push_validate import check_push_url, text_problem
-from newsflow.urls import source_domain
-from schemas import RawDocument
+from newsflow.core.urls import source_domain
+from newsflow.crawler.push_validate import check_push_url, text_problem
+from newsflow.schemas import RawDocument
 
 if TYPE_CHECKING:
-    from crawler.feeds import ParsedFeed
-    from crawler.push import PushConfig
+    from newsflow.crawler.feeds import ParsedFeed
+    from newsflow.crawler.push import PushConfig
 
 HUB_HASHES = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 """The ``X-Hub-Signature`` methods accepted, by name."""
@@ -85,8 +85,8 @@ def feed_documents(
 
     Returns:
       ``(documents, skipped)``; each skipped entry is ``{"url", "reason"}``: a URL
-      :func:`crawler.push_validate.check_push_url` refuses, a title or summary
-      :func:`crawler.push_validate.text_problem` refuses, or neither title nor summary.
+      :func:`newsflow.crawler.push_validate.check_push_url` refuses, a title or summary
+      :func:`newsflow.crawler.push_validate.text_problem` refuses, or neither title nor summary.
     """
     docs, skipped = [], []
     for entry in feed.entries:

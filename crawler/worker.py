@@ -4,16 +4,16 @@ Run any number of workers (processes, machines) against one frontier. Each
 worker leases one task per host at a time, checks robots.txt, fetches with
 limits, parses feeds into new page tasks (deduplicated through the seen-URL
 set), lands article pages (and, when a page cannot be fetched, the feed entry
-as a feed-only document) through a :class:`crawler.landing.Publisher`, and
-reschedules feeds adaptively (:mod:`crawler.schedule`).
+as a feed-only document) through a :class:`newsflow.crawler.landing.Publisher`, and
+reschedules feeds adaptively (:mod:`newsflow.crawler.schedule`).
 
 Delivery is at-least-once up to the landing buffer: documents are published
 before the lease is completed; a worker killed mid-fetch loses only its lease
 (the task returns after ``lease_s``) and at most ``max_age_s`` of buffered
-documents. Message sinks (Pub/Sub, Kafka; :mod:`crawler.sinks`) confirm delivery
+documents. Message sinks (Pub/Sub, Kafka; :mod:`newsflow.crawler.sinks`) confirm delivery
 inside ``publish`` (run off the event loop); a publish that raises is counted
 (``publish_failed``), dead-lettered (step ``publish``) and the task is retried
-after :func:`crawler.schedule.backoff_delay` (page refetched, published again), never
+after :func:`newsflow.crawler.schedule.backoff_delay` (page refetched, published again), never
 completed as done.
 
 Politeness (times in seconds, due times UTC epoch seconds). One request to a
@@ -31,15 +31,15 @@ rests before the next one (the frontier's ``next_allowed``):
   no 429/503), the task's request follows at once on the same lease
   (``robots_then_fetched``), two Redis round trips fewer than a requeue and a claim;
 - a robots.txt answered 5xx/429 or unreachable disallows the host until the
-  policy expires (30 min, or a longer ``Retry-After``; :mod:`crawler.robots`);
-  one larger than the parsing limit (:data:`crawler.robots.ROBOTS_MAX_BYTES`,
+  policy expires (30 min, or a longer ``Retry-After``; :mod:`newsflow.crawler.robots`);
+  one larger than the parsing limit (:data:`newsflow.crawler.robots.ROBOTS_MAX_BYTES`,
   RFC 9309 section 2.5) is not an error: only that much is fetched, the line the
   limit cuts is dropped and the rest is parsed as a 2xx file (``robots_truncated``
   counter).
 
-Retries: a feed answered 429/503 waits :func:`crawler.schedule.throttle_delay`
+Retries: a feed answered 429/503 waits :func:`newsflow.crawler.schedule.throttle_delay`
 (from its poll interval, doubling, capped at 24 h, a longer ``Retry-After``
-wins); other feed errors back off with :func:`crawler.schedule.backoff_delay`.
+wins); other feed errors back off with :func:`newsflow.crawler.schedule.backoff_delay`.
 A feed failing with a permanent kind (:data:`PERMANENT_FEED_ERRORS`: too large,
 a refused content type or encoding, corrupt encoding, a redirect loop or too many
 redirects, HTTP 410) is also dead-lettered (step ``feed``, reason = the kind) once
@@ -51,13 +51,13 @@ A page answered 429/503 retries at its ``Retry-After``, else after
 ``ETag``/``Last-Modified`` with the ones it carries; they are sent to the URL
 that gave them (the last redirect target), not only to the feed's own URL.
 
-Identity (rules in :mod:`newsflow.urls`, "Article identity"): the seen set is keyed by
-:func:`newsflow.urls.article_id`, so every spelling of one URL is one entry. When a page is
-landed, the URL it is known by (:func:`newsflow.urls.choose_canonical` of the fetched URL and the
-page's declared ``rel=canonical``/``og:url``, read by :func:`newsflow.extraction.page_canonical_url`
-exactly as the pipeline reads it; :mod:`crawler.canonical` reads it incrementally) and the URL it
+Identity (rules in :mod:`newsflow.core.urls`, "Article identity"): the seen set is keyed by
+:func:`newsflow.core.urls.article_id`, so every spelling of one URL is one entry. When a page is
+landed, the URL it is known by (:func:`newsflow.core.urls.choose_canonical` of the fetched URL and the
+page's declared ``rel=canonical``/``og:url``, read by :func:`newsflow.core.extraction.page_canonical_url`
+exactly as the pipeline reads it; :mod:`newsflow.crawler.canonical` reads it incrementally) and the URL it
 was fetched from are marked seen, and the task URL,
-the post-redirect URL and the fetched URL are stored as aliases of its id (:mod:`newsflow.aliases`).
+the post-redirect URL and the fetched URL are stored as aliases of its id (:mod:`newsflow.storage.aliases`).
 """
 
 from __future__ import annotations
@@ -71,14 +71,15 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
-from crawler.canonical import page_declared_canonical
-from crawler.config import CrawlerConfig
-from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
-from crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
-from crawler.frontier import Frontier, Task
-from crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy, parse_prefix
-from crawler.safety import UnsafeAddressError
-from crawler.schedule import (
+from newsflow.core.urls import article_id, canonicalize_url, choose_canonical, source_domain
+from newsflow.crawler.canonical import page_declared_canonical
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
+from newsflow.crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
+from newsflow.crawler.frontier import Frontier, Task
+from newsflow.crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy, parse_prefix
+from newsflow.crawler.safety import UnsafeAddressError
+from newsflow.crawler.schedule import (
     THROTTLE_STATUSES,
     ScheduleConfig,
     apply_skips,
@@ -89,9 +90,8 @@ from crawler.schedule import (
     throttle_delay,
     update_rate,
 )
-from newsflow.aliases import record_aliases
-from newsflow.urls import article_id, canonicalize_url, choose_canonical, source_domain
-from schemas import RawDocument
+from newsflow.schemas import RawDocument
+from newsflow.storage.aliases import record_aliases
 
 _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
@@ -183,7 +183,7 @@ class CrawlWorker:
 
     Args:
       frontier: shared frontier.
-      publisher: where RawDocuments go (e.g. :class:`crawler.landing.LandingWriter`).
+      publisher: where RawDocuments go (e.g. :class:`newsflow.crawler.landing.LandingWriter`).
       config: limits, politeness and safety settings.
       schedule: adaptive schedule settings.
       worker_id: unique id (default: random).
@@ -385,7 +385,7 @@ class CrawlWorker:
         """Commits the landing buffer if it is old enough, off the event loop when a flush is due (file
         write, fsync, upload); publishers without ``maybe_flush`` are skipped.
 
-        Publishers with a cheap ``flush_due()`` (:class:`crawler.landing.LandingWriter`) are asked
+        Publishers with a cheap ``flush_due()`` (:class:`newsflow.crawler.landing.LandingWriter`) are asked
         first, so the thread hop happens only for a real flush; others are called in place.
         """
         mf = getattr(self.publisher, "maybe_flush", None)
@@ -791,7 +791,7 @@ class CrawlWorker:
 
     def _record_identity(self, task: Task, res: FetchResult, declared: str) -> list[tuple]:
         """Stores a landed page's other URLs as aliases (module doc; ``declared``: the canonical URL the page
-        declares, :func:`crawler.canonical.page_declared_canonical`); returns the commands that mark its
+        declares, :func:`newsflow.crawler.canonical.page_declared_canonical`); returns the commands that mark its
         canonical and fetched URLs seen (:meth:`Frontier.seen_commands`), sent with the page's completion."""
         known_as = choose_canonical(res.final_url, declared)
         try:

@@ -24,8 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from newsflow.urls import source_domain  # noqa: E402
-from schemas import RawDocument  # noqa: E402
+from newsflow.core.urls import source_domain  # noqa: E402
+from newsflow.schemas import RawDocument  # noqa: E402
 
 # Upstream does not record when these pages were fetched; we use the first day of the
 # month their collection is dated to (documented in data/corpus/NOTICE.md).

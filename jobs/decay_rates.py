@@ -1,11 +1,11 @@
 """Nightly job: freshness decay λ per topic and per (topic, article type), learned from impressions and clicks.
 
 Input: the events of the ``--decay_days`` days ending at ``--date`` and the newest story
-snapshots (:mod:`jobs.nightly_common`). Each impression is one observation: story age at the
+snapshots (:mod:`newsflow.jobs.nightly_common`). Each impression is one observation: story age at the
 impression (hours since the story's first-seen time), its position, and whether a click on the same
 story and surface answered it within 30 minutes (:func:`impression_outcomes`). Observations are
 aggregated by (topic, age to 0.25 h, position) and fitted by
-:func:`newsflow.learning.decay.fit_decay` (Poisson maximum likelihood with joint position bias,
+:func:`newsflow.core.learning.decay.fit_decay` (Poisson maximum likelihood with joint position bias,
 empirical-Bayes shrinkage toward the global rate, 95 % intervals; its docstring has the model and
 sources). The group is the story's first topic label.
 
@@ -16,11 +16,11 @@ Outputs (each replaced for the date):
   global row ``"*"``;
 * Redis ``Keys.model("decay", D)``: ``topic`` -> λ and ``topic/type`` -> λ for the topics and cells
   whose data suffices (the others keep their topic's rate or the fixed classes of
-  :mod:`newsflow.ranking.decay`); served after ``newsflow nightly`` switches.
+  :mod:`newsflow.core.ranking.decay`); served after ``newsflow nightly`` switches.
 
 Run::
 
-    python -m jobs.decay_rates [--date D] [--output ROOT] [launcher flags]
+    python -m newsflow.jobs.decay_rates [--date D] [--output ROOT] [launcher flags]
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from jobs.nightly_common import (
+from newsflow.core.learning.decay import MAX_POSITION
+from newsflow.core.learning.decay_types import cell_key, fit_decay_by_type
+from newsflow.jobs.nightly_common import (
     NightlyConfig,
     NightlyOptions,
     ReadEvents,
@@ -41,9 +43,7 @@ from jobs.nightly_common import (
     partition_files,
     write_partition,
 )
-from newsflow.learning.decay import MAX_POSITION
-from newsflow.learning.decay_types import cell_key, fit_decay_by_type
-from pipelines.launcher import JobSpec, main
+from newsflow.pipelines.launcher import JobSpec, main
 
 NAMESPACE = "newsflow.jobs.decay_rates"
 AGE_BUCKET_HOURS = 0.25
@@ -232,4 +232,4 @@ SPEC = JobSpec(
 )
 
 if __name__ == "__main__":
-    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.decay_rates"))
+    sys.exit(main(SPEC, sys.argv[1:], "python -m newsflow.jobs.decay_rates"))

@@ -1,18 +1,18 @@
 """Nightly job: reader interest vectors, MinHash user clusters and story co-visitation.
 
 Input: the events of the ``--history_days`` days ending at ``--date`` and the newest story
-snapshots (:mod:`jobs.nightly_common`). Three outputs, computed at the end of the date (``now``):
+snapshots (:mod:`newsflow.jobs.nightly_common`). Three outputs, computed at the end of the date (``now``):
 
 1. **Interest vectors** and **topic interests** (Liu et al., IUI 2010, click-based interests): per
-   reader, :func:`newsflow.learning.topic_interest.topic_interests` (decayed, dwell-weighted clicks per
+   reader, :func:`newsflow.core.learning.topic_interest.topic_interests` (decayed, dwell-weighted clicks per
    topic label over position-weighted exposure, shrunk to the reader's rate; the examination propensity
    per position is estimated over all readers' events of the window) and,
-   in the story-embedding space, :func:`newsflow.learning.interests.interest_vector`: clicks weighted by
+   in the story-embedding space, :func:`newsflow.core.learning.interests.interest_vector`: clicks weighted by
    dwell (``1 + log1p(dwell/30 s)``, dwell capped at 600 s) and time-decayed with a 14-day
    half-life, skipped impressions as weak negatives (weight 0.1), L2-normalised; plus the
    reader's click count and 50 most recent clicked stories.
 2. **User clusters** (Das et al., WWW 2007, MinHash clustering of click histories):
-   :func:`newsflow.learning.collaborative.minhash_user_clusters` over the readers' click sets
+   :func:`newsflow.core.learning.collaborative.minhash_user_clusters` over the readers' click sets
    (datasketch MinHash LSH, Jaccard threshold 0.5, fixed seed), and per cluster the stories its
    readers clicked (top 50), so a story read by similar readers is boosted before any content
    overlap.
@@ -22,11 +22,11 @@ snapshots (:mod:`jobs.nightly_common`). Three outputs, computed at the end of th
 
 Outputs (each replaced for the date): Parquet ``<output>/models/{interest,cluster,covisit}/date=D/``
 and the Redis versions ``Keys.model(name, D)`` for ``interest``, ``history``, ``cluster`` and
-``covisit`` (see :mod:`newsflow.learning.store`), served after ``newsflow nightly`` switches.
+``covisit`` (see :mod:`newsflow.storage.models`), served after ``newsflow nightly`` switches.
 
 Run::
 
-    python -m jobs.interest_vectors [--date D] [--output ROOT] [--history_days N] [launcher flags]
+    python -m newsflow.jobs.interest_vectors [--date D] [--output ROOT] [--history_days N] [launcher flags]
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from jobs.nightly_common import (
+from newsflow.core.learning.collaborative import minhash_user_clusters
+from newsflow.core.learning.interests import interest_vector
+from newsflow.core.learning.topic_interest import position_propensity, topic_interests
+from newsflow.jobs.nightly_common import (
     NightlyConfig,
     NightlyOptions,
     ReadEvents,
@@ -51,12 +54,9 @@ from jobs.nightly_common import (
     partition_files,
     write_partition,
 )
-from newsflow.learning.collaborative import minhash_user_clusters
-from newsflow.learning.interests import interest_vector
-from newsflow.learning.topic_interest import position_propensity, topic_interests
-from newsflow.ranking.store import encode_embedding
-from pipelines.launcher import JobSpec, main
-from schemas._arrow import embedding_field
+from newsflow.pipelines.launcher import JobSpec, main
+from newsflow.schemas._arrow import embedding_field
+from newsflow.storage.ranking import encode_embedding
 
 NAMESPACE = "newsflow.jobs.interest_vectors"
 RECENT_CLICKS = 50
@@ -101,7 +101,7 @@ def recent_clicks(events) -> list[str]:
 
 def position_counts(events) -> dict:
     """Events -> ``{position: (impressions, clicks)}`` (clicks with a position only), for
-    :func:`newsflow.learning.topic_interest.position_propensity`."""
+    :func:`newsflow.core.learning.topic_interest.position_propensity`."""
     out: dict = {}
     for e in events:
         if e.type in ("impression", "click") and e.position is not None:
@@ -298,4 +298,4 @@ SPEC = JobSpec(
 )
 
 if __name__ == "__main__":
-    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.interest_vectors"))
+    sys.exit(main(SPEC, sys.argv[1:], "python -m newsflow.jobs.interest_vectors"))

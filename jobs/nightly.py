@@ -1,21 +1,21 @@
 """The nightly learning loop for one date, in order, under a lock (``newsflow nightly`` and the Flex
-Template entry :mod:`jobs.nightly_template` run it; the steps are in :func:`run_night`).
+Template entry :mod:`newsflow.jobs.nightly_template` run it; the steps are in :func:`run_night`).
 
 1. take the lock ``Keys.nightly_lock(D)`` (``SET NX PX`` with a random token): a second scheduler
    for the same date gets status ``locked`` and runs nothing;
 2. move the reader-event stream into ``<output>/events/date=*/`` (exactly once, see
-   :func:`newsflow.ranking.events.flush_events`);
+   :func:`newsflow.storage.events.flush_events`);
 3. run the Beam batch jobs in dependency order on the shared launcher (same flags as the
    streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
    ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
 4. switch every model to version ``D`` in one transaction
-   (:meth:`newsflow.learning.store.ModelStore.switch`; the previous version stays for rollback,
+   (:meth:`newsflow.storage.models.ModelStore.switch`; the previous version stays for rollback,
    older ones are pruned), unless ``D`` is older than the models serving (a backfill: outputs written,
    serving unchanged; :func:`switch_models`);
 5. recompute outlet authority from the rubric and the near-duplicate groups (the sources registry,
-   :meth:`newsflow.source_registry.SourceRegistry.recompute_authority`; manual overrides kept);
+   :meth:`newsflow.storage.source_registry.SourceRegistry.recompute_authority`; manual overrides kept);
 6. with ``retention_days``, expire stories, groups and articles older than the end of ``D`` minus
-   that many days (:func:`jobs.retention.expire`);
+   that many days (:func:`newsflow.cli.retention.expire`);
 7. release the lock (only if it still holds this run's token), whatever happened.
 
 A job that fails leaves the previous night's models serving.
@@ -27,7 +27,7 @@ import logging
 import secrets
 import time
 
-from newsflow.settings import Settings
+from newsflow.runtime.settings import Settings
 
 MODELS = ("decay", "weights", "interest", "history", "cluster", "covisit")
 STEPS = ("all", "flush", "switch")
@@ -40,16 +40,16 @@ return 0
 
 
 def _jobs():
-    import jobs.decay_rates
-    import jobs.interest_vectors
-    import jobs.ranking_weights
-    import jobs.snapshot_stories
+    import newsflow.jobs.decay_rates
+    import newsflow.jobs.interest_vectors
+    import newsflow.jobs.ranking_weights
+    import newsflow.jobs.snapshot_stories
 
     return (
-        jobs.snapshot_stories.SPEC,
-        jobs.decay_rates.SPEC,
-        jobs.interest_vectors.SPEC,
-        jobs.ranking_weights.SPEC,
+        newsflow.jobs.snapshot_stories.SPEC,
+        newsflow.jobs.decay_rates.SPEC,
+        newsflow.jobs.interest_vectors.SPEC,
+        newsflow.jobs.ranking_weights.SPEC,
     )
 
 
@@ -65,9 +65,9 @@ def _recompute_authority(client, keys, date: str) -> dict:
 
     The registry's ``updated`` and log times are the end of ``date``, not the wall clock, so a rerun of
     the night (or the same night on another runner) writes the same values."""
-    from newsflow.authority import originality_counts, read_near_duplicate_groups
-    from newsflow.source_registry import SourceRegistry
-    from newsflow.sources import SourceTable
+    from newsflow.core.authority import originality_counts, read_near_duplicate_groups
+    from newsflow.core.sources import SourceTable
+    from newsflow.storage.source_registry import SourceRegistry
 
     groups = list(read_near_duplicate_groups(client, keys))
     counts = originality_counts(groups)
@@ -86,7 +86,7 @@ def switch_models(models, date: str, force: bool = False) -> dict:
     night) switches to ``date`` whatever its age.
 
     Args:
-      models: a :class:`newsflow.learning.store.ModelStore`.
+      models: a :class:`newsflow.storage.models.ModelStore`.
       date: ``YYYY-MM-DD``.
       force: switch even to an older night.
 
@@ -96,7 +96,7 @@ def switch_models(models, date: str, force: bool = False) -> dict:
 
     Raises:
       ValueError: a model without a stored version for ``date`` (nothing switched), from
-      :meth:`~newsflow.learning.store.ModelStore.switch`.
+      :meth:`~newsflow.storage.models.ModelStore.switch`.
     """
     current = models.current()
     newer = {name: current[name] for name in MODELS if current.get(name, "") > date}
@@ -141,9 +141,9 @@ def run_night(
     Returns:
       The JSON-ready summary; ``status`` is ``ok``, ``failed`` or ``locked``.
     """
-    from newsflow.learning.store import ModelStore
-    from newsflow.ranking.events import flush_events
-    from pipelines.launcher import launch, summary
+    from newsflow.pipelines.launcher import launch, summary
+    from newsflow.storage.events import flush_events
+    from newsflow.storage.models import ModelStore
 
     keys = settings.keys
     started = time.monotonic()
@@ -190,7 +190,7 @@ def run_night(
         if step == "all":
             out["authority"] = _recompute_authority(client, keys, date)
         if step == "all" and retention_days is not None:
-            from jobs.retention import expire
+            from newsflow.cli.retention import expire
 
             out["retention"] = expire(client, _end_of(date) - float(retention_days) * 86400.0, keys)
         out["status"] = "ok"

@@ -3,8 +3,8 @@
 Datasets under the Parquet root (``--output``, default ``<data dir>/output``, local or ``gs://``;
 the same root the streaming job writes articles and clusters to)::
 
-    events/date=YYYY-MM-DD/events-<first id>-<last id>.parquet   reader events (newsflow.ranking.events)
-    stories/date=YYYY-MM-DD/part-00000.parquet                   story snapshot (jobs.snapshot_stories)
+    events/date=YYYY-MM-DD/events-<first id>-<last id>.parquet   reader events (newsflow.storage.events)
+    stories/date=YYYY-MM-DD/part-00000.parquet                   story snapshot (newsflow.jobs.snapshot_stories)
     models/<name>/date=YYYY-MM-DD/part-00000.parquet             each night's model outputs
 
 A nightly output partition holds exactly one file, ``part-00000.parquet``, written under a temp
@@ -12,7 +12,7 @@ name and moved into place after the partition's other files are removed, so re-r
 replaces that date's output instead of adding to it.
 
 Every nightly job takes the launcher's flags (``--runner``, ``--redis_url``, ``--key_prefix``,
-``--data_dir``, Dataflow/Flink flags; see :mod:`pipelines.launcher`) plus :class:`NightlyOptions`.
+``--data_dir``, Dataflow/Flink flags; see :mod:`newsflow.pipelines.launcher`) plus :class:`NightlyOptions`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from newsflow.keys import Keys
-from newsflow.ranking.article_type import article_type
-from newsflow.settings import Settings
-from newsflow.stores.parquet import _fs_and_path
-from pipelines.launcher import SettingsOptions
+from newsflow.core.ranking.article_type import article_type
+from newsflow.pipelines.launcher import SettingsOptions
+from newsflow.runtime.settings import Settings
+from newsflow.storage.keys import Keys
+from newsflow.storage.parquet import _fs_and_path
 
 PART_NAME = "part-00000.parquet"
 
@@ -90,13 +90,13 @@ class NightlyConfig:
 
 
 def open_models(config: NightlyConfig):
-    """The :class:`newsflow.learning.store.ModelStore` the jobs publish to, or ``None`` when the job writes
-    no Redis (no ``redis_url``). Connects through :func:`newsflow.stores.redis_conn.connect`, so every URL
+    """The :class:`newsflow.storage.models.ModelStore` the jobs publish to, or ``None`` when the job writes
+    no Redis (no ``redis_url``). Connects through :func:`newsflow.runtime.redis_conn.connect`, so every URL
     the streaming job takes works here too (``redis+cluster://`` included)."""
     if not config.redis_url:
         return None
-    from newsflow.learning.store import ModelStore
-    from newsflow.stores.redis_conn import connect
+    from newsflow.runtime.redis_conn import connect
+    from newsflow.storage.models import ModelStore
 
     return ModelStore(connect(config.redis_url), Keys(config.key_prefix))
 
@@ -197,8 +197,8 @@ def _epoch(value) -> float | None:
 
 
 def event_from_row(row: dict):
-    """A Parquet events row (:data:`schemas.event.EVENT_SCHEMA`) as a :class:`schemas.Event`."""
-    from schemas import Event
+    """A Parquet events row (:data:`newsflow.schemas.event.EVENT_SCHEMA`) as a :class:`schemas.Event`."""
+    from newsflow.schemas import Event
 
     return Event(
         row["user_id"],
@@ -217,7 +217,7 @@ class StoryInfo(NamedTuple):
     """What the nightly jobs need of a story: first-seen time (epoch s), topic labels (lower case,
     most probable first), authority in [0, 1], its 128-dim embedding (tuple of floats, or ``None``)
     and its article type (the snapshot's ``article_type``; derived from its URL and headline by
-    :func:`newsflow.ranking.article_type.article_type` for snapshots written before the column)."""
+    :func:`newsflow.core.ranking.article_type.article_type` for snapshots written before the column)."""
 
     earliest_time: float
     topics: tuple

@@ -1,5 +1,5 @@
 """Entry point of the nightly Dataflow Flex Template (deploy/dataflow/nightly.Dockerfile): runs the
-whole nightly loop (:func:`jobs.nightly.run_night`) from the template launcher, submitting the four
+whole nightly loop (:func:`newsflow.jobs.nightly.run_night`) from the template launcher, submitting the four
 Beam jobs one after another with the Dataflow flags the launcher passes.
 
 The launcher runs ``python jobs/nightly_template.py --<parameter>=<value> ... <Dataflow flags>`` with
@@ -24,9 +24,9 @@ import sys
 if __package__ in (None, ""):  # run as a file by the Flex Template launcher: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.nightly import run_night  # noqa: E402
-from jobs.nightly_common import parse_date  # noqa: E402
-from newsflow.settings import Settings  # noqa: E402
+from newsflow.jobs.nightly import run_night  # noqa: E402
+from newsflow.jobs.nightly_common import parse_date  # noqa: E402
+from newsflow.runtime.settings import Settings  # noqa: E402
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -7,21 +7,21 @@ clicks never explain themselves). One day of a small site is often too little to
 the defaults (``newsflow simulate-readers``: 12,000 impressions a day, the first significant fit came on
 the fourth night); the window triples the rows while every row keeps the features it was served with.
 Each impression is one row (clicked when a click on the same story and surface answered it within 30 minutes, see
-:func:`jobs.decay_rates.impression_outcomes`); its features (:data:`newsflow.learning.weights.FEATURES`):
+:func:`newsflow.jobs.decay_rates.impression_outcomes`); its features (:data:`newsflow.core.learning.weights.FEATURES`):
 
 * ``authority``: story authority; ``freshness``: e^(−λ·age_h) at the impression, λ from the
   night's sufficient decay estimates (per topic and article type), else the fixed classes
-  (:func:`newsflow.ranking.decay.lambda_for`);
+  (:func:`newsflow.core.ranking.decay.lambda_for`);
 * ``interest``: cosine of the reader's previous-night interest vector and the story embedding (0 without);
 * ``topic_interest``: the reader's previous-night click-based topic interest in the story's labels,
-  :func:`newsflow.ranking.personalize.topic_affinity` (what serving computes; 0 without);
+  :func:`newsflow.core.ranking.personalize.topic_affinity` (what serving computes; 0 without);
 * ``covisitation``: ``c / (1 + c)`` with ``c`` the sum of previous-night co-visitation counts between
   the story and the reader's recent clicks;
 * ``follows`` and ``breaking``: 0 (follows live only in Redis and the breaking flag is not in the
   story snapshot; the fitted weight is then 0 and serving keeps the defaults' boosts);
 * ``position``: log1p(0-based position).
 
-Fit: :func:`newsflow.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
+Fit: :func:`newsflow.core.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
 held-out within-reader AUC; the defaults when data is thin, when the fit's held-out within-reader AUC
 does not beat the defaults' on the same rows, or when no reader had a previous-night interest vector,
 since a fit would then weigh interest 0 and turn personalization off). Outputs (replaced for the date): Parquet
@@ -30,7 +30,7 @@ since a fit would then weigh interest 0 and turn personalization off). Outputs (
 
 Run::
 
-    python -m jobs.ranking_weights [--date D] [--output ROOT] [launcher flags]
+    python -m newsflow.jobs.ranking_weights [--date D] [--output ROOT] [launcher flags]
 """
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from jobs.decay_rates import impression_outcomes, override_key
-from jobs.nightly_common import (
+from newsflow.core.learning.weights import FEATURES, defaults, fit_weights
+from newsflow.core.ranking.decay import lambda_for
+from newsflow.core.ranking.personalize import topic_affinity
+from newsflow.jobs.decay_rates import impression_outcomes, override_key
+from newsflow.jobs.nightly_common import (
     NightlyConfig,
     NightlyOptions,
     ReadEvents,
@@ -57,10 +60,7 @@ from jobs.nightly_common import (
     read_partitions,
     write_partition,
 )
-from newsflow.learning.weights import FEATURES, defaults, fit_weights
-from newsflow.ranking.decay import lambda_for
-from newsflow.ranking.personalize import topic_affinity
-from pipelines.launcher import JobSpec, main
+from newsflow.pipelines.launcher import JobSpec, main
 
 NAMESPACE = "newsflow.jobs.ranking_weights"
 
@@ -142,7 +142,7 @@ def features_of(outcome_user, stories, ctx) -> list:
 def fit_rows(rows: list) -> list[dict]:
     """Feature rows ``(t, features, clicked[, user])`` -> output rows (:data:`WEIGHTS_OUTPUT_SCHEMA`): one
     per feature + ``_intercept``. With the reader given, the fit is judged by within-reader AUC
-    (:func:`newsflow.learning.weights.fit_weights`, ``groups``)."""
+    (:func:`newsflow.core.learning.weights.fit_weights`, ``groups``)."""
     rows = sorted(rows, key=lambda r: (r[0], r[1], r[2], *r[3:]))
     x = np.asarray([r[1] for r in rows], dtype=np.float64).reshape(-1, len(FEATURES))
     personal = x[:, [FEATURES.index("interest"), FEATURES.index("topic_interest")]] if len(rows) else x
@@ -227,4 +227,4 @@ SPEC = JobSpec(
 )
 
 if __name__ == "__main__":
-    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.ranking_weights"))
+    sys.exit(main(SPEC, sys.argv[1:], "python -m newsflow.jobs.ranking_weights"))

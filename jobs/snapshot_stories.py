@@ -2,15 +2,15 @@
 
 Reads every live story from Redis (``Keys.story``, with its member article ids and outlets from
 ``Keys.story_articles`` / ``Keys.article``) and replaces ``<output>/stories/date=D/part-00000.parquet``
-(:data:`schemas.story.STORY_SCHEMA`: story id, first-seen time, topics with probabilities,
+(:data:`newsflow.schemas.story.STORY_SCHEMA`: story id, first-seen time, topics with probabilities,
 entities, 128-dim embedding, outlets, article ids, lead and its article type,
-:func:`newsflow.ranking.article_type.story_article_type`), so the other nightly jobs, and DuckDB or
+:func:`newsflow.core.ranking.article_type.story_article_type`), so the other nightly jobs, and DuckDB or
 BigQuery users, can work from Parquet alone. The streaming job's own Parquet (articles,
 clusters) has no story-level embedding or topics, so the snapshot is taken from the serving state.
 
 Run::
 
-    python -m jobs.snapshot_stories [--date D] [--output ROOT] [launcher flags]
+    python -m newsflow.jobs.snapshot_stories [--date D] [--output ROOT] [launcher flags]
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import sys
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from jobs.nightly_common import NightlyConfig, NightlyOptions, config_from_options, write_partition
-from newsflow.keys import Keys
-from newsflow.outlets import outlet
-from newsflow.ranking.article_type import story_article_type
-from pipelines.launcher import JobSpec, main
-from schemas._arrow import records_to_table
-from schemas.story import STORY_SCHEMA, StoryRecord
+from newsflow.core.outlets import outlet
+from newsflow.core.ranking.article_type import story_article_type
+from newsflow.jobs.nightly_common import NightlyConfig, NightlyOptions, config_from_options, write_partition
+from newsflow.pipelines.launcher import JobSpec, main
+from newsflow.schemas._arrow import records_to_table
+from newsflow.schemas.story import STORY_SCHEMA, StoryRecord
+from newsflow.storage.keys import Keys
 
 NAMESPACE = "newsflow.jobs.snapshot_stories"
 
@@ -39,8 +39,8 @@ class _ReadStoriesFn(beam.DoFn):
         self.stories = Metrics.counter(NAMESPACE, "stories_snapshotted")
 
     def setup(self):
-        from newsflow.ranking.store import RankingStore
-        from newsflow.stores.redis_conn import connect
+        from newsflow.runtime.redis_conn import connect
+        from newsflow.storage.ranking import RankingStore
 
         self.store = RankingStore(connect(self.redis_url), Keys(self.key_prefix))
 
@@ -86,4 +86,4 @@ SPEC = JobSpec(
 )
 
 if __name__ == "__main__":
-    sys.exit(main(SPEC, sys.argv[1:], "python -m jobs.snapshot_stories"))
+    sys.exit(main(SPEC, sys.argv[1:], "python -m newsflow.jobs.snapshot_stories"))

@@ -1,7 +1,7 @@
 """Continuous local mode: the streaming job over new landing files as they arrive, then fresh feeds.
 
 Beam's local streaming runner cannot watch a directory, so this runs the same job (the same
-transforms, :mod:`pipelines.streaming`) as repeated bounded runs over a durable file cursor:
+transforms, :mod:`newsflow.pipelines.streaming`) as repeated bounded runs over a durable file cursor:
 
 1. every ``every_s`` seconds, list the landing directory (``*.jsonl``, ``*.jsonl.gz``; names
    starting with ``.`` or ``_`` are in-flight temp files and skipped; landing files are
@@ -9,7 +9,7 @@ transforms, :mod:`pipelines.streaming`) as repeated bounded runs over a durable 
 2. if some are not in the cursor, run the job over them (at most ``max_files`` per run, oldest
    name first);
 3. append their names to the cursor (a JSON-lines manifest under the data directory, fsynced);
-4. rebuild the candidate pools and precomputed feeds (:func:`newsflow.ranking.build.build_feeds`)
+4. rebuild the candidate pools and precomputed feeds (:func:`newsflow.storage.feed_builder.build_feeds`)
    at the ranking time: ``--now`` when given (``wall`` = the clock), else the replay clock in
    Redis when ``newsflow demo`` set one, else the wall clock (UTC epoch seconds).
 
@@ -119,7 +119,7 @@ def run_once(
       cursor: processed files.
       client: Redis client for the feed build (the job's Redis).
       clock: UTC epoch seconds.
-      run_job: ``argv -> summary dict`` (default: :func:`pipelines.streaming.run` in this process).
+      run_job: ``argv -> summary dict`` (default: :func:`newsflow.pipelines.streaming.run` in this process).
 
     Returns:
       ``None`` when nothing was new, else ``{"files", "job", "feeds", "job_s", "feed_s", ...}``.
@@ -127,10 +127,10 @@ def run_once(
     Raises:
       ValueError: the job refused its flags or Redis is unreachable (the cursor is unchanged).
     """
-    from newsflow.keys import Keys
-    from newsflow.ranking.build import build_feeds
-    from newsflow.ranking.feeds import parse_now
-    from newsflow.ranking.store import RankingStore
+    from newsflow.core.ranking.feeds import parse_now
+    from newsflow.storage.feed_builder import build_feeds
+    from newsflow.storage.keys import Keys
+    from newsflow.storage.ranking import RankingStore
 
     new = [n for n in landing_files(config.input_dir) if n not in cursor.done][: config.max_files]
     if not new:
@@ -159,8 +159,8 @@ def run_once(
 
 
 def _run_streaming_job(argv: list[str]) -> dict:
-    from pipelines.launcher import summary
-    from pipelines.streaming import run
+    from newsflow.pipelines.launcher import summary
+    from newsflow.pipelines.streaming import run
 
     return summary(run(argv))
 

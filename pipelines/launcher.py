@@ -6,7 +6,7 @@ the same way for every job (after the thin launchers of Google's Dataflow sample
 
 1. parses the flags (Beam's, the job's, and the shared settings flags of :class:`SettingsOptions`),
    refusing unknown flags with a message that names them;
-2. resolves :class:`newsflow.settings.Settings` once (flag > environment variable > default);
+2. resolves :class:`newsflow.runtime.settings.Settings` once (flag > environment variable > default);
 3. chooses the runner: ``DirectRunner`` (the default) maps to Beam's in-process runners without the
    Prism download that hangs offline (FnApiRunner for bounded input, BundleBasedDirectRunner for
    ``--streaming``); any other name (DataflowRunner, FlinkRunner, PortableRunner, PrismRunner) goes to
@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 
-from newsflow.settings import DEFAULT_KEY_PREFIX, Settings
+from newsflow.runtime.settings import DEFAULT_KEY_PREFIX, Settings
 
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", "BundleBasedDirectRunner")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -52,7 +52,7 @@ _LOG = logging.getLogger(__name__)
 
 
 class SettingsOptions(PipelineOptions):
-    """The shared settings flags of every job (see :mod:`newsflow.settings`), in both spellings."""
+    """The shared settings flags of every job (see :mod:`newsflow.runtime.settings`), in both spellings."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -358,7 +358,7 @@ def launch(
       ValueError: invalid or unknown flags, unreachable Redis, an unwritable local --output (the message
         says which).
     """
-    from newsflow.stores.redis_conn import embedded_socket_url
+    from newsflow.runtime.redis_conn import embedded_socket_url
 
     options = parse_options(argv)
     settings = resolve_settings(options, environ)

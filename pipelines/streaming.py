@@ -1,7 +1,7 @@
 """The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories -> trends.
 
 Build without running (for tests and launchers) with :func:`build_pipeline`; run with
-:func:`run` or ``newsflow run`` (both through :mod:`pipelines.launcher`, shared with the nightly jobs).
+:func:`run` or ``newsflow run`` (both through :mod:`newsflow.pipelines.launcher`, shared with the nightly jobs).
 Example, a bounded replay on this machine::
 
     newsflow run --input 'data/corpus/*.jsonl.gz' --output var/output
@@ -12,7 +12,7 @@ Sources (exactly one): ``--input`` landing files (JSONL or Parquet, local or ``g
 Parquet datasets under ``--output`` (articles, clusters, deadletters).
 
 Runner choice, settings, the Redis check and the JSON summary are the launcher's
-(:mod:`pipelines.launcher`).
+(:mod:`newsflow.pipelines.launcher`).
 """
 
 from __future__ import annotations
@@ -24,25 +24,33 @@ from dataclasses import dataclass, field
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from newsflow.embedding import default_embedding_path
-from newsflow.extraction import ExtractionConfig
-from newsflow.resources import default_model_dir, is_remote
-from newsflow.settings import Settings
-from newsflow.stores.redis_store import StoreConfig
-from newsflow.topics import default_topic_path
-from pipelines.launcher import JobSpec, LaunchResult, SettingsOptions, is_local, launch, resolve_settings, summary_line
-from transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
-from transforms.coders import register_coders
-from transforms.content import (
+from newsflow.core.embedding import default_embedding_path
+from newsflow.core.extraction import ExtractionConfig
+from newsflow.core.resources import default_model_dir, is_remote
+from newsflow.core.topics import default_topic_path
+from newsflow.pipelines.launcher import (
+    JobSpec,
+    LaunchResult,
+    SettingsOptions,
+    is_local,
+    launch,
+    resolve_settings,
+    summary_line,
+)
+from newsflow.runtime.settings import Settings
+from newsflow.storage.groups import StoreConfig
+from newsflow.transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
+from newsflow.transforms.coders import register_coders
+from newsflow.transforms.content import (
     ContentConfig,
     DetectLanguage,
     ExtractArticles,
     FingerprintArticles,
     ParseRawDocuments,
 )
-from transforms.deadletter import DEAD_LETTER_TAG
-from transforms.enrich import EnrichArticles, EnrichConfig
-from transforms.io import (
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG
+from newsflow.transforms.enrich import EnrichArticles, EnrichConfig
+from newsflow.transforms.io import (
     ReadKafkaMessages,
     ReadLandingFiles,
     ReadPubSubMessages,
@@ -52,8 +60,8 @@ from transforms.io import (
     WriteDeadLetters,
     check_inputs_exist,
 )
-from transforms.stories import TREND_INPUT_TAG, AssignStoryClusters, StoryTransformConfig
-from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
+from newsflow.transforms.stories import TREND_INPUT_TAG, AssignStoryClusters, StoryTransformConfig
+from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 
 class NewsflowOptions(PipelineOptions):
@@ -147,7 +155,7 @@ def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None)
     Local runners and remote model directories (``gs://...``) use ``model_dir`` as given. Remote
     workers cannot see this machine's files: with the default model directory they get ``None``, i.e.
     the models packaged with the newsflow that ``--setup_file`` (or the Flex Template image) installs
-    on them (:mod:`newsflow.resources`).
+    on them (:mod:`newsflow.core.resources`).
 
     Raises:
       ValueError: a remote runner with a local model directory that is not the default.
@@ -412,9 +420,9 @@ SPEC = JobSpec(
 
 
 def run(argv: Sequence[str] | None = None, **kwargs) -> LaunchResult:
-    """Launches the streaming job with ``argv`` through :func:`pipelines.launcher.launch`.
+    """Launches the streaming job with ``argv`` through :func:`newsflow.pipelines.launcher.launch`.
 
-    Keyword arguments go to :func:`~pipelines.launcher.launch` (``environ``, ``embedded_redis``,
+    Keyword arguments go to :func:`~newsflow.pipelines.launcher.launch` (``environ``, ``embedded_redis``,
     ``wait``, ``build_hook``).
 
     Raises:
@@ -429,10 +437,10 @@ def summarize(launched: LaunchResult) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pipelines.streaming`` entry point (``--help`` lists the pipeline flags)."""
-    from pipelines.launcher import main as launcher_main
+    """``python -m newsflow.pipelines.streaming`` entry point (``--help`` lists the pipeline flags)."""
+    from newsflow.pipelines.launcher import main as launcher_main
 
-    return launcher_main(SPEC, list(argv or []), prog="python -m pipelines.streaming")
+    return launcher_main(SPEC, list(argv or []), prog="python -m newsflow.pipelines.streaming")
 
 
 if __name__ == "__main__":

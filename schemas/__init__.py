@@ -7,7 +7,7 @@ annotations``: Beam reads the field annotations to build the row schema, and str
 would turn every field into a pickled, non-deterministic "any" value. Times are UTC epoch seconds
 (``float``) in the records and ``timestamp[us, tz=UTC]`` in Arrow; embeddings are 128 float32
 values (``list<float32>``, the length in the field metadata and checked on write).
-:func:`schemas._arrow.records_to_table` and :func:`schemas._arrow.table_to_records` (or the
+:func:`newsflow.schemas._arrow.records_to_table` and :func:`newsflow.schemas._arrow.table_to_records` (or the
 ``*_from_table`` readers, for records holding sets, arrays or nested pairs) convert between
 records and tables.
 
@@ -29,13 +29,13 @@ UserProfile         USER_PROFILE_SCHEMA         what ranking knows about a reade
 ==================  ==========================  ===========================================
 """
 
-from schemas._arrow import EMBEDDING_DIM, records_to_table, table_to_records
-from schemas.article import ARTICLE_RECORD_SCHEMA, ARTICLE_SCHEMA, Article, ArticleRecord
-from schemas.cluster import CLUSTER_SCHEMA, Cluster
-from schemas.deadletter import DEAD_LETTER_SCHEMA, DeadLetter
-from schemas.event import EVENT_SCHEMA, Event
-from schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument, RecordError
-from schemas.story import (
+from newsflow.schemas._arrow import EMBEDDING_DIM, records_to_table, table_to_records
+from newsflow.schemas.article import ARTICLE_RECORD_SCHEMA, ARTICLE_SCHEMA, Article, ArticleRecord
+from newsflow.schemas.cluster import CLUSTER_SCHEMA, Cluster
+from newsflow.schemas.deadletter import DEAD_LETTER_SCHEMA, DeadLetter
+from newsflow.schemas.event import EVENT_SCHEMA, Event
+from newsflow.schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument, RecordError
+from newsflow.schemas.story import (
     STORY_ARTICLE_SCHEMA,
     STORY_ASSIGNMENT_SCHEMA,
     STORY_SCHEMA,
@@ -48,8 +48,8 @@ from schemas.story import (
     story_assignments_from_table,
     story_records_from_table,
 )
-from schemas.trend import TREND_INPUT_SCHEMA, TREND_SCHEMA, TrendCount, TrendInput
-from schemas.user import USER_PROFILE_SCHEMA, UserProfile, user_profiles_from_table
+from newsflow.schemas.trend import TREND_INPUT_SCHEMA, TREND_SCHEMA, TrendCount, TrendInput
+from newsflow.schemas.user import USER_PROFILE_SCHEMA, UserProfile, user_profiles_from_table
 
 # Every record type, for code that must treat them all alike (coder registration, schema tests).
 RECORD_TYPES = (

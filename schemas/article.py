@@ -5,7 +5,7 @@ from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
-from schemas._arrow import UTC_TS
+from newsflow.schemas._arrow import UTC_TS
 
 
 class Article(NamedTuple):
@@ -13,7 +13,7 @@ class Article(NamedTuple):
 
     Attributes:
       article_id: 32 hex chars, the first 128 bits of SHA-256 of the canonical URL
-        (see ``newsflow.urls.article_id``); stable across runs and machines.
+        (see ``newsflow.core.urls.article_id``); stable across runs and machines.
       url: URL as fetched.
       canonical_url: normalized URL the id is derived from.
       source_domain: publisher host, lower case.
@@ -27,14 +27,14 @@ class Article(NamedTuple):
       event_time: ``publish_time`` if known and not later than ``fetch_time``, else ``fetch_time``.
       language: ISO 639 code from fastText lid.176, ``"und"`` when unsure.
       language_confidence: fastText probability of ``language``, in [0, 1].
-      simhash: 64-bit SimHash as 16 lower-case hex chars (see ``newsflow.simhash``).
+      simhash: 64-bit SimHash as 16 lower-case hex chars (see ``newsflow.core.simhash``).
       word_count: number of ``\\w+`` tokens in ``text``.
       feed_only: True when built from feed fields only (no page body).
       source_authority: authority of the source in [0, 1] (sources table).
       cluster_id: near-duplicate cluster id, ``None`` before assignment.
       declared_language: the language the publisher declares, lower case (``"en-us"``): the
         page's ``<html lang>``, else the ``Content-Language`` header (feed-only documents: the
-        feed's); "" when none. Evidence for ``language`` (``newsflow.language``).
+        feed's); "" when none. Evidence for ``language`` (``newsflow.core.language``).
       paywalled: True when the page declares the article not free to read (schema.org
         ``isAccessibleForFree: false``): ``text`` is then only the free part; False when the page
         declares it free or declares nothing; ``None`` for feed-only articles (no page seen).

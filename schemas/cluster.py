@@ -5,7 +5,7 @@ from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
-from schemas._arrow import UTC_TS
+from newsflow.schemas._arrow import UTC_TS
 
 
 class Cluster(NamedTuple):
@@ -24,7 +24,7 @@ class Cluster(NamedTuple):
       earliest_time: earliest member event time (publish time, else fetch time), UTC epoch seconds.
       latest_time: latest member event time, UTC epoch seconds.
       merged_into: always ``None`` now: a group merged into another (or renamed by an earlier copy) is
-        deleted, ids being a function of the members (``newsflow.stores.redis_store``); the column stays
+        deleted, ids being a function of the members (``newsflow.storage.groups``); the column stays
         for rows written before.
     """
 

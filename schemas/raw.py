@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
-from schemas._arrow import UTC_TS
+from newsflow.schemas._arrow import UTC_TS
 
 
 class RawDocument(NamedTuple):

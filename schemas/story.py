@@ -2,7 +2,7 @@
 story as serving reads it and snapshots store it (StoryRecord), each with its Arrow schema.
 
 A story is many outlets' own write-ups of one event; near-duplicate clusters (syndicated copies,
-:class:`schemas.cluster.Cluster`) nest inside it. Story ids are ``"s"`` + the article id of the
+:class:`newsflow.schemas.cluster.Cluster`) nest inside it. Story ids are ``"s"`` + the article id of the
 founding article (the earliest ``(event_time, article_id)``), so they are stable across replays.
 
 numpy is imported because :attr:`StoryRecord.embedding` is a float32 ``numpy.ndarray`` (ranking
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import pyarrow as pa
 
-from schemas._arrow import UTC_TS, embedding_field, table_to_records
+from newsflow.schemas._arrow import UTC_TS, embedding_field, table_to_records
 
 
 class TopicScore(NamedTuple):
@@ -168,7 +168,7 @@ class StoryRecord(NamedTuple):
       outlets: distinct member source domains, sorted (empty when not loaded).
       article_ids: member article ids in event-time order (empty when not loaded).
       article_type: the lead article's type (live, opinion, analysis, feature, service, news; see
-        ``newsflow.ranking.article_type``), filled by the nightly story snapshot; ``None`` when not set.
+        ``newsflow.core.ranking.article_type``), filled by the nightly story snapshot; ``None`` when not set.
     """
 
     story_id: str

@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pyarrow as pa
 
-from schemas._arrow import embedding_field, table_to_records
+from newsflow.schemas._arrow import embedding_field, table_to_records
 
 
 class UserProfile(NamedTuple):

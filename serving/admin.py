@@ -2,9 +2,10 @@
 resume, remove), mounted on the serving app.
 
 Authentication is separate from readers: every request carries ``Authorization: Bearer <admin
-token>``, where the token is the ``NEWSFLOW_ADMIN_TOKEN`` setting (:attr:`newsflow.settings.Settings.admin_token`,
-at least 16 characters). Reader tokens are never accepted here. Without a configured token every
-admin route answers 503 ``admin_disabled``; a missing or wrong token gets 401 ``unauthorized``.
+token>``, where the token is the ``NEWSFLOW_ADMIN_TOKEN`` setting
+(:attr:`~newsflow.runtime.settings.Settings.admin_token`, at least 16 characters). Reader tokens are
+never accepted here. Without a configured token every admin route answers 503 ``admin_disabled``; a
+missing or wrong token gets 401 ``unauthorized``.
 Responses are ``Cache-Control: no-store``.
 
 =======================================  ======  ==========================================================
@@ -27,7 +28,7 @@ route                                    method  does
 
 Endpoints authenticate and read the body on the event loop, then run the registry's blocking Redis
 calls in Starlette's thread pool, on the serving app's Redis client; a Redis error is a 503
-``unavailable``. The OpenAPI description of these routes is :mod:`serving.admin_openapi`.
+``unavailable``. The OpenAPI description of these routes is :mod:`newsflow.serving.admin_openapi`.
 """
 
 from __future__ import annotations
@@ -43,11 +44,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from newsflow.keys import Keys
-from newsflow.source_files import read_csv, read_opml, write_csv, write_opml
-from newsflow.source_registry import STATUSES, FeedEntry, FeedError, Report, SourceRegistry, validate_outlet_fields
-from newsflow.sources import SourceTable
-from serving.http_body import BodyTooLarge, read_capped
+from newsflow.core.source_files import read_csv, read_opml, write_csv, write_opml
+from newsflow.core.sources import SourceTable
+from newsflow.serving.http_body import BodyTooLarge, read_capped
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import (
+    STATUSES,
+    FeedEntry,
+    FeedError,
+    Report,
+    SourceRegistry,
+    validate_outlet_fields,
+)
 
 MIN_ADMIN_TOKEN = 16
 MAX_IMPORT_BYTES = 32 * 1024 * 1024
@@ -302,10 +310,10 @@ def admin_app(client, keys: Keys, admin_token: str | None = None) -> Starlette:
       client: redis-py client.
       keys: the key layout.
       admin_token: the admin bearer token; ``None`` reads ``NEWSFLOW_ADMIN_TOKEN`` through
-        :meth:`newsflow.settings.Settings.resolve` (now, not at import).
+        :meth:`newsflow.runtime.settings.Settings.resolve` (now, not at import).
     """
     if admin_token is None:
-        from newsflow.settings import Settings
+        from newsflow.runtime.settings import Settings
 
         admin_token = Settings.resolve().admin_token
     api = AdminApi(client, keys, admin_token)

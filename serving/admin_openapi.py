@@ -1,10 +1,10 @@
-"""OpenAPI 3.1 description of the sources admin API (:mod:`serving.admin`), merged into the document
-of :mod:`serving.openapi`: the ``/v1/admin/sources`` path items and the ``adminToken`` security scheme."""
+"""OpenAPI 3.1 description of the sources admin API (:mod:`newsflow.serving.admin`), merged into the document
+of :mod:`newsflow.serving.openapi`: the ``/v1/admin/sources`` path items and the ``adminToken`` security scheme."""
 
 from __future__ import annotations
 
-from newsflow.source_registry import STATUSES
-from serving.admin import MAX_LIMIT
+from newsflow.serving.admin import MAX_LIMIT
+from newsflow.storage.source_registry import STATUSES
 
 
 def admin_openapi_paths() -> dict:

@@ -10,22 +10,22 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
 * ``GET /v1/stories/{story_id}`` — full coverage: every source, independent reports
   (near-duplicate groups) apart from their syndicated copies;
 * ``GET /v1/feed?edition=&limit=`` — the reader's personal feed; the reader comes from a
-  signed bearer token (:mod:`serving.tokens`), never from a parameter;
+  signed bearer token (:mod:`newsflow.serving.tokens`), never from a parameter;
 * ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream);
 * ``GET/PUT /v1/me/preferences`` — the reader's followed and blocked topics and outlets
-  (:mod:`serving.preferences`; bearer token);
-* the reader web UI (HTML, :mod:`serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
+  (:mod:`newsflow.serving.preferences`; bearer token);
+* the reader web UI (HTML, :mod:`newsflow.serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
   ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
 
 This module holds the routes, parameter validation and the app factory; the personal feed is
-:mod:`serving.personal` (its per-process memos :mod:`serving.hot_path`), caching headers and
-ETags are :mod:`serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
-:mod:`serving.resilience`, and page assembly is :mod:`serving.pages`.
+:mod:`newsflow.serving.personal` (its per-process memos :mod:`newsflow.serving.hot_path`), caching headers and
+ETags are :mod:`newsflow.serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
+:mod:`newsflow.serving.resilience`, and page assembly is :mod:`newsflow.serving.pages`.
 
 Concurrency: handlers that touch Redis are plain functions, which Starlette runs in its thread
 pool, so a slow Redis never blocks the event loop; ``POST /v1/events`` reads its body on the loop
 and appends to Redis in the thread pool. ``GET /v1/feed`` awaits its one Redis round trip on the
-loop (:class:`serving.hot_path.AsyncRoundTrip`, no worker thread) and answers a precomputed feed
+loop (:class:`newsflow.serving.hot_path.AsyncRoundTrip`, no worker thread) and answers a precomputed feed
 there; only a breaking-set refresh or a feed that must be read or built another way goes to the
 thread pool.
 
@@ -60,30 +60,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from newsflow.keys import Keys
-from newsflow.ranking.events import (
-    MAX_EVENTS_PER_REQUEST,
-    MAX_PENDING_EVENTS,
-    EventBacklogFull,
-    append_events,
-    is_valid_story_id,
-    validate_event,
-)
-from newsflow.ranking.feed_page import (
-    drop_user_feed,
-    page_body,
-)
-from newsflow.ranking.feeds import FeedConfig
-from newsflow.ranking.rerank import without_blocked
-from newsflow.ranking.store import (
-    GLOBAL_EDITION,
-    RankingStore,
-)
-from schemas import UserProfile
-from serving.admin import admin_mount
-from serving.hot_path import VerifiedTokens
-from serving.http_body import BodyTooLarge, read_capped
-from serving.http_cache import (
+from newsflow.core.ranking.feeds import FeedConfig
+from newsflow.core.ranking.rerank import without_blocked
+from newsflow.schemas import UserProfile
+from newsflow.serving.admin import admin_mount
+from newsflow.serving.hot_path import VerifiedTokens
+from newsflow.serving.http_body import BodyTooLarge, read_capped
+from newsflow.serving.http_cache import (
     STALE_REASON_HEADER,
     LocalCache,
     cache_headers,
@@ -94,13 +77,30 @@ from serving.http_cache import (
     not_modified_or,
     strong_etag,
 )
-from serving.openapi import openapi_schema
-from serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
-from serving.personal import PersonalFeeds
-from serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
-from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
-from serving.tokens import TokenError
-from serving.web import PageError, web_routes
+from newsflow.serving.openapi import openapi_schema
+from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
+from newsflow.serving.personal import PersonalFeeds
+from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
+from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
+from newsflow.serving.tokens import TokenError
+from newsflow.serving.web import PageError, web_routes
+from newsflow.storage.events import (
+    MAX_EVENTS_PER_REQUEST,
+    MAX_PENDING_EVENTS,
+    EventBacklogFull,
+    append_events,
+    is_valid_story_id,
+    validate_event,
+)
+from newsflow.storage.feed_page import (
+    drop_user_feed,
+    page_body,
+)
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import (
+    GLOBAL_EDITION,
+    RankingStore,
+)
 
 __all__ = ["ApiError", "ServingConfig", "create_app", "serving_client"]
 
@@ -132,15 +132,15 @@ class ServingConfig:
       ranking_clock: the time personal feeds are scored and breaking stories are read at;
         ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
         corpus' time so a historical corpus does not decay to zero.
-      keys: the Redis key layout (:class:`newsflow.keys.Keys`) the API reads and writes.
+      keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
       page_memo_readers: readers whose last personal page is kept in-process
-        (:class:`serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables;
+        (:class:`newsflow.serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables;
         about 2× the serving form's bytes each, ~50 KB for a 60-item feed).
       track_readers: answer a reader from their last read while Redis has not invalidated its keys
-        (``CLIENT TRACKING``, :class:`serving.tracking.ReaderTracking`; needs ``page_memo_readers`` > 0):
+        (``CLIENT TRACKING``, :class:`newsflow.serving.tracking.ReaderTracking`; needs ``page_memo_readers`` > 0):
         no Redis round trip for a reader whose profile and feed did not change.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
-        ``backlog_full`` (:data:`newsflow.ranking.events.MAX_PENDING_EVENTS`).
+        ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
     """
 
     token_secret: bytes
@@ -289,7 +289,7 @@ class Api:
         return self._respond(request, payload, "private", response.headers.get(STALE_REASON_HEADER.lower(), ""))
 
     def public_endpoint(self, key_of: Callable[[Request], str], handler: Callable[[Request], Response]):
-        """:func:`~serving.http_cache.cache_hit_on_loop` for a public JSON ``GET``: a request without a
+        """:func:`~newsflow.serving.http_cache.cache_hit_on_loop` for a public JSON ``GET``: a request without a
         bearer token whose page ``key_of(request)`` is in the in-process cache is answered on the event
         loop; any other runs ``handler`` (which caches under ``key_of(request)``) in the worker pool."""
         return cache_hit_on_loop(
@@ -306,7 +306,7 @@ class Api:
         return f"trending|{self._limit(request)}"
 
     def _cached(self, request: Request, key: str, build: Callable[[], Response]) -> Response:
-        """In-process cache of public ``200`` responses (:class:`~serving.http_cache.LocalCache`)."""
+        """In-process cache of public ``200`` responses (:class:`~newsflow.serving.http_cache.LocalCache`)."""
         return not_modified_or(self.cache.get_or_build(key, build), request.headers.get("if-none-match", ""))
 
     def _feed_with_fallback(self, name: str, key: str, fallback: str) -> tuple[dict | None, str]:
@@ -332,7 +332,7 @@ class Api:
     @staticmethod
     def _topic_param(request: Request) -> str:
         """The ``{topic}`` path parameter as the web's topic pages read it
-        (:func:`serving.preferences.normalize_topic`: stripped, lower case).
+        (:func:`newsflow.serving.preferences.normalize_topic`: stripped, lower case).
 
         Raises:
           ApiError: 400 when it is not a topic label.
@@ -343,7 +343,7 @@ class Api:
             raise ApiError(400, "bad_parameter", str(e)) from None
 
     def topic_feed(self, topic: str, limit: int) -> tuple[dict, str]:
-        """A topic's feed page and its stale reason (:func:`serving.pages.topic_feed_state`), shared by
+        """A topic's feed page and its stale reason (:func:`newsflow.serving.pages.topic_feed_state`), shared by
         ``/v1/topics/{topic}`` and the web's topic page.
 
         Raises:
@@ -458,7 +458,8 @@ class Api:
 
         The precomputed feed (or one built now when missing or of another edition), re-ranked on
         request: newer breaking stories injected, blocks and the per-outlet cap applied
-        (:meth:`serving.personal.PersonalFeeds.parts`, the rules of :func:`newsflow.ranking.rerank.rerank`).
+        (:meth:`~newsflow.serving.personal.PersonalFeeds.parts`, the rules of
+        :func:`~newsflow.core.ranking.rerank.rerank`).
         With Redis down, the edition's snapshot.
         """
         head, items, stale, _ = self.personal.parts(user, edition_param, limit)
@@ -468,7 +469,7 @@ class Api:
 
     def _breaking_items(self, now: float) -> tuple[dict, dict]:
         """Live breaking set ``{story_id: since}`` and their feed items, shared by all readers and cached
-        in-process for ``local_cache_seconds`` (:meth:`serving.personal.PersonalFeeds.breaking_set`)."""
+        in-process for ``local_cache_seconds`` (:meth:`newsflow.serving.personal.PersonalFeeds.breaking_set`)."""
         brk = self.personal.breaking_set(now)
         return brk.since, brk.items
 
@@ -485,7 +486,7 @@ class Api:
         return self._respond(request, dict(prefs, user=user), "private")
 
     def preferences_of(self, user: str) -> dict:
-        """The reader's preference document (:func:`serving.preferences.reader_preferences`); Redis errors
+        """The reader's preference document (:func:`newsflow.serving.preferences.reader_preferences`); Redis errors
         propagate."""
         return reader_preferences(self.store.user_profile(user), self.store.preference_extras(user))
 

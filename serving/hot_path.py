@@ -1,12 +1,12 @@
 """Per-process memos of the personal-feed request path (``GET /v1/feed``, the For You page).
 
 A personal-feed request reads the reader's edition/blocks and their feed's serving form in one Redis
-round trip (:func:`newsflow.ranking.feed_page.read_for_request`); everything after that is a pure
+round trip (:func:`newsflow.storage.feed_page.read_for_request`); everything after that is a pure
 function of what it read, the shared breaking set and the query. Two memos skip recomputing it:
 
 * :class:`VerifiedTokens` — a token whose signature and claims checked out once is remembered with its
   ``exp``/``iat``; later requests with the same token only recheck those two against the current time,
-  in :func:`serving.tokens.verify_token`'s order and with its reasons, so the answer is the same as a
+  in :func:`newsflow.serving.tokens.verify_token`'s order and with its reasons, so the answer is the same as a
   full check (the secret is fixed for the process' lifetime; rotating it means a restart).
 * :class:`ReaderMemo` — per reader, the last decoded serving form (reused while Redis returns the same
   bytes), the profile built from the same hash fields, and the page (its items, body and ETag) for the
@@ -35,11 +35,11 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from serving.tokens import CLOCK_SKEW_SECONDS, TokenError, verify_token
+from newsflow.serving.tokens import CLOCK_SKEW_SECONDS, TokenError, verify_token
 
 
 class VerifiedTokens:
-    """Remembers tokens that passed :func:`serving.tokens.verify_token` (module docstring).
+    """Remembers tokens that passed :func:`newsflow.serving.tokens.verify_token` (module docstring).
 
     Args:
       secret: the HMAC key (the one every token is checked with).
@@ -53,7 +53,7 @@ class VerifiedTokens:
         self._lock = threading.Lock()
 
     def verify(self, token: str, now: float) -> str:
-        """The token's user id, as :func:`serving.tokens.verify_token` ``(token, secret, now)`` answers.
+        """The token's user id, as :func:`newsflow.serving.tokens.verify_token` ``(token, secret, now)`` answers.
 
         Raises:
           TokenError: refused (the same ``reason`` a full check gives).
@@ -82,7 +82,7 @@ class ServedPage:
 
     Attributes:
       raw: the serving-form bytes the page was computed from.
-      page: their :class:`~newsflow.ranking.feed_page.FeedPage`.
+      page: their :class:`~newsflow.storage.feed_page.FeedPage`.
       fields: the user-hash fields read with them (``{field bytes: value bytes}``).
       profile: the :class:`~schemas.UserProfile` built from ``fields``.
       query: ``(edition parameter, limit, breaking generation)`` of the page below.

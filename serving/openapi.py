@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from serving.admin_openapi import ADMIN_SECURITY_SCHEME, admin_openapi_paths
+from newsflow.serving.admin_openapi import ADMIN_SECURITY_SCHEME, admin_openapi_paths
 
 
 def _q(name: str, schema: dict, description: str) -> dict:

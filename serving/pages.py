@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from newsflow.syndication import split_copies
-from newsflow.topics import LABELS
+from newsflow.core.syndication import split_copies
+from newsflow.core.topics import LABELS
 
 MODEL_TOPICS = frozenset(label.lower() for label in LABELS)
 """Topic names the shipped topic model can assign (lower case, as topic feeds are named)."""
@@ -33,7 +33,7 @@ def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) ->
 
 def topic_feed_state(topic: str, doc: dict | None, stale: str) -> str:
     """How ``/v1/topics/{topic}`` and ``/topics/{topic}`` answer a topic's feed read
-    (:func:`serving.resilience.feed_with_fallback`'s ``(doc, stale)``):
+    (:func:`newsflow.serving.resilience.feed_with_fallback`'s ``(doc, stale)``):
 
     * ``"unknown"`` (404): neither a feed nor a snapshot, and ``topic`` (lower case) is not one of
       :data:`MODEL_TOPICS`;
@@ -74,7 +74,7 @@ def coverage_page(summary: Mapping, entities: Sequence, articles: Iterable) -> d
     Articles are grouped by near-duplicate group (``cluster_id``); each group is one independent
     report whose lead copy is free to read if any copy is, then has the highest authority (ties:
     earliest, then id). Its other members are syndicated copies when another outlet republished the
-    text, else the lead outlet's own duplicates (:func:`newsflow.syndication.split_copies`; earliest
+    text, else the lead outlet's own duplicates (:func:`newsflow.core.syndication.split_copies`; earliest
     first). Reports are ordered by their lead's event time, then id; sources by article count, then
     domain. ``by_language`` groups the coverage by the language of each report's lead article (one
     event's reports in every language are one story): per language its independent reports' cluster

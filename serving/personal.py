@@ -1,20 +1,20 @@
 """The personal feed behind ``GET /v1/feed`` and the For You page (:class:`PersonalFeeds`).
 
-A reader's page is their precomputed feed in serving form (:mod:`newsflow.ranking.feed_page`), re-ranked on
+A reader's page is their precomputed feed in serving form (:mod:`newsflow.storage.feed_page`), re-ranked on
 request: breaking stories newer than the feed injected, blocks and the per-outlet cap applied
-(:func:`newsflow.ranking.feed_page.select`, the rules of :func:`newsflow.ranking.rerank.rerank`). One Redis
+(:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`). One Redis
 round trip reads the reader's edition and blocks and the serving form; awaited on the event loop when the
-client's connections can be copied (:class:`serving.hot_path.AsyncRoundTrip`), else in a worker thread. On the
+client's connections can be copied (:class:`newsflow.serving.hot_path.AsyncRoundTrip`), else in a worker thread. On the
 event loop, a reader read before whose keys Redis has not invalidated since skips even that round trip
-(server-assisted client-side caching, :class:`serving.tracking.ReaderTracking`).
+(server-assisted client-side caching, :class:`newsflow.serving.tracking.ReaderTracking`).
 After it the page is a pure function of the bytes read, the shared breaking set (:class:`BreakingSet`,
 read again every ``breaking_seconds``) and the query, so it is memoized per reader on all of them
-(:class:`serving.hot_path.ReaderMemo`). The breaking items' freshness scores are taken at the start of the
+(:class:`newsflow.serving.hot_path.ReaderMemo`). The breaking items' freshness scores are taken at the start of the
 current minute (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh: a refresh that finds the same
 stories keeps the generation, so readers' memoized pages stay valid (a score that moved in its fourth digit
 used to re-rank every active reader's page once per refresh), and two serving processes give the same page
 and ETag. Without a serving form the stored feed document is read, and
-without that the feed is built now (:func:`newsflow.ranking.feeds.build_user_feed`) and stored; with Redis
+without that the feed is built now (:func:`newsflow.core.ranking.feeds.build_user_feed`) and stored; with Redis
 unreachable, the edition's last good snapshot is served (stale).
 """
 
@@ -30,8 +30,14 @@ from typing import NamedTuple
 
 from starlette.concurrency import run_in_threadpool
 
-from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.ranking.feed_page import (
+from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
+from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.core.ranking.rerank import injected_item
+from newsflow.serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
+from newsflow.serving.pages import feed_page
+from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
+from newsflow.serving.tracking import ReaderTracking
+from newsflow.storage.feed_page import (
     FeedPage,
     compact_json,
     decode_feed_page,
@@ -43,19 +49,13 @@ from newsflow.ranking.feed_page import (
     select,
     write_user_feeds,
 )
-from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import injected_item
-from newsflow.ranking.store import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStore, user_from_hash
-from serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
-from serving.pages import feed_page
-from serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
-from serving.tracking import ReaderTracking
+from newsflow.storage.ranking import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStore, user_from_hash
 
 BREAKING_SCORE_STEP_SECONDS = 60.0
 """Breaking items injected into personal pages are scored at ``now - now % 60`` (UTC epoch s): at λ 0.5/h
-(:data:`~newsflow.ranking.decay.LAMBDA_BREAKING`) a minute moves a score by at most 0.83% (e^(-0.5/60)), and
+(:data:`~newsflow.core.ranking.decay.LAMBDA_BREAKING`) a minute moves a score by at most 0.83% (e^(-0.5/60)), and
 injected items are ordered by the time they became breaking, not by score
-(:func:`~newsflow.ranking.rerank.newer_breaking`)."""
+(:func:`~newsflow.core.ranking.rerank.newer_breaking`)."""
 
 log = logging.getLogger("newsflow.serving")
 
@@ -70,7 +70,7 @@ class BreakingSet(NamedTuple):
       since: ``{story_id: when it became breaking, UTC epoch s}``.
       items: ``{story_id: its feed item}`` (live, unmerged stories only).
       encoded: ``{story_id: compact JSON of the item as injected}``
-        (:func:`newsflow.ranking.rerank.injected_item`).
+        (:func:`newsflow.core.ranking.rerank.injected_item`).
     """
 
     expires: float
@@ -92,7 +92,7 @@ class PersonalFeeds:
       breaking_seconds: how long the breaking set is kept in-process.
       memo_readers: readers whose last page is memoized (0 disables).
       track_readers: keep each reader's last read and skip the round trip until Redis invalidates it
-        (:class:`serving.tracking.ReaderTracking`; only on the event-loop path, and only with the memo on).
+        (:class:`newsflow.serving.tracking.ReaderTracking`; only on the event-loop path, and only with the memo on).
     """
 
     def __init__(
@@ -121,12 +121,12 @@ class PersonalFeeds:
 
     def parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str, ServedPage | None]:
         """A reader's page: ``(payload without "stories", each story's compact JSON bytes, "", the reader's
-        :class:`~serving.hot_path.ServedPage` or ``None`` when the page did not come from a stored serving
+        :class:`~newsflow.serving.hot_path.ServedPage` or ``None`` when the page did not come from a stored serving
         form)``; with Redis unreachable ``(the edition's snapshot payload, None, "redis-unavailable", None)``.
         The returned head may be shared: do not mutate it.
 
         After the round trip, the page is a pure function of the bytes read, the breaking set and the query,
-        so it is memoized per reader on all of them (:class:`~serving.hot_path.ReaderMemo`): the decoded
+        so it is memoized per reader on all of them (:class:`~newsflow.serving.hot_path.ReaderMemo`): the decoded
         serving form while its bytes stay the same, the profile while its fields do, the page while all do.
         """
         now = self._now()
@@ -138,10 +138,10 @@ class PersonalFeeds:
             return self._down(user, edition_param, limit, e)
 
     async def parts_async(self, user: str, edition_param: str, limit: int):
-        """:meth:`parts` on the event loop: the round trip through :class:`~serving.hot_path.AsyncRoundTrip`
-        (the same two commands as :func:`~newsflow.ranking.feed_page.read_for_request`); the breaking set's
+        """:meth:`parts` on the event loop: the round trip through :class:`~newsflow.serving.hot_path.AsyncRoundTrip`
+        (the same two commands as :func:`~newsflow.storage.feed_page.read_for_request`); the breaking set's
         refresh (once per ``breaking_seconds``) and a feed that must be read another way or built go to
-        the thread pool. With tracking on (:class:`~serving.tracking.ReaderTracking`), a reader whose two keys
+        the thread pool. With tracking on (:class:`~newsflow.serving.tracking.ReaderTracking`), a reader whose two keys
         Redis has not invalidated since their last read is answered from that read, without the round trip."""
         now = self._now()
         try:
@@ -229,7 +229,7 @@ class PersonalFeeds:
 
     def _rerank(self, user, edition, limit, page, profile, brk) -> tuple[dict, list]:
         """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
-        (:func:`newsflow.ranking.feed_page.select`)."""
+        (:func:`newsflow.storage.feed_page.select`)."""
         inject = [
             (since, brk.items[sid])
             for sid, since in brk.since.items()

@@ -1,7 +1,7 @@
 """Reader preferences: follows, blocks, preferred lead outlets and removed inferred interests.
 
 Shared by ``GET/PUT /v1/me/preferences`` (JSON, bearer token) and the web UI's buttons (form posts
-with a session cookie). Sources are outlets (:func:`newsflow.outlets.outlet`, the registrable domain),
+with a session cookie). Sources are outlets (:func:`newsflow.core.outlets.outlet`, the registrable domain),
 so blocking ``uk.reuters.com`` blocks every ``reuters.com`` host; topics are lower-case labels.
 
 Document shape (both directions; lists sorted, at most :data:`MAX_ENTRIES` values each)::
@@ -26,9 +26,9 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from newsflow.outlets import registrable_domain
-from newsflow.ranking.store import EXTRA_PREFERENCE_FIELDS, PREFERENCE_FIELDS, PROFILE_PREFERENCE_FIELDS
-from schemas import UserProfile
+from newsflow.core.outlets import registrable_domain
+from newsflow.schemas import UserProfile
+from newsflow.storage.ranking import EXTRA_PREFERENCE_FIELDS, PREFERENCE_FIELDS, PROFILE_PREFERENCE_FIELDS
 
 MAX_ENTRIES = 200
 TOPIC_RE = re.compile(r"[a-z0-9][a-z0-9 _&.'-]{0,63}\Z")
@@ -116,7 +116,7 @@ def normalize_source(value) -> str:
 
 def reader_preferences(profile: UserProfile, extras: Mapping[str, frozenset] | None = None) -> dict:
     """The preference document of a reader: ``profile``'s follows/blocks and ``extras``
-    (:meth:`newsflow.ranking.store.RankingStore.preference_extras`), as sorted lists."""
+    (:meth:`newsflow.storage.ranking.RankingStore.preference_extras`), as sorted lists."""
     doc = {name: sorted(getattr(profile, name)) for name in PROFILE_PREFERENCE_FIELDS}
     for name in EXTRA_PREFERENCE_FIELDS:
         doc[name] = sorted((extras or {}).get(name, ()))

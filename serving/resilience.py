@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import redis
 
-from serving.http_cache import json_bytes
+from newsflow.serving.http_cache import json_bytes
 
 log = logging.getLogger("newsflow.serving")
 

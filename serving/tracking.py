@@ -1,7 +1,7 @@
 """Server-assisted client-side caching of the personal-feed reads (Redis ``CLIENT TRACKING``, BCAST mode).
 
 A personal-feed request reads two keys of its reader, the profile hash and the feed's serving form
-(:func:`newsflow.ranking.feed_page.read_commands`). :class:`ReaderTracking` keeps what the last read returned
+(:func:`newsflow.storage.feed_page.read_commands`). :class:`ReaderTracking` keeps what the last read returned
 and answers the next request from it without a Redis round trip, for as long as Redis has not said that one
 of the two keys changed. Redis says so itself: one connection per serving process asks for invalidation
 messages of every key under the two key prefixes (``CLIENT TRACKING ON REDIRECT <own id> BCAST PREFIX ...``,
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 
 import hiredis
 
-from newsflow.keys import Keys
+from newsflow.storage.keys import Keys
 
 log = logging.getLogger("newsflow.serving")
 

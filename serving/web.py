@@ -12,7 +12,7 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/sources/{outlet}``       stories an outlet leads in the global pool
 ``/for-you``                the reader's own feed (as ``/v1/feed``), each card saying why
 ``/settings``               followed and blocked topics and outlets, with undo buttons
-``/signin``, ``/signout``   a reader name becomes the HMAC token of :mod:`serving.tokens`, kept
+``/signin``, ``/signout``   a reader name becomes the HMAC token of :mod:`newsflow.serving.tokens`, kept
                             as an ``HttpOnly; SameSite=Lax`` session cookie
 ``/prefs``                  ``POST``: follow/unfollow/block/unblock a topic or outlet, then
                             back to ``next``
@@ -30,7 +30,7 @@ form uses a double-submit random cookie (``nf_csrf``) against login CSRF. Cookie
 ``SameSite=Lax`` and the pages send a ``Content-Security-Policy`` that allows no script at all.
 
 Templates live in ``serving/templates`` and the stylesheet in ``serving/static``; filters, time
-text and the page-context builders are :mod:`serving.web_view`.
+text and the page-context builders are :mod:`newsflow.serving.web_view`.
 
 Sign-in asks for a reader name only (no password): it identifies a reader for personalization,
 it does not authenticate one; put real authentication in front for anything else.
@@ -54,18 +54,16 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from newsflow.outlets import outlet
-from newsflow.ranking.feed_page import drop_user_feed
-from newsflow.ranking.rerank import without_blocked
-from newsflow.ranking.store import GLOBAL_EDITION, POOL_SIZE
-from schemas import UserProfile
-from serving.http_body import BodyTooLarge, read_capped
-from serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
-from serving.pages import UnknownTopic, coverage_page, feed_page
-from serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
-from serving.resilience import REDIS_ERRORS
-from serving.tokens import TokenError, sign_token, verify_token
-from serving.web_view import (
+from newsflow.core.outlets import outlet
+from newsflow.core.ranking.rerank import without_blocked
+from newsflow.schemas import UserProfile
+from newsflow.serving.http_body import BodyTooLarge, read_capped
+from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
+from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
+from newsflow.serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
+from newsflow.serving.resilience import REDIS_ERRORS
+from newsflow.serving.tokens import TokenError, sign_token, verify_token
+from newsflow.serving.web_view import (
     ago_text,
     coverage_changes,
     coverage_context,
@@ -75,6 +73,8 @@ from serving.web_view import (
     templates,
     why_labels,
 )
+from newsflow.storage.feed_page import drop_user_feed
+from newsflow.storage.ranking import GLOBAL_EDITION, POOL_SIZE
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
@@ -114,7 +114,7 @@ def _here(request: Request) -> str:
 
 
 class Web:
-    """HTML handlers over an :class:`serving.app.Api` (its store, snapshots, cache and clocks)."""
+    """HTML handlers over an :class:`newsflow.serving.app.Api` (its store, snapshots, cache and clocks)."""
 
     def __init__(self, api):
         self.api = api
@@ -194,7 +194,7 @@ class Web:
         return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
     def public_page(self, key_of: Callable[[Request], str | None], handler: Callable[[Request], Response]):
-        """:func:`~serving.http_cache.cache_hit_on_loop` for a page :meth:`_page` caches for signed-out
+        """:func:`~newsflow.serving.http_cache.cache_hit_on_loop` for a page :meth:`_page` caches for signed-out
         readers under ``key_of(request)`` (``None``: not cacheable): a signed-out request whose page is
         cached is answered on the event loop; any other runs ``handler`` in the worker pool."""
 
@@ -438,7 +438,7 @@ class Web:
 
     def story(self, request: Request) -> Response:
         sid = request.path_params["story_id"]
-        from newsflow.ranking.events import is_valid_story_id
+        from newsflow.storage.events import is_valid_story_id
 
         if not is_valid_story_id(sid):
             raise PageError(400, "Not a story", f"story id must be 1-128 chars of [A-Za-z0-9_.:-], got {sid!r}")
@@ -466,7 +466,7 @@ class Web:
 
     def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
         """What changed in ``sid``'s coverage since ``reader`` last opened it
-        (:func:`serving.web_view.coverage_changes`), and records this view; ``None`` on a first view or
+        (:func:`newsflow.serving.web_view.coverage_changes`), and records this view; ``None`` on a first view or
         with Redis down."""
         now = self.api._ranking_now()
         try:
@@ -634,7 +634,7 @@ def _https(request: Request) -> bool:
 
 
 def web_routes(api) -> tuple[list, Web]:
-    """The UI's routes (and the :class:`Web` handler object) for :func:`serving.app.create_app`."""
+    """The UI's routes (and the :class:`Web` handler object) for :func:`newsflow.serving.app.create_app`."""
     web = Web(api)
     routes = [
         Route("/", web.public_page(web._home_key, web.home), methods=["GET"]),

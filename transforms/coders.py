@@ -1,12 +1,12 @@
 """Beam coders of the ``schemas`` records, registered in one explicit place.
 
-Call :func:`register_coders` once before building a pipeline: ``pipelines.streaming.build_pipeline``
+Call :func:`register_coders` once before building a pipeline: ``newsflow.pipelines.streaming.build_pipeline``
 does, and so must every job or test that builds a pipeline from transforms without it. It is
 idempotent (safe to call again).
 
 Why explicit, not on import: the coder registry is process-global, and a registration that runs as
 a side effect of importing some transform module makes the coder of a PCollection depend on which
-modules happen to have been imported (a test importing only ``transforms.enrich`` got the pickling
+modules happen to have been imported (a test importing only ``newsflow.transforms.enrich`` got the pickling
 fallback coder for ``Article``, the job got ``RowCoder``). On a remote worker the registry is
 rebuilt from imports, so the same hidden dependency decides how state and shuffled data are read
 back. One function called at pipeline construction makes the coders the same everywhere and lists
@@ -25,7 +25,7 @@ Which coder each record gets:
   these records or keep them in state; key by their ``story_id`` / ``user_id`` instead (a
   stateful DoFn's keys are ``str``/``int``/tuples of them, see STYLE.md).
 
-State specs declare their coders themselves (e.g. ``transforms.stories``); those do not rely on
+State specs declare their coders themselves (e.g. ``newsflow.transforms.stories``); those do not rely on
 the registry.
 """
 
@@ -35,7 +35,7 @@ import threading
 
 from apache_beam import coders
 
-from schemas import (
+from newsflow.schemas import (
     Article,
     ArticleRecord,
     Cluster,

@@ -18,16 +18,16 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 from apache_beam.utils.windowed_value import WindowedValue
 
-from newsflow.articles import build_article, fingerprint_text
-from newsflow.extraction import ExtractionConfig, ExtractionError
-from newsflow.language import LanguageIdentifier
-from newsflow.sandbox import ArticleExtractor
-from newsflow.simhash import simhash, to_hex
-from newsflow.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
-from newsflow.urls import check_document_url
-from schemas import Article, RawDocument, RecordError
-from schemas.raw import loads_record
-from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload, rewindowed
+from newsflow.core.articles import build_article, fingerprint_text
+from newsflow.core.extraction import ExtractionConfig, ExtractionError
+from newsflow.core.language import LanguageIdentifier
+from newsflow.core.simhash import simhash, to_hex
+from newsflow.core.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
+from newsflow.core.urls import check_document_url
+from newsflow.runtime.sandbox import ArticleExtractor
+from newsflow.schemas import Article, RawDocument, RecordError
+from newsflow.schemas.raw import loads_record
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload, rewindowed
 
 _MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -37,7 +37,7 @@ class _ParseFn(beam.DoFn):
 
     A UTF-8 byte-order mark at the start of a line is ignored; blank lines are not records (counted
     as ``blank_lines``). Validation: ``RawDocument.from_json_dict`` (types, ranges, Unicode) and
-    ``newsflow.urls.check_document_url`` (URL shape and safety, source domain matches the URL).
+    ``newsflow.core.urls.check_document_url`` (URL shape and safety, source domain matches the URL).
     """
 
     def __init__(self):
@@ -101,7 +101,7 @@ class ContentConfig:
         worker, so a remote worker reads its installed copy, not this machine's path).
       language_threshold: fastText confidence below which the language is "und" (None: library default).
       registry_redis_url / key_prefix / use_registry: where the sources registry lives
-        (:mod:`newsflow.source_registry`; ``None``: not read, as in unit tests). When it holds
+        (:mod:`newsflow.storage.source_registry`; ``None``: not read, as in unit tests). When it holds
         outlet records (``newsflow sources ...`` seeded it), their authority (edited, or recomputed by
         ``newsflow sources authority``) is layered over the CSV table, so a source added or re-rated
         there is used by the job; with no records the CSV table alone is used.
@@ -120,9 +120,9 @@ def _source_table(config: ContentConfig, path: str):
     table = SourceTable.load(path)
     if not config.use_registry or not config.registry_redis_url:
         return table
-    from newsflow.keys import Keys
-    from newsflow.source_registry import SourceRegistry
-    from newsflow.stores.redis_conn import connect
+    from newsflow.runtime.redis_conn import connect
+    from newsflow.storage.keys import Keys
+    from newsflow.storage.source_registry import SourceRegistry
 
     client = connect(config.registry_redis_url)
     keys = Keys(config.key_prefix)
@@ -145,7 +145,7 @@ class _ExtractFn(beam.DoFn):
     """RawDocument -> Article (text, metadata, source authority) or a dead letter.
 
     Extraction runs under the per-document time limit of ``ExtractionConfig``, in its child
-    processes (:class:`newsflow.sandbox.ArticleExtractor`). With ``extraction.workers`` > 1 the
+    processes (:class:`newsflow.runtime.sandbox.ArticleExtractor`). With ``extraction.workers`` > 1 the
     DoFn keeps up to ``IN_FLIGHT_PER_WORKER * workers`` documents of a bundle in flight (one thread
     per child waits on its answer), so the children parse pages in parallel with each other and
     with the fused steps after extraction that this process runs (language, fingerprints, clusters,
@@ -238,7 +238,7 @@ class _ExtractFn(beam.DoFn):
 
 class _DetectLanguageFn(beam.DoFn):
     """Article -> Article with ``language`` / ``language_confidence`` from fastText lid.176 on the
-    headline and lead text, with ``declared_language`` as evidence (``newsflow.language``)."""
+    headline and lead text, with ``declared_language`` as evidence (``newsflow.core.language``)."""
 
     def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
         self._config = config
@@ -280,7 +280,7 @@ class DetectLanguage(beam.PTransform):
 
 
 class FingerprintArticles(beam.PTransform):
-    """Article -> Article with ``simhash`` set (see ``newsflow.simhash`` for the definition)."""
+    """Article -> Article with ``simhash`` set (see ``newsflow.core.simhash`` for the definition)."""
 
     def expand(self, pcoll):
         return pcoll | "SimHash" >> beam.ParDo(_FingerprintFn())

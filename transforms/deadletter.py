@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from apache_beam import pvalue
 from apache_beam.utils.windowed_value import WindowedValue
 
-from schemas import DeadLetter, RawDocument
+from newsflow.schemas import DeadLetter, RawDocument
 
 DEAD_LETTER_TAG = "dead_letter"
 METRICS_NAMESPACE = "newsflow"

@@ -1,15 +1,15 @@
 """Beam glue for enrichment: Article -> StoryArticle with topics, entities, embedding, authority.
 
 :class:`EnrichArticles` batches articles (``BatchElements``) and runs, per batch, the pure
-components: :class:`newsflow.topics.TopicClassifier` on title + lead, spaCy entities
-(:class:`newsflow.entities.EntityExtractor`: en, es, de, fr, pt, it with language-neutral keys;
-other languages are counted), the 128-dim embedding (:class:`newsflow.embedding.TextModel`; es, de,
-fr, pt, it in the cross-language form of :mod:`newsflow.multilingual`) and article quality/authority
-(:mod:`newsflow.quality`). Models are loaded once per worker through ``apache_beam.utils.shared``.
-The output feeds :class:`transforms.stories.AssignStoryClusters`.
+components: :class:`newsflow.core.topics.TopicClassifier` on title + lead, spaCy entities
+(:class:`newsflow.core.entities.EntityExtractor`: en, es, de, fr, pt, it with language-neutral keys;
+other languages are counted), the 128-dim embedding (:class:`newsflow.core.embedding.TextModel`; es, de,
+fr, pt, it in the cross-language form of :mod:`newsflow.core.multilingual`) and article quality/authority
+(:mod:`newsflow.core.quality`). Models are loaded once per worker through ``apache_beam.utils.shared``.
+The output feeds :class:`newsflow.transforms.stories.AssignStoryClusters`.
 
 With ``EnrichConfig.entity_process`` (the streaming job sets it on local runners with more than one
-CPU) entities come from :class:`newsflow.entity_process.EntityProcess`, one child process per worker
+CPU) entities come from :class:`newsflow.runtime.entity_process.EntityProcess`, one child process per worker
 process: a batch's NER runs there while this process computes its topics and embeddings and goes on
 with the next batches and the fused steps after enrichment; outputs leave in input order with each
 batch's own timestamp and window, the last ones at ``finish_bundle``. If the child dies or fails on a
@@ -30,8 +30,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 from apache_beam.utils.windowed_value import WindowedValue
 
-from newsflow.stories import story_article
-from transforms.deadletter import DEAD_LETTER_TAG, dead_letter, rewindowed
+from newsflow.core.stories import story_article
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG, dead_letter, rewindowed
 
 _LOG = logging.getLogger(__name__)
 METRICS_NAMESPACE = "newsflow.enrich"
@@ -53,7 +53,7 @@ class EnrichConfig:
       topic_threshold: minimum calibrated probability for a topic label.
       max_batch_size: articles per batch (spaCy ``nlp.pipe`` and fastText calls).
       entity_process: run spaCy NER in a child process beside the rest of the job
-        (:class:`newsflow.entity_process.EntityProcess`) instead of in the DoFn's thread.
+        (:class:`newsflow.runtime.entity_process.EntityProcess`) instead of in the DoFn's thread.
     """
 
     topic_model_path: str | None = None
@@ -67,10 +67,10 @@ class _Models:
     """Per-worker models (held through ``shared.Shared``)."""
 
     def __init__(self, config: EnrichConfig):
-        from newsflow.embedding import load_text_model
-        from newsflow.entities import SUPPORTED_LANGUAGES, load_nlp
-        from newsflow.topic_training import ensure_topic_model
-        from newsflow.topics import TopicClassifier
+        from newsflow.core.embedding import load_text_model
+        from newsflow.core.entities import SUPPORTED_LANGUAGES, load_nlp
+        from newsflow.core.topic_training import ensure_topic_model
+        from newsflow.core.topics import TopicClassifier
 
         self.topics = TopicClassifier.load(ensure_topic_model(config.topic_model_path), config.topic_threshold)
         self.text = load_text_model(config.text_model_path)
@@ -96,8 +96,8 @@ class _EnrichFn(beam.DoFn):
         self.fallback = Metrics.counter(METRICS_NAMESPACE, "entities_in_process_fallback")
 
     def setup(self):
-        from newsflow.entities import EntityExtractor
-        from newsflow.entity_process import shared_entity_process
+        from newsflow.core.entities import EntityExtractor
+        from newsflow.runtime.entity_process import shared_entity_process
 
         # the child first: it loads the entity models while this process loads the others
         self._child = shared_entity_process(LEAD_CHARS) if self._config.entity_process else None
@@ -132,7 +132,7 @@ class _EnrichFn(beam.DoFn):
 
     def _entities_of(self, batch, future):
         """Entities of a batch: the child's answer, else (no child, or it failed) extracted here."""
-        from newsflow.entity_process import EntityProcessError
+        from newsflow.runtime.entity_process import EntityProcessError
 
         if future is not None:
             try:

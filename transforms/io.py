@@ -2,7 +2,7 @@
 
 Sources all produce ``bytes`` (one JSON RawDocument each) so the same content
 transforms run behind every source. Sinks write content-addressed Parquet files
-(``newsflow.stores.parquet``) so replays never add files or rows.
+(``newsflow.storage.parquet``) so replays never add files or rows.
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
 
-from newsflow.stores.parquet import write_records
-from newsflow.stores.redis_conn import connect
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
-from newsflow.timeutil import format_epoch, utc_date
-from schemas import (
+from newsflow.core.timeutil import format_epoch, utc_date
+from newsflow.runtime.redis_conn import connect
+from newsflow.schemas import (
     ARTICLE_SCHEMA,
     CLUSTER_SCHEMA,
     DEAD_LETTER_SCHEMA,
     RAW_DOCUMENT_SCHEMA,
     DeadLetter,
 )
-from schemas._arrow import datetime_to_epoch
-from transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
+from newsflow.schemas._arrow import datetime_to_epoch
+from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.parquet import write_records
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
 
 # ---------------------------------------------------------------------------------- sources
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # one landing line: a 5 MB page as base64 plus fields fits easily
@@ -220,7 +220,7 @@ def kafka_record_value(record) -> bytes:
 
 
 class ReadPubSubMessages(beam.PTransform):
-    """Unbounded: Pub/Sub messages (one JSON RawDocument each, as :mod:`crawler.sinks` publishes
+    """Unbounded: Pub/Sub messages (one JSON RawDocument each, as :mod:`newsflow.crawler.sinks` publishes
     them) -> their data bytes, unchanged. For Dataflow."""
 
     def __init__(self, subscription: str):
@@ -232,7 +232,7 @@ class ReadPubSubMessages(beam.PTransform):
 
 
 class ReadKafkaMessages(beam.PTransform):
-    """Unbounded: Kafka record values (one JSON RawDocument each, as :mod:`crawler.sinks` produces
+    """Unbounded: Kafka record values (one JSON RawDocument each, as :mod:`newsflow.crawler.sinks` produces
     them; key = canonical article URL) -> bytes. For Flink.
 
     Uses Beam's cross-language ``ReadFromKafka`` (needs a Java expansion service on the runner).
@@ -394,7 +394,7 @@ class _ResolveClusterIdsFn(_StoreFn):
 
     def process(self, element):
         key, articles = element
-        # versions of a re-slugged article (newsflow/urls.py rule 5): only the newest, under the stored id
+        # versions of a re-slugged article (newsflow/core/urls.py rule 5): only the newest, under the stored id
         resolved = self._store.resolve_revisions(list(articles))
         articles = [a for a in resolved if a is not None]
         self.duplicates.inc(len(resolved) - len(articles))

@@ -3,7 +3,7 @@
 :class:`AssignStoryClusters` keys every article to one shard key, and a stateful DoFn buffers
 articles in a bag and releases them on an event-time timer: when the watermark passes time T,
 every buffered article with event time <= T is sorted by ``(event_time, article_id)`` and fed to
-:class:`newsflow.stories.StoryClusterer` (state in Redis, :class:`RedisStoryStore`). Because the
+:class:`newsflow.core.stories.StoryClusterer` (state in Redis, :class:`RedisStoryStore`). Because the
 watermark only passes T once every element with event time <= T has arrived (bar late data), the
 clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay on the
 DirectRunner gives the same stories as streaming. This is the pattern of Beam's ordered-processing
@@ -18,7 +18,7 @@ double count. A merge re-sends the retired story's recent articles to trending u
 Writes are batched: a released bundle's assignments are read with one ``HMGET`` and
 its steps written in transactions of ``write_batch`` articles (each touched story once per
 transaction); a crash leaves the state after a prefix of the ordered sequence, which the rerun
-completes (:class:`newsflow.stores.story_store.RedisStoryStore`, "Batched writes").
+completes (:class:`newsflow.storage.stories.RedisStoryStore`, "Batched writes").
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from newsflow.keys import Keys
-from newsflow.stories import StoryConfig
-from schemas import StoryAssignment
-from transforms.deadletter import DEAD_LETTER_TAG, dead_letter
+from newsflow.core.stories import StoryConfig
+from newsflow.schemas import StoryAssignment
+from newsflow.storage.keys import Keys
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
-METRICS_NAMESPACE = "newsflow.stories"
+METRICS_NAMESPACE = "newsflow.core.stories"
 TREND_INPUT_TAG = "trend_input"
 
 
@@ -62,7 +62,7 @@ class StoryTransformConfig:
       release_granularity_s: timers are set to the next multiple of this many seconds after an
         article's event time, so articles of the same minute are released (sorted) together by
         one firing instead of one firing each.
-      key_prefix: namespace of the Redis keys (:class:`newsflow.keys.Keys`).
+      key_prefix: namespace of the Redis keys (:class:`newsflow.storage.keys.Keys`).
       write_batch: article steps per Redis transaction (``RedisStoryStore(write_batch=...)``): a
         released bundle is written in transactions of this many articles, the last one when the
         writer lease is released, and its stored assignments are read with one ``HMGET``.
@@ -110,10 +110,10 @@ class _AssignFnBase(beam.DoFn):
         _init_metrics(self)
 
     def setup(self):
-        from newsflow.embedding import load_text_model
-        from newsflow.stores.redis_conn import connect
-        from newsflow.stores.story_store import RedisStoryStore
-        from newsflow.stories import StoryClusterer
+        from newsflow.core.embedding import load_text_model
+        from newsflow.core.stories import StoryClusterer
+        from newsflow.runtime.redis_conn import connect
+        from newsflow.storage.stories import RedisStoryStore
 
         # One ordered writer (a single shard key) at a time, by the store's writer lease: the store may
         # cache live stories in process, and drops the cache when another writer took a turn in between.
@@ -136,12 +136,12 @@ class _AssignFnBase(beam.DoFn):
         count, authority and representative a function of the groups, not of the arrival order.
         Returns one entry per input article: ``None`` for a superseded version of a re-slugged article.
         """
-        from newsflow.stores.redis_store import resolve_revisions
+        from newsflow.storage.groups import resolve_revisions
 
         out = []
         keys = Keys(self._config.key_prefix)
         key = keys.article_clusters
-        # a re-slugged article's versions (newsflow/urls.py rule 5) are one article, one report: the newest
+        # a re-slugged article's versions (newsflow/core/urls.py rule 5) are one article, one report: the newest
         # version under the stored id; the others become None (skipped by the callers)
         resolved = resolve_revisions(self._store.r, keys, articles)
         articles = [a for a in resolved if a is not None]
@@ -301,7 +301,7 @@ class AssignStoryClusters(beam.PTransform):
 
     Returns ``{"main": assignments, "dead_letter": dead letters, "trend_input": dicts}``; the
     trend inputs (``article_id``, ``story_id``, ``event_time``, topic labels, entity texts; one per
-    newly assigned article, at its event time) feed ``transforms.trending.ComputeTrendingWindows``.
+    newly assigned article, at its event time) feed ``newsflow.transforms.trending.ComputeTrendingWindows``.
     Story serving records are written to ``Keys.story(story_id)`` by the store as a side effect.
     """
 

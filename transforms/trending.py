@@ -4,7 +4,7 @@ Counts distinct new articles per story, per entity and per topic in sliding even
 windows (1 hour every 5 minutes by default), marks stories with more than 20 as breaking
 (λ = 0.5), and — when ``write_redis`` — writes each fired window to Redis (trending ZSETs,
 the breaking set with expiry, and a crawler priority request for newly breaking stories;
-layout in :mod:`newsflow.ranking.trends`). ``WriteTrends`` stores the window counts as
+layout in :mod:`newsflow.storage.trends`). ``WriteTrends`` stores the window counts as
 Parquet (``<root>/trends/date=YYYY-MM-DD/``).
 
 Input: a PCollection of dicts or NamedTuples with ``article_id``, ``story_id``, ``topics``,
@@ -26,17 +26,17 @@ from apache_beam import pvalue, window
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger
 
-from newsflow.keys import Keys
-from newsflow.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
-from newsflow.ranking.trends import (
+from newsflow.core.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
+from newsflow.schemas import TREND_SCHEMA, DeadLetter, TrendCount
+from newsflow.storage.keys import Keys
+from newsflow.storage.parquet import write_records
+from newsflow.storage.trends import (
     parse_trend_input,
     trends_to_keys,
     write_trends,
 )
-from newsflow.stores.parquet import write_records
-from schemas import TREND_SCHEMA, DeadLetter, TrendCount
-from transforms.deadletter import DEAD_LETTER_TAG
-from transforms.io import date_partition
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG
+from newsflow.transforms.io import date_partition
 
 METRICS_NAMESPACE = "newsflow.trending"
 TRENDS_TAG = "trends"
@@ -56,7 +56,7 @@ class TrendingConfig:
       top_n: keys kept in Redis per window and kind.
       write_redis: write windows/breaking set/re-crawl requests to Redis.
       redis_url: ``redis://``/``unix://`` URL; ``None`` means ``$REDIS_URL`` or the embedded server.
-      key_prefix: namespace of the Redis keys (:class:`newsflow.keys.Keys`).
+      key_prefix: namespace of the Redis keys (:class:`newsflow.storage.keys.Keys`).
     """
 
     window_seconds: int = 3600
@@ -175,7 +175,7 @@ class _WriteRedisFn(beam.DoFn):
         self.newly_breaking = Metrics.counter(METRICS_NAMESPACE, "newly_breaking")
 
     def setup(self):
-        from newsflow.stores.redis_conn import connect
+        from newsflow.runtime.redis_conn import connect
 
         self._client = connect(self._config.redis_url)
 

@@ -13,8 +13,8 @@ import json
 
 import numpy as np
 
-from newsflow.keys import Keys
-from newsflow.ranking.store import encode_embedding
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import encode_embedding
 
 NOW = 1_700_000_000.0
 NOW_MINUTE = 1_699_999_980.0  # the start of NOW's UTC minute (NOW % 60 == 20): breaking items are scored at it

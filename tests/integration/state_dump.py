@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from newsflow.stores.parquet import read_dataset
+from newsflow.storage.parquet import read_dataset
 
 DATASETS = ("articles", "clusters", "deadletters", "trends")
 

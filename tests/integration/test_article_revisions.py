@@ -11,15 +11,15 @@ from __future__ import annotations
 import itertools
 import random
 
-from newsflow.aliases import record_aliases, resolve_article_id
-from newsflow.articles import fingerprint_text
-from newsflow.keys import Keys
-from newsflow.minhash_check import near_duplicate, text_minhash
-from newsflow.revisions import Version, current_version, revision_components, stored_id
-from newsflow.simhash import simhash, to_hex
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig, resolve_revisions
-from newsflow.urls import article_id
-from schemas import Article
+from newsflow.core.articles import fingerprint_text
+from newsflow.core.minhash_check import near_duplicate, text_minhash
+from newsflow.core.revisions import Version, current_version, revision_components, stored_id
+from newsflow.core.simhash import simhash, to_hex
+from newsflow.core.urls import article_id
+from newsflow.schemas import Article
+from newsflow.storage.aliases import record_aliases, resolve_article_id
+from newsflow.storage.groups import RedisClusterStore, StoreConfig, resolve_revisions
+from newsflow.storage.keys import Keys
 from tests.integration.test_redis_store import dump
 
 BODY = (
@@ -156,14 +156,14 @@ def test_same_outlet_at_another_publish_time_is_not_a_revision(redis_server):
 
 
 def _version(a: Article) -> Version:
-    from newsflow.outlets import outlet
+    from newsflow.core.outlets import outlet
 
     return Version(a.article_id, outlet(a.url), a.publish_time, a.event_time, a.fetch_time)
 
 
 def test_random_versions_and_orders_match_the_reference_rule(redis_server):
     """Versions of two outlets' articles in random arrival orders: the store's articles are the
-    reference components (newsflow.revisions), and every order leaves the same state."""
+    reference components (newsflow.core.revisions), and every order leaves the same state."""
     client, _ = redis_server
     rng = random.Random(7)
     words = BODY.split()

@@ -2,7 +2,7 @@
 one per command, one per pipeline however many commands it carries, and the frontier's calls as documented."""
 
 from benchmarks.crawl import _count_round_trips
-from crawler.frontier import Frontier
+from newsflow.crawler.frontier import Frontier
 
 
 def test_each_command_and_each_pipeline_is_one_round_trip(redis_server):
@@ -46,7 +46,7 @@ def test_frontier_benchmark_patterns_cost_the_round_trips_its_ratios_count(redis
     """The per-call pattern costs one round trip per add and per complete and one per 50 claimed; the batched one
     one per 50 added (``FEED_ENTRIES``), one per 50 claimed and one per complete; every task is completed."""
     from benchmarks.crawl import FEED_ENTRIES, _batched_s, _per_call_s
-    from newsflow.keys import Keys
+    from newsflow.storage.keys import Keys
 
     r, _url = redis_server
     assert FEED_ENTRIES == 50

@@ -1,12 +1,12 @@
-"""jobs.build_feeds on a real embedded Redis with hand-built stories (values in ranking_data)."""
+"""newsflow.cli.build_feeds on a real embedded Redis with hand-built stories (values in ranking_data)."""
 
 import json
 
 import pytest
 
-from jobs.build_feeds import build_feeds, parse_now
-from newsflow.ranking.store import RankingStore
-from newsflow.settings import Settings
+from newsflow.cli.build_feeds import build_feeds, parse_now
+from newsflow.runtime.settings import Settings
+from newsflow.storage.ranking import RankingStore
 from tests.integration.ranking_data import NOW, add_trending, populate
 
 
@@ -124,9 +124,9 @@ def test_breaking_since_depends_only_on_the_set_of_windows(server):
 def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     import argparse
 
-    from jobs import build_feeds as job
-    from serving import command as serve_cmd
-    from serving.tokens import verify_token
+    from newsflow.cli import build_feeds as job
+    from newsflow.cli import serve as serve_cmd
+    from newsflow.serving.tokens import verify_token
 
     server.flushall()
     populate(server)

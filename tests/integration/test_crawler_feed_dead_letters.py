@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer, Response
-from crawler.landing import LandingWriter
-from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker
-from newsflow.keys import Keys
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.landing import LandingWriter
+from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.storage.keys import Keys
 
 CAP = 2_000
 FEED = (

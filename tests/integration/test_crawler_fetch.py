@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from crawler.config import CrawlerConfig
-from crawler.fetch import PAGE_TYPES, Fetcher, SafeResolver, parse_retry_after
-from crawler.httpserver import HttpServer, Response
-from crawler.safety import AddressPolicy, UnsafeAddressError, is_forbidden_ip
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.fetch import PAGE_TYPES, Fetcher, SafeResolver, parse_retry_after
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.safety import AddressPolicy, UnsafeAddressError, is_forbidden_ip
 
 PAGE = ("<html><body>" + "caf\u00e9 " * 500 + "</body></html>").encode("utf-8")
 
@@ -180,8 +180,8 @@ def test_address_classification():
 
 
 def test_address_policy_uses_the_shared_literal_checks():
-    from crawler import safety
-    from newsflow import netsafety
+    from newsflow.core import netsafety
+    from newsflow.crawler import safety
 
     assert safety.is_forbidden_ip is netsafety.is_forbidden_ip  # one implementation, re-exported
     assert safety.METADATA_HOSTS is netsafety.METADATA_HOSTS
@@ -241,7 +241,7 @@ def test_host_checks_are_cached_for_dns_cache_s_and_refusals_are_not(server):
 def test_repeated_response_headers_are_joined():
     from multidict import CIMultiDict
 
-    from crawler.fetch import _lower_headers
+    from newsflow.crawler.fetch import _lower_headers
 
     h = CIMultiDict([("Content-Type", "text/html"), ("Vary", "Accept"), ("vary", "Cookie")])
     assert _lower_headers(h) == {"content-type": "text/html", "vary": "Accept, Cookie"}

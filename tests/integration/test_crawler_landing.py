@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from crawler.landing import LandingWriter, read_landing_file
-from schemas import RawDocument
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.schemas import RawDocument
 
 DOCS = [
     RawDocument(
@@ -99,7 +99,7 @@ def test_gcs_landing_against_emulator(monkeypatch):
 
 
 def test_encode_record_is_json_dumps_of_the_dict_byte_for_byte():
-    from crawler.landing import encode_record
+    from newsflow.crawler.landing import encode_record
 
     odd = RawDocument(
         url='http://n.example/q?a="b"&c=\u00e9',
@@ -194,8 +194,8 @@ def test_gzip_level_is_honoured_and_the_records_are_the_same(tmp_path):
     = maximum compression at level 9, RFC 1952); level 9 is smaller than level 1 on repetitive pages."""
     import argparse
 
-    from crawler.landing import GZIP_LEVEL, encode_batch
-    from crawler.sinks import add_sink_arguments, build_sink
+    from newsflow.crawler.landing import GZIP_LEVEL, encode_batch
+    from newsflow.crawler.sinks import add_sink_arguments, build_sink
 
     pages = [
         RawDocument(

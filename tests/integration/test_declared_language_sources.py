@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from apache_beam.utils import shared
 
-from crawler.feeds import parse_feed
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer
-from crawler.landing import LandingWriter
-from crawler.worker import CrawlWorker
-from newsflow.keys import Keys
-from newsflow.source_registry import SourceRegistry
-from newsflow.sources import UNKNOWN_AUTHORITY, SourceTable
-from schemas.raw import RawDocument
+from newsflow.core.sources import UNKNOWN_AUTHORITY, SourceTable
+from newsflow.crawler.feeds import parse_feed
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer
+from newsflow.crawler.landing import LandingWriter
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.schemas.raw import RawDocument
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import SourceRegistry
+from newsflow.transforms.content import ContentConfig, _DetectLanguageFn, _ExtractFn
 from tests.integration.test_crawler_worker import FAST, Site, _redis_server, config, landed, redis, rss, run_worker
-from transforms.content import ContentConfig, _DetectLanguageFn, _ExtractFn
 
 __all__ = ["_redis_server", "redis"]  # module-scoped Redis fixtures of the worker tests
 

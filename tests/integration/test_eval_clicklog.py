@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from cli.main import main
+from newsflow.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLICKS = os.path.join(ROOT, "..", "shared", "data", "globo-news-clicks-sample", "clicks.csv.gz")

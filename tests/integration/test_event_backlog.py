@@ -13,11 +13,11 @@ import httpx
 import pyarrow.dataset as ds
 import pytest
 
-from newsflow.keys import Keys
-from newsflow.ranking.events import EventBacklogFull, append_events, flush_events
-from schemas.event import Event
-from serving.app import ServingConfig, create_app
-from serving.tokens import sign_token
+from newsflow.schemas.event import Event
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.tokens import sign_token
+from newsflow.storage.events import EventBacklogFull, append_events, flush_events
+from newsflow.storage.keys import Keys
 from tests.integration.asgi_server import serve_in_thread
 
 KEYS = Keys()

@@ -19,9 +19,9 @@ import time
 
 import pyarrow.dataset as ds
 
-from newsflow.keys import Keys
-from newsflow.ranking.events import append_events, flush_events, read_cursor
-from schemas.event import Event
+from newsflow.schemas.event import Event
+from newsflow.storage.events import append_events, flush_events, read_cursor
+from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
 
 SECRET = "k" * 32
@@ -30,9 +30,9 @@ _API_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
     import httpx
-    from newsflow.stores.redis_conn import connect
-    from serving.app import ServingConfig, create_app
-    from serving.tokens import sign_token
+    from newsflow.runtime.redis_conn import connect
+    from newsflow.serving.app import ServingConfig, create_app
+    from newsflow.serving.tokens import sign_token
     from tests.integration.asgi_server import serve_in_thread
 
     rdb, snap, batches, secret = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].encode()
@@ -55,7 +55,7 @@ _API_SCRIPT = textwrap.dedent(
 _COUNT_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from newsflow.stores.redis_conn import connect
+    from newsflow.runtime.redis_conn import connect
     client = connect(embedded_path=sys.argv[1])
     ids = [s.decode() for _, f in client.xrange("nf:events") for k, s in f.items() if k == b"story_id"]
     print(json.dumps({"xlen": client.xlen("nf:events"), "story_ids": ids, "pid": client.pid}))
@@ -66,7 +66,7 @@ _FLUSH_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
     import redis
-    from newsflow.ranking.events import flush_events
+    from newsflow.storage.events import flush_events
     client = redis.Redis.from_url(sys.argv[1])
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)
     flush_events(client, sys.argv[2], max_rows=int(sys.argv[3]), after_write=die)

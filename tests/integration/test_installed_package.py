@@ -15,8 +15,8 @@ import site
 import subprocess
 import sys
 
-from newsflow.keys import Keys
-from newsflow.stores.parquet import read_dataset
+from newsflow.storage.keys import Keys
+from newsflow.storage.parquet import read_dataset
 from tests.conftest import REPO_ROOT
 
 N_HEADLINES = 20
@@ -70,10 +70,11 @@ def test_the_shipped_package_runs_the_job_outside_the_checkout(tmp_path, redis_s
                 "-I",
                 "-c",
                 (
-                    "import json, sys, newsflow, pipelines.streaming\n"
-                    "from newsflow.resources import default_model_dir, data_path\n"
-                    "from newsflow.sources import DEFAULT_SOURCES_PATH\n"
-                    "print(json.dumps({'newsflow': newsflow.__file__, 'pipelines': pipelines.streaming.__file__,"
+                    "import json, sys, newsflow, newsflow.pipelines.streaming\n"
+                    "from newsflow.core.resources import default_model_dir, data_path\n"
+                    "from newsflow.core.sources import DEFAULT_SOURCES_PATH\n"
+                    "print(json.dumps({'newsflow': newsflow.__file__,"
+                    " 'pipelines': newsflow.pipelines.streaming.__file__,"
                     " 'sources': DEFAULT_SOURCES_PATH, 'topics': data_path('topics'), 'models': default_model_dir(),"
                     " 'sys_path': sys.path}))"
                 ),
@@ -106,7 +107,7 @@ def test_the_shipped_package_runs_the_job_outside_the_checkout(tmp_path, redis_s
             py,
             "-I",
             "-m",
-            "pipelines.streaming",
+            "newsflow.pipelines.streaming",
             "--input",
             str(landing),
             "--output",

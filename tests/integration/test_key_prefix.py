@@ -14,13 +14,13 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from starlette.testclient import TestClient
 
-from newsflow.keys import Keys
-from newsflow.ranking.build import build_feeds
-from newsflow.ranking.feeds import latest_story_time
-from newsflow.ranking.store import RankingStore
-from pipelines.launcher import make_runner
-from pipelines.streaming import build_pipeline, job_config_from_options
-from serving.app import ServingConfig, create_app
+from newsflow.core.ranking.feeds import latest_story_time
+from newsflow.pipelines.launcher import make_runner
+from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import RankingStore
 from tests.transforms.test_streaming_job import _corpus_subset
 
 SECRET = b"k" * 32

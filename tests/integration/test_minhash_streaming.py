@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from newsflow.articles import fingerprint_text
-from newsflow.minhash_check import confirm, hamming_to_all, minhash_many, shares_band
-from newsflow.simhash import simhash_many, to_hex
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
+from newsflow.core.articles import fingerprint_text
+from newsflow.core.minhash_check import confirm, hamming_to_all, minhash_many, shares_band
+from newsflow.core.simhash import simhash_many, to_hex
+from newsflow.storage.groups import RedisClusterStore, StoreConfig
 from tests.corpus_slice import HEADLINES
 from tests.integration.test_redis_store import art, dump
 

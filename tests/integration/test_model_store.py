@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from newsflow.keys import Keys
-from newsflow.learning.store import ModelStore
-from newsflow.ranking.personalize import load_learned
-from newsflow.ranking.store import RankingStore, encode_embedding
+from newsflow.core.ranking.personalize import load_learned
+from newsflow.storage.keys import Keys
+from newsflow.storage.models import ModelStore
+from newsflow.storage.ranking import RankingStore, encode_embedding
 
 
 def test_write_switch_rollback_prune(redis_server):

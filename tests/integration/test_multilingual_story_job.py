@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from newsflow.stores.story_store import RedisStoryStore
-from newsflow.urls import article_id
-from pipelines.streaming import run
+from newsflow.core.urls import article_id
+from newsflow.pipelines.streaming import run
+from newsflow.storage.stories import RedisStoryStore
 
 T0 = 1394470501.0
 # (url, language, minutes after T0, headline): two events; headlines from data/multilingual-stories

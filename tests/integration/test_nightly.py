@@ -17,15 +17,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.nightly import MODELS, run_night
-from newsflow.keys import Keys
-from newsflow.learning.store import ModelStore
-from newsflow.ranking.build import build_feeds
-from newsflow.ranking.events import append_events
-from newsflow.ranking.feeds import FeedConfig, build_user_feed
-from newsflow.ranking.store import RankingStore, encode_embedding
-from newsflow.settings import Settings
-from schemas import Event
+from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.jobs.nightly import MODELS, run_night
+from newsflow.runtime.settings import Settings
+from newsflow.schemas import Event
+from newsflow.storage.events import append_events
+from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.keys import Keys
+from newsflow.storage.models import ModelStore
+from newsflow.storage.ranking import RankingStore, encode_embedding
 
 NOW = dt.datetime(2026, 11, 30, 18, 0, tzinfo=dt.UTC).timestamp()
 DATE = "2026-11-30"
@@ -135,8 +135,8 @@ def test_twenty_clicks_on_one_topic_raise_it_in_for_you(night):
     # the API's For You feed (/v1/feed) carries the same reasons
     from starlette.testclient import TestClient
 
-    from serving.app import ServingConfig, create_app
-    from serving.tokens import sign_token
+    from newsflow.serving.app import ServingConfig, create_app
+    from newsflow.serving.tokens import sign_token
 
     secret = b"s" * 32
     cfg = ServingConfig(token_secret=secret, snapshot_dir=output + "-snap", local_cache_seconds=0, clock=lambda: NOW)
@@ -207,8 +207,8 @@ def test_rerun_of_a_date_replaces_and_rollback_restores(night):
 def test_the_night_recomputes_outlet_authority_and_applies_retention(night):
     import datetime as dt
 
-    from newsflow.outlets import outlet
-    from newsflow.sources import SourceTable
+    from newsflow.core.outlets import outlet
+    from newsflow.core.sources import SourceTable
 
     client, settings, output = night
     keys = Keys()

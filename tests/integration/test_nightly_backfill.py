@@ -1,15 +1,15 @@
 """A ``newsflow nightly --date`` backfill never moves serving back in time or deletes the newest night.
 
 Real embedded Redis; model versions written as the nightly jobs write them (``ModelStore.write``), the
-switch step as ``run_night`` runs it (:func:`jobs.nightly.switch_models`). Before the fix, nights
+switch step as ``run_night`` runs it (:func:`newsflow.jobs.nightly.switch_models`). Before the fix, nights
 2026-11-30, 1999-01-01, 1998-01-01 left every model serving 1998-01-01 with 2026-11-30 pruned.
 """
 
 from __future__ import annotations
 
-from jobs.nightly import MODELS, switch_models
-from newsflow.keys import Keys
-from newsflow.learning.store import ModelStore
+from newsflow.jobs.nightly import MODELS, switch_models
+from newsflow.storage.keys import Keys
+from newsflow.storage.models import ModelStore
 
 KEYS = Keys()
 

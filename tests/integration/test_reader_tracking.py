@@ -13,11 +13,11 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from newsflow.keys import Keys
-from newsflow.ranking.feed_page import write_user_feeds
-from serving.app import ServingConfig, create_app
-from serving.http_cache import strong_etag
-from serving.tracking import ReaderTracking
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.http_cache import strong_etag
+from newsflow.serving.tracking import ReaderTracking
+from newsflow.storage.feed_page import write_user_feeds
+from newsflow.storage.keys import Keys
 from tests.integration.ranking_data import NOW
 from tests.integration.test_feed_hot_path import USERS, _expected, _get
 from tests.integration.test_feed_hot_path import r as r  # noqa: F401 (the populated-Redis fixture)

@@ -2,7 +2,7 @@
 
 The streaming job, the feed builder, the API, retention and the crawl frontier run against a cluster
 through ``redis+cluster://`` URLs: every script and transaction keeps its keys in one slot (hash tags
-of :mod:`newsflow.keys`), the job leaves exactly the keys and values of the same run on one server,
+of :mod:`newsflow.storage.keys`), the job leaves exactly the keys and values of the same run on one server,
 and the untagged keys spread over all three masters.
 """
 
@@ -15,15 +15,15 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from crawler.frontier import Frontier, task_id
-from jobs.retention import expire
-from newsflow.keys import Keys
-from newsflow.ranking.build import build_feeds
-from newsflow.ranking.feeds import latest_story_time
-from newsflow.ranking.store import RankingStore
-from newsflow.stores.redis_conn import connect
-from pipelines.streaming import run
-from serving.app import ServingConfig, create_app
+from newsflow.cli.retention import expire
+from newsflow.core.ranking.feeds import latest_story_time
+from newsflow.crawler.frontier import Frontier, task_id
+from newsflow.pipelines.streaming import run
+from newsflow.runtime.redis_conn import connect
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import RankingStore
 from tests.corpus_slice import write_headlines
 from tests.integration.redis_cluster import redis_cluster
 from tests.integration.state_dump import redis_state, state_difference

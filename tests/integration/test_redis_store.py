@@ -6,9 +6,9 @@ import multiprocessing as mp
 
 import pytest
 
-from newsflow.keys import Keys
-from newsflow.stores.redis_store import RedisClusterStore, StoreConfig
-from schemas import Article
+from newsflow.schemas import Article
+from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.keys import Keys
 
 
 def art(
@@ -68,7 +68,7 @@ def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():
         "nf:{nd}:lsh:2:5678",
         "nf:{nd}:lsh:3:1234",
     ]
-    from newsflow.simhash import bands
+    from newsflow.core.simhash import bands
 
     assert [f"{b:04x}" for b in bands(fp)] == ["def0", "9abc", "5678", "1234"]
 
@@ -222,7 +222,7 @@ def test_concurrent_writers_put_near_duplicates_in_one_cluster(redis_server):
     procs = []
     for w in range(4):
         # each copy at its own publish time: one outlet's near-identical texts at the same publish time would be
-        # versions of one article (newsflow/urls.py, "Article identity" rule 5), not 25 copies
+        # versions of one article (newsflow/core/urls.py, "Article identity" rule 5), not 25 copies
         items = [
             (f"w{w}-{i:02d}", (1 << ((w * 25 + i) % 64)) if i else 0, f"site{w}.com", 0.5, 1000.0 + i)
             for i in range(25)

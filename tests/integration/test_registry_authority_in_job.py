@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from newsflow.keys import Keys
-from newsflow.source_registry import SourceRegistry
-from newsflow.sources import SourceTable
-from pipelines.streaming import run
+from newsflow.core.sources import SourceTable
+from newsflow.pipelines.streaming import run
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import SourceRegistry
 from tests.corpus_slice import write_headlines
 
 KEYS = Keys()

@@ -6,8 +6,8 @@ import time
 
 import httpx
 
-from crawler.replay import ReplayWeb, serve
-from schemas import RawDocument
+from newsflow.crawler.replay import ReplayWeb, serve
+from newsflow.schemas import RawDocument
 
 
 def test_publish_endpoint_adds_a_fresh_item_to_the_feed():

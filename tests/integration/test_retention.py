@@ -7,14 +7,14 @@ import math
 
 import numpy as np
 
-from jobs.retention import expire
-from newsflow.embedding import TextModel
-from newsflow.keys import Keys
-from newsflow.ranking.store import RankingStore
-from newsflow.stores.redis_store import RedisClusterStore
-from newsflow.stores.story_store import RedisStoryStore
-from newsflow.stories import StoryClusterer, StoryConfig
-from schemas import StoryArticle
+from newsflow.cli.retention import expire
+from newsflow.core.embedding import TextModel
+from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.schemas import StoryArticle
+from newsflow.storage.groups import RedisClusterStore
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import RankingStore
+from newsflow.storage.stories import RedisStoryStore
 from tests.integration.state_dump import redis_state, state_difference
 from tests.integration.test_redis_store import art
 
@@ -81,8 +81,8 @@ def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease
 
 
 def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_articles(tmp_path, redis_server):
-    from newsflow.stores.parquet import read_dataset
-    from pipelines.streaming import run
+    from newsflow.pipelines.streaming import run
+    from newsflow.storage.parquet import read_dataset
     from tests.corpus_slice import write_headlines
 
     client, url = redis_server
@@ -120,7 +120,7 @@ def test_a_cutoff_that_is_not_a_finite_past_time_is_refused_and_a_corrupt_one_is
 
     import pytest
 
-    from cli.main import main
+    from newsflow.cli.main import main
 
     client, url = redis_server
     for bad in (float("nan"), float("inf"), time.time() + 10 * 86400):

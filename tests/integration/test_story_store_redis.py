@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 
-from newsflow.embedding import TextModel
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.stores.story_store import InMemoryStoryStore, RedisStoryStore
-from newsflow.stories import StoryClusterer, StoryConfig
-from schemas import StoryArticle
+from newsflow.core.embedding import TextModel
+from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.schemas import StoryArticle
+from newsflow.storage.keys import Keys
+from newsflow.storage.stories import InMemoryStoryStore, RedisStoryStore
 
 KEYS = Keys()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from newsflow.ranking.store import RankingStore
+from newsflow.storage.ranking import RankingStore
 from tests.integration.ranking_data import NOW, add_trending
 
 

@@ -1,11 +1,11 @@
 """Transform tests build pipelines from transforms directly, without ``build_pipeline``, so they
-register the records' coders themselves, as every pipeline builder must (``transforms.coders``)."""
+register the records' coders themselves, as every pipeline builder must (``newsflow.transforms.coders``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from transforms.coders import register_coders
+from newsflow.transforms.coders import register_coders
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,12 +1,12 @@
-"""transforms.coders: one explicit registration gives every schemas record a coder that round-trips."""
+"""newsflow.transforms.coders: one explicit registration gives every schemas record a coder that round-trips."""
 
 from __future__ import annotations
 
 import numpy as np
 from apache_beam import coders
 
-import schemas
-from schemas import (
+from newsflow import schemas
+from newsflow.schemas import (
     Article,
     DeadLetter,
     EntityRef,
@@ -17,8 +17,8 @@ from schemas import (
     TrendCount,
     TrendInput,
 )
-from transforms import coders as record_coders
-from transforms.coders import NON_ROW_RECORDS, ROW_RECORDS, register_coders
+from newsflow.transforms import coders as record_coders
+from newsflow.transforms.coders import NON_ROW_RECORDS, ROW_RECORDS, register_coders
 
 T0 = 1_700_000_000.25
 AID = "0123456789abcdef0123456789abcdef"

@@ -17,7 +17,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.streaming import build_pipeline, job_config_from_options
+from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(__file__)), "golden", "streaming_transform_labels.txt")
 DATAFLOW_ARGV = [
@@ -66,7 +66,7 @@ def no_network(monkeypatch):
 
 
 def test_dataflow_dry_run_writes_the_job_request_offline(tmp_path, no_network, capsys):
-    from cli.main import main
+    from newsflow.cli.main import main
 
     job_file = tmp_path / "JOB.json"
     redis_url = f"redis://127.0.0.1:{_unused_port()}/0"  # nothing listens there
@@ -102,7 +102,7 @@ def test_dataflow_dry_run_writes_the_job_request_offline(tmp_path, no_network, c
 
 
 def test_dataflow_dry_run_refuses_a_bad_temp_location_without_going_online(no_network, capsys):
-    from cli.main import main
+    from newsflow.cli.main import main
 
     argv = [a if a != "gs://newsflow-bucket/tmp" else "gs://B/tmp" for a in DATAFLOW_ARGV]
     assert main(["run", *argv, "--redis_url", "redis://127.0.0.1:6399/0"]) == 2

@@ -13,9 +13,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from newsflow.quality import article_quality
-from schemas import Article
-from transforms.enrich import EnrichArticles, EnrichConfig
+from newsflow.core.quality import article_quality
+from newsflow.schemas import Article
+from newsflow.transforms.enrich import EnrichArticles, EnrichConfig
 
 TEXT = (
     "Apple said on Monday that Tim Cook will present the new iPhone in California. "
@@ -51,8 +51,8 @@ def test_enrich_articles(entity_process, monkeypatch):
     """The same values with NER in this process, in the entity child process, with a child that died
     and with one that stopped answering (every batch falls back to in-process extraction, counted; the
     stopped child is killed after ENTITY_WAIT_S)."""
-    import newsflow.entity_process as ep
-    import transforms.enrich
+    import newsflow.runtime.entity_process as ep
+    import newsflow.transforms.enrich
 
     ep.close_shared_entity_processes()
     child = None
@@ -65,7 +65,7 @@ def test_enrich_articles(entity_process, monkeypatch):
         child = ep.EntityProcess(1000)
         assert child.submit([("Apple", "")], ["en"]).result(timeout=120)[0]
         os.kill(child.pid, signal.SIGSTOP)
-        monkeypatch.setattr(transforms.enrich, "ENTITY_WAIT_S", 2.0)
+        monkeypatch.setattr(newsflow.transforms.enrich, "ENTITY_WAIT_S", 2.0)
     if child is not None:
         monkeypatch.setattr(ep, "shared_entity_process", lambda lead_chars: child)
     arts = [

@@ -15,11 +15,11 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils import shared
 
-from newsflow.extraction import ExtractionConfig, ExtractionError
-from newsflow.sandbox import ArticleExtractor
-from schemas import RawDocument
-from transforms.content import ContentConfig, _ExtractFn
-from transforms.deadletter import DEAD_LETTER_TAG
+from newsflow.core.extraction import ExtractionConfig, ExtractionError
+from newsflow.runtime.sandbox import ArticleExtractor
+from newsflow.schemas import RawDocument
+from newsflow.transforms.content import ContentConfig, _ExtractFn
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -85,7 +85,7 @@ def test_extract_workers_flag_is_bounded_and_automatic_by_runner(tmp_path):
     document in flight and lost pages to timeouts)."""
     import pytest
 
-    from pipelines.streaming import MAX_EXTRACT_WORKERS, default_extract_workers, job_config_from_options
+    from newsflow.pipelines.streaming import MAX_EXTRACT_WORKERS, default_extract_workers, job_config_from_options
 
     landing = tmp_path / "in.jsonl"
     landing.write_text("{}\n")

@@ -8,9 +8,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from newsflow.urls import article_id
-from schemas import RawDocument
-from transforms.content import ContentConfig, ExtractArticles
+from newsflow.core.urls import article_id
+from newsflow.schemas import RawDocument
+from newsflow.transforms.content import ContentConfig, ExtractArticles
 
 HARBOUR = "https://www.tribune.example.net/news/harbour-fire-4471"
 

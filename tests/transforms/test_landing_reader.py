@@ -10,8 +10,8 @@ from apache_beam.io import fileio
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.deadletter import DEAD_LETTER_TAG
-from transforms.io import _ReadLinesFn
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG
+from newsflow.transforms.io import _ReadLinesFn
 
 
 def _lines(i: int, n: int) -> list[bytes]:
@@ -83,8 +83,8 @@ def test_parquet_landing_files_one_bad_file_is_a_dead_letter_and_the_rest_is_rea
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from schemas import RAW_DOCUMENT_SCHEMA
-    from transforms.io import ReadLandingFiles
+    from newsflow.schemas import RAW_DOCUMENT_SCHEMA
+    from newsflow.transforms.io import ReadLandingFiles
 
     t = dt.datetime(2024, 5, 2, 6, 0, tzinfo=dt.UTC)
     rows = [

@@ -10,8 +10,8 @@ import pytest
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import launcher
-from pipelines.launcher import JobSpec, launch, parse_bool_flag, should_wait, summary
+from newsflow.pipelines import launcher
+from newsflow.pipelines.launcher import JobSpec, launch, parse_bool_flag, should_wait, summary
 
 
 class _ToyOptions(PipelineOptions):
@@ -189,7 +189,7 @@ def test_cli_main_prints_help_and_errors(capsys):
 def _output_config(options, settings):
     from types import SimpleNamespace
 
-    from pipelines.launcher import SettingsOptions
+    from newsflow.pipelines.launcher import SettingsOptions
 
     return SimpleNamespace(n=1, output=options.view_as(SettingsOptions).output)
 

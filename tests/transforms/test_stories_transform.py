@@ -13,13 +13,13 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 
-from newsflow.embedding import TextModel
-from newsflow.keys import Keys
-from newsflow.stores.redis_conn import stop_embedded
-from newsflow.stores.story_store import RedisStoryStore
-from newsflow.stories import StoryConfig
-from schemas import StoryArticle
-from transforms.stories import AssignStoryClusters, StoryTransformConfig
+from newsflow.core.embedding import TextModel
+from newsflow.core.stories import StoryConfig
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.schemas import StoryArticle
+from newsflow.storage.keys import Keys
+from newsflow.storage.stories import RedisStoryStore
+from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0

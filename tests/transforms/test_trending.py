@@ -21,10 +21,10 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 
-from newsflow.keys import Keys
-from newsflow.ranking.store import RankingStore
-from newsflow.stores.redis_conn import stop_embedded
-from transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
+from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import RankingStore
+from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 B = 1_699_999_200.0  # divisible by 300
 assert B % 300 == 0

@@ -4,11 +4,11 @@ import hashlib
 
 import pytest
 
-from newsflow.articles import build_article
-from newsflow.extraction import ExtractionConfig, declared_canonical_url, extract_content, page_canonical_url
-from newsflow.keys import Keys
-from newsflow.urls import article_id, canonicalize_url, choose_canonical, identity_key, strip_amp
-from schemas.raw import RawDocument
+from newsflow.core.articles import build_article
+from newsflow.core.extraction import ExtractionConfig, declared_canonical_url, extract_content, page_canonical_url
+from newsflow.core.urls import article_id, canonicalize_url, choose_canonical, identity_key, strip_amp
+from newsflow.schemas.raw import RawDocument
+from newsflow.storage.keys import Keys
 
 HARBOUR = "https://www.tribune.example.net/news/harbour-fire-4471"
 

@@ -1,10 +1,10 @@
-"""The default authority rubric (newsflow.authority): tier base, shrunk originality, counts from groups."""
+"""The default authority rubric (newsflow.core.authority): tier base, shrunk originality, counts from groups."""
 
 from __future__ import annotations
 
 import pytest
 
-from newsflow.authority import (
+from newsflow.core.authority import (
     TIER_AUTHORITY,
     default_authority,
     originality,
@@ -16,7 +16,7 @@ from newsflow.authority import (
 def test_tier_bases_match_the_seed_table_rubric():
     import csv
 
-    from newsflow.sources import DEFAULT_SOURCES_PATH
+    from newsflow.core.sources import DEFAULT_SOURCES_PATH
 
     with open(DEFAULT_SOURCES_PATH, encoding="utf-8") as f:
         for row in csv.DictReader(f):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cli.main import main
+from newsflow.cli.main import main
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ import hashlib
 import pyarrow.parquet as pq
 import pytest
 
-from newsflow.articles import build_article, event_time
-from newsflow.extraction import ExtractedContent
-from newsflow.sources import UNKNOWN_AUTHORITY, SourceTable
-from newsflow.stores.parquet import list_files, read_dataset, write_records
-from newsflow.urls import article_id, canonicalize_url, source_domain
-from schemas import ARTICLE_SCHEMA, Article, RawDocument
+from newsflow.core.articles import build_article, event_time
+from newsflow.core.extraction import ExtractedContent
+from newsflow.core.sources import UNKNOWN_AUTHORITY, SourceTable
+from newsflow.core.urls import article_id, canonicalize_url, source_domain
+from newsflow.schemas import ARTICLE_SCHEMA, Article, RawDocument
+from newsflow.storage.parquet import list_files, read_dataset, write_records
 
 
 def test_canonical_url_rules():
@@ -119,8 +119,8 @@ def test_parquet_files_are_content_addressed_and_round_trip(tmp_path):
 
 
 def test_document_url_checks():
-    from newsflow.urls import check_document_url
-    from schemas import RecordError
+    from newsflow.core.urls import check_document_url
+    from newsflow.schemas import RecordError
 
     check_document_url("https://www.reuters.com/world/a?b=1", "reuters.com")
     cases = {
@@ -138,7 +138,7 @@ def test_document_url_checks():
 
 
 def test_clean_title_removes_controls_and_bidi_overrides():
-    from newsflow.articles import MAX_TITLE_CHARS, clean_title
+    from newsflow.core.articles import MAX_TITLE_CHARS, clean_title
 
     assert clean_title("Budget\x00 passes\u202e (reversed)\n today") == "Budget passes (reversed) today"
     assert len(clean_title("x" * 5000)) == MAX_TITLE_CHARS

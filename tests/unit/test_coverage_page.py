@@ -1,7 +1,7 @@
 """Full coverage: an outlet's own duplicate is not a syndicated copy, and a free copy leads a paywalled one."""
 
-from schemas import ArticleRecord
-from serving.pages import coverage_page
+from newsflow.schemas import ArticleRecord
+from newsflow.serving.pages import coverage_page
 
 
 def rec(aid, domain, cid, authority, t, paywalled=False, language="en"):
@@ -63,7 +63,7 @@ def test_coverage_groups_reports_by_language():
 def test_full_coverage_page_and_card_show_languages():
     import lxml.html
 
-    from serving.web_view import coverage_context, language_name, templates
+    from newsflow.serving.web_view import coverage_context, language_name, templates
 
     arts = _multilingual_story()
     cov = coverage_page({"story_id": "s1", "url": "https://reuters.com/e1", "title": "t"}, [], arts)

@@ -1,12 +1,12 @@
-"""crawler.canonical (the incremental canonical-URL read) returns what newsflow.extraction returns."""
+"""newsflow.crawler.canonical (the incremental canonical-URL read) returns what newsflow.core.extraction returns."""
 
 import os
 
 import pytest
 
-from crawler.canonical import FIRST_STEP_CHARS, STEP_CHARS, page_declared_canonical
-from crawler.replay import load_corpus
-from newsflow.extraction import page_canonical_url
+from newsflow.core.extraction import page_canonical_url
+from newsflow.crawler.canonical import FIRST_STEP_CHARS, STEP_CHARS, page_declared_canonical
+from newsflow.crawler.replay import load_corpus
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
 FILLER = "<p>" + "filler text " * 40 + "</p>"

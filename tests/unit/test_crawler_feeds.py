@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
-from newsflow.urls import article_id, canonicalize_url, strip_amp
+from newsflow.core.urls import article_id, canonicalize_url, strip_amp
+from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from tests.conftest import SHARED_DATA
 
 FEEDS = os.path.join(SHARED_DATA, "rss-atom-feeds")

@@ -1,4 +1,4 @@
-"""Bounded Content-Encoding decoding (crawler.inflate): every coding, fed whole or byte by byte."""
+"""Bounded Content-Encoding decoding (newsflow.crawler.inflate): every coding, fed whole or byte by byte."""
 
 import gzip
 import os
@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding, content_codings
+from newsflow.crawler.inflate import BodyTooLarge, BoundedDecoder, CorruptEncoding, UnsupportedEncoding, content_codings
 
 DATA = os.urandom(1000) + b"a" * 300_000 + os.urandom(5000)
 

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from crawler.feeds import FeedParseError, parse_feed, parse_json_feed, parse_news_sitemap
-from newsflow.decoding import mostly_utf8, strip_control_chars
-from newsflow.extraction import ExtractionConfig, extract_content, html_fragment_to_text
-from newsflow.timeutil import feed_zone_date_to_epoch, zone_abbreviation_offset_s
-from schemas.raw import RawDocument
+from newsflow.core.decoding import mostly_utf8, strip_control_chars
+from newsflow.core.extraction import ExtractionConfig, extract_content, html_fragment_to_text
+from newsflow.core.timeutil import feed_zone_date_to_epoch, zone_abbreviation_offset_s
+from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_json_feed, parse_news_sitemap
+from newsflow.schemas.raw import RawDocument
 
 GREEK = ["Ο δήμος ανακοίνωσε νέο πάρκο", "Κλειστός ο δρόμος την Κυριακή"]
 
@@ -280,7 +280,7 @@ def test_sitemaps_with_a_dtd_are_refused():
 def test_unknown_declared_xml_encoding_is_parsed_or_refused_never_raised():
     """``encoding='x-bogus'`` used to raise LookupError out of parse_feed and parse_news_sitemap
     (the crawl worker only catches FeedParseError, so the crawl died)."""
-    from crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
+    from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 
     decl = b"<?xml version='1.0' encoding='x-bogus'?>"
     rss = decl + b"<rss version='2.0'><channel><title>T</title><item><title>A</title>"

@@ -5,9 +5,9 @@ import hmac
 
 import pytest
 
-from crawler.push import PushConfig
-from crawler.push_auth import PushError, authenticate, parse_credentials, sign
-from crawler.push_validate import check_push_url, text_problem, validate_document
+from newsflow.crawler.push import PushConfig
+from newsflow.crawler.push_auth import PushError, authenticate, parse_credentials, sign
+from newsflow.crawler.push_validate import check_push_url, text_problem, validate_document
 
 SECRET = "s3cret-0123456789abcdef"
 CFG = PushConfig(credentials={"wire": SECRET, "other": "another-secret-9876543210"}, clock=lambda: 1_700_000_000.0)

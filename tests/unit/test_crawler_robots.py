@@ -6,8 +6,8 @@ import os
 import pytest
 from protego import Protego
 
-from crawler.commands import eval_robots
-from crawler.robots import (
+from newsflow.cli.evaluation import robots as eval_robots
+from newsflow.crawler.robots import (
     MAX_LINE_BYTES,
     ROBOTS_MAX_BYTES,
     RobotsMatcher,

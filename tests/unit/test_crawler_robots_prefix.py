@@ -5,8 +5,8 @@ import zlib
 
 import pytest
 
-from crawler.inflate import BodyTooLarge, BoundedDecoder
-from crawler.robots import ROBOTS_MAX_BYTES, RobotsMatcher, parse_prefix
+from newsflow.crawler.inflate import BodyTooLarge, BoundedDecoder
+from newsflow.crawler.robots import ROBOTS_MAX_BYTES, RobotsMatcher, parse_prefix
 
 
 def test_a_body_within_the_limit_is_parsed_whole():

@@ -2,7 +2,7 @@
 
 import random
 
-from crawler.schedule import (
+from newsflow.crawler.schedule import (
     ScheduleConfig,
     apply_skips,
     backoff_delay,
@@ -12,7 +12,7 @@ from crawler.schedule import (
     throttle_delay,
     update_rate,
 )
-from crawler.worker import same_site_links
+from newsflow.crawler.worker import same_site_links
 
 CFG = ScheduleConfig(jitter=0.0)
 

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from newsflow.learning.decay_types import cell_key, fit_decay_by_type, typed_lambda_overrides
-from newsflow.ranking.article_type import ARTICLE_TYPES, article_type, story_article_type
-from newsflow.ranking.decay import LAMBDA_DEFAULT, LAMBDA_EVERGREEN, lambda_for
+from newsflow.core.learning.decay_types import cell_key, fit_decay_by_type, typed_lambda_overrides
+from newsflow.core.ranking.article_type import ARTICLE_TYPES, article_type, story_article_type
+from newsflow.core.ranking.decay import LAMBDA_DEFAULT, LAMBDA_EVERGREEN, lambda_for
 
 TRUE = {  # (topic, type): (λ per hour, attractiveness c, impressions per (age, position) point)
     ("tech", "news"): (0.10, 0.20, 40),

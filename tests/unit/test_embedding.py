@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from newsflow.embedding import (
+from newsflow.core.embedding import (
     EMBEDDING_DIM,
     TextModel,
     centroid_update,

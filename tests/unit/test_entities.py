@@ -3,7 +3,7 @@ run for es/de/pt/it), normalized to language-neutral keys."""
 
 from __future__ import annotations
 
-from newsflow.entities import Entity, EntityExtractor, normalize_entity
+from newsflow.core.entities import Entity, EntityExtractor, normalize_entity
 
 
 def test_known_entities_in_a_known_sentence():

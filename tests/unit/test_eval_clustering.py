@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from newsflow.evaluation.clustering import evaluate, pairwise_scores, read_stories
+from newsflow.cli.evaluation.clustering import evaluate, pairwise_scores, read_stories
 
 
 def test_pairwise_scores_by_hand():
@@ -94,7 +94,7 @@ HEADER = "ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP\n"
 def test_eval_clustering_bad_input_exits_2(tmp_path, capsys, content, problem):
     import argparse
 
-    from newsflow.evaluation import clustering
+    from newsflow.cli.evaluation import clustering
 
     p = tmp_path / "s.csv"
     if content is not None:
@@ -109,7 +109,7 @@ def test_eval_clustering_bad_input_exits_2(tmp_path, capsys, content, problem):
 
 
 def test_language_pair_scores_split_same_and_cross_language_pairs():
-    from newsflow.evaluation.clustering import language_pair_scores
+    from newsflow.cli.evaluation.clustering import language_pair_scores
 
     # gold: {0,1,2} one story (0,1 en; 2 es), {3,4} another (3 en, 4 de)
     gold = ["a", "a", "a", "b", "b"]
@@ -127,7 +127,7 @@ def test_language_pair_scores_split_same_and_cross_language_pairs():
 def test_multilingual_story_set_cross_language_figures():
     import os
 
-    from newsflow.evaluation.clustering import evaluate
+    from newsflow.cli.evaluation.clustering import evaluate
 
     path = os.path.join(os.path.dirname(__file__), "..", "..", "data", "multilingual-stories", "stories.csv")
     out = evaluate(path, baseline=False)
@@ -146,7 +146,7 @@ def test_multilingual_story_set_cross_language_figures():
 
 
 def test_source_scores_separate_cross_language_decisions_from_english_errors():
-    from newsflow.evaluation.clustering import source_scores
+    from newsflow.cli.evaluation.clustering import source_scores
 
     # English rows e1, e2 (gold story a) and e3 (gold b); translations t1 (of e1), t2 (of e2), t3 (of e3)
     ids = ["e1", "e2", "e3", "t1", "t2", "t3"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from newsflow.evaluation import extraction as ev
-from newsflow.evaluation.extraction import (
+from newsflow.cli.evaluation import extraction as ev
+from newsflow.cli.evaluation.extraction import (
     PageScore,
     aggregate,
     evaluate,

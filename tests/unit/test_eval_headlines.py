@@ -6,8 +6,8 @@ import gzip
 import json
 from pathlib import Path
 
-from newsflow.evaluation import language as ev
-from newsflow.evaluation.headlines import build_headline_set
+from newsflow.cli.evaluation import language as ev
+from newsflow.cli.evaluation.headlines import build_headline_set
 
 DE_TITLE = "Stadtrat beschließt neuen Haushalt für die Schulen"
 DE_LEAD = "Der Stadtrat hat am Dienstag nach langer Debatte den neuen Haushalt für die Schulen beschlossen."
@@ -53,7 +53,7 @@ def test_headline_set_is_built_from_labelled_titles(tmp_path):
 
 def test_eval_language_headlines_command(tmp_path, capsys, monkeypatch):
     shared, corpus = _shared(tmp_path)
-    monkeypatch.setattr("newsflow.evaluation.headlines.DEFAULT_CORPUS", corpus)
+    monkeypatch.setattr("newsflow.cli.evaluation.headlines.DEFAULT_CORPUS", corpus)
     assert ev.main(["--headlines", str(shared)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["headlines"] == 4 and out["by_source"] == {"fundus": 1, "newspaper4k": 1, "aggregator": 2}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from newsflow.evaluation import language as ev
+from newsflow.cli.evaluation import language as ev
 
 
 def _run(path) -> int:

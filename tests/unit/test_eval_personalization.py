@@ -8,8 +8,8 @@ import gzip
 
 import pytest
 
-from newsflow.evaluation import decay as ev_decay
-from newsflow.evaluation import personalization as ev
+from newsflow.cli.evaluation import decay as ev_decay
+from newsflow.cli.evaluation import personalization as ev
 
 HEADER = "user_id,session_id,session_start,session_size,click_article_id,click_timestamp\n"
 BASE_MS = 1506826800000

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from newsflow.evaluation import topics as ev
+from newsflow.cli.evaluation import topics as ev
 
 
 def _run(path, fmt="huffpost", all_rows=True) -> int:
@@ -77,8 +77,8 @@ def test_per_section_and_score_on_hand_counted_rows():
 
 
 def _shipped_training_row() -> dict:
-    from newsflow.embedding import read_huffpost
-    from newsflow.topics import HUFFPOST_SECTIONS, huffpost_example, split_of
+    from newsflow.core.embedding import read_huffpost
+    from newsflow.core.topics import HUFFPOST_SECTIONS, huffpost_example, split_of
 
     rows = [r for r in read_huffpost() if r["category"] in HUFFPOST_SECTIONS]
     return next(r for r in rows if split_of(huffpost_example(r).key) == "train")

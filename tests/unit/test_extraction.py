@@ -1,4 +1,4 @@
-"""Tests for newsflow.extraction, .decoding and .sandbox: real pages, feed-only documents, every error type."""
+"""Tests for newsflow.core.extraction, .decoding and .sandbox: real pages, feed-only documents, every error type."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from newsflow.decoding import decode_html
-from newsflow.extraction import (
+from newsflow.core.decoding import decode_html
+from newsflow.core.extraction import (
     ERROR_TYPES,
     ExtractedContent,
     ExtractionConfig,
@@ -21,8 +21,8 @@ from newsflow.extraction import (
     extract_content,
     html_fragment_to_text,
 )
-from newsflow.sandbox import ArticleExtractor
-from schemas.raw import RawDocument
+from newsflow.runtime.sandbox import ArticleExtractor
+from newsflow.schemas.raw import RawDocument
 from tests.conftest import SHARED_DATA
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
@@ -225,7 +225,7 @@ def test_undecodable_bytes(body):
 @pytest.mark.parametrize("controls, binary", [(5, False), (6, True)])
 def test_binary_threshold_counts_characters_not_bytes(controls, binary):
     # 1,000 characters, most of them two or three bytes long in UTF-8: 0.5% is 5 characters (not more: text)
-    import newsflow.decoding as decoding
+    import newsflow.core.decoding as decoding
 
     text = ("é€\ud800" * 400)[: 1000 - controls] + "\x01\x7f\x1b\x0b\x00\x08"[:controls]
     assert len(text) == 1000 and sum(c in "\x01\x7f\x1b\x0b\x00\x08" for c in text) == controls

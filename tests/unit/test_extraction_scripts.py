@@ -7,10 +7,10 @@ import unicodedata
 
 import pytest
 
-from newsflow.embedding import tokenize
-from newsflow.extraction import ExtractionConfig, ExtractionError, extract_content
-from newsflow.simhash import simhash
-from schemas.raw import RawDocument
+from newsflow.core.embedding import tokenize
+from newsflow.core.extraction import ExtractionConfig, ExtractionError, extract_content
+from newsflow.core.simhash import simhash
+from newsflow.schemas.raw import RawDocument
 
 FETCH_TIME = float(calendar.timegm((2024, 3, 5, 18, 0, 0)))
 INLINE = ExtractionConfig(isolate=False)

@@ -1,4 +1,4 @@
-"""The serving form of a personal feed (newsflow.ranking.feed_page) against the parse-and-rerank path it
+"""The serving form of a personal feed (newsflow.storage.feed_page) against the parse-and-rerank path it
 replaces: for random feeds, blocks, breaking sets, page sizes and caps the page body is the same bytes as
 the compact JSON of ``rerank`` over the parsed stored document."""
 
@@ -7,7 +7,10 @@ import random
 
 import pytest
 
-from newsflow.ranking.feed_page import (
+from newsflow.core.ranking.rerank import injected_item, rerank
+from newsflow.schemas import UserProfile
+from newsflow.serving.http_cache import json_bytes
+from newsflow.storage.feed_page import (
     compact_json,
     decode_feed_page,
     encode_feed_page,
@@ -16,9 +19,6 @@ from newsflow.ranking.feed_page import (
     select,
     stored_doc_json,
 )
-from newsflow.ranking.rerank import injected_item, rerank
-from schemas import UserProfile
-from serving.http_cache import json_bytes
 
 HOSTS = ["a.com", "uk.reuters.com", "in.reuters.com", "reuters.com", "b.co.uk", "news.b.co.uk", "c.de", "", "d.org"]
 TOPICS = ["World", "business", "Tech", "sports", "obituary", "Politik", "santé"]

@@ -12,8 +12,8 @@ import re
 
 import apache_beam
 
-from pipelines.launcher import SettingsOptions
-from pipelines.streaming import NewsflowOptions
+from newsflow.pipelines.launcher import SettingsOptions
+from newsflow.pipelines.streaming import NewsflowOptions
 from tests.conftest import REPO_ROOT
 
 DEPLOY = os.path.join(REPO_ROOT, "deploy", "dataflow")

@@ -1,12 +1,12 @@
-"""serving.hot_path: remembered tokens answer exactly as serving.tokens.verify_token at every time (also a
+"""serving.hot_path: remembered tokens answer exactly as newsflow.serving.tokens.verify_token at every time (also a
 clock set back), the per-reader memo stays within its bound, a body and ETag are computed once."""
 
 import random
 
 import pytest
 
-from serving.hot_path import ReaderMemo, ServedPage, VerifiedTokens
-from serving.tokens import TokenError, sign_token, verify_token
+from newsflow.serving.hot_path import ReaderMemo, ServedPage, VerifiedTokens
+from newsflow.serving.tokens import TokenError, sign_token, verify_token
 
 SECRET = b"s" * 32
 T0 = 1_700_000_000.0

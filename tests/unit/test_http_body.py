@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from serving.http_body import BodyTooLarge, read_capped
+from newsflow.serving.http_body import BodyTooLarge, read_capped
 
 
 class FakeRequest:

@@ -6,8 +6,7 @@ import pkgutil
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-import jobs
-import pipelines
+from newsflow import jobs, pipelines
 
 
 def test_all_job_options_parse_together():

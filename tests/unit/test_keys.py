@@ -1,4 +1,4 @@
-"""The Redis key layout (newsflow.keys): prefix validation, one namespace, hash-tagged groups in one slot."""
+"""The Redis key layout (newsflow.storage.keys): prefix validation, one namespace, hash-tagged groups in one slot."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 import pytest
 from redis.crc import key_slot
 
-from newsflow.keys import Keys
+from newsflow.storage.keys import Keys
 
 
 def every_key(k: Keys) -> dict[str, str]:

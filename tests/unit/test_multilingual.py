@@ -1,9 +1,9 @@
-"""Language-neutral keys (newsflow.multilingual) and the cross-language form of article vectors."""
+"""Language-neutral keys (newsflow.core.multilingual) and the cross-language form of article vectors."""
 
 from __future__ import annotations
 
-from newsflow.embedding import load_text_model, sparse_dot, tokenize, url_slug_tokens
-from newsflow.multilingual import canonical_place, cross_language_text, fold, place_aliases, stop_words
+from newsflow.core.embedding import load_text_model, sparse_dot, tokenize, url_slug_tokens
+from newsflow.core.multilingual import canonical_place, cross_language_text, fold, place_aliases, stop_words
 
 
 def test_fold_is_transliteration_and_case_insensitive():
@@ -79,7 +79,7 @@ def test_dense_embedding_of_a_translation_is_near_the_english_one():
 
 
 def test_acronyms_that_differ_by_language_become_the_english_ones():
-    from newsflow.multilingual import canonical_org
+    from newsflow.core.multilingual import canonical_org
 
     assert cross_language_text("La OCDE rebaja el PIB de España", "es") == "oecd rebaja gdp spain"
     assert cross_language_text("OCSE: il PIL cresce", "it") == "oecd gdp cresce"

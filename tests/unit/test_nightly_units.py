@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.decay_rates import fit_rows, impression_outcomes
-from jobs.interest_vectors import covisit_pairs, recent_clicks, top_neighbors
-from jobs.nightly_common import NightlyConfig, parse_date, partition_files, write_partition
-from newsflow.ranking.personalize import LearnedSignals, personal_signals, with_learned
-from schemas import Event, UserProfile
+from newsflow.core.ranking.personalize import LearnedSignals, personal_signals, with_learned
+from newsflow.jobs.decay_rates import fit_rows, impression_outcomes
+from newsflow.jobs.interest_vectors import covisit_pairs, recent_clicks, top_neighbors
+from newsflow.jobs.nightly_common import NightlyConfig, parse_date, partition_files, write_partition
+from newsflow.schemas import Event, UserProfile
 
 
 def _e(t, typ, story, time, pos=None):
@@ -141,7 +141,7 @@ def test_personal_signals_learned_weights_give_click_probability():
 
 
 def test_ranking_weights_keep_defaults_without_an_interest_signal():
-    from jobs.ranking_weights import fit_rows as fit_weight_rows
+    from newsflow.jobs.ranking_weights import fit_rows as fit_weight_rows
 
     rng = np.random.default_rng(0)
     rows = []
@@ -161,7 +161,7 @@ def test_ranking_weights_keep_defaults_without_an_interest_signal():
 
 
 def test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults():
-    from newsflow.learning.weights import DEFAULT_WEIGHTS, FEATURES, fit_weights
+    from newsflow.core.learning.weights import DEFAULT_WEIGHTS, FEATURES, fit_weights
 
     rng = np.random.default_rng(1)
     x = rng.random((4000, len(FEATURES)))
@@ -173,7 +173,7 @@ def test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults()
 
 
 def test_topic_interests_are_clicks_over_examined_exposure_by_hand():
-    from newsflow.learning.topic_interest import UNSEEN, position_propensity, topic_interests
+    from newsflow.core.learning.topic_interest import UNSEEN, position_propensity, topic_interests
 
     now = 14 * 86400.0  # one half-life after t = 0
     # propensity: CTR at position 1 is half of position 0's
@@ -226,9 +226,9 @@ def test_topic_interests_join_the_interest_term_by_hand():
 
 
 def test_ranking_weights_topic_feature_equals_the_served_topic_interest():
-    from jobs.nightly_common import StoryInfo
-    from jobs.ranking_weights import features_of
-    from newsflow.learning.weights import FEATURES
+    from newsflow.core.learning.weights import FEATURES
+    from newsflow.jobs.nightly_common import StoryInfo
+    from newsflow.jobs.ranking_weights import features_of
 
     stories = {"s1": StoryInfo(0.0, ("Tech",), 0.5, None), "s2": StoryInfo(0.0, ("sports", "World"), 0.5, None)}
     shares = {"tech": 0.6, "world": 0.2}
@@ -275,9 +275,9 @@ def test_learned_weights_rank_by_the_topic_interest_weight():
 
 
 def test_ranking_weights_freshness_uses_the_topic_and_type_rate():
-    from jobs.nightly_common import StoryInfo, _story_row
-    from jobs.ranking_weights import features_of
-    from newsflow.learning.weights import FEATURES
+    from newsflow.core.learning.weights import FEATURES
+    from newsflow.jobs.nightly_common import StoryInfo, _story_row
+    from newsflow.jobs.ranking_weights import features_of
 
     stories = {"a": StoryInfo(0.0, ("tech",), 0.5, None, "live"), "b": StoryInfo(0.0, ("tech",), 0.5, None, "opinion")}
     ctx = {"lambdas": {"tech": 0.05, "tech/live": 0.5}, "interest": {}, "recent": {}, "covisit": {}, "topics": {}}
@@ -290,7 +290,7 @@ def test_ranking_weights_freshness_uses_the_topic_and_type_rate():
 
 
 def test_topic_affinity_gives_unseen_labels_the_readers_prior():
-    from newsflow.ranking.personalize import topic_affinity
+    from newsflow.core.ranking.personalize import topic_affinity
 
     interests = {"world": 1.0, "sports": 0.2, "*": 0.5}
     assert topic_affinity(["World", "sports"], interests) == 1.0
@@ -302,8 +302,8 @@ def test_topic_affinity_gives_unseen_labels_the_readers_prior():
 
 
 def test_ranking_weights_rows_of_each_day_use_the_models_of_the_night_before(tmp_path):
-    from jobs.interest_vectors import INTEREST_OUTPUT_SCHEMA
-    from jobs.ranking_weights import WEIGHTS_DAYS, load_context
+    from newsflow.jobs.interest_vectors import INTEREST_OUTPUT_SCHEMA
+    from newsflow.jobs.ranking_weights import WEIGHTS_DAYS, load_context
 
     root = str(tmp_path)
     for date, label in (("2026-03-01", "tech"), ("2026-03-02", "world")):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from newsflow.ranking.feeds import Candidates, build_public_feeds, compute_pools
-from newsflow.ranking.rerank import is_blocked, rerank, without_blocked
-from newsflow.ranking.store import user_from_hash
-from schemas import StoryRecord, UserProfile
+from newsflow.core.ranking.feeds import Candidates, build_public_feeds, compute_pools
+from newsflow.core.ranking.rerank import is_blocked, rerank, without_blocked
+from newsflow.schemas import StoryRecord, UserProfile
+from newsflow.storage.ranking import user_from_hash
 
 NOW = 1_700_000_000.0
 

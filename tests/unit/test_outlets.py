@@ -2,7 +2,7 @@
 
 import pytest
 
-from newsflow.outlets import outlet
+from newsflow.core.outlets import outlet
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Consent walls, sidebars and paywalls (issue 11, items 5-6): newsflow.page_cleaning + extraction."""
+"""Consent walls, sidebars and paywalls (issue 11, items 5-6): newsflow.core.page_cleaning + extraction."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import lxml.html
 import pytest
 
-from newsflow.extraction import ExtractionConfig, extract_content
-from newsflow.page_cleaning import clean_tree, paywall_declaration
-from schemas.raw import RawDocument
+from newsflow.core.extraction import ExtractionConfig, extract_content
+from newsflow.core.page_cleaning import clean_tree, paywall_declaration
+from newsflow.schemas.raw import RawDocument
 
 FETCH_TIME = float(calendar.timegm((2024, 3, 5, 18, 0, 0)))
 INLINE = ExtractionConfig(isolate=False)

@@ -7,8 +7,8 @@ import json
 import pytest
 from apache_beam import pvalue
 
-from cli.demo import _scan_inputs
-from transforms.content import _ParseFn
+from newsflow.cli.demo import _scan_inputs
+from newsflow.transforms.content import _ParseFn
 
 GOOD = {
     "url": "https://www.example.com/news/1",

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from newsflow.quality import (
+from newsflow.core.quality import (
     WEIGHTS,
     article_quality,
     authority,
@@ -55,7 +55,7 @@ def test_is_original():
 
 
 def test_length_of_text_without_spaces_is_counted_fairly():
-    from newsflow.quality import dense_word_estimate, quality_signals
+    from newsflow.core.quality import dense_word_estimate, quality_signals
 
     zh = "本市新建的公共图书馆于周六正式开放，首日共接待读者约三千余人次。" * 10  # 320 chars, 300 Han
     assert len(zh) == 320

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from newsflow.ranking.decay import decay_score, decay_scores, is_breaking, lambda_for
-from newsflow.ranking.mmr import mmr_select, mmr_select_reference
-from newsflow.ranking.personalize import blocked_mask, personal_relevance
-from newsflow.ranking.rerank import rerank
-from schemas import UserProfile
+from newsflow.core.ranking.decay import decay_score, decay_scores, is_breaking, lambda_for
+from newsflow.core.ranking.mmr import mmr_select, mmr_select_reference
+from newsflow.core.ranking.personalize import blocked_mask, personal_relevance
+from newsflow.core.ranking.rerank import rerank
+from newsflow.schemas import UserProfile
 
 NOW = 1_700_000_000.0
 TWO_HOURS_AGO = NOW - 7200.0

@@ -1,4 +1,4 @@
-"""The revision rule (newsflow.revisions; rule 5 of "Article identity" in newsflow.urls) without Redis."""
+"""The revision rule (newsflow.core.revisions; rule 5 of "Article identity" in newsflow.core.urls) without Redis."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from newsflow.outlets import outlet
-from newsflow.revisions import Version, current_version, is_revision, revision_components, stored_id
-from newsflow.urls import article_id
+from newsflow.core.outlets import outlet
+from newsflow.core.revisions import Version, current_version, is_revision, revision_components, stored_id
+from newsflow.core.urls import article_id
 
 OLD_URL = "https://www.gazette.example.org/city/mayor-opens-library-b2210/"
 NEW_URL = "https://www.gazette.example.org/city/mayor-opens-new-central-library-b2210/"

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import schemas
-from schemas import (
+from newsflow import schemas
+from newsflow.schemas import (
     ARTICLE_RECORD_SCHEMA,
     ARTICLE_SCHEMA,
     CLUSTER_SCHEMA,

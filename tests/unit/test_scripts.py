@@ -6,8 +6,8 @@ import unicodedata
 
 import numpy as np
 
-from newsflow.embedding import TextModel, sparse_dot, tokenize
-from newsflow.scripts import dense_class, is_dense, latin_equivalent_length, nfc
+from newsflow.core.embedding import TextModel, sparse_dot, tokenize
+from newsflow.core.scripts import dense_class, is_dense, latin_equivalent_length, nfc
 
 NFC_TITLE = "Hélène Dupré ouvre la médiathèque de Génève"
 NFD_TITLE = unicodedata.normalize("NFD", NFC_TITLE)
@@ -69,7 +69,7 @@ def test_latin_equivalent_length():
 
 
 def test_nfd_person_name_is_found_as_entity():
-    from newsflow.entities import EntityExtractor, load_nlp
+    from newsflow.core.entities import EntityExtractor, load_nlp
 
     title = "Hélène Dupré opens the new library in Geneva"
     nfd = unicodedata.normalize("NFD", title)

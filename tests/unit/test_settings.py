@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from newsflow.settings import REPO_ROOT, Settings, add_settings_arguments, validate_key_prefix
+from newsflow.runtime.settings import REPO_ROOT, Settings, add_settings_arguments, validate_key_prefix
 
 
 def _parse(argv, **kw):

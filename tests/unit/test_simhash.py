@@ -1,4 +1,4 @@
-"""Tests for newsflow.simhash: fingerprints computed by hand from the documented
+"""Tests for newsflow.core.simhash: fingerprints computed by hand from the documented
 hash, a plain bit-loop reference, the PyPI ``simhash`` package as a reference
 tool, and cross-process determinism."""
 
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from newsflow.scripts import is_dense
-from newsflow.simhash import (
+from newsflow.core.scripts import is_dense
+from newsflow.core.simhash import (
     bands,
     feature_hash,
     from_hex,
@@ -224,7 +224,7 @@ def test_any_unicode_text_matches_reference(texts):
 
 
 def test_word_characters_are_exactly_isalnum_or_underscore():
-    from newsflow.simhash import _word_table
+    from newsflow.core.simhash import _word_table
 
     table = _word_table()
     expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=np.int8, count=0x110000)
@@ -235,7 +235,7 @@ def test_word_characters_are_exactly_isalnum_or_underscore():
 
 
 def test_short_text_python_path_equals_numpy_path_at_the_threshold():
-    import newsflow.simhash as module
+    import newsflow.core.simhash as module
 
     limit = module._SMALL_TEXT_CHARS
     for length in range(limit - 3, limit + 4):
@@ -266,7 +266,7 @@ def test_counts_above_16_bit_lane_capacity():
 
 
 def test_batches_larger_than_one_chunk_match_single_texts():
-    import newsflow.simhash as module
+    import newsflow.core.simhash as module
 
     texts = [f"{PARAGRAPH} Update {i} at {i % 7} pm." for i in range(2500)]
     chars = [len(t) + 1 for t in texts]  # + the "\n" joiner
@@ -408,7 +408,7 @@ def test_fingerprints_are_identical_in_other_processes():
     expected = [to_hex(simhash(t)) for t in texts]
     code = (
         "import sys, json\n"
-        "from newsflow.simhash import simhash, simhash_many, to_hex\n"
+        "from newsflow.core.simhash import simhash, simhash_many, to_hex\n"
         "texts = json.loads(sys.stdin.read())\n"
         "print(json.dumps([[to_hex(simhash(t)) for t in texts], [to_hex(int(x)) for x in simhash_many(texts)]]))\n"
     )
@@ -436,7 +436,7 @@ def test_fingerprints_are_identical_in_other_processes():
 
 def test_feature_hash_bits_are_balanced_and_distinct_on_structured_words():
     # Sequential, highly structured words are the hard case for a polynomial hash.
-    from newsflow.simhash import _feature_hashes
+    from newsflow.core.simhash import _feature_hashes
 
     words = [f"item{i}" for i in range(20_000)] + [f"{i:05d}" for i in range(20_000)]
     hashes = _feature_hashes(words)

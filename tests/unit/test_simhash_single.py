@@ -1,4 +1,4 @@
-"""The single-text path of newsflow.simhash (word-hash cache, bit-sliced majority counters)
+"""The single-text path of newsflow.core.simhash (word-hash cache, bit-sliced majority counters)
 against the numpy batch path and the PyPI ``simhash`` package given our feature hash."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections import Counter
 
 import simhash as pypi_simhash
 
-import newsflow.simhash as module
-from newsflow.simhash import feature_hash, shingles, simhash, simhash_many, tokenize
+import newsflow.core.simhash as module
+from newsflow.core.simhash import feature_hash, shingles, simhash, simhash_many, tokenize
 
 
 def _pypi(text: str) -> int:

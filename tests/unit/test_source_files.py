@@ -1,4 +1,4 @@
-"""OPML/CSV source lists (newsflow.source_files) and the feed URL rules (newsflow.source_registry)."""
+"""OPML/CSV source lists (newsflow.core.source_files) and the feed URL rules (newsflow.storage.source_registry)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from newsflow.source_entries import FeedEntry, FeedError, check_feed_url, clean_categories, crawl_task_id
-from newsflow.source_files import read_csv, read_file, read_opml, write_csv, write_opml
+from newsflow.core.source_entries import FeedEntry, FeedError, check_feed_url, clean_categories, crawl_task_id
+from newsflow.core.source_files import read_csv, read_file, read_opml, write_csv, write_opml
 
 OPML = b"""<?xml version="1.0" encoding="UTF-8"?>
 <opml version="2.0"><head><title>reader export</title></head><body>
@@ -275,7 +275,7 @@ def test_url_list_the_seeds_format(tmp_path):
 
 
 def test_detect_format():
-    from newsflow.source_files import detect_format
+    from newsflow.core.source_files import detect_format
 
     assert detect_format("x.opml", b"") == "opml"
     assert detect_format("x.txt", b"url,title\n") == "urls"
@@ -285,7 +285,7 @@ def test_detect_format():
 
 
 def test_invisible_and_bidi_characters_in_a_feed_url_are_refused():
-    from newsflow.source_entries import FeedError, check_feed_url
+    from newsflow.core.source_entries import FeedError, check_feed_url
 
     for url in ("https://example.com/\u202efeed.xml", "https://exa\u200bmple.com/x", "https://example.com/a\u00a0b"):
         with pytest.raises(FeedError, match="format characters"):

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from newsflow.embedding import TextModel, load_text_model
-from newsflow.stores.story_store import InMemoryStoryStore, StoryState
-from newsflow.stories import StoryClusterer, StoryConfig
-from schemas import StoryArticle
+from newsflow.core.embedding import TextModel, load_text_model
+from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.schemas import StoryArticle
+from newsflow.storage.stories import InMemoryStoryStore, StoryState
 
 
 def tiny_model() -> TextModel:

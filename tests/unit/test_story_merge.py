@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pytest
 
-from newsflow.embedding import TextModel
-from newsflow.stores.story_store import InMemoryStoryStore
-from newsflow.stories import StoryClusterer, StoryConfig
-from schemas import StoryArticle
+from newsflow.core.embedding import TextModel
+from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.schemas import StoryArticle
+from newsflow.storage.stories import InMemoryStoryStore
 
 VOCAB = ["alpha", "beta", "delta", "gamma"]
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from newsflow.syndication import is_syndicated_copy, split_copies
-from schemas import ArticleRecord
+from newsflow.core.syndication import is_syndicated_copy, split_copies
+from newsflow.schemas import ArticleRecord
 
 
 def _rec(aid: str, domain: str) -> ArticleRecord:

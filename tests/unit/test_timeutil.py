@@ -1,4 +1,4 @@
-"""newsflow.timeutil: every parser and formatter against hand-computed UTC epoch seconds.
+"""newsflow.core.timeutil: every parser and formatter against hand-computed UTC epoch seconds.
 
 2024-05-02T00:00:00Z is 19,845 days after 1970-01-01 (19,723 days to 2024-01-01, then
 31 + 29 + 31 + 30 + 1 days): 19,845 x 86,400 = 1,714,608,000 s; 06:00 adds 21,600 s.
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from newsflow.timeutil import (
+from newsflow.core.timeutil import (
     MissingOffsetError,
     epoch_or_iso_to_epoch,
     format_epoch,

@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from jobs.train_topics import ensure_topic_model
-from newsflow.topic_training import calibrate, fit_model
-from newsflow.topics import (
+from newsflow.cli.train_topics import ensure_topic_model
+from newsflow.core.topic_training import calibrate, fit_model
+from newsflow.core.topics import (
     LABELS,
     MODEL_FORMAT,
     SECTIONS,
@@ -178,8 +178,8 @@ def test_shipped_examples_split_by_key_and_headline_copies_only_in_train():
 
 
 def test_headline_and_description_copies_follow_their_row():
-    from newsflow.embedding import read_huffpost
-    from newsflow.topics import huffpost_example
+    from newsflow.core.embedding import read_huffpost
+    from newsflow.core.topics import huffpost_example
 
     plain = load_training_examples()
     both = load_training_examples(copy_splits=("train", "calibration"), description_copies=True)
@@ -229,7 +229,7 @@ def test_web_sections_file_matches_the_url_table():
 
 
 def test_build_topic_web_data_from_a_fixture(tmp_path):
-    from jobs.build_topic_web_data import collect
+    from newsflow.cli.build_topic_web_data import collect
 
     (tmp_path / "rss-atom-feeds" / "expected_rss_parser").mkdir(parents=True)
     (tmp_path / "article-extraction-benchmark").mkdir()

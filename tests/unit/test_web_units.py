@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schemas import ArticleRecord, UserProfile
-from serving.pages import coverage_page
-from serving.preferences import (
+from newsflow.schemas import ArticleRecord, UserProfile
+from newsflow.serving.pages import coverage_page
+from newsflow.serving.preferences import (
     apply_action,
     merge_preferences,
     normalize_source,
     normalize_topic,
     reader_preferences,
 )
-from serving.web_view import (
+from newsflow.serving.web_view import (
     ago_text,
     coverage_changes,
     coverage_context,
@@ -230,7 +230,7 @@ def test_coverage_changes_since_the_last_look():
     ],
 )
 def test_a_source_preference_is_an_outlet(value, expected):
-    from serving.preferences import normalize_source
+    from newsflow.serving.preferences import normalize_source
 
     assert normalize_source(value) == expected
 
@@ -240,7 +240,7 @@ def test_a_source_preference_is_an_outlet(value, expected):
     ["javascript:alert(1)", "a..b", "com", "co.uk", "http://user@evil.com/", "http://evil.com:99999/", "127.0.0.1", ""],
 )
 def test_junk_source_preferences_are_refused(value):
-    from serving.preferences import normalize_source
+    from newsflow.serving.preferences import normalize_source
 
     with pytest.raises(ValueError, match="domain name"):
         normalize_source(value)

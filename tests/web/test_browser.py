@@ -15,9 +15,9 @@ import shutil
 
 import pytest
 
-from jobs.build_feeds import build_feeds
-from newsflow.keys import Keys
-from serving.app import ServingConfig, create_app
+from newsflow.cli.build_feeds import build_feeds
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, STORIES, add_trending, populate

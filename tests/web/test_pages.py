@@ -13,10 +13,10 @@ import httpx
 import lxml.html
 import pytest
 
-from jobs.build_feeds import build_feeds
-from newsflow.keys import Keys
-from serving.app import ServingConfig, create_app
-from serving.tokens import sign_token
+from newsflow.cli.build_feeds import build_feeds
+from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.tokens import sign_token
+from newsflow.storage.keys import Keys
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, STORIES, add_trending, populate
 

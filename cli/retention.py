@@ -1,0 +1,113 @@
+"""Retention: ``newsflow retention`` expires stories, near-duplicate groups and their articles.
+
+State that scales: the near-duplicate index and the story state grow with every article. This job,
+run once a night (``newsflow nightly`` or a cron line), deletes what is older than the retention
+period, measured in event time:
+
+* near-duplicate groups whose latest member is older than the cutoff, as a whole, with every
+  member's LSH band entries, fingerprint, article -> group entry and serving hash
+  (:meth:`newsflow.storage.groups.RedisClusterStore.expire_before`, one atomic script per 500 groups);
+* stories whose latest article is older than the cutoff, with their state, serving hash, article list
+  and their articles' assignments; merged stories and merge records before the cutoff
+  (:meth:`newsflow.storage.stories.RedisStoryStore.expire_before`, under the story writer lease).
+
+The cutoff is ``now - days`` (UTC epoch seconds). It is recorded at ``Keys.retention_cutoff``
+(only ever moved forward); the streaming job dead-letters articles older than it
+(``older_than_retention``) instead of founding new groups and stories for them. Trending windows,
+feeds and the breaking set expire on their own (Redis TTLs); Parquet history is kept.
+
+Default retention: 30 days (DESIGN: 48 h is the story window; older stories are history, served from
+Parquet). ``--now`` defaults to the replay clock when one is set (``newsflow demo``), else the wall
+clock, like ``newsflow build-feeds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+from newsflow.core.ranking.feeds import parse_now
+from newsflow.runtime.settings import Settings, add_settings_arguments
+from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.ranking import RankingStore
+from newsflow.storage.stories import RedisStoryStore
+
+COMMAND = "retention"
+HELP = "expire stories, near-duplicate groups and articles older than the retention period (event time)"
+DEFAULT_RETENTION_DAYS = 30.0
+
+_MOVE_CUTOFF_FORWARD = """
+local cur = tonumber(redis.call('GET', KEYS[1]))
+-- a stored value that is not a finite number (written before cutoffs were checked) is replaced
+if (not cur) or cur ~= cur or cur == math.huge or cur == -math.huge or tonumber(ARGV[1]) > cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
+return redis.call('GET', KEYS[1])
+"""
+FUTURE_TOLERANCE_S = 86400.0
+
+
+def expire(client, cutoff: float, keys) -> dict:
+    """Records ``cutoff`` (UTC epoch s; moved forward only) and expires everything before the recorded one.
+
+    Returns:
+      JSON-ready counts: ``cutoff``, ``groups``, ``articles``, ``stories``, ``merged``, ``merge_records``,
+      ``assignments``, ``seconds``.
+
+    Raises:
+      ValueError: ``cutoff`` is not finite, or later than the wall clock plus a day (a mistyped future
+        time would expire everything, for good: the cutoff only moves forward).
+    """
+    if not math.isfinite(cutoff) or cutoff > time.time() + FUTURE_TOLERANCE_S:
+        raise ValueError(f"retention cutoff {cutoff!r} is not a finite time before tomorrow (UTC epoch seconds)")
+    t0 = time.perf_counter()
+    recorded = float(client.register_script(_MOVE_CUTOFF_FORWARD)(keys=[keys.retention_cutoff], args=[repr(cutoff)]))
+    groups, articles = RedisClusterStore(client, StoreConfig(prefix=keys.prefix)).expire_before(recorded)
+    stories = RedisStoryStore(client, keys=keys).expire_before(recorded)
+    return {
+        "cutoff": recorded,
+        "groups": groups,
+        "articles": articles,
+        **stories,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """CLI options of ``newsflow retention``."""
+    add_settings_arguments(parser)
+    parser.add_argument(
+        "--days", type=float, default=DEFAULT_RETENTION_DAYS, help="retention period in days (default 30)"
+    )
+    parser.add_argument(
+        "--now", default=None, help="epoch seconds, ISO 8601, 'latest' or 'wall' (default: replay clock, else now)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Expires old state once; prints one JSON line of counts. Exit 2 on bad arguments."""
+    if not (math.isfinite(args.days) and args.days > 0):
+        print(f"error: --days must be a finite number > 0, got {args.days}", file=sys.stderr)
+        return 2
+    try:
+        settings = Settings.resolve(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    client = settings.connect_redis()
+    try:
+        now = parse_now(args.now, RankingStore(client, settings.keys))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        counts = expire(client, now - args.days * 86400.0, settings.keys)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(counts), flush=True)
+    return 0

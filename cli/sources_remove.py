@@ -1,0 +1,22 @@
+"""``newsflow sources remove REF...``: stop polling and unlist a feed or outlet (its record and crawl history are kept).
+
+REF is a feed id (from ``newsflow sources list``), a feed URL, or an outlet (registrable domain:
+every feed of it). Exit code 1 when a REF matches nothing.
+"""
+
+from __future__ import annotations
+
+from newsflow.cli.sources_common import add_ref_arguments, apply_status
+
+COMMAND = "remove"
+HELP = "stop polling and unlist a feed or outlet (its record and crawl history are kept)"
+
+
+def add_arguments(parser) -> None:
+    """Adds REF... and the common flags."""
+    add_ref_arguments(parser)
+
+
+def run(args) -> int:
+    """Applies ``remove`` to every REF; returns 0, 1 (some REF matched nothing) or 2."""
+    return apply_status(args, "remove")

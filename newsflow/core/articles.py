@@ -1,0 +1,78 @@
+"""Building :class:`schemas.Article` records from raw documents and extracted content (pure logic)."""
+
+from __future__ import annotations
+
+import re
+
+from newsflow.core.urls import article_id, canonicalize_url, choose_canonical
+from newsflow.schemas import Article, RawDocument
+
+_WORD_RE = re.compile(r"\w+")
+# C0/C1 controls and bidirectional overrides/isolates: never meaningful in a headline, and the
+# bidi ones can make a displayed title read differently from what it is.
+_TITLE_JUNK_RE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+MAX_TITLE_CHARS = 1000
+
+
+def clean_title(title: str) -> str:
+    """Title with control and bidi-override characters replaced by spaces, whitespace collapsed,
+    cut to :data:`MAX_TITLE_CHARS` characters."""
+    return " ".join(_TITLE_JUNK_RE.sub(" ", title or "").split())[:MAX_TITLE_CHARS]
+
+
+# Publish times later than the fetch time by more than this (seconds) are treated as wrong
+# (time-zone errors, scheduled-publish metadata) and the fetch time is used as event time.
+MAX_CLOCK_SKEW_S = 3600.0
+
+
+def event_time(publish_time: float | None, fetch_time: float) -> float:
+    """Event time of an article, UTC epoch seconds: its publish time when known and not more
+    than :data:`MAX_CLOCK_SKEW_S` after the fetch time, else the fetch time."""
+    if publish_time is not None and publish_time <= fetch_time + MAX_CLOCK_SKEW_S:
+        return float(publish_time)
+    return float(fetch_time)
+
+
+def build_article(raw: RawDocument, content, *, source_authority: float, source_name: str = "") -> Article:
+    """Combines a RawDocument and its extracted content into an Article (no language/SimHash yet).
+
+    Args:
+      raw: the landed document.
+      content: ``newsflow.core.extraction.ExtractedContent`` (title, text, authors, site_name, publish_time).
+      source_authority: authority of ``raw.source_domain`` in [0, 1].
+      source_name: display name from the sources table ("" if unknown); the document's own
+        ``source_name`` or the page's site name are preferred when present.
+
+    The article's URL and id follow the identity rules of :mod:`newsflow.core.urls`: a same-site
+    canonical the page declares (``content.canonical_url``) replaces the fetched URL
+    (:func:`newsflow.core.urls.choose_canonical`), and the id is :func:`newsflow.core.urls.article_id` of it.
+
+    Raises:
+      ValueError: the URL cannot be canonicalized (not http(s), no host).
+    """
+    url = choose_canonical(raw.url, getattr(content, "canonical_url", ""))
+    canonical = canonicalize_url(url)
+    publish = content.publish_time  # extraction already weighed the feed's published_time
+    text = content.text or ""
+    return Article(
+        article_id=article_id(url),
+        url=url,
+        canonical_url=canonical,
+        source_domain=raw.source_domain,
+        source_name=raw.source_name or content.site_name or source_name or "",
+        title=clean_title(content.title),
+        text=text,
+        authors=list(content.authors),
+        site_name=content.site_name or "",
+        publish_time=publish,
+        fetch_time=float(raw.fetch_time),
+        event_time=event_time(publish, raw.fetch_time),
+        word_count=len(_WORD_RE.findall(text)),
+        feed_only=raw.is_feed_only,
+        source_authority=float(source_authority),
+    )
+
+
+def fingerprint_text(article: Article) -> str:
+    """The text a SimHash is computed over: title and main text (feed summary for feed-only)."""
+    return f"{article.title}\n{article.text}" if article.text else article.title

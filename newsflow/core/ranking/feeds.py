@@ -1,0 +1,391 @@
+"""Feed assembly: score stories, maintain candidate pools, pick diverse top-k feeds.
+
+Used by the feed-building job (precomputed feeds, every few minutes) and by the serving tier
+(a personal feed for a reader whose precomputed feed is missing). All times are UTC
+epoch seconds and are passed in (``now``), never read from the clock here.
+
+Feed documents (JSON, stored at :meth:`newsflow.storage.keys.Keys.feed`)::
+
+    {"kind": "edition"|"topic"|"user", "name": str, "generated_at": float,
+     "alpha": float, "stories": [{story_id, title, url, domain, topics, languages,
+     article_count, source_count, independent_count, earliest_time, latest_time,
+     authority, score, relevance, breaking}, ...]}
+
+Personal feed items also carry ``why``, the signals that placed them
+(:func:`newsflow.core.ranking.personalize.personal_signals`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from newsflow.core.outlets import outlet
+from newsflow.core.ranking.article_type import story_article_type
+from newsflow.core.ranking.decay import decay_scores, lambda_for
+from newsflow.core.ranking.mmr import (
+    DEFAULT_ALPHA,
+    DEFAULT_SOURCE_CAP,
+    mmr_select,
+    normalize_rows,
+)
+from newsflow.core.ranking.personalize import (
+    blocked_mask,
+    history_weight,
+    load_learned,
+    personal_signals,
+    with_learned,
+)
+from newsflow.core.timeutil import epoch_or_iso_to_epoch
+from newsflow.schemas import EMBEDDING_DIM, StoryRecord, UserProfile
+from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import (
+    GLOBAL_EDITION,
+    POOL_SIZE,
+    RankingStore,
+)
+
+
+@dataclass(frozen=True)
+class FeedConfig:
+    """Feed-building knobs.
+
+    Attributes:
+      k: stories per public feed (top-k after MMR).
+      user_k: stories kept in a precomputed personal feed (more than served, so the
+        on-request re-rank can drop blocked/capped ones and still fill a page).
+      alpha: MMR relevance weight, 0.5–0.9.
+      source_cap: max stories per outlet (registrable domain of the representative source,
+        :func:`newsflow.core.outlets.outlet`).
+      pool_size: candidates kept per pool.
+      global_extra: global-pool stories added to a reader's candidates.
+      trending_extra: trending stories added to a reader's candidates.
+      follow_extra: stories taken from each followed topic's pool.
+    """
+
+    k: int = 20
+    user_k: int = 60
+    alpha: float = DEFAULT_ALPHA
+    source_cap: int = DEFAULT_SOURCE_CAP
+    pool_size: int = POOL_SIZE
+    global_extra: int = 100
+    trending_extra: int = 100
+    follow_extra: int = 100
+
+
+class Candidates:
+    """Column view of candidate stories for vectorized ranking.
+
+    Attributes:
+      stories: list of :class:`StoryRecord` (length n).
+      scores: float64 (n,) decayed scores at ``now``.
+      lambdas: float64 (n,) decay rates used (1/hours): per topic and article type
+        (:func:`newsflow.core.ranking.decay.lambda_for`).
+      velocity: float64 (n,) new articles in the latest trending window.
+      embeddings: float32 (n, 128) unit rows (zero rows for a missing embedding).
+      breaking: bool (n,).
+      sources: the outlet (:func:`newsflow.core.outlets.outlet`) of each representative domain, the key of
+        the per-source cap, follows and blocks.
+      topics: each story's topic labels.
+    """
+
+    def __init__(
+        self,
+        stories: Sequence[StoryRecord],
+        now: float,
+        overrides: Mapping[str, float],
+        breaking_ids: Iterable[str],
+        velocity: Mapping[str, int] | None = None,
+    ):
+        self.stories = list(stories)
+        brk = set(breaking_ids)
+        velocity = velocity or {}
+        n = len(self.stories)
+        self.breaking = np.fromiter((s.story_id in brk for s in self.stories), dtype=bool, count=n)
+        self.lambdas = np.array(
+            [
+                lambda_for(s.topics, bool(b), overrides, article_type=story_article_type(s))
+                for s, b in zip(self.stories, self.breaking, strict=False)
+            ],
+            dtype=np.float64,
+        )
+        self.scores = decay_scores(
+            np.array([s.authority for s in self.stories], dtype=np.float64),
+            np.array([s.earliest_time for s in self.stories], dtype=np.float64),
+            now,
+            self.lambdas,
+        )
+        self.velocity = np.array([float(velocity.get(s.story_id, 0)) for s in self.stories])
+        emb = np.zeros((n, EMBEDDING_DIM), dtype=np.float32)
+        for i, s in enumerate(self.stories):
+            if s.embedding is not None:
+                emb[i] = s.embedding
+        self.embeddings = normalize_rows(emb) if n else emb
+        # the outlet (registrable domain), not the host: uk.reuters.com and in.reuters.com share one cap
+        self.sources = [outlet(s.domain) for s in self.stories]
+        self.topics = [s.topics for s in self.stories]
+
+    def __len__(self) -> int:
+        return len(self.stories)
+
+    def item(self, i: int, relevance: float) -> dict:
+        """Feed item for candidate ``i``."""
+        d = self.stories[i].summary()
+        d["score"] = float(self.scores[i])
+        d["relevance"] = float(relevance)
+        d["breaking"] = bool(self.breaking[i])
+        return d
+
+
+def editions_of(story: StoryRecord) -> list[str]:
+    """Editions a story belongs to: each of its languages (lower case) plus ``global``."""
+    eds = sorted({str(x).lower() for x in story.languages if str(x).strip() and str(x).lower() != "und"})
+    return eds + [GLOBAL_EDITION]
+
+
+# A story whose earliest report is later than ``now`` by more than this does not exist yet at
+# ``now`` (it only happens when ranking a replayed corpus at its replay clock).
+FUTURE_TOLERANCE_S = 3600.0
+
+
+def live_stories(stories: Iterable[StoryRecord | None], now: float | None = None) -> list[StoryRecord]:
+    """Drops missing records, stories merged into another one and, when ``now`` (UTC epoch s) is
+    given, stories first reported more than :data:`FUTURE_TOLERANCE_S` after ``now``."""
+    horizon = None if now is None else now + FUTURE_TOLERANCE_S
+    return [
+        s for s in stories if s is not None and not s.merged_into and (horizon is None or s.earliest_time <= horizon)
+    ]
+
+
+def replay_clock(client, keys: Keys = Keys()) -> float | None:
+    """The replay clock (UTC epoch s) that ``newsflow demo`` stores at ``Keys.replay_clock``, or ``None``.
+
+    A replayed corpus has no "now" of its own: the demo sets this to the end of its replayed
+    stream so that ranking, feeds and the API score its stories as if live at that moment.
+    """
+    raw = client.get(keys.replay_clock)
+    return None if raw is None else float(raw)
+
+
+def public_relevance(scores: np.ndarray) -> np.ndarray:
+    """Relevance for non-personal feeds: score divided by the best score (0 when all are 0)."""
+    m = float(scores.max()) if scores.size else 0.0
+    return scores / m if m > 0 else np.zeros_like(scores)
+
+
+def rank(
+    cands: Candidates, relevance: np.ndarray, k: int, alpha: float, source_cap: int, exclude: np.ndarray | None = None
+) -> list[dict]:
+    """MMR-picks ``k`` items from ``cands`` (excluding the ``exclude`` mask) as feed items."""
+    idx = np.arange(len(cands)) if exclude is None else np.flatnonzero(~exclude)
+    if idx.size == 0:
+        return []
+    # Stable candidate order (best relevance first) so MMR ties are deterministic.
+    idx = idx[np.lexsort((np.array([cands.stories[i].story_id for i in idx]), -relevance[idx]))]
+    picks = mmr_select(
+        relevance[idx],
+        cands.embeddings[idx],
+        [cands.sources[i] for i in idx],
+        k=k,
+        alpha=alpha,
+        source_cap=source_cap,
+        normalized=True,
+    )
+    return [cands.item(int(idx[p]), float(relevance[idx[p]])) for p in picks]
+
+
+def feed_doc(kind: str, name: str, now: float, alpha: float, items: list[dict]) -> dict:
+    """The stored feed document."""
+    return {"kind": kind, "name": name, "generated_at": float(now), "alpha": float(alpha), "stories": items}
+
+
+def compute_pools(cands: Candidates, pool_size: int = POOL_SIZE) -> dict[tuple[str, str], dict[str, float]]:
+    """Top-``pool_size`` ``story_id -> score`` per edition and per topic.
+
+    Returns:
+      ``{("edition", ed) | ("topic", label): {story_id: score}}``.
+    """
+    pools: dict[tuple[str, str], dict[str, float]] = {}
+    for s, score in zip(cands.stories, cands.scores, strict=False):
+        for ed in editions_of(s):
+            pools.setdefault(("edition", ed), {})[s.story_id] = float(score)
+        for t in {str(t).lower() for t in s.topics if str(t).strip()}:
+            pools.setdefault(("topic", t), {})[s.story_id] = float(score)
+    out = {}
+    for key, members in pools.items():
+        top = sorted(members.items(), key=lambda kv: (-kv[1], kv[0]))[:pool_size]
+        out[key] = dict(top)
+    return out
+
+
+def build_public_feeds(
+    cands: Candidates,
+    pools: Mapping[tuple[str, str], Mapping[str, float]],
+    now: float,
+    config: FeedConfig = FeedConfig(),
+    keys: Keys = Keys(),
+) -> dict[str, dict]:
+    """One MMR feed per pool: ``{redis key (Keys.feed): feed document}``."""
+    pos = {s.story_id: i for i, s in enumerate(cands.stories)}
+    out = {}
+    for (kind, name), members in pools.items():
+        idx = np.array([pos[sid] for sid in members if sid in pos], dtype=np.int64)
+        exclude = np.ones(len(cands), dtype=bool)
+        exclude[idx] = False
+        rel = np.zeros(len(cands))
+        rel[idx] = public_relevance(cands.scores[idx])
+        items = rank(cands, rel, config.k, config.alpha, config.source_cap, exclude=exclude)
+        out[keys.feed(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
+    return out
+
+
+def velocity_map(store: RankingStore, n: int = 500) -> dict[str, int]:
+    """``story_id -> new articles`` in the latest trending window (empty when none)."""
+    _, rows = store.latest_trending("story", n)
+    return dict(rows)
+
+
+def user_candidate_ids(
+    store: RankingStore,
+    profile: UserProfile,
+    edition: str,
+    velocity: Mapping[str, int],
+    config: FeedConfig = FeedConfig(),
+) -> list[str]:
+    """Candidate story ids for a reader.
+
+    A reader with history gets the edition pool, the global pool's top
+    ``global_extra`` and the top ``trending_extra`` trending stories. A cold-start reader
+    (no clicks) gets the edition's trending stories (trending ∩ edition pool) plus the
+    global pool's top ``global_extra``. Both get the top ``follow_extra`` of each followed
+    topic's pool. Order: first occurrence.
+    """
+    ed_pool = [sid for sid, _ in store.pool("edition", edition or GLOBAL_EDITION, config.pool_size)]
+    glob = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, config.global_extra)]
+    trending = sorted(velocity, key=lambda sid: (-velocity[sid], sid))[: config.trending_extra]
+    if history_weight(profile.clicks) == 0:
+        ed_set = set(ed_pool)
+        ids = [sid for sid in trending if sid in ed_set] + glob
+    else:
+        ids = ed_pool + glob + trending
+    for topic in sorted(profile.follow_topics):
+        ids += [sid for sid, _ in store.pool("topic", topic, config.follow_extra)]
+    seen, out = set(), []
+    for sid in ids:
+        if sid not in seen:
+            seen.add(sid)
+            out.append(sid)
+    return out
+
+
+def build_user_feed(
+    store: RankingStore,
+    profile: UserProfile,
+    now: float,
+    edition: str = "",
+    config: FeedConfig = FeedConfig(),
+    k: int | None = None,
+    stories_by_id: Mapping[str, StoryRecord] | None = None,
+    shared: tuple | None = None,
+) -> dict:
+    """A reader's personal feed document (MMR over personal relevance, blocks removed).
+
+    Args:
+      store: Redis-backed ranking store.
+      profile: the reader (an unknown reader has an empty profile: cold start).
+      now: UTC epoch seconds.
+      edition: edition to draw from; "" uses the profile's, else ``global``.
+      config: feed knobs.
+      k: items to keep (default ``config.user_k``).
+      stories_by_id: already-loaded live stories (a batch job passes all of them); ids
+        not in it are read from Redis.
+      shared: ``(velocity, lambda overrides, breaking ids)`` already read for this ``now``
+        (a batch job reads them once for all readers).
+
+    Returns:
+      Feed document with ``kind="user"`` and ``name=profile.user_id``.
+    """
+    edition = edition or profile.edition or GLOBAL_EDITION
+    learned = load_learned(store.client, store.keys, profile.user_id)
+    profile = with_learned(profile, learned)
+    if shared is None:
+        shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
+    velocity, overrides, breaking_ids = shared
+    ids = user_candidate_ids(store, profile, edition, velocity, config)
+    if stories_by_id is not None:
+        missing = [sid for sid in ids if sid not in stories_by_id]
+        fetched = {s.story_id: s for s in live_stories(store.get_stories(missing), now)} if missing else {}
+        stories = [stories_by_id.get(sid) or fetched.get(sid) for sid in ids]
+        stories = [s for s in stories if s is not None]
+    else:
+        stories = live_stories(store.get_stories(ids), now) if ids else []
+    cands = Candidates(stories, now, overrides, breaking_ids, velocity)
+    if not len(cands):
+        return feed_doc("user", profile.user_id, now, config.alpha, [])
+    story_ids = [s.story_id for s in cands.stories]
+    rel, why = personal_signals(
+        cands.scores,
+        cands.velocity,
+        cands.embeddings,
+        cands.topics,
+        cands.sources,
+        profile,
+        story_ids,
+        learned,
+        authority=np.array([s.authority for s in cands.stories], dtype=np.float64),
+        breaking=cands.breaking,
+    )
+    blocked = blocked_mask(cands.topics, cands.sources, profile)
+    items = rank(cands, rel, k or config.user_k, config.alpha, config.source_cap, exclude=blocked)
+    why_by_id = dict(zip(story_ids, why, strict=True))
+    for item in items:
+        item["why"] = why_by_id[item["story_id"]]
+    doc = feed_doc("user", profile.user_id, now, config.alpha, items)
+    doc["edition"] = edition
+    return doc
+
+
+def latest_story_time(store: RankingStore) -> float | None:
+    """The newest ``latest_time`` over all stories, or ``None`` with no stories."""
+    ids = list(store.iter_story_ids())
+    times = [s.latest_time for s in store.get_stories(ids) if s is not None]
+    return max(times) if times else None
+
+
+def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float] = time.time) -> float:
+    """Resolves ``--now``: ``None`` → the replay clock when one is set (see :func:`replay_clock`),
+    else the clock; ``wall`` → the clock; ``latest`` → newest story time; a number → UTC epoch
+    seconds; else an ISO 8601 time (naive means UTC).
+
+    Raises:
+      ValueError: unparsable value, not a finite time between 1970 and the year 9999 (``nan``, ``inf``,
+        ``1e30``), or ``latest`` with no stories.
+    """
+    t = _parse_now(value, store, clock)
+    if not (math.isfinite(t) and 0.0 <= t <= MAX_EPOCH_S):
+        raise ValueError(f"--now must be a time between 1970 and 9999 (UTC epoch seconds), got {value!r}")
+    return t
+
+
+MAX_EPOCH_S = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+def _parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]) -> float:
+    if value is None or value == "":
+        replay = replay_clock(store.client, store.keys)
+        return float(clock()) if replay is None else replay
+    if value == "wall":
+        return float(clock())
+    if value == "latest":
+        t = latest_story_time(store)
+        if t is None:
+            raise ValueError("--now latest: there are no stories in Redis")
+        return t
+    try:
+        return epoch_or_iso_to_epoch(value)
+    except ValueError:
+        raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None

