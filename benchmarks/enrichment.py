@@ -149,11 +149,11 @@ def main(argv=None) -> int:
     from newsflow.core.extraction import ExtractionError, extract_content
     from newsflow.core.language import LanguageIdentifier
     from newsflow.core.stories import StoryClusterer
+    from newsflow.core.story_state import InMemoryStoryStore
     from newsflow.core.topic_training import ensure_topic_model
     from newsflow.core.topics import TopicClassifier
     from newsflow.core.urls import article_id
     from newsflow.schemas import StoryArticle
-    from newsflow.storage.stories import InMemoryStoryStore
 
     # models load outside the timed regions (they load once per worker in the pipeline)
     text_model = load_text_model()

@@ -28,9 +28,9 @@ import logging
 import sys
 import time
 
-from newsflow.core.ranking.feeds import FeedConfig, parse_now
+from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.runtime.settings import Settings, add_settings_arguments
-from newsflow.storage.feed_builder import BuildStats, build_feeds  # noqa: F401 (re-exported for callers of the job)
+from newsflow.storage.feeds import BuildStats, build_feeds, parse_now  # noqa: F401 (re-exported for callers of the job)
 from newsflow.storage.ranking import RankingStore
 
 log = logging.getLogger("newsflow.jobs.build_feeds")

@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
             f"earliest {_fmt_time(c.earliest_time)} | rep: {c.representative_domain}"
         )
 
-    from newsflow.storage.feed_builder import build_feeds
+    from newsflow.storage.feeds import build_feeds
 
     if clock is not None:
         client.set(keys.replay_clock, repr(clock))

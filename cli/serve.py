@@ -78,7 +78,7 @@ def _start_feed_refresher(url: str, clock, every: float, keys) -> None:
     import threading
 
     from newsflow.serving.app import serving_client
-    from newsflow.storage.feed_builder import build_feeds
+    from newsflow.storage.feeds import build_feeds
 
     log = logging.getLogger("newsflow.serve")
     client = serving_client(url)
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         embedded = connect(None, embedded_path=settings.embedded_redis_path)
         url = f"unix://{embedded.socket_file}"
     client = serving_client(url)
-    from newsflow.core.ranking.feeds import parse_now
+    from newsflow.storage.feeds import parse_now
     from newsflow.storage.ranking import RankingStore
 
     try:

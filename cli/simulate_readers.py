@@ -127,12 +127,11 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
 
     import httpx
 
-    from newsflow.core.ranking.feeds import latest_story_time, replay_clock
     from newsflow.jobs.nightly import run_night
     from newsflow.serving.app import ServingConfig, create_app
     from newsflow.serving.tokens import sign_token
-    from newsflow.storage.feed_builder import build_feeds
     from newsflow.storage.feed_page import drop_user_feed
+    from newsflow.storage.feeds import build_feeds, latest_story_time, replay_clock
     from newsflow.storage.ranking import RankingStore
 
     client = settings.connect_redis()

@@ -15,7 +15,7 @@ Template entry :mod:`newsflow.jobs.nightly_template` run it; the steps are in :f
 5. recompute outlet authority from the rubric and the near-duplicate groups (the sources registry,
    :meth:`newsflow.storage.source_registry.SourceRegistry.recompute_authority`; manual overrides kept);
 6. with ``retention_days``, expire stories, groups and articles older than the end of ``D`` minus
-   that many days (:func:`newsflow.cli.retention.expire`);
+   that many days (:func:`newsflow.storage.retention.expire`);
 7. release the lock (only if it still holds this run's token), whatever happened.
 
 A job that fails leaves the previous night's models serving.
@@ -190,7 +190,7 @@ def run_night(
         if step == "all":
             out["authority"] = _recompute_authority(client, keys, date)
         if step == "all" and retention_days is not None:
-            from newsflow.cli.retention import expire
+            from newsflow.storage.retention import expire
 
             out["retention"] = expire(client, _end_of(date) - float(retention_days) * 86400.0, keys)
         out["status"] = "ok"

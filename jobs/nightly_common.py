@@ -28,10 +28,10 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from newsflow.core.ranking.article_type import article_type
+from newsflow.core.resources import filesystem_and_path
 from newsflow.pipelines.launcher import SettingsOptions
 from newsflow.runtime.settings import Settings
 from newsflow.storage.keys import Keys
-from newsflow.storage.parquet import _fs_and_path
 
 PART_NAME = "part-00000.parquet"
 
@@ -146,7 +146,7 @@ def partition_files(root: str, dataset: str, dates: list[str]) -> list[str]:
     out = []
     for date in dates:
         d = partition_dir(root, dataset, date)
-        filesystem, path = _fs_and_path(d)
+        filesystem, path = filesystem_and_path(d)
         infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         for info in sorted(infos, key=lambda i: i.path):
             name = info.base_name
@@ -162,7 +162,7 @@ def read_partitions(root: str, dataset: str, dates: list[str], schema: pa.Schema
         return None
     tables = []
     for f in files:
-        filesystem, path = _fs_and_path(f)
+        filesystem, path = filesystem_and_path(f)
         tables.append(pq.read_table(path, filesystem=filesystem, schema=schema))
     return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
@@ -176,7 +176,7 @@ def write_partition(root: str, dataset: str, date: str, table: pa.Table) -> str:
     from pyarrow import fs as pafs
 
     d = partition_dir(root, dataset, date)
-    filesystem, path = _fs_and_path(d)
+    filesystem, path = filesystem_and_path(d)
     filesystem.create_dir(path, recursive=True)
     tmp = f"{path}/.{PART_NAME}.tmp"
     pq.write_table(table, tmp, filesystem=filesystem, compression="zstd")

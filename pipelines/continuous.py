@@ -9,7 +9,7 @@ transforms, :mod:`newsflow.pipelines.streaming`) as repeated bounded runs over a
 2. if some are not in the cursor, run the job over them (at most ``max_files`` per run, oldest
    name first);
 3. append their names to the cursor (a JSON-lines manifest under the data directory, fsynced);
-4. rebuild the candidate pools and precomputed feeds (:func:`newsflow.storage.feed_builder.build_feeds`)
+4. rebuild the candidate pools and precomputed feeds (:func:`newsflow.storage.feeds.build_feeds`)
    at the ranking time: ``--now`` when given (``wall`` = the clock), else the replay clock in
    Redis when ``newsflow demo`` set one, else the wall clock (UTC epoch seconds).
 
@@ -127,8 +127,7 @@ def run_once(
     Raises:
       ValueError: the job refused its flags or Redis is unreachable (the cursor is unchanged).
     """
-    from newsflow.core.ranking.feeds import parse_now
-    from newsflow.storage.feed_builder import build_feeds
+    from newsflow.storage.feeds import build_feeds, parse_now
     from newsflow.storage.keys import Keys
     from newsflow.storage.ranking import RankingStore
 

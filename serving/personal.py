@@ -14,7 +14,7 @@ current minute (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh: a ref
 stories keeps the generation, so readers' memoized pages stay valid (a score that moved in its fourth digit
 used to re-rank every active reader's page once per refresh), and two serving processes give the same page
 and ETag. Without a serving form the stored feed document is read, and
-without that the feed is built now (:func:`newsflow.core.ranking.feeds.build_user_feed`) and stored; with Redis
+without that the feed is built now (:func:`newsflow.storage.feeds.build_user_feed`) and stored; with Redis
 unreachable, the edition's last good snapshot is served (stale).
 """
 
@@ -31,7 +31,7 @@ from typing import NamedTuple
 from starlette.concurrency import run_in_threadpool
 
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.core.ranking.rerank import injected_item
 from newsflow.serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
 from newsflow.serving.pages import feed_page
@@ -49,6 +49,7 @@ from newsflow.storage.feed_page import (
     select,
     write_user_feeds,
 )
+from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.ranking import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStore, user_from_hash
 
 BREAKING_SCORE_STEP_SECONDS = 60.0

@@ -355,9 +355,9 @@ def story_labels(
     """Runs :class:`StoryClusterer` over the rows; returns (live story id per row, stats)."""
     from newsflow.core.embedding import load_text_model
     from newsflow.core.stories import StoryClusterer, StoryConfig
+    from newsflow.core.story_state import InMemoryStoryStore
     from newsflow.core.urls import source_domain
     from newsflow.schemas import StoryArticle
-    from newsflow.storage.stories import InMemoryStoryStore
 
     cfg = config or StoryConfig()
     if not use_time:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from newsflow.core.resources import data_path, is_remote, local_model_file
+from newsflow.core.resources import configured_model_dir, data_path, is_remote, local_model_file
 from newsflow.core.scripts import dense_class, nfc
 from newsflow.schemas import EMBEDDING_DIM  # one definition, next to the Arrow schemas that store embeddings
 
@@ -424,11 +424,8 @@ def train_text_model(
 
 
 def default_model_dir() -> str:
-    """The model directory of :class:`newsflow.runtime.settings.Settings` resolved now (``$NEWSFLOW_MODEL_DIR`` or
-    ``<repo>/var/models``); read at call time, never at import time."""
-    from newsflow.runtime.settings import Settings
-
-    return Settings.resolve().model_dir
+    """The configured model directory (:func:`newsflow.core.resources.configured_model_dir`), read at call time."""
+    return configured_model_dir()
 
 
 def default_embedding_path(model_dir: str | None = None) -> str:

@@ -15,7 +15,7 @@ spaces), so both tests look at the same text units.
 The streaming near-duplicate step applies the same re-check (``newsflow/storage/lua/assign.lua``:
 signatures from :func:`signature_hex` are stored in Redis and compared slot by slot), and
 ``newsflow eval clustering --level near-duplicate`` reports precision/recall of that step with and
-without it (:mod:`newsflow.cli.evaluation.clustering`).
+without it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the newsflow package
 INSTALLED_DATA_DIR = os.path.join(PACKAGE_DIR, "_data")
@@ -59,6 +62,16 @@ def default_model_dir(data_dir: str | None = None) -> str:
     return os.path.join(os.path.abspath(data_dir or "var"), "models")
 
 
+def configured_model_dir() -> str:
+    """The model directory a run without explicit settings uses, read at call time: ``$NEWSFLOW_MODEL_DIR``, else
+    :func:`default_model_dir` of ``$NEWSFLOW_DATA_DIR`` (default ``./var``); local paths made absolute. The same
+    rule as the runtime settings resolve without overrides."""
+    model_dir = os.environ.get("NEWSFLOW_MODEL_DIR") or default_model_dir(
+        os.path.abspath(os.environ.get("NEWSFLOW_DATA_DIR") or "var")
+    )
+    return model_dir if "://" in model_dir else os.path.abspath(model_dir)
+
+
 def is_remote(path: str) -> bool:
     """Whether ``path`` is a URI (``gs://...``) rather than a local path."""
     return "://" in (path or "")
@@ -79,15 +92,12 @@ def local_model_file(path: str, companion_suffixes: Sequence[str] = (), cache_di
     """
     if not is_remote(path):
         return path
-    from pyarrow import fs as pafs
-
-    from newsflow.storage.parquet import _fs_and_path
 
     remote_dir, name = path.rsplit("/", 1)
     version = [remote_dir, name]
     for suffix in ("", *companion_suffixes):
         try:
-            fs, remote = _fs_and_path(path + suffix)
+            fs, remote = filesystem_and_path(path + suffix)
             info = fs.get_file_info(remote)
         except (OSError, ValueError) as e:
             raise FileNotFoundError(f"model file {path + suffix} cannot be read: {e}") from None
@@ -105,7 +115,7 @@ def local_model_file(path: str, companion_suffixes: Sequence[str] = (), cache_di
             local = os.path.join(cache, name + suffix)
             if os.path.exists(local):
                 continue
-            fs, remote = _fs_and_path(path + suffix)
+            fs, remote = filesystem_and_path(path + suffix)
             tmp = f"{local}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
             try:
                 with fs.open_input_stream(remote) as src, open(tmp, "wb") as dst:
@@ -117,3 +127,20 @@ def local_model_file(path: str, companion_suffixes: Sequence[str] = (), cache_di
                 raise FileNotFoundError(f"model file {path + suffix} cannot be read: {e}") from None
             os.replace(tmp, local)
     return os.path.join(cache, name)
+
+
+def filesystem_and_path(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow filesystem + path for a local path or URI.
+
+    ``gs://`` honours ``STORAGE_EMULATOR_HOST`` (``http://host:port``, as google-cloud-storage
+    does) by connecting anonymously to that endpoint; otherwise default GCP credentials apply.
+    """
+    if uri.startswith("gs://"):
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emulator:
+            parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
+            fs = pafs.GcsFileSystem(anonymous=True, endpoint_override=parts.netloc, scheme=parts.scheme or "http")
+            return fs, uri[len("gs://") :]
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), uri

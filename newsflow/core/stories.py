@@ -64,8 +64,8 @@ from newsflow.core.embedding import (
     sparse_normalize,
 )
 from newsflow.core.quality import article_quality, authority, is_original
+from newsflow.core.story_state import StoryState, StoryStore
 from newsflow.schemas.story import EntityRef, StoryArticle, StoryAssignment, TopicScore  # re-exported
-from newsflow.storage.stories import StoryState, StoryStore
 
 
 @dataclass(frozen=True)

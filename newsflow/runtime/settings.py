@@ -29,16 +29,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from newsflow.core.resources import default_model_dir
+from newsflow.storage.keys import DEFAULT_KEY_PREFIX, validate_key_prefix
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_KEY_PREFIX = "nf"
-_PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 
 ENV_DATA_DIR = "NEWSFLOW_DATA_DIR"
 ENV_REDIS_URL = "REDIS_URL"
@@ -46,20 +44,6 @@ ENV_KEY_PREFIX = "NEWSFLOW_KEY_PREFIX"
 ENV_MODEL_DIR = "NEWSFLOW_MODEL_DIR"
 ENV_TOKEN_SECRET = "NEWSFLOW_TOKEN_SECRET"
 ENV_ADMIN_TOKEN = "NEWSFLOW_ADMIN_TOKEN"
-
-
-def validate_key_prefix(prefix: str) -> str:
-    """Returns ``prefix`` if it is a plain namespace (1-32 of ``[A-Za-z0-9_.-]``).
-
-    Raises:
-      ValueError: anything else, e.g. ``{nf}`` (hash tags are placed by :mod:`newsflow.storage.keys`) or ``a:b``.
-    """
-    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
-        raise ValueError(
-            f"key prefix must be 1-32 characters of letters, digits, '_', '.', '-' (got {prefix!r}); "
-            "Redis Cluster hash tags are placed by the key layout, so write 'nf', not '{nf}'"
-        )
-    return prefix
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ prefix ``nf``; :attr:`newsflow.runtime.settings.Settings.keys` gives the configu
 spells a key.
 
 **Prefix.** Every key is ``<prefix>:...``. The prefix is a plain namespace (letters, digits,
-``_ . -``, see :func:`newsflow.runtime.settings.validate_key_prefix`); two deployments with different
+``_ . -``, see :func:`validate_key_prefix`); two deployments with different
 prefixes share a Redis without seeing each other's keys.
 
 **Hash tags (Redis Cluster).** Keys that one Lua script or one MULTI/EXEC transaction touches
@@ -182,9 +182,11 @@ key                                       type    holds                         
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from newsflow.runtime.settings import DEFAULT_KEY_PREFIX, validate_key_prefix
+DEFAULT_KEY_PREFIX = "nf"
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 
 ND_TAG = "{nd}"
 STORY_TAG = "{story}"
@@ -193,6 +195,20 @@ MODELS_TAG = "{models}"
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
 RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease", "retired"})
+
+
+def validate_key_prefix(prefix: str) -> str:
+    """Returns ``prefix`` if it is a plain namespace (1-32 of ``[A-Za-z0-9_.-]``).
+
+    Raises:
+      ValueError: anything else, e.g. ``{nf}`` (hash tags are placed by :mod:`newsflow.storage.keys`) or ``a:b``.
+    """
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
+        raise ValueError(
+            f"key prefix must be 1-32 characters of letters, digits, '_', '.', '-' (got {prefix!r}); "
+            "Redis Cluster hash tags are placed by the key layout, so write 'nf', not '{nf}'"
+        )
+    return prefix
 
 
 def _s(v) -> str:
@@ -205,7 +221,7 @@ class Keys:
 
     Attributes:
       prefix: plain namespace, ``"nf"`` by default; validated by
-        :func:`newsflow.runtime.settings.validate_key_prefix`.
+        :func:`validate_key_prefix`.
 
     Raises:
       ValueError: the prefix is not a plain namespace (e.g. ``"{nf}"`` or ``"a:b"``).

@@ -33,8 +33,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 from redis.exceptions import WatchError
 
+from newsflow.core.ranking.personalize import NO_MODELS, WEIGHT_FEATURES, LearnedSignals
 from newsflow.storage.keys import Keys
 
 MODEL_NAMES = ("decay", "weights", "interest", "history", "cluster", "covisit")
@@ -186,3 +188,47 @@ def json_field(value) -> object:
         return json.loads(_s(value))
     except ValueError:
         return None
+
+
+def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
+    """Reads the reader's signals from the current model versions (a few HMGETs).
+
+    Returns :data:`NO_MODELS`-like empty fields for models that are absent; Redis errors propagate
+    (the caller decides how to degrade).
+    """
+    store = ModelStore(client, keys)
+    versions = store.current()
+    if not versions:
+        return NO_MODELS
+    interest = None
+    raw = store.read_fields("interest", [user_id])[0] if "interest" in versions else None
+    if raw is not None and len(raw) == 4 * 128:
+        interest = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    history = json_field(store.read_fields("history", [user_id])[0]) if "history" in versions else None
+    clicks, recent, topics = 0, [], {}
+    if isinstance(history, dict):
+        clicks = int(history.get("clicks") or 0)
+        recent = [str(x) for x in history.get("recent") or []]
+        raw_topics = history.get("topics") if isinstance(history.get("topics"), dict) else {}
+        topics = {str(k).lower(): float(v) for k, v in raw_topics.items()}
+    covisit: dict[str, float] = {}
+    if recent and "covisit" in versions:
+        for row in store.read_fields("covisit", recent):
+            for sid, n in (json_field(row) or {}).items():
+                if sid not in recent:
+                    covisit[sid] = covisit.get(sid, 0.0) + float(n)
+    cluster: dict[str, float] = {}
+    if "cluster" in versions:
+        cid = store.read_fields("cluster", [user_id])[0]
+        if cid is not None:
+            top = json_field(store.read_fields("cluster", [f"c:{cid.decode()}"])[0]) or {}
+            cluster = {str(k): float(v) for k, v in top.items() if str(k) not in recent}
+    weights = None
+    if "weights" in versions:
+        w = store.read("weights")
+        if w.get(b"_learned") == b"1":
+            try:
+                weights = {f: float(w[f.encode()]) for f in (*WEIGHT_FEATURES, "_intercept")}
+            except (KeyError, ValueError):
+                weights = None
+    return LearnedSignals(versions, interest, clicks, covisit, cluster, weights, topics)

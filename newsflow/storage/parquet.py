@@ -14,35 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import posixpath
 import uuid
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from newsflow.core.resources import filesystem_and_path
 from newsflow.schemas._arrow import records_to_table
-
-
-def _fs_and_path(uri: str) -> tuple[pafs.FileSystem, str]:
-    """pyarrow filesystem + path for a local path or URI.
-
-    ``gs://`` honours ``STORAGE_EMULATOR_HOST`` (``http://host:port``, as google-cloud-storage
-    does) by connecting anonymously to that endpoint; otherwise default GCP credentials apply.
-    """
-    if uri.startswith("gs://"):
-        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
-        if emulator:
-            parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
-            fs = pafs.GcsFileSystem(anonymous=True, endpoint_override=parts.netloc, scheme=parts.scheme or "http")
-            return fs, uri[len("gs://") :]
-    if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), uri
 
 
 def table_bytes(table: pa.Table) -> bytes:
@@ -68,7 +50,7 @@ def write_content_addressed(root: str, dataset: str, partition: str, table: pa.T
     """
     data = table_bytes(table)
     name = f"part-{hashlib.sha256(data).hexdigest()[:20]}.parquet"
-    fs, base = _fs_and_path(root)
+    fs, base = filesystem_and_path(root)
     directory = posixpath.join(base, dataset, partition) if partition else posixpath.join(base, dataset)
     final = posixpath.join(directory, name)
     if fs.get_file_info(final).type == pafs.FileType.File:
@@ -100,7 +82,7 @@ def read_dataset(root: str, dataset: str) -> pa.Table:
     Raises:
       FileNotFoundError: the dataset directory does not exist.
     """
-    fs, base = _fs_and_path(root)
+    fs, base = filesystem_and_path(root)
     path = posixpath.join(base, dataset)
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         raise FileNotFoundError(f"no dataset at {root}/{dataset}")
@@ -117,7 +99,7 @@ def read_dataset(root: str, dataset: str) -> pa.Table:
 
 def list_files(root: str, dataset: str) -> list[str]:
     """Sorted relative paths of the Parquet files of a dataset ([] when absent)."""
-    fs, base = _fs_and_path(root)
+    fs, base = filesystem_and_path(root)
     path = posixpath.join(base, dataset)
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         return []

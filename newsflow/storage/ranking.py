@@ -25,12 +25,11 @@ import numpy as np
 from newsflow.core.outlets import outlet
 
 # Re-exported: the records live in schemas/; this module parses them from Redis hashes.
+from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE  # noqa: F401 - re-exported for serving
 from newsflow.schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
 from newsflow.storage.keys import Keys
 
-POOL_SIZE = 500
 FEED_TTL_SECONDS = 300
-GLOBAL_EDITION = "global"
 TRENDING_KINDS = ("story", "entity", "topic")
 PROFILE_PREFERENCE_FIELDS = ("follow_topics", "follow_sources", "block_topics", "block_sources")
 """Preference fields that are also :class:`UserProfile` attributes (ranking reads them)."""

@@ -14,11 +14,10 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from starlette.testclient import TestClient
 
-from newsflow.core.ranking.feeds import latest_story_time
 from newsflow.pipelines.launcher import make_runner
 from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
 from newsflow.serving.app import ServingConfig, create_app
-from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.feeds import build_feeds, latest_story_time
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from tests.transforms.test_streaming_job import _corpus_subset

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from newsflow.core.ranking.personalize import load_learned
 from newsflow.storage.keys import Keys
-from newsflow.storage.models import ModelStore
+from newsflow.storage.models import ModelStore, load_learned
 from newsflow.storage.ranking import RankingStore, encode_embedding
 
 

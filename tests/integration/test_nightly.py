@@ -17,12 +17,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
+from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.jobs.nightly import MODELS, run_night
 from newsflow.runtime.settings import Settings
 from newsflow.schemas import Event
 from newsflow.storage.events import append_events
-from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.feeds import build_feeds, build_user_feed
 from newsflow.storage.keys import Keys
 from newsflow.storage.models import ModelStore
 from newsflow.storage.ranking import RankingStore, encode_embedding

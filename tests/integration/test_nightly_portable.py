@@ -22,7 +22,7 @@ from newsflow.jobs.nightly import MODELS, run_night
 from newsflow.runtime.settings import Settings
 from newsflow.schemas import Event
 from newsflow.storage.events import append_events
-from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.feeds import build_feeds
 from newsflow.storage.keys import Keys
 from tests.integration.state_dump import redis_state, state_difference
 from tests.integration.test_nightly import DATE, NOW, OTHER, _populate, _reader_events

@@ -15,15 +15,14 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from newsflow.cli.retention import expire
-from newsflow.core.ranking.feeds import latest_story_time
 from newsflow.crawler.frontier import Frontier, task_id
 from newsflow.pipelines.streaming import run
 from newsflow.runtime.redis_conn import connect
 from newsflow.serving.app import ServingConfig, create_app
-from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.feeds import build_feeds, latest_story_time
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
+from newsflow.storage.retention import expire
 from tests.corpus_slice import write_headlines
 from tests.integration.redis_cluster import redis_cluster
 from tests.integration.state_dump import redis_state, state_difference

@@ -7,13 +7,13 @@ import math
 
 import numpy as np
 
-from newsflow.cli.retention import expire
 from newsflow.core.embedding import TextModel
 from newsflow.core.stories import StoryClusterer, StoryConfig
 from newsflow.schemas import StoryArticle
 from newsflow.storage.groups import RedisClusterStore
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
+from newsflow.storage.retention import expire
 from newsflow.storage.stories import RedisStoryStore
 from tests.integration.state_dump import redis_state, state_difference
 from tests.integration.test_redis_store import art

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import TokenError, sign_token, verify_token
-from newsflow.storage.feed_builder import build_feeds
+from newsflow.storage.feeds import build_feeds
 from tests.integration.ranking_data import NOW, populate
 
 SECRET = b"k" * 32

@@ -9,10 +9,11 @@ import numpy as np
 
 from newsflow.core.embedding import TextModel
 from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.story_state import InMemoryStoryStore
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
-from newsflow.storage.stories import InMemoryStoryStore, RedisStoryStore
+from newsflow.storage.stories import RedisStoryStore
 
 KEYS = Keys()
 

@@ -51,7 +51,7 @@ def test_public_feed_caps_two_per_outlet_not_per_host():
     cands = Candidates(stories, NOW, {}, [], {})
     assert cands.sources[:4] == ["reuters.com"] * 4
     feeds = build_public_feeds(cands, compute_pools(cands), NOW)
-    ids = [it["story_id"] for it in feeds["nf:feed:edition:global"]["stories"]]
+    ids = [it["story_id"] for it in feeds[("edition", "global")]["stories"]]
     # by authority, two reuters, then two bbc, then example.org: the other three are over the cap
     assert ids == ["r1", "r2", "b1", "b2", "x1"]
 

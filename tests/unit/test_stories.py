@@ -10,8 +10,8 @@ import pytest
 
 from newsflow.core.embedding import TextModel, load_text_model
 from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.story_state import InMemoryStoryStore, StoryState
 from newsflow.schemas import StoryArticle
-from newsflow.storage.stories import InMemoryStoryStore, StoryState
 
 
 def tiny_model() -> TextModel:

@@ -14,8 +14,8 @@ import pytest
 
 from newsflow.core.embedding import TextModel
 from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.story_state import InMemoryStoryStore
 from newsflow.schemas import StoryArticle
-from newsflow.storage.stories import InMemoryStoryStore
 
 VOCAB = ["alpha", "beta", "delta", "gamma"]
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)

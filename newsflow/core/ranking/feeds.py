@@ -17,9 +17,7 @@ Personal feed items also carry ``why``, the signals that placed them
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,21 +31,12 @@ from newsflow.core.ranking.mmr import (
     mmr_select,
     normalize_rows,
 )
-from newsflow.core.ranking.personalize import (
-    blocked_mask,
-    history_weight,
-    load_learned,
-    personal_signals,
-    with_learned,
-)
-from newsflow.core.timeutil import epoch_or_iso_to_epoch
-from newsflow.schemas import EMBEDDING_DIM, StoryRecord, UserProfile
-from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import (
-    GLOBAL_EDITION,
-    POOL_SIZE,
-    RankingStore,
-)
+from newsflow.schemas import EMBEDDING_DIM, StoryRecord
+
+POOL_SIZE = 500
+"""Stories kept per candidate pool (edition or topic)."""
+GLOBAL_EDITION = "global"
+"""The edition every story belongs to."""
 
 
 @dataclass(frozen=True)
@@ -161,16 +150,6 @@ def live_stories(stories: Iterable[StoryRecord | None], now: float | None = None
     ]
 
 
-def replay_clock(client, keys: Keys = Keys()) -> float | None:
-    """The replay clock (UTC epoch s) that ``newsflow demo`` stores at ``Keys.replay_clock``, or ``None``.
-
-    A replayed corpus has no "now" of its own: the demo sets this to the end of its replayed
-    stream so that ranking, feeds and the API score its stories as if live at that moment.
-    """
-    raw = client.get(keys.replay_clock)
-    return None if raw is None else float(raw)
-
-
 def public_relevance(scores: np.ndarray) -> np.ndarray:
     """Relevance for non-personal feeds: score divided by the best score (0 when all are 0)."""
     m = float(scores.max()) if scores.size else 0.0
@@ -227,9 +206,8 @@ def build_public_feeds(
     pools: Mapping[tuple[str, str], Mapping[str, float]],
     now: float,
     config: FeedConfig = FeedConfig(),
-    keys: Keys = Keys(),
-) -> dict[str, dict]:
-    """One MMR feed per pool: ``{redis key (Keys.feed): feed document}``."""
+) -> dict[tuple[str, str], dict]:
+    """One MMR feed per pool: ``{(kind, name): feed document}``."""
     pos = {s.story_id: i for i, s in enumerate(cands.stories)}
     out = {}
     for (kind, name), members in pools.items():
@@ -239,153 +217,5 @@ def build_public_feeds(
         rel = np.zeros(len(cands))
         rel[idx] = public_relevance(cands.scores[idx])
         items = rank(cands, rel, config.k, config.alpha, config.source_cap, exclude=exclude)
-        out[keys.feed(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
+        out[(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
     return out
-
-
-def velocity_map(store: RankingStore, n: int = 500) -> dict[str, int]:
-    """``story_id -> new articles`` in the latest trending window (empty when none)."""
-    _, rows = store.latest_trending("story", n)
-    return dict(rows)
-
-
-def user_candidate_ids(
-    store: RankingStore,
-    profile: UserProfile,
-    edition: str,
-    velocity: Mapping[str, int],
-    config: FeedConfig = FeedConfig(),
-) -> list[str]:
-    """Candidate story ids for a reader.
-
-    A reader with history gets the edition pool, the global pool's top
-    ``global_extra`` and the top ``trending_extra`` trending stories. A cold-start reader
-    (no clicks) gets the edition's trending stories (trending ∩ edition pool) plus the
-    global pool's top ``global_extra``. Both get the top ``follow_extra`` of each followed
-    topic's pool. Order: first occurrence.
-    """
-    ed_pool = [sid for sid, _ in store.pool("edition", edition or GLOBAL_EDITION, config.pool_size)]
-    glob = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, config.global_extra)]
-    trending = sorted(velocity, key=lambda sid: (-velocity[sid], sid))[: config.trending_extra]
-    if history_weight(profile.clicks) == 0:
-        ed_set = set(ed_pool)
-        ids = [sid for sid in trending if sid in ed_set] + glob
-    else:
-        ids = ed_pool + glob + trending
-    for topic in sorted(profile.follow_topics):
-        ids += [sid for sid, _ in store.pool("topic", topic, config.follow_extra)]
-    seen, out = set(), []
-    for sid in ids:
-        if sid not in seen:
-            seen.add(sid)
-            out.append(sid)
-    return out
-
-
-def build_user_feed(
-    store: RankingStore,
-    profile: UserProfile,
-    now: float,
-    edition: str = "",
-    config: FeedConfig = FeedConfig(),
-    k: int | None = None,
-    stories_by_id: Mapping[str, StoryRecord] | None = None,
-    shared: tuple | None = None,
-) -> dict:
-    """A reader's personal feed document (MMR over personal relevance, blocks removed).
-
-    Args:
-      store: Redis-backed ranking store.
-      profile: the reader (an unknown reader has an empty profile: cold start).
-      now: UTC epoch seconds.
-      edition: edition to draw from; "" uses the profile's, else ``global``.
-      config: feed knobs.
-      k: items to keep (default ``config.user_k``).
-      stories_by_id: already-loaded live stories (a batch job passes all of them); ids
-        not in it are read from Redis.
-      shared: ``(velocity, lambda overrides, breaking ids)`` already read for this ``now``
-        (a batch job reads them once for all readers).
-
-    Returns:
-      Feed document with ``kind="user"`` and ``name=profile.user_id``.
-    """
-    edition = edition or profile.edition or GLOBAL_EDITION
-    learned = load_learned(store.client, store.keys, profile.user_id)
-    profile = with_learned(profile, learned)
-    if shared is None:
-        shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
-    velocity, overrides, breaking_ids = shared
-    ids = user_candidate_ids(store, profile, edition, velocity, config)
-    if stories_by_id is not None:
-        missing = [sid for sid in ids if sid not in stories_by_id]
-        fetched = {s.story_id: s for s in live_stories(store.get_stories(missing), now)} if missing else {}
-        stories = [stories_by_id.get(sid) or fetched.get(sid) for sid in ids]
-        stories = [s for s in stories if s is not None]
-    else:
-        stories = live_stories(store.get_stories(ids), now) if ids else []
-    cands = Candidates(stories, now, overrides, breaking_ids, velocity)
-    if not len(cands):
-        return feed_doc("user", profile.user_id, now, config.alpha, [])
-    story_ids = [s.story_id for s in cands.stories]
-    rel, why = personal_signals(
-        cands.scores,
-        cands.velocity,
-        cands.embeddings,
-        cands.topics,
-        cands.sources,
-        profile,
-        story_ids,
-        learned,
-        authority=np.array([s.authority for s in cands.stories], dtype=np.float64),
-        breaking=cands.breaking,
-    )
-    blocked = blocked_mask(cands.topics, cands.sources, profile)
-    items = rank(cands, rel, k or config.user_k, config.alpha, config.source_cap, exclude=blocked)
-    why_by_id = dict(zip(story_ids, why, strict=True))
-    for item in items:
-        item["why"] = why_by_id[item["story_id"]]
-    doc = feed_doc("user", profile.user_id, now, config.alpha, items)
-    doc["edition"] = edition
-    return doc
-
-
-def latest_story_time(store: RankingStore) -> float | None:
-    """The newest ``latest_time`` over all stories, or ``None`` with no stories."""
-    ids = list(store.iter_story_ids())
-    times = [s.latest_time for s in store.get_stories(ids) if s is not None]
-    return max(times) if times else None
-
-
-def parse_now(value: str | None, store: RankingStore, clock: Callable[[], float] = time.time) -> float:
-    """Resolves ``--now``: ``None`` → the replay clock when one is set (see :func:`replay_clock`),
-    else the clock; ``wall`` → the clock; ``latest`` → newest story time; a number → UTC epoch
-    seconds; else an ISO 8601 time (naive means UTC).
-
-    Raises:
-      ValueError: unparsable value, not a finite time between 1970 and the year 9999 (``nan``, ``inf``,
-        ``1e30``), or ``latest`` with no stories.
-    """
-    t = _parse_now(value, store, clock)
-    if not (math.isfinite(t) and 0.0 <= t <= MAX_EPOCH_S):
-        raise ValueError(f"--now must be a time between 1970 and 9999 (UTC epoch seconds), got {value!r}")
-    return t
-
-
-MAX_EPOCH_S = 253402300799.0  # 9999-12-31T23:59:59Z
-
-
-def _parse_now(value: str | None, store: RankingStore, clock: Callable[[], float]) -> float:
-    if value is None or value == "":
-        replay = replay_clock(store.client, store.keys)
-        return float(clock()) if replay is None else replay
-    if value == "wall":
-        return float(clock())
-    if value == "latest":
-        t = latest_story_time(store)
-        if t is None:
-            raise ValueError("--now latest: there are no stories in Redis")
-        return t
-    try:
-        return epoch_or_iso_to_epoch(value)
-    except ValueError:
-        raise ValueError(f"--now must be epoch seconds, ISO 8601 or 'latest', got {value!r}") from None

@@ -50,7 +50,6 @@ from typing import NamedTuple
 import numpy as np
 
 from newsflow.schemas import UserProfile
-from newsflow.storage.keys import Keys
 
 HISTORY_CLICKS = 20
 """Clicks after which the interest vector has its full weight."""
@@ -102,52 +101,6 @@ def with_learned(profile: UserProfile, learned: LearnedSignals) -> UserProfile:
         interest=learned.interest if learned.interest is not None else profile.interest,
         clicks=max(int(profile.clicks), int(learned.clicks)),
     )
-
-
-def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
-    """Reads the reader's signals from the current model versions (a few HMGETs).
-
-    Returns :data:`NO_MODELS`-like empty fields for models that are absent; Redis errors propagate
-    (the caller decides how to degrade).
-    """
-    from newsflow.storage.models import ModelStore, json_field
-
-    store = ModelStore(client, keys)
-    versions = store.current()
-    if not versions:
-        return NO_MODELS
-    interest = None
-    raw = store.read_fields("interest", [user_id])[0] if "interest" in versions else None
-    if raw is not None and len(raw) == 4 * 128:
-        interest = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-    history = json_field(store.read_fields("history", [user_id])[0]) if "history" in versions else None
-    clicks, recent, topics = 0, [], {}
-    if isinstance(history, dict):
-        clicks = int(history.get("clicks") or 0)
-        recent = [str(x) for x in history.get("recent") or []]
-        raw_topics = history.get("topics") if isinstance(history.get("topics"), dict) else {}
-        topics = {str(k).lower(): float(v) for k, v in raw_topics.items()}
-    covisit: dict[str, float] = {}
-    if recent and "covisit" in versions:
-        for row in store.read_fields("covisit", recent):
-            for sid, n in (json_field(row) or {}).items():
-                if sid not in recent:
-                    covisit[sid] = covisit.get(sid, 0.0) + float(n)
-    cluster: dict[str, float] = {}
-    if "cluster" in versions:
-        cid = store.read_fields("cluster", [user_id])[0]
-        if cid is not None:
-            top = json_field(store.read_fields("cluster", [f"c:{cid.decode()}"])[0]) or {}
-            cluster = {str(k): float(v) for k, v in top.items() if str(k) not in recent}
-    weights = None
-    if "weights" in versions:
-        w = store.read("weights")
-        if w.get(b"_learned") == b"1":
-            try:
-                weights = {f: float(w[f.encode()]) for f in (*WEIGHT_FEATURES, "_intercept")}
-            except (KeyError, ValueError):
-                weights = None
-    return LearnedSignals(versions, interest, clicks, covisit, cluster, weights, topics)
 
 
 def topic_affinity(story_topics: Sequence[str], reader_topics: dict) -> float:
