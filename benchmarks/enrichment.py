@@ -7,7 +7,7 @@ Stages, each timed on its own over the same articles, single process:
 * ``topics``: :class:`newsflow.core.topics.TopicClassifier.predict` on title + lead;
 * ``entities``: :class:`newsflow.core.entities.EntityExtractor` (spaCy NER) on title + lead;
 * ``embedding``: :meth:`newsflow.core.embedding.TextModel.embed` (128-dim) on title + lead;
-* ``clustering``: :class:`newsflow.core.stories.StoryClusterer` (in-memory store) over every article
+* ``clustering``: :class:`newsflow.core.stories.StoryAssigner` (in-memory store) over every article
   in event-time order.
 
 Per language (``by_language``), on the headlines of the labelled multilingual story set
@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     from newsflow.core.entities import EntityExtractor, load_nlp
     from newsflow.core.extraction import ExtractionError, extract_content
     from newsflow.core.language import LanguageIdentifier
-    from newsflow.core.stories import StoryClusterer
+    from newsflow.core.stories import StoryAssigner
     from newsflow.core.story_state import InMemoryStoryStore
     from newsflow.core.topic_training import ensure_topic_model
     from newsflow.core.topics import TopicClassifier
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
         for i in order
     ]
     store = InMemoryStoryStore()
-    clusterer = StoryClusterer(store, text_model)
+    clusterer = StoryAssigner(store, text_model)
     t = time.perf_counter()
     for a in arts:
         clusterer.add(a)

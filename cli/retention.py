@@ -6,7 +6,7 @@ period, measured in event time:
 
 * near-duplicate groups whose latest member is older than the cutoff, as a whole, with every
   member's LSH band entries, fingerprint, article -> group entry and serving hash
-  (:meth:`newsflow.storage.groups.RedisClusterStore.expire_before`, one atomic script per 500 groups);
+  (:meth:`newsflow.storage.groups.RedisGroupStore.expire_before`, one atomic script per 500 groups);
 * stories whose latest article is older than the cutoff, with their state, serving hash, article list
   and their articles' assignments; merged stories and merge records before the cutoff
   (:meth:`newsflow.storage.stories.RedisStoryStore.expire_before`, under the story writer lease).

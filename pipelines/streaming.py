@@ -1,4 +1,4 @@
-"""The newsflow streaming job: raw documents -> articles -> near-duplicate clusters -> stories -> trends.
+"""The newsflow streaming job: raw documents -> articles -> near-duplicate groups -> stories -> trends.
 
 Build without running (for tests and launchers) with :func:`build_pipeline`; run with
 :func:`run` or ``newsflow run`` (both through :mod:`newsflow.pipelines.launcher`, shared with the nightly jobs).
@@ -39,7 +39,6 @@ from newsflow.pipelines.launcher import (
 )
 from newsflow.runtime.settings import Settings
 from newsflow.storage.groups import StoreConfig
-from newsflow.transforms.cluster import AssignNearDuplicateClusters, ClusterConfig
 from newsflow.transforms.coders import register_coders
 from newsflow.transforms.content import (
     ContentConfig,
@@ -50,17 +49,18 @@ from newsflow.transforms.content import (
 )
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG
 from newsflow.transforms.enrich import EnrichArticles, EnrichConfig
+from newsflow.transforms.groups import AssignNearDuplicateGroups, GroupConfig
 from newsflow.transforms.io import (
     ReadKafkaMessages,
     ReadLandingFiles,
     ReadPubSubMessages,
     SinkConfig,
     WriteArticles,
-    WriteClusterSnapshots,
     WriteDeadLetters,
+    WriteGroupSnapshots,
     check_inputs_exist,
 )
-from newsflow.transforms.stories import TREND_INPUT_TAG, AssignStoryClusters, StoryTransformConfig
+from newsflow.transforms.stories import TREND_INPUT_TAG, AssignStories, StoryTransformConfig
 from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 
@@ -142,7 +142,7 @@ class JobConfig:
     redis_url: str | None = None
     streaming: bool = False
     content: ContentConfig = field(default_factory=ContentConfig)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    cluster: GroupConfig = field(default_factory=GroupConfig)
     enrich: EnrichConfig = field(default_factory=EnrichConfig)
     stories: StoryTransformConfig = field(default_factory=StoryTransformConfig)
     trending: TrendingConfig = field(default_factory=TrendingConfig)
@@ -258,7 +258,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             registry_redis_url=settings.redis_url,
             key_prefix=settings.key_prefix,
         ),
-        cluster=ClusterConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
+        cluster=GroupConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
         # NER in a child process beside the job's thread where one bundle runs at a time (local runners)
         # and there is a second CPU for it; remote runners already run a DoFn per worker thread
@@ -291,7 +291,7 @@ class ProcessRawDocuments(beam.PTransform):
     Returns ``{"articles": PCollection[Article], "dead_letter": PCollection[DeadLetter]}``.
     """
 
-    def __init__(self, content: ContentConfig, cluster: ClusterConfig):
+    def __init__(self, content: ContentConfig, cluster: GroupConfig):
         super().__init__()
         self._content = content
         self._cluster = cluster
@@ -304,7 +304,7 @@ class ProcessRawDocuments(beam.PTransform):
             | "DetectLanguage" >> DetectLanguage(self._content)
             | "FingerprintArticles" >> FingerprintArticles()
         )
-        clustered = enriched | "AssignNearDuplicateClusters" >> AssignNearDuplicateClusters(self._cluster)
+        clustered = enriched | "AssignNearDuplicateClusters" >> AssignNearDuplicateGroups(self._cluster)
         dead = (
             parsed[DEAD_LETTER_TAG],
             extracted[DEAD_LETTER_TAG],
@@ -327,7 +327,7 @@ class BuildStories(beam.PTransform):
 
     def expand(self, articles):
         enriched = articles | "EnrichArticles" >> EnrichArticles(self._enrich)
-        assigned = enriched["main"] | "AssignStoryClusters" >> AssignStoryClusters(self._stories)
+        assigned = enriched["main"] | "AssignStoryClusters" >> AssignStories(self._stories)
         dead = (enriched[DEAD_LETTER_TAG], assigned[DEAD_LETTER_TAG]) | "FlattenStoryDeadLetters" >> beam.Flatten()
         return {"stories": assigned["main"], DEAD_LETTER_TAG: dead, TREND_INPUT_TAG: assigned[TREND_INPUT_TAG]}
 
@@ -371,7 +371,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
     cluster_files = (
         articles
         | "TouchedClusterIds" >> beam.Map(lambda a: a.cluster_id)
-        | "WriteClusterSnapshots" >> WriteClusterSnapshots(sink, config.redis_url, store)
+        | "WriteClusterSnapshots" >> WriteGroupSnapshots(sink, config.redis_url, store)
     )
     all_dead = (
         *read_dead,

@@ -17,7 +17,7 @@ record              schema                      what it is
 RawDocument         RAW_DOCUMENT_SCHEMA         a landed page or feed entry
 Article             ARTICLE_SCHEMA              an extracted, enriched article
 ArticleRecord       ARTICLE_RECORD_SCHEMA       serving view of an article
-Cluster             CLUSTER_SCHEMA              a near-duplicate cluster
+Cluster             GROUP_SCHEMA              a near-duplicate group
 DeadLetter          DEAD_LETTER_SCHEMA          a refused input with its reason
 Event               EVENT_SCHEMA                a reader event (impression, click, dwell)
 StoryArticle        STORY_ARTICLE_SCHEMA        an article as story clustering reads it
@@ -31,9 +31,9 @@ UserProfile         USER_PROFILE_SCHEMA         what ranking knows about a reade
 
 from newsflow.schemas._arrow import EMBEDDING_DIM, records_to_table, table_to_records
 from newsflow.schemas.article import ARTICLE_RECORD_SCHEMA, ARTICLE_SCHEMA, Article, ArticleRecord
-from newsflow.schemas.cluster import CLUSTER_SCHEMA, Cluster
 from newsflow.schemas.deadletter import DEAD_LETTER_SCHEMA, DeadLetter
 from newsflow.schemas.event import EVENT_SCHEMA, Event
+from newsflow.schemas.group import GROUP_SCHEMA, NearDuplicateGroup
 from newsflow.schemas.raw import RAW_DOCUMENT_SCHEMA, RawDocument, RecordError
 from newsflow.schemas.story import (
     STORY_ARTICLE_SCHEMA,
@@ -56,7 +56,7 @@ RECORD_TYPES = (
     RawDocument,
     Article,
     ArticleRecord,
-    Cluster,
+    NearDuplicateGroup,
     DeadLetter,
     Event,
     TopicScore,
@@ -74,8 +74,8 @@ __all__ = [
     "ARTICLE_SCHEMA",
     "Article",
     "ArticleRecord",
-    "CLUSTER_SCHEMA",
-    "Cluster",
+    "GROUP_SCHEMA",
+    "NearDuplicateGroup",
     "DEAD_LETTER_SCHEMA",
     "DeadLetter",
     "EMBEDDING_DIM",

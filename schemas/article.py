@@ -31,7 +31,7 @@ class Article(NamedTuple):
       word_count: number of ``\\w+`` tokens in ``text``.
       feed_only: True when built from feed fields only (no page body).
       source_authority: authority of the source in [0, 1] (sources table).
-      cluster_id: near-duplicate cluster id, ``None`` before assignment.
+      cluster_id: near-duplicate group id, ``None`` before assignment.
       declared_language: the language the publisher declares, lower case (``"en-us"``): the
         page's ``<html lang>``, else the ``Content-Language`` header (feed-only documents: the
         feed's); "" when none. Evidence for ``language`` (``newsflow.core.language``).
@@ -100,7 +100,7 @@ class ArticleRecord(NamedTuple):
       source_domain: publisher host, lower case.
       source_name: publisher display name ("" when unknown).
       event_time: publish time if known and not later than the fetch, else fetch time; UTC epoch seconds.
-      cluster_id: near-duplicate cluster id (``"solo:<article_id>"`` when it has none).
+      cluster_id: near-duplicate group id (``"solo:<article_id>"`` when it has none).
       story_id: story it belongs to ("" before assignment).
       authority: article authority in [0, 1].
       language: ISO 639 code ("" when unknown).

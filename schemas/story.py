@@ -1,8 +1,8 @@
 """Story records: what story clustering reads (StoryArticle) and returns (StoryAssignment), and a
 story as serving reads it and snapshots store it (StoryRecord), each with its Arrow schema.
 
-A story is many outlets' own write-ups of one event; near-duplicate clusters (syndicated copies,
-:class:`newsflow.schemas.cluster.Cluster`) nest inside it. Story ids are ``"s"`` + the article id of the
+A story is many outlets' own write-ups of one event; near-duplicate groups (syndicated copies,
+:class:`newsflow.schemas.group.NearDuplicateGroup`) nest inside it. Story ids are ``"s"`` + the article id of the
 founding article (the earliest ``(event_time, article_id)``), so they are stable across replays.
 
 numpy is imported because :attr:`StoryRecord.embedding` is a float32 ``numpy.ndarray`` (ranking
@@ -55,7 +55,7 @@ class StoryArticle(NamedTuple):
       title: headline.
       url: article URL (its slug words count as text).
       source_domain: outlet domain.
-      cluster_id: near-duplicate cluster id (``None``: the article is its own cluster).
+      cluster_id: near-duplicate group id (``None``: the article is its own cluster).
       authority: article authority in [0, 1] (0.7 source + 0.3 article quality).
       language: ISO 639 code.
       topics: :class:`TopicScore` ``(label, probability)`` pairs from the topic classifier.
@@ -144,7 +144,7 @@ STORY_ASSIGNMENT_SCHEMA = pa.schema(
 
 
 class StoryRecord(NamedTuple):
-    """A story cluster as serving reads it (``nf:story:{story_id}``) and snapshots store it.
+    """A story as serving reads it (``nf:story:{story_id}``) and snapshots store it.
 
     Attributes:
       story_id: ``"s"`` + the founding article's id.
@@ -153,7 +153,7 @@ class StoryRecord(NamedTuple):
         ties: earliest event time, then smallest article id).
       article_count: member articles.
       source_count: distinct outlets (source domains).
-      independent_count: distinct near-duplicate clusters (independent reports).
+      independent_count: distinct near-duplicate groups (independent reports).
       earliest_time: first seen, the earliest member event time, UTC epoch seconds.
       latest_time: latest member event time, UTC epoch seconds.
       topics: topic labels, most probable first.

@@ -100,7 +100,7 @@ def openapi_schema() -> dict:
         "info": {
             "title": "newsflow API",
             "version": "1",
-            "description": "Fresh, diverse news feeds from story clusters.",
+            "description": "Fresh, diverse news feeds from stories.",
         },
         "paths": {
             **admin_openapi_paths(),

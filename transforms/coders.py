@@ -16,7 +16,7 @@ Which coder each record gets:
 
 * ``RowCoder`` (through ``registry.register_row``, which also registers the Beam schema) for
   every record whose fields map onto Beam schema types: ``RawDocument``, ``Article``,
-  ``ArticleRecord``, ``Cluster``, ``DeadLetter``, ``Event``, ``TopicScore``, ``EntityRef``,
+  ``ArticleRecord``, ``NearDuplicateGroup``, ``DeadLetter``, ``Event``, ``TopicScore``, ``EntityRef``,
   ``StoryArticle``, ``StoryAssignment``, ``TrendInput``, ``TrendCount``. These are deterministic
   (checked by :func:`register_coders`), so any of them may be used as a key or held in state.
   Sequences decode as lists, not tuples.
@@ -38,10 +38,10 @@ from apache_beam import coders
 from newsflow.schemas import (
     Article,
     ArticleRecord,
-    Cluster,
     DeadLetter,
     EntityRef,
     Event,
+    NearDuplicateGroup,
     RawDocument,
     StoryArticle,
     StoryAssignment,
@@ -59,7 +59,7 @@ ROW_RECORDS = (
     RawDocument,
     Article,
     ArticleRecord,
-    Cluster,
+    NearDuplicateGroup,
     DeadLetter,
     Event,
     StoryArticle,

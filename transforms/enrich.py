@@ -6,7 +6,7 @@ components: :class:`newsflow.core.topics.TopicClassifier` on title + lead, spaCy
 other languages are counted), the 128-dim embedding (:class:`newsflow.core.embedding.TextModel`; es, de,
 fr, pt, it in the cross-language form of :mod:`newsflow.core.multilingual`) and article quality/authority
 (:mod:`newsflow.core.quality`). Models are loaded once per worker through ``apache_beam.utils.shared``.
-The output feeds :class:`newsflow.transforms.stories.AssignStoryClusters`.
+The output feeds :class:`newsflow.transforms.stories.AssignStories`.
 
 With ``EnrichConfig.entity_process`` (the streaming job sets it on local runners with more than one
 CPU) entities come from :class:`newsflow.runtime.entity_process.EntityProcess`, one child process per worker

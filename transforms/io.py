@@ -21,13 +21,13 @@ from newsflow.core.timeutil import format_epoch, utc_date
 from newsflow.runtime.redis_conn import connect
 from newsflow.schemas import (
     ARTICLE_SCHEMA,
-    CLUSTER_SCHEMA,
     DEAD_LETTER_SCHEMA,
+    GROUP_SCHEMA,
     RAW_DOCUMENT_SCHEMA,
     DeadLetter,
 )
 from newsflow.schemas._arrow import datetime_to_epoch
-from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from newsflow.storage.parquet import write_records
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
 
@@ -349,7 +349,7 @@ class _StoreSink(beam.PTransform):
 class WriteArticles(_StoreSink):
     """Articles -> ``<root>/articles/date=YYYY-MM-DD/part-<hash>.parquet`` (by event date, UTC).
 
-    Cluster ids are re-read from Redis just before writing, so rows carry the cluster an
+    Group ids are re-read from Redis just before writing, so rows carry the cluster an
     article belongs to after any merge (``Keys.article_clusters`` is rewritten on merge).
     """
 
@@ -361,7 +361,7 @@ class WriteArticles(_StoreSink):
             | "KeyByPartition"
             >> beam.Map(lambda a: ((date_partition(a.event_time), _shard(a.article_id, cfg.shards_per_partition)), a))
             | "Group" >> beam.GroupByKey()
-            | "ResolveClusters" >> beam.ParDo(_ResolveClusterIdsFn(self._redis_url, self._store))
+            | "ResolveClusters" >> beam.ParDo(_ResolveGroupIdsFn(self._redis_url, self._store))
             | "Write" >> beam.ParDo(_WritePartitionFn(cfg.output_root, "articles", ARTICLE_SCHEMA, "article_id", True))
         )
 
@@ -374,16 +374,16 @@ class _StoreFn(beam.DoFn):
         self._store_config = store
 
     def setup(self):
-        self._store = RedisClusterStore(connect(self._redis_url), self._store_config)
+        self._store = RedisGroupStore(connect(self._redis_url), self._store_config)
 
 
-class _ResolveClusterIdsFn(_StoreFn):
+class _ResolveGroupIdsFn(_StoreFn):
     """(key, articles) -> (key, articles with their current cluster id after any merge).
 
     Only the copy of an article that Redis holds (same URL and event time as ``Keys.article(id)``)
     is kept: when two documents share a canonical URL (a ``utm_`` variant, a re-fetch with a new
     publish time), the article exists once, in Redis and in Parquet, whatever partitions the
-    copies fell in. Of the versions of a re-slugged article (``RedisClusterStore.resolve_revisions``) only
+    copies fell in. Of the versions of a re-slugged article (``RedisGroupStore.resolve_revisions``) only
     the newest is kept, under the id the article is stored as. Dropped copies are counted
     (``duplicate_article_copies``).
     """
@@ -418,8 +418,8 @@ class _ResolveClusterIdsFn(_StoreFn):
         )
 
 
-class WriteClusterSnapshots(_StoreSink):
-    """Cluster ids touched -> their current state read from Redis -> Parquet.
+class WriteGroupSnapshots(_StoreSink):
+    """Group ids touched -> their current state read from Redis -> Parquet.
 
     ``<root>/clusters/date=YYYY-MM-DD/part-<hash>.parquet`` partitioned by the cluster's
     earliest event date. Each flush writes the state of the clusters touched since the
@@ -433,14 +433,14 @@ class WriteClusterSnapshots(_StoreSink):
             | "Window" >> _flush_windowing(cfg)
             | "KeyByShard" >> beam.Map(lambda cid: (_shard(cid, cfg.shards_per_partition), cid))
             | "Group" >> beam.GroupByKey()
-            | "ReadState" >> beam.ParDo(_ReadClustersFn(self._redis_url, self._store))
+            | "ReadState" >> beam.ParDo(_ReadGroupsFn(self._redis_url, self._store))
             | "GroupByDate" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(_WritePartitionFn(cfg.output_root, "clusters", CLUSTER_SCHEMA, "cluster_id", True))
+            | "Write" >> beam.ParDo(_WritePartitionFn(cfg.output_root, "clusters", GROUP_SCHEMA, "cluster_id", True))
         )
 
 
-class _ReadClustersFn(_StoreFn):
-    """(shard, cluster ids) -> ((date partition, shard), Cluster) read from Redis."""
+class _ReadGroupsFn(_StoreFn):
+    """(shard, cluster ids) -> ((date partition, shard), NearDuplicateGroup) read from Redis."""
 
     def process(self, element):
         shard, cluster_ids = element

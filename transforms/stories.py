@@ -1,9 +1,9 @@
 """Story clustering in event-time order, independent of how the runner bundles elements.
 
-:class:`AssignStoryClusters` keys every article to one shard key, and a stateful DoFn buffers
+:class:`AssignStories` keys every article to one shard key, and a stateful DoFn buffers
 articles in a bag and releases them on an event-time timer: when the watermark passes time T,
 every buffered article with event time <= T is sorted by ``(event_time, article_id)`` and fed to
-:class:`newsflow.core.stories.StoryClusterer` (state in Redis, :class:`RedisStoryStore`). Because the
+:class:`newsflow.core.stories.StoryAssigner` (state in Redis, :class:`RedisStoryStore`). Because the
 watermark only passes T once every element with event time <= T has arrived (bar late data), the
 clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay on the
 DirectRunner gives the same stories as streaming. This is the pattern of Beam's ordered-processing
@@ -46,7 +46,7 @@ TREND_INPUT_TAG = "trend_input"
 
 @dataclass(frozen=True)
 class StoryTransformConfig:
-    """Configuration of :class:`AssignStoryClusters`.
+    """Configuration of :class:`AssignStories`.
 
     Attributes:
       redis_url: Redis holding the story state (``None``: ``$REDIS_URL`` or the embedded server).
@@ -111,7 +111,7 @@ class _AssignFnBase(beam.DoFn):
 
     def setup(self):
         from newsflow.core.embedding import load_text_model
-        from newsflow.core.stories import StoryClusterer
+        from newsflow.core.stories import StoryAssigner
         from newsflow.runtime.redis_conn import connect
         from newsflow.storage.stories import RedisStoryStore
 
@@ -123,7 +123,7 @@ class _AssignFnBase(beam.DoFn):
             keys=Keys(self._config.key_prefix),
             write_batch=self._config.write_batch,
         )
-        self._clusterer = StoryClusterer(
+        self._clusterer = StoryAssigner(
             self._store, load_text_model(self._config.text_model_path), self._config.stories
         )
 
@@ -296,7 +296,7 @@ class _SortedAssignFn(_AssignFnBase):
                 yield from self._assign(article, float(article.event_time))
 
 
-class AssignStoryClusters(beam.PTransform):
+class AssignStories(beam.PTransform):
     """StoryArticle -> StoryAssignment (plus dead letters), in event-time order; state in Redis.
 
     Returns ``{"main": assignments, "dead_letter": dead letters, "trend_input": dicts}``; the

@@ -10,11 +10,11 @@ pairs / gold pairs, F1 their harmonic mean.
 
 Levels:
 
-* ``story`` (default): :class:`newsflow.core.stories.StoryClusterer` on headline + URL slug words,
-  spaCy entities of the headline and the crawl timestamp; near-duplicate clusters (SimHash of the
+* ``story`` (default): :class:`newsflow.core.stories.StoryAssigner` on headline + URL slug words,
+  spaCy entities of the headline and the crawl timestamp; near-duplicate groups (SimHash of the
   headline, Hamming <= 3) nest inside stories.
 * ``near-duplicate``: the streaming job's own near-duplicate step on the headlines
-  (:mod:`newsflow.cli.evaluation.near_duplicates`: ``RedisClusterStore`` on a throw-away embedded
+  (:mod:`newsflow.cli.evaluation.near_duplicates`: ``RedisGroupStore`` on a throw-away embedded
   Redis): groups are connected components of "Hamming <= 3, or 4-5 bits apart in a shared LSH band
   with a MinHash Jaccard estimate >= 0.6" (:mod:`newsflow.core.minhash_check`). The same scores with the
   re-check off are reported under ``without_minhash``; ``offline_all_pairs`` scores the offline
@@ -303,7 +303,7 @@ def baseline_tfidf(titles: Sequence[str], threshold: float = 0.2) -> list[int]:
 def near_duplicate_labels(
     titles: Sequence[str], ids: Sequence[str], max_distance: int = 3, minhash_recheck: bool = True, stats=None
 ) -> list[str]:
-    """Near-duplicate cluster per headline: the cluster of the nearest earlier fingerprint within
+    """Near-duplicate group per headline: the cluster of the nearest earlier fingerprint within
     ``max_distance`` bits, else (with ``minhash_recheck``) of the earlier headline at a borderline
     distance (:data:`newsflow.core.minhash_check.BORDERLINE`) with the highest estimated Jaccard, if
     that is at least :data:`newsflow.core.minhash_check.JACCARD_THRESHOLD`, else a new cluster
@@ -352,9 +352,9 @@ def near_duplicate_labels(
 def story_labels(
     rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None
 ) -> tuple[list[str], dict]:
-    """Runs :class:`StoryClusterer` over the rows; returns (live story id per row, stats)."""
+    """Runs :class:`StoryAssigner` over the rows; returns (live story id per row, stats)."""
     from newsflow.core.embedding import load_text_model
-    from newsflow.core.stories import StoryClusterer, StoryConfig
+    from newsflow.core.stories import StoryAssigner, StoryConfig
     from newsflow.core.story_state import InMemoryStoryStore
     from newsflow.core.urls import source_domain
     from newsflow.schemas import StoryArticle
@@ -372,7 +372,7 @@ def story_labels(
 
         ents = EntityExtractor().extract_many([(t, "") for t in titles], languages)
     store = InMemoryStoryStore()
-    clusterer = StoryClusterer(store, load_text_model(), cfg)
+    clusterer = StoryAssigner(store, load_text_model(), cfg)
     assigned = []
     for r, cid, e, lang in zip(rows, nd, ents, languages, strict=False):
         a = StoryArticle(

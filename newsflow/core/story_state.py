@@ -1,7 +1,7 @@
 """Story state and the store interface of story clustering: :class:`StoryState`, :class:`StoryStore`, and
 :class:`InMemoryStoryStore`, the in-memory twin of the Redis store (:mod:`newsflow.storage.stories`).
 
-:class:`newsflow.core.stories.StoryClusterer` keeps all of its state behind :class:`StoryStore`, so the same logic
+:class:`newsflow.core.stories.StoryAssigner` keeps all of its state behind :class:`StoryStore`, so the same logic
 runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Redis, where it survives restarts.
 """
 
@@ -18,7 +18,7 @@ from newsflow.core.outlets import outlet
 
 @dataclass
 class StoryState:
-    """Mutable state of one story cluster.
+    """Mutable state of one story.
 
     Attributes:
       story_id: ``"s"`` + article id of the founding article (stable).
@@ -58,7 +58,7 @@ class StoryState:
     def representative(self) -> str | None:
         """Article id of the highest-authority independent report.
 
-        Each near-duplicate cluster contributes one independent report, its earliest member (the
+        Each near-duplicate group contributes one independent report, its earliest member (the
         original; later members are syndicated copies). Among those, the highest authority wins;
         ties go to the earlier event time, then the smaller article id.
         """
@@ -77,7 +77,7 @@ class StoryState:
         return best[1] if best else None
 
     def independent_count(self) -> int:
-        """Distinct near-duplicate clusters among the members (independent reports)."""
+        """Distinct near-duplicate groups among the members (independent reports)."""
         return len({m["cluster"] for m in self.members.values()})
 
     def source_count(self) -> int:
@@ -120,7 +120,7 @@ class StoryState:
 
 
 class StoryStore(Protocol):
-    """What :class:`newsflow.core.stories.StoryClusterer` needs from its state."""
+    """What :class:`newsflow.core.stories.StoryAssigner` needs from its state."""
 
     def assigned_story(self, article_id: str) -> str | None:
         """Story id the article was assigned to before (``None`` if never seen)."""

@@ -1,4 +1,4 @@
-"""Near-duplicate cluster state in Redis: LSH bands, fingerprints, clusters, merges.
+"""Near-duplicate group state in Redis: LSH bands, fingerprints, clusters, merges.
 
 Keys: the near-duplicate group of :mod:`newsflow.storage.keys` (LSH bands, fingerprints, article -> cluster,
 article serving hashes, clusters), all under the ``{nd}`` hash tag (``nf:{nd}:lsh:0:abcd``).
@@ -49,7 +49,7 @@ from newsflow.core.articles import fingerprint_text
 from newsflow.core.minhash_check import BORDERLINE, JACCARD_THRESHOLD, text_signature_hex
 from newsflow.core.outlets import outlet
 from newsflow.core.timeutil import format_epoch
-from newsflow.schemas import Article, Cluster
+from newsflow.schemas import Article, NearDuplicateGroup
 from newsflow.storage.keys import Keys
 
 T = TypeVar("T")
@@ -87,7 +87,7 @@ class AssignResult(NamedTuple):
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Configuration of :class:`RedisClusterStore`.
+    """Configuration of :class:`RedisGroupStore`.
 
     Attributes:
       prefix: key prefix, a plain namespace (``"nf"``); hash tags are placed by :mod:`newsflow.storage.keys`.
@@ -121,13 +121,13 @@ class StoreConfig:
         return Keys(self.prefix)
 
 
-def _singleton(cid: str, h: dict) -> Cluster | None:
+def _singleton(cid: str, h: dict) -> NearDuplicateGroup | None:
     """The group of one article ``cid[1:]`` from its serving hash, or ``None`` when it is not one."""
     if not h or h.get(b"cluster_id", b"").decode() != cid:
         return None
     g = {k.decode(): v.decode() for k, v in h.items()}
     t = float(g["event_time"])
-    return Cluster(
+    return NearDuplicateGroup(
         cluster_id=cid,
         representative_id=g["article_id"],
         representative_title=g.get("title", ""),
@@ -195,7 +195,7 @@ def resolve_revisions(client, keys: Keys, elements: Sequence[T]) -> list[T | Non
     return out
 
 
-class RedisClusterStore:
+class RedisGroupStore:
     """Near-duplicate index and cluster state in Redis (see the module docstring for keys).
 
     Args:
@@ -212,7 +212,7 @@ class RedisClusterStore:
 
     # -- writes ---------------------------------------------------------------------------------
     def assign_batch(self, articles: Sequence[Article]) -> list[AssignResult]:
-        """Assigns each article to a near-duplicate cluster, atomically for the whole batch.
+        """Assigns each article to a near-duplicate group, atomically for the whole batch.
 
         Articles are processed in the given order inside one Lua script call; the resulting state does
         not depend on that order (module docstring).
@@ -377,7 +377,7 @@ class RedisClusterStore:
         cid = self.client.hget(self.keys.article_clusters, article_id)
         return None if cid is None else cid.decode()
 
-    def get_clusters(self, cluster_ids: Sequence[str]) -> list[Cluster | None]:
+    def get_clusters(self, cluster_ids: Sequence[str]) -> list[NearDuplicateGroup | None]:
         """Reads clusters in one pipeline; ``None`` for unknown ids (and for ids merged away or renamed).
 
         A group of one article has no keys of its own (``lua/assign.lua``): it is read from the
@@ -399,7 +399,7 @@ class RedisClusterStore:
         for cid in keyless:
             pipe.hgetall(self.keys.article(cid[1:]))
         singles = dict(zip(keyless, pipe.execute() if keyless else [], strict=True))
-        out: list[Cluster | None] = []
+        out: list[NearDuplicateGroup | None] = []
         for i, cid in enumerate(ids):
             h, count, sources, langs = raw[4 * i : 4 * i + 4]
             if not h:
@@ -407,7 +407,7 @@ class RedisClusterStore:
                 continue
             h = {k.decode(): v.decode() for k, v in h.items()}
             out.append(
-                Cluster(
+                NearDuplicateGroup(
                     cluster_id=cid,
                     representative_id=h.get("representative_id", ""),
                     representative_title=h.get("representative_title", ""),
@@ -423,11 +423,11 @@ class RedisClusterStore:
             )
         return out
 
-    def get_cluster(self, cluster_id: str) -> Cluster | None:
+    def get_cluster(self, cluster_id: str) -> NearDuplicateGroup | None:
         """One cluster, or ``None``."""
         return self.get_clusters([cluster_id])[0]
 
-    def top_clusters(self, n: int = 10, min_articles: int = 2) -> list[Cluster]:
+    def top_clusters(self, n: int = 10, min_articles: int = 2) -> list[NearDuplicateGroup]:
         """The ``n`` live groups with the most articles (ties: cluster id), at least ``min_articles`` (>= 2) each
         (groups of one are not in the size index)."""
         ids = [

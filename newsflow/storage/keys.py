@@ -8,7 +8,7 @@ spells a key.
 ``_ . -``, see :func:`validate_key_prefix`); two deployments with different
 prefixes share a Redis without seeing each other's keys.
 
-**Hash tags (Redis Cluster).** Keys that one Lua script or one MULTI/EXEC transaction touches
+**Hash tags (Redis NearDuplicateGroup).** Keys that one Lua script or one MULTI/EXEC transaction touches
 together must live in one cluster slot, so the layout itself places a hash tag right after the
 prefix: ``<prefix>:{<group>}:<rest>``, where ``<rest>`` is the key's untagged name (strip the tag
 and you get the name as it was before tags existed). Three groups are tagged:
@@ -43,10 +43,10 @@ Table of keys (``P`` = prefix; times are UTC epoch seconds):
 key                                       type    holds                           written by        read by
 ========================================  ======  ==============================  ================  ==================
 ``P:{nd}:lsh:{i}:{hhhh}``                 SET     "<fp hex>:<article id>" of      assign.lua        assign.lua,
-                                                  articles whose band i (bits                       RedisClusterStore
+                                                  articles whose band i (bits                       RedisGroupStore
                                                   16i..16i+15) is hhhh
-``P:{nd}:fp``                             HASH    article id -> SimHash (16 hex)  assign.lua        RedisClusterStore
-``P:{nd}:a2c``                            HASH    article id -> cluster id        assign.lua        RedisClusterStore,
+``P:{nd}:fp``                             HASH    article id -> SimHash (16 hex)  assign.lua        RedisGroupStore
+``P:{nd}:a2c``                            HASH    article id -> cluster id        assign.lua        RedisGroupStore,
                                                   (rewritten on merge)                              Redis sinks
 ``P:{nd}:article:{article_id}``           HASH    title, url, source_domain,      assign.lua        ranking store,
                                                   source_name, event_time,                          trends, sinks
@@ -55,17 +55,17 @@ key                                       type    holds                         
                                                   it is a revision of (re-slugged                   storage.aliases
                                                   URL, same outlet + publish time)
 ``P:{nd}:versions:{article_id}``          HASH    version id -> JSON fields, for  assign.lua        assign.lua,
-                                                  articles with >= 2 versions                       RedisClusterStore
+                                                  articles with >= 2 versions                       RedisGroupStore
 ``P:{nd}:mh``                             HASH    article id -> MinHash signature assign.lua        assign.lua
                                                   (128 x uint32, big-endian)
-``P:{nd}:cluster:{cid}``                  HASH    representative_*,               assign.lua        RedisClusterStore
+``P:{nd}:cluster:{cid}``                  HASH    representative_*,               assign.lua        RedisGroupStore
                                                   rep_authority, rep_time,
                                                   earliest_time, latest_time,
                                                   created_by, merged_into
-``P:{nd}:cluster:{cid}:articles``         SET     member article ids              assign.lua        RedisClusterStore
-``P:{nd}:cluster:{cid}:sources``          SET     distinct member source domains  assign.lua        RedisClusterStore
-``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisClusterStore
-``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisClusterStore
+``P:{nd}:cluster:{cid}:articles``         SET     member article ids              assign.lua        RedisGroupStore
+``P:{nd}:cluster:{cid}:sources``          SET     distinct member source domains  assign.lua        RedisGroupStore
+``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisGroupStore
+``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisGroupStore
                                                   count
 ``P:{nd}:clusters:by_latest``             ZSET    live cluster id -> latest       assign.lua        retention
                                                   member event time
@@ -264,7 +264,7 @@ class Keys:
 
     @property
     def article_clusters(self) -> str:
-        """HASH article id -> near-duplicate cluster id (``a2c``)."""
+        """HASH article id -> near-duplicate group id (``a2c``)."""
         return f"{self.nd}:a2c"
 
     def article(self, article_id: str) -> str:
@@ -286,7 +286,7 @@ class Keys:
         return f"{self.nd}:mh"
 
     def cluster(self, cluster_id: str) -> str:
-        """HASH of a near-duplicate cluster."""
+        """HASH of a near-duplicate group."""
         return f"{self.nd}:cluster:{cluster_id}"
 
     def cluster_articles(self, cluster_id: str) -> str:

@@ -411,7 +411,7 @@ class RankingStore:
         self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE, ttl_seconds: int = 86400
     ) -> None:
         """Atomically replaces a pool with the top-``size`` of ``scores``: DEL + ZADD + EXPIRE of the
-        pool's own key in one MULTI/EXEC (one key, so it also runs on Redis Cluster)."""
+        pool's own key in one MULTI/EXEC (one key, so it also runs on Redis NearDuplicateGroup)."""
         key = self.keys.pool(kind, name)
         top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:size]
         if not top:

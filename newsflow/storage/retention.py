@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 
-from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from newsflow.storage.stories import RedisStoryStore
 
 _MOVE_CUTOFF_FORWARD = """
@@ -39,7 +39,7 @@ def expire(client, cutoff: float, keys) -> dict:
         raise ValueError(f"retention cutoff {cutoff!r} is not a finite time before tomorrow (UTC epoch seconds)")
     t0 = time.perf_counter()
     recorded = float(client.register_script(_MOVE_CUTOFF_FORWARD)(keys=[keys.retention_cutoff], args=[repr(cutoff)]))
-    groups, articles = RedisClusterStore(client, StoreConfig(prefix=keys.prefix)).expire_before(recorded)
+    groups, articles = RedisGroupStore(client, StoreConfig(prefix=keys.prefix)).expire_before(recorded)
     stories = RedisStoryStore(client, keys=keys).expire_before(recorded)
     return {
         "cutoff": recorded,

@@ -18,7 +18,7 @@ from newsflow.core.simhash import simhash, to_hex
 from newsflow.core.urls import article_id
 from newsflow.schemas import Article
 from newsflow.storage.aliases import record_aliases, resolve_article_id
-from newsflow.storage.groups import RedisClusterStore, StoreConfig, resolve_revisions
+from newsflow.storage.groups import RedisGroupStore, StoreConfig, resolve_revisions
 from newsflow.storage.keys import Keys
 from tests.integration.test_redis_store import dump
 
@@ -66,8 +66,8 @@ def test_the_example_is_a_near_duplicate_pair_at_three_bits():
     assert (int(OLD.simhash, 16) ^ int(NEW.simhash, 16)).bit_count() == 3
 
 
-def _run(client, prefix: str, articles) -> RedisClusterStore:
-    store = RedisClusterStore(client, StoreConfig(prefix=prefix))
+def _run(client, prefix: str, articles) -> RedisGroupStore:
+    store = RedisGroupStore(client, StoreConfig(prefix=prefix))
     for a in articles:
         store.assign_batch([a])
     return store
@@ -195,7 +195,7 @@ def test_random_versions_and_orders_match_the_reference_rule(redis_server):
         rng.shuffle(order)
         prefix = f"r{n}"
         size = rng.choice([1, 2, 9])
-        store = RedisClusterStore(client, StoreConfig(prefix=prefix))
+        store = RedisGroupStore(client, StoreConfig(prefix=prefix))
         for i in range(0, len(order), size):
             store.assign_batch(order[i : i + size])
         keys = Keys(prefix)

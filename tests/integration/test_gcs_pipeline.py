@@ -54,7 +54,7 @@ def test_pipeline_reads_and_writes_gcs(gcs_emulator, redis_server, tmp_path):
     root = f"gs://{gcs_emulator}/out"
     articles = read_dataset(root, "articles").to_pylist()
     assert sorted(a["url"] for a in articles) == sorted(d["url"] for d in docs)
-    assert len({a["cluster_id"] for a in articles}) == 1  # identical headlines: one near-duplicate cluster
+    assert len({a["cluster_id"] for a in articles}) == 1  # identical headlines: one near-duplicate group
     assert list_files(root, "clusters")
     (dl,) = read_dataset(root, "deadletters").to_pylist()
     assert (dl["step"], dl["error_type"], dl["payload"]) == ("parse", "invalid_json", b"{broken")

@@ -13,7 +13,7 @@ import pytest
 from newsflow.core.articles import fingerprint_text
 from newsflow.core.minhash_check import confirm, hamming_to_all, minhash_many, shares_band
 from newsflow.core.simhash import simhash_many, to_hex
-from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from tests.corpus_slice import HEADLINES
 from tests.integration.test_redis_store import art, dump
 
@@ -49,13 +49,13 @@ def test_borderline_wire_copies_join_in_either_order_and_not_without_the_recheck
     assert (int(a.simhash, 16) ^ int(b.simhash, 16)).bit_count() == 5
     states = []
     for prefix, order in (("ab", [a, b]), ("ba", [b, a])):
-        store = RedisClusterStore(client, StoreConfig(prefix=prefix))
+        store = RedisGroupStore(client, StoreConfig(prefix=prefix))
         for x in order:
             store.assign_batch([x])
         assert store.cluster_of("a1") == store.cluster_of("b2") == "ca1"
         states.append({k[len(prefix) :]: v for k, v in dump(client).items() if k.startswith(prefix.encode())})
     assert states[0] == states[1]
-    off = RedisClusterStore(client, StoreConfig(prefix="off", borderline_jaccard=None))
+    off = RedisGroupStore(client, StoreConfig(prefix="off", borderline_jaccard=None))
     off.assign_batch([a, b])
     assert off.cluster_of("a1") == "ca1" and off.cluster_of("b2") == "cb2"
     assert not client.exists("off:{nd}:mh")  # nothing stored when the re-check is off
@@ -72,7 +72,7 @@ def test_the_scripts_jaccard_is_datasketchs_on_real_borderline_pairs(redis_serve
         for k, (threshold, joined) in enumerate(((j, True), (j + 1 / 128, False))):
             if threshold > 1:
                 continue
-            store = RedisClusterStore(client, StoreConfig(prefix=f"p{n}-{k}", borderline_jaccard=threshold))
+            store = RedisGroupStore(client, StoreConfig(prefix=f"p{n}-{k}", borderline_jaccard=threshold))
             store.assign_batch([_headline("x", x, "one.example.com", 1.0), _headline("y", y, "two.example.com", 2.0)])
             assert (store.cluster_of("y") == "cx") is joined, (x, y, j)
 

@@ -1,4 +1,4 @@
-"""RedisClusterStore against a real embedded Redis: assignment, representative, merges, replays, concurrency."""
+"""RedisGroupStore against a real embedded Redis: assignment, representative, merges, replays, concurrency."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import multiprocessing as mp
 import pytest
 
 from newsflow.schemas import Article
-from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from newsflow.storage.keys import Keys
 
 
@@ -75,7 +75,7 @@ def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():
 
 def test_near_duplicates_join_and_far_ones_found_new_clusters(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     r = store.assign_batch(
         [
             art("a", 0x0, "x.com", 0.5, 100.0),
@@ -94,14 +94,14 @@ def test_near_duplicates_join_and_far_ones_found_new_clusters(redis_server):
 
 def test_representative_ties_go_to_the_earliest_article(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     store.assign_batch([art("late", 0x0, t=300.0, authority=0.9), art("early", 0x1, t=100.0, authority=0.9)])
     assert store.get_cluster("cearly").representative_id == "early"
 
 
 def test_an_article_joins_only_groups_within_the_threshold(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     # p and q are 6 bits apart: two clusters. n is 1 bit from q and 5 from p: joins q's cluster only.
     store.assign_batch([art("p", 0b000000), art("q", 0b111111)])
     r = store.assign_batch([art("n", 0b011111, t=2000.0)])
@@ -110,7 +110,7 @@ def test_an_article_joins_only_groups_within_the_threshold(redis_server):
 
 def test_bridge_article_merges_two_clusters_under_the_earliest_founder(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     store.assign_batch([art("q", 0b111111, "q.com", 0.8, t=20.0), art("p", 0b000000, "p.com", t=10.0)])
     assert store.cluster_count() == 2
     # m has bits 0..2 set: distance 3 to p and 3 to q -> one group; p (t=10) is its earliest member
@@ -129,7 +129,7 @@ def test_bridge_article_merges_two_clusters_under_the_earliest_founder(redis_ser
 
 def test_an_earlier_copy_arriving_late_renames_the_group(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     first = store.assign_batch([art("late", 0b0, "x.com", t=300.0)])
     assert first[0].cluster_id == "clate" and first[0].created
     r = store.assign_batch([art("early", 0b1, "y.com", t=100.0)])
@@ -153,13 +153,13 @@ def test_every_arrival_order_and_batching_leaves_identical_state(redis_server):
         art("far", 0xFFFF_0000_0000, "f.com", 0.5, 5.0),
         art("copy", 0b111, "g.com", 0.9, 10.0),
     ]
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     store.assign_batch(sorted(docs, key=lambda x: (x.event_time, x.article_id)))
     expected = dump(client)
     # one group founded by b (earliest of the chain, ties by id: b < copy), the far one alone
     groups = sorted(k.decode() for k in expected if b":cluster:" in k and k.count(b":") == 3)
     assert groups == ["nf:{nd}:cluster:cb"]  # "far" is a group of one: no keys of its own
-    assert RedisClusterStore(client).get_cluster("cfar").article_count == 1
+    assert RedisGroupStore(client).get_cluster("cfar").article_count == 1
     for i, order in enumerate(itertools.islice(itertools.permutations(docs), 0, None, 6)):
         client.flushall()
         if i % 2:
@@ -172,7 +172,7 @@ def test_every_arrival_order_and_batching_leaves_identical_state(redis_server):
 
 def test_replay_leaves_redis_exactly_as_after_one_pass(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     batch = [art("a", 0x0, "x.com"), art("b", 0x3, "y.com"), art("c", 0xFFFF_0000, "z.com"), art("d", 0x7, "x.com")]
     first = store.assign_batch(batch)
     before = dump(client)
@@ -185,7 +185,7 @@ def test_replay_leaves_redis_exactly_as_after_one_pass(redis_server):
 
 def test_query_returns_exact_distances(redis_server):
     client, _ = redis_server
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     store.add_many([("zero", 0), ("two", 0b11), ("four", 0b1111), ("far", (1 << 64) - 1)])
     assert store.query(0) == [("zero", 0), ("two", 2)]
     assert store.query(0b1) == [("two", 1), ("zero", 1), ("four", 3)]  # ties by id
@@ -197,7 +197,7 @@ def test_query_returns_exact_distances(redis_server):
 def test_invalid_simhash_is_refused(redis_server):
     client, _ = redis_server
     with pytest.raises(ValueError, match="16 hex"):
-        RedisClusterStore(client).assign_batch([art("a", 0)._replace(simhash="xyz")])
+        RedisGroupStore(client).assign_batch([art("a", 0)._replace(simhash="xyz")])
 
 
 def test_store_config_rejects_distances_the_band_index_cannot_guarantee():
@@ -208,7 +208,7 @@ def test_store_config_rejects_distances_the_band_index_cannot_guarantee():
 def _worker(url: str, barrier, items):
     import redis
 
-    store = RedisClusterStore(redis.Redis.from_url(url))
+    store = RedisGroupStore(redis.Redis.from_url(url))
     barrier.wait()
     for item in items:
         store.assign_batch([art(*item)])
@@ -233,7 +233,7 @@ def test_concurrent_writers_put_near_duplicates_in_one_cluster(redis_server):
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     assert store.cluster_count() == 1
     (cluster,) = store.top_clusters(5)
     assert cluster.article_count == 100
@@ -257,7 +257,7 @@ _flips = st.lists(st.integers(min_value=0, max_value=63), min_size=0, max_size=3
 def test_redis_band_index_finds_every_pair_within_distance_3(redis_server, base, flips, others):
     client, _ = redis_server
     client.flushdb()  # one server for all examples: start each from empty
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     near = base
     for bit in flips:
         near ^= 1 << bit

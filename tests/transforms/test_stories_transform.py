@@ -1,4 +1,4 @@
-"""AssignStoryClusters: the same stories whatever the arrival order (TestStream, real Redis)."""
+"""AssignStories: the same stories whatever the arrival order (TestStream, real Redis)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
-from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
+from newsflow.transforms.stories import AssignStories, StoryTransformConfig
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0
@@ -50,7 +50,7 @@ def _run(tmp_path, name, batches, model_path):
         opts.view_as(StandardOptions).streaming = True
         cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
         with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
-            res = p | stream | AssignStoryClusters(cfg)
+            res = p | stream | AssignStories(cfg)
             assert_that(
                 res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)),
                 equal_to(EXPECTED),

@@ -16,11 +16,11 @@ from newsflow.core.urls import article_id
 from newsflow.pipelines.launcher import make_runner
 from newsflow.pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options
 from newsflow.schemas import RawDocument
-from newsflow.storage.groups import RedisClusterStore
+from newsflow.storage.groups import RedisGroupStore
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import list_files, read_dataset
-from newsflow.transforms.cluster import ClusterConfig
 from newsflow.transforms.content import ContentConfig
+from newsflow.transforms.groups import GroupConfig
 from newsflow.transforms.io import SinkConfig, WriteArticles
 from tests.conftest import REPO_ROOT
 from tests.integration.test_redis_store import dump
@@ -246,7 +246,7 @@ def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, r
     out = str(tmp_path / "out")
     with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
         raw = p | _streaming_events(events, None)
-        core = raw | ProcessRawDocuments(ContentConfig(), ClusterConfig(redis_url=url))
+        core = raw | ProcessRawDocuments(ContentConfig(), GroupConfig(redis_url=url))
         core["articles"] | WriteArticles(SinkConfig(output_root=out, streaming=True, flush_seconds=60), url)
         assert_that(
             core["articles"] | beam.Map(lambda x: x.url),
@@ -254,7 +254,7 @@ def test_teststream_out_of_order_and_late_articles_are_all_clustered(tmp_path, r
             label="AllArticlesIncludingLate",
         )
         assert_that(core["dead_letter"], equal_to([]), label="NoDeadLetters")
-    store = RedisClusterStore(client)
+    store = RedisGroupStore(client)
     mh370 = {store.cluster_of(article_id(d["url"])) for d in (a, b, late)}
     assert len(mh370) == 1
     (cid,) = mh370

@@ -76,7 +76,7 @@ def test_eval_near_duplicate_reports_both(tmp_path):
     lines += [f'{i},"{t}",http://x{i}.com/a,X,b,{s},x{i}.com,{ts}' for i, t, s, ts in rows]
     p.write_text("\n".join(lines) + "\n")
     out = evaluate(str(p), level="near-duplicate", baseline=False)
-    # the streaming job's step (RedisClusterStore) joins the borderline wire copies only with the re-check
+    # the streaming job's step (RedisGroupStore) joins the borderline wire copies only with the re-check
     assert (out["clusters"], out["precision"], out["recall"]) == (2, 1.0, 1.0)
     assert out["without_minhash"] == {"clusters": 3, "precision": 0.0, "recall": 0.0, "f1": 0.0}
     off = out["offline_all_pairs"]

@@ -13,10 +13,10 @@ from newsflow import schemas
 from newsflow.schemas import (
     ARTICLE_RECORD_SCHEMA,
     ARTICLE_SCHEMA,
-    CLUSTER_SCHEMA,
     DEAD_LETTER_SCHEMA,
     EMBEDDING_DIM,
     EVENT_SCHEMA,
+    GROUP_SCHEMA,
     RAW_DOCUMENT_SCHEMA,
     STORY_ARTICLE_SCHEMA,
     STORY_ASSIGNMENT_SCHEMA,
@@ -26,10 +26,10 @@ from newsflow.schemas import (
     USER_PROFILE_SCHEMA,
     Article,
     ArticleRecord,
-    Cluster,
     DeadLetter,
     EntityRef,
     Event,
+    NearDuplicateGroup,
     RawDocument,
     StoryArticle,
     StoryAssignment,
@@ -136,7 +136,7 @@ CASES = [
         None,
     ),
     (
-        Cluster(
+        NearDuplicateGroup(
             "c" + AID,
             AID,
             "Title",
@@ -149,7 +149,7 @@ CASES = [
             T0,
             None,
         ),
-        CLUSTER_SCHEMA,
+        GROUP_SCHEMA,
         None,
     ),
     (

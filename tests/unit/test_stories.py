@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from newsflow.core.embedding import TextModel, load_text_model
-from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.stories import StoryAssigner, StoryConfig
 from newsflow.core.story_state import InMemoryStoryStore, StoryState
 from newsflow.schemas import StoryArticle
 
@@ -29,7 +29,7 @@ def art(aid, t, title, **kw):
 
 def test_merge_when_an_article_bridges_two_stories():
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), HAND)
+    c = StoryAssigner(store, tiny_model(), HAND)
     a1 = c.add(art("a1", 0, "alpha beta"))
     a2 = c.add(art("a2", 60, "gamma delta"))
     assert a1.created and a2.created and a1.story_id == "sa1" and a2.story_id == "sa2"
@@ -50,7 +50,7 @@ def test_merge_when_an_article_bridges_two_stories():
 def test_no_merge_below_threshold():
     cfg = StoryConfig(join_threshold=0.5, merge_threshold=0.39, time_scale_s=math.inf, entity_weight=0.0)
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), cfg)
+    c = StoryAssigner(store, tiny_model(), cfg)
     for i, title in enumerate(["alpha beta", "gamma delta", "alpha beta gamma delta"]):
         c.add(art(f"a{i + 1}", 60 * i, title))
     assert store.merges == []  # 0.38268 < 0.39
@@ -59,7 +59,7 @@ def test_no_merge_below_threshold():
 
 def test_replay_is_idempotent():
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), HAND)
+    c = StoryAssigner(store, tiny_model(), HAND)
     inputs = [
         art("a1", 0, "alpha beta", source_domain="x.com"),
         art("a2", 10, "alpha beta gamma", source_domain="y.com"),
@@ -76,7 +76,7 @@ def test_replay_is_idempotent():
 def test_time_decay_keeps_a_stale_story_closed():
     cfg = StoryConfig(join_threshold=0.5, merge_threshold=0.9, time_scale_s=3600.0, entity_weight=0.0)
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), cfg)
+    c = StoryAssigner(store, tiny_model(), cfg)
     c.add(art("a1", 0, "alpha beta"))
     # same text 1 h later: score exp(-1) = 0.368 < 0.5 -> a new story
     r = c.add(art("a2", 3600, "alpha beta"))
@@ -89,7 +89,7 @@ def test_time_decay_keeps_a_stale_story_closed():
 def test_entity_overlap_adds_to_the_score():
     cfg = StoryConfig(join_threshold=0.5, merge_threshold=0.9, time_scale_s=math.inf, entity_weight=0.2)
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), cfg)
+    c = StoryAssigner(store, tiny_model(), cfg)
     ent = (("PERSON:tim cook", "Tim Cook", "PERSON"),)
     c.add(art("a1", 0, "alpha beta gamma", entities=ent))
     # cosine (1,1,0,0)/sqrt2 . (1,1,1,0)/sqrt3 = 2/sqrt6 = 0.8165, + 0.2 * 1.0 overlap
@@ -99,7 +99,7 @@ def test_entity_overlap_adds_to_the_score():
 
 def test_independent_reports_sources_and_representative():
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), HAND)
+    c = StoryAssigner(store, tiny_model(), HAND)
     emb1 = np.array([1, 0, 0, 0], np.float32)
     emb2 = np.array([0, 1, 0, 0], np.float32)
     c.add(
@@ -161,7 +161,7 @@ def test_state_round_trips_through_json():
 
 
 def test_bad_input_is_a_clear_error():
-    c = StoryClusterer(InMemoryStoryStore(), tiny_model(), HAND)
+    c = StoryAssigner(InMemoryStoryStore(), tiny_model(), HAND)
     with pytest.raises(ValueError, match="event_time"):
         c.add(art("a1", float("nan"), "alpha"))
     with pytest.raises(ValueError, match="article_id"):
@@ -181,7 +181,7 @@ def shipped():
 
 def test_two_rewrites_of_one_event_join_and_other_events_stay_apart(shipped):
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, shipped)
+    c = StoryAssigner(store, shipped)
     items = [
         art(
             "b1",
@@ -224,7 +224,7 @@ def test_two_rewrites_of_one_event_join_and_other_events_stay_apart(shipped):
 
 def test_same_words_a_day_later_is_a_new_story(shipped):
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, shipped)
+    c = StoryAssigner(store, shipped)
     c.add(art("x1", T0, "Xbox Live outage hits Titanfall launch"))
     r = c.add(art("x2", T0 + 86400, "Xbox Live outage hits Titanfall launch"))
     # decay exp(-24 h / 6 h) = 0.018: even an identical headline cannot reopen the story

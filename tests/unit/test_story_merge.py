@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from newsflow.core.embedding import TextModel
-from newsflow.core.stories import StoryClusterer, StoryConfig
+from newsflow.core.stories import StoryAssigner, StoryConfig
 from newsflow.core.story_state import InMemoryStoryStore
 from newsflow.schemas import StoryArticle
 
@@ -55,7 +55,7 @@ def test_expected_scores_from_the_definition():
 @pytest.mark.parametrize("drift_a_first", [True, False])
 def test_converging_stories_merge_into_the_earliest(drift_a_first):
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), CFG)
+    c = StoryAssigner(store, tiny_model(), CFG)
     assert c.add(StoryArticle("a1", 0.0, A1)).story_id == "sa1"
     assert c.add(StoryArticle("a2", 10.0, B1)).story_id == "sa2"
     first, second = (("a3", DRIFT_A), ("a4", DRIFT_B)) if drift_a_first else (("a4", DRIFT_B), ("a3", DRIFT_A))
@@ -75,7 +75,7 @@ def test_converging_stories_merge_into_the_earliest(drift_a_first):
 
 def test_survivor_is_the_earliest_founded_not_the_smaller_id():
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), CFG)
+    c = StoryAssigner(store, tiny_model(), CFG)
     c.add(StoryArticle("z1", 0.0, A1))  # story sz1, founded first
     c.add(StoryArticle("b2", 5.0, B1))  # story sb2: smaller id, founded later
     c.add(StoryArticle("z3", 20.0, DRIFT_A))
@@ -86,7 +86,7 @@ def test_survivor_is_the_earliest_founded_not_the_smaller_id():
 
 def test_ties_in_founding_time_go_to_the_smaller_id():
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), CFG)
+    c = StoryAssigner(store, tiny_model(), CFG)
     c.add(StoryArticle("m1", 0.0, A1))
     c.add(StoryArticle("k2", 0.0, B1))  # same founding time: sk2 < sm1
     c.add(StoryArticle("m3", 20.0, DRIFT_A))
@@ -98,7 +98,7 @@ def test_merge_is_stricter_than_a_join():
     # merge threshold just above the converged score (0.4082): the stories stay apart
     cfg = StoryConfig(join_threshold=0.5, merge_threshold=0.41, time_scale_s=math.inf, entity_weight=0.0)
     store = InMemoryStoryStore()
-    c = StoryClusterer(store, tiny_model(), cfg)
+    c = StoryAssigner(store, tiny_model(), cfg)
     for aid, t, title in (("a1", 0.0, A1), ("a2", 10.0, B1), ("a3", 20.0, DRIFT_A), ("a4", 30.0, DRIFT_B)):
         c.add(StoryArticle(aid, t, title))
     assert store.merges == [] and sorted(store.stories) == ["sa1", "sa2"]

@@ -1,4 +1,4 @@
-"""Near-duplicate cluster assignment against the Redis store (``newsflow.storage.groups``)."""
+"""Near-duplicate group assignment against the Redis store (``newsflow.storage.groups``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from apache_beam.metrics import Metrics
 
 from newsflow.runtime.redis_conn import connect
 from newsflow.schemas import Article
-from newsflow.storage.groups import RedisClusterStore, StoreConfig
+from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
-    """Configuration of :class:`AssignNearDuplicateClusters`.
+class GroupConfig:
+    """Configuration of :class:`AssignNearDuplicateGroups`.
 
     Attributes:
       redis_url: Redis to use (``redis://``, ``unix://``); ``None`` means ``$REDIS_URL`` or the
@@ -42,7 +42,7 @@ class _AssignFn(beam.DoFn):
     dead-lettered; the rest of its batch is still assigned.
     """
 
-    def __init__(self, config: ClusterConfig):
+    def __init__(self, config: GroupConfig):
         self._config = config
         self.assigned = Metrics.counter(METRICS_NAMESPACE, "clustered")
         self.replayed = Metrics.counter(METRICS_NAMESPACE, "already_clustered")
@@ -51,7 +51,7 @@ class _AssignFn(beam.DoFn):
         self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_cluster")
 
     def setup(self):
-        self._store = RedisClusterStore(connect(self._config.redis_url), self._config.store)
+        self._store = RedisGroupStore(connect(self._config.redis_url), self._config.store)
 
     def process(self, batch):
         good = []
@@ -119,7 +119,7 @@ class _AssignFn(beam.DoFn):
             yield article._replace(cluster_id=result.cluster_id)
 
 
-class AssignNearDuplicateClusters(beam.PTransform):
+class AssignNearDuplicateGroups(beam.PTransform):
     """Article (with SimHash) -> Article with ``cluster_id``; state in Redis.
 
     Closest candidate within the Hamming threshold wins (ties: smallest article id);
@@ -127,7 +127,7 @@ class AssignNearDuplicateClusters(beam.PTransform):
     ``BatchElements``; batching never crosses windows, so timestamps are preserved.
     """
 
-    def __init__(self, config: ClusterConfig = ClusterConfig()):
+    def __init__(self, config: GroupConfig = GroupConfig()):
         super().__init__()
         self._config = config
 

@@ -1,4 +1,4 @@
-"""Cluster: a near-duplicate group of articles (syndicated copies of one text)."""
+"""NearDuplicateGroup: a near-duplicate group of articles (syndicated copies of one text)."""
 
 from collections.abc import Sequence
 from typing import NamedTuple, Optional
@@ -8,8 +8,8 @@ import pyarrow as pa
 from newsflow.schemas._arrow import UTC_TS
 
 
-class Cluster(NamedTuple):
-    """State of one near-duplicate cluster as stored in Redis.
+class NearDuplicateGroup(NamedTuple):
+    """State of one near-duplicate group as stored in Redis.
 
     Attributes:
       cluster_id: ``"c"`` + the article id of the founding article (stable).
@@ -46,7 +46,7 @@ class Cluster(NamedTuple):
         return len(self.source_domains)
 
 
-CLUSTER_SCHEMA = pa.schema(
+GROUP_SCHEMA = pa.schema(
     [
         pa.field("cluster_id", pa.string(), nullable=False),
         pa.field("representative_id", pa.string()),
