@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-if __package__ in (None, ""):  # run as a file by the Flex Template launcher: make the checkout importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from newsflow.jobs.nightly import run_night  # noqa: E402
-from newsflow.jobs.nightly_common import parse_date  # noqa: E402
-from newsflow.runtime.settings import Settings  # noqa: E402
+from newsflow.jobs.nightly import run_night
+from newsflow.jobs.nightly_common import parse_date
+from newsflow.runtime.settings import Settings
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -6,7 +6,7 @@ One DAG run per night, for the run's logical date ``{{ ds }}``::
 
 ``flush_events`` and ``switch_models`` run ``newsflow nightly --step flush|switch`` (each under the
 date's Redis lock); the four jobs are Beam pipelines started by the Beam operator
-(``BeamRunPythonPipelineOperator``: ``<python> -m jobs.<job> --runner=... --date=... ...``), on Dataflow in
+(``BeamRunPythonPipelineOperator``: ``<python> -m newsflow.jobs.<job> --runner=... --date=... ...``), on Dataflow in
 production (``NEWSFLOW_BEAM_RUNNER=DataflowRunner`` plus the ``NEWSFLOW_BEAM_OPTIONS`` JSON, e.g.
 ``{"project": "...", "region": "...", "temp_location": "gs://...", "output": "gs://..."}``), or
 the DirectRunner on the Airflow worker. ``max_active_runs=1``: Airflow never runs two nights at once;
@@ -31,7 +31,7 @@ PYTHON = os.path.join(NEWSFLOW_HOME, ".venv", "bin", "python")
 RUNNER = os.environ.get("NEWSFLOW_BEAM_RUNNER", "DirectRunner")
 BEAM_OPTIONS = json.loads(os.environ.get("NEWSFLOW_BEAM_OPTIONS", "{}"))
 JOBS = ("snapshot_stories", "decay_rates", "interest_vectors", "ranking_weights")
-NIGHTLY = f"cd {NEWSFLOW_HOME} && {PYTHON} -m cli nightly --date {{{{ ds }}}}"
+NIGHTLY = f"cd {NEWSFLOW_HOME} && {PYTHON} -m newsflow.cli nightly --date {{{{ ds }}}}"
 
 with DAG(
     dag_id="newsflow_nightly",
@@ -49,7 +49,7 @@ with DAG(
         task = BeamRunPythonPipelineOperator(
             task_id=job,
             runner=RUNNER,
-            py_file=f"jobs.{job}",
+            py_file=f"newsflow.jobs.{job}",
             py_options=["-m"],
             py_interpreter=PYTHON,
             pipeline_options={**BEAM_OPTIONS, "date": "{{ ds }}"},

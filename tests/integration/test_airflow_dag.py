@@ -1,7 +1,7 @@
 """The Airflow DAG (deploy/airflow/newsflow_nightly.py) imported and checked by Airflow itself, in a
 separate virtualenv (never the product's): no import errors, task order, and each task's command
 rendered for a date exactly as Airflow would run it (BashOperator's templated command; the Beam
-operator's ``<python> -m jobs.<job> --runner=... <beam_options_to_args(options)>``). Those commands
+operator's ``<python> -m newsflow.jobs.<job> --runner=... <beam_options_to_args(options)>``). Those commands
 are then run, in order, against a real embedded Redis.
 
 The virtualenv (apache-airflow 2.10.5 + apache-airflow-providers-apache-beam 6.1.0, about a minute
