@@ -1,4 +1,4 @@
-"""``python -m cli ...`` runs the ``newsflow`` command line."""
+"""``python -m newsflow.cli ...`` runs the ``newsflow`` command line."""
 
 import sys
 

@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     if not given:
         args.data_dir = tempfile.mkdtemp(prefix="newsflow-sim-")
     settings = Settings.resolve(args)
-    demo = [sys.executable, "-m", "cli", "demo", "--fresh", "--data-dir", settings.data_dir]
+    demo = [sys.executable, "-m", "newsflow.cli", "demo", "--fresh", "--data-dir", settings.data_dir]
     if args.input:
         demo += ["--input", args.input]
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",)}

@@ -116,7 +116,7 @@ def test_airflow_imports_the_dag_and_its_commands_run_the_night(redis_server, tm
         f"--output={os.path.join(data_dir, 'output')}",
         f"--date={date}",
     ]
-    assert info["tasks"][0]["bash"] == f"cd {REPO_ROOT} && {py} -m cli nightly --date {date} --step flush"
+    assert info["tasks"][0]["bash"] == f"cd {REPO_ROOT} && {py} -m newsflow.cli nightly --date {date} --step flush"
     # run the rendered commands in order, as Airflow's workers would
     run = run_env(url, data_dir)
     for task in info["tasks"]:

@@ -1,7 +1,7 @@
 """Exactly once on the bundled corpus: a crash and a rerun, two concurrent runs, another arrival order and
 a replay after Redis was lost all leave the Redis state and the Parquet rows of one clean run.
 
-Each run is the real job (``python -m cli run``, DirectRunner) on the first 600 headlines of the bundled
+Each run is the real job (``python -m newsflow.cli run``, DirectRunner) on the first 600 headlines of the bundled
 corpus against one real Redis server; a crash is a SIGKILL of the job's process at a stage, observed
 from outside through Redis (near-duplicate groups written, stories half assigned, trending written).
 """
@@ -40,7 +40,7 @@ def landing(tmp_path_factory):
 
 def _start(landing_file: str, output: str, redis_url: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_KEY_PREFIX")}
-    cmd = [sys.executable, "-m", "cli", "run", "--runner", "DirectRunner", "--input", landing_file]
+    cmd = [sys.executable, "-m", "newsflow.cli", "run", "--runner", "DirectRunner", "--input", landing_file]
     cmd += ["--output", output, "--redis_url", redis_url]
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 

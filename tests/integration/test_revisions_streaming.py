@@ -1,4 +1,4 @@
-"""Issue 10 item 14 through the real streaming job (``python -m cli run``, DirectRunner, embedded Redis, Parquet):
+"""Issue 10 item 14 through the real streaming job (``python -m newsflow.cli run``, DirectRunner, embedded Redis, Parquet):
 a permalink re-slugged after a headline edit is one article with the new title and URL and one report of its
 story, whichever version lands first; another outlet's copy is still a syndicated copy."""
 
@@ -59,7 +59,7 @@ DOCS = [
 
 def _run(landing: str, output: str, redis_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_KEY_PREFIX")}
-    cmd = [sys.executable, "-m", "cli", "run", "--runner", "DirectRunner", "--input", landing]
+    cmd = [sys.executable, "-m", "newsflow.cli", "run", "--runner", "DirectRunner", "--input", landing]
     cmd += ["--output", output, "--redis_url", redis_url]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
