@@ -87,7 +87,7 @@ def test_crawl_command_lands_under_the_data_dir_prints_progress_and_reports_safe
             [
                 sys.executable,
                 "-m",
-                "cli",
+                "newsflow.cli",
                 "crawl",
                 "--seeds",
                 str(seeds),

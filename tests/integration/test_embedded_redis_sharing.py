@@ -37,7 +37,7 @@ def _env(data_dir) -> dict[str, str]:
 
 def _newsflow(*args: str) -> list[str]:
     script = os.path.join(os.path.dirname(sys.executable), "newsflow")
-    return [script, *args] if os.path.exists(script) else [sys.executable, "-m", "cli", *args]
+    return [script, *args] if os.path.exists(script) else [sys.executable, "-m", "newsflow.cli", *args]
 
 
 def _free_port() -> int:

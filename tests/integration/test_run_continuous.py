@@ -49,7 +49,7 @@ class Loop:
         cmd = [
             sys.executable,
             "-m",
-            "cli",
+            "newsflow.cli",
             "run-continuous",
             "--input-dir",
             str(tmp_path / "landing"),
