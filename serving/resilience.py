@@ -78,8 +78,11 @@ class RedisBreaker:
             raise redis.ConnectionError("redis marked unavailable (backing off)")
 
     def mark_down(self) -> None:
-        """Records a Redis error: the next ``backoff_seconds`` skip Redis."""
-        self._down_until = self._clock() + self.backoff_seconds
+        """Records a Redis error: the next ``backoff_seconds`` skip Redis. While already marked down (the error
+        was :meth:`guard`'s own) the window is not extended, so steady traffic cannot keep Redis skipped."""
+        now = self._clock()
+        if now >= self._down_until:
+            self._down_until = now + self.backoff_seconds
 
 
 class SnapshotStore:
