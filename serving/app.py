@@ -148,6 +148,10 @@ class ServingConfig:
         ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
         corpus' time so a historical corpus does not decay to zero.
       keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
+      personal_cache_seconds: how long a reader's personal-feed read (their edition, blocks and serving-form
+        bytes) is kept in-process (:class:`newsflow.serving.personal.RecentReads`; 0 disables): a reader asking
+        again meanwhile gets a page without a Redis round trip; a preference change through this process is
+        seen at once, any other write at most this long later.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
         ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
     """
@@ -164,6 +168,7 @@ class ServingConfig:
     clock: Callable[[], float] = time.time
     ranking_clock: Callable[[], float] | None = None
     keys: Keys = Keys()
+    personal_cache_seconds: float = 1.0
     max_pending_events: int = MAX_PENDING_EVENTS
 
 
@@ -186,7 +191,13 @@ class Api:
         self.breaker = RedisBreaker(config.redis_backoff_seconds)
         self._ranking_now = config.ranking_clock or config.clock
         self.personal = PersonalFeeds(
-            self.store, config.feed, self.breaker, self.snapshots, self._ranking_now, config.local_cache_seconds
+            self.store,
+            config.feed,
+            self.breaker,
+            self.snapshots,
+            self._ranking_now,
+            config.local_cache_seconds,
+            config.personal_cache_seconds,
         )
         self.redis_url = async_url(client)  # the asyncio client's server (None: thread pool only)
         self.aredis = None  # the redis.asyncio client while the app's lifespan runs
@@ -506,6 +517,7 @@ class Api:
             prefs = merge_preferences(self.preferences_of(user), data)
             self.store.write_preferences(user, prefs)
             drop_user_feed(self.store.client, user, self.store.keys)  # rebuilt with the new prefs
+            self.personal.reads.forget(user)
             return prefs
 
         try:

@@ -5,7 +5,10 @@ request: breaking stories newer than the feed injected, blocks and the per-outle
 (:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`). One Redis
 round trip reads the reader's edition and blocks and the serving form: awaited on the event loop through the
 app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread through the
-synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
+synchronous client (:meth:`PersonalFeeds.parts`). What it read is kept in-process for ``read_seconds`` (1 s by
+default, :class:`RecentReads`): a reader asking again within that time gets a page computed from the same
+bytes without a round trip (a preference change through this process forgets it at once; a write by any
+other process is seen at most ``read_seconds`` later). After it the page is a pure function of the bytes read,
 the shared breaking set (:class:`BreakingSet`, read again every ``breaking_seconds``) and the query. The
 breaking items' freshness scores are taken at the start of the current minute
 (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh, so a reader's page (and its ETag) does not change
@@ -72,6 +75,36 @@ class BreakingSet(NamedTuple):
     encoded: dict
 
 
+class RecentReads:
+    """Readers' last ``(profile fields, serving form bytes)`` reads, each kept ``seconds`` (0 disables).
+
+    At most ``max_readers`` are kept (all dropped when full); safe to share between worker threads.
+    """
+
+    def __init__(self, seconds: float, max_readers: int = 10_000, clock: Callable[[], float] = time.monotonic):
+        self.seconds, self.max_readers, self._clock = seconds, max_readers, clock
+        self._reads: dict[str, tuple[float, dict, bytes]] = {}
+
+    def get(self, user: str) -> tuple[dict, bytes] | None:
+        """The reader's read while younger than ``seconds``, else ``None``."""
+        hit = self._reads.get(user)
+        if hit is None or self._clock() >= hit[0]:
+            return None
+        return hit[1], hit[2]
+
+    def put(self, user: str, fields: dict, raw: bytes | None) -> None:
+        """Keeps a read that found a serving form (``raw`` not ``None``)."""
+        if self.seconds <= 0 or raw is None:
+            return
+        if len(self._reads) >= self.max_readers:
+            self._reads = {}
+        self._reads[user] = (self._clock() + self.seconds, fields, raw)
+
+    def forget(self, user: str) -> None:
+        """Drops the reader's read (their preferences or feed changed)."""
+        self._reads.pop(user, None)
+
+
 class PersonalFeeds:
     """Readers' personal pages (module docstring).
 
@@ -82,6 +115,7 @@ class PersonalFeeds:
       snapshots: the API's last good edition feeds (served when Redis is unreachable).
       now: the ranking clock, UTC epoch s (breaking scores, feeds built on request).
       breaking_seconds: how long the breaking set is kept in-process.
+      read_seconds: how long a reader's read is kept in-process (:class:`RecentReads`; 0 disables).
     """
 
     def __init__(
@@ -92,6 +126,7 @@ class PersonalFeeds:
         snapshots: SnapshotStore,
         now: Callable[[], float],
         breaking_seconds: float,
+        read_seconds: float = 0.0,
     ):
         self.store = store
         self.feed_config = feed_config
@@ -99,6 +134,7 @@ class PersonalFeeds:
         self.snapshots = snapshots
         self._now = now
         self.breaking_seconds = breaking_seconds
+        self.reads = RecentReads(read_seconds)
         self._breaking_cache = BreakingSet(0.0, {}, {}, {})
         self._breaking_refresh: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
 
@@ -108,8 +144,12 @@ class PersonalFeeds:
         """
         now = self._now()
         try:
-            self.breaker.guard()
-            fields, raw = read_for_request(self.store.client, user, self.store.keys)
+            read = self.reads.get(user)
+            if read is None:
+                self.breaker.guard()
+                read = read_for_request(self.store.client, user, self.store.keys)
+                self.reads.put(user, *read)
+            fields, raw = read
             return self._finish(user, edition_param, limit, now, fields, raw, self.breaking_set(now))
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
@@ -121,12 +161,16 @@ class PersonalFeeds:
         built go to the thread pool."""
         now = self._now()
         try:
-            self.breaker.guard()
-            pipe = aredis.pipeline(transaction=False)
-            for command in read_commands(user, self.store.keys):
-                pipe.execute_command(*command)
-            values, raw = await pipe.execute()
-            fields = profile_fields(values)
+            read = self.reads.get(user)
+            if read is None:
+                self.breaker.guard()
+                pipe = aredis.pipeline(transaction=False)
+                for command in read_commands(user, self.store.keys):
+                    pipe.execute_command(*command)
+                values, raw = await pipe.execute()
+                read = profile_fields(values), raw
+                self.reads.put(user, *read)
+            fields, raw = read
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)

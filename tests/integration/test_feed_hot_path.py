@@ -87,7 +87,13 @@ def _get(c, user, **params):
 @pytest.mark.parametrize("path", ["event_loop", "thread_pool"])
 def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
     client = r if path == "event_loop" else _thread_path_client(r)
-    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / "s"),
+        local_cache_seconds=0,
+        personal_cache_seconds=0,
+        clock=lambda: NOW,
+    )
     app = create_app(client, cfg)
     keys = Keys()
     served = 0

@@ -13,6 +13,7 @@ from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
 from newsflow.core.ranking.rerank import rerank
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.http_cache import json_bytes
+from newsflow.serving.personal import RecentReads
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore, encode_embedding
@@ -40,8 +41,13 @@ def _get(client, user, **params):
 
 
 def _client(r, tmp_path, cache_s=0.0, **kw):
+    """The app on a TestClient; every request reads Redis unless ``personal_cache_seconds`` is given."""
     cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=cache_s, clock=lambda: NOW, **kw
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / "s"),
+        local_cache_seconds=cache_s,
+        clock=lambda: NOW,
+        **({"personal_cache_seconds": 0} | kw),
     )
     return TestClient(create_app(r, cfg))
 
@@ -133,6 +139,29 @@ def test_a_precomputed_feed_is_one_hmget_and_one_get(r, tmp_path):
             headers={"Authorization": "Bearer " + sign_token("u-interest", SECRET, NOW, 3600), "If-None-Match": etag},
         )
         assert not_modified.status_code == 304
+
+
+def test_a_reader_asking_again_within_the_read_window_costs_no_round_trip(r, tmp_path):
+    build_feeds(r, NOW)
+    t = [0.0]
+    with _client(r, tmp_path, cache_s=60, personal_cache_seconds=1.0) as c:
+        c.app.state.api.personal.reads = RecentReads(1.0, clock=lambda: t[0])
+        first = _get(c, "u-plain")
+        assert "s6" in [s["story_id"] for s in first.json()["stories"]]
+        r.hset(Keys().user("u-plain"), "block_topics", '["sports"]')  # another process blocks s6's topic
+        r.config_resetstat()
+        t[0] = 0.99
+        assert _get(c, "u-plain").content == first.content  # the kept read
+        assert _stats(r) == {}
+        t[0] = 1.0  # the read is a second old: read again
+        later = _get(c, "u-plain")
+        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1}
+        assert "s6" not in [s["story_id"] for s in later.json()["stories"]]
+        # a preference change through the app is seen by the next request, within the window
+        token = sign_token("u-plain", SECRET, NOW, 3600)
+        put = c.put("/v1/me/preferences", json={"block_topics": []}, headers={"Authorization": "Bearer " + token})
+        assert put.status_code == 200
+        assert "s6" in [s["story_id"] for s in _get(c, "u-plain").json()["stories"]]
 
 
 def test_new_preferences_drop_the_precomputed_feed(r, tmp_path):
