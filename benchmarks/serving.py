@@ -16,9 +16,12 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
 * ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check; the reader's
   precomputed feed in serving form and their edition/blocks in ONE Redis round trip on the app's
   ``redis.asyncio`` client from the event loop, :mod:`newsflow.storage.feed_page`; breaking injection,
-  blocks, source cap on pre-serialized items, body and ETag, every request;
-  ``redis_round_trips_per_request`` counts the round trips the server made, from Redis' own
-  ``INFO commandstats``);
+  blocks, source cap on pre-serialized items, body and ETag, every request; a reader's read is kept for
+  ``ServingConfig.personal_cache_seconds`` (1 s), and the 8 connections walk the same reader list a few
+  requests apart, so most requests reuse it; ``redis_round_trips_per_request`` counts the round trips the
+  server made, from Redis' own ``INFO commandstats``);
+* ``personal_feed_uncached``: the same requests with ``personal_cache_seconds=0``: every request makes its
+  round trip (a reader who did not ask in the last second);
 * ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`newsflow.serving.web`: precomputed
   feed, breaking banner, Jinja2 render; CDN-cacheable, so also kept in the in-process cache);
 * ``home_page_signed_in``: ``GET /`` with 200 readers' session cookies (private: profile read,
@@ -153,7 +156,8 @@ def _serve(kind: str, port: int, redis_url: str, snapshot_dir: str) -> None:
     else:
         from newsflow.serving.app import ServingConfig, create_app, serving_client
 
-        cfg = ServingConfig(token_secret=SECRET, snapshot_dir=snapshot_dir)
+        extra = {"api_uncached": {"personal_cache_seconds": 0}}.get(kind, {})
+        cfg = ServingConfig(token_secret=SECRET, snapshot_dir=snapshot_dir, **extra)
         app = create_app(serving_client(redis_url), cfg)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
 
@@ -311,6 +315,7 @@ def main(argv=None) -> int:
     markers = {
         "cached_feed": b'"count":20',
         "personal_feed": b'"count":20',
+        "personal_feed_uncached": b'"count":20',
         "home_page": b'<ol class="cards"',
         "home_page_signed_in": b"Sign out",
         "coverage_page": b"Independent reports (10)",
@@ -320,6 +325,7 @@ def main(argv=None) -> int:
         "baseline": ("baseline", [get("/")]),
         "cached_feed": ("api", [get("/v1/top?edition=en")]),
         "personal_feed": ("api", feed_reqs),
+        "personal_feed_uncached": ("api_uncached", feed_reqs),
         "home_page": ("api", [get("/")]),
         "home_page_signed_in": ("api", [get("/", f"Cookie: nf_session={t}\r\n".encode()) for t in tokens]),
         "coverage_page": ("api", [get(f"/stories/s{i:05d}") for i in range(N_COVERAGE)]),
@@ -328,7 +334,7 @@ def main(argv=None) -> int:
     results = {}
     try:
         for name, (kind, reqs) in scenarios.items():
-            trips = (lambda: _hmget_calls(server)) if name == "personal_feed" else None
+            trips = (lambda: _hmget_calls(server)) if name.startswith("personal_feed") else None
             results[name] = _run_scenario(kind, reqs, url, os.path.join(tmp, "snap"), a, markers.get(name, b""), trips)
     finally:
         stop_embedded(server, save=False)

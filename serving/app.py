@@ -40,7 +40,7 @@ Health: ``GET /healthz`` answers 200 ``{"redis": true}`` while Redis answers ``P
 Caching: public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable),
 personal ones ``private, no-store``; every GET has a strong ``ETag`` and answers ``If-None-Match``
 with ``304``. Public feeds are also cached in-process for ``local_cache_seconds`` (1 s), well
-under the feeds' 5-minute TTL.
+under the feeds' 5-minute TTL, and a reader's personal-feed read for ``personal_cache_seconds`` (1 s).
 
 Degradation: when Redis is unreachable or a feed is missing, public feeds (and the personal
 feed) are served from the last good copy the process saw (every edition feed is snapshotted
