@@ -16,12 +16,12 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
 * ``personal_feed``: ``GET /v1/feed`` with 200 readers' signed tokens (token check; the reader's
   precomputed feed in serving form and their edition/blocks in ONE Redis round trip on the app's
   ``redis.asyncio`` client from the event loop, :mod:`newsflow.storage.feed_page`; breaking injection,
-  blocks, source cap on pre-serialized items, body and ETag, every request; a reader's read is kept for
+  blocks, source cap on pre-serialized items, body and ETag); a reader's answer is kept for
   ``ServingConfig.personal_cache_seconds`` (1 s), and the 8 connections walk the same reader list a few
-  requests apart, so most requests reuse it; ``redis_round_trips_per_request`` counts the round trips the
-  server made, from Redis' own ``INFO commandstats``);
+  requests apart, so most requests reuse it (token still checked); ``redis_round_trips_per_request`` counts
+  the round trips the server made, from Redis' own ``INFO commandstats``);
 * ``personal_feed_uncached``: the same requests with ``personal_cache_seconds=0``: every request makes its
-  round trip (a reader who did not ask in the last second);
+  round trip, re-ranks and serializes (a reader who did not ask in the last second);
 * ``home_page``: ``GET /`` anonymous (the HTML top stories of :mod:`newsflow.serving.web`: precomputed
   feed, breaking banner, Jinja2 render; CDN-cacheable, so also kept in the in-process cache);
 * ``home_page_signed_in``: ``GET /`` with 200 readers' session cookies (private: profile read,

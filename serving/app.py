@@ -40,7 +40,7 @@ Health: ``GET /healthz`` answers 200 ``{"redis": true}`` while Redis answers ``P
 Caching: public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable),
 personal ones ``private, no-store``; every GET has a strong ``ETag`` and answers ``If-None-Match``
 with ``304``. Public feeds are also cached in-process for ``local_cache_seconds`` (1 s), well
-under the feeds' 5-minute TTL, and a reader's personal-feed read for ``personal_cache_seconds`` (1 s).
+under the feeds' 5-minute TTL, and a reader's ``/v1/feed`` answer for ``personal_cache_seconds`` (1 s).
 
 Degradation: when Redis is unreachable or a feed is missing, public feeds (and the personal
 feed) are served from the last good copy the process saw (every edition feed is snapshotted
@@ -148,10 +148,10 @@ class ServingConfig:
         ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
         corpus' time so a historical corpus does not decay to zero.
       keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
-      personal_cache_seconds: how long a reader's personal-feed read (their edition, blocks and serving-form
-        bytes) is kept in-process (:class:`newsflow.serving.personal.RecentReads`; 0 disables): a reader asking
-        again meanwhile gets a page without a Redis round trip; a preference change through this process is
-        seen at once, any other write at most this long later.
+      personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
+        kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
+        meanwhile gets it without a Redis round trip; a preference change through this process is seen at
+        once, any other change at most this long later.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
         ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
     """
@@ -447,14 +447,25 @@ class Api:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        if self.aredis is not None:  # no worker thread unless the feed must be read or built otherwise
-            head, items, stale = await self.personal.parts_async(self.aredis, user, edition_param, limit)
-        else:
-            head, items, stale = await run_in_threadpool(self.personal.parts, user, edition_param, limit)
-        if items is None:
-            return self._respond(request, head, "private", stale)
-        raw = page_body(user, head["edition"], head["generated_at"], items)
-        return conditional_body(request.headers.get("if-none-match", ""), raw, self._private_headers, strong_etag(raw))
+        query = (edition_param, limit)
+
+        async def make() -> tuple:
+            """``(body, ETag)`` of a fresh page (kept), or ``(payload, stale reason)`` of a degraded one."""
+            if self.aredis is not None:  # no worker thread unless the feed must be read or built otherwise
+                head, items, stale = await self.personal.parts_async(self.aredis, user, edition_param, limit)
+            else:
+                head, items, stale = await run_in_threadpool(self.personal.parts, user, edition_param, limit)
+            if items is None:
+                return head, stale
+            raw = page_body(user, head["edition"], head["generated_at"], items)
+            etag = strong_etag(raw)
+            self.personal.pages.put(user, query, raw, etag)
+            return raw, etag
+
+        first, second = await self.personal.pages.get_or_make(user, query, make)
+        if isinstance(first, dict):
+            return self._respond(request, first, "private", second)
+        return conditional_body(request.headers.get("if-none-match", ""), first, self._private_headers, second)
 
     def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
         """A reader's feed page (the For You page; ``/v1/feed`` sends the same page without parsing its
@@ -517,7 +528,7 @@ class Api:
             prefs = merge_preferences(self.preferences_of(user), data)
             self.store.write_preferences(user, prefs)
             drop_user_feed(self.store.client, user, self.store.keys)  # rebuilt with the new prefs
-            self.personal.reads.forget(user)
+            self.personal.pages.forget(user)
             return prefs
 
         try:

@@ -5,14 +5,14 @@ request: breaking stories newer than the feed injected, blocks and the per-outle
 (:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`). One Redis
 round trip reads the reader's edition and blocks and the serving form: awaited on the event loop through the
 app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread through the
-synchronous client (:meth:`PersonalFeeds.parts`). What it read is kept in-process for ``read_seconds`` (1 s by
-default, :class:`RecentReads`): a reader asking again within that time gets a page computed from the same
-bytes without a round trip (a preference change through this process forgets it at once; a write by any
-other process is seen at most ``read_seconds`` later). After it the page is a pure function of the bytes read,
+synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
 the shared breaking set (:class:`BreakingSet`, read again every ``breaking_seconds``) and the query. The
 breaking items' freshness scores are taken at the start of the current minute
 (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh, so a reader's page (and its ETag) does not change
 between refreshes that find the same stories, and two serving processes give the same page and ETag.
+``GET /v1/feed`` keeps each answer (body and ETag) for ``page_seconds`` (:class:`RecentPages`; 1 s by default):
+a reader asking again within that time gets it without a round trip or a re-rank (a preference change through
+this process forgets it at once; any other change is seen at most ``page_seconds`` later).
 Without a serving form the stored feed document is read, and without that the feed is built now
 (:func:`newsflow.core.ranking.feeds.build_user_feed`) and stored; with Redis unreachable, the edition's last
 good snapshot is served (stale).
@@ -24,7 +24,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from starlette.concurrency import run_in_threadpool
@@ -75,34 +75,50 @@ class BreakingSet(NamedTuple):
     encoded: dict
 
 
-class RecentReads:
-    """Readers' last ``(profile fields, serving form bytes)`` reads, each kept ``seconds`` (0 disables).
+class RecentPages:
+    """Readers' last ``/v1/feed`` answers ``(body bytes, ETag)`` per query, each kept ``seconds`` (0 disables).
 
-    At most ``max_readers`` are kept (all dropped when full); safe to share between worker threads.
+    At most ``max_readers`` readers are kept (all dropped when full). Requests for the same reader and query
+    that arrive while its answer is being made share that one (:meth:`get_or_make`).
     """
 
     def __init__(self, seconds: float, max_readers: int = 10_000, clock: Callable[[], float] = time.monotonic):
         self.seconds, self.max_readers, self._clock = seconds, max_readers, clock
-        self._reads: dict[str, tuple[float, dict, bytes]] = {}
+        self._pages: dict[str, dict[tuple, tuple[float, bytes, str]]] = {}
+        self._making: dict[tuple, asyncio.Future] = {}
 
-    def get(self, user: str) -> tuple[dict, bytes] | None:
-        """The reader's read while younger than ``seconds``, else ``None``."""
-        hit = self._reads.get(user)
+    async def get_or_make(self, user: str, query: tuple, make: Callable[[], Awaitable]):
+        """The kept answer to ``query`` (:meth:`get`), else what ``await make()`` returns (``make`` keeps it with
+        :meth:`put` when it should be kept); while one ``make`` of ``(user, query)`` runs, other requests for it
+        await that one instead of starting their own."""
+        hit = self.get(user, query)
+        if hit is not None:
+            return hit
+        key = (user, query)
+        task = self._making.get(key)
+        if task is None:
+            task = self._making[key] = asyncio.ensure_future(make())
+            task.add_done_callback(lambda _: self._making.pop(key, None))
+        return await asyncio.shield(task)
+
+    def get(self, user: str, query: tuple) -> tuple[bytes, str] | None:
+        """The reader's answer to ``query`` while younger than ``seconds``, else ``None``."""
+        hit = self._pages.get(user, {}).get(query)
         if hit is None or self._clock() >= hit[0]:
             return None
         return hit[1], hit[2]
 
-    def put(self, user: str, fields: dict, raw: bytes | None) -> None:
-        """Keeps a read that found a serving form (``raw`` not ``None``)."""
-        if self.seconds <= 0 or raw is None:
+    def put(self, user: str, query: tuple, body: bytes, etag: str) -> None:
+        """Keeps the reader's answer to ``query``."""
+        if self.seconds <= 0:
             return
-        if len(self._reads) >= self.max_readers:
-            self._reads = {}
-        self._reads[user] = (self._clock() + self.seconds, fields, raw)
+        if user not in self._pages and len(self._pages) >= self.max_readers:
+            self._pages = {}
+        self._pages.setdefault(user, {})[query] = (self._clock() + self.seconds, body, etag)
 
     def forget(self, user: str) -> None:
-        """Drops the reader's read (their preferences or feed changed)."""
-        self._reads.pop(user, None)
+        """Drops the reader's answers (their preferences changed)."""
+        self._pages.pop(user, None)
 
 
 class PersonalFeeds:
@@ -115,7 +131,7 @@ class PersonalFeeds:
       snapshots: the API's last good edition feeds (served when Redis is unreachable).
       now: the ranking clock, UTC epoch s (breaking scores, feeds built on request).
       breaking_seconds: how long the breaking set is kept in-process.
-      read_seconds: how long a reader's read is kept in-process (:class:`RecentReads`; 0 disables).
+      page_seconds: how long a reader's ``/v1/feed`` answer is kept in-process (:attr:`pages`; 0 disables).
     """
 
     def __init__(
@@ -126,7 +142,7 @@ class PersonalFeeds:
         snapshots: SnapshotStore,
         now: Callable[[], float],
         breaking_seconds: float,
-        read_seconds: float = 0.0,
+        page_seconds: float = 0.0,
     ):
         self.store = store
         self.feed_config = feed_config
@@ -134,7 +150,7 @@ class PersonalFeeds:
         self.snapshots = snapshots
         self._now = now
         self.breaking_seconds = breaking_seconds
-        self.reads = RecentReads(read_seconds)
+        self.pages = RecentPages(page_seconds)
         self._breaking_cache = BreakingSet(0.0, {}, {}, {})
         self._breaking_refresh: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
 
@@ -144,12 +160,8 @@ class PersonalFeeds:
         """
         now = self._now()
         try:
-            read = self.reads.get(user)
-            if read is None:
-                self.breaker.guard()
-                read = read_for_request(self.store.client, user, self.store.keys)
-                self.reads.put(user, *read)
-            fields, raw = read
+            self.breaker.guard()
+            fields, raw = read_for_request(self.store.client, user, self.store.keys)
             return self._finish(user, edition_param, limit, now, fields, raw, self.breaking_set(now))
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
@@ -161,16 +173,12 @@ class PersonalFeeds:
         built go to the thread pool."""
         now = self._now()
         try:
-            read = self.reads.get(user)
-            if read is None:
-                self.breaker.guard()
-                pipe = aredis.pipeline(transaction=False)
-                for command in read_commands(user, self.store.keys):
-                    pipe.execute_command(*command)
-                values, raw = await pipe.execute()
-                read = profile_fields(values), raw
-                self.reads.put(user, *read)
-            fields, raw = read
+            self.breaker.guard()
+            pipe = aredis.pipeline(transaction=False)
+            for command in read_commands(user, self.store.keys):
+                pipe.execute_command(*command)
+            values, raw = await pipe.execute()
+            fields = profile_fields(values)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)

@@ -141,7 +141,11 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
 def test_breaking_scores_move_once_a_minute_so_pages_and_etags_stay_the_same(r, tmp_path):
     clock = [NOW]
     cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: clock[0]
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / "s"),
+        local_cache_seconds=0,
+        personal_cache_seconds=0,
+        clock=lambda: clock[0],
     )
     app = create_app(r, cfg)
     keys = Keys()

@@ -13,7 +13,7 @@ from newsflow.core.ranking.feeds import FeedConfig, build_user_feed
 from newsflow.core.ranking.rerank import rerank
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.http_cache import json_bytes
-from newsflow.serving.personal import RecentReads
+from newsflow.serving.personal import RecentPages
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore, encode_embedding
@@ -145,15 +145,15 @@ def test_a_reader_asking_again_within_the_read_window_costs_no_round_trip(r, tmp
     build_feeds(r, NOW)
     t = [0.0]
     with _client(r, tmp_path, cache_s=60, personal_cache_seconds=1.0) as c:
-        c.app.state.api.personal.reads = RecentReads(1.0, clock=lambda: t[0])
+        c.app.state.api.personal.pages = RecentPages(1.0, clock=lambda: t[0])
         first = _get(c, "u-plain")
         assert "s6" in [s["story_id"] for s in first.json()["stories"]]
         r.hset(Keys().user("u-plain"), "block_topics", '["sports"]')  # another process blocks s6's topic
         r.config_resetstat()
         t[0] = 0.99
-        assert _get(c, "u-plain").content == first.content  # the kept read
+        assert _get(c, "u-plain").content == first.content  # the kept answer
         assert _stats(r) == {}
-        t[0] = 1.0  # the read is a second old: read again
+        t[0] = 1.0  # the answer is a second old: read again
         later = _get(c, "u-plain")
         assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1}
         assert "s6" not in [s["story_id"] for s in later.json()["stories"]]

@@ -79,6 +79,7 @@ def test_the_app_answers_503_while_redis_is_away_and_recovers_by_itself(tmp_path
             token_secret=SECRET,
             snapshot_dir=str(tmp_path / "snap"),
             local_cache_seconds=0,
+            personal_cache_seconds=0,  # every feed request goes to Redis (or to the snapshot)
             redis_backoff_seconds=0.2,
             clock=lambda: NOW,
         )
