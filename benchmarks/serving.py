@@ -17,8 +17,9 @@ process (asyncio), for ``--seconds`` per scenario after a warm-up:
   precomputed feed in serving form and their edition/blocks in ONE Redis round trip on the app's
   ``redis.asyncio`` client from the event loop, :mod:`newsflow.storage.feed_page`; breaking injection,
   blocks, source cap on pre-serialized items, body and ETag); a reader's answer is kept for
-  ``ServingConfig.personal_cache_seconds`` (1 s), and the 8 connections walk the same reader list a few
-  requests apart, so most requests reuse it (token still checked); ``redis_round_trips_per_request`` counts
+  ``ServingConfig.personal_cache_seconds`` (1 s), and requests for a reader whose answer is being made share
+  it; the 8 connections walk the same reader list (they soon ask for each reader at about the same moment),
+  so most requests reuse an answer (the token is still checked); ``redis_round_trips_per_request`` counts
   the round trips the server made, from Redis' own ``INFO commandstats``);
 * ``personal_feed_uncached``: the same requests with ``personal_cache_seconds=0``: every request makes its
   round trip, re-ranks and serializes (a reader who did not ask in the last second);

@@ -18,9 +18,9 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
   ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
 
 This module holds the routes, parameter validation and the app factory; the personal feed is
-:mod:`newsflow.serving.personal`, caching headers and
-ETags are :mod:`newsflow.serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
-:mod:`newsflow.serving.resilience`, and page assembly is :mod:`newsflow.serving.pages`.
+:mod:`newsflow.serving.personal`, caching headers and ETags are :mod:`newsflow.serving.http_cache`, degraded
+mode (snapshots, the Redis circuit breaker) is :mod:`newsflow.serving.resilience`, and page assembly is
+:mod:`newsflow.serving.pages`.
 
 Redis clients: the synchronous client given to :func:`create_app`, and ONE ``redis.asyncio`` client for
 the same server, opened in the app's lifespan (:func:`newsflow.runtime.redis_conn.connect_async`, URL from
@@ -40,7 +40,8 @@ Health: ``GET /healthz`` answers 200 ``{"redis": true}`` while Redis answers ``P
 Caching: public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable),
 personal ones ``private, no-store``; every GET has a strong ``ETag`` and answers ``If-None-Match``
 with ``304``. Public feeds are also cached in-process for ``local_cache_seconds`` (1 s), well
-under the feeds' 5-minute TTL, and a reader's ``/v1/feed`` answer for ``personal_cache_seconds`` (1 s).
+under the feeds' 5-minute TTL, and a reader's ``/v1/feed`` answer for ``personal_cache_seconds`` (1 s;
+requests for an answer being made wait for it, :class:`newsflow.serving.personal.RecentPages`).
 
 Degradation: when Redis is unreachable or a feed is missing, public feeds (and the personal
 feed) are served from the last good copy the process saw (every edition feed is snapshotted
@@ -637,7 +638,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
     Args:
       client: ``redis.Redis`` client (``decode_responses=False``); use
         :func:`serving_client` (short timeouts, one retry) so an unreachable server degrades
-        quickly.
+        quickly. The app's lifespan opens a ``redis.asyncio`` client for the same server (module docstring).
       config: :class:`ServingConfig`.
 
     Returns:
