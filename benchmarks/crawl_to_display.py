@@ -85,7 +85,11 @@ class Processes:
     def start(self, name: str, *args: str) -> subprocess.Popen:
         out = open(os.path.join(self.logs, f"{name}.log"), "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "newsflow.cli", *args], cwd=REPO_ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "newsflow.cli", *args],
+            cwd=REPO_ROOT,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         self.procs.append((name, proc, out))
         return proc

@@ -18,21 +18,30 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
   ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
 
 This module holds the routes, parameter validation and the app factory; the personal feed is
-:mod:`newsflow.serving.personal` (its per-process memos :mod:`newsflow.serving.hot_path`), caching headers and
-ETags are :mod:`newsflow.serving.http_cache`, degraded mode (snapshots, the Redis circuit breaker) is
-:mod:`newsflow.serving.resilience`, and page assembly is :mod:`newsflow.serving.pages`.
+:mod:`newsflow.serving.personal`, caching headers and ETags are :mod:`newsflow.serving.http_cache`, degraded
+mode (snapshots, the Redis circuit breaker) is :mod:`newsflow.serving.resilience`, and page assembly is
+:mod:`newsflow.serving.pages`.
 
-Concurrency: handlers that touch Redis are plain functions, which Starlette runs in its thread
-pool, so a slow Redis never blocks the event loop; ``POST /v1/events`` reads its body on the loop
-and appends to Redis in the thread pool. ``GET /v1/feed`` awaits its one Redis round trip on the
-loop (:class:`newsflow.serving.hot_path.AsyncRoundTrip`, no worker thread) and answers a precomputed feed
-there; only a breaking-set refresh or a feed that must be read or built another way goes to the
-thread pool.
+Redis clients: the synchronous client given to :func:`create_app`, and ONE ``redis.asyncio`` client for
+the same server, opened in the app's lifespan (:func:`newsflow.runtime.redis_conn.connect_async`, URL from
+:func:`newsflow.serving.resilience.async_url`) and closed at shutdown. Both reconnect by themselves when
+Redis answers again at the same address.
+
+Concurrency: handlers that touch Redis through the synchronous client are plain functions, which Starlette
+runs in its thread pool, so a slow Redis never blocks the event loop; ``POST /v1/events`` reads its body on
+the loop and appends to Redis in the thread pool. ``GET /v1/feed`` and ``/healthz`` await the asyncio client
+on the loop (no worker thread); only a breaking-set refresh or a personal feed that must be read or built
+another way goes to the thread pool. Without the asyncio client (the lifespan did not run, or the
+synchronous client has no URL, e.g. a Redis Cluster client) they use the thread pool.
+
+Health: ``GET /healthz`` answers 200 ``{"redis": true}`` while Redis answers ``PING``, else 503
+``{"redis": false}``; the process keeps serving (degraded) meanwhile and recovers by itself.
 
 Caching: public pages send ``Cache-Control: public, max-age=…, s-maxage=…`` (CDN-cacheable),
 personal ones ``private, no-store``; every GET has a strong ``ETag`` and answers ``If-None-Match``
 with ``304``. Public feeds are also cached in-process for ``local_cache_seconds`` (1 s), well
-under the feeds' 5-minute TTL.
+under the feeds' 5-minute TTL, and a reader's ``/v1/feed`` answer for ``personal_cache_seconds`` (1 s;
+requests for an answer being made wait for it, :class:`newsflow.serving.personal.RecentPages`).
 
 Degradation: when Redis is unreachable or a feed is missing, public feeds (and the personal
 feed) are served from the last good copy the process saw (every edition feed is snapshotted
@@ -62,9 +71,9 @@ from starlette.routing import Route
 
 from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.core.ranking.rerank import without_blocked
+from newsflow.runtime.redis_conn import connect_async
 from newsflow.schemas import UserProfile
 from newsflow.serving.admin import admin_mount
-from newsflow.serving.hot_path import VerifiedTokens
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import (
     STALE_REASON_HEADER,
@@ -81,8 +90,15 @@ from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from newsflow.serving.personal import PersonalFeeds
 from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
-from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore, feed_with_fallback, serving_client
-from newsflow.serving.tokens import TokenError
+from newsflow.serving.resilience import (
+    REDIS_ERRORS,
+    RedisBreaker,
+    SnapshotStore,
+    async_url,
+    feed_with_fallback,
+    serving_client,
+)
+from newsflow.serving.tokens import TokenError, verify_token
 from newsflow.serving.web import PageError, web_routes
 from newsflow.storage.events import (
     MAX_EVENTS_PER_REQUEST,
@@ -133,12 +149,10 @@ class ServingConfig:
         ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
         corpus' time so a historical corpus does not decay to zero.
       keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
-      page_memo_readers: readers whose last personal page is kept in-process
-        (:class:`newsflow.serving.hot_path.ReaderMemo`, keyed on everything the page is computed from; 0 disables;
-        about 2× the serving form's bytes each, ~50 KB for a 60-item feed).
-      track_readers: answer a reader from their last read while Redis has not invalidated its keys
-        (``CLIENT TRACKING``, :class:`newsflow.serving.tracking.ReaderTracking`; needs ``page_memo_readers`` > 0):
-        no Redis round trip for a reader whose profile and feed did not change.
+      personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
+        kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
+        meanwhile gets it without a Redis round trip; a preference change through this process is seen at
+        once, any other change at most this long later.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
         ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
     """
@@ -155,8 +169,7 @@ class ServingConfig:
     clock: Callable[[], float] = time.time
     ranking_clock: Callable[[], float] | None = None
     keys: Keys = Keys()
-    page_memo_readers: int = 1024
-    track_readers: bool = True
+    personal_cache_seconds: float = 1.0
     max_pending_events: int = MAX_PENDING_EVENTS
 
 
@@ -178,7 +191,6 @@ class Api:
         self.cache = LocalCache(config.local_cache_seconds)
         self.breaker = RedisBreaker(config.redis_backoff_seconds)
         self._ranking_now = config.ranking_clock or config.clock
-        self._tokens = VerifiedTokens(config.token_secret)
         self.personal = PersonalFeeds(
             self.store,
             config.feed,
@@ -186,9 +198,10 @@ class Api:
             self.snapshots,
             self._ranking_now,
             config.local_cache_seconds,
-            config.page_memo_readers,
-            config.track_readers,
+            config.personal_cache_seconds,
         )
+        self.redis_url = async_url(client)  # the asyncio client's server (None: thread pool only)
+        self.aredis = None  # the redis.asyncio client while the app's lifespan runs
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
@@ -249,7 +262,7 @@ class Api:
                 {"WWW-Authenticate": 'Bearer realm="newsflow"'},
             )
         try:
-            return self._tokens.verify(auth[7:].strip(), self.config.clock())
+            return verify_token(auth[7:].strip(), self.config.token_secret, self.config.clock())
         except TokenError as e:
             raise ApiError(
                 401,
@@ -435,22 +448,25 @@ class Api:
         user = self._user(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        if self.personal.round_trip.available:  # no worker thread unless the feed must be read or built otherwise
-            head, items, stale, served = await self.personal.parts_async(user, edition_param, limit)
-        else:
-            head, items, stale, served = await run_in_threadpool(self.personal.parts, user, edition_param, limit)
-        if items is None:
-            return self._respond(request, head, "private", stale)
+        query = (edition_param, limit)
 
-        def body() -> bytes:
-            return page_body(user, head["edition"], head["generated_at"], items)
-
-        if served is not None:  # the reader's page as last served: its body and ETag too
-            raw, etag = served.body_and_etag(body, strong_etag)
-        else:
-            raw = body()
+        async def make() -> tuple:
+            """``(body, ETag)`` of a fresh page (kept), or ``(payload, stale reason)`` of a degraded one."""
+            if self.aredis is not None:  # no worker thread unless the feed must be read or built otherwise
+                head, items, stale = await self.personal.parts_async(self.aredis, user, edition_param, limit)
+            else:
+                head, items, stale = await run_in_threadpool(self.personal.parts, user, edition_param, limit)
+            if items is None:
+                return head, stale
+            raw = page_body(user, head["edition"], head["generated_at"], items)
             etag = strong_etag(raw)
-        return conditional_body(request.headers.get("if-none-match", ""), raw, self._private_headers, etag)
+            self.personal.pages.put(user, query, raw, etag)
+            return raw, etag
+
+        first, second = await self.personal.pages.get_or_make(user, query, make)
+        if isinstance(first, dict):
+            return self._respond(request, first, "private", second)
+        return conditional_body(request.headers.get("if-none-match", ""), first, self._private_headers, second)
 
     def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
         """A reader's feed page (the For You page; ``/v1/feed`` sends the same page without parsing its
@@ -462,7 +478,7 @@ class Api:
         :func:`~newsflow.core.ranking.rerank.rerank`).
         With Redis down, the edition's snapshot.
         """
-        head, items, stale, _ = self.personal.parts(user, edition_param, limit)
+        head, items, stale = self.personal.parts(user, edition_param, limit)
         if items is None:
             return head, stale
         return dict(head, stories=[json.loads(b) for b in items]), stale
@@ -513,6 +529,7 @@ class Api:
             prefs = merge_preferences(self.preferences_of(user), data)
             self.store.write_preferences(user, prefs)
             drop_user_feed(self.store.client, user, self.store.keys)  # rebuilt with the new prefs
+            self.personal.pages.forget(user)
             return prefs
 
         try:
@@ -590,14 +607,18 @@ class Api:
             log.warning("could not warm snapshots: %s", e)
         return n
 
-    def health(self, request: Request) -> Response:
-        try:
-            ok = bool(self.store.client.ping())  # no guard: health checks probe for recovery
+    async def health(self, request: Request) -> Response:
+        """200 ``{"redis": true}`` when Redis answers ``PING``, else 503 ``{"redis": false}`` (module docstring)."""
+        try:  # no guard: health checks probe for recovery
+            if self.aredis is not None:
+                ok = bool(await self.aredis.ping())
+            else:
+                ok = bool(await run_in_threadpool(self.store.client.ping))
         except REDIS_ERRORS:
             ok = False
         return Response(
             json_bytes({"redis": ok}),
-            status_code=200,
+            status_code=200 if ok else 503,
             media_type="application/json",
             headers={"Cache-Control": "no-store"},
         )
@@ -617,7 +638,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
     Args:
       client: ``redis.Redis`` client (``decode_responses=False``); use
         :func:`serving_client` (short timeouts, one retry) so an unreachable server degrades
-        quickly.
+        quickly. The app's lifespan opens a ``redis.asyncio`` client for the same server (module docstring).
       config: :class:`ServingConfig`.
 
     Returns:
@@ -677,8 +698,19 @@ def create_app(client, config: ServingConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app):
         api.warm_snapshots()
-        yield
-        api.personal.tracking.close()
+        if api.redis_url:
+            # the request path's timeouts (as serving_client's), and no health-check PING: a fresh connection
+            # sends one first, with its own retries, which multiplies the wait on a hung server; a broken
+            # connection is replaced by the retry anyway
+            api.aredis = connect_async(
+                api.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5, health_check_interval=0
+            )
+        try:
+            yield
+        finally:
+            aredis, api.aredis = api.aredis, None
+            if aredis is not None:
+                await aredis.aclose()
 
     app = Starlette(
         routes=routes,

@@ -3,29 +3,28 @@
 A reader's page is their precomputed feed in serving form (:mod:`newsflow.storage.feed_page`), re-ranked on
 request: breaking stories newer than the feed injected, blocks and the per-outlet cap applied
 (:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`). One Redis
-round trip reads the reader's edition and blocks and the serving form; awaited on the event loop when the
-client's connections can be copied (:class:`newsflow.serving.hot_path.AsyncRoundTrip`), else in a worker thread. On the
-event loop, a reader read before whose keys Redis has not invalidated since skips even that round trip
-(server-assisted client-side caching, :class:`newsflow.serving.tracking.ReaderTracking`).
-After it the page is a pure function of the bytes read, the shared breaking set (:class:`BreakingSet`,
-read again every ``breaking_seconds``) and the query, so it is memoized per reader on all of them
-(:class:`newsflow.serving.hot_path.ReaderMemo`). The breaking items' freshness scores are taken at the start of the
-current minute (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh: a refresh that finds the same
-stories keeps the generation, so readers' memoized pages stay valid (a score that moved in its fourth digit
-used to re-rank every active reader's page once per refresh), and two serving processes give the same page
-and ETag. Without a serving form the stored feed document is read, and
-without that the feed is built now (:func:`newsflow.storage.feeds.build_user_feed`) and stored; with Redis
-unreachable, the edition's last good snapshot is served (stale).
+round trip reads the reader's edition and blocks and the serving form: awaited on the event loop through the
+app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread through the
+synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
+the shared breaking set (:class:`BreakingSet`, read again every ``breaking_seconds``) and the query. The
+breaking items' freshness scores are taken at the start of the current minute
+(:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh, so a reader's page (and its ETag) does not change
+between refreshes that find the same stories, and two serving processes give the same page and ETag.
+``GET /v1/feed`` keeps each answer (body and ETag) for ``page_seconds`` (:class:`RecentPages`; 1 s by default):
+a reader asking again within that time gets it without a round trip or a re-rank (a preference change through
+this process forgets it at once; any other change is seen at most ``page_seconds`` later).
+Without a serving form the stored feed document is read, and without that the feed is built now
+(:func:`newsflow.storage.feeds.build_user_feed`) and stored; with Redis unreachable, the edition's last
+good snapshot is served (stale).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from starlette.concurrency import run_in_threadpool
@@ -33,10 +32,8 @@ from starlette.concurrency import run_in_threadpool
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.core.ranking.rerank import injected_item
-from newsflow.serving.hot_path import AsyncRoundTrip, ReaderMemo, ServedPage
 from newsflow.serving.pages import feed_page
 from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
-from newsflow.serving.tracking import ReaderTracking
 from newsflow.storage.feed_page import (
     FeedPage,
     compact_json,
@@ -67,7 +64,6 @@ class BreakingSet(NamedTuple):
 
     Attributes:
       expires: ``time.monotonic()`` after which it is read again.
-      generation: changes whenever ``since`` or ``items`` change (part of the per-reader page memo key).
       since: ``{story_id: when it became breaking, UTC epoch s}``.
       items: ``{story_id: its feed item}`` (live, unmerged stories only).
       encoded: ``{story_id: compact JSON of the item as injected}``
@@ -75,25 +71,68 @@ class BreakingSet(NamedTuple):
     """
 
     expires: float
-    generation: int
     since: dict
     items: dict
     encoded: dict
 
 
+class RecentPages:
+    """Readers' last ``/v1/feed`` answers ``(body bytes, ETag)`` per query, each kept ``seconds`` (0 disables).
+
+    At most ``max_readers`` readers are kept (all dropped when full). Requests for the same reader and query
+    that arrive while its answer is being made share that one (:meth:`get_or_make`).
+    """
+
+    def __init__(self, seconds: float, max_readers: int = 10_000, clock: Callable[[], float] = time.monotonic):
+        self.seconds, self.max_readers, self._clock = seconds, max_readers, clock
+        self._pages: dict[str, dict[tuple, tuple[float, bytes, str]]] = {}
+        self._making: dict[tuple, asyncio.Future] = {}
+
+    async def get_or_make(self, user: str, query: tuple, make: Callable[[], Awaitable]):
+        """The kept answer to ``query`` (:meth:`get`), else what ``await make()`` returns (``make`` keeps it with
+        :meth:`put` when it should be kept); while one ``make`` of ``(user, query)`` runs, other requests for it
+        await that one instead of starting their own."""
+        hit = self.get(user, query)
+        if hit is not None:
+            return hit
+        key = (user, query)
+        task = self._making.get(key)
+        if task is None:
+            task = self._making[key] = asyncio.ensure_future(make())
+            task.add_done_callback(lambda _: self._making.pop(key, None))
+        return await asyncio.shield(task)
+
+    def get(self, user: str, query: tuple) -> tuple[bytes, str] | None:
+        """The reader's answer to ``query`` while younger than ``seconds``, else ``None``."""
+        hit = self._pages.get(user, {}).get(query)
+        if hit is None or self._clock() >= hit[0]:
+            return None
+        return hit[1], hit[2]
+
+    def put(self, user: str, query: tuple, body: bytes, etag: str) -> None:
+        """Keeps the reader's answer to ``query``."""
+        if self.seconds <= 0:
+            return
+        if user not in self._pages and len(self._pages) >= self.max_readers:
+            self._pages = {}
+        self._pages.setdefault(user, {})[query] = (self._clock() + self.seconds, body, etag)
+
+    def forget(self, user: str) -> None:
+        """Drops the reader's answers (their preferences changed)."""
+        self._pages.pop(user, None)
+
+
 class PersonalFeeds:
-    """Readers' personal pages over one Redis client (module docstring).
+    """Readers' personal pages (module docstring).
 
     Args:
-      store: the ranking store (its client is the synchronous one; :attr:`round_trip` copies its settings).
+      store: the ranking store over the synchronous client (worker-thread reads, feeds built on request).
       feed_config: feed-building knobs (feeds built on request; ``source_cap`` of the re-rank).
       breaker: the API's Redis circuit breaker (checked before, marked down after a Redis error).
       snapshots: the API's last good edition feeds (served when Redis is unreachable).
       now: the ranking clock, UTC epoch s (breaking scores, feeds built on request).
       breaking_seconds: how long the breaking set is kept in-process.
-      memo_readers: readers whose last page is memoized (0 disables).
-      track_readers: keep each reader's last read and skip the round trip until Redis invalidates it
-        (:class:`newsflow.serving.tracking.ReaderTracking`; only on the event-loop path, and only with the memo on).
+      page_seconds: how long a reader's ``/v1/feed`` answer is kept in-process (:attr:`pages`; 0 disables).
     """
 
     def __init__(
@@ -104,8 +143,7 @@ class PersonalFeeds:
         snapshots: SnapshotStore,
         now: Callable[[], float],
         breaking_seconds: float,
-        memo_readers: int,
-        track_readers: bool = True,
+        page_seconds: float = 0.0,
     ):
         self.store = store
         self.feed_config = feed_config
@@ -113,22 +151,13 @@ class PersonalFeeds:
         self.snapshots = snapshots
         self._now = now
         self.breaking_seconds = breaking_seconds
-        self.round_trip = AsyncRoundTrip(store.client)
-        self.pages = ReaderMemo(memo_readers)
-        self.tracking = ReaderTracking(store.client, store.keys, memo_readers if track_readers else 0)
-        self._breaking_cache = BreakingSet(0.0, 0, {}, {}, {})
+        self.pages = RecentPages(page_seconds)
+        self._breaking_cache = BreakingSet(0.0, {}, {}, {})
         self._breaking_refresh: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
-        self._generations = itertools.count(1)
 
-    def parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str, ServedPage | None]:
-        """A reader's page: ``(payload without "stories", each story's compact JSON bytes, "", the reader's
-        :class:`~newsflow.serving.hot_path.ServedPage` or ``None`` when the page did not come from a stored serving
-        form)``; with Redis unreachable ``(the edition's snapshot payload, None, "redis-unavailable", None)``.
-        The returned head may be shared: do not mutate it.
-
-        After the round trip, the page is a pure function of the bytes read, the breaking set and the query,
-        so it is memoized per reader on all of them (:class:`~newsflow.serving.hot_path.ReaderMemo`): the decoded
-        serving form while its bytes stay the same, the profile while its fields do, the page while all do.
+    def parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str]:
+        """A reader's page: ``(payload without "stories", each story's compact JSON bytes, "")``; with Redis
+        unreachable ``(the edition's snapshot payload, None, "redis-unavailable")``. Blocking (a worker thread).
         """
         now = self._now()
         try:
@@ -138,34 +167,23 @@ class PersonalFeeds:
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
 
-    async def parts_async(self, user: str, edition_param: str, limit: int):
-        """:meth:`parts` on the event loop: the round trip through :class:`~newsflow.serving.hot_path.AsyncRoundTrip`
-        (the same two commands as :func:`~newsflow.storage.feed_page.read_for_request`); the breaking set's
-        refresh (once per ``breaking_seconds``) and a feed that must be read another way or built go to
-        the thread pool. With tracking on (:class:`~newsflow.serving.tracking.ReaderTracking`), a reader whose two keys
-        Redis has not invalidated since their last read is answered from that read, without the round trip."""
+    async def parts_async(self, aredis, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str]:
+        """:meth:`parts` on the event loop: the round trip (the commands of
+        :func:`~newsflow.storage.feed_page.read_commands`) through ``aredis`` (a ``redis.asyncio.Redis``); the
+        breaking set's refresh (once per ``breaking_seconds``) and a feed that must be read another way or
+        built go to the thread pool."""
         now = self._now()
         try:
             self.breaker.guard()
-            tracking = self.tracking
-            hit = tracking.lookup(user)
-            if hit is not None:
-                fields, raw = hit
-            else:
-                ticket = tracking.begin(user)
-                commands = read_commands(user, self.store.keys)
-                if ticket is not None:  # the keys' TTLs too: a kept read must not outlive either key
-                    commands += [("PTTL", self.store.keys.user(user)), ("PTTL", self.store.keys.feed_page(user))]
-                read, ttls, sent = None, (), time.monotonic()
-                try:
-                    values, raw, *ttls = await self.round_trip.execute(commands)
-                    read = fields, raw = profile_fields(values), raw
-                finally:
-                    tracking.end(user, ticket, read, ttls, sent)
+            pipe = aredis.pipeline(transaction=False)
+            for command in read_commands(user, self.store.keys):
+                pipe.execute_command(*command)
+            values, raw = await pipe.execute()
+            fields = profile_fields(values)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)
-            done, _ = self._from_form(user, edition_param, limit, fields, raw, brk)
+            done = self._from_form(user, edition_param, limit, fields, raw, brk)
             if done is None:
                 done = await run_in_threadpool(self._finish, user, edition_param, limit, now, fields, raw, brk)
             return done
@@ -192,33 +210,27 @@ class PersonalFeeds:
         snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
         page = feed_page("edition", edition, snap, limit, "redis-unavailable")
         page["user"] = user
-        return page, None, "redis-unavailable", None
+        return page, None, "redis-unavailable"
+
+    def _parse(self, user, edition_param, fields, raw):
+        """``(serving form or None, profile, edition)``: the form is ``None`` when absent or unreadable."""
+        profile = user_from_hash(user, fields)
+        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
+        return self._decode_page(user, raw), profile, edition
 
     def _from_form(self, user, edition_param, limit, fields, raw, brk):
-        """The page from the reader's serving form, without Redis: ``(result, None)``, or ``(None, (page, profile,
-        edition))`` when the form is absent, unreadable (``page`` None) or of another edition than asked (with no
-        ``?edition=``, the reader's own: a form stored for another edition a request asked for is not their
-        feed)."""
-        query = (edition_param, limit, brk.generation)
-        last = self.pages.get(user) if raw is not None else None
-        if last is not None and last.query == query and last.raw == raw and last.fields == fields:
-            return (last.head, last.items, "", last), None
-        profile = last.profile if last is not None and last.fields == fields else user_from_hash(user, fields)
-        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
-        page = last.page if last is not None and last.raw == raw else self._decode_page(user, raw)
+        """The page from the reader's serving form, without Redis, or ``None`` when the form is absent,
+        unreadable or of another edition than asked (with no ``?edition=``, the reader's own: a form stored
+        for another edition a request asked for is not their feed)."""
+        page, profile, edition = self._parse(user, edition_param, fields, raw)
         if page is None or page.edition not in (None, edition):
-            return None, (page, profile, edition)
+            return None
         head, items = self._rerank(user, edition, limit, page, profile, brk)
-        served = ServedPage(raw, page, fields, profile, query, head, items)
-        self.pages.put(user, served)
-        return (head, items, "", served), None
+        return head, items, ""
 
     def _finish(self, user, edition_param, limit, now, fields, raw, brk):
         """:meth:`parts` after the round trip (Redis errors propagate)."""
-        done, rest = self._from_form(user, edition_param, limit, fields, raw, brk)
-        if done is not None:
-            return done
-        page, profile, edition = rest
+        page, profile, edition = self._parse(user, edition_param, fields, raw)
         if page is None:  # no serving form: the feed document (written without one), if any
             page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
         if page is None or page.edition not in (None, edition):
@@ -226,7 +238,7 @@ class PersonalFeeds:
             write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
             page = decode_feed_page(encode_feed_page(doc))
         head, items = self._rerank(user, edition, limit, page, profile, brk)
-        return head, items, "", None
+        return head, items, ""
 
     def _rerank(self, user, edition, limit, page, profile, brk) -> tuple[dict, list]:
         """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
@@ -267,8 +279,7 @@ class PersonalFeeds:
     def breaking_set(self, now: float) -> BreakingSet:
         """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
         and cached in-process for ``breaking_seconds`` (the set changes every few minutes); items are scored
-        at the start of ``now``'s minute (:data:`BREAKING_SCORE_STEP_SECONDS`), and the generation changes
-        only when the stories, their ``since`` or their items do."""
+        at the start of ``now``'s minute (:data:`BREAKING_SCORE_STEP_SECONDS`)."""
         last = self._breaking_cache
         if time.monotonic() < last.expires:
             return last
@@ -285,12 +296,6 @@ class PersonalFeeds:
                     relevance=None,
                     score=decay_score(rec.authority, rec.earliest_time, scored_at, LAMBDA_BREAKING),
                 )
-        if breaking == last.since and items == last.items:
-            generation, encoded = last.generation, last.encoded
-        else:
-            generation = next(self._generations)  # unique even when two threads refresh at once
-            encoded = {sid: compact_json(injected_item(it)) for sid, it in items.items()}
-        self._breaking_cache = BreakingSet(
-            time.monotonic() + self.breaking_seconds, generation, breaking, items, encoded
-        )
+        encoded = {sid: compact_json(injected_item(it)) for sid, it in items.items()}
+        self._breaking_cache = BreakingSet(time.monotonic() + self.breaking_seconds, breaking, items, encoded)
         return self._breaking_cache

