@@ -1,4 +1,4 @@
-"""Issue 10 item 14 through the real streaming job (``python -m newsflow.cli run``, DirectRunner, embedded Redis, Parquet):
+"""Issue 10 item 14 through the real streaming job (``newsflow run``, DirectRunner, embedded Redis, Parquet):
 a permalink re-slugged after a headline edit is one article with the new title and URL and one report of its
 story, whichever version lands first; another outlet's copy is still a syndicated copy."""
 
