@@ -255,6 +255,11 @@ class CrawlWorker:
                 self._counts[name] = self._counts.get(name, 0) + by
             raise
 
+    def stop(self) -> None:
+        """Asks a running :meth:`run` to finish the work in hand and return (call it on the worker's event loop)."""
+        if self._stop is not None:
+            self._stop.set()
+
     # ------------------------------------------------------------------ loop
     async def run(
         self,
