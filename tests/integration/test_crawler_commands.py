@@ -87,7 +87,7 @@ def test_crawl_command_lands_under_the_data_dir_prints_progress_and_reports_safe
             [
                 sys.executable,
                 "-m",
-                "cli",
+                "newsflow.cli",
                 "crawl",
                 "--seeds",
                 str(seeds),
@@ -111,7 +111,7 @@ def test_crawl_command_lands_under_the_data_dir_prints_progress_and_reports_safe
             timeout=90,
         )
         status = subprocess.run(
-            [sys.executable, "-m", "cli", "sources", "status", "--json"],
+            [sys.executable, "-m", "newsflow.cli", "sources", "status", "--json"],
             cwd=cwd,
             env=env,
             capture_output=True,

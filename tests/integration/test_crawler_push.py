@@ -224,7 +224,7 @@ def test_push_server_command(tmp_path):
     # defaults: state under $NEWSFLOW_DATA_DIR (landing/ and redis/newsflow.rdb), nothing in the cwd
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    cmd = [sys.executable, "-m", "cli", "push-server", "--port", str(port)]
+    cmd = [sys.executable, "-m", "newsflow.cli", "push-server", "--port", str(port)]
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NEWSFLOW_PUSH_CREDENTIALS")}
     env["NEWSFLOW_DATA_DIR"] = str(tmp_path / "data")
     refused = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
