@@ -130,7 +130,7 @@ REDIS_RETRY_S = (1.0, 2.0, 4.0, 8.0)
 log = logging.getLogger(__name__)
 HOUSEKEEPING_S = 0.05
 """Seconds between the worker's housekeeping turns: priority requests and registrations applied,
-counters written, the landing buffer's age checked (the idle poll interval; was: every claim)."""
+counters written, the landing buffer's age checked (the idle poll interval)."""
 
 
 def run_async(main):
