@@ -306,12 +306,15 @@ def test_killed_workers_lease_is_picked_up_by_another(redis, tmp_path):
                 proc.kill()
         site.page_delay = 0.0
         cfg = config(srv.port, total_timeout_s=1.5, lease_s=2.0, concurrency=1)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, worker_id="rescuer")
+        # the rescuer's clock is past the doomed worker's lease (2 s)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, worker_id="rescuer", clock=later(2.5))
         # before the lease expires nothing is claimable
         assert fr.claim("probe", time.time(), 2.0, 5) == []
         run_worker(w, max_tasks=1, duration_s=10)
-        time.sleep(0.1)
-        log = [e for e in srv.log if e.path == "/news/7"]
+        deadline = time.monotonic() + 5  # the server logs the doomed worker's request when its 1 s answer ends
+        while len([e for e in srv.log if e.path == "/news/7"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = sorted((e for e in srv.log if e.path == "/news/7"), key=lambda e: e.start)
     assert len(log) == 2 and log[1].start >= killed_at
     docs = landed(tmp_path / "land")
     assert [(d.url, d.title) for d in docs] == [("http://k.test/news/7", "seven")]
