@@ -24,7 +24,7 @@ from newsflow.core.resources import data_path
 
 def _articles(titles):
     from newsflow.core.articles import fingerprint_text
-    from newsflow.core.simhash import simhash_many, to_hex
+    from newsflow.core.simhash import simhash, to_hex
     from newsflow.schemas import Article
 
     out = []
@@ -50,8 +50,7 @@ def _articles(titles):
             source_authority=0.5,
         )
         out.append(a)
-    fps = simhash_many([fingerprint_text(a) for a in out])
-    return [a._replace(simhash=to_hex(int(fp))) for a, fp in zip(out, fps, strict=True)]
+    return [a._replace(simhash=to_hex(simhash(fingerprint_text(a)))) for a in out]
 
 
 def _assign(arts, jaccard) -> tuple[float, int, int]:

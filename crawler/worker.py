@@ -51,6 +51,14 @@ A page answered 429/503 retries at its ``Retry-After``, else after
 ``ETag``/``Last-Modified`` with the ones it carries; they are sent to the URL
 that gave them (the last redirect target), not only to the feed's own URL.
 
+Redis away: when the frontier's Redis stops answering (``REDIS_DOWN``), the worker logs
+``redis unreachable at <where> (<error>), retrying in N s`` (logger ``newsflow.crawler.worker``,
+WARNING), stops claiming, checks with ``PING`` after :data:`REDIS_RETRY_S` and resumes by itself
+once it answers (``redis reachable again at <where>``; redis-py reconnects on the same URL). A
+fetched page whose document was published keeps waiting to complete its lease, so it is not
+fetched and landed again; other work interrupted by the outage is dropped and its task comes back
+when its lease expires. Counter increments stay buffered meanwhile.
+
 Identity (rules in :mod:`newsflow.core.urls`, "Article identity"): the seen set is keyed by
 :func:`newsflow.core.urls.article_id`, so every spelling of one URL is one entry. When a page is
 landed, the URL it is known by (:func:`newsflow.core.urls.choose_canonical` of the fetched URL and the
@@ -63,7 +71,9 @@ the post-redirect URL and the fetched URL are stored as aliases of its id (:mod:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import logging
 import random
 import re
 import time
@@ -71,12 +81,14 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
+import redis.exceptions
+
 from newsflow.core.urls import article_id, canonicalize_url, choose_canonical, source_domain
 from newsflow.crawler.canonical import page_declared_canonical
 from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from newsflow.crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
-from newsflow.crawler.frontier import Frontier, Task
+from newsflow.crawler.frontier import Frontier, Task, describe_redis
 from newsflow.crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy, parse_prefix
 from newsflow.crawler.safety import UnsafeAddressError
 from newsflow.crawler.schedule import (
@@ -110,9 +122,15 @@ PERMANENT_FEED_ERRORS = frozenset(
 """Feed fetch error kinds that retrying will not fix: dead-lettered (once per run of the same failure,
 not at every poll) as well as backed off."""
 REFUSAL_COUNTERS = ("robots_unreachable", "robots_disallowed")
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+"""Errors meaning "Redis is not answering" (server killed, restarting, loading its data, network down)."""
+REDIS_RETRY_S = (1.0, 2.0, 4.0, 8.0)
+"""Seconds between the worker's checks that Redis answers again, the last one repeated."""
+
+log = logging.getLogger(__name__)
 HOUSEKEEPING_S = 0.05
 """Seconds between the worker's housekeeping turns: priority requests and registrations applied,
-counters written, the landing buffer's age checked (the idle poll interval; was: every claim)."""
+counters written, the landing buffer's age checked (the idle poll interval)."""
 
 
 def run_async(main):
@@ -211,38 +229,36 @@ class CrawlWorker:
         self.fetcher: Fetcher | None = None
         self._robots: dict[str, RobotsPolicy] = {}
         self._counts: dict[str, int] = {}  # counter increments not yet written to Redis
-        self._later: list[tuple] = []  # commands sent with the next housekeeping turn (see _send_later)
         self._tails: set[asyncio.Task] = set()  # page tails running (see _start_tail)
         self._tail_slots: asyncio.Semaphore | None = None  # set while run() runs
         self._tail_error: BaseException | None = None
         self._stop: asyncio.Event | None = None
+        self._redis_wait: asyncio.Future | None = None  # set while Redis is away (see _redis_gone)
         self.processed = 0
 
     def _count(self, name: str, by: int = 1) -> None:
         """Adds to a frontier counter (``Keys.crawl_stats``); written by :meth:`flush_counters`."""
         self._counts[name] = self._counts.get(name, 0) + by
 
-    def _send_later(self, command: tuple) -> None:
-        """Queues a command whose effect may lag the work by a housekeeping turn (a robots.txt policy shared
-        with other workers, :meth:`Frontier.robots_put_command`): it is sent with the counters."""
-        self._later.append(command)
-
-    def _buffered_commands(self) -> list[tuple]:
-        """The queued commands and the counter increments (:meth:`Frontier.incr_commands`), taken from the
-        buffers (the caller sends them)."""
-        later, counts = self._later, self._counts
-        self._later, self._counts = [], {}
-        return [*later, *self.frontier.incr_commands(counts)]
-
     def flush_counters(self) -> None:
-        """Writes the buffered counter increments and queued commands (:meth:`_send_later`) in one round trip.
+        """Writes the buffered counter increments (one pipeline, :meth:`Frontier.incr_many`).
 
-        It runs before every progress report and when the loop ends; every :data:`HOUSEKEEPING_S` seconds
-        the loop sends them with the priority pops instead (:meth:`Frontier.apply_priorities`), so they lag
-        the work by well under a second (counters are statistics, no decision reads them; a robots.txt policy
-        another worker does not see yet costs it at most its own fetch of the file).
+        It runs every :data:`HOUSEKEEPING_S` seconds, before every progress report and when the loop
+        ends, so counters lag the work by well under a second (they are statistics; no decision reads
+        them). When Redis is away the increments stay buffered for the next turn.
         """
-        self.frontier.send(self._buffered_commands())
+        counts, self._counts = self._counts, {}
+        try:
+            self.frontier.incr_many(counts)
+        except Exception:
+            for name, by in counts.items():  # kept for the next turn
+                self._counts[name] = self._counts.get(name, 0) + by
+            raise
+
+    def stop(self) -> None:
+        """Asks a running :meth:`run` to finish the work in hand and return (call it on the worker's event loop)."""
+        if self._stop is not None:
+            self._stop.set()
 
     # ------------------------------------------------------------------ loop
     async def run(
@@ -274,13 +290,18 @@ class CrawlWorker:
         stats_at_start = self.frontier.stats() if progress is not None else {}
 
         def report() -> None:
-            self.flush_counters()
+            try:
+                self.flush_counters()
+                counts = progress_counts(stats_at_start, self.frontier.stats())
+                pending = self.frontier.pending()
+            except REDIS_DOWN:  # no line while Redis is away (the waiting is logged)
+                return
             progress(
                 {
                     "elapsed_s": round(time.monotonic() - start, 1),
                     "processed": self.processed,
-                    **progress_counts(stats_at_start, self.frontier.stats()),
-                    "pending": self.frontier.pending(),
+                    **counts,
+                    "pending": pending,
                 }
             )
 
@@ -306,31 +327,41 @@ class CrawlWorker:
                 if duration_s is not None and time.monotonic() - start >= duration_s:
                     stop.set()
                     break
-                now = self.clock()
-                mono = time.monotonic()
-                if i == 0 and mono - housekeeping_at[0] >= HOUSEKEEPING_S:
-                    # priority requests, registrations, counters and the landing buffer's age: every
-                    # HOUSEKEEPING_S, not every turn (one Redis round trip saved per task)
-                    housekeeping_at[0] = mono
-                    self.frontier.apply_priorities(now, also=self._buffered_commands())
-                    await self._maybe_flush_publisher()
-                tasks = self.frontier.claim(self.worker_id, now, self.config.lease_s, 1)
-                if not tasks:
-                    idle = inflight[0] == 0 and not self._tails
-                    if idle_exit_s is not None and idle and time.monotonic() - last_work[0] >= idle_exit_s:
-                        stop.set()
-                        break
-                    await asyncio.sleep(poll_s)
+                if self._redis_wait is not None:  # another loop found Redis away: wait with it
+                    await asyncio.shield(self._redis_wait)
                     continue
-                last_work[0] = time.monotonic()
-                inflight[0] += 1
                 try:
-                    handled = await self.process(tasks[0])
-                finally:
-                    inflight[0] -= 1
-                    last_work[0] = time.monotonic()
-                if handled:
-                    self.processed += 1
+                    await turn(i)
+                except REDIS_DOWN as e:
+                    await self._redis_gone(e)
+
+        async def turn(i: int) -> None:
+            now = self.clock()
+            mono = time.monotonic()
+            if i == 0 and mono - housekeeping_at[0] >= HOUSEKEEPING_S:
+                # priority requests, registrations, counters and the landing buffer's age: every
+                # HOUSEKEEPING_S, not every turn
+                housekeeping_at[0] = mono
+                self.frontier.apply_priorities(now)
+                self.flush_counters()
+                await self._maybe_flush_publisher()
+            tasks = self.frontier.claim(self.worker_id, now, self.config.lease_s, 1)
+            if not tasks:
+                idle = inflight[0] == 0 and not self._tails
+                if idle_exit_s is not None and idle and time.monotonic() - last_work[0] >= idle_exit_s:
+                    stop.set()
+                    return
+                await asyncio.sleep(poll_s)
+                return
+            last_work[0] = time.monotonic()
+            inflight[0] += 1
+            try:
+                handled = await self.process(tasks[0])
+            finally:
+                inflight[0] -= 1
+                last_work[0] = time.monotonic()
+            if handled:
+                self.processed += 1
 
         running = asyncio.get_running_loop()
         loops = [running.create_task(loop(i)) for i in range(self.config.concurrency)]
@@ -352,6 +383,43 @@ class CrawlWorker:
         if progress is not None:
             report()
         return {"processed": self.processed, **self.frontier.stats()}
+
+    async def _redis_gone(self, error: BaseException) -> bool:
+        """Waits until Redis answers again after ``error`` (one of :data:`REDIS_DOWN`).
+
+        One check runs at a time, whichever coroutine hit the error first; the others wait for it.
+        Each failed check is logged (WARNING) with the time to the next one. Returns True once Redis
+        answers ``PING``, False when the worker is stopping first.
+        """
+        if self._redis_wait is None:
+            self._redis_wait = asyncio.ensure_future(self._until_redis_answers(error))
+            self._redis_wait.add_done_callback(self._redis_back)
+        return await asyncio.shield(self._redis_wait)
+
+    def _redis_back(self, wait: asyncio.Future) -> None:
+        if self._redis_wait is wait:
+            self._redis_wait = None
+
+    async def _until_redis_answers(self, error: BaseException) -> bool:
+        where = describe_redis(self.frontier.r)
+        for attempt in itertools.count():
+            wait = REDIS_RETRY_S[min(attempt, len(REDIS_RETRY_S) - 1)]
+            log.warning("redis unreachable at %s (%s), retrying in %g s", where, error, wait)
+            if self._stop is not None:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), wait)
+                    return False  # stopping
+                except TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(wait)
+            try:
+                await asyncio.to_thread(self.frontier.r.ping)
+            except REDIS_DOWN as e:
+                error = e
+                continue
+            log.warning("redis reachable again at %s; crawling resumes", where)
+            return True
 
     async def _start_tail(self, coro) -> None:
         """Runs ``coro`` (the rest of a fetched page's work) without holding the connection loop.
@@ -376,7 +444,11 @@ class CrawlWorker:
         self._tails.discard(t)
         if self._tail_slots is not None:
             self._tail_slots.release()
-        if not t.cancelled() and t.exception() is not None and self._tail_error is None:
+        if not t.cancelled() and isinstance(t.exception(), REDIS_DOWN):
+            # Redis went away before the document was published (the failure path's dead letter): the task's
+            # lease expires and it runs again; the loops notice the outage on their next call
+            log.warning("page tail dropped, redis unreachable: %s", t.exception())
+        elif not t.cancelled() and t.exception() is not None and self._tail_error is None:
             self._tail_error = t.exception()
             if self._stop is not None:
                 self._stop.set()
@@ -400,27 +472,24 @@ class CrawlWorker:
     # ------------------------------------------------------------------ robots
     async def robots_policy(self, url: str) -> RobotsPolicy:
         """robots.txt policy for ``url``'s scheme/host/port (memory, then Redis, then fetched)."""
-        pol, _, put = await self._robots_policy(url)
-        if put is not None:
-            self.frontier.send([put])
+        pol, _ = await self._robots_policy(url)
         return pol
 
-    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, FetchResult | None, tuple | None]:
-        """The robots.txt policy for ``url``, the robots.txt fetch result when it was requested just now, and
-        then the command that shares the new policy with other workers (:meth:`Frontier.robots_put_command`),
-        which the caller must send (with the task's completion when it can: one round trip less)."""
+    async def _robots_policy(self, url: str) -> tuple[RobotsPolicy, FetchResult | None]:
+        """The robots.txt policy for ``url`` and the robots.txt fetch result when it was requested just now (the
+        new policy is then shared with other workers through Redis, :meth:`Frontier.robots_put`)."""
         parts = urlsplit(url)
         key = f"{parts.scheme}://{parts.netloc.lower()}"
         now = self.clock()
         pol = self._robots.get(key)
         if pol is not None and pol.expires_at > now:
-            return pol, None, None
+            return pol, None
         cached = self.frontier.robots_get(key)
         if cached:
             pol = RobotsPolicy.from_json(cached)
             if pol.expires_at > now:
                 self._robots[key] = pol
-                return pol, None, None
+                return pol, None
         robots_url = key + "/robots.txt"
         res = await self.fetcher.fetch(robots_url, prefix_limit=ROBOTS_MAX_BYTES)
         if res.error_kind == "unsafe_address" and res.refused_url in ("", robots_url):
@@ -440,7 +509,8 @@ class CrawlWorker:
         pol = RobotsPolicy.from_fetch(key, status, body, now, retry_after_s=res.retry_after_s, error=error)
         self._robots[key] = pol
         self._count("robots_fetched")
-        return pol, res, self.frontier.robots_put_command(key, pol.to_json(), pol.expires_at - now)
+        self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
+        return pol, res
 
     def _host_delay(self, pol: RobotsPolicy, result: FetchResult | None = None) -> float:
         """Seconds the host must rest after a request (module doc, "Politeness")."""
@@ -463,7 +533,7 @@ class CrawlWorker:
         """
         now = self.clock()
         try:
-            pol, robots_res, put = await self._robots_policy(task.url)
+            pol, robots_res = await self._robots_policy(task.url)
         except UnsafeAddressError as e:
             self._refuse_unsafe(task, now, str(e))
             return True
@@ -482,13 +552,11 @@ class CrawlWorker:
             if delay > 0:
                 # robots.txt was a request to this host too: the task waits out the host delay in its queue
                 self._count("robots_then_requeued")
-                self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock(), also=[put])
+                self.frontier.complete(task, self.worker_id, self.clock(), delay, self.clock())
                 return False
             # no rest is due after it (min_host_delay_s 0, no Crawl-delay, no throttling answer): the task's own
             # request follows at once on the same lease, as it would right after a requeue and a claim
             self._count("robots_then_fetched")
-        if put is not None:
-            self._send_later(put)
         if not pol.allowed(task.url, self.config.robots_agent):
             reason = "robots_unreachable" if pol.disallow_all else "robots_disallowed"
             self._count(reason)
@@ -558,7 +626,7 @@ class CrawlWorker:
             )
             return
         fields = {"last_fetch": now, "last_status": res.status, "failures": 0, "last_error": "", "backoff_until": ""}
-        published, marks = [], []
+        published, marks = [], []  # marks: article URLs marked seen with the completion
         if res.status == 304:
             new_items, first = 0, False
             hints = {}
@@ -596,15 +664,14 @@ class CrawlWorker:
             fields["title"] = parsed_title
             fields["hints"] = json.dumps(hints)
             linked = self._linked_entries(task, entries, now)
-            # the seen checks (not marking), the new entries' tasks with the feed's item-id set (one round trip,
-            # tasks first), and the seen marks only with the completion: a failure anywhere in between leaves
-            # entries unmarked, queued again by the next fetch, never marked seen without a task
-            unseen = self.frontier.unseen([e.url for e in linked])
-            adds = self._entry_tasks(task, linked, unseen, parsed_title, now, parsed_language)
-            _created, (new_items, first) = self.frontier.add_many_and_count_new_items(
-                adds, task.tid, [e.guid or e.url or "" for e in entries]
-            )
-            marks = self.frontier.seen_commands([a["url"] for a in adds], self.config.seen_ttl_s)
+            # the seen checks (not marking), the new entries' tasks, the feed's item-id set, and the seen marks
+            # only with the completion: a failure anywhere in between leaves entries unmarked, queued again by
+            # the next fetch, never marked seen without a task
+            seen = self.frontier.seen([e.url for e in linked])
+            adds = self._entry_tasks(task, linked, seen, parsed_title, now, parsed_language)
+            self.frontier.add_many(adds)
+            new_items, first = self.frontier.count_new_items(task.tid, [e.guid or e.url or "" for e in entries])
+            marks = [a["url"] for a in adds]
             published = [e.published_time for e in entries]
             fields["items"] = len(entries)
         hints = hints or json.loads(st.get("hints") or "{}")
@@ -623,7 +690,9 @@ class CrawlWorker:
             next_due=round(due, 3),
             fetches=int(st.get("fetches") or 0) + 1,
         )
-        ok = self.frontier.complete(task, self.worker_id, now, delay, due, fields, also=marks)
+        ok = self.frontier.complete(
+            task, self.worker_id, now, delay, due, fields, seen_urls=marks, seen_ttl_s=self.config.seen_ttl_s
+        )
         self._count("feeds_fetched" if ok else "lease_lost")
 
     def _robots_for(self, url: str) -> RobotsPolicy:
@@ -647,13 +716,13 @@ class CrawlWorker:
         return linked
 
     def _entry_tasks(
-        self, task: Task, linked: list, unseen: list[bool], feed_title: str, now: float, feed_language: str = ""
+        self, task: Task, linked: list, seen: list[bool], feed_title: str, now: float, feed_language: str = ""
     ) -> list[dict]:
         """The page tasks (:meth:`Frontier.add_many` items) of the linked entries not seen before, counted."""
         source_name = task.state.get("source_name") or feed_title or None
         adds = []
-        for e, new in zip(linked, unseen, strict=True):
-            if not new:
+        for e, was_seen in zip(linked, seen, strict=True):
+            if was_seen:
                 continue
             meta = {
                 "title": e.title,
@@ -752,7 +821,6 @@ class CrawlWorker:
 
     async def _page_tail(self, task: Task, res: FetchResult, doc: RawDocument, now: float, delay: float) -> None:
         """A fetched page's work after the fetch: publish, identity, links, lease completion."""
-        m = task.meta
         body, ctype = res.body or b"", res.headers.get("content-type", "")
         # the declared canonical is read in the publish's thread hop (one hop per page, not two)
         published, declared = await self._publish(
@@ -761,10 +829,21 @@ class CrawlWorker:
         if not published:
             return
         self._count("pages_landed")
+        while True:  # the document is out: complete the lease even across a Redis outage (no second landing)
+            try:
+                self._finish_page(task, res, declared, now, delay)
+                return
+            except REDIS_DOWN as e:
+                if not await self._redis_gone(e):
+                    return  # stopping: the lease expires and the page is fetched again
+
+    def _finish_page(self, task: Task, res: FetchResult, declared: str, now: float, delay: float) -> None:
+        """A published page's Redis work (idempotent, so it may run again): aliases, links, seen marks, completion."""
+        m = task.meta
         seen = self._record_identity(task, res, declared)
         if self.config.follow_links and task.depth < self.config.follow_links:
             # the page's own URLs are seen before its links are checked (a link to its canonical is not new)
-            self.frontier.send(seen)
+            self.frontier.mark_seen_many(seen, self.config.seen_ttl_s)
             links = []
             for link in same_site_links(res.body, res.final_url, self.config.max_links_per_page):
                 try:
@@ -778,21 +857,23 @@ class CrawlWorker:
             meta = {"source_name": m.get("source_name"), "feed_url": m.get("feed_url")}
             adds = [
                 {"url": link, "kind": "page", "due": now, "source": task.url, "depth": task.depth + 1, "meta": meta}
-                for link, new in zip(links, self.frontier.unseen(links), strict=True)
-                if new
+                for link, was_seen in zip(links, self.frontier.seen(links), strict=True)
+                if not was_seen
             ]
             self.frontier.add_many(adds)
             if adds:
                 self._count("links_enqueued", len(adds))
-            seen = self.frontier.seen_commands([a["url"] for a in adds], self.config.seen_ttl_s)
-        ok = self.frontier.complete(task, self.worker_id, now, delay, None, also=seen)
+            seen = [a["url"] for a in adds]
+        ok = self.frontier.complete(
+            task, self.worker_id, now, delay, None, seen_urls=seen, seen_ttl_s=self.config.seen_ttl_s
+        )
         if not ok:
             self._count("lease_lost")
 
-    def _record_identity(self, task: Task, res: FetchResult, declared: str) -> list[tuple]:
+    def _record_identity(self, task: Task, res: FetchResult, declared: str) -> list[str]:
         """Stores a landed page's other URLs as aliases (module doc; ``declared``: the canonical URL the page
-        declares, :func:`newsflow.crawler.canonical.page_declared_canonical`); returns the commands that mark its
-        canonical and fetched URLs seen (:meth:`Frontier.seen_commands`), sent with the page's completion."""
+        declares, :func:`newsflow.crawler.canonical.page_declared_canonical`); returns its canonical and fetched
+        URLs, to be marked seen with the page's completion."""
         known_as = choose_canonical(res.final_url, declared)
         try:
             target = article_id(known_as)
@@ -803,7 +884,7 @@ class CrawlWorker:
         )
         if added:
             self._count("aliases_recorded", added)
-        return self.frontier.seen_commands(sorted({known_as, res.final_url}), self.config.seen_ttl_s)
+        return sorted({known_as, res.final_url})
 
     async def _publish(self, task: Task, docs: list, now: float, delay: float, then: Callable | None = None) -> tuple:
         """Publishes ``docs`` off the event loop; ``(True, then())`` once the sink accepted them.

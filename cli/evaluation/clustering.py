@@ -314,12 +314,12 @@ def near_duplicate_labels(
 
     from newsflow.core.lsh import BandIndex
     from newsflow.core.minhash_check import BORDERLINE, confirm, hamming_to_all, minhash_many
-    from newsflow.core.simhash import simhash_many
+    from newsflow.core.simhash import simhash
 
     index = BandIndex()
     cluster_of: dict[str, str] = {}
     labels = []
-    fps = simhash_many(list(titles))
+    fps = np.array([simhash(t) for t in titles], dtype=np.uint64)
     sigs = minhash_many(list(titles)) if minhash_recheck else []
     checked = confirmed = 0
     for i, (item_id, fp) in enumerate(zip(ids, fps, strict=False)):

@@ -35,12 +35,10 @@ or language can reproduce it bit for bit:
    pseudorandom number generators", OOPSLA 2014; constants from Vigna's
    ``splitmix64.c``), a bijection with full avalanche, so feature hashes are
    well spread and order-sensitive (``"a b c"`` and ``"c b a"`` differ).
-   Why not a cryptographic hash such as BLAKE2b per shingle: a word
-   polynomial can be computed for every token at once with numpy prefix sums
-   (:func:`simhash_many`), with no per-token Python call, which makes the
-   batch path several times faster; SimHash needs well-mixed, deterministic
-   feature hashes, not collision resistance against an adversary. Python's
-   ``hash()`` is never used: it is salted per process.
+   Why not a cryptographic hash such as BLAKE2b per shingle: SimHash needs
+   well-mixed, deterministic feature hashes, not collision resistance against
+   an adversary, and fingerprints already stored must keep their bits.
+   Python's ``hash()`` is never used: it is salted per process.
 5. **Weights**: a feature's weight is the number of times it occurs in the
    text (repeated shingles count once per occurrence).
 6. **Bit accounting** (Charikar): for each bit position ``j`` (0 = least
@@ -52,8 +50,7 @@ or language can reproduce it bit for bit:
 
 With the same features, weights and feature hash, the PyPI ``simhash`` package
 (``simhash.Simhash(features, hashfunc=lambda b: feature_hash(b.decode()).to_bytes(8, "big"))``)
-returns identical fingerprints; the tests and ``benchmarks/simhash.py`` check
-this.
+returns identical fingerprints; ``tests/unit/test_simhash.py`` checks this.
 
 LSH bands (:func:`bands`): band ``i`` of a fingerprint is bits
 ``[i * band_bits, (i + 1) * band_bits)`` counting from the least significant
@@ -82,7 +79,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from newsflow.core.scripts import dense_class, dense_table
+from newsflow.core.scripts import dense_class
 
 FINGERPRINT_BITS = 64
 """Width of a fingerprint in bits."""
@@ -95,8 +92,7 @@ MAX_FINGERPRINT = (1 << FINGERPRINT_BITS) - 1
 _MASK64 = MAX_FINGERPRINT
 _MIX_C1 = 0xBF58476D1CE4E5B9
 _MIX_C2 = 0x94D049BB133111EB
-_WORD_BASE = 0x100000001B3  # the 64-bit FNV prime; odd, so invertible mod 2**64
-_WORD_BASE_INV = pow(_WORD_BASE, -1, 1 << 64)
+_WORD_BASE = 0x100000001B3  # the 64-bit FNV prime
 _HEX_RE = re.compile(r"[0-9a-fA-F]{16}")
 
 
@@ -163,28 +159,14 @@ def shingles(tokens: Sequence[str], k: int = SHINGLE_SIZE) -> list[str]:
     """
     if k < 1:
         raise ValueError(f"shingle size k must be >= 1, got {k}")
-    n = len(tokens)
-    if n < k:
+    if len(tokens) < k:
         return list(tokens)
-    if k == 1:
-        return list(tokens)
-    if k == 3:
-        return [" ".join(g) for g in zip(tokens, tokens[1:], tokens[2:], strict=False)]
-    return [" ".join(tokens[i : i + k]) for i in range(n - k + 1)]
-
-
-def _mix64_int(z: int) -> int:
-    """splitmix64 finalizer on a Python int (see the module docstring)."""
-    z ^= z >> 30
-    z = (z * _MIX_C1) & _MASK64
-    z ^= z >> 27
-    z = (z * _MIX_C2) & _MASK64
-    return z ^ (z >> 31)
+    return [" ".join(tokens[i : i + k]) for i in range(len(tokens) - k + 1)]
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer on a uint64 array (wrapping multiplication); modifies ``z``."""
-    z ^= z >> np.uint64(30)
+    """splitmix64 finalizer (module docstring) on a uint64 array, multiplication wrapping mod 2**64."""
+    z = z ^ (z >> np.uint64(30))
     z *= np.uint64(_MIX_C1)
     z ^= z >> np.uint64(27)
     z *= np.uint64(_MIX_C2)
@@ -192,14 +174,30 @@ def _mix64(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _word_hash_int(word: str) -> int:
-    """Word hash on Python ints: mix64(sum(ord(c) * B**i) mod 2**64)."""
+@functools.lru_cache(maxsize=1 << 16)
+def _word_polynomial(word: str) -> int:
+    """``sum(ord(word[i]) * B**i) mod 2**64`` by Horner's rule from the last character.
+
+    Cached: word frequencies are Zipfian, so most words of a new text were seen before."""
     acc = 0
-    power = 1
-    for ch in word:
-        acc = (acc + ord(ch) * power) & _MASK64
-        power = (power * _WORD_BASE) & _MASK64
-    return _mix64_int(acc)
+    for ch in reversed(word):
+        acc = (acc * _WORD_BASE + ord(ch)) & _MASK64
+    return acc
+
+
+def _feature_hashes(words: Sequence[str], k: int) -> np.ndarray:
+    """Hashes of the ``k``-word features of ``words`` (module docstring, step 4), uint64 array.
+
+    Feature ``i`` is the words ``i .. i + k - 1``; with ``k = 1`` every word is a unigram
+    feature. ``len(words) - k + 1`` hashes (none when fewer than ``k`` words)."""
+    n = len(words) - k + 1
+    if n <= 0:
+        return np.zeros(0, dtype=np.uint64)
+    w = _mix64(np.array([_word_polynomial(p) for p in words], dtype=np.uint64))
+    h = np.zeros(n, dtype=np.uint64)
+    for j in range(k):
+        h = _mix64(h ^ w[j : j + n])
+    return h
 
 
 def feature_hash(feature: str) -> int:
@@ -219,150 +217,19 @@ def feature_hash(feature: str) -> int:
       TypeError: ``feature`` is not a ``str``.
     """
     if not isinstance(feature, str):
-        raise TypeError(f"feature must be str, got {type(feature).__name__}")
-    h = 0
-    for word in feature.split(" "):
-        h = _mix64_int(h ^ _word_hash_int(word))
-    return h
+        raise TypeError(f"feature must be str, got {type(feature).__name__}: {feature!r}")
+    words = feature.split(" ")
+    return int(_feature_hashes(words, len(words))[0])
 
 
-class _Powers:
-    """Cached ``B**i`` and ``B**-i`` mod 2**64 (uint64) for i < n, grown on demand."""
-
-    def __init__(self) -> None:
-        self.fwd = np.ones(1, dtype=np.uint64)
-        self.inv = np.ones(1, dtype=np.uint64)
-
-    def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if len(self.fwd) < n:
-            size = max(n, 2 * len(self.fwd))
-            fwd = np.full(size, _WORD_BASE, dtype=np.uint64)
-            inv = np.full(size, _WORD_BASE_INV, dtype=np.uint64)
-            fwd[0] = inv[0] = 1
-            # cumprod wraps modulo 2**64, which is the arithmetic we want.
-            self.fwd, self.inv = np.cumprod(fwd), np.cumprod(inv)
-        return self.fwd, self.inv
-
-
-_POWERS = _Powers()
-
-
-def _span_word_hashes(code_points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Word hashes of the spans ``code_points[starts[k]:ends[k]]``, uint64 (len(starts),).
-
-    With ``t_i = cp_i * B**i`` (i = global index) and prefix sums ``c``, a span's
-    polynomial is ``(c[end] - c[start]) * B**-start`` (B is odd, so invertible
-    mod 2**64); all arithmetic wraps modulo 2**64.
-    """
-    n = len(code_points)
-    fwd, inv = _POWERS.get(n + 1)
-    prefix = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(code_points.astype(np.uint64) * fwd[:n], out=prefix[1:])
-    return _mix64((prefix[ends] - prefix[starts]) * inv[starts])
-
-
-def _code_points(text: str) -> np.ndarray:
-    """Unicode code points of ``text`` as uint32 (lone surrogates kept as-is)."""
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-
-
-_WORD_TABLE: np.ndarray | None = None
-
-
-def _word_table() -> np.ndarray:
-    """int8 table over all code points: 0 = no token, 1 = word character (``\\w``), 2 = dense.
-
-    Built once, on first use (~0.3 s), by running ``\\w+`` over a string of every
-    code point and marking :func:`newsflow.core.scripts.dense_table`, so it agrees with
-    :func:`tokenize` by construction.
-    """
-    global _WORD_TABLE
-    if _WORD_TABLE is None:
-        table = np.zeros(0x110000, dtype=np.int8)
-        for m in re.finditer(r"\w+", "".join(map(chr, range(0x110000)))):
-            table[m.start() : m.end()] = 1
-        table[dense_table()] = 2
-        _WORD_TABLE = table
-    return _WORD_TABLE
-
-
-def _feature_hashes(features: list[str]) -> np.ndarray:
-    """Vectorized :func:`feature_hash` over a list of feature strings; uint64 array."""
-    parts: list[str] = []
-    lengths = np.empty(len(features), dtype=np.int64)
-    for i, f in enumerate(features):
-        if not isinstance(f, str):
-            raise TypeError(f"features must be str, got {type(f).__name__}: {f!r}")
-        split = f.split(" ")
-        lengths[i] = len(split)
-        parts.extend(split)
-    part_len = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    ends = np.cumsum(part_len)
-    word = _span_word_hashes(_code_points("".join(parts)), ends - part_len, ends)
-    offsets = np.zeros(len(features), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=offsets[1:])
-    h = np.zeros(len(features), dtype=np.uint64)
-    for j in range(int(lengths.max(initial=0))):
-        active = np.flatnonzero(lengths > j)
-        h[active] = _mix64(h[active] ^ word[offsets[active] + j])
-    return h
-
-
-# Per-segment bit counting. Bit b + 16q of a hash is moved into 16-bit lane q of
-# row b (rows b = 0..15, lanes q = 0..3), so one uint64 addition adds four bit
-# counters at once; a lane holds counts up to 65535 features per segment.
-_LANE_MASK = np.uint64(0x0001000100010001)
-_LANE_SHIFTS = np.arange(16, dtype=np.uint64)
-_LANE_OFFSETS = np.array([0, 16, 32, 48], dtype=np.uint64)
-_MAX_LANE_COUNT = 0xFFFF
-
-
-def _segment_bit_counts(hashes: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Counts set bits per segment.
-
-    Args:
-      hashes: uint64 array, shape (n,).
-      starts: int64 array, shape (m,), strictly increasing segment starts, all
-        ``< n``; segment s is ``hashes[starts[s]:starts[s+1]]`` (the last one runs
-        to the end), each at most 65535 long.
-
-    Returns:
-      int64 array (m, 64); ``[s, j]`` = number of hashes in segment s with bit j set.
-    """
-    lanes = (hashes[None, :] >> _LANE_SHIFTS[:, None]) & _LANE_MASK  # (16, n)
-    sums = np.add.reduceat(lanes, starts, axis=1)  # (16, m)
-    counts = (sums[:, :, None] >> _LANE_OFFSETS) & np.uint64(_MAX_LANE_COUNT)  # (16, m, 4): [b, s, q]
-    return counts.transpose(1, 2, 0).reshape(len(starts), 64).astype(np.int64)  # column 16q + b
-
-
-def _counts_per_text(hashes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """(n_texts, 64) int64 set-bit counts for consecutive runs of ``lengths`` hashes."""
-    m = len(lengths)
-    out = np.zeros((m, 64), dtype=np.int64)
-    # Split every run into pieces of at most 65535 hashes (lane capacity).
-    pieces = np.maximum(1, -(-lengths // _MAX_LANE_COUNT))
-    pieces[lengths == 0] = 0
-    owner = np.repeat(np.arange(m), pieces)
-    if owner.size == 0:
-        return out
-    text_start = np.zeros(m, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=text_start[1:])
-    first_piece = np.zeros(m, dtype=np.int64)
-    np.cumsum(pieces[:-1], out=first_piece[1:])
-    piece_rank = np.arange(owner.size) - first_piece[owner]
-    starts = text_start[owner] + piece_rank * _MAX_LANE_COUNT
-    counts = _segment_bit_counts(hashes, starts)
-    if owner.size == m:
-        out[:] = counts
-    else:
-        np.add.at(out, owner, counts)
-    return out
-
-
-def _pack_bits(set_bits: np.ndarray) -> np.ndarray:
-    """(m, 64) bool, column j = bit j -> uint64 array (m,)."""
-    packed = np.packbits(set_bits, axis=1, bitorder="little")  # byte k = bits 8k..8k+7
-    return packed.view("<u8").reshape(-1).astype(np.uint64)
+def _majority_bits(hashes: np.ndarray, weights: np.ndarray) -> int:
+    """Step 6: bit ``j`` is 1 iff the weight of ``hashes`` with bit ``j`` set is more than half the total."""
+    total = float(weights.sum())
+    if total == 0.0:
+        return 0
+    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8), bitorder="little").reshape(-1, 64)  # column j = bit j
+    set_bits = 2.0 * (weights @ bits) > total
+    return int.from_bytes(np.packbits(set_bits, bitorder="little").tobytes(), "little")
 
 
 def simhash_features(features: Iterable[str], weights: Iterable[float] | None = None) -> int:
@@ -383,40 +250,32 @@ def simhash_features(features: Iterable[str], weights: Iterable[float] | None = 
       the total weight is 0.
 
     Raises:
-      TypeError: a feature is not a ``str``.
+      TypeError: ``features`` is a single ``str``, or a feature is not a ``str``.
       ValueError: ``weights`` has a different length than ``features``, or a
         weight is negative or not finite.
     """
     if isinstance(features, str):
         raise TypeError("features must be an iterable of str, not a single str")
-    feats = list(features)
+    hashes = np.array([feature_hash(f) for f in features], dtype=np.uint64)
     if weights is None:
-        w = np.ones(len(feats), dtype=np.float64)
-    else:
-        try:
-            w = np.asarray(list(weights), dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError("weights must be numbers") from None
-        if w.shape != (len(feats),):
-            raise ValueError(f"got {len(feats)} features but {w.size} weights")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("weights must be finite and >= 0")
-    hashes = _feature_hashes(feats)
-    total = float(w.sum())
-    if not feats or total == 0.0:
-        return 0
-    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8), bitorder="little").reshape(-1, 64)
-    ones = w @ bits  # (64,), column j = bit j
-    return int(_pack_bits((2.0 * ones > total)[None, :])[0])
+        return _majority_bits(hashes, np.ones(len(hashes)))
+    try:
+        w = np.asarray(list(weights), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("weights must be numbers") from None
+    if w.shape != hashes.shape:
+        raise ValueError(f"got {len(hashes)} features but {w.size} weights")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite and >= 0")
+    return _majority_bits(hashes, w)
 
 
 def simhash(text: str) -> int:
     """SimHash fingerprint of a text, per the module specification.
 
-    Short texts (normalized length <= 160 characters, e.g. headlines) are
-    fingerprinted in plain Python, which is faster than numpy's per-call
-    overhead; longer ones go through :func:`simhash_many`. Both give the same
-    value. For many texts, :func:`simhash_many` is much faster.
+    The same value as ``simhash_features(shingles(tokenize(text)))`` (every
+    occurrence of a shingle counts once), with the shingle hashes chained
+    from the token hashes instead of joining and splitting shingle strings.
 
     Args:
       text: any Unicode string.
@@ -428,203 +287,9 @@ def simhash(text: str) -> int:
     Raises:
       TypeError: ``text`` is not a ``str``.
     """
-    norm = normalize(text)
-    if len(norm) <= _SMALL_TEXT_CHARS:
-        return _simhash_small(norm)
-    return int(_fingerprints([norm])[0])
-
-
-_SMALL_TEXT_CHARS = 160
-
-
-# Word hashes of recent tokens: token -> w(token) and mix64(w(token)) as one 256-bit lane (32
-# little-endian bytes: w in the low 128 bits, mix64(w) in the high 128), the first link of every
-# shingle chain starting at it. Token frequencies are Zipfian, so most tokens of a new headline were
-# seen before and skip the per-character loop; cleared when full (values never change). Keys are str
-# tokens, or ASCII bytes tokens from the ASCII fast path of _simhash_small (the same code points).
-_WORD_CACHE: dict = {}
-_WORD_CACHE_MAX = 1 << 17
-
-_LANE = 256  # bits per lane of _simhash_small
-_HALF = _LANE // 2
-_LANE_MASKS = [0]  # [n]: the low 64 bits of each of n lanes
-_FIELD_MASKS = [0]  # [n]: bits 0, 8, ..., 56 of each of n lanes
-_FIELD_ONES = sum(1 << (8 * j) for j in range(64))  # 1 in each of 64 8-bit fields
-_BIT_CHARS = bytes.maketrans(b"\x00\x01", b"01")
-# ASCII bytes: word characters (\w: alnum or "_") kept, every other byte -> space
-_ASCII_WORDS = bytes(c if (chr(c).isalnum() or c == 0x5F) else 0x20 for c in range(128)) + b" " * 128
-_MAX_SMALL_FEATURES = 255  # 8-bit field sums of _simhash_small stay below 256
-
-
-def _word_entry(token) -> bytes:
-    """``w(token)`` and ``mix64(w(token))`` as one 32-byte lane, remembered in ``_WORD_CACHE``. The
-    polynomial is evaluated by Horner's rule, highest power first (same value as ``_word_hash_int``)."""
-    acc = 0
-    for c in reversed(token) if isinstance(token, bytes) else map(ord, reversed(token)):
-        acc = (acc * _WORD_BASE + c) & _MASK64
-    w = _mix64_int(acc)
-    entry = w.to_bytes(16, "little") + _mix64_int(w).to_bytes(16, "little")
-    if len(_WORD_CACHE) >= _WORD_CACHE_MAX:
-        _WORD_CACHE.clear()
-    _WORD_CACHE[token] = entry
-    return entry
-
-
-def _lane_masks(n: int) -> tuple[int, int]:
-    """(``_LANE_MASKS[n]``, ``_FIELD_MASKS[n]``), extended on demand."""
-    while len(_LANE_MASKS) <= n:
-        shift = _LANE * (len(_LANE_MASKS) - 1)
-        _LANE_MASKS.append(_LANE_MASKS[-1] | (_MASK64 << shift))
-        _FIELD_MASKS.append(_FIELD_MASKS[-1] | (0x0101010101010101 << shift))
-    return _LANE_MASKS[n], _FIELD_MASKS[n]
-
-
-def _simhash_small(norm: str) -> int:
-    """SimHash of one normalized text with Python ints (same result as numpy), all features at once.
-
-    Tokens: for ASCII text ``bytes.translate`` + ``split`` (ASCII ``\\w`` is ``[A-Za-z0-9_]`` and ASCII has
-    no dense characters, so these are the regex's tokens); else the token regex. SIMD within one Python
-    int: token ``i``'s cached ``(w, mix64(w))`` is lane ``i`` (256 bits) of one integer ``x``, and feature
-    ``i`` is lane ``i`` of ``z`` (value in the low 64 bits), so each step of the 3-gram chain
-    ``mix64(mix64(mix64(w_i) ^ w_i+1) ^ w_i+2)`` is one big-int operation over every shingle: after a shift
-    the bits that crossed in from the next lane are masked off, and a lane's 64 x 64-bit product fits in
-    it. Counting: ``(z >> p) & 0x0101..01`` puts bit ``8q + p`` of every feature into an 8-bit field;
-    four ``p`` share a lane, and halving folds (``low lanes + high lanes``) sum the fields over all
-    features. Adding ``127 - n // 2`` to every field sets its top bit iff ``count > n / 2`` (the
-    specification's rule; no field passes 255 for n <= 255 features); those 64 bits, put back in column
-    order, are the fingerprint.
-    """
-    toks = norm.encode("ascii").translate(_ASCII_WORDS).split() if norm.isascii() else _token_re().findall(norm)
-    n_tok = len(toks)
-    if not n_tok:
-        return 0
-    get = _WORD_CACHE.get
-    x = int.from_bytes(b"".join([get(t) or _word_entry(t) for t in toks]), "little")
-    if n_tok < SHINGLE_SIZE:  # unigrams: mix64(w)
-        nf = n_tok
-        lanes, fields = _lane_masks(nf)
-        z = (x >> _HALF) & lanes
-    else:  # SHINGLE_SIZE == 3
-        nf = n_tok - SHINGLE_SIZE + 1
-        if nf > _MAX_SMALL_FEATURES:
-            return int(_fingerprints([norm])[0])
-        lanes, fields = _lane_masks(nf)
-        c1, c2 = _MIX_C1, _MIX_C2
-        z = ((x >> _HALF) ^ (x >> _LANE)) & lanes  # mix64(w_i) ^ w_i+1
-        z ^= (z >> 30) & lanes
-        z = (z * c1) & lanes
-        z ^= (z >> 27) & lanes
-        z = (z * c2) & lanes
-        z ^= ((z >> 31) ^ (x >> (2 * _LANE))) & lanes  # ... ^ w_i+2
-        z ^= (z >> 30) & lanes
-        z = (z * c1) & lanes
-        z ^= (z >> 27) & lanes
-        z = (z * c2) & lanes
-        z ^= (z >> 31) & lanes
-    # field 8p + q (bit 64p + 8q) of a lane of lo (p < 4) / hi (p >= 4) counts bit 8q + p
-    lo = (z & fields) | ((z >> 1) & fields) << 64 | ((z >> 2) & fields) << 128 | ((z >> 3) & fields) << 192
-    hi = ((z >> 4) & fields) | ((z >> 5) & fields) << 64 | ((z >> 6) & fields) << 128 | ((z >> 7) & fields) << 192
-    n = nf
-    while n > 1:
-        keep = (n + 1) >> 1
-        low = (1 << (_LANE * keep)) - 1
-        lo = (lo & low) + (lo >> (_LANE * keep))
-        hi = (hi & low) + (hi >> (_LANE * keep))
-        n = keep
-    tops = ((((lo | hi << _LANE) + (127 - nf // 2) * _FIELD_ONES) >> 7) & _FIELD_ONES).to_bytes(64, "little")
-    # byte 8p + q is bit 8q + p: tops[q::8] are bits 8q .. 8q + 7
-    bits = tops[0::8] + tops[1::8] + tops[2::8] + tops[3::8] + tops[4::8] + tops[5::8] + tops[6::8] + tops[7::8]
-    return int(bits[::-1].translate(_BIT_CHARS), 2)
-
-
-# simhash_many works in chunks of about this many characters to bound the
-# memory of its temporary arrays (~30 bytes per character).
-_CHUNK_CHARS = 1 << 19
-
-
-def simhash_many(texts: Iterable[str]) -> np.ndarray:
-    """Batch SimHash: the same fingerprints as :func:`simhash`, computed fast.
-
-    All per-character and per-token work is vectorized with numpy: normalized
-    texts are joined (with ``"\\n"``, never part of a token) into one array of
-    code points; tokens are the runs of ``\\w`` code points and the single dense
-    characters (a lookup table equal to the regex); word hashes come from prefix sums of ``cp_i * B**i``;
-    word hashes are chained into shingle hashes with splitmix64; set bits are
-    counted per text, four counters per uint64 addition (16-bit lanes), with
-    ``np.add.reduceat``. Each occurrence of a shingle adds weight 1, which
-    equals weighting by count. Texts are processed in chunks of about 524,288
-    characters, so memory stays bounded.
-
-    Args:
-      texts: Unicode strings.
-
-    Returns:
-      ``np.ndarray`` of shape ``(n_texts,)``, dtype ``uint64``;
-      ``out[i] == simhash(texts[i])``.
-
-    Raises:
-      TypeError: an element (or ``texts`` itself) is not a ``str``.
-    """
-    if isinstance(texts, str):
-        raise TypeError("texts must be an iterable of str, not a single str")
-    results: list[np.ndarray] = []
-    chunk: list[str] = []
-    chars = 0
-    for text in texts:
-        norm = normalize(text)
-        chunk.append(norm)
-        chars += len(norm) + 1
-        if chars >= _CHUNK_CHARS:
-            results.append(_fingerprints(chunk))
-            chunk, chars = [], 0
-    if chunk or not results:
-        results.append(_fingerprints(chunk))
-    return results[0] if len(results) == 1 else np.concatenate(results)
-
-
-def _fingerprints(normalized: list[str]) -> np.ndarray:
-    """Fingerprints of already normalized texts (see simhash_many)."""
-    k = SHINGLE_SIZE
-    m = len(normalized)
-    out = np.zeros(m, dtype=np.uint64)
-    if m == 0:
-        return out
-    cps = _code_points("\n".join(normalized))
-    cls = _word_table()[cps]
-    is_tok = cls > 0
-    single = cls == 2  # a dense character is a token by itself
-    prev = np.concatenate((np.zeros(1, dtype=np.int8), cls[:-1]))
-    nxt = np.concatenate((cls[1:], np.zeros(1, dtype=np.int8)))
-    tok_start = np.flatnonzero(is_tok & (single | (prev != 1)))
-    if tok_start.size == 0:
-        return out
-    tok_end = np.flatnonzero(is_tok & (single | (nxt != 1))) + 1
-    word = _span_word_hashes(cps, tok_start, tok_end)  # (N,) per token, in order
-    text_start = np.zeros(m, dtype=np.int64)
-    np.cumsum(np.fromiter((len(t) + 1 for t in normalized[:-1]), dtype=np.int64, count=m - 1), out=text_start[1:])
-    doc = np.searchsorted(text_start, tok_start, side="right") - 1  # text of each token
-    n = np.bincount(doc, minlength=m)
-    # chain[i] = hash of the (j+1)-gram starting at token i (across text borders;
-    # invalid windows are never selected below).
-    unigram = _mix64(word.copy())
-    chain = unigram
-    for j in range(1, k):
-        chain = _mix64(chain[:-1] ^ word[j:])
-    total = word.size
-    start = np.zeros(m, dtype=np.int64)
-    np.cumsum(n[:-1], out=start[1:])
-    pos_in_doc = np.arange(total) - start[doc]
-    long_doc = n >= k
-    n_features = np.where(long_doc, n - k + 1, n)
-    is_long = long_doc[doc]
-    keep = ~is_long | (pos_in_doc <= n[doc] - k)
-    kgram = np.zeros(total, dtype=np.uint64)
-    kgram[: chain.size] = chain
-    features = np.where(is_long, kgram, unigram)[keep]
-    counts = _counts_per_text(features, n_features)
-    out[:] = _pack_bits(2 * counts > n_features[:, None])
-    out[n_features == 0] = 0
-    return out
+    tokens = tokenize(text)
+    hashes = _feature_hashes(tokens, SHINGLE_SIZE if len(tokens) >= SHINGLE_SIZE else 1)
+    return _majority_bits(hashes, np.ones(len(hashes)))
 
 
 def _check_fp(fp: int, name: str = "fingerprint") -> int:

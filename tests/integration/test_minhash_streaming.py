@@ -12,7 +12,7 @@ import pytest
 
 from newsflow.core.articles import fingerprint_text
 from newsflow.core.minhash_check import confirm, hamming_to_all, minhash_many, shares_band
-from newsflow.core.simhash import simhash_many, to_hex
+from newsflow.core.simhash import simhash, to_hex
 from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from tests.corpus_slice import HEADLINES
 from tests.integration.test_redis_store import art, dump
@@ -25,14 +25,14 @@ NEIL = (
 
 def _headline(aid: str, title: str, domain: str, t: float):
     a = art(aid, 0, domain=domain, t=t, title=title)
-    return a._replace(simhash=to_hex(simhash_many([fingerprint_text(a)])[0]))
+    return a._replace(simhash=to_hex(simhash(fingerprint_text(a))))
 
 
 def _borderline_pairs(n: int = 3000) -> list[tuple[str, str]]:
     """Bundled headlines 4-5 bits apart that share an LSH band (what the step's band lookup finds)."""
     with gzip.open(HEADLINES, "rb") as f:
         titles = [json.loads(ln)["title"] for _, ln in zip(range(n), f, strict=False)]
-    fps = np.array([int(x) for x in simhash_many(titles)], dtype=np.uint64)
+    fps = np.array([simhash(t) for t in titles], dtype=np.uint64)
     pairs = []
     for i in range(1, len(titles)):
         d = hamming_to_all(int(fps[i]), fps[:i])

@@ -101,16 +101,19 @@ def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
     pages = [{"url": f"https://c.example.org/p/{i}", "kind": "page", "due": now - 1} for i in range(3)]
     assert fr.add_many(pages + pages[:1]) == [True, True, True, False]  # one pipeline of the add script
     assert fr.mark_seen_many(["https://c.example.org/p/0", "https://c.example.org/p/0"], 60) == [True, False]
-    # a fetched feed's new entries' tasks and its item ids (separate calls on a cluster), then its completion
+    # a fetched feed's new entries' tasks and its item ids, then its completion (marking the entries seen)
     fr.add("https://d.example.org/feed.xml", "feed", now - 1)
     (feed,) = [t for t in fr.claim("w1", now, 30.0, 5) if t.kind == "feed"]
     adds = [{"url": "https://d.example.org/p/1", "kind": "page", "due": now - 1}]
-    assert fr.add_many_and_count_new_items(adds, feed.tid, ["g1", "g2"]) == ([True], (2, True))
-    assert fr.complete(feed, "w1", now, 1.0, next_due=now + 900, fields={"items": 2})
+    assert fr.add_many(adds) == [True]
+    assert fr.count_new_items(feed.tid, ["g1", "g2"]) == (2, True)
+    assert fr.complete(feed, "w1", now, 1.0, next_due=now + 900, fields={"items": 2}, seen_urls=[adds[0]["url"]])
     assert client.hget(fr.keys.crawl_task(feed.tid), "items") == b"2"
     assert client.exists(fr.keys.crawl_task(task_id("page", "https://d.example.org/p/1")))
-    assert fr.apply_priorities(now, also=fr.incr_commands({"feeds_fetched": 1})) == 0
+    assert fr.apply_priorities(now) == 0
+    fr.incr_many({"feeds_fetched": 1})
     assert fr.stats()["feeds_fetched"] == 1
     seen = ["https://c.example.org/p/0", "https://e.example.org/new", "https://e.example.org/new"]
-    assert fr.unseen(seen) == [False, True, False]  # EXISTS over several slots, nothing marked
-    assert fr.unseen(seen[1:2]) == [True]
+    assert fr.seen(seen) == [True, False, True]  # EXISTS over several slots, nothing marked
+    assert fr.seen(seen[1:2]) == [False]
+    assert fr.seen(["https://d.example.org/p/1"]) == [True]  # marked with the feed's completion

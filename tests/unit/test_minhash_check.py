@@ -14,7 +14,7 @@ from newsflow.core.minhash_check import (
     minhash_many,
     text_minhash,
 )
-from newsflow.core.simhash import hamming, simhash, simhash_many
+from newsflow.core.simhash import hamming, simhash
 
 # Real borderline pairs from the news-aggregator set (same gold story, copies of one wire report).
 NEIL = (
@@ -55,7 +55,7 @@ def test_minhash_many_equals_one_by_one():
 
 
 def test_hamming_to_all_matches_python_popcount():
-    fps = simhash_many([NEIL[0], NEIL[1], ECB[0], OTHER, ""])
+    fps = np.array([simhash(t) for t in (NEIL[0], NEIL[1], ECB[0], OTHER, "")], dtype=np.uint64)
     fp = simhash(ECB[1])
     assert hamming_to_all(fp, fps).tolist() == [hamming(fp, int(x)) for x in fps]
 

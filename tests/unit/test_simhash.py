@@ -1,10 +1,11 @@
 """Tests for newsflow.core.simhash: fingerprints computed by hand from the documented
-hash, a plain bit-loop reference, the PyPI ``simhash`` package as a reference
-tool, and cross-process determinism."""
+hash, a plain bit-loop reference, the PyPI ``simhash`` package (a test dependency) as a
+reference tool, and cross-process determinism."""
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -26,7 +27,6 @@ from newsflow.core.simhash import (
     shingles,
     simhash,
     simhash_features,
-    simhash_many,
     to_hex,
     tokenize,
 )
@@ -166,7 +166,7 @@ def test_empty_and_tokenless_texts_have_fingerprint_zero():
     assert simhash("") == 0
     assert simhash("!!! ... ---") == 0
     assert simhash_features([]) == 0
-    assert list(simhash_many(["", "?"])) == [0, 0]
+    assert [simhash(""), simhash("?")] == [0, 0]
 
 
 # --- against the bit-loop reference and the PyPI package ---
@@ -185,18 +185,51 @@ def test_one_word_edit_distance_matches_reference():
     assert 0 < ours < 20
 
 
-def test_matches_pypi_simhash_package_on_same_features_and_weights():
+def _pypi(text: str) -> int:
+    """The PyPI package's fingerprint of ``text``'s weighted shingles, given the reference feature hash."""
     import simhash as pypi_simhash
+
+    weighted = Counter(ref_features(text))
+    if not weighted:
+        return 0
 
     def hashfunc(b: bytes) -> bytes:
         return ref_feature_hash(b.decode("utf-8")).to_bytes(8, "big")
 
+    return pypi_simhash.Simhash(list(weighted.items()), hashfunc=hashfunc).value
+
+
+def test_matches_pypi_simhash_package_on_same_features_and_weights():
     texts = [PARAGRAPH, PARAGRAPH.upper(), "a b c a b c", "Breaking: quake hits city, 3 dead", "x y"]
     for text in texts:
         weighted = Counter(shingles(tokenize(text)))
-        expected = pypi_simhash.Simhash(list(weighted.items()), hashfunc=hashfunc).value
+        expected = _pypi(text)
         assert simhash(text) == expected
         assert simhash_features(list(weighted), list(weighted.values())) == expected
+
+
+def test_every_feature_count_from_0_to_57_matches_pypi():
+    # few distinct words, so bit counts tie often (ties give 0) and shingles repeat
+    rng = random.Random(17)
+    words = ["a", "b", "ab", "storm", "東", "x_y", "é", "9"]
+    texts = [" ".join(rng.choice(words) for _ in range(n)) for n in range(0, 60) for _ in range(6)]
+    assert len({len(shingles(tokenize(t))) for t in texts}) > 40  # many feature counts, odd and even
+    assert [simhash(t) for t in texts] == [_pypi(t) for t in texts]
+
+
+def test_every_ascii_character_matches_pypi():
+    # every ASCII code point (controls, punctuation, "_", digits) in random mixes
+    rng = random.Random(5)
+    alphabet = [chr(c) for c in range(128)] + ["ab", "_", "x9"] * 20
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 160))) for _ in range(400)]
+    texts += ["a " * 80, "a_" * 80, "\x00".join("abc") * 5, "é a b c", "a b c\u00a0d"]
+    assert [simhash(t) for t in texts] == [_pypi(t) for t in texts]
+
+
+def test_dense_text_matches_pypi():
+    text = "".join(chr(0x4E00 + (i * 7919) % 2000) for i in range(160))
+    assert len(shingles(tokenize(text))) == 158
+    assert simhash(text) == _pypi(text)
 
 
 WORDS = ["storm", "Storm", "power", "the", "a", "café", "CAFÉ", "ﬁne", "東京", "ß", "SS", "2024", "x_y"]
@@ -208,10 +241,7 @@ text_strategy = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(text_strategy, max_size=6))
-def test_simhash_many_equals_bit_loop_reference(texts):
-    got = simhash_many(texts)
-    assert got.dtype == np.uint64 and got.shape == (len(texts),)
-    assert [int(x) for x in got] == [ref_simhash(t) for t in texts]
+def test_simhash_equals_bit_loop_reference(texts):
     assert [simhash(t) for t in texts] == [ref_simhash(t) for t in texts]
 
 
@@ -219,65 +249,24 @@ def test_simhash_many_equals_bit_loop_reference(texts):
 @given(st.lists(st.text(max_size=60), max_size=5))
 def test_any_unicode_text_matches_reference(texts):
     # Arbitrary code points (all scripts, combining marks, digits, controls):
-    # the vectorized tokenizer must find exactly the regex tokens.
-    assert [int(x) for x in simhash_many(texts)] == [ref_simhash(t) for t in texts]
+    # the token regex must find exactly the reference's character-loop tokens.
+    assert [simhash(t) for t in texts] == [ref_simhash(t) for t in texts]
 
 
-def test_word_characters_are_exactly_isalnum_or_underscore():
-    from newsflow.core.simhash import _word_table
-
-    table = _word_table()
-    expected = np.fromiter((chr(c).isalnum() or c == 0x5F for c in range(0x110000)), dtype=np.int8, count=0x110000)
-    expected[[c for c in range(0x110000) if is_dense(chr(c))]] = 2
-    assert np.array_equal(table, expected)
-    assert table[ord("a")] == 1 and table[ord("京")] == 2 and table[0x0E31] == 2  # Thai vowel mark: dense
-    assert not table[ord("\n")]  # simhash_many joins texts with "\n"
-
-
-def test_short_text_python_path_equals_numpy_path_at_the_threshold():
-    import newsflow.core.simhash as module
-
-    limit = module._SMALL_TEXT_CHARS
-    for length in range(limit - 3, limit + 4):
-        text = (PARAGRAPH * 2)[:length]
-        assert simhash(text) == int(simhash_many([text])[0]) == ref_simhash(text)
-
-
-def test_lone_surrogates_and_text_borders():
+def test_lone_surrogates():
     texts = ["ab\ud800cd", "end", "start of next", "\ud83d", "x"]
-    assert [int(x) for x in simhash_many(texts)] == [ref_simhash(t) for t in texts]
-    # tokens never run across text borders: "end" + "start" is not one token
-    assert int(simhash_many(["end", "start"])[0]) == simhash("end")
+    assert [simhash(t) for t in texts] == [ref_simhash(t) for t in texts]
 
 
-def test_counts_above_16_bit_lane_capacity():
-    # 70,000 copies of one shingle: every set bit is counted 70,000 > 65,535 times,
-    # which overflows a single 16-bit lane, so the text is split into pieces.
+def test_counts_above_16_bits():
+    # 70,000 copies of one shingle: every set bit is counted 70,000 > 65,535 times
     long_text = "a " * 70_002
-    other = "b c d e"
-    got = simhash_many([other, long_text, other])
-    assert int(got[1]) == ref_feature_hash("a a a")
-    assert int(got[0]) == int(got[2]) == ref_simhash(other)
+    assert simhash(long_text) == ref_feature_hash("a a a")
     # Two shingles with 39,999 copies each (79,998 features in one text).
     alternating = " ".join(["p", "q"] * 40_000)  # shingles "p q p" and "q p q", 39,999 + 39,999
     hp, hq = ref_feature_hash("p q p"), ref_feature_hash("q p q")
     # equal weights: a bit is set iff both hashes have it
     assert simhash(alternating) == hp & hq
-
-
-def test_batches_larger_than_one_chunk_match_single_texts():
-    import newsflow.core.simhash as module
-
-    texts = [f"{PARAGRAPH} Update {i} at {i % 7} pm." for i in range(2500)]
-    chars = [len(t) + 1 for t in texts]  # + the "\n" joiner
-    assert sum(chars) > module._CHUNK_CHARS  # at least two internal chunks
-    got = [int(x) for x in simhash_many(texts)]
-    assert got == [simhash(t) for t in texts]
-    # the first chunk ends with the text that brings the total to _CHUNK_CHARS
-    border = int(np.searchsorted(np.cumsum(chars), module._CHUNK_CHARS))
-    for i in [0, 1, border - 1, border, border + 1, 2499]:
-        assert got[i] == ref_simhash(texts[i])
-    assert len(set(got)) > 100
 
 
 # --- normalization, tokens, shingles ---
@@ -331,9 +320,7 @@ def test_simhash_features_weights():
     with pytest.raises(TypeError):
         simhash_features("a string, not a list")
     with pytest.raises(TypeError):
-        simhash_many("a string, not a list")
-    with pytest.raises(TypeError):
-        simhash_many(["ok", None])
+        simhash(None)
 
 
 # --- hex, hamming, bands ---
@@ -408,9 +395,9 @@ def test_fingerprints_are_identical_in_other_processes():
     expected = [to_hex(simhash(t)) for t in texts]
     code = (
         "import sys, json\n"
-        "from newsflow.core.simhash import simhash, simhash_many, to_hex\n"
+        "from newsflow.core.simhash import simhash, to_hex\n"
         "texts = json.loads(sys.stdin.read())\n"
-        "print(json.dumps([[to_hex(simhash(t)) for t in texts], [to_hex(int(x)) for x in simhash_many(texts)]]))\n"
+        "print(json.dumps([to_hex(simhash(t)) for t in texts]))\n"
     )
     import json
 
@@ -426,9 +413,7 @@ def test_fingerprints_are_identical_in_other_processes():
             check=True,
             timeout=60,
         ).stdout
-        single, batch = json.loads(out)
-        assert single == expected
-        assert batch == expected
+        assert json.loads(out) == expected
 
 
 # --- hash quality (deterministic inputs, so these are exact regression checks) ---
@@ -436,22 +421,20 @@ def test_fingerprints_are_identical_in_other_processes():
 
 def test_feature_hash_bits_are_balanced_and_distinct_on_structured_words():
     # Sequential, highly structured words are the hard case for a polynomial hash.
-    from newsflow.core.simhash import _feature_hashes
-
     words = [f"item{i}" for i in range(20_000)] + [f"{i:05d}" for i in range(20_000)]
-    hashes = _feature_hashes(words)
+    hashes = np.array([feature_hash(w) for w in words], dtype=np.uint64)
     assert len(set(hashes.tolist())) == len(words)
     freq = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
     # binomial std at n = 40,000 is 0.0025; allow 8 std
     assert freq.min() > 0.48 and freq.max() < 0.52
-    assert [feature_hash(w) for w in words[:50]] == hashes[:50].tolist()
+    assert [ref_feature_hash(w) for w in words[:50]] == hashes[:50].tolist()
 
 
 def test_unrelated_texts_are_about_32_bits_apart():
     rng = np.random.default_rng(1)
     vocab = [f"w{i}" for i in range(5000)]
     texts = [" ".join(rng.choice(vocab, size=80)) for _ in range(200)]
-    fps = simhash_many(texts)
+    fps = np.array([simhash(t) for t in texts], dtype=np.uint64)
     dist = np.bitwise_count(fps[:, None] ^ fps[None, :])[np.triu_indices(len(fps), 1)]
     assert 31.0 < dist.mean() < 33.0
     assert dist.min() > 3  # no false near-duplicates among 19,900 unrelated pairs
@@ -473,9 +456,6 @@ def test_japanese_copies_differing_in_one_verb_are_near_duplicates():
     assert len(words[0]) == 9
     assert hamming(simhash_features(shingles(words[0])), simhash_features(shingles(words[1]))) > 3
     assert hamming(simhash(BUS_JA), simhash(other)) <= 3
-    fps = simhash_many([BUS_JA, other])
-    assert hamming(int(fps[0]), int(fps[1])) <= 3
-    assert int(fps[0]) == simhash(BUS_JA)
 
 
 def test_dense_scripts_tokenize_into_characters():
