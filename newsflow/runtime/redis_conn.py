@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from hashlib import sha256
 from typing import NamedTuple
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.asyncio
@@ -114,26 +115,39 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
     return client
 
 
-def connect_async(url: str | None = None, *, embedded_path: str | None = None, **kwargs) -> redis.asyncio.Redis:
-    """A ``redis.asyncio.Redis`` for the same server :func:`connect` would reach (not connected yet).
-
-    Reconnects by itself: redis-py's retries with backoff on connection errors and timeouts, and a client of
-    the embedded server starts it when nothing answers on its socket (the start runs in a thread).
+def connect_async(url: str | None = None, *, embedded_path: str | None = None, **options) -> redis.asyncio.Redis:
+    """A ``redis.asyncio.Redis`` (``decode_responses=False``) for the server :func:`connect` would reach; it
+    reconnects by itself. Nothing is sent before the first command.
 
     Args:
       url, embedded_path: as for :func:`connect` (no Redis Cluster URL).
-      kwargs: more ``redis.asyncio.Redis`` options (``socket_timeout``, ``retry``, ...).
+      **options: ``redis.asyncio.Redis`` keyword arguments that replace the defaults below.
+
+    By default every command retries connection errors and timeouts 3 times (exponential backoff from 50 ms to
+    0.5 s) on a fresh connection, reads and connects time out after 1 s, and an idle connection is checked with
+    ``PING`` after 10 s. A client of the embedded server starts it (in a thread) when nothing answers on its socket.
+
+    Raises:
+      ValueError: ``url`` names a Redis Cluster.
     """
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import ExponentialBackoff
+
     url = url or os.environ.get("REDIS_URL")
     if url and url.startswith(CLUSTER_SCHEME):
-        raise ValueError(f"connect_async does not take a Redis Cluster URL: {url!r}")
+        raise ValueError(f"connect_async does not serve a Redis Cluster: {url!r}")
+    defaults = {
+        "socket_timeout": 1.0,
+        "socket_connect_timeout": 1.0,
+        "retry": AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 3),
+        "health_check_interval": 10,
+    }
     rdb = _embedded_rdb_of(url) if url else os.path.abspath(embedded_path or default_embedded_path())
-    kwargs.setdefault("retry", _retry())
     if rdb is None:
-        return redis.asyncio.Redis.from_url(url, **kwargs)
+        return redis.asyncio.Redis.from_url(url, **(defaults | options))
     paths = embedded_paths(rdb)
     pool = redis.asyncio.ConnectionPool(
-        connection_class=_AsyncEmbeddedConnection, path=paths.sock, rdb=paths.rdb, **kwargs
+        connection_class=_AsyncEmbeddedConnection, path=paths.sock, rdb=paths.rdb, **(defaults | options)
     )
     return redis.asyncio.Redis(connection_pool=pool)
 
@@ -312,13 +326,14 @@ def _retry() -> Retry:
 
 
 def _embedded_rdb_of(url: str) -> str | None:
-    """The data file of the embedded server whose ``unix://`` URL is ``url`` (no query), else ``None``.
+    """The data file of the embedded server whose ``unix://`` URL is ``url`` (no option but ``db=0``), else ``None``.
 
     A socket ``<dir>/<name>.sock`` is an embedded server's when ``<dir>/<name>.conf`` starts with
     :data:`CONFIG_MARKER`."""
-    if not url.startswith("unix://") or "?" in url:
+    parts = urlsplit(url)
+    if parts.scheme != "unix" or parse_qs(parts.query) not in ({}, {"db": ["0"]}):
         return None
-    sock = url[len("unix://") :]
+    sock = unquote(parts.path)
     if not sock.endswith(".sock"):
         return None
     try:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from urllib.parse import quote
 
 import httpx
 import psutil
@@ -234,7 +235,7 @@ def test_a_killed_server_comes_back_at_the_same_address_with_its_data(tmp_path):
         assert _pid(rdb) != killed and _running(_pid(rdb))
 
         async def through_async() -> bytes:
-            a = connect_async(url)
+            a = connect_async(f"unix://{quote(client.socket_file)}?db=0")  # as serving derives it from a client
             try:
                 return await a.get("k")
             finally:
@@ -247,6 +248,18 @@ def test_a_killed_server_comes_back_at_the_same_address_with_its_data(tmp_path):
         other.kill()
         other.wait(10)
         stop_embedded(client, save=False)
+
+
+def test_a_unix_url_of_another_redis_is_never_started_by_newsflow(tmp_path):
+    """Only sockets beside a config file newsflow wrote are newsflow's to start: another Redis' socket with its own
+    ``redis.conf`` beside it is only connected to."""
+    (tmp_path / "redis.conf").write_text("port 0\nunixsocket redis.sock\n")
+    url = f"unix://{tmp_path / 'redis.sock'}"
+    with pytest.raises(redis.ConnectionError):
+        connect(url)
+    with pytest.raises(redis.ConnectionError):
+        asyncio.run(connect_async(url, retry=None).ping())
+    assert _servers_with_files_in(tmp_path) == [] and not (tmp_path / "redis.sock").exists()
 
 
 @pytest.mark.parametrize("obstacle", ["socket file removed", "maxclients reached"])
