@@ -102,16 +102,11 @@ def connect(url: str | None = None, *, embedded_path: str | None = None) -> redi
     Raises:
       redis.ConnectionError: the server cannot be reached, or the embedded one cannot be started.
     """
-    url = url or os.environ.get("REDIS_URL")
+    url, rdb = _resolve(url, embedded_path)
     if url and url.startswith(CLUSTER_SCHEME):
         return connect_cluster(url)
-    rdb = _embedded_rdb_of(url) if url else os.path.abspath(embedded_path or default_embedded_path())
-    if rdb is None:
-        client = redis.Redis.from_url(url)
-    else:
-        ensure_embedded(rdb)
-        client = EmbeddedRedis(rdb)
-    client.ping()
+    client = redis.Redis.from_url(url) if rdb is None else EmbeddedRedis(rdb)
+    client.ping()  # an embedded server is started by the client's first connection when none answers
     return client
 
 
@@ -133,23 +128,25 @@ def connect_async(url: str | None = None, *, embedded_path: str | None = None, *
     from redis.asyncio.retry import Retry as AsyncRetry
     from redis.backoff import ExponentialBackoff
 
-    url = url or os.environ.get("REDIS_URL")
+    url, rdb = _resolve(url, embedded_path)
     if url and url.startswith(CLUSTER_SCHEME):
         raise ValueError(f"connect_async does not serve a Redis Cluster: {url!r}")
-    defaults = {
-        "socket_timeout": 1.0,
-        "socket_connect_timeout": 1.0,
-        "retry": AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 3),
-        "health_check_interval": 10,
-    }
-    rdb = _embedded_rdb_of(url) if url else os.path.abspath(embedded_path or default_embedded_path())
+    retry = AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 3)
+    kwargs = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0, "retry": retry, "health_check_interval": 10}
+    kwargs |= options
     if rdb is None:
-        return redis.asyncio.Redis.from_url(url, **(defaults | options))
-    paths = embedded_paths(rdb)
-    pool = redis.asyncio.ConnectionPool(
-        connection_class=_AsyncEmbeddedConnection, path=paths.sock, rdb=paths.rdb, **(defaults | options)
-    )
+        return redis.asyncio.Redis.from_url(url, **kwargs)
+    sock = embedded_paths(rdb).sock
+    pool = redis.asyncio.ConnectionPool(connection_class=_AsyncEmbeddedConnection, path=sock, rdb=rdb, **kwargs)
     return redis.asyncio.Redis(connection_pool=pool)
+
+
+def _resolve(url: str | None, embedded_path: str | None) -> tuple[str | None, str | None]:
+    """(the URL, ``$REDIS_URL`` or ``None``; the embedded server's data file when the URL is none or its socket)."""
+    url = url or os.environ.get("REDIS_URL")
+    if not url:
+        return None, os.path.abspath(embedded_path or default_embedded_path())
+    return url, _embedded_rdb_of(url)
 
 
 def embedded_socket_url(path: str | None = None) -> str:
@@ -202,7 +199,7 @@ def ensure_embedded(rdb: str) -> str:
     """Starts the embedded server of ``rdb`` unless one answers on its socket; returns the socket path.
 
     Raises:
-      redis.ConnectionError: the server could not be started (the message quotes its log), or a live
+      redis.ConnectionError: the server could not be started (the message names its log), or a live
         ``redis-server`` owns the files but does not answer on the socket (a second server on the same
         files would lose the first one's writes, so none is started).
     """
@@ -244,22 +241,21 @@ def stop_embedded(client, save: bool = True) -> bool:
     if pid and not _is_redis_server(pid):
         return False  # stopped or killed before
     conn = redis.UnixDomainSocketConnection(path=sock, socket_timeout=10.0, retry=Retry(NoBackoff(), 0))
+    sent = False
     try:
-        try:
-            conn.connect()
-        except (redis.RedisError, OSError) as e:
-            if not pid:
-                return False
+        conn.connect()
+        sent = True
+        conn.send_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+        conn.read_response()
+    except (redis.RedisError, OSError) as e:
+        if not sent and not pid:
+            return False
+        if not sent:
             log.warning("embedded Redis (pid %s): no connection for SHUTDOWN (%s); sending it a signal", pid, e)
             _signal_server(pid, signal.SIGTERM if save else signal.SIGKILL)
-        else:
-            conn.send_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
-            conn.read_response()
-    except (redis.ConnectionError, redis.TimeoutError):
-        pass  # closed by the server (it is stopping) or no reply yet (it is saving): waited for below
-    except redis.RedisError as e:
-        log.warning("embedded Redis (pid %s) refused SHUTDOWN (%s): killed", pid, e)
-        _signal_server(pid, signal.SIGKILL)
+        elif not isinstance(e, redis.ConnectionError | redis.TimeoutError):  # else: stopping, or still saving
+            log.warning("embedded Redis (pid %s) refused SHUTDOWN (%s): killed", pid, e)
+            _signal_server(pid, signal.SIGKILL)
     finally:
         conn.disconnect()
     if pid and not _wait_exited(pid, SHUTDOWN_SAVE_WAIT_S if save else SHUTDOWN_NOSAVE_WAIT_S):
@@ -270,20 +266,20 @@ def stop_embedded(client, save: bool = True) -> bool:
 
 
 class EmbeddedRedis(redis.Redis):
-    """A ``redis.Redis`` of the embedded server of ``rdb`` that restarts the server when it is gone.
+    """A ``redis.Redis`` of the embedded server of ``rdb`` that restarts the server when it is gone; retries
+    as redis-py's default client does (10, jittered backoff from 10 ms to 1 s).
 
     Attributes:
-      rdb_path: the server's data file.
-      socket_file: its unix socket.
+      socket_file: the server's unix socket.
       pid: the server's pid from its pidfile (``None`` when there is none).
     """
 
     def __init__(self, rdb: str, **kwargs):
         paths = embedded_paths(rdb)
-        kwargs.setdefault("retry", _retry())
+        kwargs.setdefault("retry", Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), 10))
         pool = redis.ConnectionPool(connection_class=_EmbeddedConnection, path=paths.sock, rdb=paths.rdb, **kwargs)
         super().__init__(connection_pool=pool)
-        self.rdb_path, self.socket_file, self._pidfile = paths.rdb, paths.sock, paths.pid
+        self.socket_file, self._pidfile = paths.sock, paths.pid
 
     @property
     def pid(self) -> int | None:
@@ -320,11 +316,6 @@ class _AsyncEmbeddedConnection(redis.asyncio.UnixDomainSocketConnection):
             await super()._connect()
 
 
-def _retry() -> Retry:
-    """redis-py's default: 10 retries on connection errors and timeouts, jittered backoff from 10 ms to 1 s."""
-    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), 10)
-
-
 def _embedded_rdb_of(url: str) -> str | None:
     """The data file of the embedded server whose ``unix://`` URL is ``url`` (no option but ``db=0``), else ``None``.
 
@@ -351,39 +342,25 @@ def _answers(sock: str) -> bool:
     Raises:
       redis.ConnectionError: the socket cannot be used for another reason (permissions, a timeout).
     """
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(5.0)
-    try:
-        s.connect(sock)
-        return True
-    except (FileNotFoundError, ConnectionRefusedError):
-        return False
-    except OSError as e:
-        raise redis.ConnectionError(f"embedded Redis socket {sock}: {e}") from e
-    finally:
-        s.close()
-
-
-def _quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5.0)
+        try:
+            s.connect(sock)
+            return True
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        except OSError as e:
+            raise redis.ConnectionError(f"embedded Redis socket {sock}: {e}") from e
 
 
 def _config(paths: EmbeddedPaths, appendonly: bool) -> str:
-    directory = os.path.dirname(paths.rdb)
-    settings = {
-        "daemonize": "yes",
-        "port": "0",
-        "unixsocket": _quote(paths.sock),
-        "unixsocketperm": "700",
-        "dir": _quote(directory),
-        "dbfilename": _quote(os.path.basename(paths.rdb)),
-        "appendonly": "yes" if appendonly else "no",
-        "appendfilename": _quote(os.path.basename(paths.aof)),
-        "appendfsync": "everysec",
-        "pidfile": _quote(paths.pid),
-        "logfile": _quote(paths.log),
-    }
-    return CONFIG_MARKER + "\n" + "".join(f"{k} {v}\n" for k, v in settings.items())
+    """The server's config file: daemon, unix socket only (owner only), files beside ``paths.rdb``."""
+    files = {"unixsocket": paths.sock, "dir": os.path.dirname(paths.rdb), "pidfile": paths.pid, "logfile": paths.log}
+    files |= {"dbfilename": os.path.basename(paths.rdb), "appendfilename": os.path.basename(paths.aof)}
+    quoted = {k: '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for k, v in files.items()}
+    plain = {"daemonize": "yes", "port": "0", "unixsocketperm": "700", "appendfsync": "everysec"}
+    plain["appendonly"] = "yes" if appendonly else "no"
+    return CONFIG_MARKER + "\n" + "".join(f"{k} {v}\n" for k, v in (plain | quoted).items())
 
 
 def _start(paths: EmbeddedPaths) -> None:
@@ -409,9 +386,8 @@ def _start(paths: EmbeddedPaths) -> None:
     )
     if out.returncode != 0:
         raise redis.ConnectionError(f"redis-server did not start: {(out.stdout + out.stderr)[-500:]}")
-    client = redis.Redis(unix_socket_path=paths.sock, retry=Retry(NoBackoff(), 0))
     deadline = time.monotonic() + START_TIMEOUT_S
-    try:
+    with redis.Redis(unix_socket_path=paths.sock, retry=Retry(NoBackoff(), 0)) as client:
         while True:
             try:
                 client.ping()
@@ -419,12 +395,10 @@ def _start(paths: EmbeddedPaths) -> None:
             except redis.ConnectionError as e:  # not listening yet, or loading (BusyLoadingError)
                 started = _read_pid(paths.pid)
                 if time.monotonic() > deadline or (started and not _is_redis_server(started)):
-                    raise redis.ConnectionError(f"embedded Redis did not start ({e}); log: {_tail(paths.log)}") from e
+                    raise redis.ConnectionError(f"embedded Redis did not start ({e}); see {paths.log}") from e
                 time.sleep(0.02)
         if upgrade:
             _enable_aof(client)
-    finally:
-        client.close()
     log.info("embedded Redis started on %s (pid %s)", paths.sock, _read_pid(paths.pid))
 
 
@@ -439,15 +413,6 @@ def _enable_aof(client: redis.Redis, timeout: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise redis.RedisError(f"embedded Redis: append-only file not ready after {timeout} s")
-
-
-def _tail(path: str, size: int = 800) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - size))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
 
 
 def _read_pid(pidfile: str) -> int | None:
@@ -500,10 +465,8 @@ def _wait_exited(pid: int, timeout_s: float) -> bool:
     The server is a daemon, not this process' child: its parent may reap it late, and a zombie has already
     closed its files and socket, so a zombie counts as exited."""
     deadline = time.monotonic() + timeout_s
-    delay = 0.0005
     while _is_redis_server(pid):
         if time.monotonic() >= deadline:
             return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        time.sleep(0.005)
     return True
