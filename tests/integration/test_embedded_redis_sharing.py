@@ -286,9 +286,10 @@ def test_a_live_server_no_client_reaches_is_not_replaced_by_a_second_server(tmp_
         stop_embedded(again, save=False)
 
 
-def test_a_pidfile_naming_another_program_does_not_block_a_start_and_that_program_is_spared(tmp_path):
-    """The pidfile of a killed server may name a pid now used by another program: a new server starts with the
-    data, and stopping never signals that program."""
+@pytest.mark.parametrize("pid_text", ["another program's pid", "abc", "-5", ""])
+def test_a_stale_pidfile_does_not_block_a_start_and_another_program_is_spared(tmp_path, pid_text):
+    """The pidfile of a killed server may name a pid now used by another program, or be damaged: a new server
+    starts with the data, and stopping never signals that program."""
     rdb = str(tmp_path / "reuse.rdb")
     client = connect(embedded_path=rdb)
     client.set("k", "v")
@@ -296,8 +297,8 @@ def test_a_pidfile_naming_another_program_does_not_block_a_start_and_that_progra
     other = subprocess.Popen(["sleep", "60"])
     try:
         with open(embedded_paths(rdb).pid, "w") as f:
-            f.write(str(other.pid))
-        assert stop_embedded(rdb, save=True) is False  # names the other program: nothing to stop
+            f.write(str(other.pid) if pid_text == "another program's pid" else pid_text)
+        assert stop_embedded(rdb, save=True) is False  # names no redis-server: nothing to stop
         assert client.get("k") == b"v"
         assert _running(_pid(rdb)) and _pid(rdb) != other.pid
         assert other.poll() is None
