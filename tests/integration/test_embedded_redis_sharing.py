@@ -8,6 +8,7 @@ and every subprocess and server is stopped in ``finally``; HTTP goes to 127.0.0.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -406,3 +407,14 @@ def test_signals_go_only_to_a_redis_server():
     finally:
         other.kill()
         other.wait()
+
+
+def test_newsflow_redis_refuses_a_server_it_does_not_manage(tmp_path, capsys):
+    from newsflow.cli import redis_server
+
+    args = {"action": "stop", "no_save": False, "data_dir": str(tmp_path), "redis_path": None, "key_prefix": None}
+    assert redis_server.run(argparse.Namespace(**args, redis_url="redis://127.0.0.1:1/0")) == 2
+    assert "not an embedded server newsflow manages" in capsys.readouterr().err
+    assert redis_server.run(argparse.Namespace(**args, redis_url=None)) == 0  # nothing runs: nothing to stop
+    assert json.loads(capsys.readouterr().out)["running"] is False
+    assert os.listdir(tmp_path) == []  # and nothing was created
