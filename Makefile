@@ -46,4 +46,5 @@ bench: $(STAMP) models
 	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources nightly state_size near_duplicate_recheck; do $(BIN)/python -m benchmarks.$$b --json; done
 
 clean:
+	-$(BIN)/newsflow redis stop --data-dir var --no-save
 	rm -rf $(VENV) var

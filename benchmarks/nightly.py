@@ -142,13 +142,15 @@ def main(argv=None) -> None:
         p.add_argument("--stories", type=int, default=5_000, help="synthetic stories")
 
     args = parse_args(__doc__.splitlines()[0], argv, extra)
-    from newsflow.runtime.redis_conn import connect
+    from newsflow.runtime.redis_conn import connect, stop_embedded
     from newsflow.storage.keys import Keys
 
     tmp = tempfile.mkdtemp(prefix="nf-bench-nightly-")
-    atexit.register(shutil.rmtree, tmp, True)  # runs after the embedded server is stopped (atexit is LIFO)
+    atexit.register(shutil.rmtree, tmp, True)
     root = os.path.join(tmp, "output")
-    client = connect(embedded_path=os.path.join(tmp, "redis", "bench.rdb"))
+    rdb = os.path.join(tmp, "redis", "bench.rdb")
+    atexit.register(stop_embedded, rdb, False)  # before the removal (atexit is LIFO): the server outlives this process
+    client = connect(embedded_path=rdb)
     url = f"unix://{client.socket_file}"
     sizes = synthetic_night(client, root, args.events, args.readers, args.stories)
     jobs = {}

@@ -172,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
     data_dir = settings.data_dir
     output = os.path.join(data_dir, "output")
     if args.fresh:
+        if not settings.redis_url:  # the embedded server outlives the commands: stop it before removing its files
+            from newsflow.runtime.redis_conn import stop_embedded
+
+            stop_embedded(settings.embedded_redis_path, save=False)
         for sub in ("output", "redis"):
             shutil.rmtree(os.path.join(data_dir, sub), ignore_errors=True)
     inputs = sorted(glob.glob(args.input))

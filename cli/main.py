@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "newsflow.cli.build_feeds"),
     (None, "newsflow.cli.retention"),
     (None, "newsflow.cli.serve"),
+    (None, "newsflow.cli.redis_server"),
     ("eval", "newsflow.cli.evaluation.extraction"),
     ("eval", "newsflow.cli.evaluation.language"),
     ("eval", "newsflow.cli.evaluation.clustering"),

@@ -60,7 +60,8 @@ def run(args) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    url = settings.redis_url or embedded_socket_url(settings.embedded_redis_path)  # kept alive by this process
+    # the embedded server's socket keeps its address across restarts; clients of it restart a killed server
+    url = settings.redis_url or embedded_socket_url(settings.embedded_redis_path)
     input_dir = args.input_dir or os.path.join(settings.data_dir, "landing")
     job_argv = [
         "--redis_url",

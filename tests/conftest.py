@@ -19,6 +19,28 @@ def _isolated_data_dir(tmp_path_factory):
     mp.delenv("REDIS_URL", raising=False)
     yield
     mp.undo()
+    stop_embedded_servers_under(str(tmp_path_factory.getbasetemp()))
+
+
+def stop_embedded_servers_under(directory: str) -> list[str]:
+    """Stops (without saving) every embedded Redis server whose files are under ``directory``: they outlive the
+    processes that started them. Returns their data files."""
+    from newsflow.runtime.redis_conn import CONFIG_MARKER, stop_embedded
+
+    stopped = []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            if not name.endswith(".conf"):
+                continue
+            try:
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    ours = f.readline().rstrip("\n") == CONFIG_MARKER
+            except (OSError, UnicodeDecodeError):
+                continue
+            rdb = os.path.join(root, name[: -len(".conf")] + ".rdb")
+            if ours and stop_embedded(rdb, save=False):
+                stopped.append(rdb)
+    return stopped
 
 
 @pytest.fixture

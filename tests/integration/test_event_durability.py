@@ -19,6 +19,7 @@ import time
 
 import pyarrow.dataset as ds
 
+from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas.event import Event
 from newsflow.storage.events import append_events, flush_events, read_cursor
 from newsflow.storage.keys import Keys
@@ -48,7 +49,7 @@ _API_SCRIPT = textwrap.dedent(
                 if resp.status_code == 202:
                     acked += resp.json()["accepted"]
         print(json.dumps({"server_pid": client.pid, "acked": acked}), flush=True)
-        sys.stdin.readline()  # stays up (holding the server) until killed
+        sys.stdin.readline()  # stays up until killed
     """
 )
 
@@ -124,6 +125,7 @@ def test_acknowledged_events_survive_kill_9_of_embedded_redis(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
+    stop_embedded(rdb, save=False)
     assert got["pid"] != info["server_pid"]  # a new server, loaded from the append-only file
     assert got["xlen"] == 102
     assert sorted(got["story_ids"]) == sorted(f"s{b}-{i}" for b in range(34) for i in range(3))
