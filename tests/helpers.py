@@ -1,0 +1,195 @@
+"""Helpers shared by several test files (fixtures live in ``tests/conftest.py``): Beam TestStreams and
+options for streaming tests, a populated serving app, loopback crawler settings, a silent "Redis" and a
+GCS emulator. Data sets stay in their own modules (``tests/integration/ranking_data.py``,
+``tests/corpus_slice.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+
+# ---- Beam --------------------------------------------------------------------------------------------
+
+
+def arrival_stream(items: Sequence, batches: Sequence[tuple[Sequence[int], float | None]], end: float):
+    """A ``TestStream`` releasing ``items`` in the given order.
+
+    Args:
+      items: elements with an ``event_time`` (UTC epoch s), each emitted with that timestamp.
+      batches: ``(indexes into items, watermark or None)``: the batch's elements, then, if given, the
+        watermark advanced to that time.
+      end: the watermark's last finite value (timers due before it fire), then it advances to infinity.
+    """
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.transforms.window import TimestampedValue
+
+    stream = TestStream()
+    for batch, watermark in batches:
+        stream = stream.add_elements([TimestampedValue(items[i], items[i].event_time) for i in batch])
+        if watermark is not None:
+            stream = stream.advance_watermark_to(watermark)
+    return stream.advance_watermark_to(end).advance_watermark_to_infinity()
+
+
+def streaming_test_pipeline():
+    """A ``beam.Pipeline`` on the ``BundleBasedDirectRunner`` in streaming mode (TestStream sources)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+
+    opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    return beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts)
+
+
+def tiny_text_model(path: str) -> str:
+    """Saves a 4-word text model (alpha, beta, delta, gamma: one axis each, idf 1) at ``path``; returns it."""
+    import numpy as np
+
+    from newsflow.core.embedding import TextModel
+
+    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
+    model.save(path)
+    return path
+
+
+def run_streaming_job(chunks: Sequence[Sequence[tuple[bytes, float]]], end: float, redis_url: str, output: str):
+    """Runs the streaming job (``build_pipeline`` with its Pub/Sub flags) on a ``TestStream`` instead of
+    Pub/Sub, storing in ``redis_url`` and writing Parquet under ``output``; the stories step orders by timers.
+
+    Args:
+      chunks: landing lines with their event times (UTC epoch s); each chunk is followed by 61 s of
+        processing time (one flush of the sinks).
+      end: the watermark's last finite value, then it advances to infinity.
+    """
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.transforms.window import TimestampedValue
+
+    from newsflow.pipelines.launcher import make_runner
+    from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
+
+    stream = TestStream()
+    for chunk in chunks:
+        stream = stream.add_elements([TimestampedValue(line, t) for line, t in chunk]).advance_processing_time(61)
+    stream = stream.advance_watermark_to(end).advance_watermark_to_infinity()
+    opts = PipelineOptions(
+        ["--pubsub_subscription", "projects/p/subscriptions/s", "--redis_url", redis_url, "--output", output]
+    )
+    opts.view_as(StandardOptions).streaming = True
+    config = job_config_from_options(opts)
+    assert config.stories.ordering == "timers"
+    with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
+        build_pipeline(p, config, source=stream)
+
+
+# ---- serving -----------------------------------------------------------------------------------------
+
+READERS = ["u-block", "u-interest", "u-follow", "u-plain"]
+
+
+def add_readers(server) -> None:
+    """Four readers active a minute before ``ranking_data.NOW``: u-block blocks a.com and sports,
+    u-interest has 25 clicks leaning to axis 1, u-follow follows obituaries in the en edition, u-plain has
+    no profile."""
+    from newsflow.storage.keys import Keys
+    from newsflow.storage.ranking import encode_embedding
+    from tests.integration.ranking_data import NOW, axis
+
+    server.hset("nf:user:u-block", mapping={"block_sources": '["a.com"]', "block_topics": '["sports"]'})
+    server.hset("nf:user:u-interest", mapping={"clicks": "25", "interest": encode_embedding(axis(1) * 3)})
+    server.hset("nf:user:u-follow", mapping={"follow_topics": '["obituary"]', "edition": "en"})
+    server.zadd(Keys().active_users, {u: NOW - 60 for u in READERS})
+
+
+def populated_app(server, snapshot_dir: str, secret: bytes, *, local_cache_seconds: float = 0, front_page=False):
+    """The serving app over ``server`` flushed and filled with ``ranking_data``'s stories and feeds at its
+    ``NOW`` (the app's clock); with ``front_page``, also trending s5 > s3 > s1 and s5 breaking."""
+    from newsflow.serving.app import ServingConfig, create_app
+    from newsflow.storage.feed_builder import build_feeds
+    from newsflow.storage.keys import Keys
+    from tests.integration.ranking_data import NOW, add_trending, populate
+
+    server.flushall()
+    populate(server)
+    if front_page:
+        keys = Keys()
+        add_trending(server, {"s5": 12, "s3": 4, "s1": 2})
+        server.zadd(keys.breaking, {"s5": NOW + 600})
+        server.hset(keys.breaking_since, "s5", repr(NOW - 60))
+    build_feeds(server, NOW)
+    cfg = ServingConfig(
+        token_secret=secret, snapshot_dir=snapshot_dir, local_cache_seconds=local_cache_seconds, clock=lambda: NOW
+    )
+    return create_app(server, cfg)
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A TCP listener on 127.0.0.1 that accepts connections and never answers (a Redis that hangs);
+    yields its port and closes it and every accepted connection on exit."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(64)
+    accepted: list[socket.socket] = []
+
+    def accept_forever():
+        while True:
+            try:
+                conn, _ = hole.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=accept_forever, daemon=True).start()
+    try:
+        yield hole.getsockname()[1]
+    finally:
+        hole.close()
+        for conn in accepted:
+            conn.close()
+
+
+# ---- crawler -----------------------------------------------------------------------------------------
+
+
+def loopback_crawler_config(port: int, **overrides):
+    """A ``CrawlerConfig`` that sends every host to the test server on 127.0.0.1:``port``, with no delay
+    between requests to a host, a 3 s request timeout and 5 s leases unless ``overrides`` say otherwise."""
+    from newsflow.crawler.config import CrawlerConfig
+
+    settings = dict(
+        allow_hosts=("127.0.0.1",),
+        resolve={"*": f"127.0.0.1:{port}"},
+        min_host_delay_s=0.0,
+        total_timeout_s=3.0,
+        lease_s=5.0,
+    )
+    settings.update(overrides)
+    return CrawlerConfig(**settings)
+
+
+# ---- GCS ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def gcs_emulator_on(monkeypatch, bucket: str) -> Iterator[str]:
+    """An in-memory GCS emulator on 127.0.0.1 holding ``bucket``, with ``STORAGE_EMULATOR_HOST`` pointing
+    at it; yields the bucket name."""
+    from gcp_storage_emulator.server import create_server
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=bucket)
+    server.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    try:
+        yield bucket
+    finally:
+        server.stop()
