@@ -23,6 +23,8 @@ import subprocess
 
 import pytest
 
+pytest_plugins = ["pytester"]  # tests/unit/test_fast_lane.py runs the lane's guard on a small suite
+
 SHARED_DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
