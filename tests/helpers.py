@@ -6,10 +6,16 @@ GCS emulator. Data sets stay in their own modules (``tests/integration/ranking_d
 
 from __future__ import annotations
 
+import asyncio
+import calendar
 import contextlib
 import socket
 import threading
+import time
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
+
+from newsflow.crawler.schedule import ScheduleConfig
 
 # ---- Beam --------------------------------------------------------------------------------------------
 
@@ -157,9 +163,28 @@ def silent_server() -> Iterator[int]:
 # ---- crawler -----------------------------------------------------------------------------------------
 
 
-def loopback_crawler_config(port: int, **overrides):
+NO_JITTER = ScheduleConfig(jitter=0.0)  # poll times exactly as the adaptive schedule computes them
+
+
+def utc(text: str) -> float:
+    """UTC epoch seconds of ``"2024-10-08 12:00:00"``."""
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M:%S")))
+
+
+class Clock:
+    """Injected UTC clock (epoch s), moved by the test: ``clock.t = ...``."""
+
+    def __init__(self, t: float):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def crawler_config(port: int, **overrides):
     """A ``CrawlerConfig`` that sends every host to the test server on 127.0.0.1:``port``, with no delay
-    between requests to a host, a 3 s request timeout and 5 s leases unless ``overrides`` say otherwise."""
+    between requests to a host, a 3 s request timeout, 5 s leases and 2 fetch coroutines unless
+    ``overrides`` say otherwise."""
     from newsflow.crawler.config import CrawlerConfig
 
     settings = dict(
@@ -168,9 +193,41 @@ def loopback_crawler_config(port: int, **overrides):
         min_host_delay_s=0.0,
         total_timeout_s=3.0,
         lease_s=5.0,
+        concurrency=2,
     )
     settings.update(overrides)
     return CrawlerConfig(**settings)
+
+
+class Scripted:
+    """An ``HttpServer`` handler answering ``(host, path)`` from a list of responses, one per request (the
+    last one repeats; a callable answer is called with the request); 404 for any other path. ``seen`` maps
+    ``(host, path)`` to ``[(monotonic arrival s, request headers)]``."""
+
+    def __init__(self, script, default=None):
+        self.script = script
+        self.seen = defaultdict(list)
+        self.lock = threading.Lock()
+
+    def __call__(self, req):
+        from newsflow.crawler.httpserver import Response
+
+        key = (req.host.split(":")[0], req.path.split("?")[0])
+        with self.lock:
+            self.seen[key].append((time.monotonic(), req.headers))
+            n = len(self.seen[key])
+        answers = self.script.get(key)
+        if answers is None:
+            return Response(404, {"Content-Type": "text/plain"}, b"not here")
+        answer = answers[min(n, len(answers)) - 1]
+        return answer(req) if callable(answer) else answer
+
+
+def poll(worker, clock: Clock, at: float, tasks: int = 1, duration_s: float = 3.0):
+    """Runs the crawl ``worker`` at UTC time ``at`` (epoch s) until it handled ``tasks`` more tasks or
+    ``duration_s`` (wall seconds) passed; returns what ``worker.run`` returns."""
+    clock.t = at
+    return asyncio.run(worker.run(max_tasks=worker.processed + tasks, duration_s=duration_s))
 
 
 # ---- GCS ---------------------------------------------------------------------------------------------

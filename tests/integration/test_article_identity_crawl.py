@@ -15,7 +15,7 @@ from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.worker import CrawlWorker
 from newsflow.storage.aliases import record_aliases, resolve_article_id
 from newsflow.storage.keys import Keys
-from tests.integration.test_crawler_messy_web import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
+from tests.helpers import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 HARBOUR = "https://www.tribune.example.net/news/harbour-fire-4471"
 

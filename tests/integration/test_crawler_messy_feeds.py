@@ -10,7 +10,7 @@ from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer, Response
 from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.worker import CrawlWorker
-from tests.integration.test_crawler_messy_web import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
+from tests.helpers import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 
 @pytest.fixture
