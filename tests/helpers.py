@@ -51,6 +51,23 @@ def streaming_test_pipeline():
     return beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts)
 
 
+def run_assign_stories(redis_url: str, items, batches, end: float, stories, model_path: str, check=None) -> None:
+    """Runs ``AssignStoryClusters`` on ``arrival_stream(items, batches, end)`` in a streaming test pipeline.
+
+    Args:
+      redis_url: the stories' Redis.
+      stories: the ``StoryConfig``; ``model_path`` the text model (``tiny_text_model``).
+      check: called with the composite's outputs inside the pipeline, to add ``assert_that`` checks.
+    """
+    from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
+
+    cfg = StoryTransformConfig(redis_url=redis_url, stories=stories, text_model_path=model_path)
+    with streaming_test_pipeline() as p:
+        outputs = p | arrival_stream(items, batches, end) | AssignStoryClusters(cfg)
+        if check is not None:
+            check(outputs)
+
+
 def tiny_text_model(path: str) -> str:
     """Saves a 4-word text model (alpha, beta, delta, gamma: one axis each, idf 1) at ``path``; returns it."""
     import numpy as np
@@ -112,22 +129,36 @@ def add_readers(server) -> None:
     server.zadd(Keys().active_users, {u: NOW - 60 for u in READERS})
 
 
-def populated_app(server, snapshot_dir: str, secret: bytes, *, local_cache_seconds: float = 0, front_page=False):
-    """The serving app over ``server`` flushed and filled with ``ranking_data``'s stories and feeds at its
-    ``NOW`` (the app's clock); with ``front_page``, also trending s5 > s3 > s1 and s5 breaking."""
-    from newsflow.serving.app import ServingConfig, create_app
+def populate_ranking(server, *, trending=None, breaking=False, readers=False, feeds=True):
+    """Flushes ``server`` and fills it with ``ranking_data``'s stories; then, as asked: ``trending``
+    ``{story id: count}``, s5 breaking since a minute before ``NOW``, the four ``READERS``, and the feeds built
+    at ``NOW``. Returns ``server``."""
     from newsflow.storage.feed_builder import build_feeds
     from newsflow.storage.keys import Keys
     from tests.integration.ranking_data import NOW, add_trending, populate
 
     server.flushall()
     populate(server)
-    if front_page:
+    if trending:
+        add_trending(server, trending)
+    if breaking:
         keys = Keys()
-        add_trending(server, {"s5": 12, "s3": 4, "s1": 2})
         server.zadd(keys.breaking, {"s5": NOW + 600})
         server.hset(keys.breaking_since, "s5", repr(NOW - 60))
-    build_feeds(server, NOW)
+    if readers:
+        add_readers(server)
+    if feeds:
+        build_feeds(server, NOW)
+    return server
+
+
+def populated_app(server, snapshot_dir: str, secret: bytes, *, local_cache_seconds: float = 0, front_page=False):
+    """The serving app over ``server`` flushed and filled with ``ranking_data``'s stories and feeds at its
+    ``NOW`` (the app's clock); with ``front_page``, also trending s5 > s3 > s1 and s5 breaking."""
+    from newsflow.serving.app import ServingConfig, create_app
+    from tests.integration.ranking_data import NOW
+
+    populate_ranking(server, trending={"s5": 12, "s3": 4, "s1": 2} if front_page else None, breaking=front_page)
     cfg = ServingConfig(
         token_secret=secret, snapshot_dir=snapshot_dir, local_cache_seconds=local_cache_seconds, clock=lambda: NOW
     )

