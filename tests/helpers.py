@@ -1,7 +1,14 @@
-"""Helpers shared by several test files (fixtures live in ``tests/conftest.py``): Beam TestStreams and
-options for streaming tests, a populated serving app, loopback crawler settings, a silent "Redis" and a
-GCS emulator. Data sets stay in their own modules (``tests/integration/ranking_data.py``,
-``tests/corpus_slice.py``).
+"""Helpers shared by several test files; fixtures live in ``tests/conftest.py``, data sets in their own
+modules (``tests/integration/ranking_data.py``, ``tests/corpus_slice.py``), the Redis state dump for
+cross-run comparisons in ``tests/integration/state_dump.py`` and the uvicorn runner in
+``tests/integration/asgi_server.py``.
+
+- Beam: an arrival-ordered ``TestStream``, a streaming test pipeline, ``AssignStoryClusters`` and the whole
+  job (batch on landing files, streaming on a ``TestStream``), a tiny text model, landing files.
+- Serving: ``ranking_data`` loaded with trending, breaking and readers; a populated app; a silent "Redis".
+- Redis: a feed-only ``Article`` and a dump of every key.
+- Crawler: a loopback ``CrawlerConfig``, a scripted site, an injected clock and a ``poll`` at a given time.
+- GCS: an in-memory emulator.
 """
 
 from __future__ import annotations
@@ -9,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import calendar
 import contextlib
+import gzip
+import os
 import socket
 import threading
 import time
@@ -16,6 +25,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from newsflow.crawler.schedule import ScheduleConfig
+from newsflow.schemas import Article
+from tests.conftest import REPO_ROOT
 
 # ---- Beam --------------------------------------------------------------------------------------------
 
@@ -110,6 +121,57 @@ def run_streaming_job(chunks: Sequence[Sequence[tuple[bytes, float]]], end: floa
         build_pipeline(p, config, source=stream)
 
 
+def write_landing(path, lines: list[bytes]) -> str:
+    """Writes ``lines`` to a gzipped landing file at ``path`` (one per line); returns the path."""
+    with gzip.open(path, "wb") as f:
+        for ln in lines:
+            f.write(ln + b"\n")
+    return str(path)
+
+
+def corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
+    """A gzipped landing file under ``tmp_path`` with the bundled corpus's first ``n_pages`` pages and
+    ``n_headlines`` headlines; returns its path."""
+    out = []
+    for name, n in (("pages.jsonl.gz", n_pages), ("headlines.jsonl.gz", n_headlines)):
+        with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", name), "rb") as f:
+            for i, ln in enumerate(f):
+                if i >= n:
+                    break
+                out.append(ln.rstrip(b"\n"))
+    return write_landing(tmp_path / "subset.jsonl.gz", out)
+
+
+def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
+    """Runs the job in batch (DirectRunner) on the ``landing`` file(s), storing in ``redis_url`` and writing
+    Parquet under ``output`` (default ``tmp_path/out``); returns the finished ``PipelineResult``."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from newsflow.pipelines.launcher import make_runner
+    from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
+
+    opts = PipelineOptions(
+        [
+            "--input",
+            landing,
+            "--output",
+            output or str(tmp_path / "out"),
+            "--runner",
+            "DirectRunner",
+            "--redis_url",
+            redis_url,
+        ]
+    )
+    config = job_config_from_options(opts)
+    assert config.cluster.redis_url == config.stories.redis_url == config.trending.redis_url == redis_url
+    p = beam.Pipeline(runner=make_runner(opts), options=opts)
+    build_pipeline(p, config)
+    result = p.run()
+    result.wait_until_finish()
+    return result
+
+
 # ---- serving -----------------------------------------------------------------------------------------
 
 READERS = ["u-block", "u-interest", "u-follow", "u-plain"]
@@ -189,6 +251,60 @@ def silent_server() -> Iterator[int]:
         hole.close()
         for conn in accepted:
             conn.close()
+
+
+# ---- Redis -------------------------------------------------------------------------------------------
+
+
+def art(
+    aid: str,
+    fp: int,
+    domain: str = "example.com",
+    authority: float = 0.5,
+    t: float = 1000.0,
+    lang: str = "en",
+    title: str | None = None,
+) -> Article:
+    """A feed-only ``Article`` with id ``aid`` at ``https://{domain}/{aid}`` whose SimHash is ``fp``; its
+    publish, fetch and event times are ``t`` (UTC epoch s)."""
+    return Article(
+        article_id=aid,
+        url=f"https://{domain}/{aid}",
+        canonical_url=f"https://{domain}/{aid}",
+        source_domain=domain,
+        source_name=domain,
+        title=title or f"title {aid}",
+        text="",
+        authors=[],
+        site_name="",
+        publish_time=t,
+        fetch_time=t,
+        event_time=t,
+        language=lang,
+        language_confidence=0.9,
+        simhash=f"{fp:016x}",
+        word_count=0,
+        feed_only=True,
+        source_authority=authority,
+    )
+
+
+def dump(client) -> dict:
+    """Every key with its type and full value, for exact before/after comparisons."""
+    out = {}
+    for key in sorted(client.keys("*")):
+        kind = client.type(key).decode()
+        if kind == "hash":
+            out[key] = dict(client.hgetall(key))
+        elif kind == "set":
+            out[key] = sorted(client.smembers(key))
+        elif kind == "zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "string":
+            out[key] = client.get(key)
+        else:
+            out[key] = kind
+    return out
 
 
 # ---- crawler -----------------------------------------------------------------------------------------

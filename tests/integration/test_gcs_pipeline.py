@@ -21,7 +21,7 @@ def test_pipeline_reads_and_writes_gcs(gcs_emulator, redis_server, tmp_path):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    from tests.transforms.test_streaming_job import run_job
+    from tests.helpers import run_job
 
     _, url = redis_server
     bucket = storage.Client(project="test", credentials=AnonymousCredentials()).bucket(gcs_emulator)

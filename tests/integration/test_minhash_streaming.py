@@ -15,7 +15,7 @@ from newsflow.core.minhash_check import confirm, hamming_to_all, minhash_many, s
 from newsflow.core.simhash import simhash_many, to_hex
 from newsflow.storage.groups import RedisClusterStore, StoreConfig
 from tests.corpus_slice import HEADLINES
-from tests.integration.test_redis_store import art, dump
+from tests.helpers import art, dump
 
 NEIL = (
     "Neil Young to Start Kickstarter-Funded Music Service, Player",

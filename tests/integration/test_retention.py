@@ -15,8 +15,8 @@ from newsflow.storage.groups import RedisClusterStore
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.stories import RedisStoryStore
+from tests.helpers import art
 from tests.integration.state_dump import redis_state, state_difference
-from tests.integration.test_redis_store import art
 
 KEYS = Keys()
 

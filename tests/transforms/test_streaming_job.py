@@ -14,7 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from newsflow.core.simhash import hamming, simhash
 from newsflow.core.urls import article_id
 from newsflow.pipelines.launcher import make_runner
-from newsflow.pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options
+from newsflow.pipelines.streaming import ProcessRawDocuments
 from newsflow.schemas import RawDocument
 from newsflow.storage.groups import RedisClusterStore
 from newsflow.storage.keys import Keys
@@ -23,8 +23,7 @@ from newsflow.transforms.cluster import ClusterConfig
 from newsflow.transforms.content import ContentConfig
 from newsflow.transforms.io import SinkConfig, WriteArticles
 from tests.conftest import REPO_ROOT
-from tests.helpers import run_streaming_job
-from tests.integration.test_redis_store import dump
+from tests.helpers import corpus_subset, dump, run_job, run_streaming_job, write_landing
 
 ARTICLE_HTML = (
     "<html><head><title>Council approves new riverside park</title></head><body><article>"
@@ -46,35 +45,6 @@ def feed_doc(url: str, title: str, t: float, domain: str | None = None) -> dict:
 
 def line(d) -> bytes:
     return json.dumps(d).encode()
-
-
-def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
-    opts = PipelineOptions(
-        [
-            "--input",
-            landing,
-            "--output",
-            output or str(tmp_path / "out"),
-            "--runner",
-            "DirectRunner",
-            "--redis_url",
-            redis_url,
-        ]
-    )
-    config = job_config_from_options(opts)
-    assert config.cluster.redis_url == config.stories.redis_url == config.trending.redis_url == redis_url
-    p = beam.Pipeline(runner=make_runner(opts), options=opts)
-    build_pipeline(p, config)
-    result = p.run()
-    result.wait_until_finish()
-    return result
-
-
-def write_landing(path, lines: list[bytes]) -> str:
-    with gzip.open(path, "wb") as f:
-        for ln in lines:
-            f.write(ln + b"\n")
-    return str(path)
 
 
 def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed(tmp_path, redis_server):
@@ -169,17 +139,6 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
     assert counters["blank_lines"] == 2
 
 
-def _corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
-    out = []
-    for name, n in (("pages.jsonl.gz", n_pages), ("headlines.jsonl.gz", n_headlines)):
-        with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", name), "rb") as f:
-            for i, ln in enumerate(f):
-                if i >= n:
-                    break
-                out.append(ln.rstrip(b"\n"))
-    return write_landing(tmp_path / "subset.jsonl.gz", out)
-
-
 def _file_bytes(root: str) -> dict:
     out = {}
     for dataset in ("articles", "clusters", "deadletters", "trends"):
@@ -191,7 +150,7 @@ def _file_bytes(root: str) -> dict:
 
 def test_replaying_the_same_input_twice_changes_nothing(tmp_path, redis_server):
     client, url = redis_server
-    landing = _corpus_subset(tmp_path)
+    landing = corpus_subset(tmp_path)
     out = str(tmp_path / "out")
     run_job(tmp_path, url, landing, out)
     redis_once, files_once = dump(client), _file_bytes(out)
