@@ -6,7 +6,7 @@ Markers (registered in ``pytest.ini``, applied here so no test file has to carry
 - ``integration``: every test under ``tests/integration`` and ``tests/web``, every test that uses a real Redis
   (the ``redis_server``/``server`` fixtures) and the tests in ``PROCESS_TESTS``, which start one inline.
 - ``browser``: ``tests/web/test_browser.py`` (headless Chromium).
-- ``slow``: the tests in ``SLOW_TESTS`` (each over ~2 s alone on a 2-core machine).
+- ``slow``: the tests in ``SLOW_TESTS`` (each over 0.5 s).
 
 ``make test-fast`` runs ``-m "not (integration or browser or slow)" --fast-lane``: pure logic and TestPipeline
 tests. ``--fast-lane`` turns every process start (``subprocess``, ``os.fork``/``posix_spawn``/``system``,
@@ -63,7 +63,8 @@ PROCESS_TESTS = frozenset(
     }
 )
 BROWSER_TESTS = frozenset({"web/test_browser.py"})
-# Tests over ~2 s each on this 2-core machine (``pytest --durations``), kept out of the fast lane.
+# Tests over 0.5 s each (``pytest -m slow --durations=0`` on the shared 2-core machine, load ~2.5), kept out of
+# the fast lane so that it stays well under 90 s when the machine is busy.
 SLOW_TESTS = frozenset(
     {
         "transforms/test_enrich_transform.py::test_enrich_articles[in_process]",
@@ -77,7 +78,6 @@ SLOW_TESTS = frozenset(
         "unit/test_lsh.py::test_every_pair_within_distance_3_is_found_with_true_distance",
         "unit/test_nightly_units.py::test_a_fit_no_better_than_the_defaults_on_held_out_rows_keeps_the_defaults",
         "unit/test_nightly_units.py::test_ranking_weights_keep_defaults_without_an_interest_signal",
-        "unit/test_simhash.py::test_any_unicode_text_matches_reference",
         "unit/test_simhash.py::test_word_characters_are_exactly_isalnum_or_underscore",
         "unit/test_source_files.py::test_finished_outlines_are_not_kept_in_memory",
         "unit/test_topics.py::test_a_model_is_read_once_per_process_until_its_files_change",
