@@ -3,8 +3,9 @@ markers, and the fast lane's guard.
 
 Markers (registered in ``pytest.ini``, applied here so no test file has to carry them):
 
-- ``integration``: every test under ``tests/integration`` and ``tests/web``, every test that uses a real Redis
-  (the ``redis_server``/``server`` fixtures) and the tests in ``PROCESS_TESTS``, which start one inline.
+- ``integration``: a test that needs a real process or server: every test under ``tests/integration`` and
+  ``tests/web``, every test using a fixture in ``PROCESS_FIXTURES`` (a real Redis) and the tests in
+  ``PROCESS_TESTS``, which start a process inline (an embedded Redis, a command, an extraction child).
 - ``browser``: ``tests/web/test_browser.py`` (headless Chromium).
 - ``slow``: the tests in ``SLOW_TESTS`` (each over 0.5 s).
 
