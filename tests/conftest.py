@@ -72,6 +72,13 @@ SLOW_TESTS = frozenset(
         "transforms/test_trending.py::test_bounded_path_gives_the_windowed_paths_trend_counts",
         "unit/test_crawler_canonical.py::test_same_as_the_full_tree_read_on_the_bundled_pages",
         "unit/test_crawler_feeds.py::test_every_shared_feed_parses_with_expected_item_count",
+        # the spaCy pipelines load once for these (the first of them pays it, several seconds)
+        "unit/test_entities.py::test_known_entities_in_a_known_sentence",
+        "unit/test_entities.py::test_title_and_lead_are_both_read_and_deduplicated",
+        "unit/test_entities.py::test_unsupported_language_gives_no_entities_and_a_count",
+        "unit/test_entities.py::test_same_people_and_places_get_the_same_keys_in_six_languages",
+        "unit/test_entities.py::test_organisations_match_across_languages_in_real_sentences",
+        "unit/test_entities.py::test_function_word_spans_of_other_languages_are_dropped",
         "unit/test_eval_topics.py::test_training_rows_are_never_scored",
         "unit/test_layering.py::test_no_environment_read_at_import_time",
         "unit/test_learning.py::test_fit_weights_judged_within_reader_keeps_defaults_when_only_readers_differ",
