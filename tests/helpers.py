@@ -1,12 +1,12 @@
-"""Helpers shared by several test files; fixtures live in ``tests/conftest.py``, data sets in their own
-modules (``tests/integration/ranking_data.py``, ``tests/corpus_slice.py``), the Redis state dump for
-cross-run comparisons in ``tests/integration/state_dump.py`` and the uvicorn runner in
-``tests/integration/asgi_server.py``.
+"""Helpers shared by several test files; fixtures live in ``tests/conftest.py``, the serving tests' data set in
+``tests/integration/ranking_data.py`` and the uvicorn runner in ``tests/integration/asgi_server.py``.
 
-- Beam: an arrival-ordered ``TestStream``, a streaming test pipeline, ``AssignStoryClusters`` and the whole
-  job (batch on landing files, streaming on a ``TestStream``), a tiny text model, landing files.
+- Beam: an arrival-ordered ``TestStream``, a streaming test pipeline, ``AssignStoryClusters`` on it, a tiny
+  text model.
+- The bundled corpus as landing files, and the whole job on them (batch, or streaming on a ``TestStream``).
 - Serving: ``ranking_data`` loaded with trending, breaking and readers; a populated app; a silent "Redis".
-- Redis: a feed-only ``Article`` and a dump of every key.
+- Redis: a feed-only ``Article``; ``dump`` (every key's value, for before/after checks within a run) and
+  ``redis_state``/``parquet_rows``/``state_difference`` (exact snapshots for comparing two runs).
 - Crawler: a loopback ``CrawlerConfig``, a scripted site, an injected clock and a ``poll`` at a given time.
 - GCS: an in-memory emulator.
 """
@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 
 from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.schemas import Article
+from newsflow.storage.parquet import read_dataset
 from tests.conftest import REPO_ROOT
 
 # ---- Beam --------------------------------------------------------------------------------------------
@@ -121,6 +122,36 @@ def run_streaming_job(chunks: Sequence[Sequence[tuple[bytes, float]]], end: floa
         build_pipeline(p, config, source=stream)
 
 
+# ---- the bundled corpus as landing files ------------------------------------------------------------
+
+CORPUS = os.path.join(REPO_ROOT, "data", "corpus")
+HEADLINES = os.path.join(CORPUS, "headlines.jsonl.gz")
+
+
+def corpus_lines(n: int, name: str = "headlines.jsonl.gz") -> list[bytes]:
+    """The first ``n`` landing lines (bytes, without newlines) of the bundled corpus file ``name``
+    (``data/corpus/headlines.jsonl.gz`` or ``pages.jsonl.gz``)."""
+    lines = []
+    with gzip.open(os.path.join(CORPUS, name), "rb") as f:
+        for ln in f:
+            if len(lines) == n:
+                break
+            lines.append(ln.rstrip(b"\n"))
+    return lines
+
+
+def write_lines(path, lines: list[bytes]) -> str:
+    """Writes ``lines`` as a JSONL landing file at ``path``; returns the path as ``str``."""
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines) + b"\n")
+    return str(path)
+
+
+def write_headlines(path, n: int) -> str:
+    """The first ``n`` bundled headlines as a JSONL landing file at ``path``; returns the path."""
+    return write_lines(path, corpus_lines(n))
+
+
 def write_landing(path, lines: list[bytes]) -> str:
     """Writes ``lines`` to a gzipped landing file at ``path`` (one per line); returns the path."""
     with gzip.open(path, "wb") as f:
@@ -132,14 +163,11 @@ def write_landing(path, lines: list[bytes]) -> str:
 def corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
     """A gzipped landing file under ``tmp_path`` with the bundled corpus's first ``n_pages`` pages and
     ``n_headlines`` headlines; returns its path."""
-    out = []
-    for name, n in (("pages.jsonl.gz", n_pages), ("headlines.jsonl.gz", n_headlines)):
-        with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", name), "rb") as f:
-            for i, ln in enumerate(f):
-                if i >= n:
-                    break
-                out.append(ln.rstrip(b"\n"))
-    return write_landing(tmp_path / "subset.jsonl.gz", out)
+    lines = corpus_lines(n_pages, "pages.jsonl.gz") + corpus_lines(n_headlines)
+    return write_landing(tmp_path / "subset.jsonl.gz", lines)
+
+
+# ---- running the job ---------------------------------------------------------------------------------
 
 
 def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
@@ -305,6 +333,61 @@ def dump(client) -> dict:
         else:
             out[key] = kind
     return out
+
+
+# ---- exact snapshots of a run's output, for "same answer" comparisons -------------------------------
+
+DATASETS = ("articles", "clusters", "deadletters", "trends")
+
+
+def redis_state(client) -> dict:
+    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores).
+
+    ``client`` may be a ``RedisCluster``: keys are then listed on every primary.
+    """
+    out = {}
+    if hasattr(client, "get_primaries"):
+        all_keys = client.keys("*", target_nodes=client.PRIMARIES)
+    else:
+        all_keys = client.keys("*")
+    for key in sorted(all_keys):
+        kind = client.type(key).decode()
+        if kind == "hash":
+            out[key] = (kind, sorted(client.hgetall(key).items()))
+        elif kind == "set":
+            out[key] = (kind, sorted(client.smembers(key)))
+        elif kind == "zset":
+            out[key] = (kind, client.zrange(key, 0, -1, withscores=True))
+        elif kind == "list":
+            out[key] = (kind, client.lrange(key, 0, -1))
+        elif kind == "string":
+            out[key] = (kind, client.get(key))
+        else:
+            out[key] = (kind, client.dump(key))
+    return out
+
+
+def parquet_rows(root: str) -> dict:
+    """Dataset name -> sorted list of rows (each a repr of its sorted items); duplicates are kept."""
+    out = {}
+    for dataset in DATASETS:
+        try:
+            rows = read_dataset(root, dataset).to_pylist()
+        except (FileNotFoundError, OSError, ValueError):
+            rows = []
+        out[dataset] = sorted(repr(sorted(r.items())) for r in rows)
+    return out
+
+
+def state_difference(a: dict, b: dict, limit: int = 8) -> list[str]:
+    """Human-readable differences between two :func:`redis_state` snapshots (at most ``limit``)."""
+    diff = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            diff.append(f"{key!r}: {str(a.get(key))[:200]} != {str(b.get(key))[:200]}")
+            if len(diff) >= limit:
+                break
+    return diff
 
 
 # ---- crawler -----------------------------------------------------------------------------------------

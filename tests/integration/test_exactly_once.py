@@ -19,8 +19,7 @@ import pytest
 
 from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
-from tests.corpus_slice import headline_lines
-from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+from tests.helpers import corpus_lines, parquet_rows, redis_state, state_difference
 
 N_HEADLINES = 600
 KEYS = Keys()
@@ -29,7 +28,7 @@ KEYS = Keys()
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
     d = tmp_path_factory.mktemp("landing")
-    lines = headline_lines(N_HEADLINES)
+    lines = corpus_lines(N_HEADLINES)
     (d / "in_order.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     shuffled = list(lines)
     random.Random(20261201).shuffle(shuffled)

@@ -13,9 +13,7 @@ from newsflow.core.embedding import EMBEDDING_VERSION
 from newsflow.core.resources import default_model_dir
 from newsflow.core.topics import TOPIC_VERSION
 from newsflow.pipelines.streaming import run
-from tests.corpus_slice import write_headlines
-from tests.helpers import gcs_emulator_on
-from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+from tests.helpers import gcs_emulator_on, parquet_rows, redis_state, state_difference, write_headlines
 
 BUCKET = "newsflow-models-test"
 N_HEADLINES = 60

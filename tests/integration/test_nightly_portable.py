@@ -23,7 +23,7 @@ from newsflow.schemas import Event
 from newsflow.storage.events import append_events
 from newsflow.storage.feed_builder import build_feeds
 from newsflow.storage.keys import Keys
-from tests.integration.state_dump import redis_state, state_difference
+from tests.helpers import redis_state, state_difference
 from tests.integration.test_nightly import DATE, NOW, OTHER, _populate, _reader_events
 
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK"]

@@ -24,9 +24,8 @@ from newsflow.serving.app import ServingConfig, create_app
 from newsflow.storage.feed_builder import build_feeds
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
-from tests.corpus_slice import write_headlines
+from tests.helpers import redis_state, state_difference, write_headlines
 from tests.integration.redis_cluster import redis_cluster
-from tests.integration.state_dump import redis_state, state_difference
 
 N_HEADLINES = 150
 

@@ -13,8 +13,7 @@ from newsflow.core.urls import article_id
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
 from tests.conftest import REPO_ROOT
-from tests.helpers import run_streaming_job
-from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+from tests.helpers import parquet_rows, redis_state, run_streaming_job, state_difference
 
 PUBLISHED = 1_730_000_000.0
 OLD_URL = "https://www.gazette.example.org/city/mayor-opens-library-b2210/"

@@ -20,8 +20,7 @@ from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
 from newsflow.transforms.stories import AssignStoryClusters, StoryTransformConfig
-from tests.helpers import run_assign_stories, streaming_test_pipeline, tiny_text_model
-from tests.integration.state_dump import redis_state
+from tests.helpers import redis_state, run_assign_stories, streaming_test_pipeline, tiny_text_model
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0

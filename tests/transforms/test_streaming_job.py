@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 
@@ -22,8 +21,7 @@ from newsflow.storage.parquet import list_files, read_dataset
 from newsflow.transforms.cluster import ClusterConfig
 from newsflow.transforms.content import ContentConfig
 from newsflow.transforms.io import SinkConfig, WriteArticles
-from tests.conftest import REPO_ROOT
-from tests.helpers import corpus_subset, dump, run_job, run_streaming_job, write_landing
+from tests.helpers import corpus_lines, corpus_subset, dump, run_job, run_streaming_job, write_landing
 
 ARTICLE_HTML = (
     "<html><head><title>Council approves new riverside park</title></head><body><article>"
@@ -248,12 +246,7 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
 
     from newsflow.runtime.redis_conn import stop_embedded
 
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for i, ln in enumerate(f):
-            if i >= 120:
-                break
-            lines.append(ln.rstrip(b"\n"))
+    lines = corpus_lines(120)
     times = [json.loads(ln)["fetch_time"] for ln in lines]
     landing = write_landing(tmp_path / "in.jsonl.gz", list(reversed(lines)))  # file order != time order
 
