@@ -390,6 +390,17 @@ def state_difference(a: dict, b: dict, limit: int = 8) -> list[str]:
     return diff
 
 
+# ---- commands ----------------------------------------------------------------------------------------
+
+
+def run_env(url: str, data_dir: str) -> dict:
+    """This process's environment for a ``newsflow`` command on Redis ``url`` with data under ``data_dir``
+    and the key prefix ``nf``."""
+    env = dict(os.environ)
+    env.update(REDIS_URL=url, NEWSFLOW_DATA_DIR=data_dir, NEWSFLOW_KEY_PREFIX="nf")
+    return env
+
+
 # ---- crawler -----------------------------------------------------------------------------------------
 
 

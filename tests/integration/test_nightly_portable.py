@@ -24,7 +24,7 @@ from newsflow.storage.events import append_events
 from newsflow.storage.feed_builder import build_feeds
 from newsflow.storage.keys import Keys
 from tests.helpers import redis_state, state_difference
-from tests.integration.test_nightly import DATE, NOW, OTHER, _populate, _reader_events
+from tests.integration.nightly_data import DATE, NOW, OTHER, populate, reader_events
 
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK"]
 JOBS = ["snapshot_stories", "decay_rates", "interest_vectors", "ranking_weights"]
@@ -65,9 +65,9 @@ def test_nightly_jobs_portable_runner_equal_direct_runner(redis_pair, tmp_path):
     direct_client, portable_client = redis_pair
     keys = Keys()
     # the input, once: stories and candidate pools in Redis, the events flushed to Parquet
-    _populate(direct_client, keys)
+    populate(direct_client, keys)
     build_feeds(direct_client, NOW)
-    events = _reader_events("reader") + _other_reader("r2", ("o2", "o5")) + _other_reader("r3", ("o2", "o5", "o7"))
+    events = reader_events("reader") + _other_reader("r2", ("o2", "o5")) + _other_reader("r3", ("o2", "o5", "o7"))
     append_events(direct_client, events)
     urls = {id(c): f"unix://{c.socket_file}" for c in redis_pair}
     base = str(tmp_path / "direct-output")
