@@ -38,7 +38,7 @@ def populate(r, keys: Keys) -> None:
     stories = {sid: ("tech", 0.3 + 0.05 * i, emb(0, 10 + i)) for i, sid in enumerate(TECH)}
     topics = ["world", "business", "politics", "sports"]
     stories.update({sid: (topics[i % 4], 0.95 - 0.03 * i, emb(20 + i)) for i, sid in enumerate(OTHER)})
-    for sid, (topic, auth, emb) in stories.items():
+    for sid, (topic, auth, vec) in stories.items():
         pipe.hset(
             keys.story(sid),
             mapping={
@@ -54,7 +54,7 @@ def populate(r, keys: Keys) -> None:
                 "topics": json.dumps([topic]),
                 "languages": json.dumps(["en"]),
                 "authority": repr(auth),
-                "embedding": encode_embedding(emb),
+                "embedding": encode_embedding(vec),
                 "entities": "[]",
                 "merged_into": "",
             },
