@@ -1,12 +1,13 @@
 # Two entry points for a fresh machine with Python 3.11 and make:
 #   make demo   - virtualenv + install + run the streaming job on the bundled corpus
 #   make test   - virtualenv + install + run every test
+# and, while developing, make test-fast (pure logic and TestPipeline tests: no process, no server, no slow test).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install models bench lint clean browser
+.PHONY: demo test test-fast install models bench lint clean browser
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +40,14 @@ browser:
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "make browser: not root and no sudo; run 'apt-get install chromium' (browser tests will skip)"; fi
 
+# Every test: unit, Beam (TestPipeline/TestStream), integration (embedded Redis, HTTP on 127.0.0.1) and browser.
 test: $(STAMP) models lint browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The fast lane: tests not marked integration, browser or slow (markers applied in tests/conftest.py);
+# --fast-lane fails any of them that starts a process or opens a listening socket.
+test-fast: $(STAMP) models
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not (integration or browser or slow)" --fast-lane tests
 
 bench: $(STAMP) models
 	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources nightly state_size near_duplicate_recheck; do $(BIN)/python -m benchmarks.$$b --json; done

@@ -21,7 +21,8 @@ import pytest
 
 from newsflow.storage.models import ModelStore
 from tests.conftest import REPO_ROOT
-from tests.integration.test_schedules import prepare_night, run_env
+from tests.helpers import run_env
+from tests.integration.nightly_data import prepare_night
 
 AIRFLOW = "apache-airflow==2.10.5"
 BEAM_PROVIDER = "apache-airflow-providers-apache-beam==6.1.0"

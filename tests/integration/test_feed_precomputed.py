@@ -17,23 +17,16 @@ from newsflow.serving.personal import RecentPages
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore, encode_embedding
-from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
+from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore
+from tests.helpers import READERS, populate_ranking
+from tests.integration.ranking_data import NOW, NOW_MINUTE
 
 SECRET = b"p" * 32
-USERS = ["u-block", "u-interest", "u-follow", "u-plain"]
 
 
 @pytest.fixture()
 def r(server):
-    server.flushall()
-    populate(server)
-    add_trending(server, {"s5": 12, "s3": 4})
-    server.hset("nf:user:u-block", mapping={"block_sources": '["a.com"]', "block_topics": '["sports"]'})
-    server.hset("nf:user:u-interest", mapping={"clicks": "25", "interest": encode_embedding(axis(1) * 3)})
-    server.hset("nf:user:u-follow", mapping={"follow_topics": '["obituary"]', "edition": "en"})
-    server.zadd(Keys().active_users, {u: NOW - 60 for u in USERS})
-    return server
+    return populate_ranking(server, trending={"s5": 12, "s3": 4}, readers=True, feeds=False)
 
 
 def _get(client, user, **params):
@@ -79,19 +72,19 @@ def _expected(store, user, doc, edition, limit, stored=True) -> bytes:
 def test_served_precomputed_feed_equals_the_feed_built_on_request(r, tmp_path):
     store = RankingStore(r)
     stats = build_feeds(r, NOW)
-    assert stats.user_feeds == len(USERS)
-    for u in USERS:
+    assert stats.user_feeds == len(READERS)
+    for u in READERS:
         assert r.exists(Keys().feed_page(u)) and 0 < r.ttl(Keys().feed_page(u)) <= 300
     # what the API would build for each reader on request (no precomputed feed), at the same state
     built = {}
-    for u in USERS:
+    for u in READERS:
         profile = store.user_profile(u)
         built[u] = build_user_feed(store, profile, NOW, profile.edition or GLOBAL_EDITION, FeedConfig())
     # s5 and s6 become breaking after the build (injected on request), s4 before it (not injected)
     r.zadd(Keys().breaking, {"s5": NOW + 3000, "s6": NOW + 3000, "s4": NOW + 3000})
     r.hset(Keys().breaking_since, mapping={"s5": repr(NOW + 1), "s6": repr(NOW + 2), "s4": repr(NOW - 10)})
     c = _client(r, tmp_path)
-    for u in USERS:
+    for u in READERS:
         edition = store.user_profile(u).edition or GLOBAL_EDITION
         for limit in (1, 3, 20):
             resp = _get(c, u, limit=str(limit))

@@ -5,7 +5,6 @@ Redis state and Parquet rows as a run with the local model directory."""
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 
 import pytest
@@ -14,8 +13,7 @@ from newsflow.core.embedding import EMBEDDING_VERSION
 from newsflow.core.resources import default_model_dir
 from newsflow.core.topics import TOPIC_VERSION
 from newsflow.pipelines.streaming import run
-from tests.corpus_slice import write_headlines
-from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+from tests.helpers import gcs_emulator_on, parquet_rows, redis_state, state_difference, write_headlines
 
 BUCKET = "newsflow-models-test"
 N_HEADLINES = 60
@@ -28,19 +26,8 @@ MODEL_FILES = (
 
 @pytest.fixture
 def gcs_emulator(monkeypatch):
-    from gcp_storage_emulator.server import create_server
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
-    server.start()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    try:
-        yield BUCKET
-    finally:
-        server.stop()
+    with gcs_emulator_on(monkeypatch, BUCKET) as bucket:
+        yield bucket
 
 
 @pytest.fixture

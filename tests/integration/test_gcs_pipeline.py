@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
 from newsflow.schemas import RawDocument
 from newsflow.storage.parquet import list_files, read_dataset
+from tests.helpers import gcs_emulator_on
 
 
 @pytest.fixture
 def gcs_emulator(monkeypatch):
-    from gcp_storage_emulator.server import create_server
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket="newsflow-test")
-    server.start()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    try:
-        yield "newsflow-test"
-    finally:
-        server.stop()
+    with gcs_emulator_on(monkeypatch, "newsflow-test") as bucket:
+        yield bucket
 
 
 def test_pipeline_reads_and_writes_gcs(gcs_emulator, redis_server, tmp_path):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    from tests.transforms.test_streaming_job import run_job
+    from tests.helpers import run_job
 
     _, url = redis_server
     bucket = storage.Client(project="test", credentials=AnonymousCredentials()).bucket(gcs_emulator)

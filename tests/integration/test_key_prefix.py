@@ -20,7 +20,7 @@ from newsflow.serving.app import ServingConfig, create_app
 from newsflow.storage.feeds import build_feeds, latest_story_time
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
-from tests.transforms.test_streaming_job import _corpus_subset
+from tests.helpers import corpus_subset
 
 SECRET = b"k" * 32
 
@@ -61,7 +61,7 @@ def _api(client, tmp_path, keys: Keys, now: float) -> TestClient:
 def test_a_prefixed_deployment_writes_builds_and_serves_only_under_its_prefix(tmp_path, redis_server):
     client, url = redis_server
     alt = Keys("alt")
-    _run_job(tmp_path, url, _corpus_subset(tmp_path, n_pages=6, n_headlines=150), "alt")
+    _run_job(tmp_path, url, corpus_subset(tmp_path, n_pages=6, n_headlines=150), "alt")
 
     store = RankingStore(client, alt)
     story_ids = set(store.iter_story_ids())

@@ -14,8 +14,7 @@ from newsflow.core.articles import fingerprint_text
 from newsflow.core.minhash_check import confirm, hamming_to_all, minhash_many, shares_band
 from newsflow.core.simhash import simhash, to_hex
 from newsflow.storage.groups import RedisGroupStore, StoreConfig
-from tests.corpus_slice import HEADLINES
-from tests.integration.test_redis_store import art, dump
+from tests.helpers import HEADLINES, art, dump
 
 NEIL = (
     "Neil Young to Start Kickstarter-Funded Music Service, Player",

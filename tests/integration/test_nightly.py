@@ -1,82 +1,34 @@
 """The nightly loop end to end on a real embedded Redis and real Parquet: events -> Beam jobs ->
 versioned models -> the reader's For You feed; the lock; failure; rerun; rollback.
 
-Corpus: 12 stories scored at NOW. Four "tech" stories have low authority (0.3-0.45) and embeddings
-near one direction; eight others have high authority (0.7-0.95) and orthogonal embeddings. By the
-decay formula alone (every story 1 h old, λ = 0.1) the tech stories are the four lowest scores,
-so a cold reader sees them last.
+The corpus is ``tests/integration/nightly_data.py``'s: twelve stories, the four "tech" ones last for a cold
+reader.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from newsflow.core.ranking.feeds import FeedConfig
 from newsflow.jobs.nightly import MODELS, run_night
 from newsflow.runtime.settings import Settings
-from newsflow.schemas import Event
 from newsflow.storage.events import append_events
 from newsflow.storage.feeds import build_feeds, build_user_feed
 from newsflow.storage.keys import Keys
 from newsflow.storage.models import ModelStore
-from newsflow.storage.ranking import RankingStore, encode_embedding
-
-NOW = dt.datetime(2026, 11, 30, 18, 0, tzinfo=dt.UTC).timestamp()
-DATE = "2026-11-30"
-H = 3600.0
-TECH = ["t1", "t2", "t3", "t4"]
-OTHER = [f"o{i}" for i in range(1, 9)]
-
-
-def _emb(axis: int, tilt: int | None = None) -> np.ndarray:
-    v = np.zeros(128, dtype=np.float32)
-    v[axis] = 1.0
-    if tilt is not None:
-        v[tilt] = 0.3
-    return v / np.linalg.norm(v)
-
-
-def _populate(r, keys: Keys) -> None:
-    pipe = r.pipeline()
-    stories = {sid: ("tech", 0.3 + 0.05 * i, _emb(0, 10 + i)) for i, sid in enumerate(TECH)}
-    topics = ["world", "business", "politics", "sports"]
-    stories.update({sid: (topics[i % 4], 0.95 - 0.03 * i, _emb(20 + i)) for i, sid in enumerate(OTHER)})
-    for sid, (topic, auth, emb) in stories.items():
-        pipe.hset(
-            keys.story(sid),
-            mapping={
-                "title": f"story {sid}",
-                "url": f"https://{sid}-news.com/a",
-                "domain": f"{sid}-news.com",
-                "representative_id": f"a-{sid}",
-                "article_count": 1,
-                "source_count": 1,
-                "independent_count": 1,
-                "earliest_time": repr(NOW - H),
-                "latest_time": repr(NOW - H),
-                "topics": json.dumps([topic]),
-                "languages": json.dumps(["en"]),
-                "authority": repr(auth),
-                "embedding": encode_embedding(emb),
-                "entities": "[]",
-                "merged_into": "",
-            },
-        )
-        pipe.zadd(keys.story_active, {sid: NOW - H})  # the live-story index ranking reads
-    pipe.execute()
+from newsflow.storage.ranking import RankingStore
+from tests.integration.nightly_data import DATE, NOW, OTHER, TECH, H, populate, reader_events
 
 
 @pytest.fixture()
 def night(redis_server, tmp_path):
     client, url = redis_server
     keys = Keys()
-    _populate(client, keys)
+    populate(client, keys)
     build_feeds(client, NOW)  # candidate pools
     settings = Settings.resolve(None, environ={}, data_dir=str(tmp_path / "data"), redis_url=url)
     return client, settings, str(tmp_path / "output")
@@ -91,25 +43,11 @@ def _feed(client, user: str) -> dict:
     return build_user_feed(store, store.user_profile(user), NOW, "", FeedConfig(k=12, user_k=12))
 
 
-def _reader_events(user: str) -> list[Event]:
-    """20 clicks on tech stories (5 each), with the impressions before them, all received on DATE."""
-    out = []
-    for rnd in range(5):
-        for j, sid in enumerate(TECH):
-            t = NOW - 3000 + rnd * 100 + j * 10
-            out.append(Event(user, "impression", sid, t, t, 8 + j, None, "feed"))
-            out.append(Event(user, "click", sid, t + 2, t + 2, 8 + j, None, "feed"))
-            out.append(Event(user, "dwell", sid, t + 60, t + 60, None, 55.0, "feed"))
-        for j, sid in enumerate(OTHER):  # seen and skipped
-            out.append(Event(user, "impression", sid, NOW - 3000 + rnd * 100, NOW - 3000 + rnd * 100, j, None, "feed"))
-    return out
-
-
 def test_twenty_clicks_on_one_topic_raise_it_in_for_you(night):
     client, settings, output = night
     before = _ranks(_feed(client, "reader"))
     assert sorted(before[s] for s in TECH) == [8, 9, 10, 11]  # a cold reader sees tech last
-    events = _reader_events("reader")
+    events = reader_events("reader")
     assert sum(e.type == "click" for e in events) == 20
     append_events(client, events)
     summary = run_night(client, settings, DATE, output)
@@ -165,7 +103,7 @@ def test_twenty_clicks_on_one_topic_raise_it_in_for_you(night):
 def test_second_scheduler_for_the_same_date_runs_nothing(night):
     client, settings, output = night
     client.set(Keys().nightly_lock(DATE), "other-run")
-    append_events(client, _reader_events("reader"))
+    append_events(client, reader_events("reader"))
     summary = run_night(client, settings, DATE, output)
     assert summary["status"] == "locked" and summary["jobs"] == [] and summary["events_flushed"] == 0
     assert client.get(Keys().nightly_lock(DATE)) == b"other-run"  # not released by the loser
@@ -175,7 +113,7 @@ def test_second_scheduler_for_the_same_date_runs_nothing(night):
 
 def test_failed_job_keeps_previous_models_and_releases_the_lock(night):
     client, settings, output = night
-    append_events(client, _reader_events("reader"))
+    append_events(client, reader_events("reader"))
     assert run_night(client, settings, DATE, output)["status"] == "ok"
     with open(os.path.join(output, "models", "interest", "date=2026-12-01"), "w") as f:  # a file, not a directory
         f.write("x")
@@ -188,7 +126,7 @@ def test_failed_job_keeps_previous_models_and_releases_the_lock(night):
 
 def test_rerun_of_a_date_replaces_and_rollback_restores(night):
     client, settings, output = night
-    append_events(client, _reader_events("reader"))
+    append_events(client, reader_events("reader"))
     first = run_night(client, settings, DATE, output)
     table1 = pq.read_table(os.path.join(output, "models/interest", f"date={DATE}", "part-00000.parquet"))
     again = run_night(client, settings, DATE, output)
@@ -205,7 +143,6 @@ def test_rerun_of_a_date_replaces_and_rollback_restores(night):
 
 
 def test_the_night_recomputes_outlet_authority_and_applies_retention(night):
-    import datetime as dt
 
     from newsflow.core.outlets import outlet
     from newsflow.core.sources import SourceTable

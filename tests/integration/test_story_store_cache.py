@@ -15,7 +15,7 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.stories import RedisStoryStore
 from tests.conftest import REPO_ROOT
-from tests.integration.test_redis_store import dump
+from tests.helpers import dump
 
 
 def _headlines(n: int) -> list[StoryArticle]:

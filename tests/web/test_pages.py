@@ -13,12 +13,11 @@ import httpx
 import lxml.html
 import pytest
 
-from newsflow.cli.build_feeds import build_feeds
-from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
+from tests.helpers import populated_app
 from tests.integration.asgi_server import serve_in_thread
-from tests.integration.ranking_data import NOW, STORIES, add_trending, populate
+from tests.integration.ranking_data import NOW, STORIES
 
 SECRET = b"w" * 32
 KEYS = Keys()
@@ -26,16 +25,7 @@ KEYS = Keys()
 
 @pytest.fixture()
 def site(server, tmp_path):
-    server.flushall()
-    populate(server)
-    add_trending(server, {"s5": 12, "s3": 4, "s1": 2})
-    server.zadd(KEYS.breaking, {"s5": NOW + 600})
-    server.hset(KEYS.breaking_since, "s5", repr(NOW - 60))
-    build_feeds(server, NOW)
-    cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW
-    )
-    with serve_in_thread(create_app(server, cfg)) as port:
+    with serve_in_thread(populated_app(server, str(tmp_path / "snap"), SECRET, front_page=True)) as port:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
             yield c
 
@@ -327,13 +317,8 @@ def test_bad_input_gets_an_html_error_page_not_a_crash(site):
 
 
 def test_in_process_cache_is_shared_before_blocks_are_applied(server, tmp_path):
-    server.flushall()
-    populate(server)
-    build_feeds(server, NOW)
-    cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=60, clock=lambda: NOW
-    )
-    with serve_in_thread(create_app(server, cfg)) as port:
+    app = populated_app(server, str(tmp_path / "snap"), SECRET, local_cache_seconds=60)
+    with serve_in_thread(app) as port:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
             assert _card_ids(_doc(c.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
             assert _card_ids(_doc(c.get("/sources/a.com"))) == ["s1", "s7", "s2", "s5"]
@@ -347,13 +332,8 @@ def test_in_process_cache_is_shared_before_blocks_are_applied(server, tmp_path):
 
 
 def test_a_visitors_query_text_never_reaches_the_next_visitors_cached_page(server, tmp_path):
-    server.flushall()
-    populate(server)
-    build_feeds(server, NOW)
-    cfg = ServingConfig(
-        token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=60, clock=lambda: NOW
-    )
-    with serve_in_thread(create_app(server, cfg)) as port:
+    app = populated_app(server, str(tmp_path / "snap"), SECRET, local_cache_seconds=60)
+    with serve_in_thread(app) as port:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             first = c.get("/", params={"edition": "global", "ref": "INJECTED-BY-OTHER-VISITOR"})
             assert first.status_code == 200 and "INJECTED" not in first.text
