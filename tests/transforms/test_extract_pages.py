@@ -135,4 +135,8 @@ def test_route_keeps_feed_only_documents_in_process_and_sends_pages_on():
     assert raw is feed and content == extract_content(feed) and seconds >= 0
     (dead,) = list(fn.process(failing))
     assert dead.tag == DEAD_LETTER_TAG
-    assert (dead.value.step, dead.value.error_type, dead.value.payload) == ("extract", "http_error", raw_payload(failing))
+    assert (dead.value.step, dead.value.error_type, dead.value.payload) == (
+        "extract",
+        "http_error",
+        raw_payload(failing),
+    )
