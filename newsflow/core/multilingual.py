@@ -137,8 +137,8 @@ def stop_words(language: str) -> frozenset:
 
     Read from spaCy's ``spacy/lang/<language>/stop_words.py`` (a plain list) without importing
     ``spacy`` or the language's package: importing ``spacy.lang.fr`` builds the French tokenizer
-    exceptions (~4 s here), which a process that only needs the stop words (the story vectors of the
-    streaming job when spaCy NER runs in :mod:`newsflow.runtime.entity_process`) should not pay.
+    exceptions, which a process that only needs the stop words (e.g. the story vectors of a job
+    that does not run spaCy NER itself) should not pay.
     """
     import importlib.util
 

@@ -97,9 +97,7 @@ def test_one_article_one_id_in_the_crawler_and_the_pipeline(redis, tmp_path):
 
     # the pipeline's per-document logic gives the landed pages the crawler's ids
     docs = [d for p in sorted(glob.glob(os.path.join(land, "*.jsonl*"))) for d in read_landing_file(p)]
-    articles = [
-        build_article(d, extract_content(d, ExtractionConfig(isolate=False)), source_authority=0.5) for d in docs
-    ]
+    articles = [build_article(d, extract_content(d, ExtractionConfig()), source_authority=0.5) for d in docs]
     by_id = {}
     for a in articles:
         by_id.setdefault(a.article_id, set()).add(a.url)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from apache_beam.utils import shared
 
+from newsflow.core.extraction import extract_content
 from newsflow.core.sources import UNKNOWN_AUTHORITY, SourceTable
 from newsflow.crawler.feeds import parse_feed
 from newsflow.crawler.frontier import Frontier
@@ -16,7 +17,7 @@ from newsflow.crawler.worker import CrawlWorker
 from newsflow.schemas.raw import RawDocument
 from newsflow.storage.keys import Keys
 from newsflow.storage.source_registry import SourceRegistry
-from newsflow.transforms.content import ContentConfig, _DetectLanguageFn, _ExtractFn
+from newsflow.transforms.content import ContentConfig, _BuildArticleFn, _DetectLanguageFn
 from tests.integration.test_crawler_worker import FAST, Site, _redis_server, config, landed, redis, rss, run_worker
 
 __all__ = ["_redis_server", "redis"]  # module-scoped Redis fixtures of the worker tests
@@ -50,12 +51,10 @@ def test_crawler_lands_the_feed_language_on_pages_without_content_language(redis
 
 
 def _extract(config: ContentConfig, raw: RawDocument):
-    fn = _ExtractFn(config, shared.Shared())
+    """The extract step's outputs for ``raw``: the extracted content built into an Article with its source."""
+    fn = _BuildArticleFn(config, shared.Shared())
     fn.setup()
-    try:
-        return list(fn.process(raw))
-    finally:
-        fn.teardown()
+    return list(fn.process((raw, extract_content(raw, config.extraction), 0.0)))
 
 
 def test_outlet_language_is_the_declared_language_when_the_page_declares_none(tmp_path):

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
-import signal
+import unicodedata
 
 import apache_beam as beam
 import numpy as np
-import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from newsflow.core.quality import article_quality
 from newsflow.schemas import Article
 from newsflow.transforms.enrich import EnrichArticles, EnrichConfig
+from tests.conftest import REPO_ROOT
 
 TEXT = (
     "Apple said on Monday that Tim Cook will present the new iPhone in California. "
@@ -44,30 +47,9 @@ def _article(aid, title, text, lang="en", authority=0.9, cluster=None):
     )
 
 
-@pytest.mark.parametrize(
-    "entity_process", [False, True, "killed", "stopped"], ids=["in_process", "child", "child_killed", "child_stopped"]
-)
-def test_enrich_articles(entity_process, monkeypatch):
-    """The same values with NER in this process, in the entity child process, with a child that died
-    and with one that stopped answering (every batch falls back to in-process extraction, counted; the
-    stopped child is killed after ENTITY_WAIT_S)."""
-    import newsflow.runtime.entity_process as ep
-    import newsflow.transforms.enrich
-
-    ep.close_shared_entity_processes()
-    child = None
-    if entity_process == "killed":
-        child = ep.EntityProcess(1000)
-        os.kill(child.pid, signal.SIGKILL)
-        child._reader.join(10)
-        assert child.failed
-    elif entity_process == "stopped":
-        child = ep.EntityProcess(1000)
-        assert child.submit([("Apple", "")], ["en"]).result(timeout=120)[0]
-        os.kill(child.pid, signal.SIGSTOP)
-        monkeypatch.setattr(newsflow.transforms.enrich, "ENTITY_WAIT_S", 2.0)
-    if child is not None:
-        monkeypatch.setattr(ep, "shared_entity_process", lambda lead_chars: child)
+def test_enrich_articles():
+    """Topics, entities (spaCy in the DoFn), authority and embedding of real values; a bad article is
+    dead-lettered and the rest of its batch goes on."""
     arts = [
         _article("x1", "Apple unveils new iPhone with faster chip", TEXT, cluster="cx1"),
         _article(
@@ -86,7 +68,7 @@ def test_enrich_articles(entity_process, monkeypatch):
         runner=BundleBasedDirectRunner(), options=PipelineOptions(["--runner", "BundleBasedDirectRunner"])
     )
     if True:
-        res = p | beam.Create(arts) | EnrichArticles(EnrichConfig(entity_process=bool(entity_process)))
+        res = p | beam.Create(arts) | EnrichArticles(EnrichConfig())
         rows = res["main"] | beam.Map(
             lambda s: (
                 s.article_id,
@@ -129,8 +111,85 @@ def test_enrich_articles(entity_process, monkeypatch):
         )
     result = p.run()
     result.wait_until_finish()
-    fallback = result.metrics().query(MetricsFilter().with_name("entities_in_process_fallback"))["counters"]
-    # every batch of a dead child falls back (counted per batch); none otherwise
-    assert (sum(c.committed for c in fallback) > 0) == (entity_process in ("killed", "stopped"))
-    if entity_process == "stopped":
-        assert child.failed and child._proc.poll() is not None  # the hung child was killed and reaped
+    enriched = result.metrics().query(MetricsFilter().with_name("enriched"))["counters"]
+    assert sum(c.committed for c in enriched) == 3
+
+
+def _corpus_articles(n: int) -> list[Article]:
+    """Real Articles of the demo corpus (pages extracted, language detected), several languages."""
+    from newsflow.core.articles import build_article, fingerprint_text
+    from newsflow.core.extraction import ExtractionError, extract_content
+    from newsflow.core.language import LanguageIdentifier
+    from newsflow.schemas import RawDocument
+
+    lid = LanguageIdentifier()
+    out = []
+    with gzip.open(os.path.join(REPO_ROOT, "data", "corpus", "pages.jsonl.gz"), "rb") as f:
+        for line in f:
+            raw = RawDocument.from_json_dict(json.loads(line))
+            try:
+                a = build_article(raw, extract_content(raw), source_authority=0.5)
+            except (ExtractionError, ValueError):
+                continue
+            language, _ = lid.detect(fingerprint_text(a)[:2000])
+            out.append(a._replace(language=language))
+            if len(out) == n:
+                break
+    return out
+
+
+def _spacy_entities(article: Article) -> list[str]:
+    """Entity keys of an article computed by its spaCy model loaded from its package with only the NER
+    component (as documented in newsflow.core.entities), one ``nlp(text)`` call per article, the headline and
+    lead joined as documented there."""
+    import importlib
+    import warnings
+
+    from newsflow.core.entities import MODEL_PACKAGES, normalize_entity
+
+    if article.language not in MODEL_PACKAGES:
+        return []
+    nlp = _FULL_MODELS.get(MODEL_PACKAGES[article.language])
+    if nlp is None:
+        warnings.simplefilter("ignore", UserWarning)  # spaCy's model-version notes
+        nlp = _FULL_MODELS[MODEL_PACKAGES[article.language]] = importlib.import_module(
+            MODEL_PACKAGES[article.language]
+        ).load(exclude=["tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "senter"])
+    title = unicodedata.normalize("NFC", article.title).strip()
+    lead = unicodedata.normalize("NFC", (article.text or "")[:1000]).strip()
+    text = (title if lead.startswith(title) else f"{title}.\n{lead}") if title and lead else title or lead
+    keys = []
+    for span in nlp(text).ents:
+        e = normalize_entity(span.text, span.label_, article.language)
+        if e is not None and e.key not in keys:
+            keys.append(e.key)
+    return keys
+
+
+_FULL_MODELS: dict = {}
+
+
+def test_entities_equal_spacy_run_directly():
+    """Over real articles in batches of 8, each article's entity keys (in order) are those the spaCy model
+    gives when run directly on its headline and lead."""
+    arts = _corpus_articles(24)
+    assert {"en", "fr"} <= {a.language for a in arts} or len({a.language for a in arts}) > 1
+    expected = [(a.article_id, _spacy_entities(a)) for a in arts]
+    assert sum(len(k) for _, k in expected) > 50  # real entities, not empty lists
+    with TestPipeline() as p:
+        res = p | beam.Create(arts) | EnrichArticles(EnrichConfig(max_batch_size=8))
+        assert_that(res["main"] | beam.Map(lambda s: (s.article_id, [k for k, _, _ in s.entities])), equal_to(expected))
+
+
+def test_models_are_loaded_once_per_worker_process():
+    """Two copies of the DoFn (as a runner deserializes them for its threads) share one set of models."""
+    from apache_beam.internal import pickler
+    from apache_beam.utils import shared
+
+    from newsflow.transforms.enrich import _EnrichFn
+
+    fn = _EnrichFn(EnrichConfig(), shared.Shared())
+    one, two = pickler.loads(pickler.dumps(fn)), pickler.loads(pickler.dumps(fn))
+    one.setup()
+    two.setup()
+    assert one._models is two._models

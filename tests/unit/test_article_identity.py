@@ -119,7 +119,7 @@ def raw_page(url, head, source_domain="tribune.example.net"):
 
 
 def article_of(raw):
-    content = extract_content(raw, ExtractionConfig(isolate=False))
+    content = extract_content(raw, ExtractionConfig())
     return build_article(raw, content, source_authority=0.5)
 
 

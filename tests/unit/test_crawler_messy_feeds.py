@@ -95,14 +95,14 @@ def test_control_characters_leave_stored_article_text():
         title="Pool\x02 closed",
         summary="<p>Closed for cleaning\x01 until Friday.</p>",
     )
-    content = extract_content(raw, ExtractionConfig(isolate=False))
+    content = extract_content(raw, ExtractionConfig())
     assert (content.title, content.text) == ("Pool closed", "Closed for cleaning until Friday.")
     assert html_fragment_to_text("Closed for cleaning\x01 until Friday.") == "Closed for cleaning until Friday."
     para = "<p>The municipal pool is closed for cleaning\x01 until Friday, the council said. " + "More. " * 150 + "</p>"
     head = "<head><title>Pool\x03 closed</title></head>"
     page = f"<html>{head}<body><article><h1>Pool\x03 closed</h1>{para}</article></body></html>"
     raw = raw._replace(http_status=200, content_type="text/html; charset=utf-8", body=page.encode())
-    content = extract_content(raw, ExtractionConfig(isolate=False))
+    content = extract_content(raw, ExtractionConfig())
     assert "\x01" not in content.text and "\x03" not in content.title
     assert "closed for cleaning until Friday" in content.text
     assert content.title == "Pool closed"
@@ -232,12 +232,12 @@ def page_doc(body, published_time=None):
 
 def test_page_time_beats_a_date_in_the_url():
     meta = "<meta property='article:published_time' content='2024-10-14T11:00:00+02:00'>"
-    content = extract_content(page_doc(page(meta)), ExtractionConfig(isolate=False))
+    content = extract_content(page_doc(page(meta)), ExtractionConfig())
     assert content.publish_time == utc("2024-10-14T09:00")
 
 
 def test_url_date_is_only_a_fallback():
-    cfg = ExtractionConfig(isolate=False)
+    cfg = ExtractionConfig()
     assert extract_content(page_doc(page()), cfg).publish_time == utc("2024-10-14T00:00")
     # the feed's exact time beats the day-only URL date
     assert extract_content(page_doc(page(), utc("2024-10-14T07:30")), cfg).publish_time == utc("2024-10-14T07:30")

@@ -133,3 +133,16 @@ def test_function_word_spans_of_other_languages_are_dropped():
     assert normalize_entity("I", "ORG", "en") == Entity("ORG:i", "I", "ORG")
     x = EntityExtractor()
     assert x.extract("Gli elefanti distinguono le voci umane meglio di noi", "", "it") == []
+
+
+def test_a_title_longer_than_spacys_limit_is_cut_not_fatal():
+    """spaCy refuses texts over 1,000,000 characters; a title is cut at MAX_TITLE_CHARS (as Articles
+    are), so the batch is not lost."""
+    from newsflow.core.articles import MAX_TITLE_CHARS
+
+    huge = "Barack Obama visits Paris " * 60000  # 1.56M characters
+    other = ("Apple unveils new iPhone in California", "Tim Cook told reporters in Cupertino that Apple " * 40)
+    pairs, langs = [(huge, "Angela Merkel spoke in Berlin."), other], ["en", "en"]
+    want = EntityExtractor(1000).extract_many([(huge[:MAX_TITLE_CHARS], pairs[0][1]), other], langs)
+    assert EntityExtractor(1000).extract_many(pairs, langs) == want
+    assert {"PERSON:barack obama", "PERSON:angela merkel"} <= {e.key for e in want[0]}

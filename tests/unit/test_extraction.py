@@ -1,4 +1,4 @@
-"""Tests for newsflow.core.extraction, .decoding and .sandbox: real pages, feed-only documents, every error type."""
+"""Tests for newsflow.core.extraction and .decoding: real pages, feed-only documents, every error type."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import calendar
 import gzip
 import json
 import random
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from newsflow.core.extraction import (
     extract_content,
     html_fragment_to_text,
 )
-from newsflow.runtime.sandbox import ArticleExtractor
 from newsflow.schemas.raw import RawDocument
 from tests.conftest import SHARED_DATA
 
@@ -64,26 +61,6 @@ def fixture_html() -> str:
     return (FIXTURES / "article_de.html").read_text(encoding="utf-8")
 
 
-def slow_page(blocks: int = 8000) -> bytes:
-    """~960 KB of link-laden paragraphs: extraction needs ~1.7 s on this machine (median real page: ~25 ms)."""
-    return (
-        "<html><body>"
-        + "".join(
-            f"<div><p>Paragraph {i} has some words about the city council and the new bridge "
-            f"<a href='/l{i}'>link {i}</a></p></div>"
-            for i in range(blocks)
-        )
-        + "</body></html>"
-    ).encode()
-
-
-@pytest.fixture(scope="module")
-def extractor():
-    ex = ArticleExtractor(ExtractionConfig(timeout_s=10.0))
-    yield ex
-    ex.close()
-
-
 def error_of(fn, *args) -> ExtractionError:
     with pytest.raises(ExtractionError) as info:
         fn(*args)
@@ -93,8 +70,8 @@ def error_of(fn, *args) -> ExtractionError:
 # ----------------------------------------------------------------------------- real pages
 
 
-def test_hand_written_fixture_all_fields(extractor):
-    content = extractor.extract(page(fixture_html().encode("utf-8"), "text/html; charset=utf-8"))
+def test_hand_written_fixture_all_fields():
+    content = extract_content(page(fixture_html().encode("utf-8"), "text/html; charset=utf-8"))
     assert content.title == "Neue Brücke über die Elbe eröffnet"
     assert content.authors == ("Jana Müller",)
     assert content.site_name == "Elbtal Kurier"
@@ -106,19 +83,14 @@ def test_hand_written_fixture_all_fields(extractor):
         assert boilerplate not in content.text
 
 
-def test_isolated_and_inline_results_are_identical(extractor):
-    raw = page(fixture_html().encode("utf-8"))
-    assert extractor.extract(raw) == extract_content(raw)
-
-
-def test_real_benchmark_page_matches_ground_truth(extractor):
+def test_real_benchmark_page_matches_ground_truth():
     base = DATA / "article-extraction-benchmark"
     if not base.is_dir():
         pytest.skip("shared data not available")
     gt = json.loads((base / "ground-truth.json").read_text(encoding="utf-8"))
     page_id = "04a6711caa7c687592777718866e781e976e0fe684faebe8b3cedcef8cd0ea34"
     body = gzip.open(base / "html" / f"{page_id}.html.gz", "rb").read()
-    content = extractor.extract(page(body, url=gt[page_id]["url"]))
+    content = extract_content(page(body, url=gt[page_id]["url"]))
     truth_paragraphs = [p for p in gt[page_id]["articleBody"].split("\n") if p.strip()]
     assert content.title == "Opinion | Republicans Are Following Trump to Nowhere"
     assert content.authors == ("Jamelle Bouie",)
@@ -127,13 +99,13 @@ def test_real_benchmark_page_matches_ground_truth(extractor):
     assert found >= 0.9 * len(truth_paragraphs)
 
 
-def test_real_fundus_pages_metadata_matches_gold(extractor):
+def test_real_fundus_pages_metadata_matches_gold():
     base = DATA / "fundus-news-pages"
     if not base.is_dir():
         pytest.skip("shared data not available")
     gold = {r["id"]: r for r in map(json.loads, (base / "expected.jsonl").read_text(encoding="utf-8").splitlines())}
     presse = gold["at/DiePresse_2025_06_05.html.gz"]
-    content = extractor.extract(
+    content = extract_content(
         page(
             gzip.open(base / presse["html_file"], "rb").read(),
             url=presse["url"],
@@ -144,7 +116,7 @@ def test_real_fundus_pages_metadata_matches_gold(extractor):
     assert list(content.authors) == presse["expected"]["authors"]
     assert content.html_language == "de"
     west = gold["au/WestAustralian_2024_11_26.html.gz"]
-    content = extractor.extract(
+    content = extract_content(
         page(
             gzip.open(base / west["html_file"], "rb").read(),
             url=west["url"],
@@ -156,11 +128,11 @@ def test_real_fundus_pages_metadata_matches_gold(extractor):
     assert list(content.authors) == west["expected"]["authors"] == ["Dan Jervis-Bardy"]
 
 
-def test_real_news_homepage_is_not_an_article(extractor):
+def test_real_news_homepage_is_not_an_article():
     path = DATA / "newspaper4k-test-pages" / "html" / "cnn_main_site.html.gz"
     if not path.exists():
         pytest.skip("shared data not available")
-    err = error_of(extractor.extract, page(gzip.open(path, "rb").read(), url="https://www.cnn.com/"))
+    err = error_of(extract_content, page(gzip.open(path, "rb").read(), url="https://www.cnn.com/"))
     assert err.error_type == "not_an_article"
 
 
@@ -274,66 +246,18 @@ def test_oversized_body_is_refused_before_parsing():
     bomb = gzip.compress(b"<html><body>" + b"a" * 100_000 + b"</body></html>")
     assert len(bomb) < 1000
     assert error_of(extract_content, page(bomb), config).error_type == "too_large"
-    with ArticleExtractor(config) as ex:  # refused in the parent, no child started
-        assert error_of(ex.extract, page(body)).error_type == "too_large"
-        assert ex._started == 0
 
 
 @pytest.mark.parametrize("status", [404, 500, 301])
-def test_http_error(status, extractor):
-    err = error_of(extractor.extract, page(fixture_html().encode(), status=status))
+def test_http_error(status):
+    err = error_of(extract_content, page(fixture_html().encode(), status=status))
     assert err.error_type == "http_error" and str(status) in err.message
-
-
-def test_timeout_kills_the_child_and_the_extractor_recovers():
-    with ArticleExtractor(ExtractionConfig(timeout_s=0.25)) as ex:
-        ok = ex.extract(page(fixture_html().encode()))  # starts the child (startup is not timed)
-        t0 = time.monotonic()
-        err = error_of(ex.extract, page(slow_page()))
-        elapsed = time.monotonic() - t0
-        assert err.error_type == "timeout"
-        assert elapsed < 1.0  # the page itself needs ~1.7 s, so the child was really cut off
-        assert ex.timeouts == 1 and ex.restarts == 1
-        assert ex.extract(page(fixture_html().encode())) == ok  # a fresh child took over
-
-
-def test_concurrent_threads_get_correct_results():
-    pages = [page(fixture_html().encode()), page(fixture_html().replace("412 Meter", "413 Meter").encode())]
-    expected = [extract_content(p) for p in pages]
-    results: dict[int, ExtractedContent] = {}
-    failures: list[BaseException] = []
-    with ArticleExtractor(ExtractionConfig(workers=2, timeout_s=10)) as ex:
-
-        def work(i: int) -> None:
-            try:
-                results[i] = ex.extract(pages[i % 2])
-            except BaseException as e:  # noqa: BLE001 - reported below
-                failures.append(e)
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not failures
-        assert ex._started <= 2
-    assert len(results) == 8
-    for i, content in results.items():
-        assert content == expected[i % 2]
-    assert "413 Meter" in results[1].text and "412 Meter" in results[0].text
-
-
-def test_closed_extractor_refuses_work():
-    ex = ArticleExtractor()
-    ex.close()
-    with pytest.raises(RuntimeError):
-        ex.extract(page(fixture_html().encode()))
 
 
 # ----------------------------------------------------------------------------- feed-only and dates
 
 
-def test_feed_only_document_uses_title_and_stripped_summary(extractor):
+def test_feed_only_document_uses_title_and_stripped_summary():
     raw = RawDocument(
         url="https://news.example/a",
         source_domain="news.example",
@@ -345,7 +269,7 @@ def test_feed_only_document_uses_title_and_stripped_summary(extractor):
         published_time=FETCH_TIME - 3600,
         source_name="News Example",
     )
-    content = extractor.extract(raw)
+    content = extract_content(raw)
     assert content == ExtractedContent(
         title="Bridge opens & traffic flows",
         text="The new bridge opened on Tuesday.\nIt cost €58m.\nPhotos: here",
@@ -404,8 +328,6 @@ def test_config_validation_names_the_bad_value():
         ExtractionConfig(timeout_s=-1)
     with pytest.raises(ValueError):
         ExtractionConfig(favor_precision=True, favor_recall=True)
-    with pytest.raises(ValueError):
-        ExtractionConfig(workers=0)
 
 
 def test_extraction_error_types_and_pickling():

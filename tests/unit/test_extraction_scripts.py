@@ -13,7 +13,7 @@ from newsflow.core.simhash import simhash
 from newsflow.schemas.raw import RawDocument
 
 FETCH_TIME = float(calendar.timegm((2024, 3, 5, 18, 0, 0)))
-INLINE = ExtractionConfig(isolate=False)
+INLINE = ExtractionConfig()
 
 # A 187-character Chinese news brief (title excluded), written for this test.
 ZH_BRIEF = (

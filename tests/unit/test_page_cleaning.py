@@ -13,7 +13,7 @@ from newsflow.core.page_cleaning import clean_tree, paywall_declaration
 from newsflow.schemas.raw import RawDocument
 
 FETCH_TIME = float(calendar.timegm((2024, 3, 5, 18, 0, 0)))
-INLINE = ExtractionConfig(isolate=False)
+INLINE = ExtractionConfig()
 
 CONSENT = (
     "We use cookies and similar technologies to personalise content and ads. "
