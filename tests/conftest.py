@@ -38,10 +38,8 @@ PROCESS_FIXTURES = frozenset({"redis_server", "server", "flushed_server", "redis
 PROCESS_TESTS = frozenset(
     {
         "transforms/test_dataflow_job.py::test_dataflow_dry_run_writes_the_job_request_offline",  # pip freeze
-        "transforms/test_enrich_transform.py::test_enrich_articles[child]",
-        "transforms/test_enrich_transform.py::test_enrich_articles[child_killed]",
-        "transforms/test_enrich_transform.py::test_enrich_articles[child_stopped]",
-        "transforms/test_extract_workers.py",
+        "transforms/test_extract_pages.py::test_hanging_and_crashing_pages_become_dead_letters_and_the_rest_are_extracted",
+        "transforms/test_extract_pages.py::test_dead_letter_messages_name_the_limit_and_the_crash",
         "transforms/test_identity_transform.py::test_extract_articles_applies_the_identity_rules",
         "transforms/test_launcher.py::test_portable_runner_runs_the_same_job_and_summarizes",
         "transforms/test_stories_transform.py::test_two_arrival_orders_give_the_same_stories",

@@ -4,7 +4,7 @@ This is the pure, Beam-free core that the pipeline's extract step wraps in a DoF
 :func:`extract_content` turns a :class:`schemas.RawDocument` into an
 :class:`ExtractedContent` or raises :class:`ExtractionError` whose ``error_type``
 becomes the dead-letter reason. It has no time limit: the pipeline's extract step
-(:class:`newsflow.transforms.content.ExtractArticles`) runs it on pages in a separate process
+(``ExtractArticles``) runs it on pages in a separate process
 under ``ExtractionConfig.timeout_s`` and dead-letters a page past the limit as ``"timeout"``.
 
 Steps for a fetched page (``raw.body`` is bytes):
@@ -443,7 +443,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
 def extract_content(raw: RawDocument, config: ExtractionConfig = ExtractionConfig()) -> ExtractedContent:
     """Extracts one document in the calling thread, without a time limit.
 
-    The pipeline's extract step (:class:`newsflow.transforms.content.ExtractArticles`) calls it, on pages
+    The pipeline's extract step (``ExtractArticles``) calls it, on pages
     in a separate process under ``config.timeout_s``.
 
     Args:
