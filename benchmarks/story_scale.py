@@ -16,15 +16,14 @@ Synthetic stories (top-level figures): story ``i`` has ``n`` centroid terms and 
 ``n`` and ``m`` are the term and entity counts of a headline drawn at random from all the headlines,
 and the terms (entity keys) are drawn without replacement with probability proportional to their
 document frequency among all the headlines; a term's weight is its mean TF-IDF weight in the
-headlines that hold it. Each
-story's latest (= earliest) time is uniform over the look-back window before the first article
-(``StoryConfig.window_s`` x 0.9), so all L are live and their time factors vary. This keeps the
-headlines' own term and entity distributions (frequent terms land in many stories, so their
-posting lists grow with L) but not the co-occurrence of terms, so few articles join a synthetic
-story -- but when one does, the grown story can merge with other synthetic stories over the
-frequent terms, and on a corpus of few events (news-aggregator: 62) those merges chain, so this
-workload measures the merge cascade as much as the lookup. ``disjoint``: the same shapes over terms and entity keys no article holds (the cheapest case:
-nothing shares a key).
+headlines that hold it. Each story's latest (= earliest) time is uniform over the look-back window
+before the first article (``StoryConfig.window_s`` x 0.9), so all L are live and their time factors
+vary. This keeps the headlines' own term and entity distributions (frequent terms land in many
+stories, so their posting lists grow with L) but not the co-occurrence of terms; when an article
+joins a synthetic story, the grown story can merge with other synthetic stories over the frequent
+terms, and on a corpus of few events (news-aggregator: 62) those merges chain, so this workload
+measures the merge cascade as much as the lookup. ``disjoint``: the same shapes over terms and
+entity keys no article holds (the cheapest case: nothing shares a key).
 
 Figures:
 - ``articles_per_s``: articles per CPU second of ``add`` on one core (``time.process_time``) per L;
