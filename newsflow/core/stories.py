@@ -37,16 +37,23 @@ gives the text-and-entity-only figure (F1 0.810, precision 0.732) for comparison
 Replays are idempotent: an article id already assigned returns its (resolved) story and changes
 nothing.
 
-Cost. A live story that shares no centroid term and no entity key with the article (or, when
-merging, with the grown story) scores exactly ``0.0`` (the dot product and the overlap are sums of
-zeros), and both thresholds are ``> 0``, so such a story can neither be joined nor merged and
-never wins a comparison against a story with a positive score. Each comparison therefore first
-tests ``keys().isdisjoint`` (a set operation in C) and scores only the stories that share
-something, with the same Python arithmetic as before, so scores, ties and outputs are bit for bit
-those of scoring every story. Story centroid norms are memoized per story (recomputed after the
-clusterer changes that story, or when the store hands back a different centroid object). Numpy
-matrices over all live stories were not used: their summation order differs from the scalar one
-in the last bits, and a rounded ``score`` or a threshold tie could then differ from today's.
+Cost. Candidates come from the store's inverted index (centroid term / entity key -> live story
+ids, :class:`newsflow.core.story_state.StoryIndex`), never from a pass over all live stories, and
+only through the keys that can lift a score to its threshold. The score's time factor is <= 1 and,
+by Cauchy-Schwarz, the cosine a story gets from a set ``N`` of the article's terms is at most
+``||v_N||`` (the story's normalized centroid has norm 1), while entity overlap (or Jaccard) adds at
+most ``w_ent``. So the lightest terms whose joint norm stays below ``join_threshold`` (minus
+``w_ent`` when entities are not looked up, which they are whenever ``w_ent`` alone could reach the
+threshold) cannot make a join, and stories reached only through them are not looked up
+(:func:`lookup_keys`); the merge check does the same with the grown story's normalized centroid
+and ``merge_threshold``, after each merge again with the survivor's centroid. Every story left
+out this way scores below the threshold, so it could neither be joined or merged nor beat a story
+that is: the partition is exactly that of scoring every live story (tests/unit/test_story_index.py
+checks it on real headlines). There is no cap on candidates. Candidates are scored with the same
+Python arithmetic as before (a story sharing no key scores exactly ``0.0`` and is skipped), and
+ties go to the smaller story id whatever the candidate order, so scores, ties and outputs do not
+depend on how the index orders them. Story centroid norms are memoized per story (recomputed
+after the clusterer changes that story, or when the store hands back a different centroid object).
 """
 
 from __future__ import annotations
@@ -159,6 +166,43 @@ def _time_factor(dt_s: float, tau_s: float) -> float:
 # about 5e-14), then apply the same division, entity Jaccard and time factor.
 _SCORE_TOL = 1e-9
 
+# Margin by which a score bound must fall below a threshold before :func:`lookup_keys` leaves keys out:
+# covers the rounding of the bound (a few ulps) and of the score it bounds.
+_BOUND_TOL = 1e-9
+
+# The centroid-norm memo is cleared when it holds more entries than this (a memo: clearing changes no result).
+_NORM_MEMO_MAX = 1 << 18
+
+
+def lookup_keys(weights: dict[str, float], norm: float, threshold: float, entity_weight: float) -> tuple[list, bool]:
+    """Which keys can lift a score to ``threshold``: ``(terms to look up, whether entity keys must be too)``.
+
+    The score of a story reached only through the terms left out (and, when the second value is
+    false, any entity keys) is at most ``||weights_N|| / norm + (entity_weight if entities are left
+    out else 0)``, times a time factor <= 1; the lightest terms are left out while that bound stays
+    below ``threshold - _BOUND_TOL``.
+
+    Args:
+      weights: term -> weight of the article vector or story centroid (finite).
+      norm: L2 norm of ``weights`` (``> 0``; ``1.0`` for an article's unit vector).
+      threshold: the join or merge threshold.
+      entity_weight: ``StoryConfig.entity_weight``.
+    """
+    with_entities = entity_weight >= threshold - _BOUND_TOL
+    budget = threshold - _BOUND_TOL - (0.0 if with_entities else entity_weight)
+    if budget <= 0 or not norm > 0:
+        return list(weights), with_entities
+    limit = (budget * norm) ** 2
+    ordered = sorted(weights.items(), key=lambda kv: (abs(kv[1]), kv[0]))
+    acc = 0.0
+    cut = 0
+    for _, w in ordered:
+        acc += w * w
+        if acc >= limit:
+            break
+        cut += 1
+    return [t for t, _ in ordered[cut:]], with_entities
+
 
 def _norm(v: dict[str, float]) -> float:
     return math.sqrt(sum(w * w for w in v.values()))
@@ -191,11 +235,10 @@ class StoryAssigner:
         self._norms[story.story_id] = (c, len(c), n)
         return n
 
-    def _forget_norms(self, live: list[StoryState]) -> None:
-        """Bounds the memo to the live stories once it holds many more entries than them."""
-        if len(self._norms) > 2 * len(live) + 1024:
-            keep = {s.story_id for s in live}
-            self._norms = {k: v for k, v in self._norms.items() if k in keep}
+    def _bound_norms(self) -> None:
+        """Bounds the memo: clears it once it holds more than ``_NORM_MEMO_MAX`` entries."""
+        if len(self._norms) > _NORM_MEMO_MAX:
+            self._norms.clear()
 
     def vector(self, article: StoryArticle) -> dict[str, float]:
         """The article's unit TF-IDF vector (headline + URL slug words; for es/de/fr/pt/it in the
@@ -244,13 +287,23 @@ class StoryAssigner:
             a.latest_time - b.latest_time, self.config.time_scale_s
         )
 
-    def _merge_converging(self, story, others: list, t: float, article_id: str) -> tuple:
-        """Merges into ``story`` (which just grew) every live story in ``others`` that now converges with it.
+    def _merge_partners(self, story: StoryState, since: float) -> list[StoryState]:
+        """Live stories other than ``story`` (latest time >= ``since``) that may reach ``merge_threshold``
+        with it, from the store's index through :func:`lookup_keys` of its normalized centroid."""
+        cfg = self.config
+        n = self._centroid_norm(story)
+        terms, with_entities = lookup_keys(story.centroid, n, cfg.merge_threshold, cfg.entity_weight)
+        found = self.store.candidates(terms, story.entities if with_entities else (), since)
+        return [o for o in found if o.story_id != story.story_id]
 
-        Repeatedly takes the best candidate by (merge score, story id) from :meth:`_merge_candidates`;
-        while its score is at least ``merge_threshold``, the earlier-founded story (by (earliest time,
-        id)) absorbs the other and the store records the merge at ``t`` (UTC epoch s) caused by
-        ``article_id``.
+    def _merge_converging(self, story, since: float, t: float, article_id: str) -> tuple:
+        """Merges into ``story`` (which just grew) every live story (latest time >= ``since``) that now
+        converges with it.
+
+        Repeatedly takes the best candidate by (merge score, story id) from :meth:`_merge_candidates`
+        over :meth:`_merge_partners`; while its score is at least ``merge_threshold``, the
+        earlier-founded story (by (earliest time, id)) absorbs the other and the store records the
+        merge at ``t`` (UTC epoch s) caused by ``article_id``.
 
         Returns:
           ``(surviving story, ids of the stories merged away in merge order, ids of every story
@@ -259,11 +312,10 @@ class StoryAssigner:
         merged: list[str] = []
         touched = [story.story_id]
         while True:
-            hit = self._best_merge(story, others)
+            hit = self._best_merge(story, self._merge_partners(story, since))
             if hit is None or hit[0] < self.config.merge_threshold:
                 break
             other = hit[1]
-            others = [o for o in others if o.story_id != other.story_id]
             winner, loser = (
                 (story, other)
                 if (story.earliest_time, story.story_id) <= (other.earliest_time, other.story_id)
@@ -313,8 +365,10 @@ class StoryAssigner:
         t = float(article.event_time)
         vec = self.vector(article)
         ent_keys = {e[0] for e in article.entities}
-        candidates = self.store.active(t - cfg.window_s)
-        self._forget_norms(candidates)
+        since = t - cfg.window_s
+        terms, with_entities = lookup_keys(vec, 1.0, cfg.join_threshold, cfg.entity_weight)
+        candidates = self.store.candidates(terms, ent_keys if with_entities else (), since)
+        self._bound_norms()
         best, best_score = None, -1.0
         for story in candidates:
             s = self._join_score(vec, ent_keys, story, t)
@@ -330,8 +384,7 @@ class StoryAssigner:
         self._norms.pop(story.story_id, None)
         merged: list[str] = []
         if not created:
-            others = [c for c in candidates if c.story_id != story.story_id]
-            story, merged, _ = self._merge_converging(story, others, t, article.article_id)
+            story, merged, _ = self._merge_converging(story, since, t, article.article_id)
         self.store.save(story, article.article_id)
         return StoryAssignment(article.article_id, story.story_id, created, False, tuple(merged), round(best_score, 6))
 

@@ -7,7 +7,10 @@ runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Re
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -119,6 +122,105 @@ class StoryState:
         }
 
 
+class StoryIndex:
+    """Inverted index of live stories: centroid term -> story ids and entity key -> story ids.
+
+    Kept by the stores on every save (:meth:`put`: only the keys a story gained or lost change), merge
+    (:meth:`drop` of the retired story, :meth:`put` of the survivor) and expiry (:meth:`expire`: stories
+    whose latest event time fell below a floor leave, found through a heap of ``(latest time, id)``, so
+    expiring costs O(log n) per expired story, not a pass over the live ones). :meth:`lookup` answers
+    "which live stories share one of these terms or entity keys" in O(size of those posting lists).
+
+    Attributes:
+      states: story id -> the indexed state (the object the stores hand out).
+      floor: stories with a latest time below it (UTC epoch seconds) have been expired (``-inf`` at first).
+    """
+
+    def __init__(self) -> None:
+        self.states: dict[str, StoryState] = {}
+        self.floor = -math.inf
+        self._terms: dict[str, set[str]] = {}
+        self._ents: dict[str, set[str]] = {}
+        self._keys: dict[str, tuple[frozenset, frozenset, float]] = {}  # id -> indexed (terms, entities, latest)
+        self._by_time: list[tuple[float, str]] = []  # heap; entries whose time is no longer the story's are skipped
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    @staticmethod
+    def _move(postings: dict[str, set[str]], sid: str, old: Collection[str], new: Collection[str]) -> None:
+        for k in old:
+            if k not in new:
+                p = postings[k]
+                p.discard(sid)
+                if not p:
+                    del postings[k]
+        for k in new:
+            if k not in old:
+                postings.setdefault(k, set()).add(sid)
+
+    def put(self, state: StoryState) -> None:
+        """Indexes ``state`` (new or changed) under its current centroid terms and entity keys."""
+        sid = state.story_id
+        terms, ents = frozenset(state.centroid), frozenset(state.entities)
+        old_terms, old_ents, old_t = self._keys.get(sid, (frozenset(), frozenset(), None))
+        self._move(self._terms, sid, old_terms, terms)
+        self._move(self._ents, sid, old_ents, ents)
+        self._keys[sid] = (terms, ents, state.latest_time)
+        if old_t != state.latest_time:
+            heapq.heappush(self._by_time, (state.latest_time, sid))
+        self.states[sid] = state
+
+    def drop(self, story_id: str) -> None:
+        """Removes a story (merged away or expired); no-op if it is not indexed."""
+        keys = self._keys.pop(story_id, None)
+        if keys is None:
+            return
+        self._move(self._terms, story_id, keys[0], ())
+        self._move(self._ents, story_id, keys[1], ())
+        del self.states[story_id]
+
+    def expire(self, floor: float) -> None:
+        """Drops every story whose latest time is below ``floor`` (UTC epoch seconds); raises :attr:`floor`."""
+        if floor <= self.floor:
+            return
+        self.floor = floor
+        heap = self._by_time
+        while heap and heap[0][0] < floor:
+            _, sid = heapq.heappop(heap)
+            keys = self._keys.get(sid)
+            if keys is not None and keys[2] < floor:
+                self.drop(sid)
+
+    def lookup(self, terms: Iterable[str], entity_keys: Iterable[str], since: float) -> list[StoryState]:
+        """Indexed stories with a latest time >= ``since`` that share a centroid term in ``terms`` or an
+        entity key in ``entity_keys`` (in no particular order)."""
+        ids: set[str] = set()
+        for t in terms:
+            p = self._terms.get(t)
+            if p:
+                ids.update(p)
+        for k in entity_keys:
+            p = self._ents.get(k)
+            if p:
+                ids.update(p)
+        states = self.states
+        return [st for st in map(states.__getitem__, ids) if st.latest_time >= since]
+
+
+def sharing(
+    states: Iterable[StoryState], terms: Iterable[str], entity_keys: Iterable[str], since: float
+) -> list[StoryState]:
+    """The :meth:`StoryIndex.lookup` answer computed by testing each of ``states`` (a store's fallback
+    for a look-back older than its index covers)."""
+    terms, entity_keys = set(terms), set(entity_keys)
+    return [
+        st
+        for st in states
+        if st.latest_time >= since and not (terms.isdisjoint(st.centroid) and entity_keys.isdisjoint(st.entities))
+    ]
+
+
 class StoryStore(Protocol):
     """What :class:`newsflow.core.stories.StoryAssigner` needs from its state."""
 
@@ -131,8 +233,11 @@ class StoryStore(Protocol):
     def get(self, story_id: str) -> StoryState | None:
         """State of a live story (``None`` if unknown or merged away)."""
 
-    def active(self, since: float) -> list[StoryState]:
-        """Live stories whose latest event time is >= ``since`` (UTC epoch seconds), by story id."""
+    def candidates(self, terms: Iterable[str], entity_keys: Iterable[str], since: float) -> list[StoryState]:
+        """Live stories whose latest event time is >= ``since`` (UTC epoch seconds) and whose centroid
+        holds one of ``terms`` or whose entities hold one of ``entity_keys``, in no particular order;
+        it reflects every :meth:`save` and :meth:`merge` made before, including earlier in the same
+        article's step. A store may return more live stories (of latest time >= ``since``), never fewer."""
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
         """Writes a story's state and serving record; records ``article_id``'s assignment."""
@@ -142,13 +247,23 @@ class StoryStore(Protocol):
 
 
 class InMemoryStoryStore:
-    """Dict-backed :class:`StoryStore` for tests and the offline evaluation."""
+    """Dict-backed :class:`StoryStore` for tests and the offline evaluation.
 
-    def __init__(self) -> None:
+    Candidates come from a :class:`StoryIndex` of the stories whose latest time is within
+    ``index_horizon_s`` of the newest look-back asked for; an older look-back (a very late article)
+    is answered by testing every story in :attr:`stories`.
+
+    Args:
+      index_horizon_s: how far behind the newest look-back the index keeps stories, seconds.
+    """
+
+    def __init__(self, index_horizon_s: float = 86400.0) -> None:
         self.stories: dict[str, StoryState] = {}
         self.assign: dict[str, str] = {}
         self.merged_into: dict[str, str] = {}
         self.merges: list[dict[str, Any]] = []
+        self.index = StoryIndex()
+        self._horizon_s = index_horizon_s
 
     def assigned_story(self, article_id: str) -> str | None:
         return self.assign.get(article_id)
@@ -163,16 +278,22 @@ class InMemoryStoryStore:
     def get(self, story_id: str) -> StoryState | None:
         return self.stories.get(story_id)
 
-    def active(self, since: float) -> list[StoryState]:
-        return [s for sid, s in sorted(self.stories.items()) if s.latest_time >= since]
+    def candidates(self, terms: Iterable[str], entity_keys: Iterable[str], since: float) -> list[StoryState]:
+        if since < self.index.floor:
+            return sharing(self.stories.values(), terms, entity_keys, since)
+        self.index.expire(since - self._horizon_s)
+        return self.index.lookup(terms, entity_keys, since)
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
         self.stories[state.story_id] = state
+        self.index.put(state)
         if article_id is not None:
             self.assign.setdefault(article_id, state.story_id)
 
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
         self.stories.pop(loser.story_id, None)
+        self.index.drop(loser.story_id)
         self.merged_into[loser.story_id] = winner.story_id
         self.merges.append({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
         self.stories[winner.story_id] = winner
+        self.index.put(winner)

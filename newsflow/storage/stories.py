@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from newsflow.core.story_state import StoryState
+from newsflow.core.story_state import StoryIndex, StoryState, sharing
 from newsflow.storage.keys import Keys
 
 
@@ -67,13 +67,18 @@ class RedisStoryStore:
     so nothing run-specific stays in Redis. A second run that gets the lease after the first finds
     every article already assigned (``Keys.story_assign``), so two runs leave the state of one.
 
-    With ``cache=True`` the live stories are also kept in process (write-through): ``active()``
-    answers from memory instead of reading and parsing every live story's state per article,
-    which made clustering cost grow with the number of live stories. This is only valid for a
-    single writer — the ordered story-assignment step, which runs on one key — and the cache
-    must be dropped with :meth:`invalidate` after a failed step (the runner retries it).
-    Stories whose latest time is more than ``cache_horizon_s`` before the newest ``since`` asked
-    for are evicted; an older ``since`` (a very late article) falls back to Redis.
+    **Candidates.** With ``cache=True`` the live stories are also kept in process (write-through), in
+    an inverted index (:class:`newsflow.core.story_state.StoryIndex`: centroid term / entity key ->
+    story ids, kept on save, merge and eviction), so :meth:`candidates` costs O(the posting lists it
+    reads), not O(live stories), and Redis keeps its layout (the index is rebuilt from the live
+    states when the cache is loaded). This is only valid for a single writer — the ordered
+    story-assignment step, which runs on one key — and the cache must be dropped with
+    :meth:`invalidate` after a failed step (the runner retries it). Stories whose latest time is
+    more than ``cache_horizon_s`` before the newest ``since`` asked for are evicted; an older
+    ``since`` (a very late article) reads the live stories from Redis. Without the cache (tests,
+    one-off tools), every :meth:`candidates` call reads and tests all live stories from Redis.
+    Both Redis reads lay the queued (not yet committed) step over what Redis holds, so they see
+    the article's own step without committing part of it.
 
     **Batched writes** (``write_batch`` > 1, needs ``cache=True``). Each article's step (its merges,
     its story, its assignment) is queued instead of committed, and every ``write_batch`` steps the
@@ -119,8 +124,7 @@ class RedisStoryStore:
         self.keys = keys
         self._use_cache = cache
         self._horizon_s = cache_horizon_s
-        self._cache: dict[str, StoryState] | None = None
-        self._cache_since = math.inf
+        self._cache: StoryIndex | None = None
         self._lease_ttl_ms = max(1, int(lease_ttl_s * 1000))
         self._token: bytes | None = None
         self._seen_assigned: int | None = None  # HLEN of story_assign after this writer's last step
@@ -196,11 +200,15 @@ class RedisStoryStore:
             except redis.WatchError as e:
                 raise LeaseLost(f"story writer lease {self.keys.story_lease} changed during a write") from e
 
+    @property
+    def _cache_since(self) -> float:
+        """Oldest latest time the cache covers (UTC epoch seconds; ``inf`` without a cache)."""
+        return self._cache.floor if self._cache is not None else math.inf
+
     def invalidate(self) -> None:
         """Drops the in-process cache and the write queue (nothing of it is written); the next
-        ``active()`` reloads from Redis."""
+        :meth:`candidates` reloads from Redis."""
         self._cache = None
-        self._cache_since = math.inf
         self._drop_queue()
         self._known_assign, self._merges_by_article = {}, None
 
@@ -245,30 +253,31 @@ class RedisStoryStore:
         raw = self.r.get(self.keys.story_state(story_id))
         return StoryState.from_json(raw) if raw else None
 
-    def active(self, since: float) -> list[StoryState]:
+    def candidates(self, terms: Iterable[str], entity_keys: Iterable[str], since: float) -> list[StoryState]:
+        """See :meth:`newsflow.core.story_state.StoryStore.candidates` and "Candidates" above."""
         if not self._use_cache:
-            return self._active_from_redis(since)
+            return sharing(self._live_from_redis(since), terms, entity_keys, since)
         if self._cache is None:
-            self._cache = {st.story_id: st for st in self._active_from_redis(since)}
-            self._cache_since = since
-        elif since < self._cache_since:
-            self.flush()  # the Redis answer must include the queued writes
-            return self._active_from_redis(since)  # older than what the cache covers
-        floor = since - self._horizon_s
-        if floor > self._cache_since:
-            self._cache = {k: v for k, v in self._cache.items() if v.latest_time >= floor}
-            self._cache_since = floor
-        return [self._cache[k] for k in sorted(self._cache) if self._cache[k].latest_time >= since]
+            self._cache = StoryIndex()
+            for st in self._live_from_redis(since):
+                self._cache.put(st)
+            self._cache.floor = since
+        elif since < self._cache.floor:
+            return sharing(self._live_from_redis(since), terms, entity_keys, since)  # older than the cache covers
+        self._cache.expire(since - self._horizon_s)
+        return self._cache.lookup(terms, entity_keys, since)
 
-    def _active_from_redis(self, since: float) -> list[StoryState]:
-        ids = sorted(
-            x.decode() if isinstance(x, bytes) else x
-            for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf")
-        )
-        if not ids:
-            return []
-        raws = self.r.mget([self.keys.story_state(i) for i in ids])
-        return [StoryState.from_json(raw) for raw in raws if raw]
+    def _live_from_redis(self, since: float) -> list[StoryState]:
+        """Live stories with latest time >= ``since`` as Redis holds them with the queued step laid over
+        (what :meth:`flush` then a read would give, without committing part of a step)."""
+        ids = [
+            sid
+            for sid in (_str(x) for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf"))
+            if sid not in self._retired and sid not in self._dirty
+        ]
+        raws = self.r.mget([self.keys.story_state(i) for i in ids]) if ids else []
+        out = [StoryState.from_json(raw) for raw in raws if raw]
+        return out + [st for st in self._dirty.values() if st.latest_time >= since]
 
     def _write(self, pipe, state: StoryState, merged_into: str = "") -> None:
         sid = state.story_id
@@ -287,7 +296,7 @@ class RedisStoryStore:
             self._new_assign.setdefault(article_id, state.story_id)
         self._steps += 1
         if self._cache is not None:
-            self._cache[state.story_id] = state
+            self._cache.put(state)
         if self._steps >= self._write_batch:
             self.flush()
 
@@ -300,8 +309,8 @@ class RedisStoryStore:
             json.dumps({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
         )
         if self._cache is not None:
-            self._cache.pop(loser.story_id, None)
-            self._cache[winner.story_id] = winner
+            self._cache.drop(loser.story_id)
+            self._cache.put(winner)
 
     def flush(self) -> None:
         """Writes the queued steps in one transaction (fenced by the writer lease when one is held):
