@@ -134,34 +134,29 @@ def _unit_max_norm(x: np.ndarray) -> np.ndarray:
     return x / m if m > 0 else np.zeros_like(x)
 
 
-def blocked_mask(topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile) -> np.ndarray:
-    """Boolean mask, shape (n,): True where the reader blocked the story's topic or source."""
+def _listed_mask(topics: Sequence[Sequence[str]], sources: Sequence[str], topic_set, source_set) -> np.ndarray:
+    """Boolean mask, shape (n,): True where the source or any topic (lower-cased) is in the given sets."""
     n = len(sources)
-    if not profile.block_topics and not profile.block_sources:
+    if not topic_set and not source_set:
         return np.zeros(n, dtype=bool)
     return np.fromiter(
         (
-            (src.lower() in profile.block_sources) or any(str(t).lower() in profile.block_topics for t in tps)
+            (src.lower() in source_set) or any(str(t).lower() in topic_set for t in tps)
             for tps, src in zip(topics, sources, strict=False)
         ),
         dtype=bool,
         count=n,
     )
+
+
+def blocked_mask(topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile) -> np.ndarray:
+    """Boolean mask, shape (n,): True where the reader blocked the story's topic or source."""
+    return _listed_mask(topics, sources, profile.block_topics, profile.block_sources)
 
 
 def followed_mask(topics: Sequence[Sequence[str]], sources: Sequence[str], profile: UserProfile) -> np.ndarray:
     """Boolean mask, shape (n,): True where a topic or the source is followed."""
-    n = len(sources)
-    if not profile.follow_topics and not profile.follow_sources:
-        return np.zeros(n, dtype=bool)
-    return np.fromiter(
-        (
-            (src.lower() in profile.follow_sources) or any(str(t).lower() in profile.follow_topics for t in tps)
-            for tps, src in zip(topics, sources, strict=False)
-        ),
-        dtype=bool,
-        count=n,
-    )
+    return _listed_mask(topics, sources, profile.follow_topics, profile.follow_sources)
 
 
 def personal_relevance(
