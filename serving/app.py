@@ -69,7 +69,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from newsflow.core.ranking.feeds import FeedConfig
+from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import without_blocked
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.schemas import UserProfile
@@ -113,10 +113,7 @@ from newsflow.storage.feed_page import (
     page_body,
 )
 from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import (
-    GLOBAL_EDITION,
-    RankingStore,
-)
+from newsflow.storage.ranking import RankingStore
 
 __all__ = ["ApiError", "ServingConfig", "create_app", "serving_client"]
 

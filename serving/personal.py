@@ -30,7 +30,7 @@ from typing import NamedTuple
 from starlette.concurrency import run_in_threadpool
 
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.core.ranking.feeds import FeedConfig
+from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import injected_item
 from newsflow.serving.pages import feed_page
 from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
@@ -47,7 +47,7 @@ from newsflow.storage.feed_page import (
     write_user_feeds,
 )
 from newsflow.storage.feeds import build_user_feed
-from newsflow.storage.ranking import FEED_TTL_SECONDS, GLOBAL_EDITION, RankingStore, user_from_hash
+from newsflow.storage.ranking import FEED_TTL_SECONDS, RankingStore, user_from_hash
 
 BREAKING_SCORE_STEP_SECONDS = 60.0
 """Breaking items injected into personal pages are scored at ``now - now % 60`` (UTC epoch s): at λ 0.5/h

@@ -55,6 +55,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from newsflow.core.outlets import outlet
+from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE
 from newsflow.core.ranking.rerank import without_blocked
 from newsflow.schemas import UserProfile
 from newsflow.serving.http_body import BodyTooLarge, read_capped
@@ -74,7 +75,6 @@ from newsflow.serving.web_view import (
     why_labels,
 )
 from newsflow.storage.feed_page import drop_user_feed
-from newsflow.storage.ranking import GLOBAL_EDITION, POOL_SIZE
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"

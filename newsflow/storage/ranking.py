@@ -25,7 +25,7 @@ import numpy as np
 from newsflow.core.outlets import outlet
 
 # Re-exported: the records live in schemas/; this module parses them from Redis hashes.
-from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE  # noqa: F401 - re-exported for serving
+from newsflow.core.ranking.feeds import POOL_SIZE
 from newsflow.schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
 from newsflow.storage.keys import Keys
 

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from newsflow.cli.build_feeds import build_feeds
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.core.ranking.feeds import FeedConfig
+from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import rerank
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.app import ServingConfig, create_app
@@ -27,7 +27,7 @@ from newsflow.serving.tokens import sign_token
 from newsflow.storage.feed_page import write_user_feeds
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore, encode_embedding
+from newsflow.storage.ranking import RankingStore, encode_embedding
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
 

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 
 from newsflow.cli.build_feeds import build_feeds
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
-from newsflow.core.ranking.feeds import FeedConfig
+from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import rerank
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.http_cache import json_bytes
@@ -17,7 +17,7 @@ from newsflow.serving.personal import RecentPages
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import GLOBAL_EDITION, RankingStore
+from newsflow.storage.ranking import RankingStore
 from tests.helpers import READERS, populate_ranking
 from tests.integration.ranking_data import NOW, NOW_MINUTE
 
