@@ -103,7 +103,7 @@ class ModelStore:
     def _keys_of(self, name: str, version: str, buckets: Iterable[int]) -> list[str]:
         if name in BUCKETED_MODELS:
             return [self.keys.model_bucket(name, version, b) for b in buckets]
-        return [self.keys.model(name, version)]
+        return [self.keys.model(name, version)] if list(buckets) else []
 
     # -- write ----------------------------------------------------------------------------------
     def write(self, name: str, version: str, mapping: Mapping[str, bytes | str | float]) -> int:
