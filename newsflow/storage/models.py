@@ -257,6 +257,16 @@ class ModelStore:
             gone.append(version)
         return gone
 
+    def key_sizes(self, name: str, version: str) -> dict[str, int]:
+        """``{key: MEMORY USAGE bytes (samples=0)}`` of every key of ``name`` at ``version`` (for sizing
+        and benchmarks; one pipeline)."""
+        buckets = (self.manifest(name, version) or {}).get("buckets", [])
+        keys = self._keys_of(name, version, buckets)
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.memory_usage(key, samples=0)
+        return {key: int(n or 0) for key, n in zip(keys, pipe.execute(), strict=True)}
+
     # -- read -----------------------------------------------------------------------------------
     def read(self, name: str, version: str | None = None) -> dict[bytes, bytes]:
         """The whole of ``name`` at ``version`` (default: the current one; ``{}`` when none): one
