@@ -15,10 +15,11 @@ Protocol, each step bounded (no command touches more than :data:`MAX_FIELDS_PER_
 one bucket; a bucket holds ~2,440 readers at 10M):
 
 1. :meth:`ModelStore.write` marks the version ``writing`` (listing every bucket it may leave behind),
-   then replaces each bucket in its own MULTI (``UNLINK`` + ``HSET`` chunks, one key, one slot),
-   removes buckets an earlier write of the same version left, and marks it ``ready``. Re-running a
-   date replaces its output; while the version serves, each bucket changes atomically (a rerun on the
-   same input writes the same content).
+   then replaces each bucket (``UNLINK`` + ``HSET`` chunks of one key; pipelined over
+   :data:`UNLINK_BATCH` buckets for a version no pointer names, one MULTI per bucket for a version
+   current or previous), removes buckets an earlier write of the same version left, and marks it
+   ``ready``. Re-running a date replaces its output; while the version serves, each bucket changes
+   atomically (a rerun on the same input writes the same content).
 2. :meth:`ModelStore.switch` refuses a version that is not ``ready`` and moves the pointers of several
    models at once with one WATCH/MULTI on the one pointer key: the pointer moves only after every
    bucket is written. A reader reads the pointer hash once (:meth:`ModelStore.current`) and then only
@@ -111,8 +112,10 @@ class ModelStore:
 
         Bucketed models spread the fields over their buckets (module docstring, step 1); every
         command carries at most :data:`MAX_FIELDS_PER_COMMAND` fields of one key. Not visible to
-        readers until :meth:`switch` points at ``version`` (unless it already does: each bucket is
-        then replaced atomically, so readers see whole buckets).
+        readers until :meth:`switch` points at ``version`` (and no switch to it passes while it is
+        ``writing``), so the buckets of an unserved version go out in pipelines of
+        :data:`UNLINK_BATCH` buckets; when ``version`` is already served (a rerun of the night),
+        each bucket is replaced in its own MULTI, so readers see whole buckets.
 
         Raises:
           ValueError: unknown model name or bad version.
@@ -126,9 +129,14 @@ class ModelStore:
         else:
             by_bucket[0] = dict(mapping) or {"_empty": "1"}
         old = (self.manifest(name, version) or {}).get("buckets", [])
+        served = version in (self.current().get(name), self.previous().get(name))
         self._set_manifest(name, version, "writing", 0, set(old) | set(by_bucket))
-        for bucket, fields in sorted(by_bucket.items()):
-            self.write_bucket(name, version, bucket, fields)
+        ordered = sorted(by_bucket.items())
+        for i in range(0, len(ordered), 1 if served else UNLINK_BATCH):
+            pipe = self.client.pipeline(transaction=served)
+            for bucket, fields in ordered[i : i + (1 if served else UNLINK_BATCH)]:
+                self._queue_bucket(pipe, name, version, bucket, fields)
+            pipe.execute()
         self._unlink(self._keys_of(name, version, sorted(set(old) - set(by_bucket))))
         n = sum(len(f) for f in by_bucket.values()) if name in BUCKETED_MODELS else len(mapping)
         self._set_manifest(name, version, "ready", n, by_bucket)
@@ -136,7 +144,8 @@ class ModelStore:
 
     def write_bucket(self, name: str, version: str, bucket: int, fields: Mapping[str, bytes | str | float]) -> None:
         """Replaces one bucket of ``name`` at ``version`` in one MULTI on its one key (``UNLINK`` +
-        ``HSET`` chunks of :data:`MAX_FIELDS_PER_COMMAND`); parallel writers may call it per bucket.
+        ``HSET`` chunks of :data:`MAX_FIELDS_PER_COMMAND`); parallel writers may call it per bucket
+        between marking the version ``writing`` and ``ready`` themselves.
 
         Raises:
           ValueError: a field that does not belong in ``bucket``.
@@ -145,13 +154,16 @@ class ModelStore:
             wrong = [f for f in fields if reader_bucket(f) != bucket]
             if wrong:
                 raise ValueError(f"field {wrong[0]!r} belongs in bucket {reader_bucket(wrong[0])}, not {bucket}")
+        pipe = self.client.pipeline(transaction=True)
+        self._queue_bucket(pipe, name, version, bucket, fields)
+        pipe.execute()
+
+    def _queue_bucket(self, pipe, name: str, version: str, bucket: int, fields: Mapping) -> None:
         key = self._keys_of(name, version, [bucket])[0]
         items = list(fields.items())
-        pipe = self.client.pipeline(transaction=True)
         pipe.unlink(key)
         for i in range(0, len(items), MAX_FIELDS_PER_COMMAND):
             pipe.hset(key, mapping=dict(items[i : i + MAX_FIELDS_PER_COMMAND]))
-        pipe.execute()
 
     def _unlink(self, keys: list[str]) -> None:
         for i in range(0, len(keys), UNLINK_BATCH):
