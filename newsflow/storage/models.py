@@ -128,24 +128,41 @@ class ModelStore:
                     by_bucket.setdefault(reader_bucket(field), {})[field] = value
         else:
             by_bucket[0] = dict(mapping) or {"_empty": "1"}
-        old = (self.manifest(name, version) or {}).get("buckets", [])
         served = version in (self.current().get(name), self.previous().get(name))
-        self._set_manifest(name, version, "writing", 0, set(old) | set(by_bucket))
+        old = self.begin(name, version, by_bucket)
         ordered = sorted(by_bucket.items())
         for i in range(0, len(ordered), 1 if served else UNLINK_BATCH):
             pipe = self.client.pipeline(transaction=served)
             for bucket, fields in ordered[i : i + (1 if served else UNLINK_BATCH)]:
                 self._queue_bucket(pipe, name, version, bucket, fields)
             pipe.execute()
-        self._unlink(self._keys_of(name, version, sorted(set(old) - set(by_bucket))))
         n = sum(len(f) for f in by_bucket.values()) if name in BUCKETED_MODELS else len(mapping)
-        self._set_manifest(name, version, "ready", n, by_bucket)
+        self.commit(name, version, n, by_bucket, old)
         return n
+
+    def begin(self, name: str, version: str, buckets: Iterable[int]) -> list[int]:
+        """Marks ``name`` at ``version`` ``writing`` before its ``buckets`` are written (a switch to it is
+        refused until :meth:`commit`); returns the buckets an earlier write of it left.
+
+        Raises:
+          ValueError: unknown model name or bad version.
+        """
+        self._check(name, version)
+        old = (self.manifest(name, version) or {}).get("buckets", [])
+        self._set_manifest(name, version, "writing", 0, set(old) | set(buckets))
+        return old
+
+    def commit(self, name: str, version: str, fields: int, buckets: Iterable[int], old: Iterable[int] = ()) -> None:
+        """Marks ``name`` at ``version`` ``ready`` with its ``fields`` in ``buckets``, after unlinking the
+        ``old`` buckets (from :meth:`begin`) no longer written."""
+        buckets = sorted(set(buckets))
+        self._unlink(self._keys_of(name, version, sorted(set(old) - set(buckets))))
+        self._set_manifest(name, version, "ready", fields, buckets)
 
     def write_bucket(self, name: str, version: str, bucket: int, fields: Mapping[str, bytes | str | float]) -> None:
         """Replaces one bucket of ``name`` at ``version`` in one MULTI on its one key (``UNLINK`` +
-        ``HSET`` chunks of :data:`MAX_FIELDS_PER_COMMAND`); parallel writers may call it per bucket
-        between marking the version ``writing`` and ``ready`` themselves.
+        ``HSET`` chunks of :data:`MAX_FIELDS_PER_COMMAND`); parallel writers call it per bucket between
+        :meth:`begin` and :meth:`commit`.
 
         Raises:
           ValueError: a field that does not belong in ``bucket``.

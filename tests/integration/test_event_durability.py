@@ -31,6 +31,7 @@ from newsflow.storage.events import (
     trim_active_readers,
 )
 from newsflow.storage.keys import Keys, event_shard
+from newsflow.storage.retention import expire
 from tests.conftest import REPO_ROOT
 
 SECRET = "k" * 32
@@ -235,3 +236,6 @@ def test_trim_active_readers_removes_idle_readers_in_bounded_steps(redis_server)
     assert active_readers(client, 0.0, limit=5000, keys=keys) == [f"r{i}" for i in range(2999, 2499, -1)]
     # one script call per step of <= 100 members: at least 2,500 / 100 calls
     assert int(client.info("commandstats")["cmdstat_zrem"]["calls"]) >= 25
+    # newsflow retention trims the readers idle since its cutoff the same way
+    out = expire(client, 3600.0, keys)
+    assert out["idle_readers"] == 100 and active_readers(client, 0.0, keys=keys)[-1] == "r2600"

@@ -80,7 +80,7 @@ def test_a_bucketed_version_spreads_over_buckets_switches_only_when_complete_and
             u for u in users if reader_bucket(u) == b
         }
     # a version left half written (a writer that died) is refused by the switch
-    m._set_manifest("interest", "d2", "writing", 0, [reader_bucket("u1")])
+    m.begin("interest", "d2", [reader_bucket("u1")])
     m.write_bucket("interest", "d2", reader_bucket("u1"), {"u1": _vec(5)})
     with pytest.raises(ValueError, match="interest"):
         m.switch({"interest": "d2"})
