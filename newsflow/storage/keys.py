@@ -42,13 +42,14 @@ per-reader model (and the per-story co-visitation model) is :data:`READER_BUCKET
 per version, ``P:{r<b>}:model:<name>:<version>``, the field ``f`` in bucket
 ``b =`` :func:`reader_bucket` ``(f)`` (CRC-32 of the UTF-8 field mod 4,096); the tag ``{r<b>}``
 puts a reader's interest, history and cluster of every version in one slot (one node answers
-:func:`newsflow.storage.models.load_learned`). At 10M readers a bucket holds ~2,440 readers:
-~1.4 MB of interest vectors, the largest model key a few MB, far below 10 MB. Reader events and the
+:func:`newsflow.storage.models.load_learned`). At 10M readers a bucket holds ~2,440 readers
+(fullest ~2,640): ~1.5 MB of interest vectors, ~2.8 MB of histories (50 recent stories each). Reader events and the
 active-reader set are :data:`EVENT_SHARDS` = 256 stream shards, ``P:{s<k>}:events``,
 ``P:{s<k>}:events:flushed`` and ``P:{s<k>}:users:active``, ``k =`` :func:`event_shard` ``(user id)``
 (= the reader bucket mod 256); a shard's stream, cursor and active set share the tag ``{s<k>}``.
-At 10M active readers a shard's active set is ~40k members (~4 MB); a shard's stream is bounded by
-:data:`newsflow.storage.events.MAX_PENDING_EVENTS_PER_SHARD`. The pointer of the served versions is
+At 10M active readers a shard's active set is ~39k members (~4.5 MB); a shard's stream is bounded by
+:data:`newsflow.storage.events.MAX_PENDING_EVENTS` unflushed events (~0.9 MB). ``benchmarks.model_switch``
+measures these sizes. The pointer of the served versions is
 one untagged hash (``P:models:pointers``), so one MULTI on one key switches every model.
 
 Table of keys (``P`` = prefix; times are UTC epoch seconds):
