@@ -198,11 +198,37 @@ def mark_active(pipe, last_seen: Mapping[str, float], keys: Keys = Keys()) -> No
 
 def active_readers(client, since: float, limit: int = 10000, keys: Keys = Keys()) -> list[str]:
     """Readers with an event at or after ``since`` (UTC epoch s), most recent first (ties by id), at
-    most ``limit``: one pipeline of ``ZREVRANGEBYSCORE ... LIMIT 0 limit`` over the shards."""
-    pipe = client.pipeline(transaction=False)
-    for k in range(EVENT_SHARDS):
-        pipe.zrevrangebyscore(keys.active_users(k), "+inf", float(since), start=0, num=limit, withscores=True)
-    rows = [(float(t), _d(u)) for shard in pipe.execute() for u, t in shard]
+    most ``limit``.
+
+    Reads every shard's most recent members in pages (``ZREVRANGEBYSCORE ... LIMIT``, one pipeline per
+    round, each command at most ``2 * limit / 256`` members, at least 16) and stops reading a shard
+    once its page ends below the ``limit``-th most recent time found so far, so about ``2 * limit``
+    members travel, not ``limit`` per shard.
+    """
+    page = max(16, 2 * -(-int(limit) // EVENT_SHARDS))
+    rows: list[tuple[float, str]] = []
+    offset = dict.fromkeys(range(EVENT_SHARDS), 0)
+    last: dict[int, float] = {}
+    while offset and limit > 0:
+        pipe = client.pipeline(transaction=False)
+        shards = sorted(offset)
+        for k in shards:
+            pipe.zrevrangebyscore(
+                keys.active_users(k), "+inf", float(since), start=offset[k], num=page, withscores=True
+            )
+        for k, got in zip(shards, pipe.execute(), strict=True):
+            rows.extend((float(t), _d(u)) for u, t in got)
+            if len(got) < page:
+                del offset[k]
+            else:
+                offset[k] += page
+                last[k] = float(got[-1][1])
+        if len(rows) >= limit:
+            rows.sort(key=lambda r: (-r[0], r[1]))
+            del rows[limit:]
+            floor = rows[-1][0]
+            for k in [k for k in offset if last[k] < floor]:
+                del offset[k]
     rows.sort(key=lambda r: (-r[0], r[1]))
     return [u for _, u in rows[:limit]]
 

@@ -231,9 +231,17 @@ def test_trim_active_readers_removes_idle_readers_in_bounded_steps(redis_server)
     mark_active(pipe, {f"r{i}": 1000.0 + i for i in range(3000)}, keys)
     pipe.execute()
     assert active_readers(client, 3990.0, keys=keys) == ["r2999"] + [f"r{i}" for i in range(2998, 2989, -1)]
+    for limit in (1, 7, 100, 1000, 2600):  # paged reads give the same answer as sorting every member
+        want = [f"r{i}" for i in range(2999, 499, -1)][:limit]
+        assert active_readers(client, 1500.0, limit=limit, keys=keys) == want
+    pipe = client.pipeline(transaction=False)
+    mark_active(pipe, {"tie-b": 3999.0, "tie-a": 3999.0}, keys)  # ties are ordered by id
+    pipe.execute()
+    assert active_readers(client, 0.0, limit=3, keys=keys) == ["r2999", "tie-a", "tie-b"]
     client.config_resetstat()
     assert trim_active_readers(client, 3500.0, keys, step=100) == 2500
-    assert active_readers(client, 0.0, limit=5000, keys=keys) == [f"r{i}" for i in range(2999, 2499, -1)]
+    kept = ["r2999", "tie-a", "tie-b"] + [f"r{i}" for i in range(2998, 2499, -1)]
+    assert active_readers(client, 0.0, limit=5000, keys=keys) == kept
     # one script call per step of <= 100 members: at least 2,500 / 100 calls
     assert int(client.info("commandstats")["cmdstat_zrem"]["calls"]) >= 25
     # newsflow retention trims the readers idle since its cutoff the same way
