@@ -128,7 +128,7 @@ class ModelStore:
                     by_bucket.setdefault(reader_bucket(field), {})[field] = value
         else:
             by_bucket[0] = dict(mapping) or {"_empty": "1"}
-        served = version in (self.current().get(name), self.previous().get(name))
+        served = version in (pointer.get(name) for pointer in self.pointers())
         old = self.begin(name, version, by_bucket)
         ordered = sorted(by_bucket.items())
         for i in range(0, len(ordered), 1 if served else UNLINK_BATCH):

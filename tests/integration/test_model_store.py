@@ -131,3 +131,18 @@ def test_a_reader_sees_the_old_or_the_new_model_never_a_mix(redis_server, monkey
     assert seen.versions == {"interest": "d1", "history": "d1"} and seen.clicks == 1 and float(seen.interest[1]) == 1.0
     after = load_learned(client, Keys(), "u1")
     assert after.clicks == 2 and float(after.interest[2]) == 1.0
+
+
+def test_a_served_version_is_rewritten_one_transaction_per_bucket_and_a_new_one_in_pipelines(redis_server):
+    client, _ = redis_server
+    m = ModelStore(client)
+    users = {f"u{i}": _vec(i) for i in range(600)}
+    buckets = {reader_bucket(u) for u in users}
+    client.config_resetstat()
+    m.write("interest", "d1", users)
+    assert "cmdstat_multi" not in client.info("commandstats")  # nobody reads d1 yet: plain pipelines
+    m.switch({"interest": "d1"})
+    client.config_resetstat()
+    m.write("interest", "d1", users)  # the rerun of a served night: each bucket replaced atomically
+    assert client.info("commandstats")["cmdstat_exec"]["calls"] == len(buckets)
+    assert m.read("interest") == {u.encode(): v for u, v in users.items()}
