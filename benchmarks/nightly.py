@@ -144,6 +144,7 @@ def main(argv=None) -> None:
     args = parse_args(__doc__.splitlines()[0], argv, extra)
     from newsflow.runtime.redis_conn import connect, stop_embedded
     from newsflow.storage.keys import Keys
+    from newsflow.storage.models import ModelStore
 
     tmp = tempfile.mkdtemp(prefix="nf-bench-nightly-")
     atexit.register(shutil.rmtree, tmp, True)
@@ -159,11 +160,11 @@ def main(argv=None) -> None:
         if job != "snapshot_stories":
             jobs[job]["events_per_second"] = sig(args.events / max(jobs[job]["seconds"], 1e-9))
     keys = Keys()
-    interest_key = keys.model("interest", DATE)
-    n_vectors = client.hlen(interest_key)
-    interest_bytes = client.memory_usage(interest_key, samples=0) or 0
+    store = ModelStore(client, keys)
+    n_vectors = store.manifest("interest", DATE)["fields"]
+    interest_bytes = sum(store.key_sizes("interest", DATE).values())
     models_bytes = sum(
-        (client.memory_usage(keys.model(name, DATE), samples=0) or 0)
+        sum(store.key_sizes(name, DATE).values())
         for name in ("decay", "weights", "interest", "history", "cluster", "covisit")
     )
     parquet_bytes = sum(

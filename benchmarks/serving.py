@@ -72,6 +72,7 @@ def _free_port() -> int:
 
 
 def _populate(client, n_stories: int, now: float, seed: int) -> None:
+    from newsflow.storage.events import mark_active
     from newsflow.storage.ranking import encode_embedding
 
     keys = Keys()
@@ -133,7 +134,7 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
                 "block_sources": json.dumps([f"outlet{rng.integers(0, 40)}.example"]),
             },
         )
-        pipe.zadd(keys.active_users, {f"u{u}": now})
+    mark_active(pipe, {f"u{u}": now for u in range(N_USERS)}, keys)
     pipe.execute()
 
 

@@ -50,6 +50,7 @@ def main(argv=None) -> dict:
 
     from newsflow.pipelines.streaming import run
     from newsflow.runtime.redis_conn import stop_embedded
+    from newsflow.storage.events import mark_active
     from newsflow.storage.models import ModelStore
     from newsflow.storage.ranking import RankingStore
 
@@ -106,7 +107,9 @@ def main(argv=None) -> dict:
         for i in range(n_readers):
             uid = f"reader-{i:06d}"
             store.write_preferences(uid, {"follow_topics": ["World", "Technology"], "block_sources": ["example.com"]})
-            client.zadd(k.active_users, {uid: 1.7e9 + i})
+            pipe = client.pipeline(transaction=False)
+            mark_active(pipe, {uid: 1.7e9 + i}, k)
+            pipe.execute()
             v = rng.standard_normal(128).astype("<f4")
             vectors[uid] = (v / np.linalg.norm(v)).tobytes()
         models.write("interest", "2026-12-01", vectors)

@@ -10,10 +10,10 @@ One run (:func:`build_feeds`):
 4. writes the MMR top-20 feed of every pool to ``nf:feed:edition:{edition}`` /
    ``nf:feed:topic:{topic}`` with a 5-minute TTL;
 5. writes the personal feeds of readers active in the last ``active_window`` seconds
-   (``nf:users:active``) to ``nf:feed:user:{user_id}`` with the same TTL, each with its serving form
-   at ``nf:feedpage:user:{user_id}`` (:mod:`newsflow.storage.feed_page`: the request path re-ranks it
-   without parsing the feed);
-6. optionally moves the reader-event stream to Parquet (``--events-dir``).
+   (the active-reader shards ``nf:{s<k>}:users:active``) to ``nf:feed:user:{user_id}`` with the same
+   TTL, each with its serving form at ``nf:feedpage:user:{user_id}`` (:mod:`newsflow.storage.feed_page`:
+   the request path re-ranks it without parsing the feed);
+6. optionally moves the reader-event streams to Parquet (``--events-dir``).
 
 Run it: ``newsflow build-feeds`` (once), ``newsflow build-feeds --every 120 --max-runs 30``
 (a bounded schedule loop), ``--now latest`` to score a replayed corpus at its own latest

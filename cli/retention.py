@@ -9,7 +9,9 @@ period, measured in event time:
   (:meth:`newsflow.storage.groups.RedisGroupStore.expire_before`, one atomic script per 500 groups);
 * stories whose latest article is older than the cutoff, with their state, serving hash, article list
   and their articles' assignments; merged stories and merge records before the cutoff
-  (:meth:`newsflow.storage.stories.RedisStoryStore.expire_before`, under the story writer lease).
+  (:meth:`newsflow.storage.stories.RedisStoryStore.expire_before`, under the story writer lease);
+* readers whose last event is older than the cutoff, from the active-reader shards
+  (:func:`newsflow.storage.events.trim_active_readers`, one script per 1,000 members of one shard).
 
 The cutoff is ``now - days`` (UTC epoch seconds). It is recorded at ``Keys.retention_cutoff``
 (only ever moved forward); the streaming job dead-letters articles older than it

@@ -21,8 +21,9 @@ snapshots (:mod:`newsflow.jobs.nightly_common`). Three outputs, computed at the 
    neighbours.
 
 Outputs (each replaced for the date): Parquet ``<output>/models/{interest,cluster,covisit}/date=D/``
-and the Redis versions ``Keys.model(name, D)`` for ``interest``, ``history``, ``cluster`` and
-``covisit`` (see :mod:`newsflow.storage.models`), served after ``newsflow nightly`` switches.
+and the Redis versions of ``interest``, ``history``, ``cluster`` and ``covisit`` at ``D``, each spread
+over the 4,096 reader-bucket hashes ``Keys.model_bucket(name, D, b)`` (see :mod:`newsflow.storage.models`:
+one bounded MULTI per bucket), served after ``newsflow nightly`` switches the pointer.
 
 Run::
 

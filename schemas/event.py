@@ -22,7 +22,8 @@ class Event(NamedTuple):
       position: 0-based rank of the story on the surface, ``None`` when not sent.
       dwell_seconds: seconds spent on the story, in (0, 86400]; dwell events only, else ``None``.
       surface: where it was shown, one of :data:`SURFACES`, or ``""``.
-      event_id: Redis stream id (``"<ms>-<seq>"``) once appended to the event stream, ``""`` before.
+      event_id: ``"<shard>/<ms>-<seq>"`` (stream shard and Redis stream id) once appended to the event
+        streams (:mod:`newsflow.storage.events`), ``""`` before.
     """
 
     user_id: str

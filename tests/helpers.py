@@ -209,6 +209,7 @@ def add_readers(server) -> None:
     """Four readers active a minute before ``ranking_data.NOW``: u-block blocks a.com and sports,
     u-interest has 25 clicks leaning to axis 1, u-follow follows obituaries in the en edition, u-plain has
     no profile."""
+    from newsflow.storage.events import mark_active
     from newsflow.storage.keys import Keys
     from newsflow.storage.ranking import encode_embedding
     from tests.integration.ranking_data import NOW, axis
@@ -216,7 +217,9 @@ def add_readers(server) -> None:
     server.hset("nf:user:u-block", mapping={"block_sources": '["a.com"]', "block_topics": '["sports"]'})
     server.hset("nf:user:u-interest", mapping={"clicks": "25", "interest": encode_embedding(axis(1) * 3)})
     server.hset("nf:user:u-follow", mapping={"follow_topics": '["obituary"]', "edition": "en"})
-    server.zadd(Keys().active_users, {u: NOW - 60 for u in READERS})
+    pipe = server.pipeline(transaction=False)
+    mark_active(pipe, {u: NOW - 60 for u in READERS}, Keys())
+    pipe.execute()
 
 
 def populate_ranking(server, *, trending=None, breaking=False, readers=False, feeds=True):

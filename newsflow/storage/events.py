@@ -1,27 +1,34 @@
-"""Reader events (impression, click, dwell): validation, Redis stream, Parquet flush.
+"""Reader events (impression, click, dwell): validation, sharded Redis streams, Parquet flush.
 
 The API validates each event with :func:`validate_event` and appends it with
-:func:`append_events` to the Redis stream ``Keys.events`` (``XADD``; never trimmed before a flush,
-refused with :class:`EventBacklogFull` above :data:`MAX_PENDING_EVENTS` unflushed events) and marks the
-user active in ``Keys.active_users`` (keys: :mod:`newsflow.storage.keys`).
-A job calls :func:`flush_events` to move the stream into the events dataset for the nightly jobs,
+:func:`append_events` to its reader's stream shard ``Keys.events(k)``, ``k =``
+:func:`~newsflow.storage.keys.event_shard` ``(user id)`` of 256 shards (``XADD``; never trimmed
+before a flush, refused with :class:`EventBacklogFull` when the shard holds
+:data:`MAX_PENDING_EVENTS` unflushed events), and marks the reader active in the shard's
+``Keys.active_users(k)`` (keys: :mod:`newsflow.storage.keys`). An event's id is
+``"<shard>/<stream id>"`` (unique across shards).
+A job calls :func:`flush_events` to move the streams into the events dataset for the nightly jobs,
 exactly once: Parquet files partitioned by the UTC date of the received time,
-``<events dir>/date=YYYY-MM-DD/events-{first id}-{last id}.parquet`` (received, not client time, so a
-past date's partition never changes once the day is over). The cursor key ``Keys.events_flushed``
-makes it exactly once whatever crashes:
+``<events dir>/date=YYYY-MM-DD/events-<shard>-{first id}-{last id}.parquet`` (received, not client
+time, so a past date's partition never changes once the day is over). Each shard has its own
+cursor key ``Keys.events_flushed(k)`` (same slot as its stream), which makes it exactly once
+whatever crashes:
 
 1. pick the range ``(first, last]`` after the cursor and record it in the cursor key
    (``"<cursor> <first> <last>"``, compare-and-set on the one key) before writing anything;
-2. write one file per received date of that range, each named by the range (a temp file renamed
-   into place, so a reader never sees half a file);
+2. write one file per received date of that range, each named by the shard and the range (a temp
+   file renamed into place, so a reader never sees half a file);
 3. set the cursor to ``last`` (compare-and-set, one key: atomic), then trim the stream up to it.
 
 A crash before 3 leaves the range recorded, and the next call re-reads exactly that range and
 rewrites the same file names (a rewrite replaces, never duplicates); a crash after 3 leaves
-flushed entries in the stream, which every call trims before reading. One key holds the whole
-cursor, so no transaction is needed (the stream and the cursor are untagged keys that may live in
-different Redis Cluster slots). Two flushers at once pick the same range (the compare-and-set lets
-one record it; the other then rewrites the same files), so they never split it two ways.
+flushed entries in the stream, which every call trims before reading. One key holds a shard's
+cursor, so no transaction is needed. Two flushers at once pick the same range (the compare-and-set
+lets one record it; the other then rewrites the same files), so they never split it two ways. Every
+command touches at most ``max_rows`` entries of one shard.
+
+:func:`trim_active_readers` (``newsflow retention``) removes readers idle since a cutoff from the
+active sets in steps of at most :data:`ACTIVE_TRIM_STEP` members.
 
 Event JSON accepted from clients::
 
@@ -46,16 +53,19 @@ from newsflow.schemas.event import (  # re-exported: the record lives in schemas
     SURFACES,
     Event,
 )
-from newsflow.storage.keys import Keys
+from newsflow.storage.keys import EVENT_SHARDS, Keys, event_shard
 
 MAX_EVENTS_PER_REQUEST = 100
 MAX_PAST_SECONDS = 7 * 86400
 MAX_FUTURE_SECONDS = 300
-MAX_PENDING_EVENTS = 2_000_000
-"""Unflushed events the stream may hold before :func:`append_events` refuses more (:class:`EventBacklogFull`):
-an accepted event is never trimmed away before it is flushed, so a full backlog is answered with 503
-until ``newsflow nightly --step flush`` (or ``build-feeds --events-dir``) moves the stream to Parquet.
-About 200 bytes of Redis per event: ~400 MB at the bound."""
+MAX_PENDING_EVENTS = 8192
+"""Unflushed events one stream shard may hold before :func:`append_events` refuses more
+(:class:`EventBacklogFull`): an accepted event is never trimmed away before it is flushed, so a full
+backlog is answered with 503 until ``newsflow nightly --step flush`` (or ``build-feeds --events-dir``)
+moves the streams to Parquet. About 200 bytes of Redis per event: ~1.6 MB per shard, ~420 MB over the
+256 shards at the bound."""
+ACTIVE_TRIM_STEP = 1000
+"""Most members one command of :func:`trim_active_readers` reads or removes."""
 
 
 class EventBacklogFull(RuntimeError):
@@ -131,26 +141,32 @@ def validate_event(raw: Any, user_id: str, now: float) -> Event:
 def append_events(
     client, events: Sequence[Event], keys: Keys = Keys(), max_pending: int = MAX_PENDING_EVENTS
 ) -> list[str]:
-    """XADDs events to ``Keys.events`` and marks their users active; one pipeline after an ``XLEN``.
+    """XADDs events to their readers' stream shards and marks the readers active; one pipeline after
+    an ``XLEN`` of each shard touched.
 
-    The stream is never trimmed here (only :func:`flush_events` trims, after the Parquet files are
+    The streams are never trimmed here (only :func:`flush_events` trims, after the Parquet files are
     written), so every event this returns an id for reaches the events dataset. The bound is checked
-    before the append, without a lock: concurrent requests can overshoot it by their own events.
+    per shard before the append, without a lock: concurrent requests can overshoot it by their own events.
 
     Returns:
-      The stream ids assigned, in order.
+      The event ids assigned (``"<shard>/<stream id>"``), in order.
 
     Raises:
-      EventBacklogFull: the stream already holds ``max_pending`` or more unflushed events (none appended).
+      EventBacklogFull: a shard would hold more than ``max_pending`` unflushed events (none appended).
     """
-    pending = int(client.xlen(keys.events))
-    if pending + len(events) > max_pending:
-        raise EventBacklogFull(
-            f"{pending} unflushed events (limit {max_pending}): "
-            "run 'newsflow nightly --step flush' to move them to Parquet"
-        )
+    shards = [event_shard(e.user_id) for e in events]
+    wanted = sorted(set(shards))
     pipe = client.pipeline(transaction=False)
-    for e in events:
+    for k in wanted:
+        pipe.xlen(keys.events(k))
+    for k, pending in zip(wanted, pipe.execute(), strict=True):
+        if int(pending) + shards.count(k) > max_pending:
+            raise EventBacklogFull(
+                f"{int(pending)} unflushed events in stream shard {k} (limit {max_pending}): "
+                "run 'newsflow nightly --step flush' to move them to Parquet"
+            )
+    pipe = client.pipeline(transaction=False)
+    for k, e in zip(shards, events, strict=True):
         fields = {
             "user_id": e.user_id,
             "type": e.type,
@@ -161,14 +177,100 @@ def append_events(
             "dwell_seconds": "" if e.dwell_seconds is None else repr(e.dwell_seconds),
             "surface": e.surface,
         }
-        pipe.xadd(keys.events, fields)
+        pipe.xadd(keys.events(k), fields)
     latest: dict[str, float] = {}
     for e in events:
         latest[e.user_id] = max(latest.get(e.user_id, 0.0), e.received_time)
-    if latest:
-        pipe.zadd(keys.active_users, latest, gt=True)
+    mark_active(pipe, latest, keys)
     res = pipe.execute()
-    return [r.decode() if isinstance(r, bytes) else str(r) for r in res[: len(events)]]
+    return [f"{k}/{_d(r)}" for k, r in zip(shards, res[: len(events)], strict=True)]
+
+
+def mark_active(pipe, last_seen: Mapping[str, float], keys: Keys = Keys()) -> None:
+    """Queues on ``pipe`` the ``ZADD GT`` of each reader's last event time (UTC epoch s) to its shard's
+    active set (the caller executes the pipeline)."""
+    by_shard: dict[int, dict[str, float]] = {}
+    for user, t in last_seen.items():
+        by_shard.setdefault(event_shard(user), {})[user] = float(t)
+    for k, members in sorted(by_shard.items()):
+        pipe.zadd(keys.active_users(k), members, gt=True)
+
+
+def active_readers(client, since: float, limit: int = 10000, keys: Keys = Keys()) -> list[str]:
+    """Readers with an event at or after ``since`` (UTC epoch s), most recent first (ties by id), at
+    most ``limit``.
+
+    Reads every shard's most recent members in pages (``ZREVRANGEBYSCORE ... LIMIT``, one pipeline per
+    round, each command at most ``2 * limit / 256`` members, at least 16) and stops reading a shard
+    once its page ends below the ``limit``-th most recent time found so far, so about ``2 * limit``
+    members travel, not ``limit`` per shard.
+    """
+    page = max(16, 2 * -(-int(limit) // EVENT_SHARDS))
+    rows: list[tuple[float, str]] = []
+    offset = dict.fromkeys(range(EVENT_SHARDS), 0)
+    last: dict[int, float] = {}
+    while offset and limit > 0:
+        pipe = client.pipeline(transaction=False)
+        shards = sorted(offset)
+        for k in shards:
+            pipe.zrevrangebyscore(
+                keys.active_users(k), "+inf", float(since), start=offset[k], num=page, withscores=True
+            )
+        for k, got in zip(shards, pipe.execute(), strict=True):
+            rows.extend((float(t), _d(u)) for u, t in got)
+            if len(got) < page:
+                del offset[k]
+            else:
+                offset[k] += page
+                last[k] = float(got[-1][1])
+        if len(rows) >= limit:
+            rows.sort(key=lambda r: (-r[0], r[1]))
+            del rows[limit:]
+            floor = rows[-1][0]
+            for k in [k for k in offset if last[k] < floor]:
+                del offset[k]
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    return [u for _, u in rows[:limit]]
+
+
+_TRIM_ACTIVE_SCRIPT = """
+local idle = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #idle > 0 then redis.call('ZREM', KEYS[1], unpack(idle)) end
+return #idle
+"""
+
+
+def trim_active_readers(client, before: float, keys: Keys = Keys(), step: int = ACTIVE_TRIM_STEP) -> int:
+    """Removes readers whose last event is before ``before`` (UTC epoch s) from every active set;
+    returns how many were removed. Each step is one script call on one key that reads and removes at
+    most ``step`` idle members atomically (a reader marked active meanwhile keeps its newer score)."""
+    trim = client.register_script(_TRIM_ACTIVE_SCRIPT)
+    removed = 0
+    for k in range(EVENT_SHARDS):
+        while True:
+            n = int(trim(keys=[keys.active_users(k)], args=[repr(float(before)), int(step)]))
+            removed += n
+            if n < step:
+                break
+    return removed
+
+
+def pending_events(client, keys: Keys = Keys()) -> list[tuple[str, dict[str, str]]]:
+    """Every event still in the streams (unflushed, or flushed and not yet trimmed) as
+    ``(event id, fields)``, shard by shard (for operators and tests; reads whole streams)."""
+    out = []
+    for k in range(EVENT_SHARDS):
+        for eid, f in client.xrange(keys.events(k)):
+            out.append((f"{k}/{_d(eid)}", {_d(a): _d(b) for a, b in f.items()}))
+    return out
+
+
+def backlog(client, keys: Keys = Keys()) -> int:
+    """Entries held by all stream shards (one pipeline of ``XLEN``)."""
+    pipe = client.pipeline(transaction=False)
+    for k in range(EVENT_SHARDS):
+        pipe.xlen(keys.events(k))
+    return sum(int(n) for n in pipe.execute())
 
 
 def _d(v: Any) -> str:
@@ -181,13 +283,14 @@ def _next_id(stream_id: str) -> str:
     return f"{ms}-{int(seq) + 1}"
 
 
-def read_cursor(client, keys: Keys = Keys()) -> tuple[str, tuple[str, str] | None]:
-    """The flush cursor: ``(last flushed id, pending (first, last) range or None)``.
+def read_cursor(client, shard: int, keys: Keys = Keys()) -> tuple[str, tuple[str, str] | None]:
+    """The flush cursor of stream shard ``shard``: ``(last flushed stream id, pending (first, last)
+    range or None)``.
 
-    The cursor key ``Keys.events_flushed`` holds ``"<last>"`` or ``"<last> <first> <pending last>"``
+    The cursor key ``Keys.events_flushed(shard)`` holds ``"<last>"`` or ``"<last> <first> <pending last>"``
     while a range is being written (see the module docstring); absent means ``"0-0"``.
     """
-    return _parse_cursor(_d(client.get(keys.events_flushed)))
+    return _parse_cursor(_d(client.get(keys.events_flushed(shard))))
 
 
 def _parse_cursor(raw: str) -> tuple[str, tuple[str, str] | None]:
@@ -211,7 +314,7 @@ def _compare_and_set(client, key: str, expected: str, value: str) -> bool:
     return bool(client.eval(_CAS_SCRIPT, 1, key, expected, value))
 
 
-def _rows_by_date(entries) -> dict[str, dict[str, list]]:
+def _rows_by_date(shard: int, entries) -> dict[str, dict[str, list]]:
     """Stream entries as column lists per UTC date (``YYYY-MM-DD``) of their received time."""
     import datetime as dt
 
@@ -223,7 +326,7 @@ def _rows_by_date(entries) -> dict[str, dict[str, list]]:
         if received is None:  # written before received_time existed: the stream id's own time
             received = dt.datetime.fromtimestamp(int(_d(eid).split("-")[0]) / 1000.0, tz=dt.UTC)
         cols = out.setdefault(received.strftime("%Y-%m-%d"), {name: [] for name in EVENT_SCHEMA.names})
-        cols["event_id"].append(_d(eid))
+        cols["event_id"].append(f"{shard}/{_d(eid)}")
         cols["user_id"].append(g.get("user_id", ""))
         cols["type"].append(g.get("type", ""))
         cols["story_id"].append(g.get("story_id", ""))
@@ -247,45 +350,66 @@ def flush_events(
     keys: Keys = Keys(),
     after_write: Callable[[], None] | None = None,
 ) -> tuple[int, str | None]:
-    """Moves up to ``max_rows`` events from the stream into Parquet, exactly once.
+    """Moves up to ``max_rows`` events from the stream shards into Parquet, exactly once.
 
-    Protocol (module docstring): the range ``(first, last]`` to write is recorded in the cursor key
-    before any file is written; every file of the range is named by it
-    (``<out_dir>/date=D/events-{first}-{last}.parquet``, one per received date D), so a run after a
-    crash at any point re-reads exactly that range and rewrites the same files (replacing, never
-    adding); the cursor then moves to ``last`` (compare-and-set), and entries up to the cursor are
-    trimmed from the stream (again on every later call, so a crash before the trim only delays it).
+    Shards are visited in order (one pipeline of ``GET`` cursor + ``XLEN`` finds those with work); in
+    each, the protocol of the module docstring: the range ``(first, last]`` to write is recorded in the
+    shard's cursor key before any file is written; every file of the range is named by the shard and
+    the range (``<out_dir>/date=D/events-<shard>-{first}-{last}.parquet``, one per received date D),
+    so a run after a crash at any point re-reads exactly that range and rewrites the same files
+    (replacing, never adding); the cursor then moves to ``last`` (compare-and-set), and entries up to
+    the cursor are trimmed from the stream (again on every later call, so a crash before the trim only
+    delays it). Callers loop until it returns ``(0, None)``.
 
     Args:
       client: ``redis.Redis`` client.
       out_dir: root of the events dataset, local path or ``gs://`` URL (written through pyarrow's
         filesystems).
-      max_rows: upper bound of rows per call.
+      max_rows: upper bound of rows per call (and of entries one command reads or trims).
       keys: the Redis key layout.
-      after_write: called after the files are written and before the cursor moves (tests use it to
-        kill the process there).
+      after_write: called after the files of a range are written and before its cursor moves (tests
+        use it to kill the process there).
 
     Returns:
-      ``(rows written, out_dir)``, or ``(0, None)`` when the stream had nothing new.
+      ``(rows written, out_dir)``, or ``(0, None)`` when no stream had anything new.
     """
+    pipe = client.pipeline(transaction=False)
+    for k in range(EVENT_SHARDS):
+        pipe.get(keys.events_flushed(k))
+        pipe.xlen(keys.events(k))
+    state = pipe.execute()
+    written = 0
+    for k in range(EVENT_SHARDS):
+        cursor, length = state[2 * k], int(state[2 * k + 1])
+        if length == 0 and _parse_cursor(_d(cursor))[1] is None:
+            continue
+        if written >= max_rows:
+            break
+        written += _flush_shard(client, out_dir, k, max_rows - written, keys, after_write)
+    return (written, out_dir) if written else (0, None)
+
+
+def _flush_shard(client, out_dir: str, shard: int, max_rows: int, keys: Keys, after_write) -> int:
+    """One range of up to ``max_rows`` entries of one shard to Parquet (module docstring); rows written."""
     from pyarrow import fs as pafs
 
+    stream, cursor_key = keys.events(shard), keys.events_flushed(shard)
     while True:
-        raw = _d(client.get(keys.events_flushed))
+        raw = _d(client.get(cursor_key))
         cursor, pending = _parse_cursor(raw)
-        client.xtrim(keys.events, minid=_next_id(cursor), approximate=False)  # flushed entries left by a crash
+        _trim(client, stream, cursor, max_rows)  # flushed entries left by a crash
         if pending is not None:
-            entries = client.xrange(keys.events, min=pending[0], max=pending[1])
+            entries = client.xrange(stream, min=pending[0], max=pending[1])
             break
-        entries = client.xrange(keys.events, min=f"({cursor}", max="+", count=max_rows)
+        entries = client.xrange(stream, min=f"({cursor}", max="+", count=max_rows)
         if not entries:
-            return 0, None
+            return 0
         pending = (_d(entries[0][0]), _d(entries[-1][0]))
-        if _compare_and_set(client, keys.events_flushed, raw, f"{cursor} {pending[0]} {pending[1]}"):
+        if _compare_and_set(client, cursor_key, raw, f"{cursor} {pending[0]} {pending[1]}"):
             break  # else another flusher moved the cursor meanwhile: read it again
     filesystem, root = pafs.FileSystem.from_uri(out_dir) if "://" in out_dir else (pafs.LocalFileSystem(), out_dir)
-    name = f"events-{pending[0]}-{pending[1]}.parquet"
-    for date, cols in sorted(_rows_by_date(entries).items()):
+    name = f"events-{shard}-{pending[0]}-{pending[1]}.parquet"
+    for date, cols in sorted(_rows_by_date(shard, entries).items()):
         table = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
         directory = events_partition(root, date)
         filesystem.create_dir(directory, recursive=True)
@@ -294,6 +418,17 @@ def flush_events(
         filesystem.move(tmp, f"{directory}/{name}")
     if after_write is not None:
         after_write()
-    _compare_and_set(client, keys.events_flushed, f"{cursor} {pending[0]} {pending[1]}", pending[1])
-    client.xtrim(keys.events, minid=_next_id(pending[1]), approximate=False)
-    return len(entries), out_dir
+    _compare_and_set(client, cursor_key, f"{cursor} {pending[0]} {pending[1]}", pending[1])
+    _trim(client, stream, pending[1], max_rows)
+    return len(entries)
+
+
+def _trim(client, stream: str, cursor: str, step: int) -> None:
+    """Trims the entries up to ``cursor`` from ``stream``, at most ``step`` per ``XTRIM``."""
+    while True:
+        head = client.xrange(stream, min="-", max=cursor, count=step)
+        if not head:
+            return
+        client.xtrim(stream, minid=_next_id(_d(head[-1][0])), approximate=False)
+        if len(head) < step:
+            return

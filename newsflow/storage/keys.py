@@ -37,6 +37,21 @@ crawl dead-letter list and its counter need no atomicity. The tag is the group n
 their group's tagged prefix (:attr:`Keys.nd`, :attr:`Keys.crawl_scheduling`) and one key of the
 group (for cluster routing) from Python; they never spell a prefix.
 
+**Reader buckets and event shards.** Per-reader state is spread, never held in one key: a nightly
+per-reader model (and the per-story co-visitation model) is :data:`READER_BUCKETS` = 4,096 hashes
+per version, ``P:{r<b>}:model:<name>:<version>``, the field ``f`` in bucket
+``b =`` :func:`reader_bucket` ``(f)`` (CRC-32 of the UTF-8 field mod 4,096); the tag ``{r<b>}``
+puts a reader's interest, history and cluster of every version in one slot (one node answers
+:func:`newsflow.storage.models.load_learned`). At 10M readers a bucket holds ~2,440 readers
+(fullest ~2,640): ~1.5 MB of interest vectors, ~2.8 MB of histories (50 recent stories each). Reader events and the
+active-reader set are :data:`EVENT_SHARDS` = 256 stream shards, ``P:{s<k>}:events``,
+``P:{s<k>}:events:flushed`` and ``P:{s<k>}:users:active``, ``k =`` :func:`event_shard` ``(user id)``
+(= the reader bucket mod 256); a shard's stream, cursor and active set share the tag ``{s<k>}``.
+At 10M active readers a shard's active set is ~39k members (~4.5 MB); a shard's stream is bounded by
+:data:`newsflow.storage.events.MAX_PENDING_EVENTS` unflushed events (~0.9 MB). ``benchmarks.model_switch``
+measures these sizes. The pointer of the served versions is
+one untagged hash (``P:models:pointers``), so one MULTI on one key switches every model.
+
 Table of keys (``P`` = prefix; times are UTC epoch seconds):
 
 ========================================  ======  ==============================  ================  ==================
@@ -99,21 +114,32 @@ key                                       type    holds                         
 ``P:seen:{user_id}``                      HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
                                                   outlets, reports} last seen
                                                   (30-day TTL)
-``P:{models}:models:current``             HASH    model name -> version (date)    nightly           ranking
-                                                  serving reads                   (switch)          (personalize)
-``P:{models}:models:previous``            HASH    model name -> version before    nightly           nightly
-                                                  (rollback)                      (switch)          (rollback)
-``P:model:{name}:{version}``              HASH    one night's model: decay        nightly jobs      ranking
-                                                  (topic -> λ), weights, interest                   (personalize)
-                                                  (user -> vector), history,
-                                                  cluster, covisit
+``P:models:pointers``                     HASH    ``current:<name>`` -> version   nightly           ranking
+                                                  serving reads; ``previous:``    (switch,          (personalize),
+                                                  ``<name>`` -> version before    rollback)         nightly
+                                                  (rollback); one key, switched
+                                                  by one MULTI
+``P:models:manifest``                     HASH    ``<name>:<version>`` -> JSON    ModelStore        ModelStore
+                                                  {state writing|ready|deleting,  (write, prune)    (switch, prune)
+                                                  fields, buckets written}
+``P:model:{name}:{version}``              HASH    one night's small model:        nightly jobs      ranking
+                                                  decay (topic -> λ), weights                       (personalize)
+``P:{r<b>}:model:{name}:{version}``       HASH    bucket b (0..4095) of one       nightly jobs      ranking
+                                                  night's per-reader/per-story                      (personalize)
+                                                  model: interest, history,
+                                                  cluster, covisit; a field
+                                                  lives in bucket
+                                                  :func:`reader_bucket` (field)
 ``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
                                                   holding the date (TTL)
-``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
-``P:events``                              STREAM  reader events                   serving           events flush job
+``P:{s<k>}:users:active``                 ZSET    user id -> last event time,     events (serving)  build_feeds
+                                                  readers of shard k              retention (trim)
+                                                  (:func:`event_shard`)
+``P:{s<k>}:events``                       STREAM  reader events of shard k        serving           events flush job
                                                   (newsflow.storage.events)       /v1/events
-``P:events:flushed``                      STRING  id of the last event flushed    events flush job  events flush job
-                                                  to Parquet
+``P:{s<k>}:events:flushed``               STRING  flush cursor of shard k: id of  events flush job  events flush job
+                                                  the last event flushed to
+                                                  Parquet
 ``P:breaking``                            ZSET    story id -> breaking expiry     trending sink     ranking, serving
                                                   time
 ``P:breaking:since``                      HASH    story id -> when it (last)      trending sink     ranking, serving
@@ -183,6 +209,7 @@ key                                       type    holds                         
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 
 DEFAULT_KEY_PREFIX = "nf"
@@ -191,7 +218,10 @@ _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 ND_TAG = "{nd}"
 STORY_TAG = "{story}"
 CRAWL_TAG = "{crawl}"
-MODELS_TAG = "{models}"
+READER_BUCKETS = 4096
+"""Buckets of every per-reader (and per-story) nightly model version; see the module docstring."""
+EVENT_SHARDS = 256
+"""Shards of the reader events stream and the active-reader set; divides :data:`READER_BUCKETS`."""
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
 RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease", "retired"})
@@ -209,6 +239,19 @@ def validate_key_prefix(prefix: str) -> str:
             "Redis Cluster hash tags are placed by the key layout, so write 'nf', not '{nf}'"
         )
     return prefix
+
+
+def reader_bucket(field: str) -> int:
+    """Bucket (0..:data:`READER_BUCKETS` - 1) of a model field: CRC-32 of its UTF-8 bytes mod the bucket count.
+
+    Stable across processes and Python versions (unlike ``hash``), so every writer and reader agrees.
+    """
+    return zlib.crc32(str(field).encode("utf-8")) % READER_BUCKETS
+
+
+def event_shard(user_id: str) -> int:
+    """Stream shard (0..:data:`EVENT_SHARDS` - 1) of a reader: its :func:`reader_bucket` mod :data:`EVENT_SHARDS`."""
+    return reader_bucket(user_id) % EVENT_SHARDS
 
 
 def _s(v) -> str:
@@ -384,43 +427,41 @@ class Keys:
         """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
         return f"{self.prefix}:seen:{user_id}"
 
-    # -- nightly models (pointers tagged {models}: one MULTI switches them) ----------------------
+    # -- nightly models (small models untagged; per-reader models in reader buckets) -------------
     @property
-    def models_current(self) -> str:
-        """HASH model name -> version (``YYYY-MM-DD``) that serving reads."""
-        return f"{self.prefix}:{MODELS_TAG}:models:current"
+    def model_pointers(self) -> str:
+        """HASH ``current:<name>`` / ``previous:<name>`` -> version (``YYYY-MM-DD``): what serving reads."""
+        return f"{self.prefix}:models:pointers"
 
     @property
-    def models_previous(self) -> str:
-        """HASH model name -> the version before the current one (kept for rollback)."""
-        return f"{self.prefix}:{MODELS_TAG}:models:previous"
+    def model_manifest(self) -> str:
+        """HASH ``<name>:<version>`` -> JSON state of that stored version (:mod:`newsflow.storage.models`)."""
+        return f"{self.prefix}:models:manifest"
 
     def model(self, name: str, version: str) -> str:
-        """HASH content of one version of one nightly model (``name``: decay, weights, interest, ...)."""
+        """HASH content of one version of a small (unbucketed) nightly model: ``decay``, ``weights``."""
         return f"{self.prefix}:model:{name}:{version}"
 
-    def model_pattern(self, name: str) -> str:
-        """SCAN pattern of every version of model ``name``."""
-        return self.model(name, "*")
+    def model_bucket(self, name: str, version: str, bucket: int) -> str:
+        """HASH bucket ``bucket`` (0..4095) of one version of a bucketed model (``interest``, ``history``,
+        ``cluster``, ``covisit``); tag ``{r<bucket>}``."""
+        return f"{self.prefix}:{{r{int(bucket)}}}:model:{name}:{version}"
 
     def nightly_lock(self, date: str) -> str:
         """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
         return f"{self.prefix}:nightly:lock:{date}"
 
-    @property
-    def active_users(self) -> str:
-        """ZSET user id -> last event time."""
-        return f"{self.prefix}:users:active"
+    def active_users(self, shard: int) -> str:
+        """ZSET user id -> last event time of the readers of stream shard ``shard`` (:func:`event_shard`)."""
+        return f"{self.prefix}:{{s{int(shard)}}}:users:active"
 
-    @property
-    def events(self) -> str:
-        """STREAM of reader events."""
-        return f"{self.prefix}:events"
+    def events(self, shard: int) -> str:
+        """STREAM of the reader events of stream shard ``shard`` (:func:`event_shard` of the reader)."""
+        return f"{self.prefix}:{{s{int(shard)}}}:events"
 
-    @property
-    def events_flushed(self) -> str:
-        """STRING id of the last event flushed to Parquet."""
-        return f"{self.prefix}:events:flushed"
+    def events_flushed(self, shard: int) -> str:
+        """STRING flush cursor of stream shard ``shard`` (:mod:`newsflow.storage.events`)."""
+        return f"{self.prefix}:{{s{int(shard)}}}:events:flushed"
 
     @property
     def breaking(self) -> str:

@@ -27,6 +27,7 @@ from newsflow.core.outlets import outlet
 # Re-exported: the records live in schemas/; this module parses them from Redis hashes.
 from newsflow.core.ranking.feeds import POOL_SIZE
 from newsflow.schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
+from newsflow.storage.events import active_readers
 from newsflow.storage.keys import Keys
 
 FEED_TTL_SECONDS = 300
@@ -441,6 +442,6 @@ class RankingStore:
         return self.client.get(key)
 
     def active_users(self, since: float, limit: int = 10000) -> list[str]:
-        """Users with an event at or after ``since`` (UTC epoch s), most recent first."""
-        rows = self.client.zrevrangebyscore(self.keys.active_users, "+inf", float(since), start=0, num=limit)
-        return [_s(r) for r in rows]
+        """Users with an event at or after ``since`` (UTC epoch s), most recent first, over every active-reader
+        shard (:func:`newsflow.storage.events.active_readers`)."""
+        return active_readers(self.client, since, limit, self.keys)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 
+from newsflow.storage.events import trim_active_readers
 from newsflow.storage.groups import RedisGroupStore, StoreConfig
 from newsflow.storage.stories import RedisStoryStore
 
@@ -29,7 +30,8 @@ def expire(client, cutoff: float, keys) -> dict:
 
     Returns:
       JSON-ready counts: ``cutoff``, ``groups``, ``articles``, ``stories``, ``merged``, ``merge_records``,
-      ``assignments``, ``seconds``.
+      ``assignments``, ``idle_readers`` (readers whose last event is before the cutoff, removed from the
+      active sets in bounded steps), ``seconds``.
 
     Raises:
       ValueError: ``cutoff`` is not finite, or later than the wall clock plus a day (a mistyped future
@@ -41,10 +43,12 @@ def expire(client, cutoff: float, keys) -> dict:
     recorded = float(client.register_script(_MOVE_CUTOFF_FORWARD)(keys=[keys.retention_cutoff], args=[repr(cutoff)]))
     groups, articles = RedisGroupStore(client, StoreConfig(prefix=keys.prefix)).expire_before(recorded)
     stories = RedisStoryStore(client, keys=keys).expire_before(recorded)
+    idle_readers = trim_active_readers(client, recorded, keys)
     return {
         "cutoff": recorded,
         "groups": groups,
         "articles": articles,
         **stories,
+        "idle_readers": idle_readers,
         "seconds": round(time.perf_counter() - t0, 3),
     }

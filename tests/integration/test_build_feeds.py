@@ -6,6 +6,7 @@ import pytest
 
 from newsflow.cli.build_feeds import build_feeds, parse_now
 from newsflow.runtime.settings import Settings
+from newsflow.storage.events import mark_active
 from newsflow.storage.ranking import RankingStore
 from tests.integration.ranking_data import NOW, add_trending, populate
 
@@ -53,7 +54,9 @@ def test_breaking_and_override_change_scores(r):
 
 
 def test_active_user_feed_written(r):
-    r.zadd("nf:users:active", {"u1": NOW - 60, "old": NOW - 7200})
+    pipe = r.pipeline(transaction=False)
+    mark_active(pipe, {"u1": NOW - 60, "old": NOW - 7200})
+    pipe.execute()
     add_trending(r, {"s5": 12, "s3": 4})
     stats = build_feeds(r, NOW)
     assert stats.user_feeds == 1 and r.exists("nf:feed:user:old") == 0

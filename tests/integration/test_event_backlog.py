@@ -1,5 +1,5 @@
-"""An accepted event is never trimmed away before it is flushed: above the backlog bound the API answers
-503 and appends nothing, and every event it answered 202 for reaches the events Parquet dataset.
+"""An accepted event is never trimmed away before it is flushed: above the backlog bound of its stream shard the
+API answers 503 and appends nothing, and every event it answered 202 for reaches the events Parquet dataset.
 
 Real embedded Redis, real HTTP on 127.0.0.1, real Parquet files. (The stream used to be capped with an
 approximate ``XADD MAXLEN``: 1,002,000 accepted events left 1,000,035 to flush, 1,965 lost.)
@@ -16,7 +16,7 @@ import pytest
 from newsflow.schemas.event import Event
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import sign_token
-from newsflow.storage.events import EventBacklogFull, append_events, flush_events
+from newsflow.storage.events import EventBacklogFull, append_events, backlog, flush_events
 from newsflow.storage.keys import Keys
 from tests.integration.asgi_server import serve_in_thread
 
@@ -35,10 +35,10 @@ def test_append_refuses_above_the_bound_and_appends_nothing(redis_server, tmp_pa
     ids += append_events(client, _events(2, "b"), KEYS, max_pending=5)  # exactly at the bound: accepted
     with pytest.raises(EventBacklogFull, match="5 unflushed events"):
         append_events(client, _events(1, "c"), KEYS, max_pending=5)
-    assert client.xlen(KEYS.events) == 5
+    assert backlog(client, KEYS) == 5
     # the flush moves all five accepted events, then there is room again
     flushed, _ = flush_events(client, str(tmp_path / "events"), keys=KEYS)
-    assert flushed == 5 and client.xlen(KEYS.events) == 0
+    assert flushed == 5 and backlog(client, KEYS) == 0
     append_events(client, _events(1, "c"), KEYS, max_pending=5)
     table = ds.dataset(str(tmp_path / "events"), format="parquet", partitioning="hive").to_table()
     assert sorted(table.column("story_id").to_pylist()) == ["a-0", "a-1", "a-2", "b-0", "b-1"]
@@ -65,7 +65,7 @@ def test_api_answers_503_backlog_full_and_every_202_event_is_flushed(redis_serve
                     assert err["code"] == "backlog_full" and "nightly --step flush" in err["message"]
                     assert resp.headers["retry-after"] == "60"
     assert codes == [202, 202, 202, 503]
-    assert client.xlen(KEYS.events) == 9
+    assert backlog(client, KEYS) == 9
     flush_events(client, str(tmp_path / "events"), keys=KEYS)
     table = ds.dataset(str(tmp_path / "events"), format="parquet", partitioning="hive").to_table()
     assert sorted(table.column("story_id").to_pylist()) == sorted(accepted)

@@ -24,6 +24,7 @@ from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.http_cache import json_bytes, strong_etag
 from newsflow.serving.tokens import sign_token
+from newsflow.storage.events import mark_active
 from newsflow.storage.feed_page import write_user_feeds
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
@@ -43,7 +44,9 @@ def r(server):
     server.hset("nf:user:u-block", mapping={"block_sources": '["a.com"]', "block_topics": '["sports"]'})
     server.hset("nf:user:u-interest", mapping={"clicks": "25", "interest": encode_embedding(axis(1) * 3)})
     server.hset("nf:user:u-follow", mapping={"follow_topics": '["obituary"]', "edition": "en"})
-    server.zadd(Keys().active_users, {u: NOW - 60 for u in USERS})
+    pipe = server.pipeline(transaction=False)
+    mark_active(pipe, {u: NOW - 60 for u in USERS}, Keys())
+    pipe.execute()
     build_feeds(server, NOW)
     return server
 

@@ -20,7 +20,8 @@ def _write_night(models: ModelStore, date: str) -> None:
 
 
 def _stored(client, date: str) -> list[str]:
-    return [name for name in MODELS if client.exists(KEYS.model(name, date))]
+    models = ModelStore(client, KEYS)
+    return [name for name in MODELS if (models.manifest(name, date) or {}).get("state") == "ready"]
 
 
 def test_backfill_keeps_serving_the_newest_night_and_prunes_nothing(redis_server):

@@ -12,6 +12,7 @@ prepared once (stories in Redis, events flushed to Parquet), copied for each run
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -95,7 +96,8 @@ def test_nightly_jobs_portable_runner_equal_direct_runner(redis_pair, tmp_path):
     assert sorted(portable_rows) == sorted(direct_rows)
     assert portable_rows == direct_rows
     # the model versions in Redis: written by the jobs, switched to DATE
-    assert {m: keys.model(m, DATE).encode() in direct_redis for m in MODELS} == {m: True for m in MODELS}
+    manifest = dict(direct_redis[keys.model_manifest.encode()][1])
+    assert {m: json.loads(manifest[f"{m}:{DATE}".encode()])["state"] for m in MODELS} == {m: "ready" for m in MODELS}
     assert sorted(portable_redis) == sorted(direct_redis)
     assert portable_redis == direct_redis, state_difference(portable_redis, direct_redis)
 

@@ -29,6 +29,7 @@ from benchmarks.crawl_to_display import Processes, _build_corpus, _landed, _stor
 from newsflow.core.urls import article_id
 from newsflow.runtime.redis_conn import embedded_paths, embedded_status, stop_embedded
 from newsflow.serving.tokens import sign_token
+from newsflow.storage.events import pending_events
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
 from tests.conftest import REPO_ROOT
@@ -216,7 +217,7 @@ def test_serve_crawl_and_run_continuous_work_again_within_30_s_of_a_kill_9_of_re
         client = plain
 
         # every event answered 202 before the kill is in Redis or in the events Parquet
-        kept = {f[b"story_id"].decode() for _, f in client.xrange(Keys().events) if b"story_id" in f}
+        kept = {f["story_id"] for _, f in pending_events(client, Keys()) if "story_id" in f}
         parquet = [os.path.join(r, "") for r, _, fs in os.walk(data) if os.path.basename(r) == "events" and fs]
         for directory in parquet:
             table = ds.dataset(directory, format="parquet", partitioning="hive").to_table(columns=["story_id"])

@@ -18,8 +18,8 @@ from newsflow.cli.build_feeds import build_feeds
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.serving.app import ServingConfig, create_app, serving_client
 from newsflow.serving.tokens import TokenError, sign_token, verify_token
-from newsflow.storage.events import flush_events
-from newsflow.storage.keys import Keys
+from newsflow.storage.events import backlog, flush_events
+from newsflow.storage.keys import Keys, event_shard
 from newsflow.storage.ranking import encode_embedding
 from tests.helpers import populate_ranking
 from tests.integration.asgi_server import serve_in_thread
@@ -255,7 +255,7 @@ def test_events_validated_streamed_and_flushed(r, tmp_path):
     }
     resp = c.post("/v1/events", json=events, headers=_auth("u9"))
     assert resp.status_code == 202 and resp.json()["accepted"] == 2
-    assert r.xlen("nf:events") == 2 and r.zscore("nf:users:active", "u9") == NOW
+    assert backlog(r) == 2 and r.zscore(Keys().active_users(event_shard("u9")), "u9") == NOW
     bad = c.post(
         "/v1/events",
         json={"events": [{"type": "like", "story_id": "s1"}, {"type": "dwell", "story_id": "s1"}]},
@@ -269,13 +269,13 @@ def test_events_validated_streamed_and_flushed(r, tmp_path):
         == 415
     )
     assert c.post("/v1/events", json={"events": []}, headers=_auth("u9")).status_code == 400
-    assert r.xlen("nf:events") == 2
+    assert backlog(r) == 2
     n, path = flush_events(r, str(tmp_path / "events"))
     rows = pq.read_table(path).to_pylist()
     assert n == 2 and [x["type"] for x in rows] == ["impression", "dwell"]
     assert rows[1]["dwell_seconds"] == 42.5 and rows[0]["user_id"] == "u9" and rows[0]["position"] == 0
     assert rows[1]["event_time"].timestamp() == NOW - 10
-    assert r.xlen("nf:events") == 0 and flush_events(r, str(tmp_path / "events")) == (0, None)
+    assert backlog(r) == 0 and flush_events(r, str(tmp_path / "events")) == (0, None)
 
 
 # ---- real HTTP on 127.0.0.1 --------------------------------------------------------------

@@ -18,6 +18,7 @@ import redis
 from newsflow.cli.build_feeds import build_feeds
 from newsflow.serving.app import ServingConfig, create_app, serving_client
 from newsflow.serving.tokens import sign_token
+from newsflow.storage.events import pending_events
 from newsflow.storage.keys import Keys
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, populate
@@ -115,8 +116,8 @@ def test_the_app_answers_503_while_redis_is_away_and_recovers_by_itself(tmp_path
             accepted = http.post("/v1/events", json=event, headers=auth)
             assert accepted.status_code == 202
         # every event answered 202 is in the stream, the refused one is not
-        stream = redis.Redis(unix_socket_path=sock).xrange(Keys().events)
-        assert [i.decode() for i, _ in stream] == before.json()["ids"] + accepted.json()["ids"]
+        stream = pending_events(redis.Redis(unix_socket_path=sock), Keys())
+        assert [i for i, _ in stream] == before.json()["ids"] + accepted.json()["ids"]
     finally:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             _kill(proc)

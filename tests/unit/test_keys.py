@@ -7,7 +7,7 @@ import pickle
 import pytest
 from redis.crc import key_slot
 
-from newsflow.storage.keys import Keys
+from newsflow.storage.keys import EVENT_SHARDS, READER_BUCKETS, Keys, event_shard, reader_bucket
 
 
 def every_key(k: Keys) -> dict[str, str]:
@@ -35,9 +35,13 @@ def every_key(k: Keys) -> dict[str, str]:
         "story_pattern": k.story_pattern,
         "topic_lambdas": k.topic_lambdas,
         "user": k.user("u1"),
-        "active_users": k.active_users,
-        "events": k.events,
-        "events_flushed": k.events_flushed,
+        "active_users": k.active_users(7),
+        "events": k.events(7),
+        "events_flushed": k.events_flushed(7),
+        "model_pointers": k.model_pointers,
+        "model_manifest": k.model_manifest,
+        "model": k.model("decay", "2026-12-01"),
+        "model_bucket": k.model_bucket("interest", "2026-12-01", 4095),
         "breaking": k.breaking,
         "breaking_since": k.breaking_since,
         "breaking_windows": k.breaking_windows("s1"),
@@ -85,9 +89,6 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
     assert [
         k.topic_lambdas,
         k.user("u1"),
-        k.active_users,
-        k.events,
-        k.events_flushed,
         k.breaking,
         k.breaking_since,
         k.trending("story", 1700000000.9),
@@ -101,9 +102,6 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
     ] == [
         "nf:lambda:topic",
         "nf:user:u1",
-        "nf:users:active",
-        "nf:events",
-        "nf:events:flushed",
         "nf:breaking",
         "nf:breaking:since",
         "nf:trending:story:1700000000",
@@ -198,3 +196,25 @@ def test_parsers_and_pickling():
     with pytest.raises(ValueError):
         k.pool("user", "x")
     assert pickle.loads(pickle.dumps(k)) == k
+
+
+def test_reader_models_events_and_active_readers_spread_over_buckets_and_shards():
+    k = Keys()
+    assert k.model_bucket("interest", "2026-12-01", 17) == "nf:{r17}:model:interest:2026-12-01"
+    assert k.events(3) == "nf:{s3}:events" and k.events_flushed(3) == "nf:{s3}:events:flushed"
+    assert k.active_users(3) == "nf:{s3}:users:active" and k.model_pointers == "nf:models:pointers"
+    # a reader's models of every name and version share its bucket's slot; a shard's keys share one slot
+    b = reader_bucket("reader-42")
+    assert 0 <= b < READER_BUCKETS and b == reader_bucket("reader-42")  # stable
+    slots = {key_slot(k.model_bucket(n, v, b).encode()) for n in ("interest", "history") for v in ("d1", "d2")}
+    assert len(slots) == 1
+    assert len({key_slot(x.encode()) for x in (k.events(9), k.events_flushed(9), k.active_users(9))}) == 1
+    assert event_shard("reader-42") == b % EVENT_SHARDS and READER_BUCKETS % EVENT_SHARDS == 0
+    # the CRC-32 buckets of 50,000 synthetic ids are even: no bucket gets twice its share
+    counts = [0] * READER_BUCKETS
+    for i in range(50_000):
+        counts[reader_bucket(f"u{i}")] += 1
+    assert max(counts) < 2 * 50_000 / READER_BUCKETS
+    bucket_slots = {key_slot(k.model_bucket("interest", "d", i).encode()) for i in range(READER_BUCKETS)}
+    shard_slots = {key_slot(k.events(i).encode()) for i in range(EVENT_SHARDS)}
+    assert len(bucket_slots) > 0.75 * READER_BUCKETS and len(shard_slots) > 0.9 * EVENT_SHARDS
