@@ -1,4 +1,4 @@
-"""``newsflow nightly [--date D]``: the nightly learning loop, in order, under a lock.
+"""``newsflow nightly [--date D]``: the nightly learning loop, in order, under a lease.
 
 Steps, for the night ``D`` (default: yesterday, UTC):
 
@@ -37,7 +37,7 @@ from newsflow.runtime.settings import Settings, add_settings_arguments
 from newsflow.storage.lease import MAX_TTL_SECONDS
 
 COMMAND = "nightly"
-HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lock; prints JSON"
+HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lease; prints JSON"
 ACCEPTS_EXTRA_ARGS = True
 EXIT_LOCKED = 3
 

@@ -1,4 +1,4 @@
-"""The nightly learning loop for one date, in order, under a lock (``newsflow nightly`` and the Flex
+"""The nightly learning loop for one date, in order, under a lease (``newsflow nightly`` and the Flex
 Template entry :mod:`newsflow.jobs.nightly_template` run it; the steps are in :func:`run_night`).
 
 1. take the lease ``Keys.nightly_lock(D)`` (:class:`newsflow.storage.lease.Lease`: ``SET NX PX`` with a

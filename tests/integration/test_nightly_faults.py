@@ -168,7 +168,7 @@ def _redis_models(client) -> dict:
 
 def test_kill_9_mid_run_then_a_rerun_after_the_lease_expires_leaves_a_clean_runs_outputs(redis_pair, tmp_path):
     killed, clean = redis_pair
-    ttl = 3.0
+    ttl = 5.0  # injected (production: 60 s); the rerun waits for it, not for two minutes
     settings, output = _setup(killed, _url(killed), tmp_path / "a")
     clean_settings, clean_output = _setup(clean, _url(clean), tmp_path / "b")
     events = reader_events("reader")
