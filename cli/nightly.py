@@ -1,21 +1,25 @@
-"""``newsflow nightly [--date D]``: the nightly learning loop, in order, under a lock.
+"""``newsflow nightly [--date D]``: the nightly learning loop, in order, under a lease.
 
 Steps, for the night ``D`` (default: yesterday, UTC):
 
-1. take the lock ``Keys.nightly_lock(D)`` (``SET NX PX`` with a random token): a second scheduler
-   for the same date exits at once with status ``locked`` (exit code 3) and runs nothing;
+1. take the lease ``Keys.nightly_lock(D)`` (a random token, ``--lock-ttl`` ≤ 60 s, renewed by this
+   run every third of it): a second scheduler for the same date exits at once with status ``locked``
+   (exit code 3) and runs nothing; a run killed mid-way stops renewing, so a rerun can take the date
+   at most ``--lock-ttl`` seconds later and completes with the outputs of a clean run;
 2. move the reader-event stream into ``<output>/events/date=*/`` (exactly once, see
-   :func:`newsflow.storage.events.flush_events`);
+   :func:`newsflow.storage.events.flush_events`) and quarantine unreadable events files
+   (``<output>/quarantine/``, a dead letter each under ``<output>/deadletters/step=nightly_events/``);
 3. run the Beam batch jobs in dependency order on the shared launcher (same flags as the
    streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
    ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
 4. switch every model to version ``D`` in one transaction (:meth:`newsflow.storage.models.ModelStore.switch`;
    the previous version stays for rollback, older ones are pruned; a date older than the models
    serving is a backfill: written, not switched);
-5. release the lock (only if it still holds this run's token), whatever happened.
+5. release the lease (only if it still holds this run's token), whatever happened.
 
 It prints one JSON line (``date``, ``status`` ``ok``/``failed``/``locked``, ``events_flushed``,
-``jobs`` [launcher summaries], ``models`` [current versions], ``seconds``, ``error``) and exits 0
+``quarantined`` [events files moved aside], ``jobs`` [launcher summaries, with ``future_events_refused``
+for the jobs reading events], ``models`` [current versions], ``seconds``, ``error``) and exits 0
 only when everything succeeded. A job that fails leaves the previous night's models serving.
 
 Beam flags after ``--`` (``--runner DataflowRunner --project ... --region ...``) go to every job.
@@ -30,9 +34,10 @@ import os
 
 from newsflow.jobs.nightly import STEPS, run_night
 from newsflow.runtime.settings import Settings, add_settings_arguments
+from newsflow.storage.lease import MAX_TTL_SECONDS
 
 COMMAND = "nightly"
-HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lock; prints JSON"
+HELP = "run the nightly learning jobs (decay, interests, weights) for one date under a lease; prints JSON"
 ACCEPTS_EXTRA_ARGS = True
 EXIT_LOCKED = 3
 
@@ -54,7 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "flush (events to Parquet) or switch (serve the date's models), each under the date's lock",
     )
     parser.add_argument(
-        "--lock-ttl", type=float, default=6 * 3600.0, help="seconds the date's lock lives if this run dies (6 h)"
+        "--lock-ttl",
+        type=float,
+        default=MAX_TTL_SECONDS,
+        help="seconds the date's lease outlives this run if it dies (it is renewed while the run lives); "
+        "at most 60, default 60",
     )
     parser.add_argument(
         "--retention-days",
@@ -79,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.retention_days is not None and not args.retention_days > 0:
         print(json.dumps({"status": "failed", "error": "--retention-days must be > 0"}))
         return 2
-    if not (math.isfinite(args.lock_ttl) and 1.0 <= args.lock_ttl <= 7 * 86400.0):
-        error = f"--lock-ttl must be in [1, 604800] seconds, got {args.lock_ttl}"
+    if not (math.isfinite(args.lock_ttl) and 1.0 <= args.lock_ttl <= MAX_TTL_SECONDS):
+        error = f"--lock-ttl must be in [1, {MAX_TTL_SECONDS:g}] seconds, got {args.lock_ttl}"
         print(json.dumps({"status": "failed", "error": error}))
         return 2
     for name in ("history_days", "decay_days"):

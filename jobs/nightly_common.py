@@ -6,10 +6,17 @@ the same root the streaming job writes articles and clusters to)::
     events/date=YYYY-MM-DD/events-<first id>-<last id>.parquet   reader events (newsflow.storage.events)
     stories/date=YYYY-MM-DD/part-00000.parquet                   story snapshot (newsflow.jobs.snapshot_stories)
     models/<name>/date=YYYY-MM-DD/part-00000.parquet             each night's model outputs
+    quarantine/events/date=YYYY-MM-DD/<file name>                events files that could not be read
+    deadletters/step=nightly_events/part-<hash>.parquet          one dead letter per quarantined file
 
 A nightly output partition holds exactly one file, ``part-00000.parquet``, written under a temp
 name and moved into place after the partition's other files are removed, so re-running a date
 replaces that date's output instead of adding to it.
+
+Faults in the events dataset do not stop a night: :func:`quarantine_unreadable` (run by ``newsflow
+nightly`` after its flush) moves an events file that does not read whole (truncated, corrupt, not
+Parquet) out of the dataset, with a dead letter naming the file and the reason; and :class:`ReadEvents`
+refuses rows dated beyond the API's own future tolerance (counted, see :func:`is_future_event`).
 
 Every nightly job takes the launcher's flags (``--runner``, ``--redis_url``, ``--key_prefix``,
 ``--data_dir``, Dataflow/Flink flags; see :mod:`newsflow.pipelines.launcher`) plus :class:`NightlyOptions`.
@@ -25,6 +32,7 @@ from typing import NamedTuple
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from newsflow.core.ranking.article_type import article_type
@@ -34,6 +42,9 @@ from newsflow.runtime.settings import Settings
 from newsflow.storage.keys import Keys
 
 PART_NAME = "part-00000.parquet"
+NAMESPACE = "newsflow.jobs.nightly_common"
+QUARANTINE_STEP = "nightly_events"
+"""Dead-letter step of a quarantined events file."""
 
 
 class NightlyOptions(PipelineOptions):
@@ -226,8 +237,54 @@ class StoryInfo(NamedTuple):
     article_type: str = "news"
 
 
+def _partition_end(path: str) -> float | None:
+    """End (next midnight UTC, epoch s) of the ``date=YYYY-MM-DD`` partition a file path lies in."""
+    for part in reversed(path.replace("\\", "/").split("/")):
+        if part.startswith("date="):
+            try:
+                d = dt.date.fromisoformat(part[5:]) + dt.timedelta(days=1)
+            except ValueError:
+                return None
+            return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC).timestamp()
+    return None
+
+
+def is_future_event(event, partition_end: float | None) -> bool:
+    """True when ``event`` is dated beyond the API's future tolerance
+    (:data:`newsflow.storage.events.MAX_FUTURE_SECONDS`, 300 s): its event time later than its received
+    time plus the tolerance (the API's own rule), or its event or received time later than the end of
+    the received-date partition its file lies in plus the tolerance (``partition_end``, epoch s;
+    ``None`` skips that test). Such rows never came through the API; the nightly jobs refuse them."""
+    from newsflow.storage.events import MAX_FUTURE_SECONDS
+
+    if event.event_time > event.received_time + MAX_FUTURE_SECONDS:
+        return True
+    if partition_end is not None:
+        return max(event.event_time, event.received_time) > partition_end + MAX_FUTURE_SECONDS
+    return False
+
+
+class _KeepPlausibleEventsFn(beam.DoFn):
+    """``(file path, events row)`` -> :class:`schemas.Event` with a user and a story, not dated in the future
+    (:func:`is_future_event`; counted as ``future_events_refused``)."""
+
+    def __init__(self):
+        self.refused = Metrics.counter(NAMESPACE, "future_events_refused")
+
+    def process(self, element):
+        path, row = element
+        event = event_from_row(row)
+        if not (event.user_id and event.story_id):
+            return
+        if is_future_event(event, _partition_end(path)):
+            self.refused.inc()
+            return
+        yield event
+
+
 class ReadEvents(beam.PTransform):
-    """Reads the events Parquet files given -> :class:`schemas.Event` (events without a user or story dropped)."""
+    """Reads the events Parquet files given -> :class:`schemas.Event`: events without a user or story
+    dropped, events dated in the future refused and counted (:class:`_KeepPlausibleEventsFn`)."""
 
     def __init__(self, files: list[str]):
         super().__init__()
@@ -237,10 +294,58 @@ class ReadEvents(beam.PTransform):
         return (
             pbegin
             | "EventFiles" >> beam.Create(self.files)
-            | "ReadEventFiles" >> beam.io.ReadAllFromParquet()
-            | "RowToEvent" >> beam.Map(event_from_row)
-            | "KeepKnownEvents" >> beam.Filter(lambda e: bool(e.user_id and e.story_id))
+            | "ReadEventFiles" >> beam.io.ReadAllFromParquet(with_filename=True)
+            | "KeepPlausibleEvents" >> beam.ParDo(_KeepPlausibleEventsFn())
         )
+
+
+def quarantine_unreadable(root: str, dataset: str, dates: list[str]) -> list[dict]:
+    """Moves every file of ``dataset`` in ``dates`` that does not read whole out of the dataset.
+
+    Each file is read row group by row group (footer, schema, every page); one that fails (truncated,
+    corrupt, not Parquet: ``pyarrow.ArrowInvalid``, ``OSError``) is moved to
+    ``<root>/quarantine/<dataset>/date=D/<name>`` and a :class:`schemas.DeadLetter` (step
+    :data:`QUARANTINE_STEP`, ``error_type`` ``"unreadable_parquet"``, ``url`` the file's path, ``payload``
+    its quarantine path) is written to ``<root>/deadletters/step=nightly_events/part-<hash>.parquet``, so
+    the jobs run on the other files, and later nights whose windows cover the file do not trip on it.
+
+    Args:
+      root: Parquet root (local path or URL).
+      dataset: e.g. ``"events"``.
+      dates: partitions to check.
+
+    Returns:
+      One ``{"file", "quarantined_to", "error"}`` per file moved (empty when all read).
+    """
+    import hashlib
+
+    from newsflow.schemas import DEAD_LETTER_SCHEMA
+    from newsflow.transforms.deadletter import dead_letter
+
+    moved = []
+    for f in partition_files(root, dataset, dates):
+        filesystem, path = filesystem_and_path(f)
+        try:
+            with filesystem.open_input_file(path) as handle:
+                parquet = pq.ParquetFile(handle)
+                for i in range(parquet.num_row_groups):
+                    parquet.read_row_group(i)
+        except (pa.ArrowInvalid, OSError) as e:
+            error = f"{type(e).__name__}: {e}"
+            rel = f[len(root.rstrip("/")) + 1 :]
+            target = f"{root.rstrip('/')}/quarantine/{rel}"
+            tfs, tpath = filesystem_and_path(target)
+            tfs.create_dir(tpath.rsplit("/", 1)[0], recursive=True)
+            filesystem.move(path, tpath)
+            letter = dead_letter(QUARANTINE_STEP, "unreadable_parquet", error, target.encode(), f)
+            table = pa.Table.from_pylist([letter._asdict()], schema=DEAD_LETTER_SCHEMA)
+            dl_dir = f"{root.rstrip('/')}/deadletters/step={QUARANTINE_STEP}"
+            dfs, dpath = filesystem_and_path(dl_dir)
+            dfs.create_dir(dpath, recursive=True)
+            name = f"part-{hashlib.sha256(f.encode()).hexdigest()[:16]}.parquet"
+            pq.write_table(table, f"{dpath}/{name}", filesystem=dfs)
+            moved.append({"file": f, "quarantined_to": target, "error": error})
+    return moved
 
 
 def _story_row(path_row):

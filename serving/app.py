@@ -141,10 +141,14 @@ class ServingConfig:
       redis_backoff_seconds: after a Redis error, requests skip Redis (answer from
         snapshots at once) for this long instead of each waiting on a dead server.
       feed: feed-building knobs for personal feeds built on request.
-      clock: returns the current UTC epoch seconds (tokens, events; injectable for tests).
-      ranking_clock: the time personal feeds are scored and breaking stories are read at;
-        ``None`` means ``clock``. ``newsflow serve --now latest`` sets it to the replayed
-        corpus' time so a historical corpus does not decay to zero.
+      clock: returns the current UTC epoch seconds (tokens; injectable for tests).
+      ranking_clock: the serving clock: the time personal feeds are scored and breaking stories are
+        read at, and the time ``POST /v1/events`` stamps events with (their received time, and their
+        event time when the client sends none; a client ``time`` is checked against it), so the
+        nightly jobs see events on the same clock the stories were ranked on. ``None`` means
+        ``clock``. ``newsflow serve --now latest`` (the default after ``newsflow demo``) sets it to
+        the replayed corpus' time, advancing with the wall clock, so a historical corpus does not
+        decay to zero and ``newsflow nightly --date <replay day>`` finds the readers' events.
       keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
       personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
         kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
@@ -552,7 +556,7 @@ class Api:
         raw_events = data.get("events") if isinstance(data, dict) else None
         if not isinstance(raw_events, list) or not 1 <= len(raw_events) <= MAX_EVENTS_PER_REQUEST:
             raise ApiError(400, "bad_body", f'body must be {{"events": [1..{MAX_EVENTS_PER_REQUEST} events]}}')
-        now = self.config.clock()
+        now = self._ranking_now()  # the serving clock: the replay clock when serving a replay
         events, errors = [], []
         for i, raw in enumerate(raw_events):
             try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from newsflow.core.ranking.article_type import story_article_type
+from newsflow.core.ranking.decay import decay_rate
 from newsflow.core.ranking.feeds import (
     GLOBAL_EDITION,
     Candidates,
@@ -142,9 +144,13 @@ def build_user_feed(
     )
     blocked = blocked_mask(cands.topics, cands.sources, profile)
     items = rank(cands, rel, k or config.user_k, config.alpha, config.source_cap, exclude=blocked)
-    why_by_id = dict(zip(story_ids, why, strict=True))
+    index = {sid: i for i, sid in enumerate(story_ids)}
     for item in items:
-        item["why"] = why_by_id[item["story_id"]]
+        i = index[item["story_id"]]
+        lam, source, group = decay_rate(
+            cands.topics[i], bool(cands.breaking[i]), overrides, story_article_type(cands.stories[i])
+        )
+        item["why"] = dict(why[i], decay={"lambda_per_hour": round(lam, 4), "source": source, "group": group})
     doc = feed_doc("user", profile.user_id, now, config.alpha, items)
     doc["edition"] = edition
     return doc

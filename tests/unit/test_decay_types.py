@@ -11,7 +11,7 @@ import pytest
 
 from newsflow.core.learning.decay_types import cell_key, fit_decay_by_type, typed_lambda_overrides
 from newsflow.core.ranking.article_type import ARTICLE_TYPES, article_type, story_article_type
-from newsflow.core.ranking.decay import LAMBDA_DEFAULT, LAMBDA_EVERGREEN, lambda_for
+from newsflow.core.ranking.decay import LAMBDA_DEFAULT, LAMBDA_EVERGREEN, decay_rate, lambda_for
 
 TRUE = {  # (topic, type): (λ per hour, attractiveness c, impressions per (age, position) point)
     ("tech", "news"): (0.10, 0.20, 40),
@@ -145,3 +145,12 @@ def test_ranking_prefers_the_topic_and_type_rate():
     assert story_article_type(Story()) == "live"
     Story.article_type = "opinion"
     assert story_article_type(Story()) == "opinion"
+
+
+def test_decay_rate_names_where_the_rate_comes_from():
+    overrides = {"tech": 0.08, "tech/live": 0.6}
+    assert decay_rate(["Tech"], False, overrides, "live") == (0.6, "learned", "tech/live")
+    assert decay_rate(["world", "Tech"], False, overrides, "opinion") == (0.08, "learned", "tech")
+    assert decay_rate(["world"], False, overrides, "news") == (LAMBDA_DEFAULT, "default", "")
+    assert decay_rate(["world"], False, overrides, "service") == (LAMBDA_EVERGREEN, "evergreen", "")
+    assert decay_rate(["tech"], True, overrides, "live") == (0.5, "breaking", "")

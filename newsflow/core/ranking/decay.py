@@ -46,7 +46,7 @@ def lambda_for(
     overrides: Mapping[str, float] | None = None,
     article_type: str | None = None,
 ) -> float:
-    """Decay rate λ (per hour) for a story.
+    """Decay rate λ (per hour) for a story: :func:`decay_rate`'s λ.
 
     Args:
       topics: the story's topic labels, most confident first.
@@ -61,19 +61,34 @@ def lambda_for(
       ``"topic/type"`` or of the topic; else 0.02 for an evergreen topic or a ``service`` article;
       else 0.1.
     """
+    return decay_rate(topics, breaking, overrides, article_type)[0]
+
+
+def decay_rate(
+    topics: Sequence[str],
+    breaking: bool,
+    overrides: Mapping[str, float] | None = None,
+    article_type: str | None = None,
+) -> tuple[float, str, str]:
+    """λ (1/hours) for a story and where it comes from (arguments as :func:`lambda_for`).
+
+    Returns:
+      ``(λ, source, group)``: source ``"breaking"``, ``"learned"`` (group: the override key used,
+      ``"topic/type"`` or ``"topic"``), ``"evergreen"`` or ``"default"`` (group ``""`` unless learned).
+    """
     if breaking:
-        return LAMBDA_BREAKING
+        return LAMBDA_BREAKING, "breaking", ""
     labels = [str(t).lower() for t in topics]
     kind = str(article_type).lower() if article_type else None
     if overrides:
         for label in labels:
             if kind is not None and f"{label}/{kind}" in overrides:
-                return float(overrides[f"{label}/{kind}"])
+                return float(overrides[f"{label}/{kind}"]), "learned", f"{label}/{kind}"
             if label in overrides:
-                return float(overrides[label])
+                return float(overrides[label]), "learned", label
     if kind == "service" or any(label in EVERGREEN_TOPICS for label in labels):
-        return LAMBDA_EVERGREEN
-    return LAMBDA_DEFAULT
+        return LAMBDA_EVERGREEN, "evergreen", ""
+    return LAMBDA_DEFAULT, "default", ""
 
 
 def decay_score(authority: float, earliest_time: float, now: float, lam: float) -> float:
