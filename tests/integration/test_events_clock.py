@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.events import MAX_FUTURE_SECONDS, flush_events
+from newsflow.storage.keys import Keys, event_shard
 
 WALL = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC).timestamp()
 REPLAY = dt.datetime(2014, 3, 12, 4, 49, tzinfo=dt.UTC).timestamp()
@@ -40,7 +41,7 @@ def test_events_are_stamped_on_the_replay_clock(server, tmp_path):
     # a client time on the wall clock is far in the replay clock's future: refused as the API refuses any
     late = {"events": [{"type": "click", "story_id": "s1", "time": WALL}]}
     assert client.post("/v1/events", json=late, headers=auth).status_code == 400
-    assert server.zscore("nf:users:active", "u1") == REPLAY
+    assert server.zscore(Keys().active_users(event_shard("u1")), "u1") == REPLAY
     n, out = flush_events(server, str(tmp_path / "events"))
     assert n == 2
     table = pq.read_table(str(tmp_path / "events" / "date=2014-03-12"))
