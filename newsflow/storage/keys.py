@@ -109,6 +109,8 @@ key                                       type    holds                         
                                                   cluster, covisit
 ``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
                                                   holding the date (TTL)
+``P:history:lock:{dataset}:{partition}``  STRING  token of the writer rewriting    history writers   history writers
+                                                  one Parquet partition (TTL)
 ``P:users:active``                        ZSET    user id -> last event time      events (serving)  build_feeds
 ``P:events``                              STREAM  reader events                   serving           events flush job
                                                   (newsflow.storage.events)       /v1/events
@@ -406,6 +408,10 @@ class Keys:
     def nightly_lock(self, date: str) -> str:
         """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
         return f"{self.prefix}:nightly:lock:{date}"
+
+    def history_lock(self, dataset: str, partition: str) -> str:
+        """STRING lock of one rewritable Parquet partition (``story_assignments``): token, TTL."""
+        return f"{self.prefix}:history:lock:{dataset}:{partition}"
 
     @property
     def active_users(self) -> str:
