@@ -54,14 +54,11 @@ class _TouchedRowsFn(_ConnectFn):
         from newsflow.storage import story_assignments as sa
 
         _, items = element
-        own = sorted({aid for aid, _, _ in items})
-        losers = {sid for _, _, merged in items for sid in merged}
-        replayed = sorted({aid for aid, dup, _ in items if dup})
-        if replayed:
-            losers.update(sa.merged_away(self._client, self._keys, replayed))
-        touched = set(own) | sa.members(self._client, self._keys, losers)
+        own_set = {aid for aid, _, _ in items}
+        merged = {sid for _, _, m in items for sid in m}
+        replayed = {aid for aid, dup, _ in items if dup}
+        touched = sa.touched_articles(self._client, self._keys, own_set, merged, replayed)
         rows = sa.current_rows(self._client, self._keys, touched)
-        own_set = set(own)
         for aid in sorted(rows):
             row = rows[aid]
             if row is None:

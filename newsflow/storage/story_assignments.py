@@ -138,6 +138,19 @@ def members(client, keys: Keys, story_ids: Iterable[str]) -> set[str]:
     return out
 
 
+def touched_articles(
+    client, keys: Keys, own: Iterable[str], merged: Iterable[str] = (), replayed: Iterable[str] = ()
+) -> set[str]:
+    """The articles whose row a run may have changed: its ``own`` articles, and the members of the stories
+    ``merged`` away by their steps and by the steps of the ``replayed`` ones (read from the merge records).
+    """
+    losers = set(merged)
+    replayed = sorted(set(replayed))
+    if replayed:
+        losers.update(merged_away(client, keys, replayed))
+    return set(own) | members(client, keys, losers)
+
+
 def rewrite_partition(
     client,
     keys: Keys,
@@ -184,6 +197,17 @@ def rewrite_partition(
             return None
         out = [merged[aid] for aid in sorted(merged)]
         return replace_partition(root, DATASET, partition, records_to_table(out, STORY_ASSIGNMENTS_SCHEMA), names)
+
+
+def rewrite(client, keys: Keys, root: str, article_ids: Iterable[str]) -> list[str]:
+    """Reads the rows of ``article_ids`` from Redis and rewrites every partition they fall in, one after
+    the other (the Beam sink does the same with partitions in parallel). Returns the paths written."""
+    by_partition: dict[str, dict[str, StoryAssignmentRow | None]] = {}
+    for aid, row in current_rows(client, keys, article_ids).items():
+        if row is not None:
+            by_partition.setdefault(partition_of(row.event_time), {})[aid] = row
+    paths = [rewrite_partition(client, keys, root, p, rows) for p, rows in sorted(by_partition.items())]
+    return [p for p in paths if p]
 
 
 def read_rows(root: str) -> list[StoryAssignmentRow]:
