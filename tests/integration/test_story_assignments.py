@@ -6,7 +6,6 @@ batches keeps one row per article."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -140,15 +139,18 @@ def test_a_corrupt_file_stops_the_rewrite_with_a_clear_error_and_loses_nothing(r
     assert not client.keys(KEYS.history_lock(DATASET, "*"))  # the lock was released
 
 
-def test_run_continuous_over_many_batches_keeps_one_row_per_article(redis_server, tmp_path):
+def test_run_continuous_rewrites_earlier_batches_rows_when_a_later_batch_merges_their_story(redis_server, tmp_path):
+    from newsflow.core.urls import article_id
     from newsflow.pipelines.continuous import ContinuousConfig, FileCursor, run_once
 
     client, url = redis_server
     landing, out = tmp_path / "landing", str(tmp_path / "out")
     landing.mkdir()
-    lines = corpus_lines(120)
-    for i in range(6):
-        (landing / f"batch-{i:02d}.jsonl").write_bytes(b"\n".join(lines[i * 20 : (i + 1) * 20]) + b"\n")
+    lines = corpus_lines(20)  # line 18's step merges the story of lines 6, 7, 10, 11 and 12 into another
+    batch_of = {}
+    for i in range(4):
+        (landing / f"batch-{i:02d}.jsonl").write_bytes(b"\n".join(lines[i * 5 : (i + 1) * 5]) + b"\n")
+        batch_of.update({article_id(json.loads(ln)["url"]): i for ln in lines[i * 5 : (i + 1) * 5]})
     config = ContinuousConfig(
         input_dir=str(landing),
         cursor_path=str(tmp_path / "cursor.jsonl"),
@@ -157,14 +159,18 @@ def test_run_continuous_over_many_batches_keeps_one_row_per_article(redis_server
         now="latest",
     )
     cursor = FileCursor(config.cursor_path)
-    runs = 0
+    rows_after = []
     while run_once(config, cursor, client, clock=lambda: T0) is not None:
-        runs += 1
-    assert runs == 6
-    rows = _rows(out)
+        rows_after.append(_rows(out))
+    assert len(rows_after) == 4
+    rows = rows_after[-1]
     resolved = redis_story_of_every_article(client)
-    assert len(rows) == len(resolved) == 120
+    assert len(rows) == len(resolved) == 20
     assert {a: r.story_id for a, r in rows.items()} == resolved
-    files = dataset_bytes(out)
-    assert all(len(partition_files(out, DATASET, p.split("/part-")[0])) == 1 for p in files)
-    assert os.path.isdir(os.path.join(out, DATASET))
+    # rows written by an earlier batch's run, moved to another story by the last batch's merge
+    moved = [a for a, r in rows.items() if r.merge_count and batch_of[a] < 3]
+    assert moved
+    for a in moved:
+        assert rows_after[batch_of[a]][a].story_id == rows[a].first_story_id != rows[a].story_id
+    for p in dataset_bytes(out):
+        assert len(partition_files(out, DATASET, p.split("/part-")[0])) == 1
