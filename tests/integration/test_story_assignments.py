@@ -174,3 +174,23 @@ def test_run_continuous_rewrites_earlier_batches_rows_when_a_later_batch_merges_
         assert rows_after[batch_of[a]][a].story_id == rows[a].first_story_id != rows[a].story_id
     for p in dataset_bytes(out):
         assert len(partition_files(out, DATASET, p.split("/part-")[0])) == 1
+
+
+def test_newsflow_run_summary_reports_the_story_keys_and_the_largest_story(redis_server, tmp_path):
+    from collections import Counter
+
+    from newsflow.pipelines.launcher import summary
+    from newsflow.pipelines.streaming import run
+    from tests.helpers import write_headlines
+
+    client, url = redis_server
+    landing = write_headlines(tmp_path / "h.jsonl", 60)
+    out = summary(run(["--input", landing, "--output", str(tmp_path / "out"), "--redis_url", url], environ={}))
+    resolved = redis_story_of_every_article(client)
+    assert len(resolved) == 60
+    largest = max(Counter(resolved.values()).values())
+    assert largest > 1
+    assert out["story_keys"] == 1  # the step keys every article to one shard today
+    assert out["story_max_key_share"] == 1.0
+    assert out["largest_story_share"] == round(largest / 60, 6)
+    assert out["parquet_files_story_assignments"] == len(dataset_bytes(str(tmp_path / "out"))) > 0
