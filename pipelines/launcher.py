@@ -110,6 +110,8 @@ class JobSpec:
       counters: counter names that the summary always reports (0 when absent).
       needs_redis: whether the job reads or writes Redis (so the launcher checks it).
       description: one paragraph for ``--help``.
+      summarize: optional ``(Beam PipelineResult, counters by name) -> dict`` of job-specific summary
+        fields (called only when the runner has metrics).
     """
 
     name: str
@@ -119,6 +121,7 @@ class JobSpec:
     counters: tuple[str, ...] = ()
     needs_redis: bool = True
     description: str = ""
+    summarize: Callable[[Any, dict[str, int]], dict] | None = None
 
 
 @dataclass
@@ -431,7 +434,8 @@ def summary(launched: LaunchResult) -> dict:
 
     Keys: ``job``, ``runner``, ``state``, ``dry_run``, ``transforms``, ``job_id`` (when known) and
     ``metrics`` (``"available"`` or ``"unavailable"``); when metrics are available, also every counter
-    of ``spec.counters`` (0 when absent) and ``dead_lettered`` (sum of dead-letter counters).
+    of ``spec.counters`` (0 when absent), ``dead_lettered`` (sum of dead-letter counters) and the fields of
+    ``spec.summarize``.
     """
     out: dict[str, Any] = {
         "job": launched.spec.name,
@@ -450,6 +454,8 @@ def summary(launched: LaunchResult) -> dict:
     for k in launched.spec.counters:
         out[k] = c.get(k, 0)
     out["dead_lettered"] = sum(v for k, v in c.items() if k.startswith("dead_lettered") or k.endswith("dead_lettered"))
+    if launched.spec.summarize is not None:
+        out.update(launched.spec.summarize(launched.result, c))
     out.update(launched.extra)
     return out
 

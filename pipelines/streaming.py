@@ -9,7 +9,7 @@ Example, a bounded replay on this machine::
 Sources (exactly one): ``--input`` landing files (JSONL or Parquet, local or ``gs://``),
 ``--pubsub_subscription`` (Dataflow) or ``--kafka_bootstrap_servers`` + ``--kafka_topic``
 (Flink). Sinks: Redis (``--redis_url``, default ``$REDIS_URL`` or an embedded server) and
-Parquet datasets under ``--output`` (articles, clusters, deadletters).
+Parquet datasets under ``--output`` (articles, clusters, deadletters, trends, story_assignments).
 
 Runner choice, settings, the Redis check and the JSON summary are the launcher's
 (:mod:`newsflow.pipelines.launcher`).
@@ -61,6 +61,7 @@ from newsflow.transforms.io import (
     check_inputs_exist,
 )
 from newsflow.transforms.stories import TREND_INPUT_TAG, AssignStories, StoryTransformConfig
+from newsflow.transforms.story_assignments import WriteStoryAssignments
 from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 
@@ -313,7 +314,8 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
 
     Returns:
       dict of the main PCollections: ``articles``, ``dead_letter``, and the sink outputs
-      ``article_files``, ``cluster_files``, ``dead_letter_files`` (paths written).
+      ``article_files``, ``cluster_files``, ``dead_letter_files``, ``trend_files``,
+      ``story_assignment_files`` (paths written).
     """
     register_coders()  # the records' coders, registered explicitly (see transforms/coders.py)
     read_dead = []
@@ -349,6 +351,9 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
         trending[DEAD_LETTER_TAG],
     ) | "FlattenAllDeadLetters" >> beam.Flatten()
     dead_files = all_dead | "WriteDeadLetters" >> WriteDeadLetters(sink)
+    story_files = stories["stories"] | "WriteStoryAssignments" >> WriteStoryAssignments(
+        sink, config.redis_url, config.stories.key_prefix
+    )
     return {
         "articles": articles,
         "stories": stories["stories"],
@@ -357,6 +362,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
         "cluster_files": cluster_files,
         "dead_letter_files": dead_files,
         "trend_files": trend_files,
+        "story_assignment_files": story_files,
     }
 
 
@@ -375,7 +381,40 @@ SUMMARY_COUNTERS = (
     "parquet_files_articles",
     "parquet_files_clusters",
     "parquet_files_deadletters",
+    "parquet_files_story_assignments",
 )
+
+
+def story_summary(result, counters: dict[str, int]) -> dict:
+    """The story step's spread over keys and the largest story, for the JSON summary.
+
+    ``story_keys``: key groups the step processed (bounded runs: distinct keys); ``story_max_key_share``:
+    the largest key group's share of the step's elements; ``largest_story_share``: the largest story's
+    share of the run's articles that have a story (both in [0, 1], ``None`` when the run assigned none).
+    Read from the step's ``story_key_elements`` distribution and the story-assignment sink's counters
+    (:mod:`newsflow.transforms.story_assignments`).
+    """
+    keys, biggest, total = 0, 0, 0
+    try:
+        dists = result.metrics().query().get("distributions", [])
+    except Exception:  # noqa: BLE001 - a runner without metrics: no distribution, counts stay 0
+        dists = []
+    for d in dists:
+        if d.key.metric.name != "story_key_elements":
+            continue
+        v = d.committed if d.committed is not None else d.attempted
+        if v is None or not v.count:
+            continue
+        keys += v.count
+        biggest = max(biggest, v.max)
+        total += v.sum
+    articles = counters.get("story_input_articles", 0)
+    return {
+        "story_keys": keys,
+        "story_max_key_share": round(biggest / total, 6) if total else None,
+        "largest_story_share": round(counters.get("story_largest_members", 0) / articles, 6) if articles else None,
+    }
+
 
 SPEC = JobSpec(
     name="streaming",
@@ -383,6 +422,7 @@ SPEC = JobSpec(
     config_from_options=job_config_from_options,
     build=build_pipeline,
     counters=SUMMARY_COUNTERS,
+    summarize=story_summary,
     description="The newsflow streaming job: landing files, Pub/Sub or Kafka -> articles -> near-duplicate "
     "groups -> stories -> trends, into Redis and Parquet.",
 )

@@ -23,6 +23,7 @@ Event               EVENT_SCHEMA                a reader event (impression, clic
 StoryArticle        STORY_ARTICLE_SCHEMA        an article as story clustering reads it
 StoryAssignment     STORY_ASSIGNMENT_SCHEMA     an article's story after clustering
 StoryRecord         STORY_SCHEMA                a story (serving view, snapshot row)
+StoryAssignmentRow  STORY_ASSIGNMENTS_SCHEMA    an article's current story (``story_assignments``)
 TrendInput          TREND_INPUT_SCHEMA          a new article as trending windows count it
 TrendCount          TREND_SCHEMA                distinct new articles per key and window
 UserProfile         USER_PROFILE_SCHEMA         what ranking knows about a reader
@@ -48,6 +49,7 @@ from newsflow.schemas.story import (
     story_assignments_from_table,
     story_records_from_table,
 )
+from newsflow.schemas.story_assignments import STORY_ASSIGNMENTS_SCHEMA, StoryAssignmentRow
 from newsflow.schemas.trend import TREND_INPUT_SCHEMA, TREND_SCHEMA, TrendCount, TrendInput
 from newsflow.schemas.user import USER_PROFILE_SCHEMA, UserProfile, user_profiles_from_table
 
@@ -88,9 +90,11 @@ __all__ = [
     "RecordError",
     "STORY_ARTICLE_SCHEMA",
     "STORY_ASSIGNMENT_SCHEMA",
+    "STORY_ASSIGNMENTS_SCHEMA",
     "STORY_SCHEMA",
     "StoryArticle",
     "StoryAssignment",
+    "StoryAssignmentRow",
     "StoryRecord",
     "TREND_INPUT_SCHEMA",
     "TREND_SCHEMA",

@@ -6,7 +6,8 @@
 - The bundled corpus as landing files, and the whole job on them (batch, or streaming on a ``TestStream``).
 - Serving: ``ranking_data`` loaded with trending, breaking and readers; a populated app; a silent "Redis".
 - Redis: a feed-only ``Article``; ``dump`` (every key's value, for before/after checks within a run) and
-  ``redis_state``/``parquet_rows``/``state_difference`` (exact snapshots for comparing two runs).
+  ``redis_state``/``parquet_rows``/``dataset_bytes``/``state_difference`` (exact snapshots for comparing two
+  runs) and ``redis_story_of_every_article``.
 - Crawler: a loopback ``CrawlerConfig``, a scripted site, an injected clock and a ``poll`` at a given time.
 - GCS: an in-memory emulator.
 """
@@ -340,7 +341,7 @@ def dump(client) -> dict:
 
 # ---- exact snapshots of a run's output, for "same answer" comparisons -------------------------------
 
-DATASETS = ("articles", "clusters", "deadletters", "trends")
+DATASETS = ("articles", "clusters", "deadletters", "trends", "story_assignments")
 
 
 def redis_state(client) -> dict:
@@ -379,6 +380,31 @@ def parquet_rows(root: str) -> dict:
         except (FileNotFoundError, OSError, ValueError):
             rows = []
         out[dataset] = sorted(repr(sorted(r.items())) for r in rows)
+    return out
+
+
+def dataset_bytes(root: str, dataset: str = "story_assignments") -> dict[str, bytes]:
+    """Relative path -> bytes of every Parquet file of a dataset (for byte-for-byte comparisons of two runs)."""
+    from newsflow.storage.parquet import list_files
+
+    out = {}
+    for rel in list_files(root, dataset):
+        with open(os.path.join(root, dataset, rel), "rb") as f:
+            out[rel] = f.read()
+    return out
+
+
+def redis_story_of_every_article(client, prefix: str = "nf") -> dict[str, str]:
+    """Article id -> its story as Redis answers it: ``Keys.story_assign`` resolved one merge at a time
+    through :meth:`RedisStoryStore.resolve` (the store's own rule, independent of the Parquet writer)."""
+    from newsflow.storage.keys import Keys
+    from newsflow.storage.stories import RedisStoryStore
+
+    keys = Keys(prefix)
+    store = RedisStoryStore(client, keys=keys)
+    out = {}
+    for aid, sid in client.hgetall(keys.story_assign).items():
+        out[aid.decode()] = store.resolve(sid.decode())
     return out
 
 

@@ -100,6 +100,8 @@ def _init_metrics(fn) -> None:
     fn.replayed = Metrics.counter(METRICS_NAMESPACE, "stories_replayed")
     fn.late = Metrics.counter(METRICS_NAMESPACE, "stories_late")
     fn.dead = Metrics.counter(METRICS_NAMESPACE, "stories_dead_lettered")
+    # elements per key of the step (one update per key group): the job summary's story_keys / story_max_key_share
+    fn.key_elements = Metrics.distribution(METRICS_NAMESPACE, "story_key_elements")
 
 
 class _AssignFnBase(beam.DoFn):
@@ -288,6 +290,8 @@ class _SortedAssignFn(_AssignFnBase):
 
     def process(self, element):
         _, articles = element
+        articles = list(articles)
+        self.key_elements.update(len(articles))
         articles = self._current_clusters(sorted(articles, key=lambda a: (float(a.event_time), a.article_id)))
         articles = [a for a in articles if a is not None]  # superseded versions of re-slugged articles
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)

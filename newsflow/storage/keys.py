@@ -132,6 +132,8 @@ key                                       type    holds                         
                                                   :func:`reader_bucket` (field)
 ``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
                                                   holding the date (TTL)
+``P:history:lock:{dataset}:{partition}``  STRING  token of the writer rewriting    history writers   history writers
+                                                  one Parquet partition (TTL)
 ``P:{s<k>}:users:active``                 ZSET    user id -> last event time,     events (serving)  build_feeds
                                                   readers of shard k              retention (trim)
                                                   (:func:`event_shard`)
@@ -450,6 +452,10 @@ class Keys:
     def nightly_lock(self, date: str) -> str:
         """STRING lock of ``newsflow nightly`` for one date (token, TTL)."""
         return f"{self.prefix}:nightly:lock:{date}"
+
+    def history_lock(self, dataset: str, partition: str) -> str:
+        """STRING lock of one rewritable Parquet partition (``story_assignments``): token, TTL."""
+        return f"{self.prefix}:history:lock:{dataset}:{partition}"
 
     def active_users(self, shard: int) -> str:
         """ZSET user id -> last event time of the readers of stream shard ``shard`` (:func:`event_shard`)."""

@@ -111,3 +111,65 @@ def list_files(root: str, dataset: str) -> list[str]:
         and i.path.endswith(".parquet")
         and not posixpath.basename(i.path).startswith((".", "_"))
     )
+
+
+def partition_files(root: str, dataset: str, partition: str) -> list[str]:
+    """Sorted names (``part-....parquet``) of the files directly in one partition ([] when absent)."""
+    fs, base = filesystem_and_path(root)
+    directory = posixpath.join(base, dataset, partition)
+    if fs.get_file_info(directory).type != pafs.FileType.Directory:
+        return []
+    return sorted(
+        posixpath.basename(i.path)
+        for i in fs.get_file_info(pafs.FileSelector(directory))
+        if i.type == pafs.FileType.File
+        and i.path.endswith(".parquet")
+        and not posixpath.basename(i.path).startswith((".", "_"))
+    )
+
+
+class CorruptPartitionError(ValueError):
+    """An existing Parquet file of a rewritable partition cannot be read; nothing was written or deleted."""
+
+
+def read_partition_file(root: str, dataset: str, partition: str, name: str, schema: pa.Schema) -> pa.Table:
+    """Reads one file of a partition with exactly ``schema``'s columns.
+
+    Raises:
+      CorruptPartitionError: the file is not Parquet, is truncated, or lacks a column of ``schema``
+        (the message names the file).
+    """
+    fs, base = filesystem_and_path(root)
+    path = posixpath.join(base, dataset, partition, name)
+    try:
+        with fs.open_input_file(path) as f:
+            table = pq.read_table(f)
+        return table.select(schema.names).cast(schema)
+    except (OSError, KeyError, ValueError, pa.ArrowException) as e:
+        raise CorruptPartitionError(
+            f"cannot read {root.rstrip('/')}/{dataset}/{partition}/{name}: {type(e).__name__}: {e}. "
+            "Its rows would be lost by a rewrite, so nothing was written: move the file aside (a name "
+            "starting with '_' hides it) and replay the landing files of that hour to rebuild the partition"
+        ) from e
+
+
+def replace_partition(root: str, dataset: str, partition: str, table: pa.Table, old_names: Iterable[str]) -> str:
+    """Writes ``table`` as the partition's content-addressed file, then deletes ``old_names`` (the files the
+    caller read and merged into ``table``; a file written meanwhile by someone else is left alone).
+
+    Returns the path written (the same name as an old file when the rows did not change).
+
+    Raises:
+      OSError / pyarrow.ArrowIOError: the filesystem refused the write (transient; retry). A crash
+        between the write and the deletes leaves both files, which the next rewrite merges.
+    """
+    path = write_content_addressed(root, dataset, partition, table)
+    written = posixpath.basename(path)
+    fs, base = filesystem_and_path(root)
+    for name in old_names:
+        if name != written:
+            try:
+                fs.delete_file(posixpath.join(base, dataset, partition, name))
+            except FileNotFoundError:
+                pass
+    return path

