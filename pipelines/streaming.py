@@ -393,6 +393,11 @@ SPEC = JobSpec(
     config_from_options=job_config_from_options,
     build=build_pipeline,
     counters=SUMMARY_COUNTERS,
+    model_files=(
+        os.path.basename(default_topic_path("m")),
+        os.path.basename(default_topic_path("m")) + ".calibration.json",
+        os.path.basename(default_embedding_path("m")),
+    ),
     description="The newsflow streaming job: landing files, Pub/Sub or Kafka -> articles -> near-duplicate "
     "groups -> stories -> trends, into Redis and Parquet.",
 )
