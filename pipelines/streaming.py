@@ -385,6 +385,7 @@ SUMMARY_COUNTERS = (
     "parquet_files_articles",
     "parquet_files_clusters",
     "parquet_files_deadletters",
+    "trend_inputs_late",
 )
 
 SPEC = JobSpec(

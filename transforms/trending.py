@@ -128,7 +128,10 @@ class _LateLaneFn(beam.DoFn):
     ``probe`` timer fires once the watermark has passed it, and its firing time is kept in ``seen``
     (a lower bound of the watermark). While articles arrive the probe re-arms itself every period,
     so ``seen`` lags the watermark by less than a period; after ``tight_firings`` firings without an
-    article its step doubles (so draining to the end of time takes a few dozen firings).
+    article (the bound plus a window of watermark progress) its step doubles, so draining to the end of
+    time takes a few dozen firings, and the next article pulls the probe back to the next period tick.
+    An article arriving after such a long quiet spell is judged by the last probe (``seen`` may then
+    lag by up to half the quiet spell), the one case in which the gate is lenient.
 
     State (one key, all trend inputs; cleared never: three numbers): ``seen`` (float, epoch s),
     ``armed`` (float, the probe's time, absent when not armed), ``idle`` (firings since the last
@@ -158,8 +161,10 @@ class _LateLaneFn(beam.DoFn):
         t = float(timestamp)
         watermark = seen.read()
         idle.write(0)
-        if armed.read() is None:
-            at = (math.floor(max(t, watermark or t) / self._step) + 1) * self._step
+        # the next period tick after what is known; also pulls in a probe pushed far out while idle
+        at = (math.floor(max(t, watermark or t) / self._step) + 1) * self._step
+        current = armed.read()
+        if current is None or at < current:
             probe.set(Timestamp.of(at))
             armed.write(at)
         if watermark is not None and t < watermark - self._bound:

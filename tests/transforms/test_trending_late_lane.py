@@ -119,3 +119,31 @@ def test_late_bound_is_validated_and_windows_outlast_it():
     c = TrendingConfig()
     assert c.allowed_lateness_seconds == DEFAULT_LATE_BOUND_S == 6 * 3600
     assert window_lateness_s(c) == 6 * 3600 + 600
+
+
+def test_after_a_quiet_day_the_gate_catches_up_with_the_watermark():
+    """Two days without articles (the probe backs off to firing a day apart), then an article on time and, 9 h of watermark
+    later, one 8.5 h behind it: the on-time one is counted, the late one goes to the late lane."""
+    quiet_end = B + 50 * HOUR
+    stream = (
+        TestStream()
+        .advance_watermark_to(B)
+        .add_elements([TimestampedValue(_article(0), B)])
+        .advance_watermark_to(quiet_end)
+        .add_elements([TimestampedValue(_article(1), quiet_end)])
+        .advance_watermark_to(quiet_end + 9 * HOUR)
+        .add_elements([TimestampedValue(_article(2), quiet_end + 0.5 * HOUR)])
+        .advance_watermark_to_infinity()
+    )
+    opts = PipelineOptions(["--runner", "BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=opts) as p:
+        res = p | stream | ComputeTrendingWindows(TrendingConfig(write_redis=False))
+        stories = res["trends"] | beam.Filter(lambda c: c.kind == "story") | beam.Map(lambda c: (c.key, c.count))
+
+        def only_the_on_time_ones(actual):
+            assert set(actual) == {("s0", 1), ("s1", 1)}, sorted(set(actual))
+
+        assert_that(stories, only_the_on_time_ones, label="Counted")
+        dead = res["dead_letter"] | beam.Map(lambda d: (d.error_type, json.loads(d.payload)["article_id"]))
+        assert_that(dead, equal_to([("late", "a002")]), label="LateLane")
