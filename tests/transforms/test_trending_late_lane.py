@@ -122,8 +122,9 @@ def test_late_bound_is_validated_and_windows_outlast_it():
 
 
 def test_after_a_quiet_day_the_gate_catches_up_with_the_watermark():
-    """Two days without articles (the probe backs off to firing a day apart), then an article on time and, 9 h of watermark
-    later, one 8.5 h behind it: the on-time one is counted, the late one goes to the late lane."""
+    """Two days without articles (the probe backs off to firing about a day apart), then an article on
+    time and, 9 h of watermark later, one 8.5 h behind it: the on-time one is counted, the late one goes
+    to the late lane (it would be dropped silently if the backed-off probe were not pulled back in)."""
     quiet_end = B + 50 * HOUR
     stream = (
         TestStream()
