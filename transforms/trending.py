@@ -133,6 +133,8 @@ class _LateLaneFn(beam.DoFn):
     An article arriving after such a long quiet spell is judged by the last probe (``seen`` may then
     lag by up to half the quiet spell), the one case in which the gate is lenient.
 
+    Counters: ``trend_inputs_late``, ``trend_inputs_on_time``.
+
     State (one key, all trend inputs; cleared never: three numbers): ``seen`` (float, epoch s),
     ``armed`` (float, the probe's time, absent when not armed), ``idle`` (firings since the last
     article).
@@ -147,6 +149,8 @@ class _LateLaneFn(beam.DoFn):
         self._bound = float(bound_s)
         self._step = float(step_s)
         self._tight = int(tight_firings)
+        self.late = Metrics.counter(METRICS_NAMESPACE, "trend_inputs_late")
+        self.on_time = Metrics.counter(METRICS_NAMESPACE, "trend_inputs_on_time")
 
     def process(
         self,
@@ -168,6 +172,7 @@ class _LateLaneFn(beam.DoFn):
             probe.set(Timestamp.of(at))
             armed.write(at)
         if watermark is not None and t < watermark - self._bound:
+            self.late.inc()
             yield pvalue.TaggedOutput(
                 DEAD_LETTER_TAG,
                 DeadLetter(
@@ -178,6 +183,7 @@ class _LateLaneFn(beam.DoFn):
                 ),
             )
             return
+        self.on_time.inc()
         yield item
 
     @on_timer(PROBE)
@@ -200,19 +206,6 @@ class _LateLaneFn(beam.DoFn):
             armed.write(nxt)
         else:
             armed.clear()
-
-
-class _CountFn(beam.DoFn):
-    """Counts elements (counter ``name``) and passes them on; a stateless step, so that every runner
-    reports the count (the streaming DirectRunner loses counters of stateful DoFns)."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self.counter = Metrics.counter(METRICS_NAMESPACE, name)
-
-    def process(self, element):
-        self.counter.inc()
-        yield element
 
 
 def _keys_in_window(element, win=beam.DoFn.WindowParam):
@@ -353,10 +346,9 @@ class ComputeTrendingWindows(beam.PTransform):
                     DEAD_LETTER_TAG, main=TRENDS_TAG
                 )
             )
-            late = gated[DEAD_LETTER_TAG] | "CountLate" >> beam.ParDo(_CountFn("trend_inputs_late"))
+            late = gated[DEAD_LETTER_TAG]
             trends = (
                 gated[TRENDS_TAG]
-                | "CountOnTime" >> beam.ParDo(_CountFn("trend_inputs_on_time"))
                 | "SlidingWindows"
                 >> beam.WindowInto(
                     window.SlidingWindows(c.window_seconds, c.period_seconds),

@@ -108,8 +108,8 @@ def test_delivery_up_to_3h_late_and_out_of_order_gives_the_bounded_counts_and_on
     assert_that(rows, matches_bounded, label="FinalCountsEqualBounded")
     dead = res["dead_letter"] | beam.Map(lambda d: (d.step, d.error_type, json.loads(d.payload)["article_id"]))
     assert_that(dead, equal_to([("trending", "late", "a999")]), label="LateLane")
-    # the streaming DirectRunner reports only one bundle's counters with TestStream, so the late lane's
-    # counter (trend_inputs_late, a stateless step on the dead letters above) is checked by its output here
+    # the streaming DirectRunner keeps only one bundle's counters under TestStream, so the late lane is
+    # checked by its output here (the counter trend_inputs_late counts exactly these dead letters)
     p.run().wait_until_finish()
 
 
