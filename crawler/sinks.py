@@ -14,7 +14,13 @@ without its newline, ``json.dumps(doc.to_json_dict(), ensure_ascii=False)`` in U
 the same parse step as landing files. The ordering key (Pub/Sub) / message key (Kafka) is the
 document's article identity key (:func:`message_key`, :func:`newsflow.core.urls.identity_key`), so every
 copy and spelling of one article URL goes to one partition / ordering stream, in publish order.
-Pub/Sub messages also carry the attribute ``article_id``.
+
+Event time and id (the streaming job reads them on every runner, :mod:`newsflow.transforms.io`): each
+message carries the earliest time the crawler knows of the document, its feed/sitemap entry date clamped
+to the fetch time, else the fetch time (:func:`newsflow.core.articles.event_time`), in integer epoch
+milliseconds: the Pub/Sub attribute ``event_time`` (read with ``timestamp_attribute``) and the Kafka
+record timestamp (create time; read with the create-time policy). Pub/Sub messages also carry the
+attribute ``article_id`` (:func:`message_id`; Dataflow deduplicates redeliveries by it).
 
 Delivery: a message sink's ``publish`` returns only after the broker confirmed every message
 (Pub/Sub publish futures resolved; Kafka delivery reports with ``acks=all`` and an idempotent
@@ -36,6 +42,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
+from newsflow.core.articles import event_time_ms
 from newsflow.core.urls import identity_key
 from newsflow.crawler.landing import GZIP_LEVEL, LandingWriter, encode_record
 from newsflow.schemas import RawDocument
@@ -118,7 +125,7 @@ class PubSubSink:
         pending = []
         for d in docs:
             key = message_key(d)
-            future = self.client.publish(self.topic, encode_record(d), ordering_key=key, article_id=_article_id(d))
+            future = self.client.publish(self.topic, encode_record(d), ordering_key=key, **message_attributes(d))
             pending.append((d, key, future))
         failed = []
         for d, key, future in pending:
@@ -139,7 +146,11 @@ class PubSubSink:
 
 
 class KafkaSink:
-    """Produces each document as one Kafka record (key: :func:`message_key`) and waits for its delivery report.
+    """Produces each document as one Kafka record (key: :func:`message_key`; timestamp: the document's event
+    time in ms, :func:`newsflow.core.articles.event_time_ms`) and waits for its delivery report.
+
+    The topic must keep producer timestamps (``message.timestamp.type=CreateTime``, Kafka's default): the
+    job reads them with the create-time policy.
 
     Args:
       bootstrap_servers: ``host:port[,host:port]``.
@@ -201,7 +212,9 @@ class KafkaSink:
                 value, key = encode_record(d), message_key(d).encode("utf-8")
                 while True:
                     try:
-                        self.producer.produce(self.topic, value=value, key=key, on_delivery=on_delivery)
+                        self.producer.produce(
+                            self.topic, value=value, key=key, timestamp=event_time_ms(d), on_delivery=on_delivery
+                        )
                         break
                     except BufferError:  # local queue full: serve delivery reports, then try again
                         self.producer.poll(0.1)
@@ -252,13 +265,22 @@ class FanOutSink:
         return [name for s in self.sinks for name in s.flush()]
 
 
-def _article_id(doc: RawDocument) -> str:
+def message_id(doc: RawDocument) -> str:
+    """The ``article_id`` attribute of a document's message: :func:`newsflow.core.urls.article_id` of its URL
+    (32 hex), or, for a URL that has none, the SHA-256 (first 32 hex) of the URL as given; never empty,
+    as Dataflow would take every message with an empty id for one message."""
     from newsflow.core.urls import article_id
 
     try:
         return article_id(doc.url)
     except ValueError:
-        return ""
+        return hashlib.sha256(doc.url.encode("utf-8")).hexdigest()[:32]
+
+
+def message_attributes(doc: RawDocument) -> dict[str, str]:
+    """Pub/Sub attributes of a document's message: ``article_id`` (:func:`message_id`) and ``event_time``
+    (:func:`newsflow.core.articles.event_time_ms`, decimal epoch milliseconds, as ``timestamp_attribute`` reads)."""
+    return {"article_id": message_id(doc), "event_time": str(event_time_ms(doc))}
 
 
 def parse_publish_spec(spec: str, kafka_config: dict | None = None) -> DocumentSink:

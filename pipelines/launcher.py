@@ -13,7 +13,8 @@ the same way for every job (after the thin launchers of Google's Dataflow sample
    Beam unchanged;
 4. on a local runner with no Redis URL, starts (or reuses) the embedded Redis and hands its socket URL
    to the workers; checks that Redis answers, except for dry runs and remote runners (whose workers
-   reach Redis from elsewhere);
+   reach Redis from elsewhere); on remote runners, refuses the launch (dry runs included) when a model file
+   the workers load is missing (:func:`check_worker_models`);
 5. builds the pipeline; ``--dry_run true`` stops there on local runners (remote runners get Beam's
    own dry run, e.g. Dataflow builds its job request without submitting it; offline: no credentials,
    no staging, ``--temp_location`` checked here rather than by Beam's online default-bucket fallback;
@@ -112,6 +113,8 @@ class JobSpec:
       description: one paragraph for ``--help``.
       summarize: optional ``(Beam PipelineResult, counters by name) -> dict`` of job-specific summary
         fields (called only when the runner has metrics).
+      model_files: files the workers load from the model directory (names inside it); on remote
+        runners the launch is refused when one is missing (:func:`check_worker_models`).
     """
 
     name: str
@@ -122,6 +125,7 @@ class JobSpec:
     needs_redis: bool = True
     description: str = ""
     summarize: Callable[[Any, dict[str, int]], dict] | None = None
+    model_files: tuple[str, ...] = ()
 
 
 @dataclass
@@ -293,6 +297,31 @@ def check_dataflow_dry_run(options: PipelineOptions) -> None:
             raise ValueError(f"--{name} {value!r} is not a valid gs://bucket/path: {errors[0]}")
 
 
+def check_worker_models(model_dir: str, files: Sequence[str], dry_run: bool) -> None:
+    """Refuses a remote-runner launch whose workers would find no models.
+
+    Remote workers load the models from ``model_dir``: the default one is packaged by ``setup.py`` (or
+    the Flex Template image) from this machine's files, so they must exist here; a ``gs://`` directory
+    is checked through Beam's filesystems, except in a dry run (which contacts no bucket).
+
+    Raises:
+      ValueError: naming the first missing file and ``--model_dir``.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    remote = "://" in model_dir
+    if remote and dry_run:
+        return
+    for name in files:
+        path = FileSystems.join(model_dir, name) if remote else os.path.join(model_dir, name)
+        if not (FileSystems.exists(path) if remote else os.path.isfile(path)):
+            raise ValueError(
+                f"model file {path} is missing, and remote workers need it: build the models (`make models`) "
+                f"so that setup.py packages them, or pass --model_dir gs://BUCKET/DIR holding {', '.join(files)} "
+                f"(model directory now: {model_dir})"
+            )
+
+
 def write_dataflow_job_file(job: Any, path: str) -> dict:
     """Writes the Dataflow job request of a dry run to ``path`` as JSON, contacting nothing.
 
@@ -369,6 +398,8 @@ def launch(
     test_options = options.view_as(TestOptions)
     dry_run = parse_bool_flag(test_options.dry_run, "dry_run")
     test_options.dry_run = dry_run  # Beam treats any non-empty string, "false" included, as true
+    if not local and spec.model_files:
+        check_worker_models(settings.model_dir, spec.model_files, dry_run)
     if spec.needs_redis and local and not dry_run and not settings.redis_url and embedded_redis:
         settings = settings.with_redis_url(embedded_socket_url(settings.embedded_redis_path))
     config = spec.config_from_options(options, settings)

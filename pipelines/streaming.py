@@ -35,6 +35,7 @@ from newsflow.pipelines.launcher import (
     is_local,
     launch,
     resolve_settings,
+    runner_name,
     summary_line,
 )
 from newsflow.runtime.settings import Settings
@@ -62,7 +63,7 @@ from newsflow.transforms.io import (
 )
 from newsflow.transforms.stories import TREND_INPUT_TAG, AssignStories, StoryTransformConfig
 from newsflow.transforms.story_assignments import WriteStoryAssignments
-from newsflow.transforms.trending import ComputeTrendingWindows, TrendingConfig, WriteTrends
+from newsflow.transforms.trending import DEFAULT_LATE_BOUND_S, ComputeTrendingWindows, TrendingConfig, WriteTrends
 
 
 class NewsflowOptions(PipelineOptions):
@@ -85,10 +86,13 @@ class NewsflowOptions(PipelineOptions):
         parser.add_argument(
             "--pubsub_subscription",
             default=None,
-            help="projects/P/subscriptions/S to read JSON RawDocuments from (Dataflow)",
+            help="projects/P/subscriptions/S to read JSON RawDocuments from (Dataflow); event time from the "
+            "message attribute event_time (epoch ms), deduplicated by attribute article_id on DataflowRunner",
         )
         parser.add_argument("--kafka_bootstrap_servers", default=None, help="Kafka bootstrap servers (Flink)")
-        parser.add_argument("--kafka_topic", default=None, help="Kafka topic of JSON RawDocuments")
+        parser.add_argument(
+            "--kafka_topic", default=None, help="Kafka topic of JSON RawDocuments (event time = record create time)"
+        )
         parser.add_argument(
             "--max_hamming_distance", type=int, default=3, help="near-duplicate threshold on 64-bit SimHash, 0..3"
         )
@@ -118,8 +122,10 @@ class NewsflowOptions(PipelineOptions):
         parser.add_argument(
             "--trending_allowed_lateness_s",
             type=int,
-            default=3600,
-            help="late articles within this many seconds still update their trending windows",
+            default=DEFAULT_LATE_BOUND_S,
+            help="late bound, seconds: articles up to this far behind the watermark still update their trending "
+            "windows; further behind they go to the late lane (dead letter step=trending error=late, "
+            "counter trend_inputs_late)",
         )
 
 
@@ -130,6 +136,7 @@ class JobConfig:
     inputs: tuple[str, ...] = ()
     input_format: str = "jsonl"
     pubsub_subscription: str | None = None
+    pubsub_dedup_by_id: bool = False
     kafka_bootstrap_servers: str | None = None
     kafka_topic: str | None = None
     output: str = "var/output"
@@ -206,6 +213,8 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         )
     if o.flush_seconds < 1:
         raise ValueError(f"--flush_seconds must be >= 1, got {o.flush_seconds}")
+    if o.trending_allowed_lateness_s < 0:
+        raise ValueError(f"--trending_allowed_lateness_s must be >= 0, got {o.trending_allowed_lateness_s}")
     if o.redis_batch_size < 1:
         raise ValueError(f"--redis_batch_size must be >= 1, got {o.redis_batch_size}")
     if o.input:
@@ -221,6 +230,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         inputs=tuple(o.input or ()),
         input_format=input_format,
         pubsub_subscription=o.pubsub_subscription,
+        pubsub_dedup_by_id=runner_name(options) == "DataflowRunner",
         kafka_bootstrap_servers=o.kafka_bootstrap_servers,
         kafka_topic=o.kafka_topic,
         output=options.view_as(SettingsOptions).output or os.path.join(settings.data_dir, "output"),
@@ -326,7 +336,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
         raw = landed["main"]
         read_dead.append(landed[DEAD_LETTER_TAG])
     elif config.pubsub_subscription:
-        raw = pipeline | "ReadPubSub" >> ReadPubSubMessages(config.pubsub_subscription)
+        raw = pipeline | "ReadPubSub" >> ReadPubSubMessages(config.pubsub_subscription, config.pubsub_dedup_by_id)
     else:
         raw = pipeline | "ReadKafka" >> ReadKafkaMessages(config.kafka_bootstrap_servers, config.kafka_topic)
     core = raw | "ProcessRawDocuments" >> ProcessRawDocuments(config.content, config.cluster)
@@ -382,6 +392,7 @@ SUMMARY_COUNTERS = (
     "parquet_files_clusters",
     "parquet_files_deadletters",
     "parquet_files_story_assignments",
+    "trend_inputs_late",
 )
 
 
@@ -423,6 +434,11 @@ SPEC = JobSpec(
     build=build_pipeline,
     counters=SUMMARY_COUNTERS,
     summarize=story_summary,
+    model_files=(
+        os.path.basename(default_topic_path("m")),
+        os.path.basename(default_topic_path("m")) + ".calibration.json",
+        os.path.basename(default_embedding_path("m")),
+    ),
     description="The newsflow streaming job: landing files, Pub/Sub or Kafka -> articles -> near-duplicate "
     "groups -> stories -> trends, into Redis and Parquet.",
 )

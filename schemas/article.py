@@ -24,7 +24,8 @@ class Article(NamedTuple):
       site_name: site name from page metadata ("" when unknown).
       publish_time: UTC epoch seconds, ``None`` when unknown.
       fetch_time: UTC epoch seconds.
-      event_time: ``publish_time`` if known and not later than ``fetch_time``, else ``fetch_time``.
+      event_time: the document's event time, the timestamp of its message: the feed/sitemap entry date
+        clamped to ``fetch_time``, else ``fetch_time`` (``newsflow.core.articles.event_time``).
       language: ISO 639 code from fastText lid.176, ``"und"`` when unsure.
       language_confidence: fastText probability of ``language``, in [0, 1].
       simhash: 64-bit SimHash as 16 lower-case hex chars (see ``newsflow.core.simhash``).
@@ -99,7 +100,8 @@ class ArticleRecord(NamedTuple):
       url: article URL.
       source_domain: publisher host, lower case.
       source_name: publisher display name ("" when unknown).
-      event_time: publish time if known and not later than the fetch, else fetch time; UTC epoch seconds.
+      event_time: the article's event time (feed/sitemap entry date clamped to the fetch, else the fetch
+        time; ``newsflow.core.articles.event_time``), UTC epoch seconds.
       cluster_id: near-duplicate group id (``"solo:<article_id>"`` when it has none).
       story_id: story it belongs to ("" before assignment).
       authority: article authority in [0, 1].

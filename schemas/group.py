@@ -21,7 +21,7 @@ class NearDuplicateGroup(NamedTuple):
       article_count: number of distinct member articles.
       source_domains: distinct member source domains, sorted.
       languages: distinct member languages, sorted.
-      earliest_time: earliest member event time (publish time, else fetch time), UTC epoch seconds.
+      earliest_time: earliest member event time (``Article.event_time``), UTC epoch seconds.
       latest_time: latest member event time, UTC epoch seconds.
       merged_into: always ``None`` now: a group merged into another (or renamed by an earlier copy) is
         deleted, ids being a function of the members (``newsflow.storage.groups``); the column stays

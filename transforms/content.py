@@ -329,6 +329,16 @@ class FingerprintArticles(beam.PTransform):
         return pcoll | "SimHash" >> beam.ParDo(_FingerprintFn())
 
 
+def stamp_event_time(article: Article, timestamp=beam.DoFn.TimestampParam) -> beam.window.TimestampedValue:
+    """``article`` timestamped with its ``event_time``, or with ``timestamp`` (the message's, as the
+    source set it) when that is later, ``event_time`` then raised to match: no step moves an article
+    before its message's timestamp, and the record and its timestamp agree downstream."""
+    t = float(timestamp)
+    if t > article.event_time:
+        article = article._replace(event_time=t)
+    return beam.window.TimestampedValue(article, article.event_time)
+
+
 class ExtractArticles(beam.PTransform):
     """RawDocument -> Article with text and metadata (trafilatura); failures dead-lettered.
 
@@ -339,8 +349,12 @@ class ExtractArticles(beam.PTransform):
     job goes on with the next page. Feed-only documents have no HTML to parse and are extracted in-process.
     Parallelism comes from the runner (its workers each run their own extraction process).
 
-    Output elements are timestamped with the article's event time (publish time, else fetch
-    time), so downstream event-time windows see when the news happened.
+    Output elements are timestamped with the article's event time, the time its message carries
+    (:func:`newsflow.core.articles.event_time`: feed/sitemap date clamped to the fetch, else the fetch time;
+    Pub/Sub and Kafka sources read it from the message, landing files from the record). Never earlier
+    than the element's timestamp on arrival: if a message's timestamp is later than its record says,
+    the article takes the message's (:func:`stamp_event_time`). A publish time found by extraction is
+    stored in ``publish_time`` and does not restamp.
 
     Returns ``{"main": PCollection[Article], "dead_letter": PCollection[DeadLetter]}``; every dead letter
     has step ``"extract"`` and the RawDocument as landing JSON (replayable as-is).
@@ -368,9 +382,7 @@ class ExtractArticles(beam.PTransform):
             | "BuildArticles"
             >> beam.ParDo(_BuildArticleFn(config, shared.Shared())).with_outputs(DEAD_LETTER_TAG, main="main")
         )
-        timestamped = built.main | "StampEventTime" >> beam.Map(
-            lambda a: beam.window.TimestampedValue(a, a.event_time)
-        ).with_output_types(Article)
+        timestamped = built.main | "StampEventTime" >> beam.Map(stamp_event_time).with_output_types(Article)
         dead = (
             (routed[DEAD_LETTER_TAG], pages[DEAD_LETTER_TAG], failed, built[DEAD_LETTER_TAG])
             | "DeadLetters" >> beam.Flatten()

@@ -104,7 +104,8 @@ class _EnrichFn(beam.DoFn):
 
 
 class EnrichArticles(beam.PTransform):
-    """Article -> StoryArticle (``{"main", "dead_letter"}``), timestamps restored to event time."""
+    """Article -> StoryArticle (``{"main", "dead_letter"}``), timestamps restored to the article's event time
+    (its message's timestamp: ``BatchElements`` does not keep element timestamps)."""
 
     def __init__(self, config: EnrichConfig = EnrichConfig()):
         super().__init__()

@@ -124,7 +124,8 @@ class AssignNearDuplicateGroups(beam.PTransform):
 
     Closest candidate within the Hamming threshold wins (ties: smallest article id);
     otherwise the article founds a new cluster. Articles are batched per Redis call with
-    ``BatchElements``; batching never crosses windows, so timestamps are preserved.
+    ``BatchElements``, which does not keep element timestamps, so each output is restamped with its
+    ``event_time`` (the message's timestamp, :func:`newsflow.transforms.content.stamp_event_time`).
     """
 
     def __init__(self, config: GroupConfig = GroupConfig()):

@@ -219,23 +219,62 @@ def kafka_record_value(record) -> bytes:
     return b"" if value is None else bytes(value)
 
 
+EVENT_TIME_ATTRIBUTE = "event_time"
+"""Pub/Sub attribute with the message's event time, integer epoch milliseconds
+(:func:`newsflow.core.articles.event_time_ms`); the job reads it as the element timestamp."""
+
+ID_ATTRIBUTE = "article_id"
+"""Pub/Sub attribute with the article id of the message's URL; Dataflow deduplicates redeliveries by it."""
+
+
+def pubsub_read_parameters(subscription: str, dataflow: bool) -> dict:
+    """Keyword arguments of ``ReadFromPubSub`` for the job: the subscription, event time from the
+    :data:`EVENT_TIME_ATTRIBUTE` attribute, and on Dataflow ``id_label`` :data:`ID_ATTRIBUTE` (exactly-once
+    delivery by message id). Other runners do not support ``id_label``; there the job's own dedup by
+    article id (the near-duplicate store remembers every id) makes redeliveries harmless."""
+    return {
+        "subscription": subscription,
+        "timestamp_attribute": EVENT_TIME_ATTRIBUTE,
+        "id_label": ID_ATTRIBUTE if dataflow else None,
+    }
+
+
 class ReadPubSubMessages(beam.PTransform):
     """Unbounded: Pub/Sub messages (one JSON RawDocument each, as :mod:`newsflow.crawler.sinks` publishes
-    them) -> their data bytes, unchanged. For Dataflow."""
+    them) -> their data bytes, unchanged, timestamped with the message's ``event_time`` attribute. For Dataflow.
 
-    def __init__(self, subscription: str):
+    Args:
+      subscription: ``projects/P/subscriptions/S``.
+      dataflow: the job runs on ``DataflowRunner`` (then messages are deduplicated by ``article_id``).
+    """
+
+    def __init__(self, subscription: str, dataflow: bool = False):
         super().__init__()
-        self._subscription = subscription
+        self._params = pubsub_read_parameters(subscription, dataflow)
 
     def expand(self, pbegin):
-        return pbegin | "ReadPubSub" >> beam.io.ReadFromPubSub(subscription=self._subscription)
+        return pbegin | "ReadPubSub" >> beam.io.ReadFromPubSub(**self._params)
+
+
+def kafka_read_transform(bootstrap_servers: str, topic: str, group_id: str = "newsflow"):
+    """Beam's cross-language ``ReadFromKafka`` for the job: record values as bytes, timestamped by the
+    record's create time, which the crawler sets to the document's event time (:class:`KafkaSink`
+    in :mod:`newsflow.crawler.sinks`), so the watermark follows event time as on Pub/Sub."""
+    from apache_beam.io.kafka import ReadFromKafka
+
+    return ReadFromKafka(
+        consumer_config={"bootstrap.servers": bootstrap_servers, "group.id": group_id},
+        topics=[topic],
+        timestamp_policy=ReadFromKafka.create_time_policy,
+    )
 
 
 class ReadKafkaMessages(beam.PTransform):
     """Unbounded: Kafka record values (one JSON RawDocument each, as :mod:`newsflow.crawler.sinks` produces
-    them; key = canonical article URL) -> bytes. For Flink.
+    them; key = canonical article URL; timestamp = event time) -> bytes at that timestamp. For Flink.
 
-    Uses Beam's cross-language ``ReadFromKafka`` (needs a Java expansion service on the runner).
+    Uses Beam's cross-language ``ReadFromKafka`` (needs a Java expansion service on the runner) with the
+    create-time timestamp policy (:func:`kafka_read_transform`).
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, group_id: str = "newsflow"):
@@ -245,15 +284,9 @@ class ReadKafkaMessages(beam.PTransform):
         self._group = group_id
 
     def expand(self, pbegin):
-        from apache_beam.io.kafka import ReadFromKafka
-
         return (
             pbegin
-            | "ReadKafka"
-            >> ReadFromKafka(
-                consumer_config={"bootstrap.servers": self._bootstrap, "group.id": self._group},
-                topics=[self._topic],
-            )
+            | "ReadKafka" >> kafka_read_transform(self._bootstrap, self._topic, self._group)
             | "KafkaValues" >> beam.Map(kafka_record_value)
         )
 

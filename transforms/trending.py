@@ -14,17 +14,30 @@ the retired story's articles under the survivor with ``counts_from`` = the merge
 windows ending after the merge count them for the survivor, earlier windows are left as they were.
 Output: ``{"trends": TrendCount, "dead_letter": DeadLetter}`` (elements missing ids are
 dead-lettered).
+
+Late lane (unbounded input): an article whose event time is more than ``allowed_lateness_seconds``
+(default :data:`DEFAULT_LATE_BOUND_S`, 6 h) behind the watermark of the trending step goes to the late
+lane instead of its windows: a dead letter (step ``trending``, error ``late``, the trend input as JSON)
+counted by ``newsflow.trending/trend_inputs_late``. Articles within the bound update their windows (a
+late firing with the corrected count). Nothing is dropped silently: the windows stay open for the bound
+plus two periods (:func:`window_lateness_s`), longer than the gate's view of the watermark can lag
+(:class:`_LateLaneFn`). Bounded input has no late data.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam import pvalue, window
+from apache_beam.coders import FloatCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from newsflow.core.ranking.decay import BREAKING_THRESHOLD, is_breaking, lambda_for
 from newsflow.schemas import TREND_SCHEMA, DeadLetter, TrendCount
@@ -40,6 +53,8 @@ from newsflow.transforms.io import date_partition
 
 METRICS_NAMESPACE = "newsflow.trending"
 TRENDS_TAG = "trends"
+DEFAULT_LATE_BOUND_S = 6 * 3600
+"""Default late bound, seconds: sitemaps and slow feeds deliver articles hours after their event time."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +64,9 @@ class TrendingConfig:
     Attributes:
       window_seconds: sliding window size (default 3600 s).
       period_seconds: window period (default 300 s).
-      allowed_lateness_seconds: late articles within this still update their windows
-        (the window fires again with the corrected count).
+      allowed_lateness_seconds: the late bound, seconds: an article this far or less behind the
+        watermark still updates its windows (they fire again with the corrected count); one further
+        behind goes to the late lane (a ``late`` dead letter, counter ``trend_inputs_late``).
       breaking_threshold: a story is breaking with MORE than this many articles in a window.
       breaking_ttl_seconds: how long after its last breaking window a story stays breaking.
       top_n: keys kept in Redis per window and kind.
@@ -61,7 +77,7 @@ class TrendingConfig:
 
     window_seconds: int = 3600
     period_seconds: int = 300
-    allowed_lateness_seconds: int = 0
+    allowed_lateness_seconds: int = DEFAULT_LATE_BOUND_S
     breaking_threshold: int = BREAKING_THRESHOLD
     breaking_ttl_seconds: int = 3600
     top_n: int = 100
@@ -76,6 +92,15 @@ class TrendingConfig:
                 f"window_seconds ({self.window_seconds}) must be a positive multiple of period_seconds "
                 f"({self.period_seconds})"
             )
+        if self.allowed_lateness_seconds < 0:
+            raise ValueError(f"allowed_lateness_seconds must be >= 0, got {self.allowed_lateness_seconds}")
+
+
+def window_lateness_s(config: TrendingConfig) -> int:
+    """How long after its end a trending window still accepts data, seconds: the late bound plus two
+    periods, so that an article the late-lane gate lets through (at most the bound behind the gate's
+    watermark, which lags the runner's by less than a period) is never dropped by the window."""
+    return config.allowed_lateness_seconds + 2 * config.period_seconds
 
 
 class _ParseFn(beam.DoFn):
@@ -93,6 +118,94 @@ class _ParseFn(beam.DoFn):
             yield pvalue.TaggedOutput(
                 DEAD_LETTER_TAG, DeadLetter("trending", "invalid_input", str(e), payload.encode("utf-8"))
             )
+
+
+class _LateLaneFn(beam.DoFn):
+    """(gate key, TrendInput) -> the TrendInput (timestamp kept), or a ``late`` dead letter when its
+    timestamp is more than the late bound behind the watermark.
+
+    Python DoFns cannot read the watermark, so the gate learns it from an event-time timer: the
+    ``probe`` timer fires once the watermark has passed it, and its firing time is kept in ``seen``
+    (a lower bound of the watermark). While articles arrive the probe re-arms itself every period,
+    so ``seen`` lags the watermark by less than a period; after ``tight_firings`` firings without an
+    article (the bound plus a window of watermark progress) its step doubles, so draining to the end of
+    time takes a few dozen firings, and the next article pulls the probe back to the next period tick.
+    An article arriving after such a long quiet spell is judged by the last probe (``seen`` may then
+    lag by up to half the quiet spell), the one case in which the gate is lenient.
+
+    Counters: ``trend_inputs_late``, ``trend_inputs_on_time``.
+
+    State (one key, all trend inputs; cleared never: three numbers): ``seen`` (float, epoch s),
+    ``armed`` (float, the probe's time, absent when not armed), ``idle`` (firings since the last
+    article).
+    """
+
+    SEEN = ReadModifyWriteStateSpec("seen", FloatCoder())
+    ARMED = ReadModifyWriteStateSpec("armed", FloatCoder())
+    IDLE = ReadModifyWriteStateSpec("idle", VarIntCoder())
+    PROBE = TimerSpec("probe", TimeDomain.WATERMARK)
+
+    def __init__(self, bound_s: float, step_s: float, tight_firings: int):
+        self._bound = float(bound_s)
+        self._step = float(step_s)
+        self._tight = int(tight_firings)
+        self.late = Metrics.counter(METRICS_NAMESPACE, "trend_inputs_late")
+        self.on_time = Metrics.counter(METRICS_NAMESPACE, "trend_inputs_on_time")
+
+    def process(
+        self,
+        element,
+        timestamp=beam.DoFn.TimestampParam,
+        seen=beam.DoFn.StateParam(SEEN),
+        armed=beam.DoFn.StateParam(ARMED),
+        idle=beam.DoFn.StateParam(IDLE),
+        probe=beam.DoFn.TimerParam(PROBE),
+    ):
+        _, item = element
+        t = float(timestamp)
+        watermark = seen.read()
+        idle.write(0)
+        # the next period tick after what is known; also pulls in a probe pushed far out while idle
+        at = (math.floor(max(t, watermark or t) / self._step) + 1) * self._step
+        current = armed.read()
+        if current is None or at < current:
+            probe.set(Timestamp.of(at))
+            armed.write(at)
+        if watermark is not None and t < watermark - self._bound:
+            self.late.inc()
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER_TAG,
+                DeadLetter(
+                    "trending",
+                    "late",
+                    f"event time {t} is {watermark - t:.0f} s behind the watermark (late bound {self._bound:.0f} s)",
+                    json.dumps(item._asdict() | {"event_time": t}).encode("utf-8"),
+                ),
+            )
+            return
+        self.on_time.inc()
+        yield item
+
+    @on_timer(PROBE)
+    def on_probe(
+        self,
+        fire=beam.DoFn.TimestampParam,
+        seen=beam.DoFn.StateParam(SEEN),
+        armed=beam.DoFn.StateParam(ARMED),
+        idle=beam.DoFn.StateParam(IDLE),
+        probe=beam.DoFn.TimerParam(PROBE),
+    ):
+        now = float(fire)
+        seen.write(now)
+        n = (idle.read() or 0) + 1
+        idle.write(n)
+        step = self._step * (2 ** max(0, n - self._tight))
+        nxt = now + step
+        if nxt < float(MAX_TIMESTAMP) - 86400 * 365:
+            probe.set(Timestamp.of(nxt))
+            armed.write(nxt)
+        else:
+            armed.clear()
 
 
 def _keys_in_window(element, win=beam.DoFn.WindowParam):
@@ -224,13 +337,23 @@ class ComputeTrendingWindows(beam.PTransform):
                 | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold, keyed_windows=True))
             )
         else:
-            trends = (
+            tight = math.ceil((c.allowed_lateness_seconds + c.window_seconds) / c.period_seconds) + 1
+            gated = (
                 parsed[TRENDS_TAG]
+                | "KeyToLateGate" >> beam.Map(lambda ti: ("trending", ti))
+                | "LateLane"
+                >> beam.ParDo(_LateLaneFn(c.allowed_lateness_seconds, c.period_seconds, tight)).with_outputs(
+                    DEAD_LETTER_TAG, main=TRENDS_TAG
+                )
+            )
+            late = gated[DEAD_LETTER_TAG]
+            trends = (
+                gated[TRENDS_TAG]
                 | "SlidingWindows"
                 >> beam.WindowInto(
                     window.SlidingWindows(c.window_seconds, c.period_seconds),
-                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)) if c.allowed_lateness_seconds else None,
-                    allowed_lateness=c.allowed_lateness_seconds,
+                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                    allowed_lateness=window_lateness_s(c),
                     accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
                 )
                 | "KeyByStoryEntityTopic" >> beam.FlatMap(_keys_in_window)
@@ -239,7 +362,10 @@ class ComputeTrendingWindows(beam.PTransform):
             )
         if c.write_redis:
             _ = trends | "WriteTrendingToRedis" >> beam.ParDo(_WriteRedisFn(c))
-        return {"trends": trends, "dead_letter": parsed[DEAD_LETTER_TAG]}
+        dead = parsed[DEAD_LETTER_TAG]
+        if not bounded:
+            dead = (dead, late) | "TrendDeadLetters" >> beam.Flatten()
+        return {"trends": trends, "dead_letter": dead}
 
 
 class _WriteTrendFileFn(beam.DoFn):

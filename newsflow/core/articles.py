@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from newsflow.core.urls import article_id, canonicalize_url, choose_canonical
@@ -20,17 +21,24 @@ def clean_title(title: str) -> str:
     return " ".join(_TITLE_JUNK_RE.sub(" ", title or "").split())[:MAX_TITLE_CHARS]
 
 
-# Publish times later than the fetch time by more than this (seconds) are treated as wrong
-# (time-zone errors, scheduled-publish metadata) and the fetch time is used as event time.
-MAX_CLOCK_SKEW_S = 3600.0
+def event_time(published_time: float | None, fetch_time: float) -> float:
+    """The event time of a crawled document, UTC epoch seconds: the earliest time the crawler knows.
+
+    That is its feed or sitemap entry date (``RawDocument.published_time``) clamped to the fetch time
+    (an entry dated after its own fetch is wrong: time zones, scheduled posts), else the fetch time.
+    The crawler sends it with each message (:func:`event_time_ms`: Pub/Sub attribute ``event_time``,
+    Kafka record timestamp) and the streaming job reads it as the element timestamp on every runner;
+    a publish time found later by extraction is stored (``Article.publish_time``) and does not change it.
+    """
+    if published_time is None:
+        return float(fetch_time)
+    return float(min(published_time, fetch_time))
 
 
-def event_time(publish_time: float | None, fetch_time: float) -> float:
-    """Event time of an article, UTC epoch seconds: its publish time when known and not more
-    than :data:`MAX_CLOCK_SKEW_S` after the fetch time, else the fetch time."""
-    if publish_time is not None and publish_time <= fetch_time + MAX_CLOCK_SKEW_S:
-        return float(publish_time)
-    return float(fetch_time)
+def event_time_ms(raw: RawDocument) -> int:
+    """:func:`event_time` of a document in whole milliseconds, rounded down (so the message's
+    timestamp is never later than the article's ``event_time``)."""
+    return math.floor(event_time(raw.published_time, raw.fetch_time) * 1000)
 
 
 def build_article(raw: RawDocument, content, *, source_authority: float, source_name: str = "") -> Article:
@@ -42,6 +50,10 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
       source_authority: authority of ``raw.source_domain`` in [0, 1].
       source_name: display name from the sources table ("" if unknown); the document's own
         ``source_name`` or the page's site name are preferred when present.
+
+    Its ``event_time`` is the document's (:func:`event_time`: feed/sitemap date clamped to the fetch
+    time, else the fetch time), the timestamp its message carries; ``publish_time`` is what
+    extraction found (page metadata weighed against the feed date), stored as is.
 
     The article's URL and id follow the identity rules of :mod:`newsflow.core.urls`: a same-site
     canonical the page declares (``content.canonical_url``) replaces the fetched URL
@@ -66,7 +78,7 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
         site_name=content.site_name or "",
         publish_time=publish,
         fetch_time=float(raw.fetch_time),
-        event_time=event_time(publish, raw.fetch_time),
+        event_time=event_time(raw.published_time, raw.fetch_time),
         word_count=len(_WORD_RE.findall(text)),
         feed_only=raw.is_feed_only,
         source_authority=float(source_authority),

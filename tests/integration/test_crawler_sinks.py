@@ -16,7 +16,7 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from newsflow.core.urls import identity_key
+from newsflow.core.urls import article_id, identity_key
 from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer
 from newsflow.crawler.landing import LandingWriter, encode_batch, encode_record
@@ -184,6 +184,33 @@ def test_pubsub_failure_raises_and_resumes_the_ordering_key():
     assert fake.resumed == ["https://example.com/a/1"]
     with pytest.raises(ValueError, match="projects/PROJECT/topics/TOPIC"):
         PubSubSink("raw", client=fake)
+
+
+def test_messages_carry_the_event_time_rule_and_a_nonempty_article_id():
+    """Attribute ``event_time`` (epoch ms) = the feed/sitemap date clamped to the fetch time, else the
+    fetch time; ``article_id`` = the URL's article id, never empty."""
+    fake = FakePublisher()
+    sink = PubSubSink("projects/p/topics/raw", client=fake)
+    dated = _doc()  # entry dated 1000 s before its fetch
+    future = _doc(url="http://example.com/b")._replace(published_time=1_700_000_000.0 + 7200)  # dated after its fetch
+    undated = _doc(url="http://example.com/c")._replace(published_time=None, fetch_time=1_700_000_123.4567)
+    odd = _doc(url="not a url")
+    sink.publish([dated, future, undated, odd])
+    attrs = [a for _, _, _, a in fake.calls]
+    assert [a["event_time"] for a in attrs] == ["1699999000000", "1700000000000", "1700000123456", "1699999000000"]
+    assert attrs[0]["article_id"] == article_id("http://example.com/a/1") != attrs[1]["article_id"]
+    assert len(attrs[3]["article_id"]) == 32  # no article id for that URL: a hash of it, not ""
+    assert all(set(a) == {"article_id", "event_time"} for a in attrs)
+
+
+def test_kafka_records_are_timestamped_with_the_event_time(mock_kafka):
+    docs = [_doc(), _doc(url="http://example.com/c")._replace(published_time=None, fetch_time=1_700_000_123.4567)]
+    KafkaSink(mock_kafka, "timed").publish(docs)
+    msgs = sorted(consume_all(mock_kafka, "timed", 2), key=lambda m: m.timestamp()[1])
+    assert [m.timestamp() for m in msgs] == [
+        (confluent_kafka.TIMESTAMP_CREATE_TIME, 1_699_999_000_000),
+        (confluent_kafka.TIMESTAMP_CREATE_TIME, 1_700_000_123_456),
+    ]
 
 
 EMULATOR = "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator"

@@ -7,7 +7,7 @@ import hashlib
 import pyarrow.parquet as pq
 import pytest
 
-from newsflow.core.articles import build_article, event_time
+from newsflow.core.articles import build_article, event_time, event_time_ms
 from newsflow.core.extraction import ExtractedContent
 from newsflow.core.sources import UNKNOWN_AUTHORITY, SourceTable
 from newsflow.core.urls import article_id, canonicalize_url, source_domain
@@ -62,10 +62,13 @@ def test_raw_document_json_round_trip_and_validation():
         RawDocument.from_json_dict({"url": "u", "source_domain": "d", "fetch_time": 1, "body_b64": "!!"})
 
 
-def test_event_time_prefers_publish_time_unless_it_is_in_the_future():
+def test_event_time_is_the_entry_date_clamped_to_the_fetch_time_else_the_fetch_time():
     assert event_time(100.0, 200.0) == 100.0
     assert event_time(None, 200.0) == 200.0
-    assert event_time(200.0 + 3601, 200.0) == 200.0
+    assert event_time(200.5, 200.0) == 200.0  # an entry dated after its own fetch: the fetch time
+    raw = RawDocument(url="https://x.com/a", source_domain="x.com", fetch_time=1000.0006, published_time=None)
+    assert event_time_ms(raw) == 1_000_000  # rounded down: never later than the article's event_time
+    assert event_time_ms(raw._replace(published_time=999.25)) == 999_250
 
 
 def test_build_article_fields():
@@ -85,9 +88,12 @@ def test_build_article_fields():
     a = build_article(raw, content, source_authority=0.75, source_name="Example News")
     assert a.article_id == article_id("https://www.example.com/a")
     assert (a.publish_time, a.event_time, a.word_count, a.feed_only) == (900.0, 900.0, 3, True)
-    # extraction decides the publish time (it drops implausible feed times): no fallback to the raw field
+    # extraction decides the publish time (it drops implausible feed times): no fallback to the raw field;
+    # the event time is the message's (the feed date clamped to the fetch), whatever extraction found
     b = build_article(raw, content._replace(publish_time=None), source_authority=0.75)
-    assert (b.publish_time, b.event_time) == (None, 1000.0)
+    assert (b.publish_time, b.event_time) == (None, 900.0)
+    c = build_article(raw._replace(published_time=None), content._replace(publish_time=500.0), source_authority=0.75)
+    assert (c.publish_time, c.event_time) == (500.0, 1000.0)  # an earlier page date does not restamp
     assert a.source_name == "Example" and a.source_authority == 0.75
 
 
