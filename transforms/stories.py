@@ -15,6 +15,20 @@ Replays are idempotent (the store remembers each article id), so re-delivered bu
 double count. A merge re-sends the retired story's recent articles to trending under the survivor
 (``counts_from`` = the merge time: windows ending after it count them there).
 
+Continuous runs. ``newsflow run-continuous`` runs the job as bounded runs over the landing files as
+they arrive, and a run's files may hold articles older than ones an earlier run assigned (a feed's
+older items, a slow source). Appending them would cluster the union in arrival order, not event-time
+order. With ``StoryTransformConfig.input_log`` each run instead clusters every logged input together
+with its own, in ``(event_time, article_id)`` order, from an empty story state
+(:meth:`RedisStoryStore.clear` under the writer lease), and then logs its own inputs
+(:mod:`newsflow.storage.story_inputs`): the story state after any sequence of runs is the one a single
+bounded run over all their files builds. Each run re-sends every article (and every merge's moved
+articles) to trending, as that bounded run does. Cost: each run clusters every logged article again,
+O(articles since the retention cutoff) per run, and the log keeps one line per article on disk. When
+Redis holds assignments of articles the log lacks (stories written by another job on the same key
+prefix, or a lost log), the run does not clear them: it adds its own articles as without a log and
+counts ``stories_recluster_refused``.
+
 Writes are batched: a released bundle's assignments are read with one ``HMGET`` and
 its steps written in transactions of ``write_batch`` articles (each touched story once per
 transaction); a crash leaves the state after a prefix of the ordered sequence, which the rerun
@@ -69,6 +83,11 @@ class StoryTransformConfig:
       merged_trend_horizon_s: when a step merges stories, the retired story's articles from this
         many seconds before the merge are re-sent to trending under the survivor (must be at least
         the trending window; older ones fall in no window that ends after the merge).
+      input_log: continuous local mode (``ordering="sort"`` only): local directory of the story input
+        log (:class:`newsflow.storage.story_inputs.StoryInputLog`). Each run clusters the logged
+        inputs together with its own from an empty story state, then logs its own: after any
+        sequence of runs, the stories of one bounded run over all their input (see "Continuous
+        runs" in the module docstring). ``None``: each run adds to the stories in Redis.
     """
 
     redis_url: str | None = None
@@ -80,6 +99,7 @@ class StoryTransformConfig:
     key_prefix: str = "nf"
     write_batch: int = 256
     merged_trend_horizon_s: float = 86400.0
+    input_log: str | None = None
 
     def __post_init__(self):
         Keys(self.key_prefix)  # validates the prefix
@@ -91,6 +111,8 @@ class StoryTransformConfig:
             raise ValueError(f"merged_trend_horizon_s must be > 0, got {self.merged_trend_horizon_s}")
         if self.release_granularity_s <= 0:
             raise ValueError(f"release_granularity_s must be > 0, got {self.release_granularity_s}")
+        if self.input_log is not None and self.ordering != "sort":
+            raise ValueError(f"input_log needs ordering='sort' (bounded runs), got ordering={self.ordering!r}")
 
 
 def _init_metrics(fn) -> None:
@@ -100,6 +122,8 @@ def _init_metrics(fn) -> None:
     fn.replayed = Metrics.counter(METRICS_NAMESPACE, "stories_replayed")
     fn.late = Metrics.counter(METRICS_NAMESPACE, "stories_late")
     fn.dead = Metrics.counter(METRICS_NAMESPACE, "stories_dead_lettered")
+    fn.reclustered = Metrics.counter(METRICS_NAMESPACE, "stories_reclustered")
+    fn.recluster_refused = Metrics.counter(METRICS_NAMESPACE, "stories_recluster_refused")
 
 
 class _AssignFnBase(beam.DoFn):
@@ -283,17 +307,62 @@ class _SortedAssignFn(_AssignFnBase):
     """(shard key, all StoryArticles) -> StoryAssignments in ``(event_time, article_id)`` order.
 
     For bounded input after a GroupByKey: every article is in the group, so sorting gives the
-    same sequence whatever the file order or bundling.
+    same sequence whatever the file order or bundling. With ``input_log`` (continuous mode) the
+    group is clustered together with every logged input from an empty story state, when the
+    log covers every article Redis has assigned (else, counted as ``stories_recluster_refused``,
+    the group is added to the stories in Redis as without a log); the group is logged after its
+    assignments are committed.
     """
+
+    def setup(self):
+        super().setup()
+        from newsflow.storage.story_inputs import StoryInputLog
+
+        self._log = StoryInputLog(self._config.input_log) if self._config.input_log else None
 
     def process(self, element):
         _, articles = element
-        articles = self._current_clusters(sorted(articles, key=lambda a: (float(a.event_time), a.article_id)))
-        articles = [a for a in articles if a is not None]  # superseded versions of re-slugged articles
+        articles = list(articles)
+        batch = articles
+        logged = self._logged()
+        if logged:
+            from newsflow.storage.story_inputs import one_per_id
+
+            batch = list(one_per_id([*logged.values(), *articles]).values())
+        ordered = self._current_clusters(sorted(batch, key=lambda a: (float(a.event_time), a.article_id)))
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
-            self._store.prefetch_assigned(a.article_id for a in articles)
-            for article in articles:
+            if logged:
+                ids = {a.article_id for a in batch}
+                if all(_str(aid) in ids for aid in self._store.r.hkeys(self._store.keys.story_assign)):
+                    self._store.clear()  # re-cluster everything from an empty state
+                    self.reclustered.inc(len(logged))
+                else:  # Redis holds stories the log cannot rebuild (another job wrote them): add to them
+                    self.recluster_refused.inc()
+                    new = {a.article_id for a in articles}
+                    ordered = [a for a in ordered if a is None or a.article_id in new]
+            ordered = [a for a in ordered if a is not None]  # superseded versions of re-slugged articles
+            self._store.prefetch_assigned(a.article_id for a in ordered)
+            for article in ordered:
                 yield from self._assign(article, float(article.event_time))
+        if self._log is not None:
+            self._log.add(a for a in articles if a != logged.get(a.article_id))
+
+    def _logged(self) -> dict:
+        """The logged inputs (article id -> StoryArticle) at or after the retention cutoff
+        (``Keys.retention_cutoff``: older state was expired, and the near-duplicate step refuses such
+        articles, so a bounded run would not cluster them either); ``{}`` without a log."""
+        if self._log is None:
+            return {}
+        logged = self._log.read()
+        raw = self._store.r.get(self._store.keys.retention_cutoff)
+        cutoff = float(raw) if raw is not None else -math.inf
+        if not math.isfinite(cutoff):
+            cutoff = -math.inf  # as the near-duplicate step: a corrupt value expires nothing
+        return {aid: a for aid, a in logged.items() if float(a.event_time) >= cutoff}
+
+
+def _str(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
 
 
 class AssignStories(beam.PTransform):
