@@ -324,16 +324,17 @@ class _SortedAssignFn(_AssignFnBase):
         _, articles = element
         articles = list(articles)
         batch = articles
-        logged = self._logged()
-        if logged:
+        logged_all = self._log.read() if self._log is not None else {}
+        logged = self._unexpired(logged_all)
+        if logged_all:
             from newsflow.storage.story_inputs import one_per_id
 
             batch = list(one_per_id([*logged.values(), *articles]).values())
         ordered = self._current_clusters(sorted(batch, key=lambda a: (float(a.event_time), a.article_id)))
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
-            if logged:
-                ids = {a.article_id for a in batch}
-                if all(_str(aid) in ids for aid in self._store.r.hkeys(self._store.keys.story_assign)):
+            if logged_all:
+                known = logged_all.keys() | {a.article_id for a in articles}
+                if all(_str(aid) in known for aid in self._store.r.hkeys(self._store.keys.story_assign)):
                     self._store.clear()  # re-cluster everything from an empty state
                     self.reclustered.inc(len(logged))
                 else:  # Redis holds stories the log cannot rebuild (another job wrote them): add to them
@@ -345,15 +346,14 @@ class _SortedAssignFn(_AssignFnBase):
             for article in ordered:
                 yield from self._assign(article, float(article.event_time))
         if self._log is not None:
-            self._log.add(a for a in articles if a != logged.get(a.article_id))
+            self._log.add(a for a in articles if a != logged_all.get(a.article_id))
 
-    def _logged(self) -> dict:
-        """The logged inputs (article id -> StoryArticle) at or after the retention cutoff
-        (``Keys.retention_cutoff``: older state was expired, and the near-duplicate step refuses such
-        articles, so a bounded run would not cluster them either); ``{}`` without a log."""
-        if self._log is None:
-            return {}
-        logged = self._log.read()
+    def _unexpired(self, logged: dict) -> dict:
+        """The logged inputs at or after the retention cutoff (``Keys.retention_cutoff``: older state was
+        expired, and the near-duplicate step refuses such articles, so a bounded run would not cluster
+        them either)."""
+        if not logged:
+            return logged
         raw = self._store.r.get(self._store.keys.retention_cutoff)
         cutoff = float(raw) if raw is not None else -math.inf
         if not math.isfinite(cutoff):

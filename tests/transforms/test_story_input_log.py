@@ -132,3 +132,24 @@ def test_stories_the_log_lacks_are_kept_and_the_run_only_adds(tmp_path):
         assert len(assign) == N and all(assign[k] == v for k, v in foreign.items())
     finally:
         stop_embedded(server, save=False)
+
+
+def test_after_retention_the_log_replays_only_what_was_kept(tmp_path):
+    from newsflow.storage.retention import expire
+
+    arts = _articles()
+    server = _server(tmp_path, "redis")
+    try:
+        url, log = f"unix://{server.socket_file}", str(tmp_path / "log")
+        _run(url, arts[:120], log)
+        _run(url, arts[120:200], log)
+        cutoff = arts[100].event_time
+        expire(server, cutoff, KEYS)  # stories whose latest article is older go; later stories keep older members
+        kept = {a.article_id for a in arts[:200] if a.event_time >= cutoff}
+        c = _run(url, arts[200:], log)
+        assert c.get("stories_reclustered") == len(kept) and not c.get("stories_recluster_refused")
+        # expired articles are not brought back, and no story keeps a member from before the cutoff
+        assigned = {k.decode() for k in server.hkeys(KEYS.story_assign)}
+        assert assigned == kept | {a.article_id for a in arts[200:]}
+    finally:
+        stop_embedded(server, save=False)
