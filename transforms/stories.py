@@ -311,7 +311,8 @@ class _SortedAssignFn(_AssignFnBase):
     group is clustered together with every logged input from an empty story state, when the
     log covers every article Redis has assigned (else, counted as ``stories_recluster_refused``,
     the group is added to the stories in Redis as without a log); the group is logged after its
-    assignments are committed.
+    assignments are committed, and logged inputs before the retention cutoff are pruned after a
+    re-clustering left Redis without them.
     """
 
     def setup(self):
@@ -331,11 +332,13 @@ class _SortedAssignFn(_AssignFnBase):
 
             batch = list(one_per_id([*logged.values(), *articles]).values())
         ordered = self._current_clusters(sorted(batch, key=lambda a: (float(a.event_time), a.article_id)))
+        reclustered = False
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
             if logged_all:
                 known = logged_all.keys() | {a.article_id for a in articles}
                 if all(_str(aid) in known for aid in self._store.r.hkeys(self._store.keys.story_assign)):
                     self._store.clear()  # re-cluster everything from an empty state
+                    reclustered = True
                     self.reclustered.inc(len(logged))
                 else:  # Redis holds stories the log cannot rebuild (another job wrote them): add to them
                     self.recluster_refused.inc()
@@ -347,6 +350,8 @@ class _SortedAssignFn(_AssignFnBase):
                 yield from self._assign(article, float(article.event_time))
         if self._log is not None:
             self._log.add(a for a in articles if a != logged_all.get(a.article_id))
+        if len(logged) < len(logged_all) and reclustered:  # Redis no longer holds the expired ones either
+            self._log.prune(self._cutoff)
 
     def _unexpired(self, logged: dict) -> dict:
         """The logged inputs at or after the retention cutoff (``Keys.retention_cutoff``: older state was
@@ -358,6 +363,7 @@ class _SortedAssignFn(_AssignFnBase):
         cutoff = float(raw) if raw is not None else -math.inf
         if not math.isfinite(cutoff):
             cutoff = -math.inf  # as the near-duplicate step: a corrupt value expires nothing
+        self._cutoff = cutoff
         return {aid: a for aid, a in logged.items() if float(a.event_time) >= cutoff}
 
 

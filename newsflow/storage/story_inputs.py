@@ -21,7 +21,7 @@ them then. One entry per article id: when two records share an id (a re-landed U
 ``(event_time, title, url, source_domain)`` is kept, the record a bounded run assigns first.
 
 Size: one line per article, about 1.5 KB with a 128-float embedding; it lives under the data
-directory, not in Redis.
+directory, not in Redis. Articles before the retention cutoff are pruned (:meth:`StoryInputLog.prune`).
 """
 
 from __future__ import annotations
@@ -122,6 +122,22 @@ class StoryInputLog:
                             raise ValueError(f"{path} line {i}: {e}") from e
 
         return one_per_id(lines())
+
+    def prune(self, before: float) -> int:
+        """Drops the articles with an event time before ``before`` (UTC epoch s): each file holding
+        some is replaced by one without them (written first, so a crash leaves at worst both, which
+        :meth:`read` collapses); returns how many records were dropped."""
+        dropped = 0
+        for path in self.files():
+            with gzip.open(path, "rb") as f:
+                arts = [article_from_json(line) for line in f if line.strip()]
+            keep = [a for a in arts if float(a.event_time) >= before]
+            if len(keep) == len(arts):
+                continue
+            if self.add(keep) != path:
+                os.remove(path)
+            dropped += len(arts) - len(keep)
+        return dropped
 
     def add(self, articles: Iterable[StoryArticle]) -> str | None:
         """Appends ``articles`` as one new file (sorted by id; ``gzip`` with mtime 0, so the same

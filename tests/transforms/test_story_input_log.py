@@ -136,6 +136,7 @@ def test_stories_the_log_lacks_are_kept_and_the_run_only_adds(tmp_path):
 
 def test_after_retention_the_log_replays_only_what_was_kept(tmp_path):
     from newsflow.storage.retention import expire
+    from newsflow.storage.story_inputs import StoryInputLog
 
     arts = _articles()
     server = _server(tmp_path, "redis")
@@ -146,10 +147,16 @@ def test_after_retention_the_log_replays_only_what_was_kept(tmp_path):
         cutoff = arts[100].event_time
         expire(server, cutoff, KEYS)  # stories whose latest article is older go; later stories keep older members
         kept = {a.article_id for a in arts[:200] if a.event_time >= cutoff}
+        assert len(server.hkeys(KEYS.story_assign)) > len(kept)  # some kept stories hold older members
         c = _run(url, arts[200:], log)
         assert c.get("stories_reclustered") == len(kept) and not c.get("stories_recluster_refused")
         # expired articles are not brought back, and no story keeps a member from before the cutoff
         assigned = {k.decode() for k in server.hkeys(KEYS.story_assign)}
         assert assigned == kept | {a.article_id for a in arts[200:]}
+        # the log dropped them too, and the next run re-clusters what was kept
+        assert set(StoryInputLog(log).read()) == assigned
+        c = _run(url, arts[200:], log)
+        assert c.get("stories_reclustered") == len(assigned) and not c.get("stories_recluster_refused")
+        assert {k.decode() for k in server.hkeys(KEYS.story_assign)} == assigned
     finally:
         stop_embedded(server, save=False)

@@ -57,3 +57,13 @@ def test_a_bad_line_names_its_file(tmp_path):
         f.write(article_to_json(A) + "\n" + '{"article_id": "x"}\n')
     with pytest.raises(ValueError, match="inputs-0000.jsonl.gz line 2"):
         log.read()
+
+
+def test_prune_drops_the_records_before_the_cutoff(tmp_path):
+    log = StoryInputLog(str(tmp_path / "log"))
+    old, new = A, A._replace(article_id="b" * 32, event_time=A.event_time + 3600)
+    log.add([old, new])
+    log.add([new._replace(article_id="c" * 32)])
+    assert log.prune(A.event_time + 1) == 1
+    assert sorted(log.read()) == ["b" * 32, "c" * 32] and len(log.files()) == 2
+    assert log.prune(A.event_time + 1) == 0
