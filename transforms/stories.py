@@ -23,7 +23,9 @@ with its own, in ``(event_time, article_id)`` order, from an empty story state
 (:meth:`RedisStoryStore.clear` under the writer lease), and then logs its own inputs
 (:mod:`newsflow.storage.story_inputs`): the story state after any sequence of runs is the one a single
 bounded run over all their files builds. Each run re-sends every article (and every merge's moved
-articles) to trending, as that bounded run does. Cost: each run clusters every logged article again,
+articles) to trending, as that bounded run does, after deleting the story trending windows and the
+breaking set (:func:`newsflow.storage.trends.clear_story_trends`), so that no count stays under a story
+id the re-clustering retired. Cost: each run clusters every logged article again,
 O(articles since the retention cutoff) per run, and the log keeps one line per article on disk. When
 Redis holds assignments of articles the log lacks (stories written by another job on the same key
 prefix, or a lost log), the run does not clear them: it adds its own articles as without a log and
@@ -52,6 +54,7 @@ from apache_beam.utils.timestamp import Timestamp
 from newsflow.core.stories import StoryConfig
 from newsflow.schemas import StoryAssignment
 from newsflow.storage.keys import Keys
+from newsflow.storage.trends import clear_story_trends
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
 METRICS_NAMESPACE = "newsflow.core.stories"
@@ -338,6 +341,7 @@ class _SortedAssignFn(_AssignFnBase):
                 known = logged_all.keys() | {a.article_id for a in articles}
                 if all(_str(aid) in known for aid in self._store.r.hkeys(self._store.keys.story_assign)):
                     self._store.clear()  # re-cluster everything from an empty state
+                    clear_story_trends(self._store.r, self._store.keys)  # this run's trending step rewrites them
                     reclustered = True
                     self.reclustered.inc(len(logged))
                 else:  # Redis holds stories the log cannot rebuild (another job wrote them): add to them
