@@ -17,9 +17,10 @@ Stories equal those of one bounded run. A run's files may hold articles older th
 run assigned; story assignment is ordered by ``(event_time, article_id)``, so every job run gets
 ``--story_input_log`` (:func:`default_story_log_dir`): its story step re-clusters every article of
 the earlier runs together with its own from an empty story state (see "Continuous runs" in
-:mod:`newsflow.transforms.stories`). After any sequence of runs, the story partition and the stories'
-Redis records are those of one ``newsflow run`` over the same files on a fresh Redis. The cost is a
-story step over every article since the retention cutoff in each run.
+:mod:`newsflow.transforms.stories`). After any sequence of runs, the story partition, the stories'
+Redis records, the trending windows and the breaking set are those of one ``newsflow run`` over the
+same files on a fresh Redis (tests/integration/test_continuous_equals_bounded.py). The cost is a story
+step over every article since the retention cutoff in each run.
 
 A crash between a run and the cursor update only makes the next run replay those files, which
 changes nothing (every write of the job is keyed by stable ids). Run it with

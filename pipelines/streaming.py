@@ -35,6 +35,7 @@ from newsflow.pipelines.launcher import (
     is_local,
     launch,
     resolve_settings,
+    runner_name,
     summary_line,
 )
 from newsflow.runtime.settings import Settings
@@ -218,8 +219,11 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         check_inputs_exist(o.input)
     if (o.pubsub_subscription or o.kafka_topic) and not streaming:
         raise ValueError("Pub/Sub and Kafka sources are unbounded: add --streaming")
-    if o.story_input_log and streaming:
-        raise ValueError(f"--story_input_log is for bounded runs; drop --streaming or it (got {o.story_input_log!r})")
+    if o.story_input_log and (streaming or not is_local(options) or "://" in o.story_input_log):
+        raise ValueError(
+            "--story_input_log is a local directory for bounded runs on a local runner (newsflow run-continuous); "
+            f"got {o.story_input_log!r} with streaming={streaming}, runner {runner_name(options)}"
+        )
     input_format = o.input_format
     if input_format == "auto":
         input_format = "parquet" if o.input and all(p.endswith(".parquet") for p in o.input) else "jsonl"

@@ -22,7 +22,7 @@ def test_the_job_refuses_a_story_input_log_when_streaming(tmp_path):
         ["--pubsub_subscription", "projects/p/subscriptions/s", "--streaming", "--story_input_log", str(tmp_path)]
     )
     settings = Settings(redis_url="redis://127.0.0.1:1/0", key_prefix="nf", data_dir=str(tmp_path))
-    with pytest.raises(ValueError, match="--story_input_log is for bounded runs"):
+    with pytest.raises(ValueError, match="--story_input_log is a local directory for bounded runs"):
         job_config_from_options(opts, settings)
 
 
