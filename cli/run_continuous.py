@@ -6,7 +6,8 @@ Example, beside ``newsflow replay-web``, ``newsflow crawl`` and ``newsflow serve
 
 Every ``--every`` seconds it runs the job over landing files it has not processed yet and rebuilds
 the feeds (one JSON line per run); see :mod:`newsflow.pipelines.continuous` for the cursor and the clock.
-Flags it does not know go to every job run (``newsflow run --help-flags``), except ``--input``.
+Flags it does not know go to every job run (``newsflow run --help-flags``), except ``--input`` and
+``--story_input_log``, which it sets (the story input log, see :mod:`newsflow.pipelines.continuous`).
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Runs the loop until interrupted (or ``--max-runs``/``--idle-exit``); 2 on a bad option."""
-    from newsflow.pipelines.continuous import ContinuousConfig, default_cursor_path, run_loop
+    from newsflow.pipelines.continuous import ContinuousConfig, default_cursor_path, default_story_log_dir, run_loop
     from newsflow.runtime.redis_conn import connect, embedded_socket_url
 
     extra = list(getattr(args, "extra_args", []) or [])
-    if any(a == "--input" or a.startswith("--input=") for a in extra):
-        print("error: run-continuous chooses the job's --input itself; give --input-dir", file=sys.stderr)
-        return 2
+    for flag, instead in (("--input", "give --input-dir"), ("--story_input_log", "it is kept per landing directory")):
+        if any(a == flag or a.startswith(flag + "=") for a in extra):
+            print(f"error: run-continuous chooses the job's {flag} itself; {instead}", file=sys.stderr)
+            return 2
     if args.every <= 0 or args.max_files < 1:
         print(f"error: --every must be > 0 and --max-files >= 1, got {args.every}, {args.max_files}", file=sys.stderr)
         return 2
@@ -72,6 +74,8 @@ def run(args) -> int:
         settings.data_dir,
         "--model_dir",
         settings.model_dir,
+        "--story_input_log",
+        default_story_log_dir(settings.data_dir, input_dir, settings.key_prefix),
         *extra,
     ]
     config = ContinuousConfig(

@@ -13,6 +13,15 @@ transforms, :mod:`newsflow.pipelines.streaming`) as repeated bounded runs over a
    at the ranking time: ``--now`` when given (``wall`` = the clock), else the replay clock in
    Redis when ``newsflow demo`` set one, else the wall clock (UTC epoch seconds).
 
+Stories equal those of one bounded run. A run's files may hold articles older than ones an earlier
+run assigned; story assignment is ordered by ``(event_time, article_id)``, so every job run gets
+``--story_input_log`` (:func:`default_story_log_dir`): its story step re-clusters every article of
+the earlier runs together with its own from an empty story state (see "Continuous runs" in
+:mod:`newsflow.transforms.stories`). After any sequence of runs, the story partition, the stories'
+Redis records, the trending windows and the breaking set are those of one ``newsflow run`` over the
+same files on a fresh Redis (tests/integration/test_continuous_equals_bounded.py). The cost is a story
+step over every article since the retention cutoff in each run.
+
 A crash between a run and the cursor update only makes the next run replay those files, which
 changes nothing (every write of the job is keyed by stable ids). Run it with
 ``newsflow run-continuous --input-dir var/landing --every 5`` beside ``newsflow crawl`` and
@@ -30,6 +39,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 LANDING_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+# fields of the job's summary each run reports
+JOB_FIELDS = (
+    "state",
+    "parsed",
+    "stories_assigned",
+    "stories_reclustered",
+    "stories_recluster_refused",
+    "dead_lettered",
+)
 
 
 @dataclass(frozen=True)
@@ -56,10 +75,19 @@ class ContinuousConfig:
     key_prefix: str = "nf"
 
 
+def _tag(input_dir: str, key_prefix: str) -> str:
+    return hashlib.sha256(f"{os.path.abspath(input_dir)}|{key_prefix}".encode()).hexdigest()[:12]
+
+
 def default_cursor_path(data_dir: str, input_dir: str, key_prefix: str) -> str:
     """``<data dir>/continuous/cursor-<12 hex>.jsonl``, one per (landing directory, key prefix)."""
-    tag = hashlib.sha256(f"{os.path.abspath(input_dir)}|{key_prefix}".encode()).hexdigest()[:12]
-    return os.path.join(data_dir, "continuous", f"cursor-{tag}.jsonl")
+    return os.path.join(data_dir, "continuous", f"cursor-{_tag(input_dir, key_prefix)}.jsonl")
+
+
+def default_story_log_dir(data_dir: str, input_dir: str, key_prefix: str) -> str:
+    """``<data dir>/continuous/stories-<12 hex>``, the story input log of the job runs (the job's
+    ``--story_input_log``), one per (landing directory, key prefix) like the cursor."""
+    return os.path.join(data_dir, "continuous", f"stories-{_tag(input_dir, key_prefix)}")
 
 
 class FileCursor:
@@ -153,7 +181,7 @@ def run_once(
         "feed_s": round(time.monotonic() - t1, 3),
         "feeds_now": now,
         "stories": stats.stories,
-        "job": {k: summary.get(k) for k in ("state", "parsed", "stories_assigned", "dead_lettered")},
+        "job": {k: summary.get(k) for k in JOB_FIELDS},
     }
 
 

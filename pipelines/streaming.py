@@ -127,6 +127,13 @@ class NewsflowOptions(PipelineOptions):
             "windows; further behind they go to the late lane (dead letter step=trending error=late, "
             "counter trend_inputs_late)",
         )
+        parser.add_argument(
+            "--story_input_log",
+            default=None,
+            help="bounded runs only (newsflow run-continuous sets it): local directory of the story input "
+            "log; each run re-clusters the logged story inputs with its own from an empty story state, "
+            "so many runs give the stories of one run over all their files",
+        )
 
 
 @dataclass(frozen=True)
@@ -221,6 +228,11 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
         check_inputs_exist(o.input)
     if (o.pubsub_subscription or o.kafka_topic) and not streaming:
         raise ValueError("Pub/Sub and Kafka sources are unbounded: add --streaming")
+    if o.story_input_log and (streaming or not is_local(options) or "://" in o.story_input_log):
+        raise ValueError(
+            "--story_input_log is a local directory for bounded runs on a local runner (newsflow run-continuous); "
+            f"got {o.story_input_log!r} with streaming={streaming}, runner {runner_name(options)}"
+        )
     input_format = o.input_format
     if input_format == "auto":
         input_format = "parquet" if o.input and all(p.endswith(".parquet") for p in o.input) else "jsonl"
@@ -253,6 +265,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             ordering="timers" if streaming else "sort",
             text_model_path=text_model,
             key_prefix=settings.key_prefix,
+            input_log=o.story_input_log,
         ),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
@@ -388,6 +401,8 @@ SUMMARY_COUNTERS = (
     "stories_assigned",
     "stories_created",
     "stories_merged",
+    "stories_reclustered",
+    "stories_recluster_refused",
     "parquet_files_articles",
     "parquet_files_clusters",
     "parquet_files_deadletters",

@@ -439,6 +439,23 @@ class RedisStoryStore:
         self.invalidate()
         return out
 
+    def clear(self, batch: int = 500) -> int:
+        """Deletes every story key but the writer lease (states, serving records, article lists,
+        assignments, merge records, indexes: ``Keys.story_pattern``), in fenced transactions of
+        ``batch`` keys when a lease is held, and drops the cache; returns how many keys it deleted.
+
+        For a re-clustering from scratch (continuous mode): call it inside :meth:`writer_lease`. A crash
+        part-way leaves a subset of the stories, which the re-clustering that follows rewrites.
+        """
+        self.invalidate()
+        lease = self.keys.story_lease.encode()
+        found = [k for k in self.r.scan_iter(match=self.keys.story_pattern, count=1000) if k != lease]
+        for i in range(0, len(found), batch):
+            part = found[i : i + batch]
+            self._commit(lambda pipe, part=part: pipe.delete(*part))
+        self._seen_assigned = None
+        return len(found)
+
     def merges(self) -> list[dict[str, Any]]:
         """All recorded merges, oldest first."""
         return [json.loads(x) for x in self.r.lrange(self.keys.story_merges, 0, -1)]
