@@ -317,8 +317,23 @@ def art(
     )
 
 
+def _band_buckets_as_sets(out: dict, wrap=lambda v: v) -> dict:
+    """Replaces each LSH band bucket's two strings (``Keys.lsh_band``/``lsh_band_ids``: entries in arrival order)
+    by its sorted ``(id, fingerprint)`` entries under the ids key: a bucket is a set, its byte order is not state."""
+    for key in [k for k in out if b":{lsh:" in k and k.endswith(b"}:ids")]:
+        fps_key = key[: -len(b"ids")] + b"fps"
+        raw_fps, raw_ids = out.pop(fps_key, None), out[key]
+        fps = raw_fps[-1] if isinstance(raw_fps, tuple) else raw_fps
+        ids = raw_ids[-1] if isinstance(raw_ids, tuple) else raw_ids
+        entries = sorted(
+            zip(ids.split(b"\n")[:-1], (fps[i : i + 8] for i in range(0, len(fps or b""), 8)), strict=True)
+        )
+        out[key] = wrap(entries)
+    return out
+
+
 def dump(client) -> dict:
-    """Every key with its type and full value, for exact before/after comparisons."""
+    """Every key with its type and full value, for exact before/after comparisons (band buckets as sets)."""
     out = {}
     for key in sorted(client.keys("*")):
         kind = client.type(key).decode()
@@ -332,7 +347,7 @@ def dump(client) -> dict:
             out[key] = client.get(key)
         else:
             out[key] = kind
-    return out
+    return _band_buckets_as_sets(out)
 
 
 # ---- exact snapshots of a run's output, for "same answer" comparisons -------------------------------
@@ -341,7 +356,8 @@ DATASETS = ("articles", "clusters", "deadletters", "trends")
 
 
 def redis_state(client) -> dict:
-    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores).
+    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores, LSH
+    band buckets as sorted entries).
 
     ``client`` may be a ``RedisCluster``: keys are then listed on every primary.
     """
@@ -364,7 +380,7 @@ def redis_state(client) -> dict:
             out[key] = (kind, client.get(key))
         else:
             out[key] = (kind, client.dump(key))
-    return out
+    return _band_buckets_as_sets(out, lambda v: ("string", v))
 
 
 def parquet_rows(root: str) -> dict:
