@@ -507,3 +507,39 @@ def gcs_emulator_on(monkeypatch, bucket: str) -> Iterator[str]:
         yield bucket
     finally:
         server.stop()
+
+
+# ---- the near-duplicate index's keys (newsflow.storage.keys, near-duplicate section) -------------------------
+
+ND_TAGS = (b":{lsh:", b":{art:", b":{ndg:", b":{ndx:", b":nd:")
+
+
+def is_nd_key(key: bytes) -> bool:
+    """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, groups, group indexes, lease)."""
+    return any(t in key for t in ND_TAGS)
+
+
+def _scan(client, pattern: str) -> list[bytes]:
+    if hasattr(client, "get_primaries"):
+        return list(client.keys(pattern, target_nodes=client.PRIMARIES))
+    return list(client.scan_iter(match=pattern, count=1000))
+
+
+def nd_articles(client, keys) -> dict[str, str]:
+    """Stored article id -> its near-duplicate group id, from every article serving hash with a ``cluster_id``."""
+    out = {}
+    for key in _scan(client, keys.article("*")):
+        cid = client.hget(key, "cluster_id")
+        if cid:
+            out[key.decode()[len(keys.article("")) - len("}:article") : -len("}:article")]] = cid.decode()
+    return out
+
+
+def nd_revisions(client, keys) -> dict[str, str]:
+    """Version id -> the article id it is stored under, for every version that is a revision of another."""
+    out = {}
+    for key in _scan(client, keys.article_record("*")):
+        rev = client.hget(key, "rev")
+        if rev:
+            out[key.decode()[len(keys.article_record("")) - len("}:nd") : -len("}:nd")]] = rev.decode()
+    return out

@@ -298,6 +298,11 @@ class Keys:
         """SET of a cluster's distinct languages."""
         return f"{self.cluster(cluster_id)}:languages"
 
+    @property
+    def nd_shards(self) -> int:
+        """Number of shards of the group indexes (``ND_SHARDS``)."""
+        return ND_SHARDS
+
     @staticmethod
     def cluster_shard(cluster_id: str) -> int:
         """The index shard (0 .. ``ND_SHARDS`` - 1) of a cluster id: CRC-32 of its UTF-8 bytes mod ``ND_SHARDS``."""
