@@ -120,6 +120,33 @@ def _b(s) -> bytes:
     return s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape")
 
 
+def _pack(ops: list[list[str]]) -> bytes:
+    """A write set as bytes: per command its argument count, then per argument its length and bytes (4-byte
+    big-endian lengths; binary values are not escaped)."""
+    out = []
+    for op in ops:
+        out.append(len(op).to_bytes(4, "big"))
+        for arg in op:
+            raw = _b(arg)
+            out.append(len(raw).to_bytes(4, "big"))
+            out.append(raw)
+    return b"".join(out)
+
+
+def _unpack(data: bytes) -> list[list[bytes]]:
+    """The inverse of :func:`_pack`."""
+    ops, pos = [], 0
+    while pos < len(data):
+        n, pos = int.from_bytes(data[pos : pos + 4], "big"), pos + 4
+        op = []
+        for _ in range(n):
+            size, pos = int.from_bytes(data[pos : pos + 4], "big"), pos + 4
+            op.append(data[pos : pos + size])
+            pos += size
+        ops.append(op)
+    return ops
+
+
 def _num(s) -> float | None:
     """Lua's ``tonumber``: the number in ``s``, or ``None``."""
     if s is None:
@@ -893,7 +920,7 @@ class RedisGroupStore:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _apply(self, ops: list[list[str]]) -> None:
+    def _apply(self, ops: list[list[str]] | list[list[bytes]]) -> None:
         pipe = self.client.pipeline(transaction=False)
         for op in ops:
             pipe.execute_command(*(_b(x) for x in op))
@@ -919,7 +946,7 @@ class RedisGroupStore:
             pause = min(pause * 2, 0.05)
         journal = r[1] if len(r) > 1 else None
         if journal:
-            self._apply(json.loads(_u(journal)))
+            self._apply(_unpack(journal))
             self._commit(keys=[self.keys.nd_lease], args=[token, self._now_ms(), self.config.lease_ttl_ms, ""])
             self.round_trips += 1
 
@@ -940,7 +967,7 @@ class RedisGroupStore:
             ops = tx.write_set()
             if ops:
                 self.round_trips += 1
-                args = [token, self._now_ms(), self.config.lease_ttl_ms, json.dumps(ops)]
+                args = [token, self._now_ms(), self.config.lease_ttl_ms, _pack(ops)]
                 if not int(self._commit(keys=[self.keys.nd_lease], args=args)):
                     raise LeaseLost("the near-duplicate writer lease was taken over before the commit")
                 committed = True
