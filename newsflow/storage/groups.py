@@ -120,16 +120,15 @@ def _b(s) -> bytes:
     return s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape")
 
 
-def _pack(ops: list[list[str]]) -> bytes:
+def _pack(ops: list[list[bytes]]) -> bytes:
     """A write set as bytes: per command its argument count, then per argument its length and bytes (4-byte
     big-endian lengths; binary values are not escaped)."""
     out = []
     for op in ops:
         out.append(len(op).to_bytes(4, "big"))
         for arg in op:
-            raw = _b(arg)
-            out.append(len(raw).to_bytes(4, "big"))
-            out.append(raw)
+            out.append(len(arg).to_bytes(4, "big"))
+            out.append(arg)
     return b"".join(out)
 
 
@@ -920,10 +919,10 @@ class RedisGroupStore:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _apply(self, ops: list[list[str]] | list[list[bytes]]) -> None:
+    def _apply(self, ops: list[list[bytes]]) -> None:
         pipe = self.client.pipeline(transaction=False)
         for op in ops:
-            pipe.execute_command(*(_b(x) for x in op))
+            pipe.execute_command(op[0].decode("ascii"), *op[1:])  # a cluster pipeline routes by a str name
         self._execute(pipe)
 
     def _take_lease(self, token: str) -> None:
@@ -964,7 +963,7 @@ class RedisGroupStore:
         try:
             tx = _Tx(self)
             result = work(tx)
-            ops = tx.write_set()
+            ops = [[_b(x) for x in op] for op in tx.write_set()]
             if ops:
                 self.round_trips += 1
                 args = [token, self._now_ms(), self.config.lease_ttl_ms, _pack(ops)]

@@ -60,7 +60,7 @@ def test_the_job_on_a_cluster_leaves_the_state_of_one_server_spread_over_the_mas
     assert on_cluster == on_one, state_difference(on_cluster, on_one)
 
     per_master = [redis.Redis(port=p).dbsize() for p in ports]
-    assert sum(per_master) == len(on_one) and all(n > 0 for n in per_master), per_master
+    assert sum(per_master) == single.dbsize() and all(n > 0 for n in per_master), per_master
 
     # feeds built and served from the cluster
     keys = Keys()
