@@ -12,8 +12,8 @@ Shingles are the SimHash features (:func:`newsflow.core.simhash.shingles` of
 :func:`newsflow.core.simhash.tokenize`: word 3-grams, character 3-grams in scripts written without
 spaces), so both tests look at the same text units.
 
-The streaming near-duplicate step applies the same re-check (``newsflow/storage/lua/assign.lua``:
-signatures from :func:`signature_hex` are stored in Redis and compared slot by slot), and
+The streaming near-duplicate step applies the same re-check (:mod:`newsflow.storage.groups`: signatures
+from :func:`signature_hex` are stored in Redis and compared slot by slot on the worker), and
 ``newsflow eval clustering --level near-duplicate`` reports precision/recall of that step with and
 without it.
 """
@@ -127,7 +127,7 @@ def near_duplicate(
     threshold: float | None = JACCARD_THRESHOLD,
     borderline_max: int = BORDERLINE[1],
 ) -> bool:
-    """The streaming step's near-duplicate decision for one pair (``newsflow/storage/lua/assign.lua``).
+    """The streaming step's near-duplicate decision for one pair (:mod:`newsflow.storage.groups`).
 
     A pair is near when its SimHash Hamming distance is at most ``max_distance``, or when it is at most
     ``borderline_max``, the fingerprints share an LSH band (:func:`shares_band`; the step only sees

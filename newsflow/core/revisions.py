@@ -16,7 +16,7 @@ Versions form connected components of that relation. A component is stored as ON
 
 Both choices are functions of the component, not of arrival order, so a replay, a shuffled input
 or two concurrent writers store the same article. The streaming job applies the rule inside the
-near-duplicate script (``newsflow/storage/lua/assign.lua``, atomic with the group assignment); this
+near-duplicate step (:mod:`newsflow.storage.groups`, in the same write cycle as the group assignment); this
 module is its plain-Python statement, used by tests as the reference and by anyone reasoning about
 the rule without Redis.
 """
