@@ -75,8 +75,8 @@ def signature_hex(m) -> str:
     """A MinHash signature as text: its :data:`NUM_PERM` slots as 8-hex-digit big-endian uint32 values.
 
     datasketch keeps each slot below 2**32, so 8 hex digits hold it exactly; the streaming
-    near-duplicate step stores these bytes in Redis (``newsflow.storage.keys.Keys.minhashes``) and compares
-    them slot by slot inside its Lua script, which gives exactly :meth:`datasketch.MinHash.jaccard`.
+    near-duplicate step stores these bytes in Redis (``mh`` of ``newsflow.storage.keys.Keys.article_record``)
+    and compares them slot by slot on the worker, which gives exactly :meth:`datasketch.MinHash.jaccard`.
 
     Args:
       m: ``datasketch.MinHash``.

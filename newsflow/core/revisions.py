@@ -12,7 +12,7 @@ Versions form connected components of that relation. A component is stored as ON
 * its id is the id of the version with the earliest ``(fetch time, id)`` (the first one fetched,
   so an id already issued keeps being the article's id when a newer version arrives);
 * its fields (title, URL, ...) are those of the version with the latest ``(fetch time, id)``;
-* every other version id is an alias of it (``Keys.article_revisions``).
+* every other version id is an alias of it (``rev`` of ``Keys.article_record``).
 
 Both choices are functions of the component, not of arrival order, so a replay, a shuffled input
 or two concurrent writers store the same article. The streaming job applies the rule inside the
