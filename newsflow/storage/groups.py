@@ -1072,12 +1072,16 @@ class RedisGroupStore:
         """The id an article (version) is stored under: itself, or the article it is a revision of."""
         return stored_ids(self.client, self.keys, [article_id])[0]
 
-    def expire_before(self, cutoff: float, batch: int = 500) -> tuple[int, int]:
+    def expire_before(self, cutoff: float, batch: int = 50) -> tuple[int, int]:
         """Retention: deletes every group whose latest member's event time is before ``cutoff``.
 
         A group goes as a whole with all its members' (and their versions') band entries, index records and
         serving hashes, in write cycles of at most ``batch`` groups (each cycle all-or-nothing), so what
         stays is still a function of the input: no id, founder or representative changes.
+
+        Each removed version rewrites its 4 band buckets whole (``SET``; ~31 KB each at 763 entries), and a
+        cycle's write set passes through the lease's journal, so ``batch`` bounds the journal (about
+        ``batch`` x 4 x bucket size) and the time of the commit.
 
         Args:
           cutoff: UTC epoch seconds (exclusive).
@@ -1095,9 +1099,10 @@ class RedisGroupStore:
 
     def _expire_step(self, tx: _Tx, cutoff: float, limit: int) -> tuple[int, int]:
         k = self.keys
+        per_shard = max(1, -(-limit // 64))  # a shard with expired groups always gives some: the loop ends
         pipe = self.client.pipeline(transaction=False)
         for shard in range(ND_SHARDS):
-            pipe.zrangebyscore(k.clusters_by_latest(shard), "-inf", f"({cutoff!r}", start=0, num=limit)
+            pipe.zrangebyscore(k.clusters_by_latest(shard), "-inf", f"({cutoff!r}", start=0, num=per_shard)
         found = [_text(c) for ids in self._execute(pipe) for c in ids]
         found = sorted(found)[:limit]
         if not found:

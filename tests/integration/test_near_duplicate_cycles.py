@@ -134,3 +134,18 @@ def test_a_batch_is_a_fixed_number_of_round_trips_whatever_its_size(redis_server
     before = store.round_trips
     store.assign_batch([art("lonely", fps[0] ^ 0xFFFF_FFFF)])
     assert store.round_trips - before == 5  # no candidate: no candidate rounds
+
+
+def test_retention_in_cycles_of_one_group_leaves_what_one_cycle_leaves(redis_server):
+    client, _ = redis_server
+    kept = art("kept", 0xFFFF_FFFF_0000_0000, "k.com", 0.5, 100.0)
+    states = []
+    for batch in (1, 50):
+        client.flushall()
+        store = RedisGroupStore(client)
+        store.assign_batch([*DOCS, kept])
+        assert store.expire_before(60.0, batch=batch) == (2, 6)  # the chain's group (5 articles) and "far"
+        states.append(dump(client))
+        assert store.cluster_count() == 1 and len(store) == 1 and store.query(0xFFFF_FFFF_0000_0000) == [("kept", 0)]
+        assert store.query(0b111, 3) == []  # their band entries went with them
+    assert states[0] == states[1]
