@@ -43,8 +43,10 @@ and its representative (highest authority, then earliest, then smallest id) and 
 order-free functions of the members. An earlier copy that arrives late renames the group: the old group
 is merged into ``"c" + earlier id`` and deleted, and the members' ``cluster_id`` fields are rewritten. So
 the same articles in any arrival order, in any batches, by any number of concurrent writers, leave
-identical keys and values; no merge history is stored (ids are only handed downstream after the write
-that may still rename them, and sinks re-read them: :func:`current_clusters`).
+identical keys and values, except that a band bucket's two strings list their entries in arrival order
+(the same set of entries; every reader treats them as a set); no merge history is stored (ids are only
+handed downstream after the write that may still rename them, and sinks re-read them:
+:func:`current_clusters`).
 
 **Borderline pairs.** Fingerprints 4-5 bits apart (:attr:`StoreConfig.borderline_max_distance`) that
 share a band are near-duplicates when their MinHash signatures (:mod:`newsflow.core.minhash_check`, stored
