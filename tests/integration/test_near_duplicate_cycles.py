@@ -149,3 +149,25 @@ def test_retention_in_cycles_of_one_group_leaves_what_one_cycle_leaves(redis_ser
         assert store.cluster_count() == 1 and len(store) == 1 and store.query(0xFFFF_FFFF_0000_0000) == [("kept", 0)]
         assert store.query(0b111, 3) == []  # their band entries went with them
     assert states[0] == states[1]
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    base=st.integers(min_value=0, max_value=2**64 - 1),
+    flips=st.lists(st.integers(min_value=0, max_value=63), min_size=0, max_size=3, unique=True),
+)
+def test_an_article_within_3_bits_always_joins_its_near_duplicate(redis_server, base, flips):
+    """The pigeonhole guarantee through the assignment path: the worker-side filter misses no pair <= 3 bits."""
+    client, _ = redis_server
+    client.flushdb()
+    near = base
+    for bit in flips:
+        near ^= 1 << bit
+    store = RedisGroupStore(client, StoreConfig(borderline_jaccard=None))
+    store.assign_batch([art("base", base, "a.com", t=10.0)])
+    (r,) = store.assign_batch([art("near", near, "b.com", t=20.0)])
+    assert r.cluster_id == "cbase" and store.get_cluster("cbase").article_count == 2
