@@ -31,7 +31,7 @@ def _packages() -> tuple[list[str], dict[str, str]]:
         package_dir[f"newsflow.{tier}"] = tier
         packages += [f"newsflow.{tier}"] + [f"newsflow.{tier}.{p}" for p in find_packages(where=tier)]
     # data-only directories are listed as packages too (setuptools warns about package data outside any package)
-    packages += ["newsflow._data", "newsflow._data.topics", "newsflow.storage.lua"]
+    packages += ["newsflow._data", "newsflow._data.topics"]
     packages += ["newsflow.serving.static", "newsflow.serving.templates"]
     package_dir["newsflow._data"] = "data"
     if WITH_MODELS:
@@ -52,7 +52,6 @@ setup(
     package_data={
         "newsflow._data": ["sources.csv", "SOURCES.md", "topics/*"],
         "newsflow._models": MODEL_FILES,
-        "newsflow.storage": ["lua/*.lua"],
         "newsflow.serving": ["templates/*.html", "static/*"],
     },
     exclude_package_data={"newsflow._data": ["*.py", "corpus/*"]},

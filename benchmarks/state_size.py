@@ -72,29 +72,38 @@ def main(argv=None) -> dict:
         job_s = time.perf_counter() - t0
         calls = _commands(client) - calls0 - 1  # minus the INFO itself
 
-        articles = int(client.hlen(k.article_clusters))
         all_keys = [x.decode() for x in client.scan_iter(match="*", count=5000)]
-        nd = [x for x in all_keys if x.startswith(k.nd + ":")]
+        articles = sum(1 for x in all_keys if x.startswith(f"{k.prefix}:{{art:") and x.endswith("}:article"))
+        tags = ("{lsh:", "{art:", "{ndg:", "{ndx:")
+        nd = [x for x in all_keys if any(x.startswith(f"{k.prefix}:{t}") for t in tags) or x.startswith(k.nd_lease)]
+        nd += [k.nd_count] if client.exists(k.nd_count) else []
+
+        def of(tag: str, suffix: str = "") -> list[str]:
+            return [x for x in nd if x.startswith(f"{k.prefix}:{tag}") and x.endswith(suffix)]
+
         parts = {
-            "lsh_bands": _usage(client, [x for x in nd if x.startswith(k.nd + ":lsh:")]),
-            "fingerprint_and_group_index": _usage(client, [k.fingerprints, k.article_clusters]),
-            "article_hashes": _usage(client, [x for x in nd if x.startswith(k.nd + ":article:")]),
-            "group_keys": _usage(client, [x for x in nd if x.startswith(k.nd + ":cluster")]),
-            # 128-slot MinHash signatures of the borderline re-check (core.minhash_check), 512 B of payload each
-            "minhash_signatures": _usage(client, [k.minhashes]),
-            "revisions": _usage(client, [k.article_revisions] + [x for x in nd if x.startswith(k.nd + ":versions:")]),
+            "lsh_bands": _usage(client, of("{lsh:")),
+            # per version: fp, the 128-slot MinHash of the borderline re-check (512 B of payload), rev
+            "index_records": _usage(client, of("{art:", "}:nd")),
+            "group_indexes": _usage(client, of("{ndx:")),
+            "article_hashes": _usage(client, of("{art:", "}:article")),
+            "group_keys": _usage(client, of("{ndg:")),
+            "revisions": _usage(client, of("{art:", "}:versions")),
         }
-        # At 50M fingerprints every one of the 4 x 65,536 band sets holds ~763 members: measure that
-        # set shape directly (this corpus's band sets hold 1-2 members, each paying a key's overhead).
+        # At 50M fingerprints every one of the 4 x 65,536 band buckets holds ~763 entries: measure that
+        # bucket shape directly (this corpus's buckets hold 1-2 entries, each paying a key's overhead).
         members = 50_000_000 // 65_536
         rng = np.random.default_rng(11)
-        fake = [f"{rng.integers(0, 2**63):016x}:{rng.integers(0, 2**63):032x}" for _ in range(members)]
-        client.sadd("bench:band", *fake)
-        band_member_bytes = int(client.memory_usage("bench:band", samples=0)) / members
-        client.delete("bench:band")
+        client.set("bench:band:fps", b"".join(int(x).to_bytes(8, "big") for x in rng.integers(0, 2**63, members)))
+        client.set("bench:band:ids", "".join(f"{rng.integers(0, 2**63):032x}\n" for _ in range(members)))
+        band_member_bytes = (
+            int(client.memory_usage("bench:band:fps", samples=0))
+            + int(client.memory_usage("bench:band:ids", samples=0))
+        ) / members
+        client.delete("bench:band:fps", "bench:band:ids")
         story = [x for x in all_keys if x.startswith(k.story_base)]
         stories = int(client.zcard(k.story_active)) + int(client.zcard(k.story_retired))
-        groups = int(client.zcard(k.clusters_by_size))
+        groups = sum(int(client.zcard(k.clusters_by_size(i))) for i in range(k.nd_shards))
         nd_bytes, story_bytes = _usage(client, nd), _usage(client, story)
         other_bytes = _usage(client, [x for x in all_keys if x not in set(nd) | set(story)])
 

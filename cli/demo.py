@@ -132,12 +132,12 @@ class _Progress(threading.Thread):
         self._client, self._keys, self._total, self._interval = client, keys, total, interval
         self._stop_event = threading.Event()
         self._start = time.monotonic()
-        self._before = (int(client.hlen(keys.fingerprints)), int(client.hlen(keys.story_assign)))
+        self._before = (int(client.get(keys.nd_count) or 0), int(client.hlen(keys.story_assign)))
 
     def run(self):
         last = None
         while not self._stop_event.wait(self._interval):
-            done = int(self._client.hlen(self._keys.fingerprints)) - self._before[0]
+            done = int(self._client.get(self._keys.nd_count) or 0) - self._before[0]
             stories = int(self._client.hlen(self._keys.story_assign)) - self._before[1]
             state = (done, stories)
             if state == last:

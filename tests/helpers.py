@@ -321,8 +321,23 @@ def art(
     )
 
 
+def _band_buckets_as_sets(out: dict, wrap=lambda v: v) -> dict:
+    """Replaces each LSH band bucket's two strings (``Keys.lsh_band``/``lsh_band_ids``: entries in arrival order)
+    by its sorted ``(id, fingerprint)`` entries under the ids key: a bucket is a set, its byte order is not state."""
+    for key in [k for k in out if b":{lsh:" in k and k.endswith(b"}:ids")]:
+        fps_key = key[: -len(b"ids")] + b"fps"
+        raw_fps, raw_ids = out.pop(fps_key, None), out[key]
+        fps = raw_fps[-1] if isinstance(raw_fps, tuple) else raw_fps
+        ids = raw_ids[-1] if isinstance(raw_ids, tuple) else raw_ids
+        entries = sorted(
+            zip(ids.split(b"\n")[:-1], (fps[i : i + 8] for i in range(0, len(fps or b""), 8)), strict=True)
+        )
+        out[key] = wrap(entries)
+    return out
+
+
 def dump(client) -> dict:
-    """Every key with its type and full value, for exact before/after comparisons."""
+    """Every key with its type and full value, for exact before/after comparisons (band buckets as sets)."""
     out = {}
     for key in sorted(client.keys("*")):
         kind = client.type(key).decode()
@@ -336,7 +351,7 @@ def dump(client) -> dict:
             out[key] = client.get(key)
         else:
             out[key] = kind
-    return out
+    return _band_buckets_as_sets(out)
 
 
 # ---- exact snapshots of a run's output, for "same answer" comparisons -------------------------------
@@ -345,7 +360,8 @@ DATASETS = ("articles", "clusters", "deadletters", "trends", "story_assignments"
 
 
 def redis_state(client) -> dict:
-    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores).
+    """Every key with its type and full value (hashes and sets sorted, lists in order, zsets with scores, LSH
+    band buckets as sorted entries).
 
     ``client`` may be a ``RedisCluster``: keys are then listed on every primary.
     """
@@ -368,7 +384,7 @@ def redis_state(client) -> dict:
             out[key] = (kind, client.get(key))
         else:
             out[key] = (kind, client.dump(key))
-    return out
+    return _band_buckets_as_sets(out, lambda v: ("string", v))
 
 
 def parquet_rows(root: str) -> dict:
@@ -520,3 +536,39 @@ def gcs_emulator_on(monkeypatch, bucket: str) -> Iterator[str]:
         yield bucket
     finally:
         server.stop()
+
+
+# ---- the near-duplicate index's keys (newsflow.storage.keys, near-duplicate section) -------------------------
+
+ND_TAGS = (b":{lsh:", b":{art:", b":{ndg:", b":{ndx:", b":nd:")
+
+
+def is_nd_key(key: bytes) -> bool:
+    """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, groups, group indexes, lease)."""
+    return any(t in key for t in ND_TAGS)
+
+
+def _scan(client, pattern: str) -> list[bytes]:
+    if hasattr(client, "get_primaries"):
+        return list(client.keys(pattern, target_nodes=client.PRIMARIES))
+    return list(client.scan_iter(match=pattern, count=1000))
+
+
+def nd_articles(client, keys) -> dict[str, str]:
+    """Stored article id -> its near-duplicate group id, from every article serving hash with a ``cluster_id``."""
+    out = {}
+    for key in _scan(client, keys.article("*")):
+        cid = client.hget(key, "cluster_id")
+        if cid:
+            out[key.decode()[len(keys.article("")) - len("}:article") : -len("}:article")]] = cid.decode()
+    return out
+
+
+def nd_revisions(client, keys) -> dict[str, str]:
+    """Version id -> the article id it is stored under, for every version that is a revision of another."""
+    out = {}
+    for key in _scan(client, keys.article_record("*")):
+        rev = client.hget(key, "rev")
+        if rev:
+            out[key.decode()[len(keys.article_record("")) - len("}:nd") : -len("}:nd")]] = rev.decode()
+    return out

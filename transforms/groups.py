@@ -24,7 +24,8 @@ class GroupConfig:
       redis_url: Redis to use (``redis://``, ``unix://``); ``None`` means ``$REDIS_URL`` or the
         embedded server of this process.
       store: key prefix and Hamming threshold.
-      min_batch_size / max_batch_size: articles per Lua script call (Redis round trip).
+      min_batch_size / max_batch_size: articles per write cycle of the store (a fixed number of Redis round
+        trips, :meth:`RedisGroupStore.assign_batch`).
     """
 
     redis_url: str | None = None
@@ -34,10 +35,10 @@ class GroupConfig:
 
 
 class _AssignFn(beam.DoFn):
-    """Batch of Articles -> Articles with ``cluster_id`` (one atomic Lua call per batch).
+    """Batch of Articles -> Articles with ``cluster_id`` (one all-or-nothing write cycle per batch).
 
-    Transient Redis errors propagate (the runner retries the bundle; the script is
-    idempotent per article id). An article the store refuses (no valid SimHash), or one older
+    Transient Redis errors and a lost writer lease propagate (the runner retries the bundle; a stored
+    article is a no-op). An article the store refuses (no valid SimHash), or one older
     than the retention cutoff (``Keys.retention_cutoff``, set by ``newsflow retention``), is
     dead-lettered; the rest of its batch is still assigned.
     """
@@ -93,7 +94,7 @@ class _AssignFn(beam.DoFn):
             return
         try:
             results = self._store.assign_batch(good)
-        except redis.ResponseError as e:  # a script error is permanent for this batch
+        except redis.ResponseError as e:  # a command Redis refuses (e.g. a key of the wrong type): permanent
             for article in good:
                 self.dead.inc()
                 yield pvalue.TaggedOutput(

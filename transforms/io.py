@@ -27,7 +27,7 @@ from newsflow.schemas import (
     DeadLetter,
 )
 from newsflow.schemas._arrow import datetime_to_epoch
-from newsflow.storage.groups import RedisGroupStore, StoreConfig
+from newsflow.storage.groups import RedisGroupStore, StoreConfig, current_clusters
 from newsflow.storage.parquet import write_records
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG, METRICS_NAMESPACE, dead_letter
 
@@ -383,7 +383,7 @@ class WriteArticles(_StoreSink):
     """Articles -> ``<root>/articles/date=YYYY-MM-DD/part-<hash>.parquet`` (by event date, UTC).
 
     Group ids are re-read from Redis just before writing, so rows carry the cluster an
-    article belongs to after any merge (``Keys.article_clusters`` is rewritten on merge).
+    article belongs to after any merge (the ``cluster_id`` of ``Keys.article``, rewritten on merge).
     """
 
     def expand(self, pcoll):
@@ -441,13 +441,10 @@ class _ResolveGroupIdsFn(_StoreFn):
                 self.duplicates.inc()
                 continue
             out.append(a)
-        current = self._store.client.hmget(keys.article_clusters, [a.article_id for a in out]) if out else []
+        current = current_clusters(self._store.client, keys, [a.article_id for a in out])
         yield (
             key,
-            [
-                a._replace(cluster_id=cid.decode()) if cid is not None else a
-                for a, cid in zip(out, current, strict=False)
-            ],
+            [a._replace(cluster_id=cid) if cid is not None else a for a, cid in zip(out, current, strict=False)],
         )
 
 

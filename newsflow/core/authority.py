@@ -117,7 +117,7 @@ def originality_counts(groups) -> dict[str, tuple[int, int]]:
 def read_near_duplicate_groups(client, keys, batch: int = 500):
     """Yields each live near-duplicate group of >= 2 articles as ``[(event_time, article_id, outlet)]``.
 
-    Reads the near-duplicate keys of :mod:`newsflow.storage.keys` (``clusters_by_size``, each group's
+    Reads the near-duplicate keys of :mod:`newsflow.storage.keys` (the shards of ``clusters_by_size``, each group's
     ``cluster_articles`` and the ``event_time``/``source_domain`` of its ``article`` hashes) in
     pipelined batches of ``batch`` groups; articles without a time or domain are skipped. Redis
     errors propagate.
@@ -131,7 +131,10 @@ def read_near_duplicate_groups(client, keys, batch: int = 500):
     def s(v):
         return v.decode("utf-8") if isinstance(v, bytes) else v
 
-    cids = [s(c) for c in client.zrangebyscore(keys.clusters_by_size, 2, "+inf")]
+    pipe = client.pipeline(transaction=False)
+    for shard in range(keys.nd_shards):
+        pipe.zrangebyscore(keys.clusters_by_size(shard), 2, "+inf")
+    cids = sorted(s(c) for ids in pipe.execute() for c in ids)
     for start in range(0, len(cids), batch):
         chunk = cids[start : start + batch]
         pipe = client.pipeline(transaction=False)

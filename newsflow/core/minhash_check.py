@@ -12,8 +12,8 @@ Shingles are the SimHash features (:func:`newsflow.core.simhash.shingles` of
 :func:`newsflow.core.simhash.tokenize`: word 3-grams, character 3-grams in scripts written without
 spaces), so both tests look at the same text units.
 
-The streaming near-duplicate step applies the same re-check (``newsflow/storage/lua/assign.lua``:
-signatures from :func:`signature_hex` are stored in Redis and compared slot by slot), and
+The streaming near-duplicate step applies the same re-check (:mod:`newsflow.storage.groups`: signatures
+from :func:`signature_hex` are stored in Redis and compared slot by slot on the worker), and
 ``newsflow eval clustering --level near-duplicate`` reports precision/recall of that step with and
 without it.
 """
@@ -75,8 +75,8 @@ def signature_hex(m) -> str:
     """A MinHash signature as text: its :data:`NUM_PERM` slots as 8-hex-digit big-endian uint32 values.
 
     datasketch keeps each slot below 2**32, so 8 hex digits hold it exactly; the streaming
-    near-duplicate step stores these bytes in Redis (``newsflow.storage.keys.Keys.minhashes``) and compares
-    them slot by slot inside its Lua script, which gives exactly :meth:`datasketch.MinHash.jaccard`.
+    near-duplicate step stores these bytes in Redis (``mh`` of ``newsflow.storage.keys.Keys.article_record``)
+    and compares them slot by slot on the worker, which gives exactly :meth:`datasketch.MinHash.jaccard`.
 
     Args:
       m: ``datasketch.MinHash``.
@@ -127,7 +127,7 @@ def near_duplicate(
     threshold: float | None = JACCARD_THRESHOLD,
     borderline_max: int = BORDERLINE[1],
 ) -> bool:
-    """The streaming step's near-duplicate decision for one pair (``newsflow/storage/lua/assign.lua``).
+    """The streaming step's near-duplicate decision for one pair (:mod:`newsflow.storage.groups`).
 
     A pair is near when its SimHash Hamming distance is at most ``max_distance``, or when it is at most
     ``borderline_max``, the fingerprints share an LSH band (:func:`shares_band`; the step only sees

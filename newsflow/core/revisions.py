@@ -12,11 +12,11 @@ Versions form connected components of that relation. A component is stored as ON
 * its id is the id of the version with the earliest ``(fetch time, id)`` (the first one fetched,
   so an id already issued keeps being the article's id when a newer version arrives);
 * its fields (title, URL, ...) are those of the version with the latest ``(fetch time, id)``;
-* every other version id is an alias of it (``Keys.article_revisions``).
+* every other version id is an alias of it (``rev`` of ``Keys.article_record``).
 
 Both choices are functions of the component, not of arrival order, so a replay, a shuffled input
 or two concurrent writers store the same article. The streaming job applies the rule inside the
-near-duplicate script (``newsflow/storage/lua/assign.lua``, atomic with the group assignment); this
+near-duplicate step (:mod:`newsflow.storage.groups`, in the same write cycle as the group assignment); this
 module is its plain-Python statement, used by tests as the reference and by anyone reasoning about
 the rule without Redis.
 """

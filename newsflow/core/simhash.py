@@ -58,8 +58,8 @@ bit, i.e. ``(fp >> (i * band_bits)) & (2**band_bits - 1)``. This function is
 the reference for that layout; the indexes compute bands themselves with the
 same layout: :class:`newsflow.core.lsh.BandIndex` with shifts and masks, and the
 Redis store on the 16-hex-digit fingerprint text (band ``i`` = hex digits
-``[12 - 4i, 16 - 4i)``, in :meth:`newsflow.storage.keys.Keys.lsh_bands` and in
-``newsflow/storage/lua/assign.lua``). ``tests/integration/test_redis_store.py``
+``[12 - 4i, 16 - 4i)``, in :meth:`newsflow.storage.keys.Keys.lsh_bands`).
+``tests/integration/test_redis_store.py``
 checks that the store's band keys equal this function's bands.
 
 Example:

@@ -54,9 +54,9 @@ near-duplicate step):
    MinHash) are *versions* of one article. The versions (connected components) are stored as one
    article under the id of the earliest ``(fetch time, id)`` version (the id issued first keeps
    being the article's id) with the title, URL and other fields of the latest ``(fetch time, id)``
-   version; every other version id resolves to it (``Keys.article_revisions``,
+   version; every other version id resolves to it (``rev`` of ``Keys.article_record``,
    :func:`newsflow.storage.aliases.resolve_article_id`). Both choices depend on the versions only, not on
-   arrival order (:mod:`newsflow.core.revisions` states the rule; ``newsflow/storage/lua/assign.lua``
+   arrival order (:mod:`newsflow.core.revisions` states the rule; :mod:`newsflow.storage.groups`
    applies it; the Parquet sink and the story step keep only the newest version under the stored id,
    so it is one row and one report).
 """

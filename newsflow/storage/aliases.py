@@ -7,7 +7,7 @@ AMP paths) need no alias. An alias is for a URL whose id differs from the articl
 pre-redirect URL, or a fetched URL whose page declares another same-site canonical URL.
 
 A re-slugged permalink (rule 5, revisions) is recognised later, by the pipeline, and kept in
-``Keys.article_revisions``; :func:`resolve_article_id` follows both.
+``rev`` of ``Keys.article_record``; :func:`resolve_article_id` follows both.
 
 Key (:meth:`newsflow.storage.keys.Keys.url_alias`): ``P:alias:{article_id(alias URL)}`` -> STRING
 article id, written ``NX`` so the first article an alias was resolved to keeps it (an issued
@@ -64,7 +64,7 @@ def resolve_article_id(redis, keys: Keys, url: str) -> str:
     """The id of the article ``url`` belongs to.
 
     ``article_id(url)``, then its alias target if it is an alias (``Keys.url_alias``), then the article
-    that id is a revision of if the pipeline found one (``Keys.article_revisions``, rule 5 of "Article
+    that id is a revision of if the pipeline found one (``rev`` of ``Keys.article_record``, rule 5 of "Article
     identity" in :mod:`newsflow.core.urls`). Two reads.
 
     Raises:
@@ -73,5 +73,5 @@ def resolve_article_id(redis, keys: Keys, url: str) -> str:
     aid = article_id(url)
     target = redis.get(keys.url_alias(aid))
     aid = _text(target) if target else aid
-    revised = redis.hget(keys.article_revisions, aid)
+    revised = redis.hget(keys.article_record(aid), "rev")
     return _text(revised) if revised else aid

@@ -11,14 +11,11 @@ prefixes share a Redis without seeing each other's keys.
 **Hash tags (Redis NearDuplicateGroup).** Keys that one Lua script or one MULTI/EXEC transaction touches
 together must live in one cluster slot, so the layout itself places a hash tag right after the
 prefix: ``<prefix>:{<group>}:<rest>``, where ``<rest>`` is the key's untagged name (strip the tag
-and you get the name as it was before tags existed). Three groups are tagged:
+and you get the name as it was before tags existed). Two groups are tagged:
 
 ==========  ==================================  =================================================
 tag         keys                                why they share a slot
 ==========  ==================================  =================================================
-``{nd}``    near-duplicate index: ``lsh``,      ``stores/lua/assign.lua`` reads and writes all of
-            ``fp``, ``a2c``, ``article``,       them in one atomic script call (bands, merges,
-            ``cluster*``                        article -> cluster rewrites)
 ``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
                                                 ``stores/story_store.py`` touches the story's
                                                 hash, state, articles and the global ``assign`` /
@@ -27,15 +24,21 @@ tag         keys                                why they share a slot
             ``hosts``, ``host``, ``leases``     (the crawl frontier)    move tasks between them
 ==========  ==================================  =================================================
 
+The near-duplicate index (:mod:`newsflow.storage.groups`) has no multi-key atomic step: its tags name one
+entity each, so it spreads over every slot: ``{lsh:<band>:<4 hex>}`` (one band bucket's two strings),
+``{art:<article id>}`` (an article's serving hash, index record and versions), ``{ndg:<cluster id>}`` (a
+group's hash and sets) and ``{ndx:<shard>}`` (one of ``ND_SHARDS`` shards of the group indexes, by CRC-32 of
+the cluster id). Its writer lease ``P:nd:lease`` and counter ``P:nd:count`` are single untagged keys.
+
 Every other key is untagged, so it hashes on its whole name and spreads over the slots (with the
 default prefix those names are exactly as before). Multi-key writes outside the tagged groups are
 plain (non-transactional) pipelines whose order makes them safe: a pool is replaced by DEL + ZADD +
 EXPIRE of its own key in one MULTI (no temporary key), the events flush advances ``events:flushed``
 before deleting the flushed entries (a repeat rewrites the same content-addressed file), and the
 crawl dead-letter list and its counter need no atomicity. The tag is the group name alone, so the
-``{nd}`` groups of two prefixes share a slot; that is correct, only less spread. The Lua scripts get
-their group's tagged prefix (:attr:`Keys.nd`, :attr:`Keys.crawl_scheduling`) and one key of the
-group (for cluster routing) from Python; they never spell a prefix.
+``{story}`` groups of two prefixes share a slot; that is correct, only less spread. The Lua scripts get
+their group's tagged prefix (:attr:`Keys.crawl_scheduling`) and one key of the group (for cluster
+routing) from Python; they never spell a prefix.
 
 **Reader buckets and event shards.** Per-reader state is spread, never held in one key: a nightly
 per-reader model (and the per-story co-visitation model) is :data:`READER_BUCKETS` = 4,096 hashes
@@ -57,33 +60,36 @@ Table of keys (``P`` = prefix; times are UTC epoch seconds):
 ========================================  ======  ==============================  ================  ==================
 key                                       type    holds                           written by        read by
 ========================================  ======  ==============================  ================  ==================
-``P:{nd}:lsh:{i}:{hhhh}``                 SET     "<fp hex>:<article id>" of      assign.lua        assign.lua,
-                                                  articles whose band i (bits                       RedisGroupStore
-                                                  16i..16i+15) is hhhh
-``P:{nd}:fp``                             HASH    article id -> SimHash (16 hex)  assign.lua        RedisGroupStore
-``P:{nd}:a2c``                            HASH    article id -> cluster id        assign.lua        RedisGroupStore,
-                                                  (rewritten on merge)                              Redis sinks
-``P:{nd}:article:{article_id}``           HASH    title, url, source_domain,      assign.lua        ranking store,
+``P:{lsh:i:hhhh}:fps``                     STRING  8-byte big-endian SimHash per   RedisGroupStore   RedisGroupStore
+                                                  entry of band bucket i (bits
+                                                  16i..16i+15 = hhhh)
+``P:{lsh:i:hhhh}:ids``                     STRING  "<version id>\\n" per entry,    RedisGroupStore   RedisGroupStore
+                                                  aligned with ``:fps``
+``P:{art:{article_id}}:article``          HASH    title, url, source_domain,      RedisGroupStore   ranking store,
                                                   source_name, event_time,                          trends, sinks
                                                   language, cluster_id, ...
-``P:{nd}:rev``                            HASH    version id -> the article id    assign.lua        sinks, story step,
-                                                  it is a revision of (re-slugged                   storage.aliases
-                                                  URL, same outlet + publish time)
-``P:{nd}:versions:{article_id}``          HASH    version id -> JSON fields, for  assign.lua        assign.lua,
-                                                  articles with >= 2 versions                       RedisGroupStore
-``P:{nd}:mh``                             HASH    article id -> MinHash signature assign.lua        assign.lua
-                                                  (128 x uint32, big-endian)
-``P:{nd}:cluster:{cid}``                  HASH    representative_*,               assign.lua        RedisGroupStore
+``P:{art:{version_id}}:nd``               HASH    index record: fp (16 hex), mh   RedisGroupStore   RedisGroupStore,
+                                                  (MinHash, 128 x uint32 BE),                       sinks, story step,
+                                                  rev (the article id a                             storage.aliases
+                                                  re-slugged version is stored
+                                                  under)
+``P:{art:{article_id}}:versions``         HASH    version id -> JSON fields, for  RedisGroupStore   RedisGroupStore
+                                                  articles with >= 2 versions
+``P:{ndg:{cid}}:cluster``                 HASH    representative_*,               RedisGroupStore   RedisGroupStore
                                                   rep_authority, rep_time,
                                                   earliest_time, latest_time,
-                                                  created_by, merged_into
-``P:{nd}:cluster:{cid}:articles``         SET     member article ids              assign.lua        RedisGroupStore
-``P:{nd}:cluster:{cid}:sources``          SET     distinct member source domains  assign.lua        RedisGroupStore
-``P:{nd}:cluster:{cid}:languages``        SET     distinct member languages       assign.lua        RedisGroupStore
-``P:{nd}:clusters:by_size``               ZSET    live cluster id -> article      assign.lua        RedisGroupStore
-                                                  count
-``P:{nd}:clusters:by_latest``             ZSET    live cluster id -> latest       assign.lua        retention
+                                                  created_by, founder_time
+``P:{ndg:{cid}}:cluster:articles``        SET     member article ids              RedisGroupStore   RedisGroupStore
+``P:{ndg:{cid}}:cluster:sources``         SET     distinct member source domains  RedisGroupStore   RedisGroupStore
+``P:{ndg:{cid}}:cluster:languages``       SET     distinct member languages       RedisGroupStore   RedisGroupStore
+``P:{ndx:{shard}}:clusters:by_size``      ZSET    live cluster id -> article      RedisGroupStore   RedisGroupStore,
+                                                  count (groups of >= 2)                            authority
+``P:{ndx:{shard}}:clusters:by_latest``    ZSET    live cluster id -> latest       RedisGroupStore   retention
                                                   member event time
+``P:nd:lease``                            HASH    writer lease of the index:      RedisGroupStore   RedisGroupStore
+                                                  token, deadline (epoch ms),
+                                                  journal (redo log)
+``P:nd:count``                            STRING  number of indexed versions      RedisGroupStore   RedisGroupStore
 ``P:{story}:story:{story_id}``            HASH    serving record: title, url,     RedisStoryStore   ranking store,
                                                   domain, representative_id,                        trends, serving,
                                                   article_count, source_count,                      demo
@@ -217,7 +223,7 @@ from dataclasses import dataclass
 DEFAULT_KEY_PREFIX = "nf"
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 
-ND_TAG = "{nd}"
+ND_SHARDS = 1024  # shards of the near-duplicate group indexes (Keys.clusters_by_size/_by_latest)
 STORY_TAG = "{story}"
 CRAWL_TAG = "{crawl}"
 READER_BUCKETS = 4096
@@ -283,56 +289,46 @@ class Keys:
         """SCAN pattern of every key under the prefix."""
         return f"{self.prefix}:*"
 
-    # -- near-duplicate index (tag {nd}, one Lua script) -----------------------------------------
-    @property
-    def nd(self) -> str:
-        """Tagged prefix of the near-duplicate group (``nf:{nd}``), handed to ``assign.lua``."""
-        return f"{self.prefix}:{ND_TAG}"
-
+    # -- near-duplicate index (one hash tag per entity; newsflow.storage.groups) ----------------
     def lsh_band(self, i: int, band_hex: str) -> str:
-        """LSH band SET: band ``i`` (0..3) with 4-hex value ``band_hex``."""
-        return f"{self.nd}:lsh:{int(i)}:{band_hex}"
+        """STRING of one LSH band bucket's fingerprints: 8-byte big-endian SimHash per entry, in entry order.
+
+        Band ``i`` (0..3, bits ``16i .. 16i+15``) with 4-hex value ``band_hex``; tag ``{lsh:<i>:<hhhh>}``."""
+        return f"{self.prefix}:{{lsh:{int(i)}:{band_hex}}}:fps"
+
+    def lsh_band_ids(self, i: int, band_hex: str) -> str:
+        """STRING of the same bucket's version ids, ``"<id>\\n"`` per entry, aligned with :meth:`lsh_band`."""
+        return f"{self.prefix}:{{lsh:{int(i)}:{band_hex}}}:ids"
 
     @property
     def lsh_pattern(self) -> str:
-        """SCAN pattern of every LSH band set."""
-        return f"{self.nd}:lsh:*"
+        """SCAN pattern of every LSH band key (both strings of every bucket)."""
+        return f"{self.prefix}:{{lsh:*"
 
     def lsh_bands(self, fp_hex: str) -> list[str]:
-        """The 4 band keys of a 16-hex SimHash (band 0 = least significant 16 bits)."""
+        """The 4 band fingerprint keys of a 16-hex SimHash (band 0 = least significant 16 bits)."""
         return [self.lsh_band(i, fp_hex[12 - 4 * i : 16 - 4 * i]) for i in range(4)]
 
-    @property
-    def fingerprints(self) -> str:
-        """HASH article id -> SimHash."""
-        return f"{self.nd}:fp"
-
-    @property
-    def article_clusters(self) -> str:
-        """HASH article id -> near-duplicate group id (``a2c``)."""
-        return f"{self.nd}:a2c"
+    def lsh_band_id_keys(self, fp_hex: str) -> list[str]:
+        """The 4 band id keys of a 16-hex SimHash, in the order of :meth:`lsh_bands`."""
+        return [self.lsh_band_ids(i, fp_hex[12 - 4 * i : 16 - 4 * i]) for i in range(4)]
 
     def article(self, article_id: str) -> str:
-        """HASH of an article's serving fields."""
-        return f"{self.nd}:article:{article_id}"
+        """HASH of an article's serving fields (``cluster_id`` is its near-duplicate group); tag ``{art:<id>}``."""
+        return f"{self.prefix}:{{art:{article_id}}}:article"
 
-    @property
-    def article_revisions(self) -> str:
-        """HASH version id -> id of the article it is a revision of (``core.urls``, "Article identity" rule 5)."""
-        return f"{self.nd}:rev"
+    def article_record(self, version_id: str) -> str:
+        """HASH index record of one indexed version: ``fp`` (16 hex), ``mh`` (MinHash, 512 bytes, optional),
+        ``rev`` (the article id it is a revision of, optional); tag ``{art:<id>}``."""
+        return f"{self.prefix}:{{art:{version_id}}}:nd"
 
     def article_versions(self, article_id: str) -> str:
         """HASH version id -> JSON fields of each version of an article with two or more versions."""
-        return f"{self.nd}:versions:{article_id}"
-
-    @property
-    def minhashes(self) -> str:
-        """HASH article (version) id -> MinHash signature (128 big-endian uint32, 512 bytes)."""
-        return f"{self.nd}:mh"
+        return f"{self.prefix}:{{art:{article_id}}}:versions"
 
     def cluster(self, cluster_id: str) -> str:
-        """HASH of a near-duplicate group."""
-        return f"{self.nd}:cluster:{cluster_id}"
+        """HASH of a near-duplicate group of two or more articles; tag ``{ndg:<cluster id>}``."""
+        return f"{self.prefix}:{{ndg:{cluster_id}}}:cluster"
 
     def cluster_articles(self, cluster_id: str) -> str:
         """SET of a cluster's member article ids."""
@@ -347,14 +343,32 @@ class Keys:
         return f"{self.cluster(cluster_id)}:languages"
 
     @property
-    def clusters_by_size(self) -> str:
-        """ZSET live cluster id -> article count."""
-        return f"{self.nd}:clusters:by_size"
+    def nd_shards(self) -> int:
+        """Number of shards of the group indexes (``ND_SHARDS``)."""
+        return ND_SHARDS
+
+    @staticmethod
+    def cluster_shard(cluster_id: str) -> int:
+        """The index shard (0 .. ``ND_SHARDS`` - 1) of a cluster id: CRC-32 of its UTF-8 bytes mod ``ND_SHARDS``."""
+        return zlib.crc32(cluster_id.encode("utf-8")) % ND_SHARDS
+
+    def clusters_by_size(self, shard: int) -> str:
+        """ZSET live cluster id -> article count, groups of >= 2 articles of one shard; tag ``{ndx:<shard>}``."""
+        return f"{self.prefix}:{{ndx:{int(shard)}}}:clusters:by_size"
+
+    def clusters_by_latest(self, shard: int) -> str:
+        """ZSET live cluster id -> latest member event time (UTC epoch s) of one shard, the retention index."""
+        return f"{self.prefix}:{{ndx:{int(shard)}}}:clusters:by_latest"
 
     @property
-    def clusters_by_latest(self) -> str:
-        """ZSET live cluster id -> latest member event time (UTC epoch s), the retention index."""
-        return f"{self.nd}:clusters:by_latest"
+    def nd_lease(self) -> str:
+        """HASH writer lease of the near-duplicate index: ``token``, ``deadline`` (epoch ms), ``journal``."""
+        return f"{self.prefix}:nd:lease"
+
+    @property
+    def nd_count(self) -> str:
+        """STRING number of indexed versions (band entries / 4)."""
+        return f"{self.prefix}:nd:count"
 
     # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
     @property

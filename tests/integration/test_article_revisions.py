@@ -20,7 +20,7 @@ from newsflow.schemas import Article
 from newsflow.storage.aliases import record_aliases, resolve_article_id
 from newsflow.storage.groups import RedisGroupStore, StoreConfig, resolve_revisions
 from newsflow.storage.keys import Keys
-from tests.helpers import dump
+from tests.helpers import dump, nd_articles, nd_revisions
 
 BODY = (
     "The mayor opened the new central library on Saturday after three years of building work. The library "
@@ -87,12 +87,12 @@ def test_reslugged_permalink_is_one_article_in_either_order(redis_server):
     keys = Keys("one")
     assert OLD.article_id < NEW.article_id or OLD.article_id > NEW.article_id  # two different ids
     # one article: the first-fetched URL's id, with the new title and URL
-    assert client.hgetall(keys.article_clusters) == {OLD.article_id.encode(): b"c" + OLD.article_id.encode()}
+    assert nd_articles(client, keys) == {OLD.article_id: "c" + OLD.article_id}
     h = client.hgetall(keys.article(OLD.article_id))
     assert h[b"title"] == b"Mayor opens new central library"
     assert h[b"url"] == NEW_URL.encode()
     assert not client.exists(keys.article(NEW.article_id))
-    assert client.hgetall(keys.article_revisions) == {NEW.article_id.encode(): OLD.article_id.encode()}
+    assert nd_revisions(client, keys) == {NEW.article_id: OLD.article_id}
     assert s1.stored_id(NEW.article_id) == OLD.article_id == s2.stored_id(OLD.article_id)
     # a group of one article, counted once
     assert s1.cluster_count() == 1
@@ -148,7 +148,7 @@ def test_same_outlet_at_another_publish_time_is_not_a_revision(redis_server):
     later = page(NEW_URL, "Mayor opens new central library", PUBLISHED + 7200, published=PUBLISHED + 3600)
     store = _run(client, "nf", [OLD, later])
     assert store.stored_id(later.article_id) == later.article_id
-    assert client.hlen(Keys("nf").article_clusters) == 2
+    assert len(nd_articles(client, Keys("nf"))) == 2
     unknown = page(NEW_URL, "Mayor opens new central library", PUBLISHED + 7200, published=None)
     old_unknown = page(OLD_URL, "Mayor opens library", PUBLISHED + 600, published=None)
     store = _run(client, "x", [old_unknown, unknown])
@@ -199,7 +199,7 @@ def test_random_versions_and_orders_match_the_reference_rule(redis_server):
         for i in range(0, len(order), size):
             store.assign_batch(order[i : i + size])
         keys = Keys(prefix)
-        stored = {k.decode() for k in client.hkeys(keys.article_clusters)}
+        stored = set(nd_articles(client, keys))
         assert stored == expected_ids
         for aid, url in expected_urls.items():
             assert client.hget(keys.article(aid), "url").decode() == url
@@ -212,7 +212,9 @@ def test_retention_removes_every_version(redis_server):
     copy = page(COPY_URL, "Mayor opens library", PUBLISHED + 900)
     store = _run(client, "nf", [NEW, copy, OLD])
     keys = Keys("nf")
-    assert client.hlen(keys.minhashes) == 3 and client.hlen(keys.fingerprints) == 3
+    records = [client.hgetall(k) for k in client.scan_iter(match=keys.article_record("*"))]
+    assert len(records) == 3 and all(len(r[b"mh"]) == 512 and len(r[b"fp"]) == 16 for r in records)
+    assert len(store) == 3
     assert client.exists(keys.article_versions(OLD.article_id))
     assert store.expire_before(PUBLISHED) == (0, 0)  # nothing older than the publish time
     assert store.expire_before(PUBLISHED + 1) == (1, 2)  # one group of two articles (three versions)

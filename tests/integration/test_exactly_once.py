@@ -130,7 +130,7 @@ def test_a_crash_at_any_stage_then_a_rerun_gives_the_state_of_a_clean_run(
 
     def ready() -> bool:
         if stage == "near-duplicate groups written":
-            return client.hlen(KEYS.article_clusters) > 0
+            return int(client.get(KEYS.nd_count) or 0) > 0
         if stage == "stories half assigned":
             return client.hlen(KEYS.story_assign) >= N_HEADLINES // 2
         return bool(client.keys("nf:trending:story:*"))

@@ -57,7 +57,8 @@ def test_borderline_wire_copies_join_in_either_order_and_not_without_the_recheck
     off = RedisGroupStore(client, StoreConfig(prefix="off", borderline_jaccard=None))
     off.assign_batch([a, b])
     assert off.cluster_of("a1") == "ca1" and off.cluster_of("b2") == "cb2"
-    assert not client.exists("off:{nd}:mh")  # nothing stored when the re-check is off
+    records = [client.hgetall(key) for key in client.scan_iter(match=off.keys.article_record("*"))]
+    assert len(records) == 2 and all(set(r) == {b"fp"} for r in records)  # no signature when the re-check is off
 
 
 def test_the_scripts_jaccard_is_datasketchs_on_real_borderline_pairs(redis_server):

@@ -7,15 +7,15 @@ from newsflow.core.sources import SourceTable
 from newsflow.pipelines.streaming import run
 from newsflow.storage.keys import Keys
 from newsflow.storage.source_registry import SourceRegistry
-from tests.helpers import write_headlines
+from tests.helpers import nd_articles, write_headlines
 
 KEYS = Keys()
 
 
 def _authorities(client, domain_suffix: str) -> set[float]:
     out = set()
-    for aid in client.hkeys(KEYS.article_clusters):
-        dom, auth = client.hmget(KEYS.article(aid.decode()), "source_domain", "source_authority")
+    for aid in nd_articles(client, KEYS):
+        dom, auth = client.hmget(KEYS.article(aid), "source_domain", "source_authority")
         if dom.decode().endswith(domain_suffix):
             out.add(float(auth))
     return out

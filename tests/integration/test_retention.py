@@ -15,7 +15,7 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
 from newsflow.storage.stories import RedisStoryStore
-from tests.helpers import art, redis_state, state_difference
+from tests.helpers import art, is_nd_key, nd_articles, redis_state, state_difference
 
 KEYS = Keys()
 
@@ -89,26 +89,30 @@ def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_ar
     argv = ["--runner", "DirectRunner", "--input", landing, "--output", str(tmp_path / "out"), "--redis_url", url]
     assert run(argv, environ={}).state == "DONE"
     before = {}  # article id -> (event time, url), read before retention
-    for a in client.hkeys(KEYS.article_clusters):
-        t, u = client.hmget(KEYS.article(a.decode()), "event_time", "url")
-        before[a.decode()] = (float(t), u.decode())
+    for a in nd_articles(client, KEYS):
+        t, u = client.hmget(KEYS.article(a), "event_time", "url")
+        before[a] = (float(t), u.decode())
     times = sorted(t for t, _ in before.values())
     cutoff = times[len(times) // 2]  # about half the articles are older
     out = expire(client, cutoff, KEYS)
     assert out["cutoff"] == cutoff and out["groups"] > 0 and out["stories"] > 0
     # nothing older than the cutoff is left in a group or a story whose latest time is before it
     groups = RedisGroupStore(client)
-    for cid, latest in client.zrange(KEYS.clusters_by_latest, 0, -1, withscores=True):
+    latest_index = [
+        z for i in range(KEYS.nd_shards) for z in client.zrange(KEYS.clusters_by_latest(i), 0, -1, withscores=True)
+    ]
+    assert latest_index
+    for cid, latest in latest_index:
         assert latest >= cutoff and groups.get_cluster(cid.decode()).latest_time == latest
     assert all(s >= cutoff for _, s in client.zrange(KEYS.story_active, 0, -1, withscores=True))
-    kept = {a.decode() for a in client.hkeys(KEYS.article_clusters)}
+    kept = set(nd_articles(client, KEYS))
     assert kept and len(kept) < len(times)
-    nd_and_stories = {k: v for k, v in redis_state(client).items() if b"{nd}" in k or b"{story}" in k}
+    nd_and_stories = {k: v for k, v in redis_state(client).items() if is_nd_key(k) or b"{story}" in k}
     # a cutoff is only moved forward
     assert expire(client, cutoff - 86400.0, KEYS)["cutoff"] == cutoff
     # a rerun of the same input: older articles are dead letters, the kept state does not change
     assert run(argv, environ={}).state == "DONE"
-    assert {k: v for k, v in redis_state(client).items() if b"{nd}" in k or b"{story}" in k} == nd_and_stories
+    assert {k: v for k, v in redis_state(client).items() if is_nd_key(k) or b"{story}" in k} == nd_and_stories
     dead = read_dataset(str(tmp_path / "out"), "deadletters").to_pylist()
     too_old = {d["url"] for d in dead if d["error_type"] == "older_than_retention"}
     assert too_old == {u for t, u in before.values() if t < cutoff}

@@ -13,7 +13,7 @@ from newsflow.core.urls import article_id
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
 from tests.conftest import REPO_ROOT
-from tests.helpers import parquet_rows, redis_state, run_streaming_job, state_difference
+from tests.helpers import is_nd_key, parquet_rows, redis_state, run_streaming_job, state_difference
 
 PUBLISHED = 1_730_000_000.0
 OLD_URL = "https://www.gazette.example.org/city/mayor-opens-library-b2210/"
@@ -82,7 +82,7 @@ def test_reslugged_permalink_is_one_article_and_one_report_in_either_order(tmp_p
     assert set(articles) == {old_id, copy_id}
     assert (articles[old_id]["title"], articles[old_id]["url"]) == ("Mayor opens new central library", NEW_URL)
     # Redis: the new URL's id is a revision of the issued id; the serving hash shows the new version
-    assert c0.hget(KEYS.article_revisions, new_id).decode() == old_id
+    assert c0.hget(KEYS.article_record(new_id), "rev").decode() == old_id
     assert c0.hget(KEYS.article(old_id), "title") == b"Mayor opens new central library"
     assert not c0.exists(KEYS.article(new_id))
     # the story: two articles (the gazette's, the reprint), one independent report
@@ -106,7 +106,7 @@ def test_streaming_mode_newest_version_first_gives_the_stories_and_groups_of_the
 
     def kept(client) -> dict:
         state = redis_state(client)
-        return {k: v for k, v in state.items() if k.startswith((b"nf:{nd}:", b"nf:{story}:story:"))}
+        return {k: v for k, v in state.items() if is_nd_key(k) or k.startswith(b"nf:{story}:story:")}
 
     a, b = kept(bounded), kept(streamed)
     assert a == b, state_difference(a, b)

@@ -289,7 +289,7 @@ def test_authority_recomputed_from_near_duplicate_groups(redis_flushed, tmp_path
         for aid, domain, t in members:
             client.hset(keys.article(aid), mapping={"source_domain": domain, "event_time": repr(t)})
             client.sadd(keys.cluster_articles(cid), aid)
-        client.zadd(keys.clusters_by_size, {cid: len(members)})
+        client.zadd(keys.clusters_by_size(keys.cluster_shard(cid)), {cid: len(members)})
     rc, out = cli("sources", "authority", "--redis-url", url, "--key-prefix", "auth")
     assert rc == 0 and json.loads(out) == {
         "groups": 11,

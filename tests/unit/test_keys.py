@@ -14,18 +14,19 @@ def every_key(k: Keys) -> dict[str, str]:
     """One instance of every key and pattern the layout names."""
     return {
         "lsh_band": k.lsh_band(2, "abcd"),
+        "lsh_band_ids": k.lsh_band_ids(2, "abcd"),
         "lsh_pattern": k.lsh_pattern,
-        "fingerprints": k.fingerprints,
-        "article_clusters": k.article_clusters,
         "article": k.article("a1"),
-        "article_revisions": k.article_revisions,
+        "article_record": k.article_record("a1"),
         "article_versions": k.article_versions("a1"),
-        "minhashes": k.minhashes,
         "cluster": k.cluster("c1"),
         "cluster_articles": k.cluster_articles("c1"),
         "cluster_sources": k.cluster_sources("c1"),
         "cluster_languages": k.cluster_languages("c1"),
-        "clusters_by_size": k.clusters_by_size,
+        "clusters_by_size": k.clusters_by_size(7),
+        "clusters_by_latest": k.clusters_by_latest(7),
+        "nd_lease": k.nd_lease,
+        "nd_count": k.nd_count,
         "story": k.story("s1"),
         "story_articles": k.story_articles("s1"),
         "story_state": k.story_state("s1"),
@@ -77,12 +78,12 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
     k = Keys()
     assert k.prefix == "nf"
     assert k.lsh_bands("123456789abcdef0") == [
-        "nf:{nd}:lsh:0:def0",
-        "nf:{nd}:lsh:1:9abc",
-        "nf:{nd}:lsh:2:5678",
-        "nf:{nd}:lsh:3:1234",
+        "nf:{lsh:0:def0}:fps",
+        "nf:{lsh:1:9abc}:fps",
+        "nf:{lsh:2:5678}:fps",
+        "nf:{lsh:3:1234}:fps",
     ]
-    assert k.article("a1") == "nf:{nd}:article:a1" and k.cluster_languages("c") == "nf:{nd}:cluster:c:languages"
+    assert k.article("a1") == "nf:{art:a1}:article" and k.cluster_languages("c") == "nf:{ndg:c}:cluster:languages"
     assert k.story("s1") == "nf:{story}:story:s1" and k.story_active == "nf:{story}:story:active"
     assert k.crawl_queue("e.test") == "nf:{crawl}:crawl:q:e.test" and k.crawl_scheduling == "nf:{crawl}:crawl:"
     # untagged keys are exactly the names used before the layout existed
@@ -134,17 +135,6 @@ def test_every_key_and_pattern_is_under_the_prefix(prefix):
 def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
     k = Keys("alt")
     groups = {
-        "nd": [
-            k.fingerprints,
-            k.article_clusters,
-            k.article("a9"),
-            k.cluster("c1"),
-            k.cluster_articles("c2"),
-            k.cluster_sources("c3"),
-            k.cluster_languages("c4"),
-            k.clusters_by_size,
-            *k.lsh_bands("0123456789abcdef"),
-        ],
         "story": [
             k.story("s1"),
             k.story("s2"),
@@ -168,7 +158,7 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
         group_slots = {key_slot(key.encode()) for key in keys}
         assert len(group_slots) == 1, (name, group_slots)
         slots[name] = group_slots.pop()
-    assert len(set(slots.values())) == 3
+    assert len(set(slots.values())) == 2
     untagged = [k.user(f"u{i}") for i in range(20)] + [k.feed("user", f"u{i}") for i in range(20)]
     assert all("{" not in key for key in untagged)
     assert len({key_slot(key.encode()) for key in untagged}) > 30
@@ -218,3 +208,34 @@ def test_reader_models_events_and_active_readers_spread_over_buckets_and_shards(
     bucket_slots = {key_slot(k.model_bucket("interest", "d", i).encode()) for i in range(READER_BUCKETS)}
     shard_slots = {key_slot(k.events(i).encode()) for i in range(EVENT_SHARDS)}
     assert len(bucket_slots) > 0.75 * READER_BUCKETS and len(shard_slots) > 0.9 * EVENT_SHARDS
+
+
+def test_near_duplicate_keys_are_tagged_by_their_entity_and_spread_over_slots():
+    """Every near-duplicate key family's hash tag holds the id of one entity (band bucket, article, group, index
+    shard): the keys of one entity share a slot, different entities' keys spread; the lease and the counter are
+    single untagged keys."""
+    import re
+
+    k = Keys("alt")
+    families = {
+        "band bucket": lambda i: [k.lsh_band(i % 4, f"{i:04x}"), k.lsh_band_ids(i % 4, f"{i:04x}")],
+        "article": lambda i: [k.article(f"a{i}"), k.article_record(f"a{i}"), k.article_versions(f"a{i}")],
+        "group": lambda i: [
+            k.cluster(f"ca{i}"),
+            k.cluster_articles(f"ca{i}"),
+            k.cluster_sources(f"ca{i}"),
+            k.cluster_languages(f"ca{i}"),
+        ],
+        "index shard": lambda i: [k.clusters_by_size(i), k.clusters_by_latest(i)],
+    }
+    for name, keys_of in families.items():
+        slots = set()
+        for i in range(200):
+            keys = keys_of(i)
+            tags = {re.search(r"{([^}]*)}", key).group(1) for key in keys}
+            assert len(tags) == 1, (name, keys)
+            assert str(i) in tags.pop() or f"{i:04x}" in keys[0], (name, keys)
+            slots |= {key_slot(key.encode()) for key in keys}
+        assert len(slots) > 150, (name, len(slots))  # 200 entities: spread, not one slot
+    assert "{" not in k.nd_lease and "{" not in k.nd_count
+    assert {k.cluster_shard(f"c{i}") for i in range(5000)} == set(range(k.nd_shards))
