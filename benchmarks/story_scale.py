@@ -133,7 +133,9 @@ def synthetic_stories(n, vecs, ents, t0, window_s, rng, disjoint=False) -> list[
                 story_id=f"syn{i:07d}",
                 centroid=centroid,
                 entities=entities,
-                members={f"syn-a{i}": {"t": latest, "domain": "", "cluster": f"syn-a{i}", "authority": 0.5}},
+                article_count=1,
+                representative=[latest, f"syn-a{i}", 0.5, "", "", ""],
+                groups={f"syn-a{i}": [latest, f"syn-a{i}", 0.5, "", "", ""]},
                 earliest_time=latest,
                 latest_time=latest,
             )

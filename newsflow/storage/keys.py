@@ -20,9 +20,10 @@ tag         keys                                why they share a slot
             ``fp``, ``a2c``, ``article``,       them in one atomic script call (bands, merges,
             ``cluster*``                        article -> cluster rewrites)
 ``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
-                                                ``stores/story_store.py`` touches the story's
-                                                hash, state, articles and the global ``assign`` /
-                                                ``active`` / ``merges`` keys together
+                                                ``storage/stories.py`` touches the story's
+                                                hash, state, articles, groups, outlets and the
+                                                global ``assign`` / ``active`` / ``merges`` keys
+                                                together
 ``{crawl}`` crawl scheduling: ``task``, ``q``,  the frontier's claim/add/complete Lua scripts
             ``hosts``, ``host``, ``leases``     (the crawl frontier)    move tasks between them
 ==========  ==================================  =================================================
@@ -77,10 +78,18 @@ key                                       type    holds                         
                                                   topics (JSON), languages,
                                                   authority, embedding,
                                                   entities, merged_into
-``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time        RedisStoryStore   ranking store,
-                                                                                                    trends
-``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state (deleted   RedisStoryStore   RedisStoryStore
-                                                  on merge)
+``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time: the   RedisStoryStore   ranking store,
+                                                  members (written by delta; a                      trends, snapshot
+                                                  merged story keeps its own)
+``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state, fixed     RedisStoryStore   RedisStoryStore
+                                                  size, no members (deleted on
+                                                  merge)
+``P:{story}:story:{story_id}:groups``     HASH    near-duplicate group id ->      RedisStoryStore   RedisStoryStore
+                                                  JSON original [t, id,
+                                                  authority, domain, title, url]
+                                                  (deleted on merge)
+``P:{story}:story:{story_id}:outlets``    SET     distinct member outlets         RedisStoryStore   RedisStoryStore
+                                                  (deleted on merge)
 ``P:{story}:story:assign``                HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore
                                                   first assigned to
                                                   (idempotency)
@@ -326,8 +335,17 @@ class Keys:
         return f"{self.story_base}{story_id}:articles"
 
     def story_state(self, story_id: str) -> str:
-        """STRING clusterer JSON state of a live story."""
+        """STRING clusterer JSON state of a live story (fixed-size fields, no member list)."""
         return f"{self.story_base}{story_id}:state"
+
+    def story_groups(self, story_id: str) -> str:
+        """HASH near-duplicate group id -> JSON original ``[t, article id, authority, domain, title, url]``
+        of a live story's independent reports."""
+        return f"{self.story_base}{story_id}:groups"
+
+    def story_outlets(self, story_id: str) -> str:
+        """SET distinct outlets (registrable domains) of a live story's members."""
+        return f"{self.story_base}{story_id}:outlets"
 
     @property
     def story_assign(self) -> str:
@@ -361,7 +379,7 @@ class Keys:
 
     def story_id_of(self, key) -> str | None:
         """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
-        (the story's ``:articles``/``:state`` keys and ``assign``/``active``/``merges``)."""
+        (the story's ``:articles``/``:state``/``:groups``/``:outlets`` keys and ``assign``/``active``/``merges``)."""
         key = _s(key)
         if not key.startswith(self.story_base):
             return None
