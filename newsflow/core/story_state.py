@@ -181,8 +181,18 @@ class StoryState:
         self.article_count += loser.article_count
         self.delta.added.update(loser.delta.added)
         self.delta.absorbed += [loser.story_id, *loser.delta.absorbed]
-        for cluster, original in sorted(loser.groups.items()):
-            self._offer(cluster, list(original))
+        shared = loser.groups.keys() & self.groups.keys()
+        only = {c: o for c, o in loser.groups.items() if c not in shared} if shared else loser.groups
+        # the groups only the loser has keep its originals; the best of those is the loser's representative
+        # unless that one's group is shared (then a pass over them finds it)
+        self.groups.update(only)
+        self.delta.groups.update(only)
+        lrep = loser.representative
+        if lrep is not None and any(loser.groups[c][1] == lrep[1] for c in shared):
+            lrep = min(only.values(), key=_rank, default=None)
+        self.representative = min((r for r in (self.representative, lrep) if r is not None), key=_rank, default=None)
+        for cluster in shared:
+            self._offer(cluster, loser.groups[cluster])
         new = loser.outlets - self.outlets
         self.outlets |= new
         self.delta.outlets |= new
