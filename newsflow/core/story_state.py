@@ -7,11 +7,12 @@ runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Re
 **State grows by deltas.** A :class:`StoryState` never holds its member list: a story's members live in the
 store (``Keys.story_articles``, or :attr:`InMemoryStoryStore.members`). The state holds what scoring and the
 serving record need, in fields whose size does not grow with the members (centroid, entities, topic sums,
-embedding mean, counts, times, the representative, the distinct languages), plus two sets the serving counts
-need: the near-duplicate groups' originals (:attr:`StoryState.groups`, one entry per independent report) and the
-distinct outlets (:attr:`StoryState.outlets`); the stores keep those two in keys of their own. What changed since
-the store last committed the state is kept apart (:attr:`StoryState.delta`), so a store writes only the members
-added, the groups and outlets that changed, and the fixed-size JSON (:meth:`StoryState.to_json`).
+embedding mean, counts, times, the representative, the distinct languages; ``merged_from`` grows with the
+stories merged in, not with their members), plus two sets the serving counts need: the near-duplicate groups'
+originals (:attr:`StoryState.groups`, one entry per independent report) and the distinct outlets
+(:attr:`StoryState.outlets`); the stores keep those two in keys of their own. What changed since the store last
+committed the state is kept apart (:attr:`StoryState.delta`), so a store writes only the members added, the
+groups and outlets that changed, and the fixed-size JSON (:meth:`StoryState.to_json`).
 """
 
 from __future__ import annotations
