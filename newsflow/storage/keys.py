@@ -88,8 +88,9 @@ key                                       type    holds                         
                                                   JSON original [t, id,
                                                   authority, domain, title, url]
                                                   (deleted on merge)
-``P:{story}:story:{story_id}:outlets``    SET     distinct member outlets         RedisStoryStore   RedisStoryStore
-                                                  (deleted on merge)
+``P:{story}:story:{story_id}:outlets``    HASH    distinct member outlets -> 1    RedisStoryStore   RedisStoryStore
+                                                  (a HASH: compact while small;
+                                                  deleted on merge)
 ``P:{story}:story:assign``                HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore
                                                   first assigned to
                                                   (idempotency)
@@ -344,7 +345,8 @@ class Keys:
         return f"{self.story_base}{story_id}:groups"
 
     def story_outlets(self, story_id: str) -> str:
-        """SET distinct outlets (registrable domains) of a live story's members."""
+        """HASH distinct outlet (registrable domain) of a live story's members -> 1 (a HASH, not a SET: small
+        hashes are stored compactly by Redis, small sets of strings are not before Redis 7.2)."""
         return f"{self.story_base}{story_id}:outlets"
 
     @property

@@ -278,7 +278,7 @@ class RedisStoryStore:
         for sid in ids:
             pipe.get(self.keys.story_state(sid))
             pipe.hgetall(self.keys.story_groups(sid))
-            pipe.smembers(self.keys.story_outlets(sid))
+            pipe.hkeys(self.keys.story_outlets(sid))
         got = pipe.execute()
         out = []
         for i in range(0, len(got), 3):
@@ -351,7 +351,7 @@ class RedisStoryStore:
                 mapping={c: json.dumps(state.groups[c], separators=(",", ":")) for c in sorted(state.delta.groups)},
             )
         if state.delta.outlets:
-            pipe.sadd(self.keys.story_outlets(sid), *sorted(state.delta.outlets))
+            pipe.hset(self.keys.story_outlets(sid), mapping=dict.fromkeys(sorted(state.delta.outlets), 1))
         pipe.zadd(self.keys.story_active, {sid: state.latest_time})
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
