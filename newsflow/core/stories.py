@@ -416,15 +416,16 @@ class StoryAssigner:
             )
             story.embedding_mean = [float(x) for x in mean]
             story.embedding_n += 1
-        story.members[a.article_id] = {
-            "t": float(a.event_time),
-            "domain": a.source_domain,
-            "cluster": a.cluster_id or ("a" + a.article_id),
-            "authority": float(a.authority),
-            "title": a.title,
-            "url": a.url,
-            "lang": a.language or "und",
-        }
+        story.add_member(
+            a.article_id,
+            float(a.event_time),
+            a.source_domain,
+            a.cluster_id or ("a" + a.article_id),
+            float(a.authority),
+            a.title,
+            a.url,
+            a.language or "und",
+        )
         story.earliest_time = min(story.earliest_time, float(a.event_time))
         story.latest_time = max(story.latest_time, float(a.event_time))
 
@@ -461,7 +462,7 @@ class StoryAssigner:
                 )
                 winner.embedding_mean = [float(x) for x in mean]
                 winner.embedding_n += loser.embedding_n
-        winner.members.update(loser.members)
+        winner.absorb_members(loser)
         winner.earliest_time = min(winner.earliest_time, loser.earliest_time)
         winner.latest_time = max(winner.latest_time, loser.latest_time)
         winner.merged_from = sorted(set(winner.merged_from) | {loser.story_id} | set(loser.merged_from))

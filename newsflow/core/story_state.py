@@ -3,6 +3,16 @@
 
 :class:`newsflow.core.stories.StoryAssigner` keeps all of its state behind :class:`StoryStore`, so the same logic
 runs in a unit test (:class:`InMemoryStoryStore`) and in the pipeline against Redis, where it survives restarts.
+
+**State grows by deltas.** A :class:`StoryState` never holds its member list: a story's members live in the
+store (``Keys.story_articles``, or :attr:`InMemoryStoryStore.members`). The state holds what scoring and the
+serving record need, in fields whose size does not grow with the members (centroid, entities, topic sums,
+embedding mean, counts, times, the representative, the distinct languages; ``merged_from`` grows with the
+stories merged in, not with their members), plus two sets the serving counts need: the near-duplicate groups'
+originals (:attr:`StoryState.groups`, one entry per independent report) and the distinct outlets
+(:attr:`StoryState.outlets`); the stores keep those two in keys of their own. What changed since the store last
+committed the state is kept apart (:attr:`StoryState.delta`), so a store writes only the members added, the
+groups and outlets that changed, and the fixed-size JSON (:meth:`StoryState.to_json`).
 """
 
 from __future__ import annotations
@@ -18,28 +28,79 @@ import numpy as np
 
 from newsflow.core.outlets import outlet
 
+# Fields of the clusterer JSON (:meth:`StoryState.to_json`); the others are kept by the stores apart.
+_JSON_FIELDS = (
+    "story_id",
+    "centroid",
+    "entities",
+    "topic_sums",
+    "topic_n",
+    "embedding_mean",
+    "embedding_n",
+    "earliest_time",
+    "latest_time",
+    "merged_from",
+    "article_count",
+    "languages",
+    "representative",
+)
+
+
+def _rank(original: list) -> tuple:
+    """Representative order of a group original ``[t, article id, authority, ...]``: highest authority,
+    then earliest event time, then smallest article id."""
+    return (-original[2], original[0], original[1])
+
+
+@dataclass
+class StoryDelta:
+    """What changed in a :class:`StoryState` since its store last committed it.
+
+    Attributes:
+      added: article id -> event time (UTC epoch s) of the members added (including an absorbed story's
+        uncommitted ones).
+      groups: near-duplicate group ids whose original is new or changed.
+      outlets: outlets new to the story.
+      absorbed: ids of the stories merged into this one since the commit, in merge order (each with the
+        stories it had absorbed uncommitted before): their committed members must be copied by the store.
+    """
+
+    added: dict[str, float] = field(default_factory=dict)
+    groups: set[str] = field(default_factory=set)
+    outlets: set[str] = field(default_factory=set)
+    absorbed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.groups or self.outlets or self.absorbed)
+
 
 @dataclass
 class StoryState:
-    """Mutable state of one story.
+    """Mutable state of one story (members are not in it: see the module docstring).
 
     Attributes:
       story_id: ``"s"`` + article id of the founding article (stable).
       centroid: sparse sum of member TF-IDF vectors (term -> weight), pruned to the strongest terms.
       entities: entity key -> ``[display text, label, count]``.
-      members: article id -> member record ``{t, domain, cluster, authority, title, url, lang}``.
       topic_sums: topic label -> sum of member probabilities.
       topic_n: members that carried topic predictions.
       embedding_mean: running mean of member embeddings (list of floats) or ``None``.
       embedding_n: members averaged into ``embedding_mean``.
       earliest_time / latest_time: member event-time range, UTC epoch seconds.
       merged_from: ids of stories merged into this one.
+      article_count: members.
+      languages: distinct member languages, sorted.
+      representative: the original of the highest-authority independent report
+        (``[t, article id, authority, domain, title, url]``, see :meth:`add_member`), or ``None``.
+      groups: near-duplicate group id -> its original (earliest ``(t, article id)`` member) as
+        ``[t, article id, authority, domain, title, url]``; one entry per independent report (not in the JSON).
+      outlets: distinct member outlets (registrable domains, :func:`newsflow.core.outlets.outlet`; not in the JSON).
+      delta: changes since the store last committed this state (:class:`StoryDelta`; not in the JSON).
     """
 
     story_id: str
     centroid: dict[str, float] = field(default_factory=dict)
     entities: dict[str, list] = field(default_factory=dict)
-    members: dict[str, dict[str, Any]] = field(default_factory=dict)
     topic_sums: dict[str, float] = field(default_factory=dict)
     topic_n: int = 0
     embedding_mean: list[float] | None = None
@@ -47,51 +108,138 @@ class StoryState:
     earliest_time: float = float("inf")
     latest_time: float = float("-inf")
     merged_from: list[str] = field(default_factory=list)
+    article_count: int = 0
+    languages: list[str] = field(default_factory=list)
+    representative: list | None = None
+    groups: dict[str, list] = field(default_factory=dict, repr=False)
+    outlets: set[str] = field(default_factory=set, repr=False)
+    delta: StoryDelta = field(default_factory=StoryDelta, repr=False, compare=False)
 
     def to_json(self) -> str:
-        """Serializes the state (round-trips through :meth:`from_json`)."""
-        return json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True)
+        """Serializes the fixed-size fields (round-trips through :meth:`from_json`, which leaves
+        :attr:`groups` and :attr:`outlets` empty: the stores keep them apart)."""
+        return json.dumps({k: getattr(self, k) for k in _JSON_FIELDS}, separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> StoryState:
-        """Parses :meth:`to_json` output."""
-        return cls(**json.loads(text))
+    def from_json(
+        cls, text: str | bytes, groups: dict[str, list] | None = None, outlets: Iterable[str] = ()
+    ) -> StoryState:
+        """Parses :meth:`to_json` output, with the story's ``groups`` and ``outlets`` as stored apart.
+
+        A state written before members moved out of it (a ``members`` field: article id ->
+        ``{t, domain, cluster, authority, title, url, lang}``) is read by adding those members again,
+        so its groups, outlets and members are all in :attr:`delta` and the next write stores them.
+        """
+        data = json.loads(text)
+        legacy = data.pop("members", None)
+        state = cls(**data, groups=dict(groups or {}), outlets=set(outlets))
+        if legacy is not None:
+            for aid, m in sorted(legacy.items(), key=lambda kv: (kv[1]["t"], kv[0])):
+                state.add_member(
+                    aid, m["t"], m["domain"], m["cluster"], m["authority"], m["title"], m["url"], m["lang"]
+                )
+        return state
+
+    # ---- members (the clusterer's only way to change them) -------------------------------------
+    def add_member(
+        self,
+        article_id: str,
+        t: float,
+        domain: str,
+        cluster: str,
+        authority: float,
+        title: str = "",
+        url: str = "",
+        lang: str = "und",
+    ) -> None:
+        """Adds one member (an article not in any story yet) to the counts, the groups, the outlets,
+        the languages and the representative, in O(1) except when it displaces the representative's
+        group original (a late, earlier copy): then O(independent reports).
+
+        Args:
+          article_id: the member.
+          t: its event time, UTC epoch seconds.
+          domain: its source domain (``""`` if unknown: not counted as an outlet).
+          cluster: its near-duplicate group id.
+          authority: its authority in [0, 1].
+          title / url: shown when it is the representative.
+          lang: its language code.
+        """
+        self.article_count += 1
+        self.delta.added[article_id] = t
+        self._offer(cluster, [t, article_id, authority, domain, title, url])
+        o = outlet(domain) if domain else ""
+        if o and o not in self.outlets:
+            self.outlets.add(o)
+            self.delta.outlets.add(o)
+        if lang not in self.languages:
+            self.languages = sorted([*self.languages, lang])
+
+    def absorb_members(self, loser: StoryState) -> None:
+        """Takes ``loser``'s members (a merge): counts, groups, outlets, languages, representative,
+        and the delta the store needs to move them, in O(loser's independent reports + outlets +
+        uncommitted members)."""
+        self.article_count += loser.article_count
+        self.delta.added.update(loser.delta.added)
+        self.delta.absorbed += [loser.story_id, *loser.delta.absorbed]
+        shared = loser.groups.keys() & self.groups.keys()
+        only = {c: o for c, o in loser.groups.items() if c not in shared} if shared else loser.groups
+        # the groups only the loser has keep its originals; the best of those is the loser's representative
+        # unless that one's group is shared (then a pass over them finds it)
+        self.groups.update(only)
+        self.delta.groups.update(only)
+        lrep = loser.representative
+        if lrep is not None and any(loser.groups[c][1] == lrep[1] for c in shared):
+            lrep = min(only.values(), key=_rank, default=None)
+        self.representative = min((r for r in (self.representative, lrep) if r is not None), key=_rank, default=None)
+        for cluster in shared:
+            self._offer(cluster, loser.groups[cluster])
+        new = loser.outlets - self.outlets
+        self.outlets |= new
+        self.delta.outlets |= new
+        self.languages = sorted(set(self.languages) | set(loser.languages))
+
+    def _offer(self, cluster: str, original: list) -> None:
+        """Makes ``original`` its group's original if it is earlier, and keeps :attr:`representative`."""
+        cur = self.groups.get(cluster)
+        if cur is not None and (cur[0], cur[1]) <= (original[0], original[1]):
+            return
+        self.groups[cluster] = original
+        self.delta.groups.add(cluster)
+        rep = self.representative
+        if cur is not None and rep is not None and rep[1] == cur[1]:
+            self.representative = min(self.groups.values(), key=_rank)  # the representative lost its group
+        elif rep is None or _rank(original) < _rank(rep):
+            self.representative = original
+
+    def committed(self) -> StoryDelta:
+        """Returns the pending :attr:`delta` and starts a new one (a store calls it once the delta is written)."""
+        out, self.delta = self.delta, StoryDelta()
+        return out
 
     # ---- derived serving fields -------------------------------------------------------------
-    def representative(self) -> str | None:
+    def representative_id(self) -> str | None:
         """Article id of the highest-authority independent report.
 
         Each near-duplicate group contributes one independent report, its earliest member (the
         original; later members are syndicated copies). Among those, the highest authority wins;
         ties go to the earlier event time, then the smaller article id.
         """
-        originals: dict[str, tuple[float, str]] = {}
-        for aid, m in self.members.items():
-            key = (m["t"], aid)
-            cur = originals.get(m["cluster"])
-            if cur is None or key < cur:
-                originals[m["cluster"]] = key
-        best = None
-        for _, aid in originals.values():
-            m = self.members[aid]
-            rank = (-m["authority"], m["t"], aid)
-            if best is None or rank < best[0]:
-                best = (rank, aid)
-        return best[1] if best else None
+        return self.representative[1] if self.representative else None
 
     def independent_count(self) -> int:
         """Distinct near-duplicate groups among the members (independent reports)."""
-        return len({m["cluster"] for m in self.members.values()})
+        return len(self.groups)
 
     def source_count(self) -> int:
         """Distinct outlets among the members: registrable domains (:func:`newsflow.core.outlets.outlet`), so
         ``uk.reuters.com`` and ``in.reuters.com`` count as one source, as on every other surface."""
-        return len({outlet(m["domain"]) for m in self.members.values() if m["domain"]})
+        return len(self.outlets)
 
     def serving_record(self, merged_into: str = "", top_entities: int = 10, top_topics: int = 3) -> dict[str, Any]:
-        """The story serving hash fields (:meth:`newsflow.storage.keys.Keys.story`) (values as str/bytes/int/float)."""
-        rep = self.representative()
-        m = self.members.get(rep, {}) if rep else {}
+        """The story serving hash fields (:meth:`newsflow.storage.keys.Keys.story`) (values as str/bytes/int/float);
+        its size does not grow with the members."""
+        rep = self.representative or [0.0, "", 0.0, "", "", ""]
         topics = {}
         if self.topic_n:
             means = sorted(((s / self.topic_n, lab) for lab, s in self.topic_sums.items()), reverse=True)
@@ -104,18 +252,18 @@ class StoryState:
         else:
             emb = b""
         return {
-            "title": m.get("title", ""),
-            "url": m.get("url", ""),
-            "domain": m.get("domain", ""),
-            "representative_id": rep or "",
-            "article_count": len(self.members),
+            "title": rep[4],
+            "url": rep[5],
+            "domain": rep[3],
+            "representative_id": rep[1],
+            "article_count": self.article_count,
             "source_count": self.source_count(),
             "independent_count": self.independent_count(),
             "earliest_time": self.earliest_time,
             "latest_time": self.latest_time,
             "topics": json.dumps(topics, sort_keys=True),
-            "languages": json.dumps(sorted({x["lang"] for x in self.members.values()})),
-            "authority": round(float(m.get("authority", 0.0)), 6),
+            "languages": json.dumps(self.languages),
+            "authority": round(float(rep[2]), 6),
             "embedding": emb,
             "entities": json.dumps([{"key": k, "text": v[0], "label": v[1], "count": v[2]} for k, v in ents]),
             "merged_into": merged_into,
@@ -240,10 +388,12 @@ class StoryStore(Protocol):
         article's step. A store may return more live stories (of latest time >= ``since``), never fewer."""
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
-        """Writes a story's state and serving record; records ``article_id``'s assignment."""
+        """Writes a story's state, serving record and :attr:`StoryState.delta` (the members added, taken
+        with :meth:`StoryState.committed` once written); records ``article_id``'s assignment."""
 
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
-        """Saves ``winner`` (which already absorbed ``loser``), retires ``loser`` and records the merge."""
+        """Saves ``winner`` (which already absorbed ``loser``, :meth:`StoryState.absorb_members`), retires
+        ``loser`` with its members at retirement and records the merge; ``winner`` gets ``loser``'s members."""
 
 
 class InMemoryStoryStore:
@@ -253,12 +403,20 @@ class InMemoryStoryStore:
     ``index_horizon_s`` of the newest look-back asked for; an older look-back (a very late article)
     is answered by testing every story in :attr:`stories`.
 
+    Attributes:
+      stories: live story id -> state.
+      members: story id -> {article id -> event time} (a retired story keeps its members at retirement).
+      assign: article id -> story id it was first assigned to.
+      merged_into: retired story id -> the story it was merged into.
+      merges: merge records ``{from, into, time, article_id}`` in order.
+
     Args:
       index_horizon_s: how far behind the newest look-back the index keeps stories, seconds.
     """
 
     def __init__(self, index_horizon_s: float = 86400.0) -> None:
         self.stories: dict[str, StoryState] = {}
+        self.members: dict[str, dict[str, float]] = {}
         self.assign: dict[str, str] = {}
         self.merged_into: dict[str, str] = {}
         self.merges: list[dict[str, Any]] = []
@@ -286,6 +444,7 @@ class InMemoryStoryStore:
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
         self.stories[state.story_id] = state
+        self.members.setdefault(state.story_id, {}).update(state.committed().added)
         self.index.put(state)
         if article_id is not None:
             self.assign.setdefault(article_id, state.story_id)
@@ -293,6 +452,9 @@ class InMemoryStoryStore:
     def merge(self, loser: StoryState, winner: StoryState, time: float, article_id: str) -> None:
         self.stories.pop(loser.story_id, None)
         self.index.drop(loser.story_id)
+        gone = self.members.setdefault(loser.story_id, {})
+        gone.update(loser.committed().added)
+        self.members.setdefault(winner.story_id, {}).update(gone)  # winner's delta.added also holds them
         self.merged_into[loser.story_id] = winner.story_id
         self.merges.append({"from": loser.story_id, "into": winner.story_id, "time": time, "article_id": article_id})
         self.stories[winner.story_id] = winner

@@ -17,9 +17,10 @@ and you get the name as it was before tags existed). Two groups are tagged:
 tag         keys                                why they share a slot
 ==========  ==================================  =================================================
 ``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
-                                                ``stores/story_store.py`` touches the story's
-                                                hash, state, articles and the global ``assign`` /
-                                                ``active`` / ``merges`` keys together
+                                                ``storage/stories.py`` touches the story's
+                                                hash, state, articles, groups, outlets and the
+                                                global ``assign`` / ``active`` / ``merges`` keys
+                                                together
 ``{crawl}`` crawl scheduling: ``task``, ``q``,  the frontier's claim/add/complete Lua scripts
             ``hosts``, ``host``, ``leases``     (the crawl frontier)    move tasks between them
 ==========  ==================================  =================================================
@@ -98,10 +99,19 @@ key                                       type    holds                         
                                                   topics (JSON), languages,
                                                   authority, embedding,
                                                   entities, merged_into
-``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time        RedisStoryStore   ranking store,
-                                                                                                    trends
-``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state (deleted   RedisStoryStore   RedisStoryStore
-                                                  on merge)
+``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time: the   RedisStoryStore   ranking store,
+                                                  members (written by delta; a                      trends, snapshot
+                                                  merged story keeps its own)
+``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state, fixed     RedisStoryStore   RedisStoryStore
+                                                  size, no members (deleted on
+                                                  merge)
+``P:{story}:story:{story_id}:groups``     HASH    near-duplicate group id ->      RedisStoryStore   RedisStoryStore
+                                                  JSON original [t, id,
+                                                  authority, domain, title, url]
+                                                  (deleted on merge)
+``P:{story}:story:{story_id}:outlets``    HASH    distinct member outlets -> 1    RedisStoryStore   RedisStoryStore
+                                                  (a HASH: compact while small;
+                                                  deleted on merge)
 ``P:{story}:story:assign``                HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore
                                                   first assigned to
                                                   (idempotency)
@@ -385,8 +395,18 @@ class Keys:
         return f"{self.story_base}{story_id}:articles"
 
     def story_state(self, story_id: str) -> str:
-        """STRING clusterer JSON state of a live story."""
+        """STRING clusterer JSON state of a live story (fixed-size fields, no member list)."""
         return f"{self.story_base}{story_id}:state"
+
+    def story_groups(self, story_id: str) -> str:
+        """HASH near-duplicate group id -> JSON original ``[t, article id, authority, domain, title, url]``
+        of a live story's independent reports."""
+        return f"{self.story_base}{story_id}:groups"
+
+    def story_outlets(self, story_id: str) -> str:
+        """HASH distinct outlet (registrable domain) of a live story's members -> 1 (a HASH, not a SET: small
+        hashes are stored compactly by Redis, small sets of strings are not before Redis 7.2)."""
+        return f"{self.story_base}{story_id}:outlets"
 
     @property
     def story_assign(self) -> str:
@@ -420,7 +440,7 @@ class Keys:
 
     def story_id_of(self, key) -> str | None:
         """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
-        (the story's ``:articles``/``:state`` keys and ``assign``/``active``/``merges``)."""
+        (the story's ``:articles``/``:state``/``:groups``/``:outlets`` keys and ``assign``/``active``/``merges``)."""
         key = _s(key)
         if not key.startswith(self.story_base):
             return None

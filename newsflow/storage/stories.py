@@ -3,9 +3,20 @@
 :class:`newsflow.core.story_state.InMemoryStoryStore`), where the state survives restarts.
 
 Redis keys: the story group of :mod:`newsflow.storage.keys` (``Keys.story``, ``story_articles``,
-``story_state``, ``story_assign``, ``story_active``, ``story_merges``), all under the ``{story}``
-hash tag because one MULTI/EXEC writes a story's keys together with the global assign/active/merges
-keys. The serving hash ``Keys.story(id)`` holds ``title``, ``url``, ``domain``, ``representative_id``,
+``story_state``, ``story_groups``, ``story_outlets``, ``story_assign``, ``story_active``, ``story_merges``),
+all under the ``{story}`` hash tag because one MULTI/EXEC writes a story's keys together with the global
+assign/active/merges keys.
+
+**Deltas.** A story's members live in ``story_articles`` (a ZSET, the one list of members), its
+independent reports in ``story_groups`` and its outlets in ``story_outlets``; ``story_state`` holds
+only the fixed-size clusterer JSON (:meth:`newsflow.core.story_state.StoryState.to_json`). A write of a
+live story sends the members added since its last commit, the groups and outlets that changed, the
+state JSON and the serving hash (both of a size that does not grow with the members), so adding one
+member costs the same bytes at 50 members as at 5,000. A merge costs O(loser's size): the loser's
+committed members are read (one ``ZRANGE``) and added to the survivor's ZSET, its groups and outlets
+(held in process) are offered to the survivor's.
+
+The serving hash ``Keys.story(id)`` holds ``title``, ``url``, ``domain``, ``representative_id``,
 ``article_count``, ``source_count`` (distinct outlets), ``independent_count`` (distinct near-duplicate
 clusters), ``earliest_time`` / ``latest_time`` (UTC epoch seconds), ``topics`` (JSON ``{label: mean
 probability}``), ``languages`` (JSON list), ``authority``, ``embedding`` (128 float32 little-endian
@@ -250,8 +261,37 @@ class RedisStoryStore:
 
     def get(self, story_id: str) -> StoryState | None:
         self.flush()
-        raw = self.r.get(self.keys.story_state(story_id))
-        return StoryState.from_json(raw) if raw else None
+        found = self._load([story_id])
+        return found[0] if found else None
+
+    def members(self, story_id: str) -> dict[str, float]:
+        """Article id -> event time (UTC epoch s) of a story's members (committed: flushes first); a
+        merged story's are its members at retirement."""
+        self.flush()
+        return {_str(a): float(t) for a, t in self.r.zrange(self.keys.story_articles(story_id), 0, -1, withscores=True)}
+
+    def _load(self, ids: list[str]) -> list[StoryState]:
+        """The committed states of the live stories among ``ids`` (state JSON, groups and outlets; one pipeline)."""
+        if not ids:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for sid in ids:
+            pipe.get(self.keys.story_state(sid))
+            pipe.hgetall(self.keys.story_groups(sid))
+            pipe.hkeys(self.keys.story_outlets(sid))
+        got = pipe.execute()
+        out = []
+        for i in range(0, len(got), 3):
+            raw, groups, outlets = got[i : i + 3]
+            if raw:
+                out.append(
+                    StoryState.from_json(
+                        raw,
+                        groups={_str(c): json.loads(v) for c, v in groups.items()},
+                        outlets=(_str(o) for o in outlets),
+                    )
+                )
+        return out
 
     def candidates(self, terms: Iterable[str], entity_keys: Iterable[str], since: float) -> list[StoryState]:
         """See :meth:`newsflow.core.story_state.StoryStore.candidates` and "Candidates" above."""
@@ -275,16 +315,43 @@ class RedisStoryStore:
             for sid in (_str(x) for x in self.r.zrangebyscore(self.keys.story_active, since, "+inf"))
             if sid not in self._retired and sid not in self._dirty
         ]
-        raws = self.r.mget([self.keys.story_state(i) for i in ids]) if ids else []
-        out = [StoryState.from_json(raw) for raw in raws if raw]
-        return out + [st for st in self._dirty.values() if st.latest_time >= since]
+        return self._load(ids) + [st for st in self._dirty.values() if st.latest_time >= since]
 
-    def _write(self, pipe, state: StoryState, merged_into: str = "") -> None:
+    def _committed_members(self, story_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        """Story id -> {article id -> event time} of its members as Redis holds them (one pipeline)."""
+        ids = list(dict.fromkeys(story_ids))
+        if not ids:
+            return {}
+        pipe = self.r.pipeline(transaction=False)
+        for sid in ids:
+            pipe.zrange(self.keys.story_articles(sid), 0, -1, withscores=True)
+        return {sid: {_str(a): float(t) for a, t in got} for sid, got in zip(ids, pipe.execute(), strict=True)}
+
+    def _new_members(self, state: StoryState, copied: dict[str, dict[str, float]]) -> dict[str, float]:
+        """Members to add to ``state``'s ZSET: those added since its last commit and the committed
+        members of the stories it absorbed since (from ``copied``)."""
+        out: dict[str, float] = {}
+        for sid in state.delta.absorbed:
+            out.update(copied.get(sid, {}))
+        out.update(state.delta.added)
+        return out
+
+    def _write(self, pipe, state: StoryState, copied: dict[str, dict[str, float]]) -> None:
+        """Queues a live story's delta: its new members, changed groups and new outlets, its state
+        JSON, serving hash and latest time."""
         sid = state.story_id
         pipe.set(self.keys.story_state(sid), state.to_json())
-        pipe.hset(self.keys.story(sid), mapping=state.serving_record(merged_into))
-        if state.members:
-            pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
+        pipe.hset(self.keys.story(sid), mapping=state.serving_record())
+        added = self._new_members(state, copied)
+        if added:
+            pipe.zadd(self.keys.story_articles(sid), added)
+        if state.delta.groups:
+            pipe.hset(
+                self.keys.story_groups(sid),
+                mapping={c: json.dumps(state.groups[c], separators=(",", ":")) for c in sorted(state.delta.groups)},
+            )
+        if state.delta.outlets:
+            pipe.hset(self.keys.story_outlets(sid), mapping=dict.fromkeys(sorted(state.delta.outlets), 1))
         pipe.zadd(self.keys.story_active, {sid: state.latest_time})
 
     def save(self, state: StoryState, article_id: str | None = None) -> None:
@@ -327,15 +394,18 @@ class RedisStoryStore:
             return
         dirty, retired, log, assign = self._dirty, self._retired, self._merge_log, self._new_assign
         self._drop_queue()
+        states = [*dirty.values(), *(st for st, _ in retired.values())]
+        copied = self._committed_members(sid for st in states for sid in st.delta.absorbed)
 
         def queue(pipe):
             for state in dirty.values():
-                self._write(pipe, state)
+                self._write(pipe, state, copied)
             for sid, (state, into) in retired.items():
                 pipe.hset(self.keys.story(sid), mapping=state.serving_record(into))
-                if state.members:
-                    pipe.zadd(self.keys.story_articles(sid), {aid: m["t"] for aid, m in state.members.items()})
-                pipe.delete(self.keys.story_state(sid))
+                added = self._new_members(state, copied)
+                if added:
+                    pipe.zadd(self.keys.story_articles(sid), added)
+                pipe.delete(self.keys.story_state(sid), self.keys.story_groups(sid), self.keys.story_outlets(sid))
                 pipe.zrem(self.keys.story_active, sid)
                 pipe.zadd(self.keys.story_retired, {sid: state.latest_time})
             if log:
@@ -344,6 +414,8 @@ class RedisStoryStore:
                 pipe.hsetnx(self.keys.story_assign, aid, sid)
 
         self._commit(queue)
+        for state in states:
+            state.committed()
         self.commits += 1
         self._known_assign.update(assign)
         if self._merges_by_article is not None:
@@ -377,7 +449,10 @@ class RedisStoryStore:
             loser, into, when = rec["from"], rec["into"], float(rec["time"])
             queued = self._retired.get(loser)
             if queued is not None:
-                members = [(m["t"], aid) for aid, m in queued[0].members.items() if m["t"] > when - since_s]
+                st = queued[0]
+                copied = self._committed_members([loser, *st.delta.absorbed])
+                at_retirement = {**copied.get(loser, {}), **self._new_members(st, copied)}
+                members = [(t, aid) for aid, t in at_retirement.items() if t > when - since_s]
             else:
                 members = [
                     (float(score), _str(aid))
@@ -420,7 +495,13 @@ class RedisStoryStore:
 
                     def queue(pipe, ids=ids, members=members, index=index):
                         for sid in ids:
-                            pipe.delete(self.keys.story(sid), self.keys.story_articles(sid), self.keys.story_state(sid))
+                            pipe.delete(
+                                self.keys.story(sid),
+                                self.keys.story_articles(sid),
+                                self.keys.story_state(sid),
+                                self.keys.story_groups(sid),
+                                self.keys.story_outlets(sid),
+                            )
                         if members:
                             pipe.hdel(self.keys.story_assign, *members)
                         pipe.zrem(index, *ids)

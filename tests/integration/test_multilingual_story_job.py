@@ -53,5 +53,5 @@ def test_reports_in_four_languages_form_one_story(tmp_path, redis_server):
     assert len(set(story_of[4:6])) == 1 and story_of[4] != story_of[0], story_of
     assert len(set(story_of[6:])) == 1 and story_of[6] not in (story_of[0], story_of[4]), story_of
     state = store.get(story_of[0])
-    assert sorted(m["lang"] for m in state.members.values()) == ["de", "en", "es", "fr"]
-    assert sorted({m["domain"] for m in state.members.values()}) == sorted(u.split("/")[2] for u, *_ in DOCS[:4])
+    assert state.languages == ["de", "en", "es", "fr"] and state.article_count == 4
+    assert sorted(store.members(story_of[0])) == sorted(article_id(u) for u, *_ in DOCS[:4])

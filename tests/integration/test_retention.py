@@ -69,6 +69,8 @@ def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease
         [
             KEYS.story("sb1"),
             KEYS.story_state("sb1"),
+            KEYS.story_groups("sb1"),
+            KEYS.story_outlets("sb1"),
             KEYS.story_articles("sb1"),
             KEYS.story_assign,
             KEYS.story_active,

@@ -30,6 +30,8 @@ def every_key(k: Keys) -> dict[str, str]:
         "story": k.story("s1"),
         "story_articles": k.story_articles("s1"),
         "story_state": k.story_state("s1"),
+        "story_groups": k.story_groups("s1"),
+        "story_outlets": k.story_outlets("s1"),
         "story_assign": k.story_assign,
         "story_active": k.story_active,
         "story_merges": k.story_merges,
@@ -140,6 +142,8 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
             k.story("s2"),
             k.story_articles("s3"),
             k.story_state("s4"),
+            k.story_groups("s5"),
+            k.story_outlets("s6"),
             k.story_assign,
             k.story_active,
             k.story_merges,
@@ -172,12 +176,14 @@ def test_parsers_and_pickling():
         for x in (
             k.story_articles("s1"),
             k.story_state("s1"),
+            k.story_groups("s1"),
+            k.story_outlets("s1"),
             k.story_assign,
             k.story_active,
             k.story_merges,
             Keys().story("s1"),
         )
-    ] == [None] * 6
+    ] == [None] * 8
     assert k.feed_name_of("edition", "alt:feed:edition:en") == "en"
     assert k.feed_name_of("edition", "alt:feed:topic:en") is None
     assert k.feed_name_of("edition", "nf:feed:edition:en") is None

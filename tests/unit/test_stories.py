@@ -42,7 +42,7 @@ def test_merge_when_an_article_bridges_two_stories():
     assert store.resolve("sa2") == "sa1"
     assert store.merges == [{"from": "sa2", "into": "sa1", "time": 120.0, "article_id": "a3"}]
     story = store.get("sa1")
-    assert sorted(story.members) == ["a1", "a2", "a3"]
+    assert sorted(store.members["sa1"]) == ["a1", "a2", "a3"] and story.article_count == 3
     assert story.merged_from == ["sa2"]
     assert store.get("sa2") is None
 

@@ -66,7 +66,8 @@ def test_converging_stories_merge_into_the_earliest(drift_a_first):
     assert r2.story_id == "sa1" and r2.merged == ("sa2",) and not r2.created
     assert r2.score == pytest.approx(0.816497, abs=1e-6)  # its join score, to its own story
     assert sorted(store.stories) == ["sa1"]
-    assert sorted(store.stories["sa1"].members) == ["a1", "a2", "a3", "a4"]
+    assert sorted(store.members["sa1"]) == ["a1", "a2", "a3", "a4"] and store.stories["sa1"].article_count == 4
+    assert sorted(store.members["sa2"]) == ["a2", "a4"]  # the retired story keeps its members at retirement
     assert store.stories["sa1"].merged_from == ["sa2"]
     assert store.resolve("sa2") == "sa1"
     assert store.merges == [{"from": "sa2", "into": "sa1", "time": 30.0, "article_id": second[0]}]
