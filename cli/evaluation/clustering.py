@@ -389,9 +389,13 @@ def near_duplicate_labels(
 
 
 def story_labels(
-    rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None
+    rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None, assigner=None
 ) -> tuple[list[str], dict]:
-    """Runs :class:`StoryAssigner` over the rows; returns (live story id per row, stats)."""
+    """Runs :class:`StoryAssigner` over the rows; returns (live story id per row, stats).
+
+    ``assigner`` (optional): a callable ``(store, text_model, config) -> StoryAssigner`` (a subclass
+    with another scoring, for comparing candidates); default :class:`StoryAssigner` itself.
+    """
     from newsflow.core.embedding import load_text_model
     from newsflow.core.stories import StoryAssigner, StoryConfig
     from newsflow.core.story_state import InMemoryStoryStore
@@ -411,7 +415,7 @@ def story_labels(
 
         ents = EntityExtractor().extract_many([(t, "") for t in titles], languages)
     store = InMemoryStoryStore()
-    clusterer = StoryAssigner(store, load_text_model(), cfg)
+    clusterer = (assigner or StoryAssigner)(store, load_text_model(), cfg)
     assigned = []
     for r, cid, e, lang in zip(rows, nd, ents, languages, strict=False):
         a = StoryArticle(

@@ -280,8 +280,7 @@ def test_split_eval_scores_each_fold_and_the_held_out_stories_apart(tmp_path):
     rows = []
     for k in range(10):  # 10 unrelated two-headline stories, an hour apart
         t = 1394470501000 + k * 3600_000
-        word = ["Fyffes", "Titanfall", "Carney", "Bachelor", "Chiquita", "Keibler", "Pimco", "Marijuana", "Bieber",
-                "Divergent"][k]
+        word = "Fyffes Titanfall Carney Bachelor Chiquita Keibler Pimco Marijuana Bieber Divergent".split()[k]
         rows.append((f"{k}a", word, f"http://a.com/{word.lower()}", f"g{k}", t))  # no word shared across stories
         rows.append((f"{k}b", f"{word}!", f"http://b.com/{word.lower()}", f"g{k}", t + 60_000))
     path = _write(tmp_path / "s.csv", rows)
