@@ -6,7 +6,21 @@ TIMESTAMP``; plain or ``.gz``), whose ``STORY`` column is the gold story id. Row
 
 Score: pair counting over same-cluster pairs (the definition in Priberam's ``eval.py`` for Miranda
 et al. 2018): precision = correct predicted pairs / predicted pairs, recall = correct predicted
-pairs / gold pairs, F1 their harmonic mean.
+pairs / gold pairs, F1 their harmonic mean. ``top20_purity``: over the 20 largest predicted stories,
+the size-weighted share of members in each story's majority gold story (sum of majority counts /
+sum of sizes; what a reader of the front page sees).
+
+Story-split protocol (``--split folds`` / ``--split holdout``, story level): rows are split by gold
+STORY, never by row. The distinct story ids are ranked by SHA-256 of ``SPLIT_SALT + id``; the first
+``round(0.2 * n)`` are held out (never tuned on: score them once per kept change with ``--split
+holdout``) and the rest are dealt in turn to ``--folds`` (5) selection folds. ``--split folds``
+prints each fold's scores ``alone`` (the fold's rows as a stream of their own, the way a held-back
+file is scored) and ``in_context`` (inside one stream of every fold's rows, counting wrong joins
+with other folds' stories), each with mean and spread (sample standard deviation over folds);
+select by the mean, and treat a gain below the spread as noise. See :func:`evaluate_split`::
+
+    newsflow eval clustering --split folds \
+        --stories /work/shared/data/news-aggregator-stories/newsCorpora_2014-03-10_11.csv
 
 Levels:
 
@@ -689,7 +703,7 @@ def evaluate_split(path: str, split: str, folds: int = 5, **story_options) -> di
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--stories``, ``--level``, ``--no-entities``, ``--no-time``, ``--no-baseline``,
-    ``--distractors``."""
+    ``--split``, ``--folds``, ``--distractors``."""
     parser.add_argument(
         "--stories", required=True, help="news-aggregator CSV (ID,TITLE,URL,...,STORY,TIMESTAMP), plain or .gz"
     )
