@@ -294,3 +294,23 @@ def test_split_eval_scores_each_fold_and_the_held_out_stories_apart(tmp_path):
     hold = evaluate_split(path, "holdout", use_entities=False)["held_out"]
     assert hold["alone"]["docs"] == hold["in_context"]["docs"] == 4
     assert hold["alone"]["f1"] == 1.0
+
+
+def test_split_command_line(tmp_path, capsys):
+    import argparse
+
+    from newsflow.cli.evaluation import clustering
+
+    p = argparse.ArgumentParser()
+    clustering.add_arguments(p)
+    path = _write(tmp_path / "s.csv", ROWS)
+    # 2 gold stories: round(0.2 * 2) = 0 held out, 2 left for 5 folds -> a clear error, exit 2
+    assert clustering.run(p.parse_args(["--stories", path, "--split", "folds", "--no-entities"])) == 2
+    assert "2 stories outside the held-out set cannot fill 5 folds" in capsys.readouterr().err
+    assert clustering.run(p.parse_args(["--stories", path, "--split", "folds", "--folds", "2", "--no-entities"])) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [f["alone"]["docs"] for f in out["folds"]] == [2, 2]
+    assert out["alone"]["mean"]["f1"] == 1.0
+    args = p.parse_args(["--stories", path, "--split", "holdout", "--level", "near-duplicate"])
+    assert clustering.run(args) == 2
+    assert "--split scores the story level only" in capsys.readouterr().err
