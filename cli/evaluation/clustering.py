@@ -6,7 +6,21 @@ TIMESTAMP``; plain or ``.gz``), whose ``STORY`` column is the gold story id. Row
 
 Score: pair counting over same-cluster pairs (the definition in Priberam's ``eval.py`` for Miranda
 et al. 2018): precision = correct predicted pairs / predicted pairs, recall = correct predicted
-pairs / gold pairs, F1 their harmonic mean.
+pairs / gold pairs, F1 their harmonic mean. ``top20_purity``: over the 20 largest predicted stories,
+the size-weighted share of members in each story's majority gold story (sum of majority counts /
+sum of sizes; what a reader of the front page sees).
+
+Story-split protocol (``--split folds`` / ``--split holdout``, story level): rows are split by gold
+STORY, never by row. The distinct story ids are ranked by SHA-256 of ``SPLIT_SALT + id``; the first
+``round(0.2 * n)`` are held out (never tuned on: score them once per kept change with ``--split
+holdout``) and the rest are dealt in turn to ``--folds`` (5) selection folds. ``--split folds``
+prints each fold's scores ``alone`` (the fold's rows as a stream of their own, the way a held-back
+file is scored) and ``in_context`` (inside one stream of every fold's rows, counting wrong joins
+with other folds' stories), each with mean and spread (sample standard deviation over folds);
+select by the mean, and treat a gain below the spread as noise. See :func:`evaluate_split`::
+
+    newsflow eval clustering --split folds \
+        --stories /work/shared/data/news-aggregator-stories/newsCorpora_2014-03-10_11.csv
 
 Levels:
 
@@ -76,12 +90,14 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import hashlib
 import json
 import math
+import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from newsflow.cli.evaluation.inputs import READ_ERRORS, InputError, describe, fail
 
@@ -223,6 +239,43 @@ def pairwise_scores(gold: Sequence, pred: Sequence) -> dict:
     return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
 
 
+def top_purity(gold: Sequence, pred: Sequence, top: int = 20) -> float:
+    """Size-weighted purity of the ``top`` largest predicted clusters.
+
+    Over the ``top`` largest predicted clusters (size descending, then label as text, so ties are
+    deterministic): the sum over those clusters of the count of their most frequent gold label,
+    divided by the sum of their sizes. 1.0 means none of them holds a member of another gold
+    cluster than its majority one.
+
+    Args:
+      gold: gold cluster label per item.
+      pred: predicted cluster label per item (same length).
+      top: how many of the largest predicted clusters count (``>= 1``).
+
+    Returns:
+      The share in ``[0, 1]`` rounded to 4 decimals; 0.0 for no items.
+
+    Raises:
+      ValueError: the sequences differ in length, or ``top < 1``.
+    """
+    if len(gold) != len(pred):
+        raise ValueError(f"gold has {len(gold)} items, pred {len(pred)}")
+    if top < 1:
+        raise ValueError(f"top must be >= 1, got {top}")
+    members: dict = {}
+    for g, p in zip(gold, pred, strict=True):
+        members.setdefault(p, Counter())[g] += 1
+    largest = sorted(members.items(), key=lambda kv: (-sum(kv[1].values()), str(kv[0])))[:top]
+    size = sum(sum(c.values()) for _, c in largest)
+    majority = sum(max(c.values()) for _, c in largest)
+    return round(majority / size, 4) if size else 0.0
+
+
+def clustering_scores(gold: Sequence, pred: Sequence) -> dict:
+    """:func:`pairwise_scores` plus ``top20_purity`` (:func:`top_purity` over the 20 largest predicted clusters)."""
+    return {**pairwise_scores(gold, pred), "top20_purity": top_purity(gold, pred, 20)}
+
+
 def language_pair_scores(gold: Sequence, pred: Sequence, languages: Sequence[str]) -> dict:
     """Pair-counting scores split by whether the two items of a pair share a language.
 
@@ -350,9 +403,13 @@ def near_duplicate_labels(
 
 
 def story_labels(
-    rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None
+    rows: Sequence[dict], *, use_entities: bool = True, use_time: bool = True, config=None, assigner=None
 ) -> tuple[list[str], dict]:
-    """Runs :class:`StoryAssigner` over the rows; returns (live story id per row, stats)."""
+    """Runs :class:`StoryAssigner` over the rows; returns (live story id per row, stats).
+
+    ``assigner`` (optional): a callable ``(store, text_model, config) -> StoryAssigner`` (a subclass
+    with another scoring, for comparing candidates); default :class:`StoryAssigner` itself.
+    """
     from newsflow.core.embedding import load_text_model
     from newsflow.core.stories import StoryAssigner, StoryConfig
     from newsflow.core.story_state import InMemoryStoryStore
@@ -372,7 +429,7 @@ def story_labels(
 
         ents = EntityExtractor().extract_many([(t, "") for t in titles], languages)
     store = InMemoryStoryStore()
-    clusterer = StoryAssigner(store, load_text_model(), cfg)
+    clusterer = (assigner or StoryAssigner)(store, load_text_model(), cfg)
     assigned = []
     for r, cid, e, lang in zip(rows, nd, ents, languages, strict=False):
         a = StoryArticle(
@@ -440,7 +497,7 @@ def evaluate(
         "docs": len(rows),
         "gold_clusters": len(set(gold)),
         "clusters": len(set(pred)),
-        **pairwise_scores(gold, pred),
+        **clustering_scores(gold, pred),
         "level": level,
         "entities": use_entities,
         "time": use_time,
@@ -470,9 +527,183 @@ def evaluate(
     return out
 
 
+HOLDOUT_FRACTION = 0.2
+SPLIT_SALT = "newsflow-story-split-v1"
+SPLIT_METRICS = ("precision", "recall", "f1", "top20_purity")
+
+
+def _story_rank(story: str) -> tuple[str, str]:
+    """Sort key of a gold story id in the split: SHA-256 of ``SPLIT_SALT + id`` (hex), then the id."""
+    return hashlib.sha256((SPLIT_SALT + story).encode("utf-8")).hexdigest(), story
+
+
+def split_stories(
+    stories: Iterable[str], folds: int = 5, holdout: float = HOLDOUT_FRACTION
+) -> tuple[set[str], list[set[str]]]:
+    """Splits gold story ids (never rows) into a held-out set and ``folds`` selection folds.
+
+    The distinct ids are sorted by :func:`_story_rank` (a salted SHA-256, so the order depends on
+    nothing but the ids); the first ``round(holdout * n)`` are held out and the rest are dealt to
+    the folds in turn (fold ``i`` takes ranks ``i, i + folds, ...`` of the rest), so fold sizes in
+    stories differ by at most one. The same file always gives the same split.
+
+    Args:
+      stories: gold story ids (duplicates allowed).
+      folds: number of selection folds (``>= 2``).
+      holdout: held-out share of the stories (``0 <= holdout < 1``).
+
+    Returns:
+      ``(held-out story ids, [story ids of fold 0, ..., fold folds-1])``.
+
+    Raises:
+      ValueError: ``folds < 2``, ``holdout`` outside ``[0, 1)``, or fewer stories outside the
+        held-out set than folds.
+    """
+    if folds < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    if not 0 <= holdout < 1:
+        raise ValueError(f"holdout must be in [0, 1), got {holdout}")
+    ordered = sorted(set(stories), key=_story_rank)
+    n_held = round(holdout * len(ordered))
+    rest = ordered[n_held:]
+    if len(rest) < folds:
+        raise ValueError(f"{len(rest)} stories outside the held-out set cannot fill {folds} folds")
+    return set(ordered[:n_held]), [set(rest[i::folds]) for i in range(folds)]
+
+
+def subset_scores(gold: Sequence, pred: Sequence, keep: set) -> dict:
+    """Scores of the gold stories in ``keep`` inside a clustering of more rows ("in context").
+
+    Pairs counted are those with at least one item of a ``keep`` story, so every wrong join of such
+    an item with any other item counts: precision = correct such predicted pairs / such predicted
+    pairs, recall = correct pairs / gold pairs of the ``keep`` stories. ``top20_purity`` is
+    :func:`top_purity`'s share over the 20 largest predicted clusters whose majority gold story
+    (ties: the smaller label as text) is in ``keep``, all of their members counted.
+
+    Returns:
+      ``{"docs", "gold_clusters", "precision", "recall", "f1", "top20_purity"}`` (4 decimals).
+
+    Raises:
+      ValueError: the sequences differ in length.
+    """
+    if len(gold) != len(pred):
+        raise ValueError(f"gold has {len(gold)} items, pred {len(pred)}")
+
+    def touching(counts_all: Counter, counts_in: Counter) -> int:
+        return sum(n * (n - 1) // 2 - (n - counts_in[k]) * (n - counts_in[k] - 1) // 2 for k, n in counts_all.items())
+
+    inside = [g in keep for g in gold]
+    by_pred, by_pred_in = Counter(pred), Counter(p for p, i in zip(pred, inside, strict=True) if i)
+    pairs = list(zip(gold, pred, strict=True))
+    by_pair, by_pair_in = Counter(pairs), Counter(x for x, i in zip(pairs, inside, strict=True) if i)
+    predicted, correct = touching(by_pred, by_pred_in), touching(by_pair, by_pair_in)
+    gold_sizes = Counter(g for g in gold if g in keep)
+    gold_pairs = sum(n * (n - 1) // 2 for n in gold_sizes.values())
+    precision = correct / predicted if predicted else 0.0
+    recall = correct / gold_pairs if gold_pairs else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    members: dict = {}
+    for g, p in pairs:
+        members.setdefault(p, Counter())[g] += 1
+    owned = [c for c in members.values() if min(c.items(), key=lambda kv: (-kv[1], str(kv[0])))[0] in keep]
+    owned.sort(key=lambda c: (-sum(c.values()), sorted(map(str, c))))
+    size = sum(sum(c.values()) for c in owned[:20])
+    purity = sum(max(c.values()) for c in owned[:20]) / size if size else 0.0
+    return {
+        "docs": sum(inside),
+        "gold_clusters": len(gold_sizes),
+        "precision": round(precision, 4),
+        "recall": round(recall, 4),
+        "f1": round(f1, 4),
+        "top20_purity": round(purity, 4),
+    }
+
+
+def _score_alone(rows: Sequence[dict], keep: set[str], **story_options) -> dict:
+    """Clusters the rows of the gold stories in ``keep`` alone (in stream order) and scores them."""
+    sub = [r for r in rows if r["STORY"] in keep]
+    gold = [r["STORY"] for r in sub]
+    pred, _ = story_labels(sub, **story_options)
+    return {"docs": len(sub), "gold_clusters": len(keep), "clusters": len(set(pred)), **clustering_scores(gold, pred)}
+
+
+def _summary(per_fold: Sequence[dict]) -> dict:
+    """``mean``, ``spread`` (sample standard deviation), ``min`` and ``max`` over folds of :data:`SPLIT_METRICS`."""
+    out = {}
+    for name, fn in (("mean", statistics.fmean), ("spread", statistics.stdev), ("min", min), ("max", max)):
+        out[name] = {m: round(fn([f[m] for f in per_fold]), 4) for m in SPLIT_METRICS}
+    return out
+
+
+def evaluate_split(path: str, split: str, folds: int = 5, **story_options) -> dict:
+    """Story-level scores under the story-split protocol (:func:`split_stories`).
+
+    Every figure comes two ways: ``alone``, the rows of the scored stories clustered as a stream of
+    their own (how a reviewer scores a held-back file), and ``in_context``, the scored stories'
+    rows clustered among other stories' rows and scored by :func:`subset_scores` (wrong joins with
+    the other stories count: the harder, precision-sensitive figure).
+
+    ``split="folds"`` (selection): ``folds`` is a list of ``{"alone", "in_context"}`` per fold,
+    where in context means in one stream of all folds' rows (the held-out rows are never read);
+    ``alone`` and ``in_context`` each give ``mean``, ``spread`` (sample standard deviation over the
+    folds), ``min`` and ``max`` of :data:`SPLIT_METRICS`. ``split="holdout"`` (report once):
+    ``held_out`` = ``{"alone", "in_context"}``, in context meaning in the stream of every row of
+    the file.
+
+    Args:
+      path: news-aggregator CSV (:func:`read_stories`).
+      split: ``"folds"`` or ``"holdout"``.
+      folds: number of selection folds.
+      story_options: passed to :func:`story_labels`.
+
+    Raises:
+      InputError: bad input (see :func:`read_stories`), or too few stories for the split.
+      ValueError: an unknown ``split``.
+    """
+    if split not in ("folds", "holdout"):
+        raise ValueError(f"unknown split {split!r}")
+    rows = read_stories(path)
+    try:
+        held, fold_sets = split_stories((r["STORY"] for r in rows), folds)
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
+    t0 = time.perf_counter()
+    out: dict = {
+        "split": split,
+        "protocol": {
+            "unit": "gold story",
+            "holdout_fraction": HOLDOUT_FRACTION,
+            "salt": SPLIT_SALT,
+            "folds": folds,
+            "stories": len(held) + sum(len(f) for f in fold_sets),
+            "held_out_stories": len(held),
+        },
+    }
+    if split == "holdout":
+        pred, _ = story_labels(rows, **story_options)
+        gold = [r["STORY"] for r in rows]
+        out["held_out"] = {
+            "alone": _score_alone(rows, held, **story_options),
+            "in_context": subset_scores(gold, pred, held),
+        }
+    else:
+        stream = [r for r in rows if r["STORY"] not in held]
+        pred, _ = story_labels(stream, **story_options)
+        gold = [r["STORY"] for r in stream]
+        per_fold = [
+            {"alone": _score_alone(stream, f, **story_options), "in_context": subset_scores(gold, pred, f)}
+            for f in fold_sets
+        ]
+        out["folds"] = per_fold
+        out["alone"] = _summary([f["alone"] for f in per_fold])
+        out["in_context"] = {**_summary([f["in_context"] for f in per_fold]), "pooled": clustering_scores(gold, pred)}
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    return out
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--stories``, ``--level``, ``--no-entities``, ``--no-time``, ``--no-baseline``,
-    ``--distractors``."""
+    ``--split``, ``--folds``, ``--distractors``."""
     parser.add_argument(
         "--stories", required=True, help="news-aggregator CSV (ID,TITLE,URL,...,STORY,TIMESTAMP), plain or .gz"
     )
@@ -486,6 +717,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-time", action="store_true", help="story level: ignore time proximity (ablation)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
     parser.add_argument(
+        "--split",
+        choices=("all", "folds", "holdout"),
+        default="all",
+        help="story level: score every row (all, default), or split by gold story: per-fold scores with "
+        "mean and spread (folds; for selection), or the fixed held-out 20%% of stories (holdout; report once)",
+    )
+    parser.add_argument("--folds", type=int, default=5, help="number of selection folds for --split (default 5)")
+    parser.add_argument(
         "--distractors",
         default=None,
         help="second CSV in the same format: its rows (IDs not in --stories) are clustered too",
@@ -498,7 +737,16 @@ def run(args: argparse.Namespace) -> int:
     Returns:
       0 on success; 2 on bad input, after printing ``error: <file>: <problem>`` to stderr.
     """
+    split = getattr(args, "split", "all")
+    if split != "all" and (args.level != "story" or getattr(args, "distractors", None)):
+        return fail("--split scores the story level only, without --distractors")
     try:
+        if split != "all":
+            result = evaluate_split(
+                args.stories, split, args.folds, use_entities=not args.no_entities, use_time=not args.no_time
+            )
+            print(json.dumps(result, sort_keys=False))
+            return 0
         result = evaluate(
             args.stories,
             args.level,

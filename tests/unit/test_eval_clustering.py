@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from newsflow.cli.evaluation.clustering import evaluate, pairwise_scores, read_stories
+from newsflow.cli.evaluation.clustering import (
+    SPLIT_SALT,
+    evaluate,
+    evaluate_split,
+    pairwise_scores,
+    read_stories,
+    split_stories,
+    subset_scores,
+    top_purity,
+)
 
 
 def test_pairwise_scores_by_hand():
@@ -200,3 +209,108 @@ def test_distractors_are_added_once_and_scored(tmp_path):
     assert out["translations"]["with_source"] == 1
     assert out["cross_language"]["pairs"] == 2  # (1, 1-es) and (2, 1-es)
     assert evaluate(str(stories), baseline=False)["docs"] == 2
+
+
+def _write(path, rows) -> str:
+    lines = ["ID,TITLE,URL,PUBLISHER,CATEGORY,STORY,HOSTNAME,TIMESTAMP"]
+    for i, t, u, s, ts in rows:
+        lines.append(f'{i},"{t}",{u},X,b,{s},{u.split("/")[2]},{ts}')
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_top20_purity_in_the_eval_output_by_hand(tmp_path):
+    # row 5 repeats row 1's headline a minute later but is labelled a third gold story: it joins the
+    # Chiquita story, so the predicted stories are {1, 2, 5} (gold s1, s1, s3) and {3, 4} (s2, s2)
+    extra = ("5", ROWS[0][1], "http://e.com/chiquita-fyffes-merger-banana", "s3", ROWS[3][4] + 60000)
+    out = evaluate(_write(tmp_path / "s.csv", [*ROWS, extra]), baseline=False)
+    assert (out["docs"], out["gold_clusters"], out["clusters"]) == (5, 3, 2)
+    # purity: majorities 2 of 3 and 2 of 2 -> 4 / 5; pairs: predicted 3 + 1, correct 1 + 1, gold 1 + 1
+    assert out["top20_purity"] == 0.8
+    assert (out["precision"], out["recall"], out["f1"]) == (0.5, 1.0, 0.6667)
+
+
+def test_top_purity_counts_only_the_largest_predicted_stories():
+    gold, pred = [], []
+    for c in range(20):  # 20 pure predicted stories of 3 members
+        gold += [f"g{c}"] * 3
+        pred += [c] * 3
+    gold += ["x", "y"]  # the 21st and smallest predicted story mixes two gold stories
+    pred += [99, 99]
+    assert top_purity(gold, pred) == 1.0
+    assert top_purity(gold, pred, 21) == round(61 / 62, 4)
+    assert top_purity(["a", "b", "b"], [1, 1, 1], 1) == round(2 / 3, 4)
+    with pytest.raises(ValueError):
+        top_purity(["a"], [1, 2])
+
+
+def test_subset_scores_count_wrong_joins_with_other_stories_by_hand():
+    gold = ["a", "a", "b", "b", "c"]
+    pred = [1, 1, 1, 2, 2]
+    # keep a: pairs touching an a-row: (0,1) (0,2) (1,2), correct (0,1); gold pairs 1; cluster 1 is
+    # a-majority (2 of 3)
+    assert subset_scores(gold, pred, {"a"}) == {
+        "docs": 2,
+        "gold_clusters": 1,
+        "precision": round(1 / 3, 4),
+        "recall": 1.0,
+        "f1": 0.5,
+        "top20_purity": round(2 / 3, 4),
+    }
+    # keep b: touching pairs (0,2) (1,2) (3,4), none correct; cluster 2 is a b/c tie -> b (smaller label)
+    out = subset_scores(gold, pred, {"b"})
+    assert (out["precision"], out["recall"], out["top20_purity"]) == (0.0, 0.0, 0.5)
+
+
+def test_split_is_by_story_deterministic_and_fixed():
+    import hashlib
+
+    ids = [f"story{i}" for i in range(12)]
+    held, folds = split_stories(ids * 3)  # rows: every id three times
+    ranked = sorted(ids, key=lambda s: hashlib.sha256((SPLIT_SALT + s).encode()).hexdigest())
+    assert held == set(ranked[:2])  # round(0.2 * 12)
+    assert folds == [set(ranked[2 + i :: 5]) for i in range(5)]
+    assert sorted(len(f) for f in folds) == [2, 2, 2, 2, 2]
+    assert split_stories(reversed(ids)) == (held, folds)  # row order does not matter
+    with pytest.raises(ValueError):
+        split_stories(ids[:5])  # 4 stories left for 5 folds
+
+
+def test_split_eval_scores_each_fold_and_the_held_out_stories_apart(tmp_path):
+    rows = []
+    for k in range(10):  # 10 unrelated two-headline stories, an hour apart
+        t = 1394470501000 + k * 3600_000
+        word = "Fyffes Titanfall Carney Bachelor Chiquita Keibler Pimco Marijuana Bieber Divergent".split()[k]
+        rows.append((f"{k}a", word, f"http://a.com/{word.lower()}", f"g{k}", t))  # no word shared across stories
+        rows.append((f"{k}b", f"{word}!", f"http://b.com/{word.lower()}", f"g{k}", t + 60_000))
+    path = _write(tmp_path / "s.csv", rows)
+    held, folds = split_stories(f"g{k}" for k in range(10))
+    out = evaluate_split(path, "folds", use_entities=False)
+    assert [f["alone"]["gold_clusters"] for f in out["folds"]] == [len(f) for f in folds]
+    assert sum(f["alone"]["docs"] for f in out["folds"]) == 2 * 8  # held-out rows never scored
+    assert out["alone"]["mean"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "top20_purity": 1.0}
+    assert out["alone"]["spread"]["f1"] == 0.0
+    assert out["in_context"]["pooled"]["precision"] == 1.0
+    hold = evaluate_split(path, "holdout", use_entities=False)["held_out"]
+    assert hold["alone"]["docs"] == hold["in_context"]["docs"] == 4
+    assert hold["alone"]["f1"] == 1.0
+
+
+def test_split_command_line(tmp_path, capsys):
+    import argparse
+
+    from newsflow.cli.evaluation import clustering
+
+    p = argparse.ArgumentParser()
+    clustering.add_arguments(p)
+    path = _write(tmp_path / "s.csv", ROWS)
+    # 2 gold stories: round(0.2 * 2) = 0 held out, 2 left for 5 folds -> a clear error, exit 2
+    assert clustering.run(p.parse_args(["--stories", path, "--split", "folds", "--no-entities"])) == 2
+    assert "2 stories outside the held-out set cannot fill 5 folds" in capsys.readouterr().err
+    assert clustering.run(p.parse_args(["--stories", path, "--split", "folds", "--folds", "2", "--no-entities"])) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [f["alone"]["docs"] for f in out["folds"]] == [2, 2]
+    assert out["alone"]["mean"]["f1"] == 1.0
+    args = p.parse_args(["--stories", path, "--split", "holdout", "--level", "near-duplicate"])
+    assert clustering.run(args) == 2
+    assert "--split scores the story level only" in capsys.readouterr().err
