@@ -1,8 +1,8 @@
 """The ``story_assignments`` dataset: one row per article with the story it belongs to now.
 
 Written by the streaming job (``newsflow run``, and ``newsflow run-continuous``, which runs that job per
-batch of landing files) through :class:`newsflow.transforms.story_assignments.WriteStoryAssignments`, from
-what Redis holds after the story step (:mod:`newsflow.storage.story_assignments`).
+batch of landing files) through its ``WriteStoryAssignments`` step, from what Redis holds after the story
+step (the storage layer's ``story_assignments`` module).
 
 Layout::
 

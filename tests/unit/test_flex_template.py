@@ -20,7 +20,8 @@ DEPLOY = os.path.join(REPO_ROOT, "deploy", "dataflow")
 # what a Pub/Sub streaming job on Dataflow cannot run without (job_config_from_options and the workers)
 REQUIRED = {"pubsub_subscription", "output", "redis_url"}
 # sources and local-only settings that a Pub/Sub Flex Template must not offer
-NOT_OFFERED = {"input", "input_format", "kafka_bootstrap_servers", "kafka_topic", "data_dir"}
+# local-only flags: landing files, and the continuous mode's story input log (refused on remote runners)
+NOT_OFFERED = {"input", "input_format", "kafka_bootstrap_servers", "kafka_topic", "data_dir", "story_input_log"}
 
 
 def _job_flags() -> dict[str, argparse.Action]:
