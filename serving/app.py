@@ -14,6 +14,8 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
 * ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream);
 * ``GET/PUT /v1/me/preferences`` — the reader's followed and blocked topics and outlets
   (:mod:`newsflow.serving.preferences`; bearer token);
+* ``GET /metrics`` — Prometheus text format: request latency by route template and status class, Redis
+  errors (:mod:`newsflow.serving.metrics`);
 * the reader web UI (HTML, :mod:`newsflow.serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
   ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
 
@@ -65,6 +67,7 @@ from dataclasses import dataclass, field
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -86,6 +89,7 @@ from newsflow.serving.http_cache import (
     not_modified_or,
     strong_etag,
 )
+from newsflow.serving.metrics import MetricsMiddleware, metrics_route
 from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from newsflow.serving.personal import PersonalFeeds
@@ -692,6 +696,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
+        metrics_route(),  # Prometheus text format (serving/metrics.py)
         admin_mount(client, config.keys),  # /v1/admin/sources (serving/admin.py)
         *routes_web,
     ]
@@ -717,6 +722,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         routes=routes,
         exception_handlers={ApiError: api_error, HTTPException: http_error, PageError: page_error},
         lifespan=lifespan,
+        middleware=[Middleware(MetricsMiddleware)],
     )
     app.state.api = api
     return app

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import redis
 
 from newsflow.serving.http_cache import json_bytes
+from newsflow.serving.metrics import REDIS_ERRORS as REDIS_ERROR_COUNT
 
 log = logging.getLogger("newsflow.serving")
 
@@ -79,10 +80,12 @@ class RedisBreaker:
 
     def mark_down(self) -> None:
         """Records a Redis error: the next ``backoff_seconds`` skip Redis. While already marked down (the error
-        was :meth:`guard`'s own) the window is not extended, so steady traffic cannot keep Redis skipped."""
+        was :meth:`guard`'s own) the window is not extended, so steady traffic cannot keep Redis skipped.
+        An error that opens the window counts in ``newsflow_serve_redis_errors_total``."""
         now = self._clock()
         if now >= self._down_until:
             self._down_until = now + self.backoff_seconds
+            REDIS_ERROR_COUNT.inc()
 
 
 class SnapshotStore:
