@@ -32,7 +32,9 @@ def test_serve_metrics_count_requests_by_route_template_and_status_class(redis_s
     client, _url = redis_server
     populate(client)
     build_feeds(client, NOW)
-    cfg = ServingConfig(token_secret=b"m" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW)
+    cfg = ServingConfig(
+        token_secret=b"m" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW
+    )
     app = create_app(client, cfg)
     with serve_in_thread(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as http:
         before = scrape(lambda: http.get("/metrics").text)
@@ -59,7 +61,9 @@ def test_serve_metrics_count_requests_by_route_template_and_status_class(redis_s
 
 
 def test_serve_metrics_count_the_redis_error_that_opened_the_breaker(tmp_path):
-    cfg = ServingConfig(token_secret=b"m" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=3600)
+    cfg = ServingConfig(
+        token_secret=b"m" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, redis_backoff_seconds=3600
+    )
     app = create_app(serving_client(f"unix://{tmp_path}/absent.sock"), cfg)
     with serve_in_thread(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as http:
         before = scrape(lambda: http.get("/metrics").text)
