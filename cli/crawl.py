@@ -124,6 +124,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-poll-interval", type=float, default=None, help="longest feed re-poll interval, seconds (default: 21600)"
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://0.0.0.0:PORT/metrics while crawling (default: off)",
+    )
     add_sink_arguments(parser)
 
 
@@ -212,6 +218,14 @@ def run(args) -> int:
     for part in getattr(writer, "sinks", [writer]):
         if hasattr(part, "max_age_s"):
             part.max_age_s = args.landing_max_age
+    if args.metrics_port is not None:
+        from newsflow.crawler.metrics import serve_metrics
+
+        try:
+            serve_metrics(args.metrics_port, frontier)
+        except OSError as e:
+            print(f"error: cannot serve metrics on port {args.metrics_port}: {e}", file=sys.stderr)
+            return 2
     worker = CrawlWorker(frontier, writer, cfg, schedule)
     print(f"crawl: publishing to {', '.join(sink_names)}, {added} new sources registered", file=sys.stderr, flush=True)
 

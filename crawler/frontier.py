@@ -46,6 +46,7 @@ from redis.cluster import RedisCluster
 
 from newsflow.core.source_entries import crawl_task_id, crawl_task_id_of_canonical
 from newsflow.core.urls import article_id, canonicalize_url, source_domain
+from newsflow.crawler.metrics import DEAD_LETTERS
 from newsflow.storage.keys import Keys
 from newsflow.storage.priority import request_priority_recrawl
 
@@ -557,7 +558,8 @@ class Frontier:
         return None if v is None else _s(v)
 
     def dead_letter(self, step: str, reason: str, detail: str, now: float, url: str = "") -> None:
-        """Records refused work (capped list ``Keys.crawl_deadletter``).
+        """Records refused work (capped list ``Keys.crawl_deadletter``; counted in the process's
+        ``newsflow_crawl_dead_letters_total``).
 
         The list and the counter are two untagged keys (different Redis Cluster slots), so this is
         an ordered pipeline, not a transaction; neither needs the other to be atomic."""
@@ -571,6 +573,7 @@ class Frontier:
         pipe.ltrim(self.keys.crawl_deadletter, 0, DEADLETTER_CAP - 1)
         pipe.hincrby(self.keys.crawl_stats, f"deadletter:{reason}", 1)
         pipe.execute()
+        DEAD_LETTERS.labels(step, reason).inc()
 
     def incr(self, name: str, by: int = 1) -> None:
         """Increments a counter in ``Keys.crawl_stats``."""

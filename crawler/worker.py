@@ -89,6 +89,7 @@ from newsflow.crawler.config import CrawlerConfig
 from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_news_sitemap
 from newsflow.crawler.fetch import FEED_TYPES, PAGE_TYPES, Fetcher, FetchResult
 from newsflow.crawler.frontier import Frontier, Task, describe_redis
+from newsflow.crawler.metrics import FETCHES, fetch_outcome
 from newsflow.crawler.robots import ROBOTS_MAX_BYTES, RobotsPolicy, parse_prefix
 from newsflow.crawler.safety import UnsafeAddressError
 from newsflow.crawler.schedule import (
@@ -491,7 +492,7 @@ class CrawlWorker:
                 self._robots[key] = pol
                 return pol, None
         robots_url = key + "/robots.txt"
-        res = await self.fetcher.fetch(robots_url, prefix_limit=ROBOTS_MAX_BYTES)
+        res = await self._fetch("robots", robots_url, prefix_limit=ROBOTS_MAX_BYTES)
         if res.error_kind == "unsafe_address" and res.refused_url in ("", robots_url):
             # the host itself is refused by the safety guard: not the site's verdict, nothing stored (a robots.txt
             # that redirects to a refused address is the site's doing: "unreachable" below, stored like any other)
@@ -511,6 +512,12 @@ class CrawlWorker:
         self._count("robots_fetched")
         self.frontier.robots_put(key, pol.to_json(), pol.expires_at - now)
         return pol, res
+
+    async def _fetch(self, kind: str, url: str, *args, **kwargs) -> FetchResult:
+        """:meth:`Fetcher.fetch`, counted in ``newsflow_crawl_fetches_total`` (``kind``: robots, feed, page)."""
+        res = await self.fetcher.fetch(url, *args, **kwargs)
+        FETCHES.labels(kind, fetch_outcome(res)).inc()
+        return res
 
     def _host_delay(self, pol: RobotsPolicy, result: FetchResult | None = None) -> float:
         """Seconds the host must rest after a request (module doc, "Politeness")."""
@@ -599,7 +606,8 @@ class CrawlWorker:
 
     async def _process_feed(self, task: Task, delay: float) -> None:
         st = task.state
-        res = await self.fetcher.fetch(
+        res = await self._fetch(
+            "feed",
             task.url,
             st.get("etag", ""),
             st.get("last_modified", ""),
@@ -773,7 +781,7 @@ class CrawlWorker:
         self.frontier.complete(task, self.worker_id, now, delay, due, fields)
 
     async def _process_page(self, task: Task, delay: float) -> None:
-        res = await self.fetcher.fetch(task.url, accept_types=PAGE_TYPES)
+        res = await self._fetch("page", task.url, accept_types=PAGE_TYPES)
         now = self.clock()
         delay = max(delay, self._host_delay(self._robots_for(task.url), res))
         if res.ok:

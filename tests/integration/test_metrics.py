@@ -5,13 +5,27 @@ since the metrics live in the process's default registry)."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
+import os
+import socket
+
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from newsflow.cli import crawl
 from newsflow.cli.build_feeds import build_feeds
+from newsflow.crawler.replay import ReplayWeb, load_corpus, serve
 from newsflow.serving.app import ServingConfig, create_app, serving_client
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, populate
+
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
+needs_corpus = pytest.mark.skipif(
+    not os.path.exists(os.path.join(CORPUS, "pages.jsonl.gz")), reason="bundled corpus absent"
+)
 
 
 def scrape(get) -> dict[tuple[str, frozenset], float]:
@@ -72,3 +86,50 @@ def test_serve_metrics_count_the_redis_error_that_opened_the_breaker(tmp_path):
             assert resp.status_code == 200 and resp.headers["x-newsflow-stale"] == "1"
         after = scrape(lambda: http.get("/metrics").text)
     assert delta(after, before, "newsflow_serve_redis_errors_total") == 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_corpus
+def test_crawl_metrics_count_fetches_by_outcome_dead_letters_and_pending(tmp_path, monkeypatch, capsys):
+    docs = load_corpus(CORPUS)
+    pages = [d for d in docs if d.body][:6]
+    web = ReplayWeb(pages, speed=1.0, start_fraction=1.0, inject_failures=False)
+    feeds = web.feed_urls()
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join(feeds + ["http://metadata.google.internal/computeMetadata/v1/"]) + "\n")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("NEWSFLOW_DATA_DIR", str(tmp_path / "data"))
+    port = free_port()
+    parser = argparse.ArgumentParser()
+    crawl.add_arguments(parser)
+    url = f"http://127.0.0.1:{port}/metrics"
+    before = {}
+    server = serve(web)
+    try:
+        args = parser.parse_args(
+            ["--seeds", str(seeds), "--resolve", f"*=127.0.0.1:{server.port}", "--allow-host", "127.0.0.1"]
+            + ["--min-host-delay", "0", "--idle-exit", "1.0", "--duration", "30", "--metrics-port", str(port)]
+        )
+        with contextlib.suppress(httpx.ConnectError):  # another test of this process may have served it already
+            before = scrape(lambda: httpx.get(url, timeout=10).text)
+        assert crawl.run(args) == 0
+    finally:
+        server.stop()
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    after = scrape(lambda: httpx.get(url, timeout=10).text)  # the listener lives as long as the process
+    fetches = "newsflow_crawl_fetches_total"
+    assert summary["pages_landed"] == 6
+    assert delta(after, before, fetches, kind="page", outcome="2xx") == 6
+    assert delta(after, before, fetches, kind="feed", outcome="2xx") == len(feeds)
+    sites = {"/".join(u.split("/")[:3]).lower() for u in feeds + [d.url for d in pages]}  # one robots.txt each
+    assert delta(after, before, fetches, kind="robots", outcome="2xx") == len(sites)
+    # the metadata address: its robots.txt fetch is refused by the safety guard, the feed is dead-lettered
+    assert delta(after, before, fetches, kind="robots", outcome="unsafe_address") == 1
+    assert delta(after, before, "newsflow_crawl_dead_letters_total", step="feed", reason="unsafe_address") == 1
+    # every page is done; every feed (the refused one too) stays queued for its next poll
+    assert after[("newsflow_crawl_frontier_pending", frozenset())] == len(feeds) + 1
