@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-runs", type=int, default=None, help="exit after this many runs that found files")
     parser.add_argument("--idle-exit", type=float, default=None, help="exit after this many seconds without new files")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://0.0.0.0:PORT/metrics while running (default: off)",
+    )
     add_settings_arguments(parser, models=True)
 
 
@@ -101,6 +107,15 @@ def run(args) -> int:
 
     def report(out: dict) -> None:
         print(json.dumps(out), flush=True)
+
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(args.metrics_port)
+        except OSError as e:
+            print(f"error: cannot serve metrics on port {args.metrics_port}: {e}", file=sys.stderr)
+            return 2
 
     try:
         run_loop(config, connect(url), max_runs=args.max_runs, idle_exit_s=args.idle_exit, report=report)

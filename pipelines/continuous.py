@@ -26,6 +26,18 @@ A crash between a run and the cursor update only makes the next run replay those
 changes nothing (every write of the job is keyed by stable ids). Run it with
 ``newsflow run-continuous --input-dir var/landing --every 5`` beside ``newsflow crawl`` and
 ``newsflow serve``; each run that found files prints one JSON line.
+
+Metrics (prometheus-client, default registry; ``newsflow run-continuous --metrics-port`` serves them):
+
+* ``newsflow_continuous_runs_total`` by ``outcome`` (``ok``: a job run over new files and the feed build
+  finished; ``error``: a run failed and will be retried);
+* ``newsflow_continuous_articles_total``: landing records parsed into documents (the job's ``parsed``);
+* ``newsflow_continuous_lag_seconds``: at the end of the last ok run, the clock minus the newest event time
+  it processed (seconds; event time as :func:`newsflow.core.articles.event_time`);
+* ``newsflow_continuous_last_success_timestamp_seconds``: UTC epoch seconds of the last ok run;
+* ``newsflow_continuous_dead_letters_total`` by ``step`` (the job's ``dead_lettered_<step>`` counters;
+  ``stories`` for ``stories_dead_lettered``);
+* ``newsflow_continuous_trend_inputs_late_total``: articles that went to trending's late lane.
 """
 
 from __future__ import annotations
@@ -38,7 +50,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from prometheus_client import Counter, Gauge
+
 LANDING_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+RUNS = Counter("newsflow_continuous_runs", "Continuous job runs over new landing files, by outcome.", ["outcome"])
+ARTICLES = Counter("newsflow_continuous_articles", "Landing records the continuous runs parsed into documents.")
+LAG = Gauge("newsflow_continuous_lag_seconds", "Last ok run's end minus the newest event time it processed.")
+LAST_SUCCESS = Gauge("newsflow_continuous_last_success_timestamp_seconds", "UTC epoch seconds of the last ok run.")
+DEAD_LETTERS = Counter("newsflow_continuous_dead_letters", "Dead letters of the continuous runs by step.", ["step"])
+TREND_LATE = Counter("newsflow_continuous_trend_inputs_late", "Articles sent to trending's late lane.")
 
 # fields of the job's summary each run reports
 JOB_FIELDS = (
@@ -140,7 +161,8 @@ def run_once(
     clock: Callable[[], float] = time.time,
     run_job: Callable[[list[str]], dict] | None = None,
 ) -> dict | None:
-    """One look at the directory; runs the job and rebuilds the feeds when there are new files.
+    """One look at the directory; runs the job and rebuilds the feeds when there are new files (an ok run is
+    added to the module's metrics).
 
     Args:
       config: the loop's configuration.
@@ -173,6 +195,7 @@ def run_once(
     keys = Keys(config.key_prefix)
     now = parse_now(config.now, RankingStore(client, keys), clock)
     stats = build_feeds(client, now, keys=keys)
+    _observe(summary, clock())
     return {
         "files": len(new),
         "first": new[0],
@@ -185,11 +208,47 @@ def run_once(
     }
 
 
+def _observe(summary: dict, now: float) -> None:
+    """Adds one ok run's job summary to the module's metrics (``now``: UTC epoch seconds)."""
+    RUNS.labels("ok").inc()
+    ARTICLES.inc(summary.get("parsed") or 0)
+    TREND_LATE.inc(summary.get("trend_inputs_late") or 0)
+    for step, n in (summary.get("dead_letters_by_step") or {}).items():
+        DEAD_LETTERS.labels(step).inc(n)
+    if summary.get("newest_event_time") is not None:
+        LAG.set(now - summary["newest_event_time"])
+    LAST_SUCCESS.set(now)
+
+
 def _run_streaming_job(argv: list[str]) -> dict:
-    from newsflow.pipelines.launcher import summary
+    """Runs the streaming job in this process: :func:`newsflow.pipelines.launcher.summary` plus
+    ``dead_letters_by_step`` (``{step: count}``, from the job's dead-letter counters) and ``newest_event_time``
+    (UTC epoch seconds, max of the ``event_time_ms`` distribution; ``None`` when nothing was parsed)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from newsflow.pipelines.launcher import counters, summary
     from newsflow.pipelines.streaming import run
 
-    return summary(run(argv))
+    launched = run(argv)
+    out = summary(launched)
+    by_step = {}
+    for name, n in (counters(launched.result) or {}).items():
+        step = name.removeprefix("dead_lettered_") if name.startswith("dead_lettered_") else ""
+        step = step or (name.removesuffix("_dead_lettered") if name.endswith("_dead_lettered") else "")
+        if step and n:
+            by_step[step] = by_step.get(step, 0) + n
+    out["dead_letters_by_step"] = by_step
+    out["newest_event_time"] = None
+    try:
+        dists = launched.result.metrics().query(MetricsFilter().with_name("event_time_ms"))["distributions"]
+    except Exception:  # noqa: BLE001 - a runner without metrics: no lag
+        dists = []
+    for d in dists:
+        v = d.committed if d.committed is not None else d.attempted
+        if v is not None and v.count:
+            newest = v.max / 1000.0
+            out["newest_event_time"] = max(out["newest_event_time"] or newest, newest)
+    return out
 
 
 def run_loop(
@@ -225,6 +284,7 @@ def run_loop(
             out = run_once(config, cursor, client, clock)
         except Exception as e:  # noqa: BLE001 - a failed run is reported and retried; the loop keeps going
             out = None
+            RUNS.labels("error").inc()
             report({"error": f"{type(e).__name__}: {e}"[:500]})
         if out is not None:
             runs += 1

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from newsflow.crawler.replay import ReplayWeb, load_corpus, serve
 from newsflow.serving.app import ServingConfig, create_app, serving_client
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, populate
+from tests.integration.test_run_continuous import Loop, _pages
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus")
 needs_corpus = pytest.mark.skipif(
@@ -133,3 +135,32 @@ def test_crawl_metrics_count_fetches_by_outcome_dead_letters_and_pending(tmp_pat
     assert delta(after, before, "newsflow_crawl_dead_letters_total", step="feed", reason="unsafe_address") == 1
     # every page is done; every feed (the refused one too) stays queued for its next poll
     assert after[("newsflow_crawl_frontier_pending", frozenset())] == len(feeds) + 1
+
+
+def test_run_continuous_metrics_count_runs_articles_dead_letters_and_lag(redis_server, tmp_path):
+    _client, redis_url = redis_server
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    port = free_port()
+    loop = Loop(tmp_path, redis_url, ["--metrics-port", str(port)])
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        dropped_at = time.time()
+        pages = _pages(0, 3)  # fetched now, published 60 s ago: event time = now - 60
+        newest = max(json.loads(line)["published_time"] for line in pages)
+        (landing / ".raw.tmp").write_bytes(b"".join(pages) + b"{not json\n")  # committed as LandingWriter does
+        os.replace(landing / ".raw.tmp", landing / "raw-0001-a-000001.jsonl")
+        [run] = loop.wait_runs(1)
+        got = scrape(lambda: httpx.get(url, timeout=10).text)  # a fresh process: every value is this run's
+        scraped_at = time.time()
+    finally:
+        loop.stop()
+    assert run["job"]["parsed"] == 3
+    assert got[("newsflow_continuous_runs_total", frozenset({("outcome", "ok")}))] == 1
+    assert got[("newsflow_continuous_articles_total", frozenset())] == 3
+    assert got[("newsflow_continuous_dead_letters_total", frozenset({("step", "parse")}))] == 1
+    assert got[("newsflow_continuous_trend_inputs_late_total", frozenset())] == 0  # bounded runs have no late data
+    lag = got[("newsflow_continuous_lag_seconds", frozenset())]
+    assert dropped_at - newest - 1 <= lag <= scraped_at - newest
+    last = got[("newsflow_continuous_last_success_timestamp_seconds", frozenset())]
+    assert dropped_at <= last <= scraped_at

@@ -45,7 +45,7 @@ def _drop(landing, name: str, lines: list[bytes]) -> list[str]:
 class Loop:
     """The command in a subprocess; its JSON lines are collected from stdout."""
 
-    def __init__(self, tmp_path, url: str):
+    def __init__(self, tmp_path, url: str, extra: list[str] = ()):
         cmd = [
             sys.executable,
             "-m",
@@ -63,6 +63,7 @@ class Loop:
             str(tmp_path / "data"),
             "--model_dir",
             os.path.join(REPO_ROOT, "var", "models"),
+            *extra,
         ]
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.lines: list[dict] = []
