@@ -2,8 +2,8 @@
 
 Rows are read from Redis, never from what a pipeline element says: an article's first story
 (``Keys.story_assign``) resolved through the ``merged_into`` field of each retired story's hash
-(``Keys.story``), its event time (``event_time`` of ``Keys.article``) and its near-duplicate group
-(``Keys.article_clusters``). So a row depends only on the Redis state when it is written, not on
+(``Keys.story``), its event time and its near-duplicate group (``event_time`` and ``cluster_id`` of
+``Keys.article``). So a row depends only on the Redis state when it is written, not on
 arrival order, bundling or which of two concurrent runs wrote it.
 
 Which articles a run touches: its own articles, plus every member of each story their steps merged
@@ -78,7 +78,7 @@ def current_rows(client, keys: Keys, article_ids: Iterable[str]) -> dict[str, St
     """article id -> its row as Redis holds it now, ``None`` when Redis has no story assignment or no
     event time for it (dead-lettered by the story step, or expired by retention).
 
-    Round trips: 3 per :data:`CHUNK` ids plus one per merge-chain level.
+    Round trips: 1 per :data:`CHUNK` ids (pipelined) plus one per merge-chain level.
     """
     ids = sorted(set(article_ids))
     first: dict[str, str] = {}
@@ -88,12 +88,12 @@ def current_rows(client, keys: Keys, article_ids: Iterable[str]) -> dict[str, St
         part = ids[i : i + CHUNK]
         pipe = client.pipeline(transaction=False)
         pipe.hmget(keys.story_assign, part)
-        pipe.hmget(keys.article_clusters, part)
         for aid in part:
-            pipe.hget(keys.article(aid), "event_time")
+            pipe.hmget(keys.article(aid), ["event_time", "cluster_id"])
         res = pipe.execute()
         for j, aid in enumerate(part):
-            sid, cid, t = _s(res[0][j]), _s(res[1][j]), _s(res[2 + j])
+            sid = _s(res[0][j])
+            t, cid = (_s(v) for v in res[1 + j])
             if sid is not None:
                 first[aid] = sid
             groups[aid] = cid

@@ -33,8 +33,9 @@ def _seed(client) -> None:
     """Redis as the story step leaves it: assignments, article event times, groups, member lists."""
     for aid, (t, sid, cid) in ARTICLES.items():
         client.hset(KEYS.story_assign, aid, sid)
-        client.hset(KEYS.article(aid), mapping={"event_time": repr(t), "url": f"https://e.com/{aid}"})
-        client.hset(KEYS.article_clusters, aid, cid)
+        client.hset(
+            KEYS.article(aid), mapping={"event_time": repr(t), "url": f"https://e.com/{aid}", "cluster_id": cid}
+        )
         client.zadd(KEYS.story_articles(sid), {aid: t})
         client.hset(KEYS.story(sid), mapping={"title": sid, "merged_into": ""})
 
