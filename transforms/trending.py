@@ -20,7 +20,7 @@ Late lane (unbounded input): an article whose event time is more than ``allowed_
 lane instead of its windows: a dead letter (step ``trending``, error ``late``, the trend input as JSON)
 counted by ``newsflow.trending/trend_inputs_late``. Articles within the bound update their windows (a
 late firing with the corrected count). Nothing is dropped silently: the windows stay open for the bound
-plus two periods (:func:`window_lateness_s`), longer than the gate's view of the watermark can lag
+plus two probe steps (:func:`window_lateness_s`), longer than the gate's view of the watermark can lag
 (:class:`_LateLaneFn`). Bounded input has no late data.
 """
 
@@ -96,11 +96,20 @@ class TrendingConfig:
             raise ValueError(f"allowed_lateness_seconds must be >= 0, got {self.allowed_lateness_seconds}")
 
 
+def probe_step_s(config: TrendingConfig) -> int:
+    """Step of the late-lane gate's watermark probe, seconds: a whole number of periods, at least one and
+    about a twelfth of the late bound (1,800 s for the default 21,600 s bound). The gate's view of the
+    watermark lags the runner's by less than one step; a coarser step means fewer timer firings."""
+    periods = max(1, round(config.allowed_lateness_seconds / 12 / config.period_seconds))
+    return periods * config.period_seconds
+
+
 def window_lateness_s(config: TrendingConfig) -> int:
     """How long after its end a trending window still accepts data, seconds: the late bound plus two
-    periods, so that an article the late-lane gate lets through (at most the bound behind the gate's
-    watermark, which lags the runner's by less than a period) is never dropped by the window."""
-    return config.allowed_lateness_seconds + 2 * config.period_seconds
+    probe steps, so that an article the late-lane gate lets through (at most the bound behind the gate's
+    watermark, which lags the runner's by less than a step: :func:`probe_step_s`) is never dropped by the
+    window."""
+    return config.allowed_lateness_seconds + 2 * probe_step_s(config)
 
 
 class _ParseFn(beam.DoFn):
@@ -126,10 +135,10 @@ class _LateLaneFn(beam.DoFn):
 
     Python DoFns cannot read the watermark, so the gate learns it from an event-time timer: the
     ``probe`` timer fires once the watermark has passed it, and its firing time is kept in ``seen``
-    (a lower bound of the watermark). While articles arrive the probe re-arms itself every period,
-    so ``seen`` lags the watermark by less than a period; after ``tight_firings`` firings without an
+    (a lower bound of the watermark). While articles arrive the probe re-arms itself every step (:func:`probe_step_s`),
+    so ``seen`` lags the watermark by less than a step; after ``tight_firings`` firings without an
     article (the bound plus a window of watermark progress) its step doubles, so draining to the end of
-    time takes a few dozen firings, and the next article pulls the probe back to the next period tick.
+    time takes a few dozen firings, and the next article pulls the probe back to the next step tick.
     An article arriving after such a long quiet spell is judged by the last probe (``seen`` may then
     lag by up to half the quiet spell), the one case in which the gate is lenient.
 
@@ -165,7 +174,7 @@ class _LateLaneFn(beam.DoFn):
         t = float(timestamp)
         watermark = seen.read()
         idle.write(0)
-        # the next period tick after what is known; also pulls in a probe pushed far out while idle
+        # the next step tick after what is known; also pulls in a probe pushed far out while idle
         at = (math.floor(max(t, watermark or t) / self._step) + 1) * self._step
         current = armed.read()
         if current is None or at < current:
@@ -337,12 +346,13 @@ class ComputeTrendingWindows(beam.PTransform):
                 | "ToTrendCount" >> beam.ParDo(_ToTrendCountFn(c.breaking_threshold, keyed_windows=True))
             )
         else:
-            tight = math.ceil((c.allowed_lateness_seconds + c.window_seconds) / c.period_seconds) + 1
+            step = probe_step_s(c)
+            tight = math.ceil((c.allowed_lateness_seconds + c.window_seconds) / step) + 1
             gated = (
                 parsed[TRENDS_TAG]
                 | "KeyToLateGate" >> beam.Map(lambda ti: ("trending", ti))
                 | "LateLane"
-                >> beam.ParDo(_LateLaneFn(c.allowed_lateness_seconds, c.period_seconds, tight)).with_outputs(
+                >> beam.ParDo(_LateLaneFn(c.allowed_lateness_seconds, step, tight)).with_outputs(
                     DEAD_LETTER_TAG, main=TRENDS_TAG
                 )
             )

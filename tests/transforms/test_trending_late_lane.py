@@ -25,6 +25,7 @@ from newsflow.transforms.trending import (
     ComputeTrendingWindows,
     TrendingConfig,
     WriteTrends,
+    probe_step_s,
     window_lateness_s,
 )
 
@@ -118,7 +119,9 @@ def test_late_bound_is_validated_and_windows_outlast_it():
         TrendingConfig(allowed_lateness_seconds=-1)
     c = TrendingConfig()
     assert c.allowed_lateness_seconds == DEFAULT_LATE_BOUND_S == 6 * 3600
-    assert window_lateness_s(c) == 6 * 3600 + 600
+    # the probe steps a twelfth of the bound (30 min = 6 periods of 300 s); windows stay open two steps more
+    assert probe_step_s(c) == 1800 and window_lateness_s(c) == 6 * 3600 + 3600
+    assert probe_step_s(TrendingConfig(allowed_lateness_seconds=600)) == 300  # never below one period
 
 
 def test_after_a_quiet_day_the_gate_catches_up_with_the_watermark():
