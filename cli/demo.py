@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
                 )
 
     print("\nOutputs:")
-    for dataset in ("articles", "clusters", "deadletters"):
+    for dataset in ("articles", "clusters", "story_assignments", "deadletters"):
         files = list_files(output, dataset)
         print(f"  {os.path.join(output, dataset)}: {len(files)} Parquet files")
     print(f"  {os.path.join(output, 'trends')}: {len(list_files(output, 'trends'))} Parquet files")
