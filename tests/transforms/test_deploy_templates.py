@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from tests.transforms.test_dataflow_job import DATAFLOW_ARGV
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATES = ("deploy/dataflow/metadata.json", "deploy/dataflow/nightly-metadata.json")
 # a Redis URL as the README writes it: up to whitespace, a backtick, a quote or a backslash
@@ -46,26 +48,8 @@ def test_every_documented_redis_url_passes_the_template_patterns(template):
         assert not all(re.fullmatch(p, bad) for p in patterns), (template, bad)
 
 
-DATAFLOW_DRY_RUN = [
-    "run",
-    "--runner",
-    "DataflowRunner",
-    "--dry_run",
-    "true",
-    "--streaming",
-    "--project",
-    "newsflow-test",
-    "--region",
-    "europe-west1",
-    "--temp_location",
-    "gs://newsflow-bucket/tmp",
-    "--pubsub_subscription",
-    "projects/newsflow-test/subscriptions/raw-documents",
-    "--output",
-    "gs://newsflow-bucket/out",
-    "--redis_url",
-    "redis+cluster://10.0.0.5:6379,10.0.0.6:6379",
-]
+# the dry-run flags of test_dataflow_job, through the command line, with a cluster URL
+DATAFLOW_DRY_RUN = ["run", *DATAFLOW_ARGV, "--redis_url", "redis+cluster://10.0.0.5:6379,10.0.0.6:6379"]
 
 
 def test_a_remote_dry_run_without_models_fails_naming_the_file_and_model_dir(tmp_path, capsys):
