@@ -160,31 +160,34 @@ def simulate(settings: Settings, args: argparse.Namespace, log=print) -> dict:
     )
     output = os.path.join(settings.data_dir, "output")
     per_day, posted, nights = [], 0, []
-    with _serve(app) as base, httpx.Client(base_url=base, timeout=60) as http:
+    with _serve(app) as base:
         for day in range(args.days):
             day_start = start + day * DAY
             clock["now"] = day_start
             build_feeds(client, day_start, keys=keys)  # public feeds and pools as of the day
             shown = {"feed": 0, "top": 0}
             clicked = {"feed": 0, "top": 0}
-            for sess in range(args.sessions):
-                clock["now"] = day_start + 3600.0 * (1 + sess * 20.0 / max(args.sessions, 1))
-                for reader in readers:
-                    auth = {"Authorization": "Bearer " + sign_token(reader.user_id, secret, clock["now"], 3600)}
-                    events = []
-                    for surface, path in (("feed", "/v1/feed"), ("top", "/v1/top")):
-                        resp = http.get(path, params={"limit": 10}, headers=auth if surface == "feed" else None)
-                        resp.raise_for_status()
-                        items = resp.json()["stories"][:10]
-                        evs, n = reader.session(items, rng, surface)
-                        shown[surface] += len(items)
-                        clicked[surface] += n
-                        events += evs
-                    for i in range(0, len(events), 100):
-                        r = http.post("/v1/events", json={"events": events[i : i + 100]}, headers=auth)
-                        if r.status_code != 202:
-                            raise RuntimeError(f"events refused: {r.status_code} {r.text[:300]}")
-                        posted += r.json()["accepted"]
+            # A client per day: a connection kept across the night would meet the server's keep-alive close
+            # (uvicorn's 5 s) in a race that resets it.
+            with httpx.Client(base_url=base, timeout=60) as http:
+                for sess in range(args.sessions):
+                    clock["now"] = day_start + 3600.0 * (1 + sess * 20.0 / max(args.sessions, 1))
+                    for reader in readers:
+                        auth = {"Authorization": "Bearer " + sign_token(reader.user_id, secret, clock["now"], 3600)}
+                        events = []
+                        for surface, path in (("feed", "/v1/feed"), ("top", "/v1/top")):
+                            resp = http.get(path, params={"limit": 10}, headers=auth if surface == "feed" else None)
+                            resp.raise_for_status()
+                            items = resp.json()["stories"][:10]
+                            evs, n = reader.session(items, rng, surface)
+                            shown[surface] += len(items)
+                            clicked[surface] += n
+                            events += evs
+                        for i in range(0, len(events), 100):
+                            r = http.post("/v1/events", json={"events": events[i : i + 100]}, headers=auth)
+                            if r.status_code != 202:
+                                raise RuntimeError(f"events refused: {r.status_code} {r.text[:300]}")
+                            posted += r.json()["accepted"]
             ctr = {s: (clicked[s] / shown[s] if shown[s] else 0.0) for s in shown}
             cp, ct = round(ctr["feed"], 4), round(ctr["top"], 4)
             lift = round(cp / ct, 4) if ct else None
