@@ -30,12 +30,15 @@ class Clicks(NamedTuple):
       article: list of n article ids (str).
       session: list of n session ids (str).
       user: list of n user ids (str).
+      session_start: float64 (n,), the row's ``session_start`` (UTC epoch seconds), NaN where the log has
+        no such column.
     """
 
     time: np.ndarray
     article: list
     session: list
     user: list
+    session_start: np.ndarray
 
 
 def read_clicks(path: str) -> Clicks:
@@ -49,6 +52,7 @@ def read_clicks(path: str) -> Clicks:
     article: list[str] = []
     session: list[str] = []
     user: list[str] = []
+    starts: list[float] = []
     try:
         with (
             gzip.open(path, "rt", encoding="utf-8", newline="")
@@ -61,21 +65,14 @@ def read_clicks(path: str) -> Clicks:
                 raise InputError(
                     f"{path}: not a click log: missing columns {missing} (need {', '.join(REQUIRED_COLUMNS)})"
                 )
+            has_start = "session_start" in (reader.fieldnames or [])
             for r in reader:
                 line = reader.line_num
                 for c in ("user_id", "session_id", "click_article_id"):
                     if not (r.get(c) or "").strip():
                         raise InputError(f"{path}:{line}: empty {c}")
-                ts = (r.get("click_timestamp") or "").strip()
-                try:
-                    t = float(ts) / 1000.0
-                except ValueError:
-                    t = float("nan")
-                if not np.isfinite(t):
-                    raise InputError(
-                        f"{path}:{line}: click_timestamp must be a number (ms since the epoch), got {ts[:40]!r}"
-                    )
-                times.append(t)
+                times.append(_epoch_seconds(r, "click_timestamp", path, line))
+                starts.append(_epoch_seconds(r, "session_start", path, line) if has_start else float("nan"))
                 article.append(r["click_article_id"].strip())
                 session.append(r["session_id"].strip())
                 user.append(r["user_id"].strip())
@@ -85,7 +82,19 @@ def read_clicks(path: str) -> Clicks:
         raise InputError(f"{path}: {describe(e)}") from None
     if not times:
         raise InputError(f"{path}: no clicks")
-    return Clicks(np.asarray(times, dtype=np.float64), article, session, user)
+    return Clicks(np.asarray(times, dtype=np.float64), article, session, user, np.asarray(starts, dtype=np.float64))
+
+
+def _epoch_seconds(row: dict, column: str, path: str, line: int) -> float:
+    """``row[column]`` (ms since the epoch) in seconds; InputError naming the line if it is not a finite number."""
+    raw = (row.get(column) or "").strip()
+    try:
+        t = float(raw) / 1000.0
+    except ValueError:
+        t = float("nan")
+    if not np.isfinite(t):
+        raise InputError(f"{path}:{line}: {column} must be a number (ms since the epoch), got {raw[:40]!r}")
+    return t
 
 
 def id_key(v: str) -> tuple:

@@ -41,7 +41,10 @@ TEST = [
 
 
 def _write(path, rows):
-    path.write_text(HEADER + "".join(f"{u},{s},0,2,{a},{BASE_MS + 1000 * t}\n" for u, s, a, t in rows))
+    # session_start: the row's own click time (the split takes each session's earliest)
+    path.write_text(
+        HEADER + "".join(f"{u},{s},{BASE_MS + 1000 * t},2,{a},{BASE_MS + 1000 * t}\n" for u, s, a, t in rows)
+    )
     return str(path)
 
 
@@ -68,7 +71,7 @@ def test_query_protocol_and_baselines_by_hand(tmp_path):
     assert set(r) >= {"queries", "hr_at_10", "mrr_at_10", "baselines", "seconds"}
 
 
-def test_default_split_is_first_80_percent_by_time(tmp_path):
+def test_clicks_split_is_first_80_percent_by_time(tmp_path):
     # 10 clicks in shuffled file order: the last 2 by time (one session) form the test part -> 1 query
     rows = [
         (1, 1, 1, 0),
@@ -82,9 +85,28 @@ def test_default_split_is_first_80_percent_by_time(tmp_path):
         (5, 5, 1, 80),
         (5, 5, 2, 90),
     ]
-    r = ev.evaluate(_write(tmp_path / "c.csv", list(reversed(rows))))
-    assert r["queries"] == 1
+    r = ev.evaluate(_write(tmp_path / "c.csv", list(reversed(rows))), split="clicks")
+    assert r["queries"] == 1 and r["split"] == "clicks"
     assert r["baselines"]["covisitation"] == {"hr_at_10": 1.0, "mrr_at_10": 1.0}
+
+
+def test_default_split_holds_out_the_last_fifth_of_clock_hours(tmp_path):
+    """Ten clock hours hold clicks. Hours 0-8: sessions 2h and 2h+1 click article 1 then 2 (s at 10·s and
+    10·s + 5 seconds into the hour). Hour 9: session 18 clicks 1, 2, 3; sessions 19 and 20 click 1 then 2.
+    ``hours``: int(0.8 · 10) = 8, so hours 8 and 9 are the test part: queries s16 1, s17 1, s18 2, s19 1, s20 1 = 6.
+    ``clicks``: 43 clicks, int(0.8 · 43) = 34 train = hours 0-7 (32) + s16's two; test starts at s17: 5 queries."""
+    rows = []
+    for h in range(9):
+        for s in (2 * h, 2 * h + 1):
+            rows += [(s, s, 1, 3600 * h + 10 * s), (s, s, 2, 3600 * h + 10 * s + 5)]
+    rows += [(18, 18, 1, 3600 * 9), (18, 18, 2, 3600 * 9 + 5), (18, 18, 3, 3600 * 9 + 9)]
+    rows += [(s, s, a, 3600 * 9 + 10 * s + a) for s in (19, 20) for a in (1, 2)]
+    path = _write(tmp_path / "c.csv", rows)
+    r = ev.evaluate(path)
+    assert (r["queries"], r["split"]) == (6, "hours")
+    assert ev.evaluate(path, split="clicks")["queries"] == 5
+    best = max(b["hr_at_10"] for b in r["baselines"].values())
+    assert r["hr_at_10_vs_best_baseline"] == round(r["hr_at_10"] / best, 4)
 
 
 def _run(mod, **kw) -> int:
@@ -101,11 +123,16 @@ def _run(mod, **kw) -> int:
             "(need user_id, session_id, click_article_id, click_timestamp)",
         ),
         (HEADER.encode() + b"1,1,0,2,5,soon\n", "2: click_timestamp must be a number (ms since the epoch), got 'soon'"),
+        (HEADER.encode() + b"1,1,late,2,5,1000\n", "2: session_start must be a number (ms since the epoch), got 'late'"),
         (HEADER.encode() + b"1,,0,2,5,1000\n", "2: empty session_id"),
         (HEADER.encode(), "no clicks"),
         (
-            HEADER.encode() + b"1,1,0,2,5,1000\n2,2,0,2,6,2000\n",
+            HEADER.encode() + b"1,1,1000,2,5,1000\n2,2,3601000,2,6,3601000\n",
             "no test session has two or more clicks: nothing to score",
+        ),
+        (
+            HEADER.encode() + b"1,1,0,2,5,1000\n2,2,0,2,6,2000\n",
+            "too few clicks to split into train and test: every session starts in one hour",
         ),
     ],
 )
