@@ -2,7 +2,10 @@
 
 For a home page the feeds are discovered (:mod:`newsflow.crawler.discover`: ``<link rel="alternate">``
 RSS/Atom/JSON Feed, then common feed paths, then robots.txt news sitemaps), politely and through
-the crawler's address-safety guard; ``--no-discover`` registers the URL as given. The command prints
+the crawler's address-safety guard; ``--no-discover`` registers the URL as given. Every URL
+registered is checked once more: its host is resolved and refused when every address is private,
+loopback or otherwise forbidden (a host that does not resolve is registered with a warning; the
+fetch-time guard checks it again at every fetch). The command prints
 what it fetched, what it found and what it registered. ``--name``, ``--tier``, ``--authority`` and
 ``--language`` set the outlet's record (an explicit authority overrides the rubric of
 ``newsflow/core/authority.py``). Exit code: 0 when something is registered (or already was), 1 when
@@ -14,7 +17,16 @@ from __future__ import annotations
 import asyncio
 import json
 
-from newsflow.cli.sources_common import CommandError, add_common_arguments, fail, open_registry, print_report
+from newsflow.cli.sources_common import (
+    CommandError,
+    add_address_arguments,
+    add_common_arguments,
+    fail,
+    open_registry,
+    print_report,
+    registration_host_check,
+    resolve_overrides,
+)
 
 COMMAND = "add"
 HELP = "register a publisher by home page, feed or news sitemap URL (feeds are discovered)"
@@ -37,18 +49,7 @@ def add_arguments(parser) -> None:
         "--all", action="store_true", help="register every discovered alternate feed (default: the first one)"
     )
     parser.add_argument("--paused", action="store_true", help="register paused (not polled until resumed)")
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        help="host/IP/CIDR exempt from the private-address guard, repeatable (default: none)",
-    )
-    parser.add_argument(
-        "--resolve",
-        action="append",
-        default=[],
-        help="HOST=IP:PORT connect override ('*' for every host), repeatable (default: real DNS)",
-    )
+    add_address_arguments(parser)
     parser.add_argument(
         "--host-delay", type=float, default=1.0, help="seconds between two requests to one host (default: %(default)s)"
     )
@@ -61,12 +62,7 @@ def _discover(args):
     from newsflow.crawler.discover import Discoverer, DiscoveryConfig
     from newsflow.crawler.fetch import Fetcher
 
-    resolve = {}
-    for item in args.resolve:
-        host, sep, target = item.partition("=")
-        if not sep or ":" not in target:
-            raise CommandError(f"--resolve must be HOST=IP:PORT, got {item!r}")
-        resolve[host.strip().lower()] = target.strip()
+    resolve = resolve_overrides(args.resolve)
     if args.host_delay < 0 or args.max_requests < 1:
         raise CommandError("need --host-delay >= 0 and --max-requests >= 1")
     cfg = CrawlerConfig(allow_hosts=tuple(args.allow_host), resolve=resolve, total_timeout_s=20.0)
@@ -117,7 +113,11 @@ def run(args) -> int:
         (f"found {i + 1}", FeedEntry(url, kind, title, tuple(args.category), home, status))
         for i, (url, kind, title, home) in enumerate(chosen)
     ]
-    report = registry.register(entries, origin="add")
+    try:
+        host_check = registration_host_check(args)
+    except CommandError as e:
+        return fail(str(e))
+    report = registry.register(entries, origin="add", host_check=host_check)
     outlets = sorted({outlet(o.url) for o in report.outcomes if o.result != "error"})
     outlet_records = {}
     if any(v is not None for v in (args.name, args.tier, args.authority, args.language)):

@@ -92,3 +92,53 @@ def apply_status(args, action: str) -> int:
     for ref in args.refs:
         report.outcomes.extend(registry.set_status(ref, action).outcomes)
     return print_report(report, args.json, verbose=True, label=action)
+
+
+def add_address_arguments(parser) -> None:
+    """``--allow-host`` and ``--resolve``: the address guard's exemptions and connect overrides."""
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        help="host/IP/CIDR exempt from the private-address guard, repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        help="HOST=IP:PORT connect override ('*' for every host), repeatable (default: real DNS)",
+    )
+
+
+def resolve_overrides(items: list[str]) -> dict[str, str]:
+    """``--resolve`` values as ``{host: "ip:port"}``.
+
+    Raises:
+      CommandError: an item is not ``HOST=IP:PORT``.
+    """
+    out = {}
+    for item in items:
+        host, sep, target = item.partition("=")
+        if not sep or ":" not in target:
+            raise CommandError(f"--resolve must be HOST=IP:PORT, got {item!r}")
+        out[host.strip().lower()] = target.strip()
+    return out
+
+
+def registration_host_check(args):
+    """The registration-time address check (:class:`newsflow.crawler.safety.RegistrationHostCheck`) for
+    ``args.allow_host`` and ``args.resolve``: a host with an override resolves to its override's IP, others
+    through DNS.
+
+    Raises:
+      CommandError: a bad ``--resolve`` item.
+    """
+    from newsflow.crawler.safety import AddressPolicy, RegistrationHostCheck, system_resolver
+
+    overrides = resolve_overrides(args.resolve)
+
+    def resolve(host: str) -> list[str]:
+        target = overrides.get(host.lower(), overrides.get("*"))
+        return [target.rsplit(":", 1)[0].strip("[]")] if target else system_resolver(host)
+
+    return RegistrationHostCheck(AddressPolicy(args.allow_host), resolve)

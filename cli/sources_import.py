@@ -1,8 +1,10 @@
 """``newsflow sources import FILE``: register the feeds of an OPML 1.0/2.0, CSV or URL-list file.
 
-Formats and limits: :mod:`newsflow.core.source_files`. Each entry is checked (URL syntax and the
-address rules that need no DNS) and reported: ``added``, ``unchanged`` (already registered, or
-repeated in the file), ``restored`` (was removed) or ``error`` with the reason; good entries are
+Formats and limits: :mod:`newsflow.core.source_files`. Each entry is checked (URL syntax, the
+address rules that need no DNS, then each host resolved once: refused when every address is
+forbidden, a warning when it does not resolve; ``--allow-host``/``--resolve`` as for ``sources
+add``) and reported: ``added``, ``unchanged`` (already registered, or repeated in the file),
+``restored`` (was removed) or ``error`` with the reason; good entries are
 registered whatever happens to bad ones. Importing the same file twice changes nothing.
 Exit code: 0 when the file was imported, even if some entries were refused (each is reported; a
 second import of the same file exits 0 too); 1 when nothing in it could be registered (a refused or
@@ -14,7 +16,15 @@ from __future__ import annotations
 
 import os
 
-from newsflow.cli.sources_common import CommandError, add_common_arguments, fail, open_registry, print_report
+from newsflow.cli.sources_common import (
+    CommandError,
+    add_address_arguments,
+    add_common_arguments,
+    fail,
+    open_registry,
+    print_report,
+    registration_host_check,
+)
 
 COMMAND = "import"
 HELP = "register the feeds of an OPML, CSV or URL-list file (folders/categories become topics)"
@@ -31,6 +41,7 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="also list the entries that were added")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any entry was refused")
+    add_address_arguments(parser)
     add_common_arguments(parser)
 
 
@@ -42,12 +53,14 @@ def run(args) -> int:
         return fail(f"no such file: {args.file}")
     try:
         _, registry = open_registry(args)
+        host_check = registration_host_check(args)
     except CommandError as e:
         return fail(str(e))
     try:
         report = registry.register(
             read_file(args.file, args.format, max_entries=max(1, args.max_entries)),
             origin=f"import:{os.path.basename(args.file)}",
+            host_check=host_check,
         )
     except OSError as e:
         return fail(f"cannot read {args.file}: {e}")

@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
 
 from newsflow.core.netsafety import (
     METADATA_HOSTS,
+    embedded_ipv4,
     is_forbidden_ip,
     literal_host_problem,
     parse_ip_literal,
@@ -28,6 +30,7 @@ from newsflow.core.netsafety import (
 __all__ = [
     "METADATA_HOSTS",
     "AddressPolicy",
+    "RegistrationHostCheck",
     "UnsafeAddressError",
     "is_forbidden_ip",
     "literal_host_problem",
@@ -94,7 +97,9 @@ class AddressPolicy:
             return []
         literal = parse_ip_literal(name)
         if literal is not None and not self.ip_allowed(str(literal)):
-            raise UnsafeAddressError(f"{host} is the forbidden address {literal}")
+            inner = embedded_ipv4(literal) if literal.version == 6 else None
+            carried = f" (it carries the IPv4 address {inner})" if inner is not None else ""
+            raise UnsafeAddressError(f"{host} is the forbidden address {literal}{carried}")
         if literal is None:
             # local, metadata and single-label names are refused before any DNS lookup, unless a
             # replay override sends the request to an explicitly allowed address
@@ -122,3 +127,55 @@ class AddressPolicy:
         except ValueError:
             return False
         return any(addr in n for n in self._nets if n.version == addr.version)
+
+
+def system_resolver(host: str) -> list[str]:
+    """Every address the system resolver gives ``host`` (any family), sorted.
+
+    Raises:
+      OSError: the name does not resolve (``socket.gaierror``) or is not encodable.
+    """
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except UnicodeError as e:
+        raise OSError(str(e)) from None
+    return sorted({info[4][0] for info in infos})
+
+
+class RegistrationHostCheck:
+    """The address check of ``sources add``, ``sources import`` and the admin API at registration.
+
+    Each host is resolved once (results kept for this check's lifetime) through ``resolve``; an
+    entry is refused when every address is forbidden (:meth:`AddressPolicy.ip_allowed`: the same
+    rules and allow-list as the fetcher). A host that does not resolve is registered with a
+    warning: DNS may be down or the publisher not live yet, and the fetch-time guard
+    (:meth:`AddressPolicy.check_host`, every hop, every address) stays the authority either way.
+
+    Args:
+      policy: allow-list and rules; default: no exemptions.
+      resolve: ``host -> [ip, ...]``, raising ``OSError`` when the name does not resolve; default
+        :func:`system_resolver`. Tests pass a map's ``__getitem__``-like function.
+    """
+
+    def __init__(self, policy: AddressPolicy | None = None, resolve: Callable[[str], list[str]] | None = None):
+        self.policy = policy or AddressPolicy()
+        self.resolve = resolve or system_resolver
+        self._seen: dict[str, tuple[str | None, str | None]] = {}
+
+    def __call__(self, url: str) -> tuple[str | None, str | None]:
+        """``(problem, warning)`` for a URL that passed the literal checks: ``problem`` refuses it."""
+        host = (urlsplit(url).hostname or "").rstrip(".")
+        if host not in self._seen:
+            self._seen[host] = self._check(host)
+        return self._seen[host]
+
+    def _check(self, host: str) -> tuple[str | None, str | None]:
+        if not host or host in self.policy._names or parse_ip_literal(host) is not None:
+            return None, None  # literals were judged by literal_host_problem, which knows the same rules
+        try:
+            ips = self.resolve(host)
+        except (OSError, KeyError) as e:
+            return None, f"warning: {host} did not resolve at registration ({e}); it is checked again at every fetch"
+        if ips and not any(self.policy.ip_allowed(ip) for ip in ips):
+            return f"{host} resolves only to forbidden addresses ({', '.join(ips[:4])})", None
+        return None, None

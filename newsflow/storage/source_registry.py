@@ -260,13 +260,22 @@ class SourceRegistry:
         return SourceTable(rows)
 
     # ------------------------------------------------------------------ registration
-    def register(self, entries: Iterable[tuple[str, FeedEntry | FeedError]], origin: str = "") -> Report:
+    def register(
+        self,
+        entries: Iterable[tuple[str, FeedEntry | FeedError]],
+        origin: str = "",
+        host_check: Callable[[str], tuple[str | None, str | None]] | None = None,
+    ) -> Report:
         """Registers feeds; entries already registered are left as they are.
 
         Args:
           entries: ``(ref, FeedEntry)`` pairs, or ``(ref, FeedError)`` for entries a parser refused
             (reported as errors); ``ref`` says where an entry came from (``"outline 12"``).
           origin: recorded with new feeds (``"import:feeds.opml"``, ``"add"``, ``"api"``).
+          host_check: ``url -> (problem, warning)`` run on each URL that passed
+            :func:`check_feed_url` (``newsflow.crawler.safety.RegistrationHostCheck`` resolves the
+            host): a problem refuses the entry (error ``unsafe_address``), a warning goes into the
+            entry's ``detail``.
 
         Returns:
           A :class:`Report` with one outcome per entry, in input order.
@@ -278,13 +287,13 @@ class SourceRegistry:
         for item in entries:
             chunk.append(item)
             if len(chunk) >= self.batch:
-                self._register_batch(chunk, origin, seen, report)
+                self._register_batch(chunk, origin, seen, report, host_check)
                 chunk = []
         if chunk:
-            self._register_batch(chunk, origin, seen, report)
+            self._register_batch(chunk, origin, seen, report, host_check)
         return report
 
-    def _register_batch(self, chunk, origin: str, seen: dict[str, str], report: Report) -> None:
+    def _register_batch(self, chunk, origin: str, seen: dict[str, str], report: Report, host_check=None) -> None:
         now = self.clock()
         valid: list[tuple[str, FeedEntry, str, str]] = []
         slots: list[int] = []
@@ -298,6 +307,9 @@ class SourceRegistry:
                 if item.status not in ("active", "paused"):
                     raise FeedError("bad_entry", f"status must be 'active' or 'paused', got {item.status!r}")
                 url = check_feed_url(item.url)
+                problem, warning = host_check(url) if host_check else (None, None)
+                if problem:
+                    raise FeedError("unsafe_address", f"refusing {url[:200]!r}: {problem}")
             except FeedError as e:
                 report.outcomes.append(Outcome(ref, str(item.url)[:300], "", "error", str(e)))
                 continue
@@ -307,7 +319,7 @@ class SourceRegistry:
                 continue
             seen[fid] = ref
             slots.append(len(report.outcomes))
-            report.outcomes.append(Outcome(ref, url, fid, "pending"))
+            report.outcomes.append(Outcome(ref, url, fid, "pending", warning or ""))
             valid.append((ref, item, url, fid))
         if not valid:
             return
@@ -357,7 +369,7 @@ class SourceRegistry:
                 report.outcomes[slot] = Outcome(ref, url, fid, "unchanged", f"already registered ({_s(status)})")
                 continue
             changed += 1
-            report.outcomes[slot] = Outcome(ref, url, fid, result)
+            report.outcomes[slot] = Outcome(ref, url, fid, result, report.outcomes[slot].detail)
         if changed:
             self._log(pipe, "register", origin=origin[:200], feeds=changed)
             pipe.execute()

@@ -2,6 +2,7 @@
 
 import asyncio
 import gzip
+import ipaddress
 import time
 
 import pytest
@@ -288,3 +289,41 @@ def test_safe_resolver_drops_forbidden_addresses():
         asyncio.run(go(AddressPolicy(())))
     allowed = asyncio.run(go(AddressPolicy(["127.0.0.1"])))
     assert allowed and {i["host"] for i in allowed} == {"127.0.0.1"} and all(i["port"] == 80 for i in allowed)
+
+
+def test_ipv6_forms_that_carry_an_ipv4_address_are_judged_by_it():
+    """Each address below carries 127.0.0.1, 10.0.0.1 or 192.168.0.1 (worked out from its RFC): the guard
+    refuses them, and a public one of the same form stays allowed where the IPv6 rules allow it."""
+    from newsflow.core.netsafety import embedded_ipv4
+
+    carried = {
+        "2002:7f00:1::": "127.0.0.1",  # 6to4 (RFC 3056): bits 16-47
+        "2002:a00:1:1::": "10.0.0.1",
+        "::7f00:1": "127.0.0.1",  # IPv4-compatible (RFC 4291 §2.5.5.1)
+        "64:ff9b::c0a8:1": "192.168.0.1",  # NAT64 well-known prefix (RFC 6052 /96)
+        # RFC 8215 local-use /48, RFC 6052 layout: bytes 6-7 = 7f 00, byte 8 = u (0), bytes 9-10 = 00 01
+        "64:ff9b:1:7f00:0:100::": "127.0.0.1",
+        # Teredo (RFC 4380): client address = ~(last 32 bits): ~80ff:fffe = 7f00:0001
+        "2001:0:4136:e378:8000:63bf:80ff:fffe": "127.0.0.1",
+    }
+    for v6, v4 in carried.items():
+        assert str(embedded_ipv4(ipaddress.ip_address(v6))) == v4, v6
+        assert is_forbidden_ip(v6), v6
+    assert str(embedded_ipv4(ipaddress.ip_address("2002:808:808::"))) == "8.8.8.8"
+    assert not is_forbidden_ip("2002:808:808::")  # 6to4 of a public address
+    assert embedded_ipv4(ipaddress.ip_address("::1")) is None and embedded_ipv4(ipaddress.ip_address("::")) is None
+    with pytest.raises(UnsafeAddressError, match="127.0.0.1"):
+        asyncio.run(AddressPolicy().check_host("[2002:7f00:1::]", 80))
+
+
+def test_hosts_are_read_as_a_browser_reads_them():
+    """WHATWG host parsing maps full-width digits and dots (NFKC, UTS #46) before its IPv4 parser."""
+    from newsflow.core.netsafety import literal_host_problem, whatwg_host
+
+    assert whatwg_host("１２７.０.０.１") == "127.0.0.1"
+    assert whatwg_host("127。0。0。1") == "127.0.0.1"
+    assert "127.0.0.1" in literal_host_problem("１２７.０.０.１")
+    assert "is local" in literal_host_problem("ｌｏｃａｌｈｏｓｔ")
+    assert literal_host_problem("ｅｘａｍｐｌｅ.com") is None
+    with pytest.raises(UnsafeAddressError, match="127.0.0.1"):
+        asyncio.run(AddressPolicy().check_host("１２７.０.０.１", 80))

@@ -328,3 +328,50 @@ def test_sources_status_marks_held_feeds(redis_flushed):
     assert rows["https://a.example.com/rss"]["next_due"] == "held"
     assert rows["https://b.example.net/rss"]["held"] is False
     assert rows["https://b.example.net/rss"]["next_due"] == "2023-11-14T22:13:20Z"
+
+
+def test_registration_resolves_each_host_once_and_refuses_disguised_loopback(redis_flushed, tmp_path):
+    """Hosts resolve through an injected map: a name whose every address is forbidden is refused, a name
+    with one public address is kept (the fetch-time guard checks every address), a name that does not
+    resolve is kept with a warning, a full-width loopback literal is refused without any lookup."""
+    from newsflow.crawler.safety import AddressPolicy, RegistrationHostCheck
+
+    client, url = redis_flushed
+    dns = {"sneaky.example.com": ["127.0.0.1", "::1"], "mixed.example.com": ["10.0.0.2", "93.184.215.14"]}
+    asked = []
+
+    def resolve(host):
+        asked.append(host)
+        if host not in dns:
+            raise OSError("Name or service not known")
+        return dns[host]
+
+    registry = SourceRegistry(client, Keys("nf"), seed=SourceTable({}))
+    entries = [
+        ("a", FeedEntry("https://sneaky.example.com/rss")),
+        ("b", FeedEntry("https://sneaky.example.com/other.xml")),
+        ("c", FeedEntry("https://mixed.example.com/rss")),
+        ("d", FeedEntry("https://gone.example.org/rss")),
+        ("e", FeedEntry("http://１２７.０.０.１/feed")),
+    ]
+    report = registry.register(entries, origin="test", host_check=RegistrationHostCheck(AddressPolicy(), resolve))
+    got = {o.ref: (o.result, o.detail) for o in report.outcomes}
+    assert got["a"][0] == got["b"][0] == "error" and "resolves only to forbidden addresses" in got["a"][1]
+    assert got["a"][1].startswith("unsafe_address")
+    assert got["c"] == ("added", "")
+    assert got["d"][0] == "added" and got["d"][1].startswith("warning: gone.example.org did not resolve")
+    assert got["e"][0] == "error" and "127.0.0.1" in got["e"][1]
+    assert asked == ["sneaky.example.com", "mixed.example.com", "gone.example.org"]  # once per host
+    # the allow-list exempts a host's addresses as it does at fetch time
+    allowed = RegistrationHostCheck(AddressPolicy(["127.0.0.0/8", "::1"]), resolve)
+    assert allowed("https://sneaky.example.com/rss") == (None, None)
+    # through the command: --resolve maps the host, the refusal is reported and nothing is registered
+    path = tmp_path / "one.opml"
+    path.write_text(
+        '<opml version="2.0"><body><outline text="s" xmlUrl="https://sneaky.example.net/rss"/></body></opml>'
+    )
+    rc, out = cli(
+        "sources", "import", str(path), "--redis-url", url, "--json", "--resolve", "sneaky.example.net=127.0.0.1:80"
+    )
+    first = json.loads(out.splitlines()[0])
+    assert rc == 1 and first["result"] == "error" and "forbidden addresses (127.0.0.1)" in first["detail"]

@@ -123,7 +123,7 @@ def _run(mod, **kw) -> int:
             "(need user_id, session_id, click_article_id, click_timestamp)",
         ),
         (HEADER.encode() + b"1,1,0,2,5,soon\n", "2: click_timestamp must be a number (ms since the epoch), got 'soon'"),
-        (HEADER.encode() + b"1,1,late,2,5,1000\n", "2: session_start must be a number (ms since the epoch), got 'late'"),
+        (HEADER.encode() + b"1,1,no,2,5,1000\n", "2: session_start must be a number (ms since the epoch), got 'no'"),
         (HEADER.encode() + b"1,,0,2,5,1000\n", "2: empty session_id"),
         (HEADER.encode(), "no clicks"),
         (
