@@ -19,9 +19,12 @@ How publishers' mistakes are read:
   encodings only) and from every title and summary after
   (:func:`newsflow.core.decoding.strip_control_chars`).
 - Dates: an RFC 822 date whose zone is a name is resolved through
-  :func:`newsflow.core.timeutil.feed_zone_date_to_epoch` (``AEDT`` is +11:00); a name that does
-  not resolve leaves the time unknown (``None``: the first-seen time is used downstream), never
-  UTC. Other dates are feedparser's. JSON Feed dates must carry a UTC offset (RFC 3339).
+  :func:`newsflow.core.timeutil.feed_zone_date_to_epoch` (``AEDT`` is +11:00); a name with several
+  offsets (``IST``) is resolved by the publisher's country (:func:`publisher_country`: the region of
+  the feed's declared language, ``en-IN``, else the feed URL's country-code TLD, ``.ie``); a name
+  that does not resolve leaves the time unknown (``None``: the fetch time is used downstream),
+  never UTC, and is counted in :attr:`ParsedFeed.unresolved_dates`. Other dates are feedparser's.
+  JSON Feed dates must carry a UTC offset (RFC 3339).
 - Hostile XML: every XML document is first read by defusedxml's expat reader, which refuses
   entity declarations and external references (billion laughs, XXE); a feed that is not
   well-formed then goes to feedparser's loose parser, which drops the DOCTYPE. Sitemaps are
@@ -36,7 +39,7 @@ import json
 import re
 import xml.sax
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 from xml.etree.ElementTree import ParseError
 
 import defusedxml.ElementTree as SafeET
@@ -93,6 +96,7 @@ class ParsedFeed:
         ``language``), lower case (``"pt-br"``), "" when none; landed with its entries as their
         declared language (:class:`newsflow.schemas.raw.RawDocument` ``content_language`` when the page's
         server sends none).
+      unresolved_dates: entries whose every date had a zone name that did not resolve (their time is unknown).
     """
 
     entries: list[FeedEntry]
@@ -104,6 +108,7 @@ class ParsedFeed:
     skip_days: frozenset[str] = field(default_factory=frozenset)
     warning: str = ""
     language: str = ""
+    unresolved_dates: int = 0
 
 
 _PERIOD_S = {"hourly": 3600.0, "daily": 86400.0, "weekly": 604800.0, "monthly": 2592000.0, "yearly": 31536000.0}
@@ -112,24 +117,45 @@ _SKIP_DAYS_RE = re.compile(rb"<skipDays>(.*?)</skipDays>", re.S | re.I)
 _DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
-def _time_of(entry) -> float | None:
-    """Publish (else update, else creation) time of a feedparser entry, UTC epoch seconds or ``None``.
+# country-code TLDs that are not the country's ISO 3166 code
+_TLD_COUNTRY = {"uk": "GB"}
 
-    A date whose zone is a name is resolved by :func:`feed_zone_date_to_epoch` (unresolvable:
-    that date is unknown, the next one is tried); other dates are feedparser's ``*_parsed``.
+
+def publisher_country(url: str, language: str = "") -> str | None:
+    """ISO 3166 alpha-2 code of a feed's country: the region subtag of its declared language
+    (``"en-in"`` -> ``"IN"``), else its host's country-code TLD (``.ie`` -> ``"IE"``, ``.co.il`` ->
+    ``"IL"``, ``.uk`` -> ``"GB"``); ``None`` for generic TLDs (``.com``) and no evidence."""
+    parts = (language or "").replace("_", "-").split("-")
+    if len(parts) >= 2 and len(parts[1]) == 2 and parts[1].isalpha():
+        return parts[1].upper()
+    host = (urlsplit(url).hostname or "").rstrip(".") if url else ""
+    tld = host.rsplit(".", 1)[-1] if "." in host else ""
+    if len(tld) == 2 and tld.isalpha():
+        return _TLD_COUNTRY.get(tld, tld.upper())
+    return None
+
+
+def _time_of(entry, country: str | None = None) -> tuple[float | None, bool]:
+    """Publish (else update, else creation) time of a feedparser entry, UTC epoch seconds or ``None``,
+    and whether a zone name went unresolved.
+
+    A date whose zone is a name is resolved by :func:`feed_zone_date_to_epoch` with ``country``
+    (unresolvable: that date is unknown, the next one is tried); other dates are feedparser's ``*_parsed``.
     """
+    unresolved = False
     for key in ("published", "updated", "created"):
         text = entry.get(key)
         if isinstance(text, str) and text.strip():
-            epoch, zone_named = feed_zone_date_to_epoch(text)
+            epoch, zone_named = feed_zone_date_to_epoch(text, country)
             if zone_named:
                 if epoch is not None:
-                    return epoch
+                    return epoch, False
+                unresolved = True
                 continue
         t = entry.get(key + "_parsed")
         if t:
-            return struct_time_to_epoch(t)
-    return None
+            return struct_time_to_epoch(t), False
+    return None, unresolved
 
 
 _XML_DECL_RE = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:\-]+)["']""")
@@ -302,20 +328,24 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
     if d.bozo:
         warning = f"{type(d.bozo_exception).__name__}: {d.bozo_exception}"[:300]
     entries = []
+    f = d.feed
+    country = publisher_country(url, _language_tag(f.get("language")))
+    unresolved = 0
     for e in d.entries:
         link = e.get("link") or None
         if link:
             link = urljoin(url, link.strip()) if url else link.strip()
+        published, zone_unresolved = _time_of(e, country)
+        unresolved += zone_unresolved
         entries.append(
             FeedEntry(
                 url=link,
                 title=_clean(e.get("title")),
                 summary=_clean(e.get("summary")),
-                published_time=_time_of(e),
+                published_time=published,
                 guid=_clean(e.get("id")) or link,
             )
         )
-    f = d.feed
     ttl_s = None
     try:
         if f.get("ttl"):
@@ -353,6 +383,7 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
         frozenset(skip_days),
         warning,
         _language_tag(f.get("language")),
+        unresolved,
     )
 
 

@@ -664,6 +664,9 @@ class CrawlWorker:
                     }
                     if parsed.warning:
                         self._count("feed_warning")
+                    if parsed.unresolved_dates:
+                        # a zone name nobody can resolve: those entries take the fetch time (never UTC)
+                        self._count("entry_date_zone_unknown", parsed.unresolved_dates)
             except FeedParseError as e:
                 self._count("feed_error:invalid_feed")
                 self.frontier.dead_letter("feed", "invalid_feed", str(e), now, task.url)

@@ -23,8 +23,11 @@ Time-zone abbreviations (:func:`zone_abbreviation_offset_s`): the RFC 5322 secti
 names (``UT``, ``GMT``, ``EST``/``EDT``, ``CST``/``CDT``, ``MST``/``MDT``, ``PST``/``PDT``,
 US zones by definition) plus every abbreviation that the IANA time zone database (the pinned
 ``tzdata`` package, read from the package, never from the host) uses with one single UTC offset
-in the years 2019-2030; an abbreviation the database uses with several offsets (``IST``: India
-+05:30, Ireland +01:00, Israel +02:00) or not at all is unresolvable.
+in the years 2019-2030. An abbreviation the database uses with several offsets (``IST``: India
++05:30, Ireland +01:00, Israel +02:00) resolves only with a country (ISO 3166 code, from the
+feed's declared language region or the outlet's country-code TLD): the offsets it has in that
+country's zones (the database's ``zone.tab``) when they are one. Without that evidence, or for a
+name the database does not use (``QQT``), the time is unknown, never UTC.
 
 Formatters: :func:`format_epoch` (the exact text a time is stored as in Redis
 hashes; ``float()`` reads it back bit for bit) and :func:`utc_date`
@@ -224,11 +227,21 @@ _ZONE_TAIL_RE = re.compile(r"^(?P<head>.*\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(
 def _zone_abbreviations() -> dict[str, int | None]:
     """``{ABBREVIATION: offset seconds or None when ambiguous}`` from the tzdata package (see module doc)."""
     import importlib.resources
+
+    offsets = _zone_offsets(importlib.resources.files("tzdata").joinpath("zones").read_text(encoding="ascii").split())
+    table: dict[str, int | None] = {k: (next(iter(v)) if len(v) == 1 else None) for k, v in offsets.items()}
+    table.update(_RFC5322_ZONES)
+    return table
+
+
+def _zone_offsets(zone_names) -> dict[str, set[int]]:
+    """``{ABBREVIATION: {offset seconds}}`` the given tzdata zones use in :data:`_ZONE_YEARS`."""
+    import importlib.resources
     import zoneinfo
 
     root = importlib.resources.files("tzdata")
     offsets: dict[str, set[int]] = {}
-    for name in root.joinpath("zones").read_text(encoding="ascii").split():
+    for name in zone_names:
         with root.joinpath("zoneinfo", *name.split("/")).open("rb") as fh:
             zone = zoneinfo.ZoneInfo.from_file(fh, key=name)
         for year in _ZONE_YEARS:
@@ -237,24 +250,48 @@ def _zone_abbreviations() -> dict[str, int | None]:
                 abbr = local.tzname() or ""
                 if abbr and abbr[0] not in "+-":
                     offsets.setdefault(abbr.upper(), set()).add(int(local.utcoffset().total_seconds()))
-    table: dict[str, int | None] = {k: (next(iter(v)) if len(v) == 1 else None) for k, v in offsets.items()}
-    table.update(_RFC5322_ZONES)
-    return table
+    return offsets
 
 
-def zone_abbreviation_offset_s(abbr: str) -> int | None:
+@functools.cache
+def _country_zone_abbreviations(country: str) -> dict[str, set[int]]:
+    """The abbreviations of one country's zones (tzdata ``zone.tab``: ``CC  coordinates  zone``)."""
+    import importlib.resources
+
+    text = importlib.resources.files("tzdata").joinpath("zoneinfo", "zone.tab").read_text(encoding="utf-8")
+    rows = (line.split("\t") for line in text.splitlines() if line and line[0] != "#")
+    zones = [f[2] for f in rows if f[0] == country]
+    return _zone_offsets(zones)
+
+
+def zone_abbreviation_offset_s(abbr: str, country: str | None = None) -> int | None:
     """UTC offset in seconds of a time-zone abbreviation, ``None`` when it is unknown or ambiguous.
 
-    Rules in the module doc. Examples: ``"AEDT"`` -> ``39600``, ``"CET"`` -> ``3600``,
-    ``"EST"`` -> ``-18000``, ``"IST"`` -> ``None`` (three offsets), ``"XYZ"`` -> ``None``.
-    Case-insensitive.
+    Args:
+      abbr: the name, case-insensitive.
+      country: ISO 3166-1 alpha-2 code of the publisher's country, used only for a name the
+        database gives several offsets (module doc).
+
+    Examples: ``"AEDT"`` -> ``39600``, ``"CET"`` -> ``3600``, ``"EST"`` -> ``-18000``, ``"IST"`` ->
+    ``None`` (three offsets), ``("IST", "IN")`` -> ``19800``, ``("IST", "IE")`` -> ``3600``,
+    ``("IST", "IL")`` -> ``7200``, ``"XYZ"`` -> ``None``.
     """
-    return _zone_abbreviations().get(abbr.strip().upper())
+    key = abbr.strip().upper()
+    table = _zone_abbreviations()
+    offset = table.get(key)
+    if offset is None and key in table and country and len(country) == 2 and country.isalpha():
+        local = _country_zone_abbreviations(country.upper()).get(key, set())
+        return next(iter(local)) if len(local) == 1 else None
+    return offset
 
 
-def feed_zone_date_to_epoch(text: str) -> tuple[float | None, bool]:
+def feed_zone_date_to_epoch(text: str, country: str | None = None) -> tuple[float | None, bool]:
     """Reads a date whose zone is a name: RFC 822 (``"Mon, 04 Nov 2024 08:00:00 AEDT"``) or ISO 8601
     date and time followed by a name (``"2024-03-06 10:00:00 CET"``).
+
+    Args:
+      text: the date text.
+      country: the publisher's ISO 3166 country code, for names with several offsets (``IST``).
 
     Returns:
       ``(epoch, True)`` when the text ends in a zone name that resolves
@@ -268,7 +305,7 @@ def feed_zone_date_to_epoch(text: str) -> tuple[float | None, bool]:
     m = _ZONE_TAIL_RE.match((text or "").strip())
     if not m:
         return None, False
-    offset = zone_abbreviation_offset_s(m.group("zone"))
+    offset = zone_abbreviation_offset_s(m.group("zone"), country)
     if offset is None:
         return None, True
     sign = "-" if offset < 0 else "+"

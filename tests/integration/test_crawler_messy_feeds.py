@@ -71,8 +71,9 @@ def test_json_feed_is_fetched_and_its_entry_landed(redis, tmp_path):
 def test_greek_feed_with_a_bad_byte_lands_exact_titles_clean_text_and_zoned_times(redis, tmp_path):
     rss = Response(200, {"Content-Type": "application/rss+xml; charset=utf-8"}, greek_feed())
     feeds = {("dimos.example.gr", "/rss"): rss}
-    _fr, docs = crawl(redis, tmp_path, feeds, tasks=3)
+    fr, docs = crawl(redis, tmp_path, feeds, tasks=3)
     a, b = docs["https://dimos.example.gr/a"], docs["https://dimos.example.gr/b"]
+    assert int(fr.stats()["entry_date_zone_unknown"]) == 1  # "XST": counted, not read as UTC
     assert [a.title, b.title] == GREEK
     assert a.summary == "Το νέο πάρκο \ufffd ανοίγει."
     assert b.summary == "Closed for cleaning until Friday."

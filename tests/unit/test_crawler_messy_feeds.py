@@ -9,7 +9,7 @@ import pytest
 from newsflow.core.decoding import mostly_utf8, strip_control_chars
 from newsflow.core.extraction import ExtractionConfig, extract_content, html_fragment_to_text
 from newsflow.core.timeutil import feed_zone_date_to_epoch, zone_abbreviation_offset_s
-from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_json_feed, parse_news_sitemap
+from newsflow.crawler.feeds import FeedParseError, parse_feed, parse_json_feed, parse_news_sitemap, publisher_country
 from newsflow.schemas.raw import RawDocument
 
 GREEK = ["Ο δήμος ανακοίνωσε νέο πάρκο", "Κλειστός ο δρόμος την Κυριακή"]
@@ -181,6 +181,34 @@ def test_zone_abbreviations_from_the_issue():
         utc("2024-03-06T04:30"),
         utc("2024-03-06T10:00"),
     ]
+
+
+def test_zone_names_of_the_messy_web_round_three():
+    """Issue 37 item 3. Offsets from tzdata: BST (London) +1, CEST +2, AEST +10, EEST +3, NZDT +13; IST is
+    +05:30 in India (Asia/Kolkata), +01:00 in Ireland (Europe/Dublin's summer name), +02:00 in Israel
+    (Asia/Jerusalem) and unknown without a country; QQT is no zone."""
+    items = [(n, n, f"Wed, 10 Jul 2024 12:00:00 {n}") for n in ("BST", "CEST", "AEST", "EEST", "NZDT", "IST", "QQT")]
+    body = rss(items).encode()
+    hours = {"BST": 11, "CEST": 10, "AEST": 2, "EEST": 9, "NZDT": -1}
+    generic = parse_feed(body, "https://news.example.com/rss")
+    got = {e.title: e.published_time for e in generic.entries}
+    base = utc("2024-07-10T00:00")
+    for name, hour in hours.items():
+        assert got[name] == base + hour * 3600, name
+    assert got["IST"] is None and got["QQT"] is None and generic.unresolved_dates == 2
+    by_url = {
+        "https://www.thehindu.in/feed": utc("2024-07-10T06:30"),
+        "https://www.irishnews.ie/rss": utc("2024-07-10T11:00"),
+        "https://www.haaretz.co.il/rss": utc("2024-07-10T10:00"),
+    }
+    for url, expected in by_url.items():
+        feed = parse_feed(body, url)
+        assert {e.title: e.published_time for e in feed.entries}["IST"] == expected, url
+        assert feed.unresolved_dates == 1  # QQT
+    # the declared language's region is evidence too, and wins over a generic TLD
+    declared = rss(items[5:6]).replace("<channel>", "<channel><language>en-IN</language>").encode()
+    assert parse_feed(declared, "https://news.example.com/rss").entries[0].published_time == utc("2024-07-10T06:30")
+    assert publisher_country("https://bbc.co.uk/news") == "GB" and publisher_country("https://x.com/") is None
 
 
 def test_atom_updated_is_used_when_published_zone_is_unknown():
