@@ -65,5 +65,5 @@ def run(args) -> int:
     except OSError as e:
         return fail(f"cannot read {args.file}: {e}")
     any_failed = print_report(report, args.json, args.verbose, label=f"import {args.file}")
-    usable = any(o.result != "error" for o in report.outcomes)
+    usable = any(o.result not in ("error", "repaired") for o in report.outcomes)
     return 1 if (any_failed and (args.strict or not usable)) else 0

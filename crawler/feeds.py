@@ -35,6 +35,7 @@ How publishers' mistakes are read:
 from __future__ import annotations
 
 import codecs
+import html
 import json
 import re
 import xml.sax
@@ -66,7 +67,11 @@ class FeedEntry:
 
     Attributes:
       url: absolute link of the item, ``None`` when the item has none (it is then not crawlable).
-      title: item title, ``None`` if absent.
+      title: item title as an HTML fragment, ``None`` if absent: a title the feed marks as text (Atom
+        ``type="text"``, RSS titles feedparser finds no markup in, JSON Feed, sitemap ``news:title``)
+        is HTML-escaped, so ``Why <details> is not an accordion`` reaches the reader with its tag name
+        and ``Tram stop opens <em>early</em>`` (``type="html"``) as "Tram stop opens early" (RFC 4287
+        §3.1.1); extraction reads it as HTML (``RawDocument.title``).
       summary: item description/summary, ``None`` if absent.
       published_time: publish (or else update) time, UTC epoch seconds, ``None`` if absent.
       guid: item id (``<guid>``/``<id>``), else the link.
@@ -210,6 +215,19 @@ def _refuse_hostile_xml(body: bytes, what: str) -> None:
         pass  # not well-formed XML or an unknown declared encoding: feedparser's loose parser decides
 
 
+def _title(entry) -> str | None:
+    """A feedparser entry's title as an HTML fragment (:class:`FeedEntry`): escaped when feedparser reads
+    it as text (``title_detail.type`` ``text/plain``), as given when HTML or XHTML."""
+    title = _clean(entry.get("title"))
+    kind = (entry.get("title_detail") or {}).get("type", "text/html")
+    return _escape_text(title) if kind == "text/plain" else title
+
+
+def _escape_text(value: str | None) -> str | None:
+    """Plain text as an HTML fragment (``&``, ``<``, ``>`` escaped)."""
+    return html.escape(value, quote=False) if value else value
+
+
 def _clean(value) -> str | None:
     """A feed text field with XML-illegal characters removed; ``None`` for missing or empty."""
     if not isinstance(value, str):
@@ -281,7 +299,7 @@ def parse_json_feed(body: bytes, url: str = "") -> ParsedFeed:
         entries.append(
             FeedEntry(
                 url=link,
-                title=_clean(item.get("title")),
+                title=_escape_text(_clean(item.get("title"))),
                 summary=_clean(summary),
                 published_time=published,
                 guid=_clean(guid),
@@ -340,7 +358,7 @@ def parse_feed(body: bytes, url: str = "", content_type: str = "") -> ParsedFeed
         entries.append(
             FeedEntry(
                 url=link,
-                title=_clean(e.get("title")),
+                title=_title(e),
                 summary=_clean(e.get("summary")),
                 published_time=published,
                 guid=_clean(e.get("id")) or link,
@@ -443,7 +461,7 @@ def parse_news_sitemap(body: bytes, url: str = "") -> tuple[list[FeedEntry], lis
         news = u.find(f"{_NEWS}news")
         title = published = None
         if news is not None:
-            title = (news.findtext(f"{_NEWS}title") or "").strip() or None
+            title = _escape_text((news.findtext(f"{_NEWS}title") or "").strip() or None)
             published = iso_to_epoch_or_none(news.findtext(f"{_NEWS}publication_date") or "")
         if published is None:
             published = iso_to_epoch_or_none(u.findtext(f"{_SM}lastmod") or "")

@@ -160,6 +160,13 @@ class Outcome(NamedTuple):
     detail: str = ""
 
 
+class FileNote(NamedTuple):
+    """A repair made while reading a source file (``message`` says what was read differently from the
+    bytes and how often); reported with result ``repaired``, never an error."""
+
+    message: str
+
+
 @dataclass
 class Report:
     """Outcomes of one import or status change, with counts per result."""

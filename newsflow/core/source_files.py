@@ -12,6 +12,13 @@ lists the other categories in ``category``, so reading the file back gives the s
 the same order. Categories after the first come from a comma-separated attribute, so on that path
 a comma inside one of them splits it (the CSV format keeps commas).
 
+Exporters' mistakes are repaired, each kind counted in one ``("file", FileNote)`` entry: a bare ``&``
+(``Smith & Daughters``, ``?a=1&b=2``: not the start of a character reference or of an entity name
+ending in ``;``) is read as ``&amp;``, and an HTML named entity XML does not define (``&eacute;``,
+``&nbsp;``; the HTML5 list, :data:`html.entities.html5`) as its character. A UTF-8 byte-order mark is
+allowed. A feed listed twice (at the top level and in a folder) is one feed with the categories of
+both; the registry merges them (:meth:`newsflow.storage.source_registry.SourceRegistry.register`).
+
 Reading is defensive: XML is parsed incrementally by ``defusedxml`` (no DTD entity expansion, no
 external entities: a "billion laughs" file is refused with a clear error), each finished outline is
 dropped from memory, at most ``max_entries`` feeds are read (the rest of the file is reported as one
@@ -30,6 +37,7 @@ outlet's ``outlet``, ``name``, ``tier``, ``authority`` and ``language`` (ignored
 from __future__ import annotations
 
 import csv
+import html.entities as html_entities
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -40,7 +48,7 @@ from xml.sax.saxutils import escape, quoteattr
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from newsflow.core.source_entries import FeedEntry, FeedError, clean_categories
+from newsflow.core.source_entries import FeedEntry, FeedError, FileNote, clean_categories
 
 MAX_ENTRIES = 200_000
 MAX_FOLDER_DEPTH = 16
@@ -60,7 +68,7 @@ CSV_FIELDS = (
 _URL_COLUMNS = ("url", "xmlurl", "feed_url", "feed", "feedurl")
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
-Parsed = tuple[str, "FeedEntry | FeedError"]
+Parsed = tuple[str, "FeedEntry | FeedError | FileNote"]
 
 
 def detect_format(path: str, head: bytes) -> str:
@@ -89,7 +97,86 @@ def _attrs(elem) -> dict[str, str]:
     return {_local(k): v for k, v in elem.attrib.items()}
 
 
+_XML_ENTITIES = frozenset({"amp", "lt", "gt", "quot", "apos"})
+_AMPERSAND_RE = re.compile(rb"&(?!#[0-9]+;|#[xX][0-9a-fA-F]+;)([A-Za-z][A-Za-z0-9]{0,31};)?")
+
+
+class _RepairingReader:
+    """A binary reader over an OPML file that repairs bare ``&`` and HTML named entities (module docstring)
+    chunk by chunk, in bounded memory, and counts each repair; ``read(n)`` as :meth:`io.RawIOBase.read`."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, raw: IO[bytes]):
+        self.raw = raw
+        self.buffer = b""
+        self.carry = b""  # a chunk's tail that may be the start of a reference cut by the chunk boundary
+        self.eof = False
+        self.bare = 0
+        self.entities: dict[str, int] = {}
+
+    def _fix(self, m: re.Match) -> bytes:
+        name = m.group(1)
+        if name is None:
+            self.bare += 1
+            return b"&amp;"
+        word = name[:-1].decode("ascii")
+        if word in _XML_ENTITIES:
+            return m.group(0)
+        char = html_entities.html5.get(word + ";")
+        if char is None:
+            self.bare += 1  # "&nosuch;" is text, not a reference
+            return b"&amp;" + name
+        self.entities[word] = self.entities.get(word, 0) + 1
+        return "".join(f"&#{ord(c)};" for c in char).encode("ascii")
+
+    def read(self, n: int = -1) -> bytes:
+        while (n < 0 or len(self.buffer) < n) and not self.eof:
+            chunk = self.raw.read(self.CHUNK)
+            self.eof = not chunk
+            text, self.carry = self.carry + chunk, b""
+            cut = text.rfind(b"&", max(0, len(text) - 40))
+            if not self.eof and cut >= 0 and b";" not in text[cut:]:
+                text, self.carry = text[:cut], text[cut:]  # "&eac" | "ute;": repair it with the next chunk
+            self.buffer += _AMPERSAND_RE.sub(self._fix, text) if b"&" in text else text
+        out, self.buffer = (self.buffer, b"") if n < 0 else (self.buffer[:n], self.buffer[n:])
+        return out
+
+    def note(self) -> FileNote | None:
+        """What was repaired, or ``None``."""
+        parts = []
+        if self.bare:
+            parts.append(f"{self.bare} bare '&' read as '&amp;'")
+        for word, count in sorted(self.entities.items()):
+            parts.append(f"{count} HTML entity &{word}; read as {html_entities.html5[word + ';']!r}")
+        return FileNote("repaired: " + ", ".join(parts)) if parts else None
+
+
 def read_opml(source: IO[bytes] | str, max_entries: int = MAX_ENTRIES) -> Iterator[Parsed]:
+    """Feeds of an OPML file (rules in the module docstring).
+
+    Args:
+      source: binary file object or path.
+      max_entries: feeds read at most; more give one ``too_many`` error and stop.
+
+    Yields:
+      as :func:`_read_opml`, then ``("file", FileNote)`` when the reader repaired the file.
+    """
+    if isinstance(source, str):
+        with open(source, "rb") as fh:
+            yield from read_opml(fh, max_entries)
+        return
+    reader = _RepairingReader(source)
+    refused = False
+    for ref, item in _read_opml(reader, max_entries):
+        refused |= ref == "file"  # the whole file was refused: nothing it says was read, nothing repaired
+        yield ref, item
+    note = reader.note()
+    if note is not None and not refused:
+        yield "file", note
+
+
+def _read_opml(source, max_entries: int = MAX_ENTRIES) -> Iterator[Parsed]:
     """Feeds of an OPML file (rules in the module docstring).
 
     Args:

@@ -27,6 +27,7 @@ Writes are pipelined in batches (default 1,000 entries per round trip pair) and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -40,6 +41,7 @@ from newsflow.core.source_entries import (  # re-exported: the registry's vocabu
     STATUSES,
     FeedEntry,
     FeedError,
+    FileNote,
     Outcome,
     Report,
     check_feed_url,
@@ -269,8 +271,12 @@ class SourceRegistry:
         """Registers feeds; entries already registered are left as they are.
 
         Args:
-          entries: ``(ref, FeedEntry)`` pairs, or ``(ref, FeedError)`` for entries a parser refused
-            (reported as errors); ``ref`` says where an entry came from (``"outline 12"``).
+          entries: ``(ref, FeedEntry)`` pairs, ``(ref, FeedError)`` for entries a parser refused
+            (reported as errors), or ``(ref, FileNote)`` for a repair the parser made (reported as
+            ``repaired``); ``ref`` says where an entry came from (``"outline 12"``). A feed listed
+            again (the same feed id) is reported ``unchanged``; when this call registered its first
+            listing, the categories of the later listings are added to it (an OPML export that lists a
+            feed at the top level and again in a folder gives one feed with that folder's category).
           origin: recorded with new feeds (``"import:feeds.opml"``, ``"add"``, ``"api"``).
           host_check: ``url -> (problem, warning)`` run on each URL that passed
             :func:`check_feed_url` (``newsflow.crawler.safety.RegistrationHostCheck`` resolves the
@@ -283,6 +289,7 @@ class SourceRegistry:
         self._ensure_seeded()
         report = Report()
         seen: dict[str, str] = {}
+        self._added_categories: dict[str, list[str]] = {}  # feeds this call added -> their categories
         chunk: list[tuple[str, FeedEntry | FeedError]] = []
         for item in entries:
             chunk.append(item)
@@ -297,9 +304,13 @@ class SourceRegistry:
         now = self.clock()
         valid: list[tuple[str, FeedEntry, str, str]] = []
         slots: list[int] = []
+        merged: dict[str, list[str]] = {}  # feeds added by an earlier batch whose categories grew here
         for ref, item in chunk:
             if isinstance(item, FeedError):
                 report.outcomes.append(Outcome(ref, "", "", "error", str(item)))
+                continue
+            if isinstance(item, FileNote):
+                report.outcomes.append(Outcome(ref, "", "", "repaired", item.message))
                 continue
             try:
                 if item.kind not in KINDS:
@@ -315,12 +326,21 @@ class SourceRegistry:
                 continue
             fid = crawl_task_id(item.kind, url)
             if fid in seen:
-                report.outcomes.append(Outcome(ref, url, fid, "unchanged", f"same feed as {seen[fid]}"))
+                detail = f"same feed as {seen[fid]}"
+                extra = self._merge_categories(fid, item, valid, merged)
+                if extra:
+                    detail += f"; its categories added: {', '.join(extra)}"
+                report.outcomes.append(Outcome(ref, url, fid, "unchanged", detail))
                 continue
             seen[fid] = ref
             slots.append(len(report.outcomes))
             report.outcomes.append(Outcome(ref, url, fid, "pending", warning or ""))
             valid.append((ref, item, url, fid))
+        if merged:
+            pipe = self.r.pipeline(transaction=False)
+            for fid, cats in merged.items():
+                pipe.hset(self.keys.source_feed(fid), "categories", json.dumps(cats, ensure_ascii=False))
+            pipe.execute()
         if not valid:
             return
         pipe = self.r.pipeline(transaction=False)
@@ -339,6 +359,7 @@ class SourceRegistry:
             o = outlet_by_url[url]
             if status is None:
                 result = "added"
+                self._added_categories[fid] = list(clean_categories(item.categories))
                 record = {
                     "url": url,
                     "kind": item.kind,
@@ -373,6 +394,26 @@ class SourceRegistry:
         if changed:
             self._log(pipe, "register", origin=origin[:200], feeds=changed)
             pipe.execute()
+
+    def _merge_categories(self, fid: str, item: FeedEntry, valid: list, merged: dict) -> list[str]:
+        """Adds a repeated listing's new categories to the feed's first listing in this call: to the entry
+        still pending in this batch (``valid``), or to ``merged`` when an earlier batch added the feed.
+        Returns the categories added ([] when none, or when the feed was registered before this call)."""
+        for i, (ref, first, url, vfid) in enumerate(valid):
+            if vfid == fid:
+                cats = list(clean_categories(first.categories))
+                extra = [c for c in clean_categories(item.categories) if c not in cats]
+                if extra:
+                    valid[i] = (ref, dataclasses.replace(first, categories=tuple(cats + extra)), url, vfid)
+                return extra
+        if fid not in self._added_categories:
+            return []
+        cats = self._added_categories[fid]
+        extra = [c for c in clean_categories(item.categories) if c not in cats]
+        if extra:
+            cats.extend(extra)
+            merged[fid] = list(clean_categories(cats))
+        return extra
 
     def _apply_status(self, pipe, fid: str, kind: str, url: str, status: str) -> None:
         if status == "active":

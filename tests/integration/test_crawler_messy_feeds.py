@@ -79,3 +79,36 @@ def test_greek_feed_with_a_bad_byte_lands_exact_titles_clean_text_and_zoned_time
     assert b.summary == "Closed for cleaning until Friday."
     assert a.published_time == utc("2024-11-03 21:00:00")  # AEDT is +11:00
     assert b.published_time is None  # "XST" resolves to no zone: unknown, not UTC
+
+
+TAG_TITLES = b"""<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>Web dev</title>
+<entry><title type="text">Why &lt;details&gt; is not an accordion</title><link href="https://dev.example.org/a"/>
+<id>a</id><updated>2024-11-03T08:00:00Z</updated></entry>
+<entry><title type="html"><![CDATA[Styling &lt;details&gt; markers]]></title><link href="https://dev.example.org/b"/>
+<id>b</id><updated>2024-11-03T08:00:00Z</updated></entry>
+<entry><title type="html"><![CDATA[Tram stop opens <em>early</em>]]></title><link href="https://dev.example.org/c"/>
+<id>c</id><updated>2024-11-03T08:00:00Z</updated></entry></feed>"""
+TAG_RSS = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>Tags</title>
+<item><title>Why &lt;details&gt; is not an accordion</title><link>https://rss.example.org/a</link></item>
+<item><title>AT&amp;T &lt; Verizon on coverage</title><link>https://rss.example.org/b</link></item>
+</channel></rss>"""
+
+
+def test_titles_about_tags_keep_their_tag_names_and_lose_their_markup(redis, tmp_path):
+    """Issue 37 item 5 (RFC 4287 §3.1.1): a text title is text, an html title is HTML; the landed document's
+    title reads back, through extraction, as the literal words a reader should see."""
+    from newsflow.core.extraction import extract_content
+
+    feeds = {
+        ("dev.example.org", "/atom"): Response(200, {"Content-Type": "application/atom+xml"}, TAG_TITLES),
+        ("rss.example.org", "/rss"): Response(200, {"Content-Type": "application/rss+xml"}, TAG_RSS),
+    }
+    _fr, docs = crawl(redis, tmp_path, feeds, tasks=7)  # 2 feeds, 5 pages
+    titles = {url: extract_content(doc).title for url, doc in docs.items()}
+    assert titles == {
+        "https://dev.example.org/a": "Why <details> is not an accordion",
+        "https://dev.example.org/b": "Styling <details> markers",
+        "https://dev.example.org/c": "Tram stop opens early",
+        "https://rss.example.org/a": "Why <details> is not an accordion",
+        "https://rss.example.org/b": "AT&T < Verizon on coverage",
+    }

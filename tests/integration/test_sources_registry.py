@@ -375,3 +375,51 @@ def test_registration_resolves_each_host_once_and_refuses_disguised_loopback(red
     )
     first = json.loads(out.splitlines()[0])
     assert rc == 1 and first["result"] == "error" and "forbidden addresses (127.0.0.1)" in first["detail"]
+
+
+EXPORTED = (
+    "\ufeff"
+    '<?xml version="1.0" encoding="UTF-8"?>\n<opml version="1.0"><head><title>My feeds</title></head><body>\n'
+    '<outline text="NASA Breaking News" type="rss" xmlUrl="https://www.nasa.gov/rss/breaking.rss"/>\n'
+    '<outline text="Science"><outline text="Space">\n'
+    '  <outline text="NASA Breaking News" type="rss" xmlUrl="https://www.nasa.gov/rss/breaking.rss"/>\n'
+    "</outline></outline>\n"
+    '<outline text="Local"><outline text="Food"><outline text="Bakeries">\n'
+    '  <outline text="Smith & Daughters Bakery news" type="rss" xmlUrl="https://smithbakery.example.com/feed?a=1&b=2"/>\n'
+    "</outline></outline></outline>\n"
+    '<outline text="Pok&eacute;mon league results" type="rss" xmlUrl="https://league.example.org/rss"/>\n'
+    "</body></opml>\n"
+)
+
+
+def test_opml_as_exporters_write_it(redis_flushed, tmp_path):
+    """Issue 37 item 4: a BOM, a bare '&' in a title and in a query string, an HTML entity, a feed listed at the
+    top level and again in Science/Space, folders three deep. Every feed is imported once, as meant, and the
+    repairs are reported (2 bare '&', 1 &eacute;)."""
+    client, url = redis_flushed
+    path = tmp_path / "exported.opml"
+    path.write_bytes(EXPORTED.encode("utf-8"))
+    rc, out = cli("sources", "import", str(path), "--redis-url", url, "--json", "--resolve", "*=93.184.215.14:443")
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert rc == 0
+    assert [(x["ref"], x["result"]) for x in lines[:-1]] == [
+        ("outline 1", "added"),
+        ("outline 4", "unchanged"),
+        ("outline 8", "added"),
+        ("outline 9", "added"),
+        ("file", "repaired"),
+    ]
+    assert lines[1]["detail"] == "same feed as outline 1; its categories added: Science/Space"
+    assert lines[4]["detail"] == "repaired: 2 bare '&' read as '&amp;', 1 HTML entity &eacute; read as 'é'"
+    assert lines[-1] == {"summary": {"added": 3, "repaired": 1, "unchanged": 1}}
+    registry = SourceRegistry(client, Keys(), seed=SourceTable({}))
+    feeds = {f["url"]: f for f in registry.iter_feeds()}
+    assert set(feeds) == {
+        "https://www.nasa.gov/rss/breaking.rss",
+        "https://smithbakery.example.com/feed?a=1&b=2",
+        "https://league.example.org/rss",
+    }
+    assert feeds["https://www.nasa.gov/rss/breaking.rss"]["categories"] == ["Science/Space"]
+    bakery = feeds["https://smithbakery.example.com/feed?a=1&b=2"]
+    assert (bakery["title"], bakery["categories"]) == ("Smith & Daughters Bakery news", ["Local/Food/Bakeries"])
+    assert feeds["https://league.example.org/rss"]["title"] == "Pokémon league results"

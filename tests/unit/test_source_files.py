@@ -291,3 +291,17 @@ def test_invisible_and_bidi_characters_in_a_feed_url_are_refused():
         with pytest.raises(FeedError, match="format characters"):
             check_feed_url(url)
     assert check_feed_url("https://example.com/f\u00fc\u00df.xml") == "https://example.com/f\u00fc\u00df.xml"
+
+
+@pytest.mark.parametrize("chunk", [7, 16, 33, 1 << 16])
+def test_repairs_do_not_depend_on_where_reads_cut_the_bytes(chunk, monkeypatch):
+    """Each record holds an HTML entity (&eacute; -> &#233;), two bare '&' and one unknown reference (read as
+    text), beside XML's own references, which stay; any chunk size gives the same bytes and counts."""
+    from newsflow.core.source_files import _RepairingReader
+
+    record = b'<a t="Pok&eacute;mon &amp; Smith & D" u="?a=1&b=2&#233;&#xE9;&nosuch;"/>'
+    fixed = b'<a t="Pok&#233;mon &amp; Smith &amp; D" u="?a=1&amp;b=2&#233;&#xE9;&amp;nosuch;"/>'
+    monkeypatch.setattr(_RepairingReader, "CHUNK", chunk)
+    reader = _RepairingReader(io.BytesIO(record * 500))
+    assert b"".join(iter(lambda: reader.read(100), b"")) == fixed * 500
+    assert (reader.bare, reader.entities) == (1500, {"eacute": 500})
