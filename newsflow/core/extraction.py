@@ -21,7 +21,8 @@ Steps for a fetched page (``raw.body`` is bytes):
 4. The tree is pre-cleaned (:func:`newsflow.core.page_cleaning.clean_tree`: consent walls,
    sidebars, subscription offers and the locked part of a schema.org paywall go; an article
    marked up as ``<aside>`` is kept), then trafilatura (Barbaresi, ACL 2021 demo) extracts
-   the main text and metadata.
+   the main text and metadata; a headline repeated at the top of the text, with any short
+   kicker above it ("Members"), is page header, not article (:func:`drop_header_matter`).
    Text shorter than ``min_text_chars`` (Latin-letter equivalents, so the
    threshold holds across scripts) -> ``"not_an_article"``. Dates come from
    htmldate with ``extensive_search=False`` (structured markup and the URL only:
@@ -203,6 +204,37 @@ _BLOCK_TAGS = frozenset(
     }
 )
 _WS_RE = re.compile(r"[ \t\r\f\v\u00a0]+")
+
+
+MAX_HEADER_LINES = 3  # lines before the repeated headline that may be header matter
+MAX_KICKER_WORDS = 6
+
+
+def _same_words(a: str, b: str) -> bool:
+    return _WS_RE.sub(" ", a).strip().casefold() == _WS_RE.sub(" ", b).strip().casefold()
+
+
+def drop_header_matter(text: str, title: str) -> str:
+    """``text`` without the page header trafilatura keeps inside an ``<article>``: when one of its first
+    :data:`MAX_HEADER_LINES` + 1 lines repeats the headline (same words, case and spacing aside) and every
+    line before it is a kicker or label of at most :data:`MAX_KICKER_WORDS` words ("Members", "Analysis"),
+    those lines and the headline go; the text from the next line on is the article. Otherwise ``text``
+    is returned unchanged.
+
+    Args:
+      text: extracted main text, lines separated by ``"\n"``.
+      title: the article's headline.
+    """
+    if not title.strip():
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines[: MAX_HEADER_LINES + 1]):
+        if _same_words(line, title):
+            rest = "\n".join(lines[i + 1 :]).strip()
+            return rest if rest else text
+        if len(line.split()) > MAX_KICKER_WORDS:
+            break
+    return text
 
 
 def html_fragment_to_text(fragment: str) -> str:
@@ -428,6 +460,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
     title = _WS_RE.sub(" ", strip_control_chars(doc.title or "")).strip() or html_fragment_to_text(
         raw.title or ""
     ).replace("\n", " ")
+    body_text = drop_header_matter(body_text, title)
     return ExtractedContent(
         title=title,
         text=body_text,

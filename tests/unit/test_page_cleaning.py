@@ -152,3 +152,60 @@ def test_page_without_paywall_markup_keeps_subscription_wording():
 def test_feed_only_document_has_no_paywall_flag():
     raw = RawDocument(url="https://town.example/f", source_domain="town.example", fetch_time=FETCH_TIME, title="T")
     assert extract_content(raw, INLINE).paywalled is None
+
+
+MEMBERS_PAGE = """<!doctype html><html lang="en"><head><title>Harbour board approves new ferry terminal</title>
+<script type="application/ld+json">{ld}</script></head><body>
+<header><nav><a href="/">Home</a> <a href="/news">News</a></nav></header>
+<main><article>
+<p class="kicker">Members</p>
+<h1>Harbour board approves new ferry terminal</h1>
+<div class="offer"><p>Subscribe today for unlimited access to local journalism. Get your first month for just one
+pound and support the reporters who cover your town.</p><a href="/subscribe">Subscribe</a></div>
+<div class="intro"><p>{intro}</p></div>
+<div class="locked-content"><p>The chairman said the cost had risen to forty million pounds because of steel prices
+and new flood rules.</p><p>Residents who objected said they would consider a legal challenge.</p></div>
+</article></main><footer>Harbour Gazette</footer></body></html>"""
+INTRO = (
+    "The harbour board voted on Monday to approve a new ferry terminal on the north quay, ending a planning "
+    "dispute that lasted three years. The terminal will replace the temporary pontoon used since the old "
+    "building was demolished in 2021. Construction is expected to begin in the spring and to take eighteen months."
+)
+
+
+def test_members_page_gives_the_free_introduction_only():
+    """Issue 37 item 2: schema.org paywall markup (isAccessibleForFree false, hasPart with a cssSelector) names
+    the locked section; the kicker and the repeated headline are page header; the offer is not article."""
+    ld = {
+        "@context": "https://schema.org",
+        "@type": "NewsArticle",
+        "headline": "Harbour board approves new ferry terminal",
+        "isAccessibleForFree": False,
+        "hasPart": {"@type": "WebPageElement", "isAccessibleForFree": False, "cssSelector": ".locked-content"},
+    }
+    page = MEMBERS_PAGE.format(ld=json.dumps(ld), intro=INTRO)
+    raw = RawDocument(
+        url="https://harbour-gazette.example/news/ferry/a/57312",
+        source_domain="harbour-gazette.example",
+        fetch_time=FETCH_TIME,
+        body=page.encode(),
+        content_type="text/html; charset=utf-8",
+        http_status=200,
+    )
+    got = extract_content(raw, INLINE)
+    assert (got.title, got.text, got.paywalled) == ("Harbour board approves new ferry terminal", INTRO, True)
+
+
+def test_header_matter_rule():
+    from newsflow.core.extraction import drop_header_matter
+
+    title = "Ferry fares rise in spring"
+    assert drop_header_matter("Analysis\nFERRY  fares rise in spring\nBody one.\nBody two.", title) == (
+        "Body one.\nBody two."
+    )
+    assert drop_header_matter("Ferry fares rise in spring\nBody.", title) == "Body."
+    # a long first line is article text: a later line equal to the headline stays
+    long_first = "The operator said on Monday that fares would rise by a tenth.\nFerry fares rise in spring\nMore."
+    assert drop_header_matter(long_first, title) == long_first
+    assert drop_header_matter("Ferry fares rise in spring", title) == "Ferry fares rise in spring"  # nothing else
+    assert drop_header_matter("Body.", "") == "Body."
