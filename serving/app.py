@@ -69,8 +69,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Match, Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import without_blocked
@@ -102,8 +103,9 @@ from newsflow.serving.resilience import (
     feed_with_fallback,
     serving_client,
 )
-from newsflow.serving.tokens import TokenError, verify_token
+from newsflow.serving.tokens import TokenError, token_claims
 from newsflow.serving.web import PageError, web_routes
+from newsflow.storage.accounts import AccountStore
 from newsflow.storage.events import (
     MAX_EVENTS_PER_REQUEST,
     MAX_PENDING_EVENTS,
@@ -160,6 +162,14 @@ class ServingConfig:
         once, any other change at most this long later.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
         ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
+      trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are
+        believed (uvicorn's ``ProxyHeadersMiddleware``; ``NEWSFLOW_TRUSTED_PROXIES``): behind one, the scheme
+        it reports decides whether cookies are ``Secure`` and the address it reports is the one the sign-in
+        limit counts. Empty: no forwarded header is believed.
+      password_hasher: the ``argon2.PasswordHasher`` of accounts (``None``:
+        :func:`newsflow.storage.accounts.default_hasher`).
+      admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
+        the setting; editors' personal tokens are accepted either way.
     """
 
     token_secret: bytes
@@ -176,6 +186,9 @@ class ServingConfig:
     keys: Keys = Keys()
     personal_cache_seconds: float = 1.0
     max_pending_events: int = MAX_PENDING_EVENTS
+    trusted_proxies: tuple[str, ...] = ()
+    password_hasher: object | None = None
+    admin_token: str | None = None
 
 
 class ApiError(Exception):
@@ -191,6 +204,7 @@ class Api:
 
     def __init__(self, client, config: ServingConfig):
         self.store = RankingStore(client, config.keys)
+        self.accounts = AccountStore(client, config.keys, config.password_hasher)
         self.config = config
         self.snapshots = SnapshotStore(config.snapshot_dir)
         self.cache = LocalCache(config.local_cache_seconds)
@@ -249,6 +263,28 @@ class Api:
         return conditional_json(request.headers.get("if-none-match", "") if conditional else "", payload, headers)
 
     def _user(self, request: Request) -> str:
+        """The reader a JSON API request acts for: the subject of its bearer token (:meth:`_claims`). The one
+        way the API identifies a reader; web pages use :meth:`newsflow.serving.web.Web.session`.
+
+        Raises:
+          ApiError: 401 without a valid token, 503 when a personal token cannot be looked up.
+        """
+        return self._claims(request)[0]
+
+    def _claims(self, request: Request) -> tuple[str, str | None]:
+        """``(reader, token id)`` of the request's bearer token (:func:`newsflow.serving.tokens.token_claims`); a
+        personal token (with a token id) must still be listed in the account
+        (:meth:`newsflow.storage.accounts.AccountStore.token_listed`): revoked, expired or of a deleted account,
+        it is a 401. A session cookie is never read here."""
+
+        def refused(reason: str) -> ApiError:
+            return ApiError(
+                401,
+                "invalid_token",
+                f"token refused: {reason}",
+                {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{reason}"'},
+            )
+
         # one pass over the raw headers (ASGI names are lower-case bytes), on every personal request
         found = [v for k, v in request.scope["headers"] if k == b"authorization"]
         if len(found) > 1:  # a singleton field (RFC 9110 5.3): which one?
@@ -266,15 +302,32 @@ class Api:
                 "send Authorization: Bearer <token>",
                 {"WWW-Authenticate": 'Bearer realm="newsflow"'},
             )
+        now = self.config.clock()
         try:
-            return verify_token(auth[7:].strip(), self.config.token_secret, self.config.clock())
+            user, jti = token_claims(auth[7:].strip(), self.config.token_secret, now)
         except TokenError as e:
-            raise ApiError(
-                401,
-                "invalid_token",
-                f"token refused: {e.reason}",
-                {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{e.reason}"'},
-            ) from None
+            raise refused(e.reason) from None
+        if jti is not None:
+            try:
+                self._guard()
+                listed = self.accounts.token_listed(user, jti, now)
+            except REDIS_ERRORS as e:
+                self._mark_down()
+                raise ApiError(
+                    503, "unavailable", f"token list unavailable: {type(e).__name__}", {"Retry-After": "5"}
+                ) from None
+            if not listed:
+                raise refused("revoked")
+        return user, jti
+
+    def editor_token(self, request: Request) -> bool:
+        """Whether the request carries the personal token of an editor (the admin API's check; blocking Redis
+        calls: run it in the thread pool). Operator tokens without a token id never are."""
+        try:
+            user, jti = self._claims(request)
+        except ApiError:
+            return False
+        return jti is not None and self.accounts.role(user) == "editor"
 
     def _reader_blocks(self, request: Request) -> UserProfile | None:
         """The profile of the bearer-token reader of a public endpoint when they block something, else
@@ -671,7 +724,20 @@ def create_app(client, config: ServingConfig) -> Starlette:
             headers=headers,
         )
 
+    def _without_slash(request: Request) -> str | None:
+        """A ``GET``/``HEAD`` to ``/path/`` whose ``/path`` is a route: that path (and query), relative."""
+        path = request.url.path
+        if request.method not in ("GET", "HEAD") or len(path) < 2 or not path.endswith("/"):
+            return None
+        scope = {"type": "http", "path": path.rstrip("/"), "method": request.method}
+        if any(r.matches(scope)[0] == Match.FULL for r in app.routes):
+            return path.rstrip("/") + (f"?{request.url.query}" if request.url.query else "")
+        return None
+
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404 and (target := _without_slash(request)) is not None:
+            # the router's own slash redirect builds an absolute URL from the Host header; this one is relative
+            return RedirectResponse(target, status_code=308)
         if not _is_api(request):
             title = {404: "Page not found", 405: "Not allowed"}.get(exc.status_code, "Error")
             page = web.error_page(request, PageError(exc.status_code, title, str(exc.detail)))
@@ -697,7 +763,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
         metrics_route(),  # Prometheus text format (serving/metrics.py)
-        admin_mount(client, config.keys),  # /v1/admin/sources (serving/admin.py)
+        admin_mount(client, config.keys, config.admin_token, api.editor_token),  # /v1/admin/sources (admin.py)
         *routes_web,
     ]
 
@@ -718,11 +784,15 @@ def create_app(client, config: ServingConfig) -> Starlette:
             if aredis is not None:
                 await aredis.aclose()
 
+    middleware = [Middleware(MetricsMiddleware)]
+    if config.trusted_proxies:  # outermost: every later step sees the client's scheme and address
+        middleware.insert(0, Middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies)))
     app = Starlette(
         routes=routes,
         exception_handlers={ApiError: api_error, HTTPException: http_error, PageError: page_error},
         lifespan=lifespan,
-        middleware=[Middleware(MetricsMiddleware)],
+        middleware=middleware,
     )
+    app.router.redirect_slashes = False  # see _without_slash
     app.state.api = api
     return app
