@@ -16,7 +16,7 @@ route                           method  does
                                         ends and this browser gets a new one
 ``/account/signout-everywhere`` POST    ends every session of the account
 ``/account/tokens``             POST    creates a personal API token, shown once on the page
-``/account/tokens/revoke``      POST    revokes one
+``/account/tokens/revoke``      POST    revokes one of the account's (404 for any other id)
 ``/account/delete``             POST    deletes the account and its data (password needed)
 ``/admin``                      GET     editors: the sources registry with pause/resume/remove
 ``/admin/sources``              POST    editors: pause, resume or remove a feed
@@ -262,7 +262,8 @@ class AccountPages:
 
     async def revoke_token(self, request: Request) -> Response:
         form, (user, _) = await self._signed_in_form(request)
-        await self._call(self.accounts.revoke_token, user, form.get("id", ""))
+        if not await self._call(self.accounts.revoke_token, user, form.get("id", "")):
+            raise PageError(404, "No such token", "You have no API token with that id.")
         return RedirectResponse("/account?done=revoked", status_code=303)
 
     async def delete_account(self, request: Request) -> Response:

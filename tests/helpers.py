@@ -274,10 +274,14 @@ PASSWORD = "correct horse battery"
 
 
 def web_form_csrf(client, path: str) -> str:
-    """The CSRF value of the form on the page at ``path`` (an httpx client against the serving app)."""
+    """The CSRF value of the form posting to ``path`` on the page at ``path`` (sign-in, registration), else of
+    the page's first form (a signed-in page: every form carries the session's token); an httpx client against
+    the serving app."""
     import lxml.html
 
-    return lxml.html.fromstring(client.get(path).text).xpath("//form[@method='post']//input[@name='csrf']/@value")[0]
+    doc = lxml.html.fromstring(client.get(path).text)
+    own = doc.xpath(f"//form[@action='{path}']//input[@name='csrf']/@value")
+    return (own or doc.xpath("//form[@method='post']//input[@name='csrf']/@value"))[0]
 
 
 def register_reader(client, name: str, password: str = PASSWORD, next_path: str = "/"):

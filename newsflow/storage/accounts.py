@@ -182,8 +182,9 @@ class AccountStore:
 
     def _failures(self, key: str, now: float) -> tuple[int, float | None]:
         pipe = self.client.pipeline(transaction=False)
-        pipe.zcount(key, now - FAILURE_WINDOW_SECONDS, "+inf")
-        pipe.zrangebyscore(key, now - FAILURE_WINDOW_SECONDS, "+inf", start=0, num=1, withscores=True)
+        since = f"({now - FAILURE_WINDOW_SECONDS!r}"  # exclusive: a failure counts for exactly the window
+        pipe.zcount(key, since, "+inf")
+        pipe.zrangebyscore(key, since, "+inf", start=0, num=1, withscores=True)
         count, oldest = pipe.execute()
         return int(count), (float(oldest[0][1]) if oldest else None)
 
