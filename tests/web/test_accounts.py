@@ -7,6 +7,7 @@ relative redirects, and every reader route tried with another reader's session a
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 import httpx
@@ -244,7 +245,11 @@ def test_every_reader_route_refuses_another_readers_session_and_token(served, se
         assert bob.get("/v1/admin/sources", headers=_bearer(b_token)).status_code == 401
 
 
-def test_deleting_an_account_removes_its_data_and_its_events_from_later_nights(base, server, tmp_path, clock):
+def test_deleting_an_account_removes_its_data_and_its_events_from_later_nights(base, server, tmp_path, clock, capsys):
+    from newsflow.cli.main import main
+    from newsflow.jobs.nightly import run_night
+    from newsflow.runtime.settings import Settings
+
     store = AccountStore(server, KEYS, cheap_hasher())
     with _client(base) as eve, _client(base) as finn:
         register_reader(eve, "eve")
@@ -252,11 +257,13 @@ def test_deleting_an_account_removes_its_data_and_its_events_from_later_nights(b
         e_token, f_token = personal_token(eve), personal_token(finn)
         eve.put("/v1/me/preferences", headers=_bearer(e_token), json={"follow_topics": ["tech"]})
         operator = sign_token("eve", SECRET, NOW, 3600)  # an operator token (no token id) for eve
-        for c, token in ((eve, e_token), (finn, f_token), (eve, operator)):
-            r = c.post("/v1/events", headers=_bearer(token), json={"events": [{"type": "click", "story_id": "s1"}]})
-            assert r.status_code == 202
-        events_dir = str(tmp_path / "output" / "events")
-        assert flush_events(server, events_dir)[0] == 3
+        click = {"events": [{"type": "click", "story_id": "s1"}]}
+        for c, token in ((eve, e_token), (finn, f_token)):
+            assert c.post("/v1/events", headers=_bearer(token), json=click).status_code == 202
+        output = str(tmp_path / "output")
+        events_dir = output + "/events"
+        assert flush_events(server, events_dir)[0] == 2  # in the dataset before the deletion
+        assert eve.post("/v1/events", headers=_bearer(operator), json=click).status_code == 202  # still streamed
         # a stored night of the interest model with eve's vector (as the nightly job writes it)
         ModelStore(server, KEYS).write("interest", "2026-01-01", {"eve": b"v", "finn": b"w"})
         assert any(server.exists(k) for k in KEYS.reader_owned("eve"))
@@ -273,12 +280,17 @@ def test_deleting_an_account_removes_its_data_and_its_events_from_later_nights(b
         assert server.zscore(KEYS.deleted_readers(event_shard("eve")), "eve") == NOW + 60
         assert eve.get("/v1/me/preferences", headers=_bearer(e_token)).status_code == 401
         assert _signin(eve, "eve").status_code == 400
-        # the events of eve (both tokens) leave the dataset; finn's stay
-        removed = purge_deleted_events(server, events_dir, KEYS)
-        assert removed == 2
-        rows = pq.read_table(events_dir).column("user_id").to_pylist()
-        assert rows == ["finn"]
-        assert purge_deleted_events(server, events_dir, KEYS) == 0  # idempotent
+        # eve's events leave the dataset: `newsflow retention` purges what was flushed before, the nightly run's
+        # flush step what was still in the stream; finn's stay
+        url = f"unix://{server.socket_file}"
+        retention = ["retention", "--redis-url", url, "--output", output, "--now", str(NOW + 120)]
+        assert main(retention) == 0
+        assert json.loads(capsys.readouterr().out)["deleted_reader_events"] == 1
+        assert pq.read_table(events_dir).column("user_id").to_pylist() == ["finn"]
+        night = run_night(server, Settings.resolve(redis_url=url), "2023-11-14", output, step="flush")
+        assert night["status"] == "ok" and night["events_flushed"] == 1 and night["deleted_reader_events"] == 1
+        assert pq.read_table(events_dir).column("user_id").to_pylist() == ["finn"]
+        assert purge_deleted_events(server, events_dir, KEYS) == 0  # nothing left to drop
         # the name can be registered again, and starts clean
         assert register_reader(eve, "eve").status_code == 303
         assert eve.get("/account").status_code == 200
