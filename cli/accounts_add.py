@@ -36,17 +36,26 @@ def read_password(stream=None) -> str:
     return stream.readline().rstrip("\r\n")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Creates the account (or promotes an existing one with ``--editor``); prints one line."""
-    from newsflow.storage.accounts import AccountError, AccountStore
+def open_store(args: argparse.Namespace):
+    """The :class:`newsflow.storage.accounts.AccountStore` of the settings flags, or ``None`` (error printed)."""
+    from newsflow.storage.accounts import AccountStore
 
     try:
         settings = Settings.resolve(args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        return None
+    return AccountStore(settings.connect_redis(), settings.keys)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Creates the account (or promotes an existing one with ``--editor``); prints one line."""
+    from newsflow.storage.accounts import AccountError
+
+    store = open_store(args)
+    if store is None:
         return 2
     password = read_password()
-    store = AccountStore(settings.connect_redis(), settings.keys)
     role = "editor" if args.editor else "reader"
     now = time.time()
     try:

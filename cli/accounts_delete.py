@@ -12,7 +12,7 @@ import argparse
 import sys
 import time
 
-from newsflow.runtime.settings import Settings, add_settings_arguments
+from newsflow.runtime.settings import add_settings_arguments
 
 COMMAND = "delete"
 HELP = "delete an account and its reader data (its events are then dropped by nightly and retention)"
@@ -26,14 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Deletes the account; prints one line."""
-    from newsflow.storage.accounts import AccountStore
+    from newsflow.cli.accounts_add import open_store
 
-    try:
-        settings = Settings.resolve(args)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+    store = open_store(args)
+    if store is None:
         return 2
-    store = AccountStore(settings.connect_redis(), settings.keys)
     if store.role(args.name) is None:
         print(f"error: there is no account {args.name!r}", file=sys.stderr)
         return 1

@@ -238,12 +238,16 @@ class AccountPages:
         try:
             new_cookie = await self._call(change)
         except TooManyAttempts as e:
-            resp = await run_in_threadpool(self.account_page, request, "", "Too many wrong passwords; wait.", 429)
-            resp.headers["Retry-After"] = str(e.retry_after)
-            return resp
+            return await self._limited(request, e)
         except AccountError as e:
             return await run_in_threadpool(self.account_page, request, "", str(e), 400)
         return self._session_cookie(request, RedirectResponse("/account?done=password", status_code=303), new_cookie)
+
+    async def _limited(self, request: Request, e: TooManyAttempts) -> Response:
+        """The account page answering 429 with ``Retry-After`` (a password check hit the sign-in limit)."""
+        resp = await run_in_threadpool(self.account_page, request, "", "Too many wrong passwords; wait.", 429)
+        resp.headers["Retry-After"] = str(e.retry_after)
+        return resp
 
     async def signout_everywhere(self, request: Request) -> Response:
         _, (user, _) = await self._signed_in_form(request)
@@ -280,9 +284,7 @@ class AccountPages:
         try:
             deleted = await self._call(delete)
         except TooManyAttempts as e:
-            resp = await run_in_threadpool(self.account_page, request, "", "Too many wrong passwords; wait.", 429)
-            resp.headers["Retry-After"] = str(e.retry_after)
-            return resp
+            return await self._limited(request, e)
         if not deleted:
             return await run_in_threadpool(
                 self.account_page, request, "", "The password is not right; the account is not deleted.", 400
