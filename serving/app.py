@@ -105,7 +105,7 @@ from newsflow.serving.resilience import (
 )
 from newsflow.serving.tokens import TokenError, token_claims
 from newsflow.serving.web import PageError, web_routes
-from newsflow.storage.accounts import AccountStore
+from newsflow.storage.accounts import AccountStore, token_live
 from newsflow.storage.events import (
     MAX_EVENTS_PER_REQUEST,
     MAX_PENDING_EVENTS,
@@ -199,6 +199,16 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
 
 
+def _refused(reason: str) -> ApiError:
+    """401 ``invalid_token`` for a bearer token refused for ``reason``."""
+    return ApiError(
+        401,
+        "invalid_token",
+        f"token refused: {reason}",
+        {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{reason}"'},
+    )
+
+
 class Api:
     """Request handlers over one Redis client; see the module docstring."""
 
@@ -264,27 +274,58 @@ class Api:
 
     def _user(self, request: Request) -> str:
         """The reader a JSON API request acts for: the subject of its bearer token (:meth:`_claims`). The one
-        way the API identifies a reader; web pages use :meth:`newsflow.serving.web.Web.session`.
+        way the API identifies a reader (:meth:`_user_async` is the same on the event loop); web pages use
+        :meth:`newsflow.serving.web.Web.session`.
 
         Raises:
           ApiError: 401 without a valid token, 503 when a personal token cannot be looked up.
         """
         return self._claims(request)[0]
 
+    async def _user_async(self, request: Request) -> str:
+        """:meth:`_user` for handlers on the event loop: a personal token is looked up through the asyncio
+        Redis client (else in the thread pool), so a slow Redis never blocks the loop."""
+        user, jti = self._signed(request)
+        if jti is None:
+            return user
+        if self.aredis is None:
+            return await run_in_threadpool(self._user, request)
+        try:
+            self._guard()
+            entry = await self.aredis.hget(self.store.keys.account_tokens(user), jti)
+        except REDIS_ERRORS as e:
+            raise self._lookup_down(e) from None
+        if not token_live(entry, self.config.clock()):
+            raise _refused("revoked")
+        return user
+
     def _claims(self, request: Request) -> tuple[str, str | None]:
-        """``(reader, token id)`` of the request's bearer token (:func:`newsflow.serving.tokens.token_claims`); a
-        personal token (with a token id) must still be listed in the account
-        (:meth:`newsflow.storage.accounts.AccountStore.token_listed`): revoked, expired or of a deleted account,
-        it is a 401. A session cookie is never read here."""
+        """``(reader, token id)`` of the request's bearer token (:meth:`_signed`); a personal token (with a token
+        id) must still be listed in the account (:meth:`newsflow.storage.accounts.AccountStore.token_listed`):
+        revoked, expired or of a deleted account, it is a 401."""
+        user, jti = self._signed(request)
+        if jti is not None:
+            try:
+                self._guard()
+                listed = self.accounts.token_listed(user, jti, self.config.clock())
+            except REDIS_ERRORS as e:
+                raise self._lookup_down(e) from None
+            if not listed:
+                raise _refused("revoked")
+        return user, jti
 
-        def refused(reason: str) -> ApiError:
-            return ApiError(
-                401,
-                "invalid_token",
-                f"token refused: {reason}",
-                {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{reason}"'},
-            )
+    def _lookup_down(self, e: Exception) -> ApiError:
+        self._mark_down()
+        return ApiError(503, "unavailable", f"token list unavailable: {type(e).__name__}", {"Retry-After": "5"})
 
+    def _signed(self, request: Request) -> tuple[str, str | None]:
+        """``(reader, token id or None)`` of the request's ``Authorization: Bearer`` token, its signature and
+        times checked (:func:`newsflow.serving.tokens.token_claims`), not yet looked up. A session cookie is
+        never read here.
+
+        Raises:
+          ApiError: 401 (missing, malformed, more than one header, bad signature, expired).
+        """
         # one pass over the raw headers (ASGI names are lower-case bytes), on every personal request
         found = [v for k, v in request.scope["headers"] if k == b"authorization"]
         if len(found) > 1:  # a singleton field (RFC 9110 5.3): which one?
@@ -302,23 +343,10 @@ class Api:
                 "send Authorization: Bearer <token>",
                 {"WWW-Authenticate": 'Bearer realm="newsflow"'},
             )
-        now = self.config.clock()
         try:
-            user, jti = token_claims(auth[7:].strip(), self.config.token_secret, now)
+            return token_claims(auth[7:].strip(), self.config.token_secret, self.config.clock())
         except TokenError as e:
-            raise refused(e.reason) from None
-        if jti is not None:
-            try:
-                self._guard()
-                listed = self.accounts.token_listed(user, jti, now)
-            except REDIS_ERRORS as e:
-                self._mark_down()
-                raise ApiError(
-                    503, "unavailable", f"token list unavailable: {type(e).__name__}", {"Retry-After": "5"}
-                ) from None
-            if not listed:
-                raise refused("revoked")
-        return user, jti
+            raise _refused(e.reason) from None
 
     def editor_token(self, request: Request) -> bool:
         """Whether the request carries the personal token of an editor (the admin API's check; blocking Redis
@@ -503,7 +531,7 @@ class Api:
         return self._respond(request, payload, "public")
 
     async def feed(self, request: Request) -> Response:
-        user = self._user(request)
+        user = await self._user_async(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
         query = (edition_param, limit)
@@ -580,7 +608,7 @@ class Api:
             raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
 
     async def put_preferences(self, request: Request) -> Response:
-        user = self._user(request)
+        user = await self._user_async(request)
         data = await self._json_body(request)
 
         def save() -> dict:
@@ -608,7 +636,7 @@ class Api:
         )
 
     async def events(self, request: Request) -> Response:
-        user = self._user(request)
+        user = await self._user_async(request)
         data = await self._json_body(request)
         raw_events = data.get("events") if isinstance(data, dict) else None
         if not isinstance(raw_events, list) or not 1 <= len(raw_events) <= MAX_EVENTS_PER_REQUEST:

@@ -127,6 +127,12 @@ def split_session(cookie: str) -> tuple[str, str] | None:
     return (user, sid) if USER_RE.match(user) else None
 
 
+def token_live(entry: bytes | str | None, now: float) -> bool:
+    """Whether a tokens-hash entry (``HGET`` of ``Keys.account_tokens(user)``, ``None`` when absent) is a live
+    token at ``now``."""
+    return entry is not None and json.loads(entry)["expires"] > now
+
+
 class AccountStore:
     """Accounts over one redis-py client (module docstring).
 
@@ -323,8 +329,7 @@ class AccountStore:
 
     def token_listed(self, user: str, token_id: str, now: float) -> bool:
         """Whether ``token_id`` is a live personal token of ``user``."""
-        raw = self.client.hget(self.keys.account_tokens(user), str(token_id))
-        return raw is not None and json.loads(raw)["expires"] > now
+        return token_live(self.client.hget(self.keys.account_tokens(user), str(token_id)), now)
 
     # -- deletion --------------------------------------------------------------------------------------
     def delete(self, user: str, now: float) -> int:

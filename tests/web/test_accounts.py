@@ -179,6 +179,7 @@ def test_personal_tokens_are_listed_revocable_and_not_sessions(base):
         page = lxml.html.fromstring(c.get("/account").text)
         assert page.xpath("//section[@aria-labelledby='h-tokens']//li/text()")[0].strip().startswith("laptop script")
         assert c.get("/v1/me/preferences", headers=_bearer(token)).json()["user"] == "dora"
+        assert c.get("/v1/feed", headers=_bearer(token)).json()["user"] == "dora"
         session = c.cookies["nf_session"]
         # a session cookie is not a bearer token, and a bearer token is not a session
         assert c.get("/v1/me/preferences", headers=_bearer(session)).status_code == 401
@@ -191,6 +192,8 @@ def test_personal_tokens_are_listed_revocable_and_not_sessions(base):
         assert revoked.status_code == 303
         refused = c.get("/v1/me/preferences", headers=_bearer(token))
         assert refused.status_code == 401 and refused.json()["error"]["message"] == "token refused: revoked"
+        # the routes on the event loop look it up through the asyncio client: refused the same way
+        assert c.get("/v1/feed", headers=_bearer(token)).json()["error"]["message"] == "token refused: revoked"
 
 
 def test_every_reader_route_refuses_another_readers_session_and_token(served, server):
