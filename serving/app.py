@@ -17,7 +17,16 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
 * ``GET /metrics`` — Prometheus text format: request latency by route template and status class, Redis
   errors (:mod:`newsflow.serving.metrics`);
 * the reader web UI (HTML, :mod:`newsflow.serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
-  ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
+  ``/sources/{outlet}``, ``/for-you``, preferences, and the account pages (register, sign in, ``/account``,
+  the editors' ``/admin``: :mod:`newsflow.serving.accounts_web`);
+* ``/v1/admin/sources`` — the sources registry for editors' tokens (:mod:`newsflow.serving.admin`).
+
+Who a request acts for: the API reads only ``Authorization: Bearer`` tokens (:meth:`Api._user`: a reader's
+personal token, looked up in the account's token list, or an operator token signed with the secret); the
+pages read only the session cookie (:meth:`newsflow.serving.web.Web.session`). Neither accepts the other.
+Forwarded headers are believed only from ``ServingConfig.trusted_proxies`` (uvicorn's
+``ProxyHeadersMiddleware``), and no redirect takes its host from the request: a trailing-slash address is
+redirected to the relative path without it.
 
 This module holds the routes, parameter validation and the app factory; the personal feed is
 :mod:`newsflow.serving.personal`, caching headers and ETags are :mod:`newsflow.serving.http_cache`, degraded
