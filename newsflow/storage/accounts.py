@@ -49,6 +49,7 @@ ROLES = ("reader", "editor")
 MAX_FAILURES = 5
 FAILURE_WINDOW_SECONDS = 900
 SESSION_TTL_SECONDS = 14 * 86400
+MAX_SESSIONS = 50
 TOKEN_TTL_SECONDS = 90 * 86400
 MAX_TOKENS = 20
 MIN_PASSWORD = 8
@@ -194,18 +195,22 @@ class AccountStore:
         count, oldest = pipe.execute()
         return int(count), (float(oldest[0][1]) if oldest else None)
 
-    def _check_limit(self, user: str, address: str, now: float) -> None:
+    def _limit_keys(self, user: str | None, address: str) -> list[str]:
+        account = [self.keys.account_failures(user)] if user is not None else []
+        return account + [self.keys.address_failures(address)]
+
+    def _check_limit(self, user: str | None, address: str, now: float) -> None:
         waits = []
-        for key in (self.keys.account_failures(user), self.keys.address_failures(address)):
+        for key in self._limit_keys(user, address):
             count, oldest = self._failures(key, now)
             if count >= MAX_FAILURES and oldest is not None:
                 waits.append(oldest + FAILURE_WINDOW_SECONDS - now)
         if waits:
             raise TooManyAttempts(max(1, math.ceil(max(waits))))
 
-    def _record_failure(self, user: str, address: str, now: float) -> None:
+    def _record_failure(self, user: str | None, address: str, now: float) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for key in (self.keys.account_failures(user), self.keys.address_failures(address)):
+        for key in self._limit_keys(user, address):
             pipe.zadd(key, {secrets.token_hex(8): now})
             pipe.zremrangebyscore(key, "-inf", now - FAILURE_WINDOW_SECONDS)
             pipe.expire(key, FAILURE_WINDOW_SECONDS)
@@ -213,7 +218,7 @@ class AccountStore:
 
     def check_password(self, user: str, password: str, address: str, now: float) -> bool:
         """Whether ``password`` is ``user``'s; a wrong one (or no such account) counts as a failure of the
-        account name and of ``address``.
+        account name and of ``address`` (a name no account can have, of ``address`` only).
 
         Raises:
           TooManyAttempts: the name or the address reached the limit (module docstring); the password was
@@ -221,23 +226,22 @@ class AccountStore:
         """
         from argon2.exceptions import InvalidHashError, VerificationError
 
-        if not USER_RE.match(user or "") or not isinstance(password, str) or len(password) > MAX_PASSWORD:
-            user = user if USER_RE.match(user or "") else "-"
-            self._check_limit(user, address, now)
-            self._record_failure(user, address, now)
+        name = user if isinstance(user, str) and USER_RE.match(user) else None
+        self._check_limit(name, address, now)
+        if name is None or not isinstance(password, str) or len(password) > MAX_PASSWORD:
+            self._record_failure(name, address, now)
             return False
-        self._check_limit(user, address, now)
-        stored = self.client.hget(self.keys.account(user), "password")
+        stored = self.client.hget(self.keys.account(name), "password")
         try:
             ok = self.hasher.verify(_s(stored) if stored else self._dummy, password) and stored is not None
         except (VerificationError, InvalidHashError):
             ok = False
         if not ok:
-            self._record_failure(user, address, now)
+            self._record_failure(name, address, now)
             return False
-        self.client.delete(self.keys.account_failures(user))
+        self.client.delete(self.keys.account_failures(name))
         if self.hasher.check_needs_rehash(_s(stored)):
-            self.client.hset(self.keys.account(user), "password", self.hasher.hash(password))
+            self.client.hset(self.keys.account(name), "password", self.hasher.hash(password))
         return True
 
     def change_password(self, user: str, old: str, new: str, address: str, now: float) -> None:
@@ -257,13 +261,18 @@ class AccountStore:
     # -- web sessions ----------------------------------------------------------------------------
     def new_session(self, user: str, now: float, ttl: int = SESSION_TTL_SECONDS, replaces: str | None = None) -> str:
         """Starts a web session of ``user`` (a fresh id on every sign-in; ``replaces``, the cookie of a
-        previous session in the same browser, ends) and returns the cookie value."""
+        previous session in the same browser, ends; past :data:`MAX_SESSIONS` live ones, the oldest ends) and
+        returns the cookie value."""
         sid = secrets.token_urlsafe(32)
         key = self.keys.account_sessions(user)
-        expired = [f for f, exp in self.client.hgetall(key).items() if float(exp) <= now]
+        live = sorted((float(exp), f) for f, exp in self.client.hgetall(key).items())
+        # expired ones, and the oldest past MAX_SESSIONS - 1 (a new one is added)
+        drop = [f for exp, f in live if exp <= now]
+        kept = [f for exp, f in live if exp > now]
+        drop += kept[: max(0, len(kept) - (MAX_SESSIONS - 1))]
         pipe = self.client.pipeline(transaction=True)
-        if expired:
-            pipe.hdel(key, *expired)
+        if drop:
+            pipe.hdel(key, *drop)
         pipe.hset(key, _digest(sid), repr(float(now + ttl)))
         pipe.expire(key, int(ttl))
         pipe.execute()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from newsflow.runtime.redis_conn import connect
-from newsflow.storage.accounts import MAX_FAILURES, AccountStore, TooManyAttempts
+from newsflow.storage.accounts import MAX_FAILURES, MAX_SESSIONS, AccountStore, TooManyAttempts
 from newsflow.storage.keys import Keys, event_shard
 from newsflow.storage.models import ModelStore
 from tests.helpers import PASSWORD, cheap_hasher
@@ -36,6 +36,14 @@ def test_accounts_on_a_cluster(cluster):
     cookie = store.new_session("reader8", NOW)
     assert store.session_user(cookie, NOW + 10) == "reader8"
     assert store.session_user(cookie, NOW + 14 * 86400) is None  # expired
+    later = [store.new_session("reader8", NOW + i) for i in range(1, MAX_SESSIONS + 1)]
+    assert store.session_user(cookie, NOW + 60) is None  # the oldest of MAX_SESSIONS + 1 ended
+    assert all(store.session_user(c, NOW + 60) == "reader8" for c in later)
+    assert client.hlen(keys.account_sessions("reader8")) == MAX_SESSIONS
+    # a name no account can have counts against the address only
+    for _ in range(MAX_FAILURES):
+        assert not store.check_password("no such name!", PASSWORD, "10.0.0.3", NOW)
+    assert store.check_password("reader9", PASSWORD, "10.0.0.4", NOW)
     jti, _ = store.add_token("reader8", "script", NOW)
     assert store.token_listed("reader8", jti, NOW) and not store.token_listed("reader9", jti, NOW)
     ModelStore(client, keys).write("interest", "d1", {"reader8": b"v", "reader9": b"w"})
