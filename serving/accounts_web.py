@@ -142,7 +142,7 @@ class AccountPages:
 
     def _signed_in(self, request: Request, cookie: str, next_path: str) -> Response:
         resp = RedirectResponse(next_path, status_code=303)
-        resp.delete_cookie(CSRF_COOKIE)
+        resp.delete_cookie(CSRF_COOKIE, httponly=True, samesite="lax", secure=https(request))
         return self._session_cookie(request, resp, cookie)
 
     async def signin(self, request: Request) -> Response:
