@@ -147,7 +147,13 @@ class AccountStore:
         self.client = client
         self.keys = keys
         self.hasher = hasher or default_hasher()
-        self._dummy = self.hasher.hash(secrets.token_hex(16))
+        self._dummy_hash: str | None = None  # made at the first sign-in for a name without an account
+
+    @property
+    def _dummy(self) -> str:
+        if self._dummy_hash is None:
+            self._dummy_hash = self.hasher.hash(secrets.token_hex(16))
+        return self._dummy_hash
 
     # -- accounts -----------------------------------------------------------------------------
     def create(self, user: str, password: str, now: float, role: str = "reader") -> None:
