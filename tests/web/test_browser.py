@@ -151,8 +151,7 @@ def test_reader_journey_keyboard_only_without_javascript(browser, base_url):
     page.keyboard.press("Enter")
     page.wait_for_url("**/signin?next=*")
     _type_into(page, {"name": "dana", "password": "not my password"})
-    page.keyboard.press("Enter")
-    page.wait_for_load_state()
+    _enter(page)
     assert "do not match" in page.locator("[role=alert]").inner_text()
     assert page.locator("#password[aria-invalid=true]").count() == 1
     _type_into(page, {"password": PASSWORD})  # the name is kept in its field
@@ -164,14 +163,12 @@ def test_reader_journey_keyboard_only_without_javascript(browser, base_url):
     page.keyboard.press("Enter")
     page.wait_for_url(base_url + "/account")
     _type_into(page, {"password": PASSWORD}, field_id="delete-password")
-    page.keyboard.press("Enter")
-    page.wait_for_load_state()
+    _enter(page)
     assert page.locator("h1").inner_text() == "Account deleted"
     assert page.locator(".account a").inner_text() == "Sign in"
     page.goto(base_url + "/signin")
     _type_into(page, {"name": "dana", "password": PASSWORD})
-    page.keyboard.press("Enter")
-    page.wait_for_load_state()
+    _enter(page)
     assert "do not match" in page.locator("[role=alert]").inner_text()  # the account is gone
     ctx.close()
 
