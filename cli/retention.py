@@ -13,7 +13,7 @@ period, measured in event time:
 * readers whose last event is older than the cutoff, from the active-reader shards
   (:func:`newsflow.storage.events.trim_active_readers`, one script per 1,000 members of one shard);
 * the events of deleted accounts (received up to their deletion), from every partition of the events dataset
-  under ``--output`` (:func:`newsflow.storage.accounts.purge_deleted_events`; the tombstones are the
+  under ``--output`` (:func:`newsflow.storage.tombstones.purge_deleted_events`; the tombstones are the
   ``P:{s<k>}:readers:deleted`` sets account deletion writes).
 
 The cutoff is ``now - days`` (UTC epoch seconds). It is recorded at ``Keys.retention_cutoff``
@@ -35,10 +35,10 @@ import os
 import sys
 
 from newsflow.runtime.settings import Settings, add_settings_arguments
-from newsflow.storage.accounts import purge_deleted_events
 from newsflow.storage.feeds import parse_now
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
+from newsflow.storage.tombstones import purge_deleted_events
 
 COMMAND = "retention"
 HELP = "expire stories, near-duplicate groups and articles older than the retention period (event time)"

@@ -17,10 +17,11 @@ import pytest
 
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import sign_token
-from newsflow.storage.accounts import FAILURE_WINDOW_SECONDS, AccountStore, purge_deleted_events
+from newsflow.storage.accounts import FAILURE_WINDOW_SECONDS, AccountStore
 from newsflow.storage.events import flush_events
 from newsflow.storage.keys import Keys, event_shard
 from newsflow.storage.models import ModelStore
+from newsflow.storage.tombstones import purge_deleted_events
 from tests.helpers import (
     PASSWORD,
     Clock,
