@@ -79,6 +79,7 @@ setup(
         "anyascii>=0.3",
         "babel>=2.14",
         "starlette>=0.37",
+        "argon2-cffi>=23.1,<26",
         "uvicorn>=0.29",
         "google-cloud-storage>=2.14",
         "google-cloud-pubsub>=2.20",

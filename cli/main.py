@@ -45,6 +45,8 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     ("sources", "newsflow.cli.sources_resume"),
     ("sources", "newsflow.cli.sources_remove"),
     ("sources", "newsflow.cli.sources_authority"),
+    ("accounts", "newsflow.cli.accounts_add"),
+    ("accounts", "newsflow.cli.accounts_delete"),
     (None, "newsflow.cli.push_server"),
     (None, "newsflow.cli.nightly"),
     (None, "newsflow.cli.simulate_readers"),
@@ -53,6 +55,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
 GROUP_HELP = {
     "eval": "evaluation commands; each prints one JSON line",
     "sources": "source (publisher) administration",
+    "accounts": "reader and editor accounts",
 }
 
 

@@ -1,4 +1,4 @@
-"""``newsflow serve``: run the API with uvicorn (and ``--mint-token`` for a dev reader token).
+"""``newsflow serve``: run the API with uvicorn (and ``--mint-token`` for an operator-issued reader API token).
 
 Settings (:mod:`newsflow.runtime.settings`): ``--redis-url`` / ``$REDIS_URL``, else the embedded server of the data
 directory (the one ``newsflow demo`` fills); ``--key-prefix``; ``--data-dir``.
@@ -20,7 +20,7 @@ import time
 from newsflow.runtime.settings import Settings, add_settings_arguments
 
 COMMAND = "serve"
-HELP = "start the reader web UI and HTTP API (uvicorn) over the Redis feeds; --mint-token USER prints a reader token"
+HELP = "start the reader web UI and HTTP API (uvicorn) over the Redis feeds; --mint-token USER prints an API token"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "SECONDS, first at startup; 0 disables (run build-feeds on a schedule instead)",
     )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
-    parser.add_argument("--mint-token", metavar="USER", default=None, help="print a reader token for USER and exit")
+    parser.add_argument(
+        "--mint-token",
+        metavar="USER",
+        default=None,
+        help="print an operator API token for USER and exit (signed with the token secret; valid until it "
+        "expires, whether or not USER has an account: rotate NEWSFLOW_TOKEN_SECRET to revoke them all)",
+    )
     parser.add_argument(
         "--token-ttl", type=int, default=86400, help="lifetime of --mint-token tokens, seconds (1..31622400 = 366 days)"
     )
@@ -164,10 +170,15 @@ def run(args: argparse.Namespace) -> int:
         keys=settings.keys,
         snapshot_dir=os.path.join(data_dir, "serving", "snapshots"),
         ranking_clock=ranking_clock,
+        trusted_proxies=settings.trusted_proxies,
+        admin_token=settings.admin_token or "",
     )
     print(
         f"newsflow on http://{args.host}:{args.port}/  (JSON API: /v1/top, schema: /openapi.json)",
         flush=True,
     )
-    uvicorn.run(create_app(client, config), host=args.host, port=args.port, log_level=args.log_level)
+    # forwarded headers are the app's (NEWSFLOW_TRUSTED_PROXIES), not uvicorn's default trust of 127.0.0.1
+    uvicorn.run(
+        create_app(client, config), host=args.host, port=args.port, log_level=args.log_level, proxy_headers=False
+    )
     return 0

@@ -9,7 +9,8 @@ Template entry :mod:`newsflow.jobs.nightly_template` run it; the steps are in :f
 2. move the reader-event stream into ``<output>/events/date=*/`` (exactly once, see
    :func:`newsflow.storage.events.flush_events`), then quarantine every events file of the jobs'
    windows that does not read whole (dead letter naming the file and the reason;
-   :func:`newsflow.jobs.nightly_common.quarantine_unreadable`), so the jobs run on the rest;
+   :func:`newsflow.jobs.nightly_common.quarantine_unreadable`), so the jobs run on the rest, and drop the
+   events of deleted accounts from those windows (:func:`newsflow.storage.tombstones.purge_deleted_events`);
 3. run the Beam batch jobs in dependency order on the shared launcher (same flags as the
    streaming job; DirectRunner by default): ``snapshot_stories`` -> ``decay_rates`` ->
    ``interest_vectors`` -> ``ranking_weights`` (each replaces its date's Parquet and Redis version);
@@ -152,6 +153,7 @@ def run_night(
     from newsflow.storage.events import flush_events
     from newsflow.storage.lease import Lease
     from newsflow.storage.models import ModelStore
+    from newsflow.storage.tombstones import purge_deleted_events
 
     keys = settings.keys
     started = time.monotonic()
@@ -172,6 +174,8 @@ def run_night(
         if step in ("all", "flush"):
             window = NightlyConfig(date, output, None, settings.key_prefix).dates(max(history_days, decay_days))
             out["quarantined"] = quarantine_unreadable(output, "events", window)
+            # deleted accounts' events never reach a job (newsflow.storage.tombstones)
+            out["deleted_reader_events"] = purge_deleted_events(client, f"{output.rstrip('/')}/events", keys, window)
             for q in out["quarantined"]:
                 log.error("quarantined unreadable events file %s -> %s: %s", q["file"], q["quarantined_to"], q["error"])
         argv = [

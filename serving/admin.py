@@ -1,11 +1,13 @@
 """Admin API of the sources registry: ``/v1/admin/sources`` (list, register, import, export, pause,
 resume, remove), mounted on the serving app.
 
-Authentication is separate from readers: every request carries ``Authorization: Bearer <admin
-token>``, where the token is the ``NEWSFLOW_ADMIN_TOKEN`` setting
-(:attr:`~newsflow.runtime.settings.Settings.admin_token`, at least 16 characters). Reader tokens are
-never accepted here. Without a configured token every admin route answers 503 ``admin_disabled``; a
-missing or wrong token gets 401 ``unauthorized``.
+Authentication: every request carries ``Authorization: Bearer <token>``, where the token is an editor's
+personal API token (an account with the editor role, ``newsflow accounts add --editor NAME``; the token is
+created on its account page) or, optionally, the shared ``NEWSFLOW_ADMIN_TOKEN`` setting
+(:attr:`~newsflow.runtime.settings.Settings.admin_token`, at least 16 characters; shorter is ignored).
+Readers' tokens, operator tokens (``newsflow serve --mint-token``) and web session cookies are never
+accepted; a missing or wrong token gets 401 ``unauthorized``. Editors manage sources in the browser on
+the ``/admin`` page (:mod:`newsflow.serving.web`).
 Responses are ``Cache-Control: no-store``.
 
 =======================================  ======  ==========================================================
@@ -111,29 +113,30 @@ class AdminApi:
     Args:
       client: redis-py client (the serving app's).
       keys: the key layout.
-      admin_token: the bearer token admins send; ``None`` or shorter than :data:`MIN_ADMIN_TOKEN`
-        disables the API.
+      admin_token: the shared bearer token (``None`` or shorter than :data:`MIN_ADMIN_TOKEN`: none).
+      editor_check: ``request -> bool``, whether the request carries an editor's personal token (blocking
+        Redis calls; run in the thread pool); ``None`` accepts no editor token.
     """
 
-    def __init__(self, client, keys: Keys, admin_token: str | None):
+    def __init__(self, client, keys: Keys, admin_token: str | None, editor_check=None):
         self.registry = SourceRegistry(client, keys, seed=SourceTable.load())
-        self._token = (admin_token or "").encode("utf-8")
+        token = (admin_token or "").encode("utf-8")
+        self._token = token if len(token) >= MIN_ADMIN_TOKEN else b""
+        self._editor_check = editor_check
 
     def _auth(self, request: Request) -> None:
-        if len(self._token) < MIN_ADMIN_TOKEN:
-            raise _Error(
-                503,
-                "admin_disabled",
-                f"the admin API is disabled: set NEWSFLOW_ADMIN_TOKEN (at least {MIN_ADMIN_TOKEN} characters)",
-            )
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8"), self._token):
-            raise _Error(
-                401,
-                "unauthorized",
-                "admin token required (Authorization: Bearer <NEWSFLOW_ADMIN_TOKEN>)",
-                {"WWW-Authenticate": 'Bearer realm="newsflow-admin"'},
-            )
+        bearer = scheme.lower() == "bearer"
+        if bearer and self._token and hmac.compare_digest(given.strip().encode("utf-8"), self._token):
+            return
+        if bearer and self._editor_check is not None and self._editor_check(request):
+            return
+        raise _Error(
+            401,
+            "unauthorized",
+            "an editor's API token is required (Authorization: Bearer <token>)",
+            {"WWW-Authenticate": 'Bearer realm="newsflow-admin"'},
+        )
 
     def _wrap(self, handler, body_cap: int = 0):
         """An async endpoint: authenticate, read at most ``body_cap`` body bytes, run ``handler(request,
@@ -143,7 +146,7 @@ class AdminApi:
             import redis
 
             try:
-                self._auth(request)
+                await run_in_threadpool(self._auth, request)
                 body = await _read(request, body_cap) if body_cap else b""
                 return await run_in_threadpool(handler, request, body)
             except _Error as e:
@@ -303,20 +306,21 @@ async def _read(request: Request, cap: int) -> bytes:
         raise _Error(413, "too_large", f"body of {e.size} bytes exceeds {cap}") from None
 
 
-def admin_app(client, keys: Keys, admin_token: str | None = None) -> Starlette:
+def admin_app(client, keys: Keys, admin_token: str | None = None, editor_check=None) -> Starlette:
     """The admin sub-application (routes in the module docstring), to mount at ``/v1/admin``.
 
     Args:
       client: redis-py client.
       keys: the key layout.
-      admin_token: the admin bearer token; ``None`` reads ``NEWSFLOW_ADMIN_TOKEN`` through
+      admin_token: the shared admin bearer token; ``None`` reads ``NEWSFLOW_ADMIN_TOKEN`` through
         :meth:`newsflow.runtime.settings.Settings.resolve` (now, not at import).
+      editor_check: see :class:`AdminApi`.
     """
     if admin_token is None:
         from newsflow.runtime.settings import Settings
 
         admin_token = Settings.resolve().admin_token
-    api = AdminApi(client, keys, admin_token)
+    api = AdminApi(client, keys, admin_token, editor_check)
     w = api._wrap
     routes = [
         Route("/sources", w(api.list_feeds), methods=["GET"]),
@@ -330,6 +334,6 @@ def admin_app(client, keys: Keys, admin_token: str | None = None) -> Starlette:
     return Starlette(routes=routes)
 
 
-def admin_mount(client, keys: Keys, admin_token: str | None = None) -> Mount:
+def admin_mount(client, keys: Keys, admin_token: str | None = None, editor_check=None) -> Mount:
     """``Mount("/v1/admin", admin_app(...))`` for the serving app's route list."""
-    return Mount("/v1/admin", app=admin_app(client, keys, admin_token))
+    return Mount("/v1/admin", app=admin_app(client, keys, admin_token, editor_check))

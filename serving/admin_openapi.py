@@ -164,5 +164,8 @@ def admin_openapi_paths() -> dict:
 ADMIN_SECURITY_SCHEME = {
     "type": "http",
     "scheme": "bearer",
-    "description": "the NEWSFLOW_ADMIN_TOKEN setting (reader tokens are not accepted)",
+    "description": (
+        "an editor's personal API token, or the NEWSFLOW_ADMIN_TOKEN setting "
+        "(readers' and operator tokens are not accepted)"
+    ),
 }

@@ -17,7 +17,16 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
 * ``GET /metrics`` — Prometheus text format: request latency by route template and status class, Redis
   errors (:mod:`newsflow.serving.metrics`);
 * the reader web UI (HTML, :mod:`newsflow.serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
-  ``/sources/{outlet}``, ``/for-you``, sign-in and preferences.
+  ``/sources/{outlet}``, ``/for-you``, preferences, and the account pages (register, sign in, ``/account``,
+  the editors' ``/admin``: :mod:`newsflow.serving.accounts_web`);
+* ``/v1/admin/sources`` — the sources registry for editors' tokens (:mod:`newsflow.serving.admin`).
+
+Who a request acts for: the API reads only ``Authorization: Bearer`` tokens (:meth:`Api._user`: a reader's
+personal token, looked up in the account's token list, or an operator token signed with the secret); the
+pages read only the session cookie (:meth:`newsflow.serving.web.Web.session`). Neither accepts the other.
+Forwarded headers are believed only from ``ServingConfig.trusted_proxies`` (uvicorn's
+``ProxyHeadersMiddleware``), and no redirect takes its host from the request: a trailing-slash address is
+redirected to the relative path without it.
 
 This module holds the routes, parameter validation and the app factory; the personal feed is
 :mod:`newsflow.serving.personal`, caching headers and ETags are :mod:`newsflow.serving.http_cache`, degraded
@@ -69,8 +78,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Match, Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import without_blocked
@@ -102,8 +112,9 @@ from newsflow.serving.resilience import (
     feed_with_fallback,
     serving_client,
 )
-from newsflow.serving.tokens import TokenError, verify_token
+from newsflow.serving.tokens import TokenError, token_claims
 from newsflow.serving.web import PageError, web_routes
+from newsflow.storage.accounts import AccountStore, token_live
 from newsflow.storage.events import (
     MAX_EVENTS_PER_REQUEST,
     MAX_PENDING_EVENTS,
@@ -160,6 +171,14 @@ class ServingConfig:
         once, any other change at most this long later.
       max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
         ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
+      trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are
+        believed (uvicorn's ``ProxyHeadersMiddleware``; ``NEWSFLOW_TRUSTED_PROXIES``): behind one, the scheme
+        it reports decides whether cookies are ``Secure`` and the address it reports is the one the sign-in
+        limit counts. Empty: no forwarded header is believed.
+      password_hasher: the ``argon2.PasswordHasher`` of accounts (``None``:
+        :func:`newsflow.storage.accounts.default_hasher`).
+      admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
+        the setting; editors' personal tokens are accepted either way.
     """
 
     token_secret: bytes
@@ -176,6 +195,9 @@ class ServingConfig:
     keys: Keys = Keys()
     personal_cache_seconds: float = 1.0
     max_pending_events: int = MAX_PENDING_EVENTS
+    trusted_proxies: tuple[str, ...] = ()
+    password_hasher: object | None = None
+    admin_token: str | None = None
 
 
 class ApiError(Exception):
@@ -186,11 +208,22 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
 
 
+def _refused(reason: str) -> ApiError:
+    """401 ``invalid_token`` for a bearer token refused for ``reason``."""
+    return ApiError(
+        401,
+        "invalid_token",
+        f"token refused: {reason}",
+        {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{reason}"'},
+    )
+
+
 class Api:
     """Request handlers over one Redis client; see the module docstring."""
 
     def __init__(self, client, config: ServingConfig):
         self.store = RankingStore(client, config.keys)
+        self.accounts = AccountStore(client, config.keys, config.password_hasher)
         self.config = config
         self.snapshots = SnapshotStore(config.snapshot_dir)
         self.cache = LocalCache(config.local_cache_seconds)
@@ -249,6 +282,59 @@ class Api:
         return conditional_json(request.headers.get("if-none-match", "") if conditional else "", payload, headers)
 
     def _user(self, request: Request) -> str:
+        """The reader a JSON API request acts for: the subject of its bearer token (:meth:`_claims`). The one
+        way the API identifies a reader (:meth:`_user_async` is the same on the event loop); web pages use
+        :meth:`newsflow.serving.web.Web.session`.
+
+        Raises:
+          ApiError: 401 without a valid token, 503 when a personal token cannot be looked up.
+        """
+        return self._claims(request)[0]
+
+    async def _user_async(self, request: Request) -> str:
+        """:meth:`_user` for handlers on the event loop: a personal token is looked up through the asyncio
+        Redis client (else in the thread pool), so a slow Redis never blocks the loop."""
+        user, jti = self._signed(request)
+        if jti is None:
+            return user
+        if self.aredis is None:
+            return await run_in_threadpool(self._user, request)
+        try:
+            self._guard()
+            entry = await self.aredis.hget(self.store.keys.account_tokens(user), jti)
+        except REDIS_ERRORS as e:
+            raise self._lookup_down(e) from None
+        if not token_live(entry, self.config.clock()):
+            raise _refused("revoked")
+        return user
+
+    def _claims(self, request: Request) -> tuple[str, str | None]:
+        """``(reader, token id)`` of the request's bearer token (:meth:`_signed`); a personal token (with a token
+        id) must still be listed in the account (:meth:`newsflow.storage.accounts.AccountStore.token_listed`):
+        revoked, expired or of a deleted account, it is a 401."""
+        user, jti = self._signed(request)
+        if jti is not None:
+            try:
+                self._guard()
+                listed = self.accounts.token_listed(user, jti, self.config.clock())
+            except REDIS_ERRORS as e:
+                raise self._lookup_down(e) from None
+            if not listed:
+                raise _refused("revoked")
+        return user, jti
+
+    def _lookup_down(self, e: Exception) -> ApiError:
+        self._mark_down()
+        return ApiError(503, "unavailable", f"token list unavailable: {type(e).__name__}", {"Retry-After": "5"})
+
+    def _signed(self, request: Request) -> tuple[str, str | None]:
+        """``(reader, token id or None)`` of the request's ``Authorization: Bearer`` token, its signature and
+        times checked (:func:`newsflow.serving.tokens.token_claims`), not yet looked up. A session cookie is
+        never read here.
+
+        Raises:
+          ApiError: 401 (missing, malformed, more than one header, bad signature, expired).
+        """
         # one pass over the raw headers (ASGI names are lower-case bytes), on every personal request
         found = [v for k, v in request.scope["headers"] if k == b"authorization"]
         if len(found) > 1:  # a singleton field (RFC 9110 5.3): which one?
@@ -267,14 +353,18 @@ class Api:
                 {"WWW-Authenticate": 'Bearer realm="newsflow"'},
             )
         try:
-            return verify_token(auth[7:].strip(), self.config.token_secret, self.config.clock())
+            return token_claims(auth[7:].strip(), self.config.token_secret, self.config.clock())
         except TokenError as e:
-            raise ApiError(
-                401,
-                "invalid_token",
-                f"token refused: {e.reason}",
-                {"WWW-Authenticate": f'Bearer realm="newsflow", error="invalid_token", error_description="{e.reason}"'},
-            ) from None
+            raise _refused(e.reason) from None
+
+    def editor_token(self, request: Request) -> bool:
+        """Whether the request carries the personal token of an editor (the admin API's check; blocking Redis
+        calls: run it in the thread pool). Operator tokens without a token id never are."""
+        try:
+            user, jti = self._claims(request)
+        except ApiError:
+            return False
+        return jti is not None and self.accounts.role(user) == "editor"
 
     def _reader_blocks(self, request: Request) -> UserProfile | None:
         """The profile of the bearer-token reader of a public endpoint when they block something, else
@@ -450,7 +540,7 @@ class Api:
         return self._respond(request, payload, "public")
 
     async def feed(self, request: Request) -> Response:
-        user = self._user(request)
+        user = await self._user_async(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
         query = (edition_param, limit)
@@ -527,7 +617,7 @@ class Api:
             raise ApiError(400, "invalid_json", f"body is not JSON: {e}") from None
 
     async def put_preferences(self, request: Request) -> Response:
-        user = self._user(request)
+        user = await self._user_async(request)
         data = await self._json_body(request)
 
         def save() -> dict:
@@ -555,7 +645,7 @@ class Api:
         )
 
     async def events(self, request: Request) -> Response:
-        user = self._user(request)
+        user = await self._user_async(request)
         data = await self._json_body(request)
         raw_events = data.get("events") if isinstance(data, dict) else None
         if not isinstance(raw_events, list) or not 1 <= len(raw_events) <= MAX_EVENTS_PER_REQUEST:
@@ -671,7 +761,20 @@ def create_app(client, config: ServingConfig) -> Starlette:
             headers=headers,
         )
 
+    def _without_slash(request: Request) -> str | None:
+        """A ``GET``/``HEAD`` to ``/path/`` whose ``/path`` is a route: that path (and query), relative."""
+        path = request.url.path
+        if request.method not in ("GET", "HEAD") or len(path) < 2 or not path.endswith("/"):
+            return None
+        scope = {"type": "http", "path": path.rstrip("/"), "method": request.method}
+        if any(r.matches(scope)[0] == Match.FULL for r in app.routes):
+            return path.rstrip("/") + (f"?{request.url.query}" if request.url.query else "")
+        return None
+
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404 and (target := _without_slash(request)) is not None:
+            # the router's own slash redirect builds an absolute URL from the Host header; this one is relative
+            return RedirectResponse(target, status_code=308)
         if not _is_api(request):
             title = {404: "Page not found", 405: "Not allowed"}.get(exc.status_code, "Error")
             page = web.error_page(request, PageError(exc.status_code, title, str(exc.detail)))
@@ -697,7 +800,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
         metrics_route(),  # Prometheus text format (serving/metrics.py)
-        admin_mount(client, config.keys),  # /v1/admin/sources (serving/admin.py)
+        admin_mount(client, config.keys, config.admin_token, api.editor_token),  # /v1/admin/sources (admin.py)
         *routes_web,
     ]
 
@@ -718,11 +821,15 @@ def create_app(client, config: ServingConfig) -> Starlette:
             if aredis is not None:
                 await aredis.aclose()
 
+    middleware = [Middleware(MetricsMiddleware)]
+    if config.trusted_proxies:  # outermost: every later step sees the client's scheme and address
+        middleware.insert(0, Middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies)))
     app = Starlette(
         routes=routes,
         exception_handlers={ApiError: api_error, HTTPException: http_error, PageError: page_error},
         lifespan=lifespan,
-        middleware=[Middleware(MetricsMiddleware)],
+        middleware=middleware,
     )
+    app.router.redirect_slashes = False  # see _without_slash
     app.state.api = api
     return app

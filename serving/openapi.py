@@ -229,7 +229,15 @@ def openapi_schema() -> dict:
         "components": {
             "securitySchemes": {
                 "adminToken": ADMIN_SECURITY_SCHEME,
-                "bearerToken": {"type": "http", "scheme": "bearer", "description": "nf1.<payload>.<HMAC-SHA256> token"},
+                "bearerToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": (
+                        "nf1.<payload>.<HMAC-SHA256> token: a reader's personal API token (created and revoked on "
+                        "the /account page) or an operator token (newsflow serve --mint-token); a web session "
+                        "cookie is not accepted"
+                    ),
+                },
             },
             "responses": {
                 "Error": {

@@ -12,8 +12,9 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/sources/{outlet}``       stories an outlet leads in the global pool
 ``/for-you``                the reader's own feed (as ``/v1/feed``), each card saying why
 ``/settings``               followed and blocked topics and outlets, with undo buttons
-``/signin``, ``/signout``   a reader name becomes the HMAC token of :mod:`newsflow.serving.tokens`, kept
-                            as an ``HttpOnly; SameSite=Lax`` session cookie
+``/signin``, ``/register``  accounts with passwords, sessions, the account page (password, personal API
+``/signout``, ``/account``  tokens, sign out everywhere, deletion) and the editors' ``/admin`` page:
+``/admin``                  :mod:`newsflow.serving.accounts_web`
 ``/prefs``                  ``POST``: follow/unfollow/block/unblock a topic or outlet, then
                             back to ``next``
 ==========================  ===============================================================
@@ -24,16 +25,18 @@ headers (``Cache-Control: public, max-age, s-maxage``, strong ``ETag``, ``304`` 
 reader's pages apply their blocks (top, topics, trending, sources, coverage leads, breaking) and
 are ``private, no-store``.
 
+Sessions: the ``nf_session`` cookie holds a random session id kept (hashed) in Redis
+(:mod:`newsflow.storage.accounts`); it is never an API bearer token, and API tokens are never sessions.
+Cookies are always ``HttpOnly; SameSite=Lax``, and ``Secure`` when the request's scheme is https, which
+behind a reverse proxy is what a trusted proxy says (``ServingConfig.trusted_proxies``).
+
 CSRF: every form carries a token. Signed in, it is HMAC-SHA256(secret, ``"csrf|" + session
-token``), so it changes with the session and cannot be forged without the secret; the sign-in
-form uses a double-submit random cookie (``nf_csrf``) against login CSRF. Cookies are
-``SameSite=Lax`` and the pages send a ``Content-Security-Policy`` that allows no script at all.
+cookie``), so it changes with the session and cannot be forged without the secret; the sign-in and
+registration forms use a double-submit random cookie (``nf_csrf``) against login CSRF. The pages send a
+``Content-Security-Policy`` that allows no script at all.
 
 Templates live in ``serving/templates`` and the stylesheet in ``serving/static``; filters, time
 text and the page-context builders are :mod:`newsflow.serving.web_view`.
-
-Sign-in asks for a reader name only (no password): it identifies a reader for personalization,
-it does not authenticate one; put real authentication in front for anything else.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import hashlib
 import hmac
 import os
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -63,7 +65,6 @@ from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_m
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
 from newsflow.serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from newsflow.serving.resilience import REDIS_ERRORS
-from newsflow.serving.tokens import TokenError, sign_token, verify_token
 from newsflow.serving.web_view import (
     ago_text,
     coverage_changes,
@@ -74,11 +75,11 @@ from newsflow.serving.web_view import (
     templates,
     why_labels,
 )
+from newsflow.storage.accounts import split_session
 from newsflow.storage.feed_page import drop_user_feed
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
-SESSION_TTL_SECONDS = 14 * 86400
 MAX_FORM_BYTES = 8 * 1024
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 SECURITY_HEADERS = {
@@ -126,15 +127,22 @@ class Web:
 
     # -- readers ------------------------------------------------------------------------
     def session(self, request: Request) -> tuple[str, str] | None:
-        """``(reader, token)`` from a valid session cookie, else ``None`` (an invalid or expired
-        cookie is treated as signed out)."""
-        token = request.cookies.get(SESSION_COOKIE)
-        if not token:
-            return None
-        try:
-            return verify_token(token, self.secret, self.api.config.clock()), token
-        except TokenError:
-            return None
+        """``(reader, session cookie)`` of a live session, else ``None`` (an unknown, ended or expired
+        session, or Redis down, is signed out). The one way pages identify a reader (the JSON API's is
+        :meth:`newsflow.serving.app.Api._user`); looked up once per request. Blocking: not on the event loop."""
+        if "nf_session" in request.scope.get("state", {}):
+            return request.state.nf_session
+        cookie = request.cookies.get(SESSION_COOKIE)
+        found = None
+        if cookie and split_session(cookie) is not None:
+            try:
+                self.api._guard()
+                user = self.api.accounts.session_user(cookie, self.api.config.clock())
+                found = (user, cookie) if user else None
+            except REDIS_ERRORS:
+                self.api._mark_down()
+        request.state.nf_session = found
+        return found
 
     def csrf_for(self, token: str) -> str:
         """The CSRF token of a session: hex HMAC-SHA256(secret, ``"csrf|" + token``), 32 chars."""
@@ -199,8 +207,8 @@ class Web:
         cached is answered on the event loop; any other runs ``handler`` in the worker pool."""
 
         def cache_key(request: Request) -> str | None:
-            if self.session(request) is not None:
-                return None
+            if split_session(request.cookies.get(SESSION_COOKIE, "")) is not None:
+                return None  # maybe signed in: the handler looks the session up, off the event loop
             key = key_of(request)
             return None if key is None else "html|" + key
 
@@ -524,22 +532,7 @@ class Web:
         ctx.update(title="Your topics and sources", prefs=reader_preferences(profile, self._extras(sess[0])))
         return self.render(request, "settings.html", ctx, personal=True)
 
-    # -- sign-in and forms --------------------------------------------------------------------
-    def signin_form(self, request: Request, error: str = "", status: int = 200, name: str = "") -> Response:
-        sess = self.session(request)
-        token = request.cookies.get(CSRF_COOKIE) or secrets.token_hex(16)
-        ctx = self._context(request, sess, None)
-        ctx.update(
-            title="Sign in",
-            signin_csrf=token,
-            next=safe_next(request.query_params.get("next")),
-            error=error,
-            name=name,
-        )
-        resp = self.render(request, "signin.html", ctx, personal=True, status=status)
-        resp.set_cookie(CSRF_COOKIE, token, max_age=3600, httponly=True, samesite="lax", secure=_https(request))
-        return resp
-
+    # -- forms ---------------------------------------------------------------------------------
     async def _form(self, request: Request) -> dict[str, str]:
         if "application/x-www-form-urlencoded" not in request.headers.get("content-type", ""):
             raise PageError(415, "Unsupported form", "Forms must be sent as application/x-www-form-urlencoded.")
@@ -552,42 +545,11 @@ class Web:
         except (UnicodeDecodeError, ValueError):
             raise PageError(400, "Bad form", "The form could not be read.") from None
 
-    async def signin(self, request: Request) -> Response:
-        form = await self._form(request)
-        cookie = request.cookies.get(CSRF_COOKIE, "")
-        if not cookie or not hmac.compare_digest(cookie.encode(), form.get("csrf", "").encode()):
-            raise PageError(403, "Form expired", "The sign-in form expired; open it again and resubmit.")
-        name = form.get("name", "").strip()
-        try:
-            token = sign_token(name, self.secret, self.api.config.clock(), SESSION_TTL_SECONDS)
-        except ValueError:
-            return self.signin_form(
-                request,
-                error="A reader name is 1 to 128 letters, digits or . _ @ : - (no spaces).",
-                status=400,
-                name=name[:128],
-            )
-        resp = RedirectResponse(safe_next(form.get("next")), status_code=303)
-        resp.set_cookie(
-            SESSION_COOKIE, token, max_age=SESSION_TTL_SECONDS, httponly=True, samesite="lax", secure=_https(request)
-        )
-        resp.delete_cookie(CSRF_COOKIE)
-        return resp
-
     def _check_csrf(self, form: dict, sess) -> None:
         if sess is None:
             raise PageError(401, "Signed out", "Your session ended; sign in again.")
         if not hmac.compare_digest(self.csrf_for(sess[1]).encode(), form.get("csrf", "").encode()):
             raise PageError(403, "Form expired", "The form expired; reload the page and try again.")
-
-    async def signout(self, request: Request) -> Response:
-        form = await self._form(request)
-        sess = self.session(request)
-        if sess is not None:
-            self._check_csrf(form, sess)
-        resp = RedirectResponse("/", status_code=303)
-        resp.delete_cookie(SESSION_COOKIE)
-        return resp
 
     async def prefs(self, request: Request) -> Response:
         form = await self._form(request)
@@ -613,7 +575,9 @@ class Web:
         return RedirectResponse(safe_next(form.get("next")), status_code=303)
 
     def error_page(self, request: Request, exc: PageError) -> Response:
-        sess = self.session(request)
+        """The HTML error page; the reader of a session looked up earlier in the request shows in its header
+        (it never looks one up: error handlers run on the event loop)."""
+        sess = request.state.nf_session if "nf_session" in request.scope.get("state", {}) else None
         ctx = self._context(request, sess, None)
         ctx.update(title=exc.title, message=exc.message)
         return self.render(request, "error.html", ctx, personal=True, status=exc.status)
@@ -630,12 +594,16 @@ def form_action(form: dict[str, str]) -> tuple[str, str, str]:
     return form.get("action", ""), form.get("kind", ""), form.get("value", "")
 
 
-def _https(request: Request) -> bool:
+def https(request: Request) -> bool:
+    """Whether cookies of this response are ``Secure``: the request's scheme is https (behind a trusted proxy,
+    the scheme it forwarded: ``ServingConfig.trusted_proxies``)."""
     return request.url.scheme == "https"
 
 
 def web_routes(api) -> tuple[list, Web]:
     """The UI's routes (and the :class:`Web` handler object) for :func:`newsflow.serving.app.create_app`."""
+    from newsflow.serving.accounts_web import account_routes  # it imports this module
+
     web = Web(api)
     routes = [
         Route("/", web.public_page(web._home_key, web.home), methods=["GET"]),
@@ -646,10 +614,8 @@ def web_routes(api) -> tuple[list, Web]:
         Route("/sources/{outlet}", web.source, methods=["GET"]),
         Route("/for-you", web.for_you, methods=["GET"]),
         Route("/settings", web.settings, methods=["GET"]),
-        Route("/signin", web.signin_form, methods=["GET"]),
-        Route("/signin", web.signin, methods=["POST"]),
-        Route("/signout", web.signout, methods=["POST"]),
         Route("/prefs", web.prefs, methods=["POST"]),
+        *account_routes(web),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     return routes, web

@@ -254,9 +254,58 @@ def populated_app(server, snapshot_dir: str, secret: bytes, *, local_cache_secon
 
     populate_ranking(server, trending={"s5": 12, "s3": 4, "s1": 2} if front_page else None, breaking=front_page)
     cfg = ServingConfig(
-        token_secret=secret, snapshot_dir=snapshot_dir, local_cache_seconds=local_cache_seconds, clock=lambda: NOW
+        token_secret=secret,
+        snapshot_dir=snapshot_dir,
+        local_cache_seconds=local_cache_seconds,
+        clock=lambda: NOW,
+        password_hasher=cheap_hasher(),
     )
     return create_app(server, cfg)
+
+
+def cheap_hasher():
+    """argon2id at its cheapest parameters (tests sign in many times; production uses RFC 9106's profile)."""
+    from argon2 import PasswordHasher, profiles
+
+    return PasswordHasher.from_parameters(profiles.CHEAPEST)
+
+
+PASSWORD = "correct horse battery"
+
+
+def web_form_csrf(client, path: str) -> str:
+    """The CSRF value of the form posting to ``path`` on the page at ``path`` (sign-in, registration), else of
+    the page's first form (a signed-in page: every form carries the session's token); an httpx client against
+    the serving app."""
+    import lxml.html
+
+    doc = lxml.html.fromstring(client.get(path).text)
+    own = doc.xpath(f"//form[@action='{path}']//input[@name='csrf']/@value")
+    return (own or doc.xpath("//form[@method='post']//input[@name='csrf']/@value"))[0]
+
+
+def register_reader(client, name: str, password: str = PASSWORD, next_path: str = "/"):
+    """Registers ``name`` through ``/register`` (the client keeps the session cookie); returns the response."""
+    csrf = web_form_csrf(client, "/register")
+    return client.post(
+        "/register", data={"csrf": csrf, "name": name, "password": password, "password2": password, "next": next_path}
+    )
+
+
+def signin_reader(client, name: str, password: str = PASSWORD, next_path: str = "/"):
+    """Signs ``name`` in through ``/signin`` (the client keeps the session cookie); returns the response."""
+    csrf = web_form_csrf(client, "/signin")
+    return client.post("/signin", data={"csrf": csrf, "name": name, "password": password, "next": next_path})
+
+
+def personal_token(client, name: str = "api") -> str:
+    """A personal API token created on the signed-in client's ``/account`` page (the reader's own way)."""
+    import lxml.html
+
+    csrf = web_form_csrf(client, "/account")
+    page = client.post("/account/tokens", data={"csrf": csrf, "name": name})
+    assert page.status_code == 200, page.text
+    return lxml.html.fromstring(page.text).xpath("//input[@id='new-token']/@value")[0]
 
 
 @contextlib.contextmanager

@@ -18,8 +18,16 @@ setting           flags (both spellings)       environment variable        defau
 ``token_secret``  (none: a secret)             ``NEWSFLOW_TOKEN_SECRET``   ``None``: a development secret
                                                                            under ``<data_dir>/serving``
 ``admin_token``   (none: a secret)             ``NEWSFLOW_ADMIN_TOKEN``    ``None``: the admin API
-                                                                           (``/v1/admin``) is disabled
+                                                                           (``/v1/admin``) takes editors'
+                                                                           tokens only
+``trusted_proxies`` (none)                     ``NEWSFLOW_TRUSTED_PROXIES`` ``()``: no forwarded header
+                                                                           is believed
 ================  ===========================  ==========================  ===============================
+
+``NEWSFLOW_TRUSTED_PROXIES`` is a comma-separated list of the reverse proxies' addresses (IPs or CIDR
+networks, e.g. ``10.0.0.5,10.1.0.0/16``) whose ``X-Forwarded-Proto`` and ``X-Forwarded-For`` the serving app
+believes: the scheme they report makes session cookies ``Secure``, the address they report is what the
+sign-in limit counts.
 
 The key prefix is a plain namespace (letters, digits, ``_ . -``); Redis Cluster hash tags are placed by
 :mod:`newsflow.storage.keys`, never by the prefix.
@@ -44,6 +52,7 @@ ENV_KEY_PREFIX = "NEWSFLOW_KEY_PREFIX"
 ENV_MODEL_DIR = "NEWSFLOW_MODEL_DIR"
 ENV_TOKEN_SECRET = "NEWSFLOW_TOKEN_SECRET"
 ENV_ADMIN_TOKEN = "NEWSFLOW_ADMIN_TOKEN"
+ENV_TRUSTED_PROXIES = "NEWSFLOW_TRUSTED_PROXIES"
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,9 @@ class Settings:
       token_secret: HMAC secret for reader tokens (bytes from the environment), or ``None``.
       redis_path: the embedded server's ``.rdb`` file when it is not the default
         ``<data_dir>/redis/newsflow.rdb`` (flag ``--redis-path``), else ``None``.
-      admin_token: bearer token of the sources admin API (``/v1/admin``), separate from reader
-        tokens; ``None`` disables that API.
+      admin_token: optional shared bearer token of the sources admin API (``/v1/admin``), besides editors'
+        personal tokens; ``None``: none.
+      trusted_proxies: addresses or networks of trusted reverse proxies (module docstring).
     """
 
     data_dir: str
@@ -69,6 +79,7 @@ class Settings:
     token_secret: bytes | None = None
     redis_path: str | None = None
     admin_token: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
 
     @classmethod
     def resolve(cls, flags: Any = None, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -113,6 +124,11 @@ class Settings:
             token_secret=secret,
             redis_path=os.path.abspath(redis_path) if (redis_path := pick("redis_path", None)) else None,
             admin_token=overrides.get("admin_token") or env.get(ENV_ADMIN_TOKEN) or None,
+            trusted_proxies=tuple(
+                p.strip()
+                for p in (overrides.get("trusted_proxies") or env.get(ENV_TRUSTED_PROXIES) or "").split(",")
+                if p.strip()
+            ),
         )
 
     def with_redis_url(self, url: str | None) -> Settings:

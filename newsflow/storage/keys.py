@@ -130,6 +130,17 @@ key                                       type    holds                         
 ``P:seen:{user_id}``                      HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
                                                   outlets, reports} last seen
                                                   (30-day TTL)
+``P:{r<b>}:account:{user_id}``            HASH    password (argon2id), role,      accounts          serving,
+                                                  created (b = reader_bucket)                       accounts CLI
+``P:{r<b>}:account:{user_id}:sessions``   HASH    SHA-256 of a session id ->      serving sign-in   serving
+                                                  expiry
+``P:{r<b>}:account:{user_id}:tokens``     HASH    personal API token id -> JSON   serving           serving
+                                                  {name, created, expires}
+``P:{r<b>}:account:{user_id}:failures``   ZSET    failed sign-ins (15 min)        serving sign-in   serving sign-in
+``P:signin:failures:{address}``           ZSET    failed sign-ins of a client     serving sign-in   serving sign-in
+                                                  address (15 min)
+``P:{s<k>}:readers:deleted``              ZSET    deleted reader -> deletion      account deletion  nightly,
+                                                  time (tombstones of shard k)                      retention
 ``P:models:pointers``                     HASH    ``current:<name>`` -> version   nightly           ranking
                                                   serving reads; ``previous:``    (switch,          (personalize),
                                                   ``<name>`` -> version before    rollback)         nightly
@@ -462,6 +473,48 @@ class Keys:
     def user_seen(self, user_id: str) -> str:
         """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
         return f"{self.prefix}:seen:{user_id}"
+
+    # -- accounts (tag {r<b>}: one reader's account keys share a slot, :mod:`newsflow.storage.accounts`) ------
+    def account(self, user_id: str) -> str:
+        """HASH an account: ``password`` (argon2id hash), ``role`` (``reader`` or ``editor``), ``created``."""
+        return f"{self.prefix}:{{r{reader_bucket(user_id)}}}:account:{user_id}"
+
+    def account_sessions(self, user_id: str) -> str:
+        """HASH SHA-256 hex of a web session id -> its expiry (UTC epoch s)."""
+        return self.account(user_id) + ":sessions"
+
+    def account_tokens(self, user_id: str) -> str:
+        """HASH personal API token id -> JSON ``{"name", "created", "expires"}``."""
+        return self.account(user_id) + ":tokens"
+
+    def account_failures(self, user_id: str) -> str:
+        """ZSET failed sign-in id -> time (UTC epoch s) of one account name, the last 15 minutes (TTL)."""
+        return self.account(user_id) + ":failures"
+
+    def address_failures(self, address: str) -> str:
+        """ZSET failed sign-in id -> time (UTC epoch s) from one client address, the last 15 minutes (TTL)."""
+        return f"{self.prefix}:signin:failures:{address}"
+
+    def deleted_readers(self, shard: int) -> str:
+        """ZSET deleted reader id -> deletion time (UTC epoch s) of event shard ``shard`` (:func:`event_shard`):
+        the tombstones whose events the nightly run and ``newsflow retention`` drop from the events dataset."""
+        return f"{self.prefix}:{{s{int(shard)}}}:readers:deleted"
+
+    def reader_owned(self, user_id: str) -> list[str]:
+        """Every key that holds one reader's data alone (deleted with the account): account, sessions, tokens,
+        sign-in failures, profile, last-seen coverage, precomputed feed. Per-reader model fields and the
+        active-reader entry live in shared keys and are removed field by field
+        (:meth:`newsflow.storage.accounts.AccountStore.delete`)."""
+        return [
+            self.account(user_id),
+            self.account_sessions(user_id),
+            self.account_tokens(user_id),
+            self.account_failures(user_id),
+            self.user(user_id),
+            self.user_seen(user_id),
+            self.feed("user", user_id),
+            self.feed_page(user_id),
+        ]
 
     # -- nightly models (small models untagged; per-reader models in reader buckets) -------------
     @property

@@ -17,7 +17,9 @@ def serve_in_thread(app, *, lifespan: str = "auto", start_timeout: float = 10.0)
     """
     import uvicorn
 
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan=lifespan))
+    # as `newsflow serve`: forwarded headers are the app's to believe (ServingConfig.trusted_proxies), not uvicorn's
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan=lifespan, proxy_headers=False)
+    srv = uvicorn.Server(config)
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()
     deadline = time.time() + start_timeout

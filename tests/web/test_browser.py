@@ -1,7 +1,8 @@
 """The reader web UI in a real headless Chromium (Debian's ``chromium``, driven by Playwright through
-``executable_path``; nothing is downloaded): a reader signs in, follows a topic, blocks a source and
-finds it gone from every page, opens full coverage — with JavaScript disabled and with the keyboard
-only. Screenshots at desktop and phone widths go to ``$NEWSFLOW_TEST_ARTIFACTS`` (default
+``executable_path``; nothing is downloaded): a reader registers, follows a topic, blocks a source and
+finds it gone from every page, opens full coverage, signs out, is refused a wrong password, signs in and
+deletes the account — with JavaScript disabled and with the keyboard only. Screenshots at desktop and
+phone widths go to ``$NEWSFLOW_TEST_ARTIFACTS`` (default
 ``var/test-artifacts/web``); axe-core (the copy bundled in ``axe-playwright-python``, read from disk)
 finds no serious or critical violations on any page.
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
+from newsflow.storage.accounts import AccountStore
 from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
-from tests.helpers import populated_app
+from tests.helpers import PASSWORD, cheap_hasher, populated_app
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import STORIES
 
@@ -101,8 +104,10 @@ def test_reader_journey_keyboard_only_without_javascript(browser, base_url):
     _tab_to(page, "Sign in")
     page.keyboard.press("Enter")
     page.wait_for_url("**/signin?next=*")
-    _tab_to_field(page, "name")
-    page.keyboard.type("dana")
+    _tab_to(page, "Create one")  # no account yet: register
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/register?next=*")
+    _type_into(page, {"name": "dana", "password": PASSWORD, "password2": PASSWORD})
     page.keyboard.press("Enter")  # submits the form
     page.wait_for_url(base_url + "/")
     assert page.locator(".account a").first.inner_text() == "dana"
@@ -141,22 +146,53 @@ def test_reader_journey_keyboard_only_without_javascript(browser, base_url):
     page.wait_for_url(base_url + "/")
     assert page.locator(".account a").inner_text() == "Sign in"
     assert _card_ids(page) == ["s1", "s7", "s6", "s3", "s4"]  # anonymous again: nothing blocked
+    # a wrong password is refused and says so; the right one signs in again, blocks intact
+    _tab_to(page, "Sign in")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/signin?next=*")
+    _type_into(page, {"name": "dana", "password": "not my password"})
+    _enter(page)
+    assert "do not match" in page.locator("[role=alert]").inner_text()
+    assert page.locator("#password[aria-invalid=true]").count() == 1
+    _type_into(page, {"password": PASSWORD})  # the name is kept in its field
+    page.keyboard.press("Enter")
+    page.wait_for_url(base_url + "/")
+    assert _card_ids(page) == ["s6", "s3", "s4"]
+    # delete the account from the account page, keyboard only
+    _tab_to(page, "Account")
+    page.keyboard.press("Enter")
+    page.wait_for_url(base_url + "/account")
+    _type_into(page, {"password": PASSWORD}, field_id="delete-password")
+    _enter(page)
+    assert page.locator("h1").inner_text() == "Account deleted"
+    assert page.locator(".account a").inner_text() == "Sign in"
+    page.goto(base_url + "/signin")
+    _type_into(page, {"name": "dana", "password": PASSWORD})
+    _enter(page)
+    assert "do not match" in page.locator("[role=alert]").inner_text()  # the account is gone
     ctx.close()
 
 
-def _tab_to_field(page, name: str, limit: int = 100) -> None:
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if page.locator(f"[name='{name}']:focus").count():
-            return
-    raise AssertionError(f"Tab never reached the field {name!r}")
+def _type_into(page, values: dict[str, str], field_id: str | None = None, limit: int = 200) -> None:
+    """Tabs from the top of the page to each field (by name, or ``field_id`` for the single field given)
+    and types its value, keyboard only; a field is cleared first (Ctrl+A, then typing replaces it)."""
+    for name, value in values.items():
+        selector = f"#{field_id}:focus" if field_id else f"[name='{name}']:focus"
+        for _ in range(limit):
+            page.keyboard.press("Tab")
+            if page.locator(selector).count():
+                break
+        else:
+            raise AssertionError(f"Tab never reached the field {name!r}")
+        page.keyboard.press("Control+A")
+        page.keyboard.type(value)
 
 
-PAGES = ("/", "/stories/s1", "/topics", "/topics/world", "/trending", "/sources/a.com", "/signin")
+PAGES = ("/", "/stories/s1", "/topics", "/topics/world", "/trending", "/sources/a.com", "/signin", "/register")
 
 
 @pytest.mark.parametrize("viewport_name", ["desktop", "phone"])
-def test_screenshots_and_axe_at_desktop_and_phone_widths(browser, base_url, viewport_name):
+def test_screenshots_and_axe_at_desktop_and_phone_widths(browser, base_url, server, viewport_name):
     viewport = DESKTOP if viewport_name == "desktop" else PHONE
     out = artifacts_dir()
     # axe-core is JavaScript, so this context runs it (the pages themselves carry no script and
@@ -174,12 +210,15 @@ def test_screenshots_and_axe_at_desktop_and_phone_widths(browser, base_url, view
         found = _axe_serious(page)
         if found:
             problems[path] = found
-    # signed-in pages: sign in through the form (no JavaScript needed)
+    # signed-in pages: an editor (made as an operator does) signs in through the form (no JavaScript needed)
+    editor = f"erin-{viewport_name}"
+    AccountStore(server, KEYS, cheap_hasher()).create(editor, PASSWORD, time.time(), role="editor")
     page.goto(base_url + "/signin?next=/for-you")
-    page.fill("#name", "erin")
+    page.fill("#name", editor)
+    page.fill("#password", PASSWORD)
     page.click("form.stack button[type=submit]")
     page.wait_for_url("**/for-you")
-    for path in ("/for-you", "/settings", "/"):
+    for path in ("/for-you", "/settings", "/", "/account", "/admin"):
         page.goto(base_url + path)
         name = "signed-in-" + (path.strip("/") or "home")
         page.screenshot(path=os.path.join(out, f"{name}-{viewport_name}.png"), full_page=True)

@@ -15,7 +15,7 @@ import pytest
 
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
-from tests.helpers import populated_app
+from tests.helpers import PASSWORD, populated_app, register_reader
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, STORIES
 
@@ -40,9 +40,7 @@ def _card_ids(doc) -> list[str]:
 
 
 def _signin(c: httpx.Client, name: str) -> None:
-    form = _doc(c.get("/signin"))
-    token = form.xpath("//form[@action='/signin']/input[@name='csrf']/@value")[0]
-    resp = c.post("/signin", data={"csrf": token, "name": name, "next": "/"})
+    resp = register_reader(c, name)
     assert resp.status_code == 303 and resp.headers["location"] == "/"
 
 
@@ -95,18 +93,21 @@ def test_full_coverage_page(site):
     assert bad.status_code == 400 and "text/html" in bad.headers["content-type"]
 
 
-def test_sign_in_needs_csrf_sets_httponly_samesite_cookie_and_pages_turn_private(site):
+def test_sign_in_needs_csrf_and_a_password_sets_httponly_samesite_cookie_and_pages_turn_private(site):
     assert site.get("/for-you").headers["location"] == "/signin?next=/for-you"
-    refused = site.post("/signin", data={"csrf": "forged", "name": "alice"})
+    refused = site.post("/signin", data={"csrf": "forged", "name": "alice", "password": PASSWORD})
     assert refused.status_code == 403
-    form = _doc(site.get("/signin"))
-    token = form.xpath("//input[@name='csrf']/@value")[0]
-    bad_name = site.post("/signin", data={"csrf": token, "name": "no spaces please", "next": "/"})
+    assert register_reader(site, "alice").status_code == 303
+    site.post("/signout", data={"csrf": _csrf(site)})
+    token = _doc(site.get("/signin")).xpath("//input[@name='csrf']/@value")[0]
+    bad_name = site.post("/signin", data={"csrf": token, "name": "no spaces please", "password": PASSWORD})
     assert bad_name.status_code == 400 and "aria-invalid" in bad_name.text
-    ok = site.post("/signin", data={"csrf": token, "name": "alice", "next": "//evil.example/"})
+    wrong = site.post("/signin", data={"csrf": token, "name": "alice", "password": "not her password"})
+    assert wrong.status_code == 400 and "do not match" in wrong.text and "nf_session" not in site.cookies
+    ok = site.post("/signin", data={"csrf": token, "name": "alice", "password": PASSWORD, "next": "//evil.example/"})
     assert ok.status_code == 303 and ok.headers["location"] == "/"  # no open redirect
     cookie = [h for h in ok.headers.get_list("set-cookie") if h.startswith("nf_session=")][0]
-    assert "HttpOnly" in cookie and "SameSite=lax" in cookie
+    assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Secure" not in cookie  # plain http, no proxy
     home = site.get("/")
     assert home.headers["cache-control"] == "private, no-store"
     assert "alice" in _doc(home).xpath("//div[@class='account']/a/text()")
