@@ -127,9 +127,15 @@ key                                       type    holds                         
 ``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
                                                   clicks, follow_*/block_* (JSON  tests             serving
                                                   lists)
-``P:seen:{user_id}``                      HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
-                                                  outlets, reports} last seen
-                                                  (30-day TTL)
+``P:{r<b>}:reader:{user_id}:read``        HASH    story id -> "<t>:<n>": when the  serving (reader   serving (lists,
+                                                  reader read it (UTC epoch s)    state store)      For You, /v1/me)
+                                                  and its independent reports
+                                                  then (30-day TTL, capped)
+``P:{r<b>}:reader:{user_id}:seen``        HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
+                                                  outlets, reports} of the
+                                                  coverage last seen (30-day TTL)
+``P:{r<b>}:reader:{user_id}:saved``       ZSET    story id -> when saved (UTC     serving (reader   serving (Saved,
+                                                  epoch s), capped                state store)      /v1/me/saved)
 ``P:models:pointers``                     HASH    ``current:<name>`` -> version   nightly           ranking
                                                   serving reads; ``previous:``    (switch,          (personalize),
                                                   ``<name>`` -> version before    rollback)         nightly
@@ -459,9 +465,23 @@ class Keys:
         """HASH reader profile."""
         return f"{self.prefix}:user:{user_id}"
 
-    def user_seen(self, user_id: str) -> str:
+    def reader_state(self, user_id: str) -> str:
+        """Start of a reader's own state keys (read marks, seen coverage, saved stories), ``P:{r<b>}:reader:<id>``
+        with ``b =`` :func:`reader_bucket` ``(user id)``: the reader's keys share one slot (one pipeline, one node)
+        and readers spread over the :data:`READER_BUCKETS` tags like the per-reader models."""
+        return f"{self.prefix}:{{r{reader_bucket(user_id)}}}:reader:{user_id}"
+
+    def reader_read(self, user_id: str) -> str:
+        """HASH story id -> ``"<read time>:<independent reports then>"`` (:mod:`newsflow.storage.reader_state`)."""
+        return self.reader_state(user_id) + ":read"
+
+    def reader_seen(self, user_id: str) -> str:
         """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
-        return f"{self.prefix}:seen:{user_id}"
+        return self.reader_state(user_id) + ":seen"
+
+    def reader_saved(self, user_id: str) -> str:
+        """ZSET story id -> when the reader saved it (UTC epoch s)."""
+        return self.reader_state(user_id) + ":saved"
 
     # -- nightly models (small models untagged; per-reader models in reader buckets) -------------
     @property
