@@ -110,13 +110,31 @@ class ReaderView(NamedTuple):
         return [r for r in rows if not self.mutes.search(str(r.get("entity", "")))]
 
     def articles(self, articles: Iterable) -> list:
-        """A story's member articles (:class:`ArticleRecord`) without blocked outlets or muted headlines: what
-        its coverage lists, sources and timeline are built from."""
+        """A story's member articles (:class:`ArticleRecord`) as the reader's coverage lists, sources and
+        timeline are built from: without the articles of blocked outlets, without every copy of a report a
+        blocked outlet wrote (a near-duplicate group whose lead, as :func:`newsflow.serving.pages.coverage_page`
+        picks it, is from a blocked outlet: republished text is still that outlet's), and without muted
+        headlines."""
+        articles = list(articles)
         blocked = self.profile.block_sources
+        dropped_groups = set()
+        if blocked:
+            groups: dict = {}
+            for a in articles:
+                groups.setdefault(a.cluster_id, []).append(a)
+            for cid, members in groups.items():
+                head = min(
+                    members,
+                    key=lambda a: (bool(getattr(a, "paywalled", False)), -a.authority, a.event_time, a.article_id),
+                )
+                if outlet(head.source_domain) in blocked:
+                    dropped_groups.add(cid)
         return [
             a
             for a in articles
-            if outlet(a.source_domain) not in blocked and not self.mutes.search(a.title, getattr(a, "description", ""))
+            if a.cluster_id not in dropped_groups
+            and outlet(a.source_domain) not in blocked
+            and not self.mutes.search(a.title, getattr(a, "description", ""))
         ]
 
     def for_you_keep(self, item: Mapping) -> tuple[bool, int]:

@@ -56,12 +56,13 @@ from starlette.staticfiles import StaticFiles
 
 from newsflow.core.outlets import outlet
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE
-from newsflow.core.ranking.rerank import without_blocked
 from newsflow.schemas import UserProfile
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
+from newsflow.serving.me import live_records
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
 from newsflow.serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
+from newsflow.serving.reader_view import NEW_DEVELOPMENTS, ReaderView, hide_read_param
 from newsflow.serving.resilience import REDIS_ERRORS
 from newsflow.serving.tokens import TokenError, sign_token, verify_token
 from newsflow.serving.web_view import (
@@ -74,7 +75,9 @@ from newsflow.serving.web_view import (
     templates,
     why_labels,
 )
+from newsflow.storage.events import is_valid_story_id
 from newsflow.storage.feed_page import drop_user_feed
+from newsflow.storage.reader_state import SavedFull
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
@@ -89,9 +92,14 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
-FOR_YOU_SPARE = 20
 MAX_LIMIT = 100
-NAV = (("/", "Top stories"), ("/for-you", "For You"), ("/topics", "Topics"), ("/trending", "Trending"))
+NAV = (
+    ("/", "Top stories"),
+    ("/for-you", "For You"),
+    ("/topics", "Topics"),
+    ("/trending", "Trending"),
+    ("/saved", "Saved"),
+)
 
 
 class PageError(Exception):
@@ -154,17 +162,18 @@ class Web:
         """The reader's preferred lead outlets and removed interests
         (:meth:`RankingStore.preference_extras`); empty for anonymous readers or with Redis down."""
         if reader is None:
-            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset()}
+            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset(), "mute_words": frozenset()}
         try:
             self.api._guard()
             return self.api.store.preference_extras(reader)
         except REDIS_ERRORS:
             self.api._mark_down()
-            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset()}
+            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset(), "mute_words": frozenset()}
 
     # -- rendering ------------------------------------------------------------------------
-    def _context(self, request: Request, sess, profile: UserProfile | None) -> dict:
+    def _context(self, request: Request, sess, profile: UserProfile | None, view: ReaderView | None = None) -> dict:
         return {
+            "hide_read": bool(view and view.hide_read),
             "reader": sess[0] if sess else None,
             "csrf": self.csrf_for(sess[1]) if sess else "",
             "profile": profile,
@@ -216,9 +225,20 @@ class Web:
         except ValueError:
             return None
 
+    def _view(self, request: Request, reader: str) -> ReaderView:
+        """The signed-in reader's :class:`~newsflow.serving.reader_view.ReaderView` (``?hide_read=1`` read from
+        the request); with Redis down, an empty one."""
+        try:
+            self.api._guard()
+            return self.api.reader_view(reader, hide_read_param(request.query_params))
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            return ReaderView(UserProfile(reader))
+
     def _page(self, request: Request, key: str, template: str, build) -> Response:
-        """Renders ``template`` with ``build(profile)``'s context: cached in-process for anonymous
-        readers under ``key``, personal (blocks applied, private) for a signed-in one."""
+        """Renders ``template`` with ``build(view)``'s context: cached in-process for anonymous
+        readers under ``key`` (``view`` is ``None``), personal (the reader's :class:`ReaderView` applied,
+        private) for a signed-in one."""
         sess = self.session(request)
         if sess is None:
 
@@ -230,9 +250,9 @@ class Web:
             return not_modified_or(
                 self.api.cache.get_or_build("html|" + key, anon), request.headers.get("if-none-match", "")
             )
-        profile = self._profile(sess[0])
-        ctx = self._context(request, sess, profile)
-        ctx.update(build(profile))
+        view = self._view(request, sess[0])
+        ctx = self._context(request, sess, view.profile, view)
+        ctx.update(build(view))
         return self.render(request, template, ctx, personal=True)
 
     # -- data -----------------------------------------------------------------------------
@@ -299,7 +319,7 @@ class Web:
 
         return self._memo("by-outlet", build)
 
-    def _breaking(self, profile: UserProfile | None) -> list[dict]:
+    def _breaking(self, view: ReaderView | None) -> list[dict]:
         try:
             self.api._guard()
             breaking, items = self.api._breaking_items(self.api._ranking_now())
@@ -308,23 +328,24 @@ class Web:
             return []
         rows = [dict(items[sid], breaking_since=since) for sid, since in breaking.items() if sid in items]
         rows.sort(key=lambda r: (-r["breaking_since"], r["story_id"]))
-        return without_blocked(rows, profile) if profile else rows
+        return view.stories(rows) if view else rows
 
     # -- pages ----------------------------------------------------------------------------
     def home(self, request: Request) -> Response:
         edition = self.api._edition(request)
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             page, stale = self._feed("edition", edition, limit)
             stories = page["stories"]
+            shown = view.stories(stories) if view else stories
             return {
                 "title": "Top stories",
                 "edition": edition,
                 "editions": sorted(set(self._names_of("edition")) | {GLOBAL_EDITION, edition}),
-                "stories": without_blocked(stories, profile) if profile else stories,
-                "hidden": len(stories) - len(without_blocked(stories, profile)) if profile else 0,
-                "breaking": self._breaking(profile),
+                "stories": shown,
+                "hidden": len(stories) - len(shown),
+                "breaking": self._breaking(view),
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }
@@ -332,10 +353,10 @@ class Web:
         return self._page(request, self._home_key(request), "home.html", build)
 
     def topics(self, request: Request) -> Response:
-        def build(profile):
+        def build(view):
             names = self._names_of("topic")
-            if profile:
-                names = [t for t in names if t not in profile.block_topics]
+            if view:
+                names = [r["topic"] for r in view.topics({"topic": t} for t in names)]
             return {"title": "Topics", "topics": names}
 
         return self._page(request, "topics", "topics.html", build)
@@ -348,18 +369,18 @@ class Web:
             raise PageError(400, "Not a topic", str(e)) from None
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             try:
                 page, stale = self._memo(f"topic|{topic}|{limit}", lambda: self.api.topic_feed(topic, limit))
             except UnknownTopic as e:
                 raise PageError(404, "Topic not found", str(e)) from None
             stories = page["stories"]
-            blocked_topic = bool(profile and topic in profile.block_topics)
+            blocked_topic = bool(view and topic in view.profile.block_topics)
             return {
                 "title": f"Topic: {topic}",
                 "topic": topic,
                 "blocked_topic": blocked_topic,
-                "stories": [] if blocked_topic else (without_blocked(stories, profile) if profile else stories),
+                "stories": [] if blocked_topic else (view.stories(stories) if view else stories),
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }
@@ -369,7 +390,7 @@ class Web:
     def trending(self, request: Request) -> Response:
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             now = self.api._ranking_now()
             stale = ""
             try:
@@ -388,16 +409,16 @@ class Web:
                 if sid in recs and not recs[sid].merged_into
             ]
             topics = [{"topic": k, "new_articles": c} for k, c in topic_rows]
-            if profile:
-                stories = without_blocked(stories, profile)
-                topics = [t for t in topics if t["topic"].lower() not in profile.block_topics]
+            entities = [{"entity": k, "new_articles": c} for k, c in entity_rows]
+            if view:
+                stories, topics, entities = view.stories(stories), view.topics(topics), view.entities(entities)
             return {
                 "title": "Trending",
                 "window_end": end,
                 "stories": stories,
-                "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
+                "entities": entities,
                 "topics": topics,
-                "breaking": self._breaking(profile),
+                "breaking": self._breaking(view),
                 "stale": stale,
             }
 
@@ -413,7 +434,7 @@ class Web:
             return RedirectResponse(f"/sources/{quote(name, safe='')}", status_code=301)
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             stories, stale = [], ""
             try:
                 self.api._guard()
@@ -421,10 +442,10 @@ class Web:
             except REDIS_ERRORS:
                 self.api._mark_down()
                 stale = "redis-unavailable"
-            blocked = bool(profile and name in profile.block_sources)
-            if profile:
-                stories = [] if blocked else without_blocked(stories, profile)
-            preferred = bool(profile and name in self._extras(profile.user_id)["prefer_sources"])
+            blocked = bool(view and name in view.profile.block_sources)
+            if view:
+                stories = [] if blocked else view.stories(stories)
+            preferred = bool(view and name in view.prefer)
             return {
                 "title": name,
                 "outlet": name,
@@ -438,8 +459,6 @@ class Web:
 
     def story(self, request: Request) -> Response:
         sid = request.path_params["story_id"]
-        from newsflow.storage.events import is_valid_story_id
-
         if not is_valid_story_id(sid):
             raise PageError(400, "Not a story", f"story id must be 1-128 chars of [A-Za-z0-9_.:-], got {sid!r}")
         try:
@@ -453,26 +472,33 @@ class Web:
         except REDIS_ERRORS:
             self.api._mark_down()
             raise PageError(503, "Temporarily unavailable", "The story store is unavailable; try again.") from None
-        cov = coverage_page(rec.summary(), rec.entities, articles)
 
-        def build(profile):
-            prefer = self._extras(profile.user_id)["prefer_sources"] if profile else frozenset()
-            ctx = dict(coverage_context(cov, articles, profile, prefer), title=rec.title or "Full coverage")
-            if profile is not None:
-                ctx["changes"] = self._since_last_look(profile.user_id, sid, cov)
+        def build(view):
+            if view is None:
+                cov = coverage_page(rec.summary(), rec.entities, articles)
+                return dict(coverage_context(cov, articles, None), title=rec.title or "Full coverage")
+            arts = view.articles(articles)  # blocked outlets and muted headlines left out of lists and timeline
+            cov = view.marked(coverage_page(rec.summary(), rec.entities, arts))
+            ctx = dict(coverage_context(cov, arts, view.profile, view.prefer), title=rec.title or "Full coverage")
+            ctx["hidden_articles"] = len(articles) - len(arts)
+            ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov)
             return ctx
 
         return self._page(request, f"story|{sid}", "story.html", build)
 
     def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
         """What changed in ``sid``'s coverage since ``reader`` last opened it
-        (:func:`newsflow.serving.web_view.coverage_changes`), and records this view; ``None`` on a first view or
-        with Redis down."""
+        (:func:`newsflow.serving.web_view.coverage_changes`), and records this view: the story is marked read
+        with its independent reports now, and the coverage seen is kept (the read-state store); ``None`` on a
+        first view or with Redis down."""
         now = self.api._ranking_now()
         try:
             self.api._guard()
-            seen = self.api.store.seen_story(reader, sid)
-            self.api.store.mark_seen(reader, sid, coverage_snapshot(cov, now))
+            state = self.api.reader_state
+            seen = state.seen_story(reader, sid)
+            reports = int(cov.get("independent_count") or cov["coverage"]["independent_reports"])
+            state.mark_read(reader, {sid: (now, reports)}, {sid: coverage_snapshot(cov, now)})
+            self.api.personal.pages.forget(reader)
         except REDIS_ERRORS:
             self.api._mark_down()
             return None
@@ -484,10 +510,9 @@ class Web:
             return RedirectResponse("/signin?next=/for-you", status_code=303)
         edition = self.api._edition(request, default="")
         limit = self.api.config.default_limit
-        # a few more than a page: stories of removed interests are dropped below
-        payload, stale = self.api.personal_feed(sess[0], edition, min(MAX_LIMIT, limit + FOR_YOU_SPARE))
-        profile = self._profile(sess[0])
-        dismissed = self._extras(sess[0])["dismiss_topics"]
+        view = self._view(request, sess[0])
+        # the same page as /v1/feed: read stories only when they changed, removed interests and mutes dropped
+        payload, stale = self.api.personal_feed(sess[0], edition, limit, view.hide_read)
         velocity = {}
         try:
             self.api._guard()
@@ -497,15 +522,12 @@ class Web:
         except REDIS_ERRORS:
             self.api._mark_down()
         stories = []
-        for it in payload["stories"]:
-            labels = why_labels(it, profile, velocity)
-            inferred = is_inferred(labels)
-            topics = {str(t).lower() for t in it.get("topics") or ()}
-            if inferred and topics & dismissed:
-                continue
-            stories.append(dict(it, why=labels, inferred=inferred))
-        stories = stories[:limit]
-        ctx = self._context(request, sess, profile)
+        for it in view.stories(payload["stories"]):
+            labels = why_labels(it, view.profile, velocity)
+            if it.get("new_since_read"):
+                labels = [NEW_DEVELOPMENTS, *labels]
+            stories.append(dict(it, why=labels, inferred=is_inferred(labels)))
+        ctx = self._context(request, sess, view.profile, view)
         ctx.update(
             title="For You",
             stories=stories,
@@ -515,13 +537,65 @@ class Web:
         )
         return self.render(request, "for_you.html", ctx, personal=True)
 
+    def saved(self, request: Request) -> Response:
+        sess = self.session(request)
+        if sess is None:
+            return RedirectResponse("/signin?next=/saved", status_code=303)
+        view = self._view(request, sess[0])
+        stories, stale = [], ""
+        try:
+            self.api._guard()
+            rows = self.api.reader_state.saved(sess[0], 0, MAX_LIMIT)
+            recs = live_records(self.api, [sid for sid, _ in rows])
+            # saved stories stay listed even when blocked or muted later: the reader chose each one
+            stories = [view.marked(dict(recs[sid].summary(), saved_at=t)) for sid, t in rows if sid in recs]
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            stale = "redis-unavailable"
+        if view.hide_read:
+            stories = [s for s in stories if not s.get("read")]
+        ctx = self._context(request, sess, view.profile, view)
+        ctx.update(title="Saved stories", stories=stories, stale=stale)
+        return self.render(request, "saved.html", ctx, personal=True)
+
+    async def save_form(self, request: Request) -> Response:
+        """``POST /saved``: ``op=save:<story id>`` or ``op=unsave:<story id>``, then back to ``next``."""
+        form = await self._form(request)
+        sess = self.session(request)
+        self._check_csrf(form, sess)
+        action, _, sid = form.get("op", "").partition(":")
+        if action not in ("save", "unsave") or not is_valid_story_id(sid):
+            raise PageError(400, "Could not change that", "op must be save:<story id> or unsave:<story id>")
+
+        def change() -> None:
+            if action == "unsave":
+                self.api.reader_state.unsave(sess[0], sid)
+                return
+            rec = live_records(self.api, [sid]).get(sid)
+            if rec is None:
+                raise PageError(404, "Story not found", f"There is no story {sid}.")
+            self.api.reader_state.save(sess[0], rec.story_id, self.api._ranking_now())
+
+        try:
+            self.api._guard()
+            await run_in_threadpool(change)
+        except SavedFull as e:
+            raise PageError(409, "Too many saved stories", str(e)) from None
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            raise PageError(503, "Temporarily unavailable", "Saved stories cannot be changed right now.") from None
+        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+
     def settings(self, request: Request) -> Response:
         sess = self.session(request)
         if sess is None:
             return RedirectResponse("/signin?next=/settings", status_code=303)
         ctx = self._context(request, sess, self._profile(sess[0]))
         profile = ctx["profile"]
-        ctx.update(title="Your topics and sources", prefs=reader_preferences(profile, self._extras(sess[0])))
+        ctx.update(
+            title="Your topics, sources and muted words",
+            prefs=reader_preferences(profile, self._extras(sess[0])),
+        )
         return self.render(request, "settings.html", ctx, personal=True)
 
     # -- sign-in and forms --------------------------------------------------------------------
@@ -645,6 +719,8 @@ def web_routes(api) -> tuple[list, Web]:
         Route("/trending", web.public_page(lambda _: "trending", web.trending), methods=["GET"]),
         Route("/sources/{outlet}", web.source, methods=["GET"]),
         Route("/for-you", web.for_you, methods=["GET"]),
+        Route("/saved", web.saved, methods=["GET"]),
+        Route("/saved", web.save_form, methods=["POST"]),
         Route("/settings", web.settings, methods=["GET"]),
         Route("/signin", web.signin_form, methods=["GET"]),
         Route("/signin", web.signin, methods=["POST"]),
