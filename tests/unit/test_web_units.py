@@ -79,6 +79,7 @@ def test_merge_preferences_replaces_given_fields_and_refuses_conflicts():
         "block_sources": ["reuters.com"],
         "prefer_sources": ["apnews.com"],
         "dismiss_topics": [],
+        "mute_words": [],
     }
     with pytest.raises(ValueError, match="prefer and block"):
         merge_preferences(cur, {"block_sources": ["www.apnews.com"]})
