@@ -95,7 +95,11 @@ class MuteMatcher:
         if self._re is None:
             return False
         entities = item.get("entities") or ()
-        names = [e if isinstance(e, str) else (e.get("name") or e.get("text")) for e in entities if e]
+        names = [
+            e if isinstance(e, str) else (e.get("name") or e.get("text"))
+            for e in entities
+            if isinstance(e, (str, dict))
+        ]
         return (
             self.search(item.get("title"), item.get("description"), *[n for n in names if isinstance(n, str)])
             is not None
