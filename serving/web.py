@@ -480,6 +480,10 @@ class Web:
             arts = view.articles(articles)  # blocked outlets and muted headlines left out of lists and timeline
             cov = view.marked(coverage_page(rec.summary(), rec.entities, arts))
             ctx = dict(coverage_context(cov, arts, view.profile, view.prefer), title=rec.title or "Full coverage")
+            if len(arts) < len(articles):  # the head still tells the story's whole coverage: "5 sources"
+                whole = coverage_page(rec.summary(), rec.entities, articles)
+                ctx["story"] = dict(cov, coverage=whole["coverage"], by_language=whole["by_language"])
+                ctx["outlet_count"] = len({outlet(x["domain"]) for x in whole["sources"]})
             ctx["hidden_articles"] = len(articles) - len(arts)
             ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov)
             return ctx
