@@ -11,7 +11,9 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/trending``               trending stories, topics and entities, breaking stories
 ``/sources/{outlet}``       stories an outlet leads in the global pool
 ``/for-you``                the reader's own feed (as ``/v1/feed``), each card saying why
-``/settings``               followed and blocked topics and outlets, with undo buttons
+``/saved``                  the reader's saved stories (``POST``: ``op=save:<id>``/``unsave:<id>`` from any card
+                            or coverage page)
+``/settings``               followed and blocked topics and outlets, muted words, with undo buttons
 ``/signin``, ``/signout``   a reader name becomes the HMAC token of :mod:`newsflow.serving.tokens`, kept
                             as an ``HttpOnly; SameSite=Lax`` session cookie
 ``/prefs``                  ``POST``: follow/unfollow/block/unblock a topic or outlet, then
@@ -21,8 +23,9 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 Caching: a page without a session cookie is the same for everyone and carries the JSON API's
 headers (``Cache-Control: public, max-age, s-maxage``, strong ``ETag``, ``304`` on
 ``If-None-Match``) plus ``Vary: Cookie``; it is also kept in the API's in-process cache. A signed-in
-reader's pages apply their blocks (top, topics, trending, sources, coverage leads, breaking) and
-are ``private, no-store``.
+reader's pages apply their :class:`~newsflow.serving.reader_view.ReaderView` (blocks and muted words on top,
+topics, trending, sources, breaking and coverage lists; read cards dimmed and said "Read", ``?hide_read=1``
+on every list; an opened coverage page marks its story read) and are ``private, no-store``.
 
 CSRF: every form carries a token. Signed in, it is HMAC-SHA256(secret, ``"csrf|" + session
 token``), so it changes with the session and cannot be forged without the secret; the sign-in

@@ -98,6 +98,11 @@ def test_a_click_marks_read_and_for_you_repeats_it_only_with_new_developments(si
     s1 = next(s for s in again if s["story_id"] == "s1")
     assert s1["read"] is True and s1["new_since_read"] == 2
     assert "s1" not in _ids(site.get("/v1/feed", headers=cy, params={"limit": 18, "hide_read": "1"}))
+    _signin(site, "cy")  # the same reader on the web: For You says why it is back
+    card = _doc(site.get("/for-you")).xpath("//article[@aria-labelledby='t-s1']")[0]
+    assert card.get("class") == "card read"
+    assert card.xpath(".//ul[@class='why']/li/text()")[0] == "New developments since you read it"
+    assert card.xpath(".//span[@class='tag read-tag']/text()") == ["Read, updated"]
     # marking it read again (through the API) takes it out until it changes again; unread brings it back
     put = site.put("/v1/me/read/s1", headers=cy).json()
     assert put == {"story_id": "s1", "read": True, "read_at": NOW, "reports": 3}
