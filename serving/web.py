@@ -80,7 +80,6 @@ from newsflow.serving.web_view import (
 )
 from newsflow.storage.events import is_valid_story_id
 from newsflow.storage.feed_page import drop_user_feed
-from newsflow.storage.reader_state import SavedFull
 
 SESSION_COOKIE = "nf_session"
 CSRF_COOKIE = "nf_csrf"
@@ -583,15 +582,21 @@ class Web:
                 raise PageError(404, "Story not found", f"There is no story {sid}.")
             self.api.reader_state.save(sess[0], rec.story_id, self.api._ranking_now())
 
+        await self._write(change, "Saved stories", 409, "Too many saved stories")
+        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+
+    async def _write(self, change, what: str, refused_status: int, refused_title: str) -> None:
+        """``change()`` in the thread pool behind the API's Redis breaker: a ``ValueError`` is refused with
+        ``refused_status``/``refused_title`` and its message, Redis down is a 503 saying ``what`` cannot be
+        changed."""
         try:
             self.api._guard()
             await run_in_threadpool(change)
-        except SavedFull as e:
-            raise PageError(409, "Too many saved stories", str(e)) from None
+        except ValueError as e:
+            raise PageError(refused_status, refused_title, str(e)) from None
         except REDIS_ERRORS:
             self.api._mark_down()
-            raise PageError(503, "Temporarily unavailable", "Saved stories cannot be changed right now.") from None
-        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+            raise PageError(503, "Temporarily unavailable", f"{what} cannot be changed right now.") from None
 
     def settings(self, request: Request) -> Response:
         sess = self.session(request)
@@ -683,14 +688,7 @@ class Web:
             drop_user_feed(store.client, sess[0], store.keys)  # rebuilt with the new preferences
             self.api.personal.pages.forget(sess[0])
 
-        try:
-            self.api._guard()
-            await run_in_threadpool(save)
-        except ValueError as e:
-            raise PageError(400, "Could not change that", str(e)) from None
-        except REDIS_ERRORS:
-            self.api._mark_down()
-            raise PageError(503, "Temporarily unavailable", "Preferences cannot be saved right now.") from None
+        await self._write(save, "Preferences", 400, "Could not change that")
         return RedirectResponse(safe_next(form.get("next")), status_code=303)
 
     def error_page(self, request: Request, exc: PageError) -> Response:

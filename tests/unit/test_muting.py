@@ -6,9 +6,9 @@ import pytest
 
 from newsflow.core.muting import MAX_PHRASE_CHARS, MuteMatcher, normalize_phrase
 from newsflow.schemas import UserProfile
-from newsflow.schemas.article import ArticleRecord
 from newsflow.serving.reader_view import ReaderView, hide_read_param
 from newsflow.storage.reader_state import ReadMark, changed_since_read, decode_read
+from tests.helpers import article_record as _art
 
 
 @pytest.mark.parametrize(
@@ -111,21 +111,6 @@ def test_lists_mark_read_and_saved_and_hide_blocked_muted_and_read_ones():
     assert "read" not in items[2]  # the input items are not changed
     assert view.topics([{"topic": "Storm"}, {"topic": "world"}]) == [{"topic": "world"}]
     assert view.entities([{"entity": "Storm Ciarán"}, {"entity": "Paris"}]) == [{"entity": "Paris"}]
-
-
-def _art(aid, domain, cid, authority, t, title=None):
-    return ArticleRecord(
-        article_id=aid,
-        title=title or f"title {aid}",
-        url=f"https://{domain}/{aid}",
-        source_domain=domain,
-        source_name=domain,
-        event_time=t,
-        cluster_id=cid,
-        story_id="s1",
-        authority=authority,
-        language="en",
-    )
 
 
 def test_coverage_articles_drop_blocked_outlets_their_republished_reports_and_muted_headlines():

@@ -11,23 +11,15 @@ import re
 
 import httpx
 import lxml.html
-import pytest
 
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
 from tests.helpers import populated_app
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, STORIES
+from tests.web.conftest import SECRET
 
-SECRET = b"w" * 32
 KEYS = Keys()
-
-
-@pytest.fixture()
-def site(server, tmp_path):
-    with serve_in_thread(populated_app(server, str(tmp_path / "snap"), SECRET, front_page=True)) as port:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
-            yield c
 
 
 def _doc(resp) -> lxml.html.HtmlElement:
