@@ -285,11 +285,11 @@ class Api:
             ) from None
 
     def reader_view(self, user: str, hide_read: bool = False) -> ReaderView:
-        """The reader's :class:`~newsflow.serving.reader_view.ReaderView`: profile and preferences (one HGETALL),
-        read marks and saved stories (one round trip to the reader's slot). Redis errors propagate."""
-        h = self.store.client.hgetall(self.store.keys.user(user))
+        """The reader's :class:`~newsflow.serving.reader_view.ReaderView`: profile and preferences, read marks and
+        saved stories in one round trip (a non-transactional pipeline: the keys may live in two slots). Redis
+        errors propagate."""
+        h, reads, saved = self.reader_state.view_state(user)
         extras = extras_from_values([h.get(f.encode()) for f in EXTRA_PREFERENCE_FIELDS])
-        reads, saved = self.reader_state.reader_state(user)
         return ReaderView.of(user_from_hash(user, h), extras, reads, saved, hide_read)
 
     def _reader_view_of(self, request: Request) -> ReaderView | None:

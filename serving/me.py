@@ -119,7 +119,7 @@ class Me:
 
         def read() -> dict:
             rows = self.api.reader_state.saved(user, offset, limit)
-            total = self.api.store.client.zcard(self.api.store.keys.reader_saved(user))
+            total = self.api.reader_state.saved_count(user)
             recs = live_records(self.api, [sid for sid, _ in rows])
             stories = [dict(recs[sid].summary(), saved_at=t) for sid, t in rows if sid in recs]
             return {"user": user, "count": len(stories), "total": int(total), "offset": offset, "stories": stories}
@@ -136,9 +136,8 @@ class Me:
             rec = live_records(self.api, [sid]).get(sid)
             if rec is None:
                 return None
-            self.api.reader_state.save(user, rec.story_id, now)
-            at = self.api.store.client.zscore(self.api.store.keys.reader_saved(user), rec.story_id)
-            return {"story_id": rec.story_id, "saved": True, "saved_at": float(at)}
+            at = self.api.reader_state.save(user, rec.story_id, now)
+            return {"story_id": rec.story_id, "saved": True, "saved_at": at}
 
         try:
             out = await self._run(save)

@@ -46,7 +46,9 @@ per-reader model (and the per-story co-visitation model) is :data:`READER_BUCKET
 per version, ``P:{r<b>}:model:<name>:<version>``, the field ``f`` in bucket
 ``b =`` :func:`reader_bucket` ``(f)`` (CRC-32 of the UTF-8 field mod 4,096); the tag ``{r<b>}``
 puts a reader's interest, history and cluster of every version in one slot (one node answers
-:func:`newsflow.storage.models.load_learned`). At 10M readers a bucket holds ~2,440 readers
+:func:`newsflow.storage.models.load_learned`); a reader's own state (read marks, coverage seen, saved stories:
+:mod:`newsflow.storage.reader_state`) is ``P:{r<b>}:reader:<user>:<read|seen|saved>`` with ``b`` the bucket of
+the user id, in the same slot as their model fields. At 10M readers a bucket holds ~2,440 readers
 (fullest ~2,640): ~1.5 MB of interest vectors, ~2.8 MB of histories (50 recent stories each). Reader events and the
 active-reader set are :data:`EVENT_SHARDS` = 256 stream shards, ``P:{s<k>}:events``,
 ``P:{s<k>}:events:flushed`` and ``P:{s<k>}:users:active``, ``k =`` :func:`event_shard` ``(user id)``

@@ -143,9 +143,9 @@ class ReaderStateStore:
         return doc if isinstance(doc, dict) else None
 
     # -- saved stories ----------------------------------------------------------------------------
-    def save(self, user: str, story_id: str, now: float) -> bool:
-        """Saves a story at ``now`` (UTC epoch s); ``True`` when newly saved, ``False`` when it already was
-        (its saved time is kept).
+    def save(self, user: str, story_id: str, now: float) -> float:
+        """Saves a story at ``now`` (UTC epoch s) and returns its saved time (a story saved before keeps its
+        first saved time).
 
         Raises:
           SavedFull: the reader already saved :data:`MAX_SAVED` stories.
@@ -156,10 +156,25 @@ class ReaderStateStore:
         pipe.zcard(key)
         score, n = pipe.execute()
         if score is not None:
-            return False
+            return float(score)
         if n >= MAX_SAVED:
             raise SavedFull(f"at most {MAX_SAVED} saved stories; remove some first")
-        return bool(self.client.zadd(key, {story_id: float(now)}, nx=True))
+        self.client.zadd(key, {story_id: float(now)}, nx=True)
+        return float(now)
+
+    def saved_count(self, user: str) -> int:
+        """How many stories the reader saved."""
+        return int(self.client.zcard(self.keys.reader_saved(user)))
+
+    def view_state(self, user: str) -> tuple[dict, dict[str, ReadMark], frozenset[str]]:
+        """``(the reader's user hash as HGETALL gives it, read marks, saved story ids)`` in one round trip (a
+        non-transactional pipeline: the user hash and the reader's state may live in two slots)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.user(user))
+        pipe.hgetall(self.keys.reader_read(user))
+        pipe.zrange(self.keys.reader_saved(user), 0, -1)
+        h, reads, saved = pipe.execute()
+        return h, decode_read(reads), frozenset(_s(x) for x in saved)
 
     def unsave(self, user: str, story_id: str) -> bool:
         """Removes a saved story; ``True`` when it was saved."""
@@ -169,15 +184,3 @@ class ReaderStateStore:
         """``[(story id, saved time)]``, newest saved first (ties: larger story id first), from ``offset``."""
         rows = self.client.zrevrange(self.keys.reader_saved(user), offset, offset + limit - 1, withscores=True)
         return [(_s(sid), float(t)) for sid, t in rows]
-
-    def saved_ids(self, user: str) -> frozenset[str]:
-        """Every saved story id (to mark cards "Saved")."""
-        return frozenset(_s(s) for s in self.client.zrange(self.keys.reader_saved(user), 0, -1))
-
-    def reader_state(self, user: str) -> tuple[dict[str, ReadMark], frozenset[str]]:
-        """``(read marks, saved ids)`` in one round trip (one slot)."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(self.keys.reader_read(user))
-        pipe.zrange(self.keys.reader_saved(user), 0, -1)
-        raw, saved = pipe.execute()
-        return decode_read(raw), frozenset(_s(s) for s in saved)
