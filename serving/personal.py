@@ -2,10 +2,12 @@
 
 A reader's page is their precomputed feed in serving form (:mod:`newsflow.storage.feed_page`), re-ranked on
 request: breaking stories newer than the feed injected, blocks and the per-outlet cap applied
-(:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`). One Redis
-round trip reads the reader's edition and blocks and the serving form: awaited on the event loop through the
-app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread through the
-synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
+(:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`), and the
+reader's :class:`~newsflow.serving.reader_view.ReaderView` rules: a read story only when it changed since the read,
+no muted story, no story of a removed interest placed by inference. One Redis round trip reads the reader's
+edition, blocks, follows and serving-only preferences, the serving form and the read marks: awaited on the
+event loop through the app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread
+through the synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
 the shared breaking set (:class:`BreakingSet`, read again every ``breaking_seconds``) and the query. The
 breaking items' freshness scores are taken at the start of the current minute
 (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh, so a reader's page (and its ETag) does not change
@@ -181,7 +183,7 @@ class PersonalFeeds:
             self.breaker.guard()
             fields, raw, reads = read_for_request(self.store.client, user, self.store.keys)
             view = _view(user, fields, reads, hide_read)
-            return self._finish(user, edition_param, limit, now, fields, raw, self.breaking_set(now), view)
+            return self._finish(user, edition_param, limit, now, raw, self.breaking_set(now), view)
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
 
@@ -204,9 +206,9 @@ class PersonalFeeds:
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)
-            done = self._from_form(user, edition_param, limit, fields, raw, brk, view)
+            done = self._from_form(user, edition_param, limit, raw, brk, view)
             if done is None:
-                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, fields, raw, brk, view)
+                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, raw, brk, view)
             return done
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
@@ -233,25 +235,24 @@ class PersonalFeeds:
         page["user"] = user
         return page, None, "redis-unavailable"
 
-    def _parse(self, user, edition_param, fields, raw):
-        """``(serving form or None, profile, edition)``: the form is ``None`` when absent or unreadable."""
-        profile = user_from_hash(user, fields)
-        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
-        return self._decode_page(user, raw), profile, edition
+    def _parse(self, user, edition_param, view, raw):
+        """``(serving form or None, edition)``: the form is ``None`` when absent or unreadable."""
+        edition = edition_param or view.profile.edition or GLOBAL_EDITION
+        return self._decode_page(user, raw), edition
 
-    def _from_form(self, user, edition_param, limit, fields, raw, brk, view):
+    def _from_form(self, user, edition_param, limit, raw, brk, view):
         """The page from the reader's serving form, without Redis, or ``None`` when the form is absent,
         unreadable or of another edition than asked (with no ``?edition=``, the reader's own: a form stored
         for another edition a request asked for is not their feed)."""
-        page, profile, edition = self._parse(user, edition_param, fields, raw)
+        page, edition = self._parse(user, edition_param, view, raw)
         if page is None or page.edition not in (None, edition):
             return None
         head, items = self._rerank(user, edition, limit, page, view, brk)
         return head, items, ""
 
-    def _finish(self, user, edition_param, limit, now, fields, raw, brk, view):
+    def _finish(self, user, edition_param, limit, now, raw, brk, view):
         """:meth:`parts` after the round trip (Redis errors propagate)."""
-        page, profile, edition = self._parse(user, edition_param, fields, raw)
+        page, edition = self._parse(user, edition_param, view, raw)
         if page is None:  # no serving form: the feed document (written without one), if any
             page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
         if page is None or page.edition not in (None, edition):
