@@ -63,11 +63,18 @@ def _shown_ids(page) -> set[str]:
 
 
 def _tab_to(page, name: str, limit: int = 300) -> None:
-    """Presses Tab until the focused element's text is ``name`` (fails after ``limit`` presses)."""
+    """Presses Tab until the focused element's text (white space collapsed) is ``name`` (fails after ``limit``
+    presses)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     for _ in range(limit):
         page.keyboard.press("Tab")
         focused = page.locator(":focus")
-        if focused.count() and " ".join(focused.first.inner_text().split()) == name:
+        try:  # focus may leave the element between the two calls (a busy machine): then press Tab again
+            text = focused.first.inner_text(timeout=2000) if focused.count() else ""
+        except PlaywrightTimeout:
+            continue
+        if " ".join(text.split()) == name:
             return
     raise AssertionError(f"Tab never reached {name!r}")
 
