@@ -72,9 +72,10 @@ class ReaderView(NamedTuple):
 
     @property
     def personal(self) -> bool:
-        """Whether lists differ from the public page for this reader (anything blocked, muted, read or saved)."""
+        """Whether a page differs from the public one for this reader: anything blocked, muted, read or saved, or
+        a preferred lead outlet (coverage pages)."""
         p = self.profile
-        return bool(p.block_sources or p.block_topics or self.mutes or self.reads or self.saved)
+        return bool(p.block_sources or p.block_topics or self.mutes or self.reads or self.saved or self.prefer)
 
     def hides(self, item: Mapping) -> bool:
         """Whether a story (feed item) is removed from every list: blocked, muted, or read with ``hide_read``."""

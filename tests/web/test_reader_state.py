@@ -117,7 +117,9 @@ def test_web_ui_settings_hold_through_the_api(site):
     cov = site.get("/v1/stories/s1").json()
     assert {r["article"]["source_domain"] for r in cov["reports"]} == {"a.com", "b.com", "e.com"}
     assert "lead" not in cov and cov["coverage"]["articles"] == 5
-    site.put("/v1/me/preferences", headers=eve, json={"prefer_sources": ["e.com"], "block_sources": ["b.com"]})
+    site.put("/v1/me/preferences", headers=eve, json={"prefer_sources": ["e.com"]})  # a preference alone
+    assert site.get("/v1/stories/s1", headers=eve).json()["lead"]["url"] == "https://e.com/a4"
+    site.put("/v1/me/preferences", headers=eve, json={"block_sources": ["b.com"]})
     mine = site.get("/v1/stories/s1", headers=eve)
     assert mine.headers["cache-control"] == "private, no-store"
     mine = mine.json()
