@@ -12,8 +12,14 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
 * ``GET /v1/feed?edition=&limit=`` — the reader's personal feed; the reader comes from a
   signed bearer token (:mod:`newsflow.serving.tokens`), never from a parameter;
 * ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream);
-* ``GET/PUT /v1/me/preferences`` — the reader's followed and blocked topics and outlets
-  (:mod:`newsflow.serving.preferences`; bearer token);
+* ``GET/PUT /v1/me/preferences`` — the reader's followed and blocked topics and outlets, preferred lead
+  outlets, removed interests and muted words (:mod:`newsflow.serving.preferences`; bearer token);
+* ``GET /v1/me/saved``, ``PUT/DELETE /v1/me/saved/{story_id}``, ``GET /v1/me/read``,
+  ``PUT/DELETE /v1/me/read/{story_id}`` — saved stories and read marks (:mod:`newsflow.serving.me`);
+  a ``click`` event marks its story read too. With a bearer token, ``/v1/top``, ``/v1/topics/{t}``,
+  ``/v1/trending`` and ``/v1/stories/{id}`` answer as the reader sees them
+  (:mod:`newsflow.serving.reader_view`: blocks, muted words, ``read``/``saved`` marks, ``?hide_read=1``,
+  the preferred lead), and ``/v1/feed`` never repeats a read story unless it changed;
 * ``GET /metrics`` — Prometheus text format: request latency by route template and status class, Redis
   errors (:mod:`newsflow.serving.metrics`);
 * the reader web UI (HTML, :mod:`newsflow.serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
@@ -83,9 +89,7 @@ from starlette.routing import Match, Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
-from newsflow.core.ranking.rerank import without_blocked
 from newsflow.runtime.redis_conn import connect_async
-from newsflow.schemas import UserProfile
 from newsflow.serving.admin import admin_mount
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import (
@@ -99,11 +103,13 @@ from newsflow.serving.http_cache import (
     not_modified_or,
     strong_etag,
 )
+from newsflow.serving.me import mark_read_now, me_routes, personal_coverage
 from newsflow.serving.metrics import MetricsMiddleware, metrics_route
 from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from newsflow.serving.personal import PersonalFeeds
 from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
+from newsflow.serving.reader_view import ReaderView, hide_read_param
 from newsflow.serving.resilience import (
     REDIS_ERRORS,
     RedisBreaker,
@@ -128,7 +134,8 @@ from newsflow.storage.feed_page import (
     page_body,
 )
 from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import RankingStore
+from newsflow.storage.ranking import EXTRA_PREFERENCE_FIELDS, RankingStore, extras_from_values, user_from_hash
+from newsflow.storage.reader_state import ReaderStateStore
 
 __all__ = ["ApiError", "ServingConfig", "create_app", "serving_client"]
 
@@ -238,6 +245,7 @@ class Api:
             config.local_cache_seconds,
             config.personal_cache_seconds,
         )
+        self.reader_state = ReaderStateStore(client, config.keys)
         self.redis_url = async_url(client)  # the asyncio client's server (None: thread pool only)
         self.aredis = None  # the redis.asyncio client while the app's lifespan runs
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
@@ -366,32 +374,43 @@ class Api:
             return False
         return jti is not None and self.accounts.role(user) == "editor"
 
-    def _reader_blocks(self, request: Request) -> UserProfile | None:
-        """The profile of the bearer-token reader of a public endpoint when they block something, else
-        ``None`` (no token, or nothing blocked: the shared CDN-cacheable page). An invalid token is a 401;
-        with Redis down the blocks cannot be read and the public page is served."""
+    def reader_view(self, user: str, hide_read: bool = False) -> ReaderView:
+        """The reader's :class:`~newsflow.serving.reader_view.ReaderView`: profile and preferences, read marks and
+        saved stories in one round trip (a non-transactional pipeline: the keys may live in two slots). Redis
+        errors propagate."""
+        h, reads, saved = self.reader_state.view_state(user)
+        extras = extras_from_values([h.get(f.encode()) for f in EXTRA_PREFERENCE_FIELDS])
+        return ReaderView.of(user_from_hash(user, h), extras, reads, saved, hide_read)
+
+    def _reader_view_of(self, request: Request) -> ReaderView | None:
+        """The :meth:`reader_view` of the bearer-token reader of a public endpoint when their page differs from
+        the public one (something blocked, muted, read or saved, or ``?hide_read=1``), else ``None`` (no token,
+        or nothing personal: the shared CDN-cacheable page). An invalid token is a 401; with Redis down the
+        reader's state cannot be read and the public page is served."""
         if not request.headers.get("authorization"):
             return None
         user = self._user(request)
         try:
             self._guard()
-            profile = self.store.user_profile(user)
+            view = self.reader_view(user, hide_read_param(request.query_params))
         except REDIS_ERRORS:
             self._mark_down()
             return None
-        return profile if (profile.block_sources or profile.block_topics) else None
+        return view if (view.personal or view.hide_read) else None
 
-    def _without_blocked(self, request: Request, response: Response, profile: UserProfile) -> Response:
-        """A public JSON page (a ``200`` built unconditionally) with the reader's blocked stories removed
-        (``stories``, ``breaking`` and trending ``topics``), answered ``private``."""
+    def _for_reader(self, request: Request, response: Response, view: ReaderView) -> Response:
+        """A public JSON page (a ``200`` built unconditionally) as the reader sees it: blocked and muted stories
+        removed, read ones marked ``read`` (removed with ``?hide_read=1``), saved ones ``saved`` (``stories``,
+        ``breaking``), blocked and muted trending ``topics`` and muted ``entities`` removed; answered
+        ``private``."""
         payload = json.loads(response.body)
         for name in ("stories", "breaking"):
             if isinstance(payload.get(name), list):
-                payload[name] = without_blocked(payload[name], profile)
+                payload[name] = view.stories(payload[name])
         if isinstance(payload.get("topics"), list):
-            payload["topics"] = [
-                t for t in payload["topics"] if str(t.get("topic", "")).lower() not in profile.block_topics
-            ]
+            payload["topics"] = view.topics(payload["topics"])
+        if isinstance(payload.get("entities"), list):
+            payload["entities"] = view.entities(payload["entities"])
         if "count" in payload:
             payload["count"] = len(payload["stories"])
         return self._respond(request, payload, "private", response.headers.get(STALE_REASON_HEADER.lower(), ""))
@@ -404,7 +423,7 @@ class Api:
             self.cache, lambda request: None if request.headers.get("authorization") else key_of(request), handler
         )
 
-    def _top_key(self, request: Request) -> str:
+    def _top_key(self, request: Request) -> str:  # ?hide_read= only matters with a token (never cached)
         return f"top|{self._edition(request)}|{self._limit(request)}"
 
     def _topic_key(self, request: Request) -> str:
@@ -432,9 +451,9 @@ class Api:
             page = feed_page("edition", edition, doc, limit, stale)
             return self._respond(request, page, "public", stale, conditional)
 
-        profile = self._reader_blocks(request)
-        if profile is not None:
-            return self._without_blocked(request, build(False), profile)
+        view = self._reader_view_of(request)
+        if view is not None:
+            return self._for_reader(request, build(False), view)
         return self._cached(request, self._top_key(request), build)
 
     @staticmethod
@@ -475,9 +494,9 @@ class Api:
                 raise ApiError(404, "not_found", str(e)) from None
             return self._respond(request, page, "public", stale, conditional)
 
-        profile = self._reader_blocks(request)
-        if profile is not None:
-            return self._without_blocked(request, build(False), profile)
+        view = self._reader_view_of(request)
+        if view is not None:
+            return self._for_reader(request, build(False), view)
         return self._cached(request, self._topic_key(request), build)
 
     def trending(self, request: Request) -> Response:
@@ -508,9 +527,9 @@ class Api:
             self.snapshots.put("trending", dict(doc, generated_at=end))
             return self._respond(request, dict(doc, stale=False), "public", "", conditional)
 
-        profile = self._reader_blocks(request)
-        if profile is not None:
-            return self._without_blocked(request, build(False), profile)
+        view = self._reader_view_of(request)
+        if view is not None:
+            return self._for_reader(request, build(False), view)
         return self._cached(request, self._trending_key(request), build)
 
     def story(self, request: Request) -> Response:
@@ -531,26 +550,29 @@ class Api:
                     },
                 )
             articles = self.store.story_articles(sid)
+            view = self._reader_view_of(request)
         except REDIS_ERRORS as e:
             self._mark_down()
             raise ApiError(
                 503, "unavailable", f"story store unavailable: {type(e).__name__}", {"Retry-After": "5"}
             ) from None
-        payload = coverage_page(rec.summary(), rec.entities, articles)
-        return self._respond(request, payload, "public")
+        if view is None:
+            return self._respond(request, coverage_page(rec.summary(), rec.entities, articles), "public")
+        return self._respond(request, personal_coverage(rec, articles, view), "private")
 
     async def feed(self, request: Request) -> Response:
         user = await self._user_async(request)
         edition_param = self._edition(request, default="")
         limit = self._limit(request)
-        query = (edition_param, limit)
+        hide_read = hide_read_param(request.query_params)
+        query = (edition_param, limit, hide_read)
 
         async def make() -> tuple:
             """``(body, ETag)`` of a fresh page (kept), or ``(payload, stale reason)`` of a degraded one."""
             if self.aredis is not None:  # no worker thread unless the feed must be read or built otherwise
-                head, items, stale = await self.personal.parts_async(self.aredis, user, edition_param, limit)
+                head, items, stale = await self.personal.parts_async(self.aredis, user, edition_param, limit, hide_read)
             else:
-                head, items, stale = await run_in_threadpool(self.personal.parts, user, edition_param, limit)
+                head, items, stale = await run_in_threadpool(self.personal.parts, user, edition_param, limit, hide_read)
             if items is None:
                 return head, stale
             raw = page_body(user, head["edition"], head["generated_at"], items)
@@ -563,7 +585,7 @@ class Api:
             return self._respond(request, first, "private", second)
         return conditional_body(request.headers.get("if-none-match", ""), first, self._private_headers, second)
 
-    def personal_feed(self, user: str, edition_param: str, limit: int) -> tuple[dict, str]:
+    def personal_feed(self, user: str, edition_param: str, limit: int, hide_read: bool = False) -> tuple[dict, str]:
         """A reader's feed page (the For You page; ``/v1/feed`` sends the same page without parsing its
         stories) and its stale reason ("" when fresh).
 
@@ -573,7 +595,7 @@ class Api:
         :func:`~newsflow.core.ranking.rerank.rerank`).
         With Redis down, the edition's snapshot.
         """
-        head, items, stale = self.personal.parts(user, edition_param, limit)
+        head, items, stale = self.personal.parts(user, edition_param, limit, hide_read)
         if items is None:
             return head, stale
         return dict(head, stories=[json.loads(b) for b in items]), stale
@@ -659,11 +681,18 @@ class Api:
                 errors.append({"index": i, "error": str(e)})
         if errors:
             raise ApiError(400, "invalid_events", json.dumps(errors))
+
+        def append() -> list:
+            ids = append_events(self.store.client, events, self.store.keys, self.config.max_pending_events)
+            clicked = sorted({e.story_id for e in events if e.type == "click"})
+            if clicked:  # a click marks the story read (the read-state store)
+                mark_read_now(self, user, clicked, now)
+                self.personal.pages.forget(user)
+            return ids
+
         try:
             self._guard()
-            ids = await run_in_threadpool(
-                append_events, self.store.client, events, self.store.keys, self.config.max_pending_events
-            )
+            ids = await run_in_threadpool(append)
         except EventBacklogFull as e:
             log.error("events refused: %s", e)
             raise ApiError(503, "backlog_full", f"event log full: {e}", {"Retry-After": "60"}) from None
@@ -796,6 +825,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/v1/feed", api.feed, methods=["GET"]),
         Route("/v1/me/preferences", api.get_preferences, methods=["GET"]),
         Route("/v1/me/preferences", api.put_preferences, methods=["PUT"]),
+        *me_routes(api),  # /v1/me/saved, /v1/me/read (serving/me.py)
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),

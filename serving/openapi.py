@@ -16,6 +16,11 @@ def _p(name: str, schema: dict, description: str) -> dict:
 
 
 LIMIT = _q("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "stories per page")
+HIDE_READ = _q(
+    "hide_read",
+    {"type": "string", "enum": ["0", "1", "true", "false"]},
+    "with a bearer token: 1 leaves out the stories the reader read (without it they carry read: true)",
+)
 EDITION = _q(
     "edition",
     {"type": "string", "pattern": r"^(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)$", "default": "global"},
@@ -70,6 +75,12 @@ def openapi_schema() -> dict:
             "relevance": {"type": ["number", "null"]},
             "breaking": {"type": "boolean"},
             "injected": {"type": "boolean", "description": "breaking story injected on request"},
+            "read": {"type": "boolean", "description": "the bearer-token reader read it (answers with a token)"},
+            "saved": {"type": "boolean", "description": "the bearer-token reader saved it"},
+            "new_since_read": {
+                "type": "integer",
+                "description": "/v1/feed: a read story shown again because it has this many new independent reports",
+            },
         },
         "required": ["story_id", "title", "url", "domain"],
     }
@@ -93,8 +104,15 @@ def openapi_schema() -> dict:
             "block_sources": dict(str_list, description="outlets: registrable domains, or hosts/URLs to reduce"),
             "prefer_sources": dict(str_list, description="outlets whose report leads a story's full coverage"),
             "dismiss_topics": dict(str_list, description="inferred interests removed from the For You page"),
+            "mute_words": dict(
+                str_list,
+                description="muted words and phrases (case-insensitive, whole words, any script; at most 100 "
+                "characters each): their stories and articles are hidden on every surface",
+            ),
         },
     }
+    sid_param = _p("story_id", {"type": "string", "pattern": r"^[A-Za-z0-9_.:-]{1,128}$"}, "story id")
+    private_json = {"description": "done", "content": {"application/json": {"schema": {"type": "object"}}}}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -107,14 +125,14 @@ def openapi_schema() -> dict:
             "/v1/top": {
                 "get": {
                     "summary": "Top stories of an edition",
-                    "parameters": [EDITION, LIMIT],
+                    "parameters": [EDITION, LIMIT, HIDE_READ],
                     "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR},
                 }
             },
             "/v1/topics/{topic}": {
                 "get": {
                     "summary": "Top stories of a topic",
-                    "parameters": [_p("topic", {"type": "string", "maxLength": 64}, "topic label"), LIMIT],
+                    "parameters": [_p("topic", {"type": "string", "maxLength": 64}, "topic label"), LIMIT, HIDE_READ],
                     "responses": {
                         "200": _ok("FeedPage", "feed page (empty for a label of the topic model without stories)"),
                         "304": NOT_MODIFIED,
@@ -126,7 +144,7 @@ def openapi_schema() -> dict:
             "/v1/trending": {
                 "get": {
                     "summary": "Trending stories, entities and topics; breaking stories",
-                    "parameters": [LIMIT],
+                    "parameters": [LIMIT, HIDE_READ],
                     "responses": {"200": _ok("Trending", "latest window"), "304": NOT_MODIFIED, "400": ERR},
                 }
             },
@@ -149,9 +167,11 @@ def openapi_schema() -> dict:
             },
             "/v1/feed": {
                 "get": {
-                    "summary": "The reader's personal feed (reader from the bearer token)",
+                    "summary": "The reader's personal feed (reader from the bearer token): a read story comes back "
+                    "only with new independent reports (marked read, new_since_read); stories of removed interests "
+                    "placed by inference, blocked and muted stories are left out",
                     "security": BEARER,
-                    "parameters": [EDITION, LIMIT],
+                    "parameters": [EDITION, LIMIT, HIDE_READ],
                     "responses": {"200": _ok("FeedPage", "personal feed"), "304": NOT_MODIFIED, "400": ERR, "401": ERR},
                 }
             },
@@ -190,6 +210,50 @@ def openapi_schema() -> dict:
                         "415": ERR,
                         "503": ERR,
                     },
+                },
+            },
+            "/v1/me/saved": {
+                "get": {
+                    "summary": "The reader's saved stories, newest saved first (story fields + saved_at)",
+                    "security": BEARER,
+                    "parameters": [LIMIT, _q("offset", {"type": "integer", "minimum": 0}, "stories to skip")],
+                    "responses": {"200": private_json, "400": ERR, "401": ERR, "503": ERR},
+                }
+            },
+            "/v1/me/saved/{story_id}": {
+                "put": {
+                    "summary": "Save a story (a merged story saves the story it was merged into)",
+                    "security": BEARER,
+                    "parameters": [sid_param],
+                    "responses": {"200": private_json, "400": ERR, "401": ERR, "404": ERR, "409": ERR, "503": ERR},
+                },
+                "delete": {
+                    "summary": "Unsave a story",
+                    "security": BEARER,
+                    "parameters": [sid_param],
+                    "responses": {"200": private_json, "400": ERR, "401": ERR, "503": ERR},
+                },
+            },
+            "/v1/me/read": {
+                "get": {
+                    "summary": "The reader's read marks, newest first: story_id, read_at, reports (independent "
+                    "reports then). A click event or an opened coverage page marks a story read",
+                    "security": BEARER,
+                    "responses": {"200": private_json, "401": ERR, "503": ERR},
+                }
+            },
+            "/v1/me/read/{story_id}": {
+                "put": {
+                    "summary": "Mark a story read now",
+                    "security": BEARER,
+                    "parameters": [sid_param],
+                    "responses": {"200": private_json, "400": ERR, "401": ERR, "404": ERR, "503": ERR},
+                },
+                "delete": {
+                    "summary": "Mark a story unread",
+                    "security": BEARER,
+                    "parameters": [sid_param],
+                    "responses": {"200": private_json, "400": ERR, "401": ERR, "503": ERR},
                 },
             },
             "/v1/events": {

@@ -2,10 +2,12 @@
 
 A reader's page is their precomputed feed in serving form (:mod:`newsflow.storage.feed_page`), re-ranked on
 request: breaking stories newer than the feed injected, blocks and the per-outlet cap applied
-(:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`). One Redis
-round trip reads the reader's edition and blocks and the serving form: awaited on the event loop through the
-app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread through the
-synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
+(:func:`newsflow.storage.feed_page.select`, the rules of :func:`newsflow.core.ranking.rerank.rerank`), and the
+reader's :class:`~newsflow.serving.reader_view.ReaderView` rules: a read story only when it changed since the read,
+no muted story, no story of a removed interest placed by inference. One Redis round trip reads the reader's
+edition, blocks, follows and serving-only preferences, the serving form and the read marks: awaited on the
+event loop through the app's ``redis.asyncio`` client (:meth:`PersonalFeeds.parts_async`), or in a worker thread
+through the synchronous client (:meth:`PersonalFeeds.parts`). After it the page is a pure function of the bytes read,
 the shared breaking set (:class:`BreakingSet`, read again every ``breaking_seconds``) and the query. The
 breaking items' freshness scores are taken at the start of the current minute
 (:data:`BREAKING_SCORE_STEP_SECONDS`), not at each refresh, so a reader's page (and its ETag) does not change
@@ -33,6 +35,7 @@ from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import injected_item
 from newsflow.serving.pages import feed_page
+from newsflow.serving.reader_view import ReaderView
 from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
 from newsflow.storage.feed_page import (
     FeedPage,
@@ -47,7 +50,14 @@ from newsflow.storage.feed_page import (
     write_user_feeds,
 )
 from newsflow.storage.feeds import build_user_feed
-from newsflow.storage.ranking import FEED_TTL_SECONDS, RankingStore, user_from_hash
+from newsflow.storage.ranking import (
+    EXTRA_PREFERENCE_FIELDS,
+    FEED_TTL_SECONDS,
+    RankingStore,
+    extras_from_values,
+    user_from_hash,
+)
+from newsflow.storage.reader_state import decode_read
 
 BREAKING_SCORE_STEP_SECONDS = 60.0
 """Breaking items injected into personal pages are scored at ``now - now % 60`` (UTC epoch s): at λ 0.5/h
@@ -122,6 +132,12 @@ class RecentPages:
         self._pages.pop(user, None)
 
 
+def _view(user: str, fields: dict, reads: dict, hide_read: bool) -> ReaderView:
+    """The reader's :class:`ReaderView` from the round trip's profile fields and raw read marks."""
+    extras = extras_from_values([fields.get(f.encode()) for f in EXTRA_PREFERENCE_FIELDS])
+    return ReaderView.of(user_from_hash(user, fields), extras, decode_read(reads or {}), hide_read=hide_read)
+
+
 class PersonalFeeds:
     """Readers' personal pages (module docstring).
 
@@ -155,19 +171,25 @@ class PersonalFeeds:
         self._breaking_cache = BreakingSet(0.0, {}, {}, {})
         self._breaking_refresh: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
 
-    def parts(self, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str]:
+    def parts(
+        self, user: str, edition_param: str, limit: int, hide_read: bool = False
+    ) -> tuple[dict, list | None, str]:
         """A reader's page: ``(payload without "stories", each story's compact JSON bytes, "")``; with Redis
         unreachable ``(the edition's snapshot payload, None, "redis-unavailable")``. Blocking (a worker thread).
+        ``hide_read`` also drops read stories that changed since the read (:mod:`newsflow.serving.reader_view`).
         """
         now = self._now()
         try:
             self.breaker.guard()
-            fields, raw = read_for_request(self.store.client, user, self.store.keys)
-            return self._finish(user, edition_param, limit, now, fields, raw, self.breaking_set(now))
+            fields, raw, reads = read_for_request(self.store.client, user, self.store.keys)
+            view = _view(user, fields, reads, hide_read)
+            return self._finish(user, edition_param, limit, now, raw, self.breaking_set(now), view)
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
 
-    async def parts_async(self, aredis, user: str, edition_param: str, limit: int) -> tuple[dict, list | None, str]:
+    async def parts_async(
+        self, aredis, user: str, edition_param: str, limit: int, hide_read: bool = False
+    ) -> tuple[dict, list | None, str]:
         """:meth:`parts` on the event loop: the round trip (the commands of
         :func:`~newsflow.storage.feed_page.read_commands`) through ``aredis`` (a ``redis.asyncio.Redis``); the
         breaking set's refresh (once per ``breaking_seconds``) and a feed that must be read another way or
@@ -178,14 +200,15 @@ class PersonalFeeds:
             pipe = aredis.pipeline(transaction=False)
             for command in read_commands(user, self.store.keys):
                 pipe.execute_command(*command)
-            values, raw = await pipe.execute()
+            values, raw, reads = await pipe.execute()
             fields = profile_fields(values)
+            view = _view(user, fields, reads, hide_read)
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)
-            done = self._from_form(user, edition_param, limit, fields, raw, brk)
+            done = self._from_form(user, edition_param, limit, raw, brk, view)
             if done is None:
-                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, fields, raw, brk)
+                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, raw, brk, view)
             return done
         except REDIS_ERRORS as e:
             return self._down(user, edition_param, limit, e)
@@ -212,44 +235,67 @@ class PersonalFeeds:
         page["user"] = user
         return page, None, "redis-unavailable"
 
-    def _parse(self, user, edition_param, fields, raw):
-        """``(serving form or None, profile, edition)``: the form is ``None`` when absent or unreadable."""
-        profile = user_from_hash(user, fields)
-        edition = edition_param or profile.edition or GLOBAL_EDITION  # edition and blocks: all the re-rank reads
-        return self._decode_page(user, raw), profile, edition
+    def _parse(self, user, edition_param, view, raw):
+        """``(serving form or None, edition)``: the form is ``None`` when absent or unreadable."""
+        edition = edition_param or view.profile.edition or GLOBAL_EDITION
+        return self._decode_page(user, raw), edition
 
-    def _from_form(self, user, edition_param, limit, fields, raw, brk):
+    def _from_form(self, user, edition_param, limit, raw, brk, view):
         """The page from the reader's serving form, without Redis, or ``None`` when the form is absent,
         unreadable or of another edition than asked (with no ``?edition=``, the reader's own: a form stored
         for another edition a request asked for is not their feed)."""
-        page, profile, edition = self._parse(user, edition_param, fields, raw)
+        page, edition = self._parse(user, edition_param, view, raw)
         if page is None or page.edition not in (None, edition):
             return None
-        head, items = self._rerank(user, edition, limit, page, profile, brk)
+        head, items = self._rerank(user, edition, limit, page, view, brk)
         return head, items, ""
 
-    def _finish(self, user, edition_param, limit, now, fields, raw, brk):
+    def _finish(self, user, edition_param, limit, now, raw, brk, view):
         """:meth:`parts` after the round trip (Redis errors propagate)."""
-        page, profile, edition = self._parse(user, edition_param, fields, raw)
+        page, edition = self._parse(user, edition_param, view, raw)
         if page is None:  # no serving form: the feed document (written without one), if any
             page = self._page_of_doc(user, self.store.read_feed_raw(self.store.keys.feed("user", user)))
         if page is None or page.edition not in (None, edition):
             doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.feed_config)
             write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
             page = decode_feed_page(encode_feed_page(doc))
-        head, items = self._rerank(user, edition, limit, page, profile, brk)
+        head, items = self._rerank(user, edition, limit, page, view, brk)
         return head, items, ""
 
-    def _rerank(self, user, edition, limit, page, profile, brk) -> tuple[dict, list]:
+    def _rerank(self, user, edition, limit, page, view: ReaderView, brk) -> tuple[dict, list]:
         """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
-        (:func:`newsflow.storage.feed_page.select`)."""
+        (:func:`newsflow.storage.feed_page.select`), and the reader's read, muted and removed-interest rules
+        (:meth:`newsflow.serving.reader_view.ReaderView.for_you_keep`): a read story that changed is sent with
+        ``"read": true`` and ``"new_since_read"``."""
         inject = [
             (since, brk.items[sid])
             for sid, since in brk.since.items()
             if since > page.generated_at and sid in brk.items
         ]
-        picks = select(page, inject, profile, k=limit, source_cap=self.feed_config.source_cap)
+        again: dict = {}  # index or story id -> (item, new reports) of read stories that changed
+
+        def keep(candidate) -> bool:
+            if isinstance(candidate, dict):
+                item, key = candidate, candidate.get("story_id")
+            else:
+                sid, tps = page.ids[candidate], page.topics[candidate]
+                if not (view.mutes or sid in view.reads or (view.dismiss and view.dismiss.intersection(tps))):
+                    return True  # the common case: decided without parsing the item
+                item, key = json.loads(page.items[candidate]), candidate
+            ok, new = view.for_you_keep(item)
+            if ok and new:
+                again[key] = (item, new)
+            return ok
+
+        rules = view.mutes or view.reads or view.dismiss
+        picks = select(
+            page, inject, view.profile, k=limit, source_cap=self.feed_config.source_cap, keep=keep if rules else None
+        )
         items = page_items(page, picks, brk.encoded)
+        for n, p in enumerate(picks):
+            hit = again.get(p if isinstance(p, int) else p.get("story_id"))
+            if hit is not None:
+                items[n] = compact_json(dict(hit[0], read=True, new_since_read=hit[1]))
         head = {"user": user, "edition": edition, "generated_at": page.generated_at, "stale": False}
         head["count"] = len(items)
         return head, items

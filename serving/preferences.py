@@ -7,13 +7,16 @@ so blocking ``uk.reuters.com`` blocks every ``reuters.com`` host; topics are low
 Document shape (both directions; lists sorted, at most :data:`MAX_ENTRIES` values each)::
 
     {"follow_topics": [str], "follow_sources": [str], "block_topics": [str], "block_sources": [str],
-     "prefer_sources": [str], "dismiss_topics": [str]}
+     "prefer_sources": [str], "dismiss_topics": [str], "mute_words": [str]}
 
 * ``follow_*`` / ``block_*``: ranking boosts followed topics and outlets and removes blocked ones from
   every surface (top, topics, trending, sources, breaking, coverage leads, For You);
 * ``prefer_sources``: outlets whose report leads a story's full coverage when they covered it;
 * ``dismiss_topics``: inferred interests the reader removed: For You drops stories of these topics
-  that were placed by inference (interest vector, similar readers, trending), not by a follow.
+  that were placed by inference (interest vector, similar readers, trending), not by a follow;
+* ``mute_words``: words and phrases (:func:`newsflow.core.muting.normalize_phrase`: case-folded, any script)
+  whose stories and articles are removed wherever blocks remove them (top, topics, trending, sources,
+  breaking, For You, coverage reports and timelines), matched on whole words (:class:`MuteMatcher`).
 
 Contradictions are refused by ``PUT`` (follow and block the same thing, prefer a blocked outlet,
 dismiss a followed topic); a button press resolves them instead (blocking unfollows, following
@@ -26,11 +29,12 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from newsflow.core.muting import MAX_MUTED, normalize_phrase
 from newsflow.core.outlets import registrable_domain
 from newsflow.schemas import UserProfile
 from newsflow.storage.ranking import EXTRA_PREFERENCE_FIELDS, PREFERENCE_FIELDS, PROFILE_PREFERENCE_FIELDS
 
-MAX_ENTRIES = 200
+MAX_ENTRIES = MAX_MUTED  # 200 per list
 TOPIC_RE = re.compile(r"[a-z0-9][a-z0-9 _&.'-]{0,63}\Z")
 _OUTLET_RE = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?\Z")
 # action -> (kind, field it adds to or removes from, add?, fields the press clears)
@@ -47,9 +51,11 @@ _ACTIONS = {
     ("unblock", "source"): ("block_sources", False, ()),
     ("prefer", "source"): ("prefer_sources", True, ("block_sources",)),
     ("unprefer", "source"): ("prefer_sources", False, ()),
+    ("mute", "word"): ("mute_words", True, ()),
+    ("unmute", "word"): ("mute_words", False, ()),
 }
 ACTIONS = tuple(sorted({a for a, _ in _ACTIONS}))
-KINDS = ("source", "topic")
+KINDS = ("source", "topic", "word")
 _CONFLICTS = (
     ("follow_topics", "block_topics", "follow and block"),
     ("follow_sources", "block_sources", "follow and block"),
@@ -123,6 +129,12 @@ def reader_preferences(profile: UserProfile, extras: Mapping[str, frozenset] | N
     return doc
 
 
+def _normalizer(field: str):
+    if field == "mute_words":
+        return normalize_phrase
+    return normalize_topic if field.endswith("_topics") else normalize_source
+
+
 def _check_conflicts(prefs: Mapping[str, list]) -> None:
     for a, b, verb in _CONFLICTS:
         both = set(prefs[a]) & set(prefs[b])
@@ -153,15 +165,15 @@ def merge_preferences(current: Mapping[str, list], body) -> dict:
     for name, values in body.items():
         if not isinstance(values, list) or len(values) > MAX_ENTRIES:
             raise ValueError(f"{name} must be a list of at most {MAX_ENTRIES} strings")
-        norm = normalize_topic if name.endswith("_topics") else normalize_source
-        prefs[name] = sorted({norm(v) for v in values})
+        prefs[name] = sorted({_normalizer(name)(v) for v in values})
     _check_conflicts(prefs)
     return prefs
 
 
 def apply_action(current: Mapping[str, list], action: str, kind: str, value: str) -> dict:
-    """One button press on a ``topic`` or ``source``: ``follow``/``unfollow``, ``block``/``unblock``,
-    ``prefer``/``unprefer`` (sources) or ``dismiss``/``undismiss`` (topics); the press also clears
+    """One button press on a ``topic``, ``source`` or ``word``: ``follow``/``unfollow``, ``block``/``unblock``,
+    ``prefer``/``unprefer`` (sources), ``dismiss``/``undismiss`` (topics) or ``mute``/``unmute`` (words and
+    phrases); the press also clears
     what would contradict it (blocking unfollows and un-prefers, following un-blocks, ...).
 
     Args:
@@ -177,7 +189,7 @@ def apply_action(current: Mapping[str, list], action: str, kind: str, value: str
     if spec is None:
         raise ValueError(f"action must be one of {ACTIONS} on a kind in {KINDS}, got {action!r} on {kind!r}")
     field, add, clears = spec
-    norm = normalize_topic(value) if kind == "topic" else normalize_source(value)
+    norm = _normalizer(field)(value)
     changed = {name: set(current.get(name, ())) for name in (field, *clears)}
     if add:
         changed[field].add(norm)

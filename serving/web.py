@@ -11,7 +11,9 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/trending``               trending stories, topics and entities, breaking stories
 ``/sources/{outlet}``       stories an outlet leads in the global pool
 ``/for-you``                the reader's own feed (as ``/v1/feed``), each card saying why
-``/settings``               followed and blocked topics and outlets, with undo buttons
+``/saved``                  the reader's saved stories (``POST``: ``op=save:<id>``/``unsave:<id>`` from any card
+                            or coverage page)
+``/settings``               followed and blocked topics and outlets, muted words, with undo buttons
 ``/signin``, ``/register``  accounts with passwords, sessions, the account page (password, personal API
 ``/signout``, ``/account``  tokens, sign out everywhere, deletion) and the editors' ``/admin`` page:
 ``/admin``                  :mod:`newsflow.serving.accounts_web`
@@ -22,8 +24,9 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 Caching: a page without a session cookie is the same for everyone and carries the JSON API's
 headers (``Cache-Control: public, max-age, s-maxage``, strong ``ETag``, ``304`` on
 ``If-None-Match``) plus ``Vary: Cookie``; it is also kept in the API's in-process cache. A signed-in
-reader's pages apply their blocks (top, topics, trending, sources, coverage leads, breaking) and
-are ``private, no-store``.
+reader's pages apply their :class:`~newsflow.serving.reader_view.ReaderView` (blocks and muted words on top,
+topics, trending, sources, breaking and coverage lists; read cards dimmed and said "Read", ``?hide_read=1``
+on every list; an opened coverage page marks its story read) and are ``private, no-store``.
 
 Sessions: the ``nf_session`` cookie holds a random session id kept (hashed) in Redis
 (:mod:`newsflow.storage.accounts`); it is never an API bearer token, and API tokens are never sessions.
@@ -58,12 +61,13 @@ from starlette.staticfiles import StaticFiles
 
 from newsflow.core.outlets import outlet
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE
-from newsflow.core.ranking.rerank import without_blocked
 from newsflow.schemas import UserProfile
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
+from newsflow.serving.me import live_records
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
 from newsflow.serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
+from newsflow.serving.reader_view import NEW_DEVELOPMENTS, ReaderView, hide_read_param
 from newsflow.serving.resilience import REDIS_ERRORS
 from newsflow.serving.web_view import (
     ago_text,
@@ -76,6 +80,7 @@ from newsflow.serving.web_view import (
     why_labels,
 )
 from newsflow.storage.accounts import split_session
+from newsflow.storage.events import is_valid_story_id
 from newsflow.storage.feed_page import drop_user_feed
 
 SESSION_COOKIE = "nf_session"
@@ -90,9 +95,14 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
-FOR_YOU_SPARE = 20
 MAX_LIMIT = 100
-NAV = (("/", "Top stories"), ("/for-you", "For You"), ("/topics", "Topics"), ("/trending", "Trending"))
+NAV = (
+    ("/", "Top stories"),
+    ("/for-you", "For You"),
+    ("/topics", "Topics"),
+    ("/trending", "Trending"),
+    ("/saved", "Saved"),
+)
 
 
 class PageError(Exception):
@@ -162,17 +172,18 @@ class Web:
         """The reader's preferred lead outlets and removed interests
         (:meth:`RankingStore.preference_extras`); empty for anonymous readers or with Redis down."""
         if reader is None:
-            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset()}
+            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset(), "mute_words": frozenset()}
         try:
             self.api._guard()
             return self.api.store.preference_extras(reader)
         except REDIS_ERRORS:
             self.api._mark_down()
-            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset()}
+            return {"prefer_sources": frozenset(), "dismiss_topics": frozenset(), "mute_words": frozenset()}
 
     # -- rendering ------------------------------------------------------------------------
-    def _context(self, request: Request, sess, profile: UserProfile | None) -> dict:
+    def _context(self, request: Request, sess, profile: UserProfile | None, view: ReaderView | None = None) -> dict:
         return {
+            "hide_read": bool(view and view.hide_read),
             "reader": sess[0] if sess else None,
             "csrf": self.csrf_for(sess[1]) if sess else "",
             "profile": profile,
@@ -224,9 +235,20 @@ class Web:
         except ValueError:
             return None
 
+    def _view(self, request: Request, reader: str) -> ReaderView:
+        """The signed-in reader's :class:`~newsflow.serving.reader_view.ReaderView` (``?hide_read=1`` read from
+        the request); with Redis down, an empty one."""
+        try:
+            self.api._guard()
+            return self.api.reader_view(reader, hide_read_param(request.query_params))
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            return ReaderView(UserProfile(reader))
+
     def _page(self, request: Request, key: str, template: str, build) -> Response:
-        """Renders ``template`` with ``build(profile)``'s context: cached in-process for anonymous
-        readers under ``key``, personal (blocks applied, private) for a signed-in one."""
+        """Renders ``template`` with ``build(view)``'s context: cached in-process for anonymous
+        readers under ``key`` (``view`` is ``None``), personal (the reader's :class:`ReaderView` applied,
+        private) for a signed-in one."""
         sess = self.session(request)
         if sess is None:
 
@@ -238,9 +260,9 @@ class Web:
             return not_modified_or(
                 self.api.cache.get_or_build("html|" + key, anon), request.headers.get("if-none-match", "")
             )
-        profile = self._profile(sess[0])
-        ctx = self._context(request, sess, profile)
-        ctx.update(build(profile))
+        view = self._view(request, sess[0])
+        ctx = self._context(request, sess, view.profile, view)
+        ctx.update(build(view))
         return self.render(request, template, ctx, personal=True)
 
     # -- data -----------------------------------------------------------------------------
@@ -307,7 +329,7 @@ class Web:
 
         return self._memo("by-outlet", build)
 
-    def _breaking(self, profile: UserProfile | None) -> list[dict]:
+    def _breaking(self, view: ReaderView | None) -> list[dict]:
         try:
             self.api._guard()
             breaking, items = self.api._breaking_items(self.api._ranking_now())
@@ -316,23 +338,24 @@ class Web:
             return []
         rows = [dict(items[sid], breaking_since=since) for sid, since in breaking.items() if sid in items]
         rows.sort(key=lambda r: (-r["breaking_since"], r["story_id"]))
-        return without_blocked(rows, profile) if profile else rows
+        return view.stories(rows) if view else rows
 
     # -- pages ----------------------------------------------------------------------------
     def home(self, request: Request) -> Response:
         edition = self.api._edition(request)
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             page, stale = self._feed("edition", edition, limit)
             stories = page["stories"]
+            shown = view.stories(stories) if view else stories
             return {
                 "title": "Top stories",
                 "edition": edition,
                 "editions": sorted(set(self._names_of("edition")) | {GLOBAL_EDITION, edition}),
-                "stories": without_blocked(stories, profile) if profile else stories,
-                "hidden": len(stories) - len(without_blocked(stories, profile)) if profile else 0,
-                "breaking": self._breaking(profile),
+                "stories": shown,
+                "hidden": len(stories) - len(shown),
+                "breaking": self._breaking(view),
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }
@@ -340,10 +363,10 @@ class Web:
         return self._page(request, self._home_key(request), "home.html", build)
 
     def topics(self, request: Request) -> Response:
-        def build(profile):
+        def build(view):
             names = self._names_of("topic")
-            if profile:
-                names = [t for t in names if t not in profile.block_topics]
+            if view:
+                names = [r["topic"] for r in view.topics({"topic": t} for t in names)]
             return {"title": "Topics", "topics": names}
 
         return self._page(request, "topics", "topics.html", build)
@@ -356,18 +379,18 @@ class Web:
             raise PageError(400, "Not a topic", str(e)) from None
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             try:
                 page, stale = self._memo(f"topic|{topic}|{limit}", lambda: self.api.topic_feed(topic, limit))
             except UnknownTopic as e:
                 raise PageError(404, "Topic not found", str(e)) from None
             stories = page["stories"]
-            blocked_topic = bool(profile and topic in profile.block_topics)
+            blocked_topic = bool(view and topic in view.profile.block_topics)
             return {
                 "title": f"Topic: {topic}",
                 "topic": topic,
                 "blocked_topic": blocked_topic,
-                "stories": [] if blocked_topic else (without_blocked(stories, profile) if profile else stories),
+                "stories": [] if blocked_topic else (view.stories(stories) if view else stories),
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }
@@ -377,7 +400,7 @@ class Web:
     def trending(self, request: Request) -> Response:
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             now = self.api._ranking_now()
             stale = ""
             try:
@@ -396,16 +419,16 @@ class Web:
                 if sid in recs and not recs[sid].merged_into
             ]
             topics = [{"topic": k, "new_articles": c} for k, c in topic_rows]
-            if profile:
-                stories = without_blocked(stories, profile)
-                topics = [t for t in topics if t["topic"].lower() not in profile.block_topics]
+            entities = [{"entity": k, "new_articles": c} for k, c in entity_rows]
+            if view:
+                stories, topics, entities = view.stories(stories), view.topics(topics), view.entities(entities)
             return {
                 "title": "Trending",
                 "window_end": end,
                 "stories": stories,
-                "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
+                "entities": entities,
                 "topics": topics,
-                "breaking": self._breaking(profile),
+                "breaking": self._breaking(view),
                 "stale": stale,
             }
 
@@ -421,7 +444,7 @@ class Web:
             return RedirectResponse(f"/sources/{quote(name, safe='')}", status_code=301)
         limit = self.api.config.default_limit
 
-        def build(profile):
+        def build(view):
             stories, stale = [], ""
             try:
                 self.api._guard()
@@ -429,10 +452,10 @@ class Web:
             except REDIS_ERRORS:
                 self.api._mark_down()
                 stale = "redis-unavailable"
-            blocked = bool(profile and name in profile.block_sources)
-            if profile:
-                stories = [] if blocked else without_blocked(stories, profile)
-            preferred = bool(profile and name in self._extras(profile.user_id)["prefer_sources"])
+            blocked = bool(view and name in view.profile.block_sources)
+            if view:
+                stories = [] if blocked else view.stories(stories)
+            preferred = bool(view and name in view.prefer)
             return {
                 "title": name,
                 "outlet": name,
@@ -446,8 +469,6 @@ class Web:
 
     def story(self, request: Request) -> Response:
         sid = request.path_params["story_id"]
-        from newsflow.storage.events import is_valid_story_id
-
         if not is_valid_story_id(sid):
             raise PageError(400, "Not a story", f"story id must be 1-128 chars of [A-Za-z0-9_.:-], got {sid!r}")
         try:
@@ -461,26 +482,37 @@ class Web:
         except REDIS_ERRORS:
             self.api._mark_down()
             raise PageError(503, "Temporarily unavailable", "The story store is unavailable; try again.") from None
-        cov = coverage_page(rec.summary(), rec.entities, articles)
 
-        def build(profile):
-            prefer = self._extras(profile.user_id)["prefer_sources"] if profile else frozenset()
-            ctx = dict(coverage_context(cov, articles, profile, prefer), title=rec.title or "Full coverage")
-            if profile is not None:
-                ctx["changes"] = self._since_last_look(profile.user_id, sid, cov)
+        def build(view):
+            if view is None:
+                cov = coverage_page(rec.summary(), rec.entities, articles)
+                return dict(coverage_context(cov, articles, None), title=rec.title or "Full coverage")
+            arts = view.articles(articles)  # blocked outlets and muted headlines left out of lists and timeline
+            cov = view.marked(coverage_page(rec.summary(), rec.entities, arts))
+            ctx = dict(coverage_context(cov, arts, view.profile, view.prefer), title=rec.title or "Full coverage")
+            if len(arts) < len(articles):  # the head still tells the story's whole coverage: "5 sources"
+                whole = coverage_page(rec.summary(), rec.entities, articles)
+                ctx["story"] = dict(cov, coverage=whole["coverage"], by_language=whole["by_language"])
+                ctx["outlet_count"] = len({outlet(x["domain"]) for x in whole["sources"]})
+            ctx["hidden_articles"] = len(articles) - len(arts)
+            ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov)
             return ctx
 
         return self._page(request, f"story|{sid}", "story.html", build)
 
     def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
         """What changed in ``sid``'s coverage since ``reader`` last opened it
-        (:func:`newsflow.serving.web_view.coverage_changes`), and records this view; ``None`` on a first view or
-        with Redis down."""
+        (:func:`newsflow.serving.web_view.coverage_changes`), and records this view: the story is marked read
+        with its independent reports now, and the coverage seen is kept (the read-state store); ``None`` on a
+        first view or with Redis down."""
         now = self.api._ranking_now()
         try:
             self.api._guard()
-            seen = self.api.store.seen_story(reader, sid)
-            self.api.store.mark_seen(reader, sid, coverage_snapshot(cov, now))
+            state = self.api.reader_state
+            seen = state.seen_story(reader, sid)
+            reports = int(cov.get("independent_count") or cov["coverage"]["independent_reports"])
+            state.mark_read(reader, {sid: (now, reports)}, {sid: coverage_snapshot(cov, now)})
+            self.api.personal.pages.forget(reader)
         except REDIS_ERRORS:
             self.api._mark_down()
             return None
@@ -492,10 +524,9 @@ class Web:
             return RedirectResponse("/signin?next=/for-you", status_code=303)
         edition = self.api._edition(request, default="")
         limit = self.api.config.default_limit
-        # a few more than a page: stories of removed interests are dropped below
-        payload, stale = self.api.personal_feed(sess[0], edition, min(MAX_LIMIT, limit + FOR_YOU_SPARE))
-        profile = self._profile(sess[0])
-        dismissed = self._extras(sess[0])["dismiss_topics"]
+        view = self._view(request, sess[0])
+        # the same page as /v1/feed: read stories only when they changed, removed interests and mutes dropped
+        payload, stale = self.api.personal_feed(sess[0], edition, limit, view.hide_read)
         velocity = {}
         try:
             self.api._guard()
@@ -505,15 +536,12 @@ class Web:
         except REDIS_ERRORS:
             self.api._mark_down()
         stories = []
-        for it in payload["stories"]:
-            labels = why_labels(it, profile, velocity)
-            inferred = is_inferred(labels)
-            topics = {str(t).lower() for t in it.get("topics") or ()}
-            if inferred and topics & dismissed:
-                continue
-            stories.append(dict(it, why=labels, inferred=inferred))
-        stories = stories[:limit]
-        ctx = self._context(request, sess, profile)
+        for it in view.stories(payload["stories"]):
+            labels = why_labels(it, view.profile, velocity)
+            if it.get("new_since_read"):
+                labels = [NEW_DEVELOPMENTS, *labels]
+            stories.append(dict(it, why=labels, inferred=is_inferred(labels)))
+        ctx = self._context(request, sess, view.profile, view)
         ctx.update(
             title="For You",
             stories=stories,
@@ -523,13 +551,71 @@ class Web:
         )
         return self.render(request, "for_you.html", ctx, personal=True)
 
+    def saved(self, request: Request) -> Response:
+        sess = self.session(request)
+        if sess is None:
+            return RedirectResponse("/signin?next=/saved", status_code=303)
+        view = self._view(request, sess[0])
+        stories, stale = [], ""
+        try:
+            self.api._guard()
+            rows = self.api.reader_state.saved(sess[0], 0, MAX_LIMIT)
+            recs = live_records(self.api, [sid for sid, _ in rows])
+            # saved stories stay listed even when blocked or muted later: the reader chose each one
+            stories = [view.marked(dict(recs[sid].summary(), saved_at=t)) for sid, t in rows if sid in recs]
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            stale = "redis-unavailable"
+        if view.hide_read:
+            stories = [s for s in stories if not s.get("read")]
+        ctx = self._context(request, sess, view.profile, view)
+        ctx.update(title="Saved stories", stories=stories, stale=stale)
+        return self.render(request, "saved.html", ctx, personal=True)
+
+    async def save_form(self, request: Request) -> Response:
+        """``POST /saved``: ``op=save:<story id>`` or ``op=unsave:<story id>``, then back to ``next``."""
+        form = await self._form(request)
+        sess = self.session(request)
+        self._check_csrf(form, sess)
+        action, _, sid = form.get("op", "").partition(":")
+        if action not in ("save", "unsave") or not is_valid_story_id(sid):
+            raise PageError(400, "Could not change that", "op must be save:<story id> or unsave:<story id>")
+
+        def change() -> None:
+            if action == "unsave":
+                self.api.reader_state.unsave(sess[0], sid)
+                return
+            rec = live_records(self.api, [sid]).get(sid)
+            if rec is None:
+                raise PageError(404, "Story not found", f"There is no story {sid}.")
+            self.api.reader_state.save(sess[0], rec.story_id, self.api._ranking_now())
+
+        await self._write(change, "Saved stories", 409, "Too many saved stories")
+        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+
+    async def _write(self, change, what: str, refused_status: int, refused_title: str) -> None:
+        """``change()`` in the thread pool behind the API's Redis breaker: a ``ValueError`` is refused with
+        ``refused_status``/``refused_title`` and its message, Redis down is a 503 saying ``what`` cannot be
+        changed."""
+        try:
+            self.api._guard()
+            await run_in_threadpool(change)
+        except ValueError as e:
+            raise PageError(refused_status, refused_title, str(e)) from None
+        except REDIS_ERRORS:
+            self.api._mark_down()
+            raise PageError(503, "Temporarily unavailable", f"{what} cannot be changed right now.") from None
+
     def settings(self, request: Request) -> Response:
         sess = self.session(request)
         if sess is None:
             return RedirectResponse("/signin?next=/settings", status_code=303)
         ctx = self._context(request, sess, self._profile(sess[0]))
         profile = ctx["profile"]
-        ctx.update(title="Your topics and sources", prefs=reader_preferences(profile, self._extras(sess[0])))
+        ctx.update(
+            title="Your topics, sources and muted words",
+            prefs=reader_preferences(profile, self._extras(sess[0])),
+        )
         return self.render(request, "settings.html", ctx, personal=True)
 
     # -- forms ---------------------------------------------------------------------------------
@@ -564,14 +650,7 @@ class Web:
             drop_user_feed(store.client, sess[0], store.keys)  # rebuilt with the new preferences
             self.api.personal.pages.forget(sess[0])
 
-        try:
-            self.api._guard()
-            await run_in_threadpool(save)
-        except ValueError as e:
-            raise PageError(400, "Could not change that", str(e)) from None
-        except REDIS_ERRORS:
-            self.api._mark_down()
-            raise PageError(503, "Temporarily unavailable", "Preferences cannot be saved right now.") from None
+        await self._write(save, "Preferences", 400, "Could not change that")
         return RedirectResponse(safe_next(form.get("next")), status_code=303)
 
     def error_page(self, request: Request, exc: PageError) -> Response:
@@ -613,6 +692,8 @@ def web_routes(api) -> tuple[list, Web]:
         Route("/trending", web.public_page(lambda _: "trending", web.trending), methods=["GET"]),
         Route("/sources/{outlet}", web.source, methods=["GET"]),
         Route("/for-you", web.for_you, methods=["GET"]),
+        Route("/saved", web.saved, methods=["GET"]),
+        Route("/saved", web.save_form, methods=["POST"]),
         Route("/settings", web.settings, methods=["GET"]),
         Route("/prefs", web.prefs, methods=["POST"]),
         *account_routes(web),

@@ -309,6 +309,36 @@ def personal_token(client, name: str = "api") -> str:
 
 
 @contextlib.contextmanager
+def populated_site(server, snapshot_dir: str, secret: bytes):
+    """An httpx client (no redirects followed) of :func:`populated_app` ``front_page=True`` served on 127.0.0.1."""
+    import httpx
+
+    from tests.integration.asgi_server import serve_in_thread
+
+    with serve_in_thread(populated_app(server, snapshot_dir, secret, front_page=True)) as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
+            yield c
+
+
+def article_record(aid: str, domain: str, cid: str, authority: float, t: float, title: str | None = None):
+    """An ``ArticleRecord`` of story ``s1`` (English, ``title <aid>`` unless ``title``) at ``https://<domain>/<aid>``."""
+    from newsflow.schemas.article import ArticleRecord
+
+    return ArticleRecord(
+        article_id=aid,
+        title=title or f"title {aid}",
+        url=f"https://{domain}/{aid}",
+        source_domain=domain,
+        source_name=domain,
+        event_time=t,
+        cluster_id=cid,
+        story_id="s1",
+        authority=authority,
+        language="en",
+    )
+
+
+@contextlib.contextmanager
 def silent_server() -> Iterator[int]:
     """A TCP listener on 127.0.0.1 that accepts connections and never answers (a Redis that hangs);
     yields its port and closes it and every accepted connection on exit."""

@@ -20,7 +20,7 @@ stored JSON), so :func:`select` + :func:`page_body` give byte for byte the page 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from newsflow.core.outlets import outlet
@@ -30,8 +30,18 @@ from newsflow.schemas import UserProfile
 from newsflow.storage.keys import Keys
 
 FORMAT_VERSION = 1
-PROFILE_FIELDS = ("edition", "block_topics", "block_sources")
-"""The user-hash fields the request path needs with a precomputed feed (the edition and the blocks)."""
+PROFILE_FIELDS = (
+    "edition",
+    "block_topics",
+    "block_sources",
+    "follow_topics",
+    "follow_sources",
+    "prefer_sources",
+    "dismiss_topics",
+    "mute_words",
+)
+"""The user-hash fields the request path needs with a precomputed feed: the edition, the blocks, the follows
+and the serving-only preferences (removed interests and muted words decide what For You drops)."""
 
 
 def compact_json(obj) -> bytes:
@@ -110,11 +120,14 @@ def select(
     profile: UserProfile,
     k: int = 20,
     source_cap: int = DEFAULT_SOURCE_CAP,
+    keep: Callable[[int | dict], bool] | None = None,
 ) -> list:
     """:func:`newsflow.core.ranking.rerank.rerank` over a serving form, without touching the item JSON.
 
     Same rules: breaking stories newer than the feed and not in it are injected first (newest first),
-    blocked topics/outlets are removed, at most ``source_cap`` items per outlet, then the first ``k``.
+    blocked topics/outlets are removed, at most ``source_cap`` items per outlet, then the first ``k``. With
+    ``keep``, a candidate (a stored item's index or an injected item) that is not blocked is also dropped when
+    ``keep(candidate)`` is false (the reader's read, muted and removed-interest rules, applied by serving).
 
     Returns:
       The page in order: an ``int`` is the index of a stored item (sent as stored), a ``dict`` an
@@ -126,10 +139,12 @@ def select(
 
     def candidates():
         for d in injected:
-            if not is_blocked(d, profile):
+            if not is_blocked(d, profile) and (keep is None or keep(d)):
                 yield outlet(str(d.get("domain", ""))), d
         for i, (dom, tps) in enumerate(zip(page.outlets, page.topics, strict=True)):
             if (block_sources and dom in block_sources) or (block_topics and any(t in block_topics for t in tps)):
+                continue
+            if keep is not None and not keep(i):
                 continue
             yield dom, i
 
@@ -198,8 +213,13 @@ def drop_user_feed(client, user: str, keys: Keys = Keys()) -> None:
 
 def read_commands(user: str, keys: Keys = Keys()) -> list[tuple]:
     """The commands of :func:`read_for_request`'s round trip, as ``(name, *args)`` tuples (for a caller that
-    sends them itself, e.g. from an event loop): ``HMGET`` of :data:`PROFILE_FIELDS`, ``GET`` of the form."""
-    return [("HMGET", keys.user(user), *PROFILE_FIELDS), ("GET", keys.feed_page(user))]
+    sends them itself, e.g. from an event loop): ``HMGET`` of :data:`PROFILE_FIELDS`, ``GET`` of the form,
+    ``HGETALL`` of the reader's read marks (:mod:`newsflow.storage.reader_state`)."""
+    return [
+        ("HMGET", keys.user(user), *PROFILE_FIELDS),
+        ("GET", keys.feed_page(user)),
+        ("HGETALL", keys.reader_read(user)),
+    ]
 
 
 def profile_fields(values: Sequence) -> dict:
@@ -207,11 +227,13 @@ def profile_fields(values: Sequence) -> dict:
     return {name.encode(): v for name, v in zip(PROFILE_FIELDS, values, strict=True) if v is not None}
 
 
-def read_for_request(client, user: str, keys: Keys = Keys()) -> tuple[dict, bytes | None]:
+def read_for_request(client, user: str, keys: Keys = Keys()) -> tuple[dict, bytes | None, dict]:
     """One round trip: the reader's :data:`PROFILE_FIELDS` (``{field bytes: value}``, missing ones left
-    out, for :func:`newsflow.storage.ranking.user_from_hash`) and the serving form (``None`` when absent)."""
+    out, for :func:`newsflow.storage.ranking.user_from_hash`), the serving form (``None`` when absent) and the
+    raw read-marks hash (:func:`newsflow.storage.reader_state.decode_read`)."""
     pipe = client.pipeline(transaction=False)
     pipe.hmget(keys.user(user), list(PROFILE_FIELDS))
     pipe.get(keys.feed_page(user))
-    values, raw = pipe.execute()
-    return profile_fields(values), raw
+    pipe.hgetall(keys.reader_read(user))
+    values, raw, reads = pipe.execute()
+    return profile_fields(values), raw, reads

@@ -46,7 +46,9 @@ per-reader model (and the per-story co-visitation model) is :data:`READER_BUCKET
 per version, ``P:{r<b>}:model:<name>:<version>``, the field ``f`` in bucket
 ``b =`` :func:`reader_bucket` ``(f)`` (CRC-32 of the UTF-8 field mod 4,096); the tag ``{r<b>}``
 puts a reader's interest, history and cluster of every version in one slot (one node answers
-:func:`newsflow.storage.models.load_learned`). At 10M readers a bucket holds ~2,440 readers
+:func:`newsflow.storage.models.load_learned`); a reader's own state (read marks, coverage seen, saved stories:
+:mod:`newsflow.storage.reader_state`) is ``P:{r<b>}:reader:<user>:<read|seen|saved>`` with ``b`` the bucket of
+the user id, in the same slot as their model fields. At 10M readers a bucket holds ~2,440 readers
 (fullest ~2,640): ~1.5 MB of interest vectors, ~2.8 MB of histories (50 recent stories each). Reader events and the
 active-reader set are :data:`EVENT_SHARDS` = 256 stream shards, ``P:{s<k>}:events``,
 ``P:{s<k>}:events:flushed`` and ``P:{s<k>}:users:active``, ``k =`` :func:`event_shard` ``(user id)``
@@ -127,9 +129,15 @@ key                                       type    holds                         
 ``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
                                                   clicks, follow_*/block_* (JSON  tests             serving
                                                   lists)
-``P:seen:{user_id}``                      HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
-                                                  outlets, reports} last seen
-                                                  (30-day TTL)
+``P:{r<b>}:reader:{user_id}:read``        HASH    story id -> "<t>:<n>": when the  serving (reader   serving (lists,
+                                                  reader read it (UTC epoch s)    state store)      For You, /v1/me)
+                                                  and its independent reports
+                                                  then (30-day TTL, capped)
+``P:{r<b>}:reader:{user_id}:seen``        HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
+                                                  outlets, reports} of the
+                                                  coverage last seen (30-day TTL)
+``P:{r<b>}:reader:{user_id}:saved``       ZSET    story id -> when saved (UTC     serving (reader   serving (Saved,
+                                                  epoch s), capped                state store)      /v1/me/saved)
 ``P:{r<b>}:account:{user_id}``            HASH    password (argon2id), role,      accounts          serving,
                                                   created (b = reader_bucket)                       accounts CLI
 ``P:{r<b>}:account:{user_id}:sessions``   HASH    SHA-256 of a session id ->      serving sign-in   serving
@@ -470,9 +478,23 @@ class Keys:
         """HASH reader profile."""
         return f"{self.prefix}:user:{user_id}"
 
-    def user_seen(self, user_id: str) -> str:
+    def reader_state(self, user_id: str) -> str:
+        """Start of a reader's own state keys (read marks, seen coverage, saved stories), ``P:{r<b>}:reader:<id>``
+        with ``b =`` :func:`reader_bucket` ``(user id)``: the reader's keys share one slot (one pipeline, one node)
+        and readers spread over the :data:`READER_BUCKETS` tags like the per-reader models."""
+        return f"{self.prefix}:{{r{reader_bucket(user_id)}}}:reader:{user_id}"
+
+    def reader_read(self, user_id: str) -> str:
+        """HASH story id -> ``"<read time>:<independent reports then>"`` (:mod:`newsflow.storage.reader_state`)."""
+        return self.reader_state(user_id) + ":read"
+
+    def reader_seen(self, user_id: str) -> str:
         """HASH story id -> JSON of the full coverage the signed-in reader last saw (serving web UI)."""
-        return f"{self.prefix}:seen:{user_id}"
+        return self.reader_state(user_id) + ":seen"
+
+    def reader_saved(self, user_id: str) -> str:
+        """ZSET story id -> when the reader saved it (UTC epoch s)."""
+        return self.reader_state(user_id) + ":saved"
 
     # -- accounts (tag {r<b>}: one reader's account keys share a slot, :mod:`newsflow.storage.accounts`) ------
     def account(self, user_id: str) -> str:
@@ -502,7 +524,7 @@ class Keys:
 
     def reader_owned(self, user_id: str) -> list[str]:
         """Every key that holds one reader's data alone (deleted with the account): account, sessions, tokens,
-        sign-in failures, profile, last-seen coverage, precomputed feed. Per-reader model fields and the
+        sign-in failures, profile, read marks, last-seen coverage, saved stories, precomputed feed. Per-reader model fields and the
         active-reader entry live in shared keys and are removed field by field
         (:meth:`newsflow.storage.accounts.AccountStore.delete`)."""
         return [
@@ -511,7 +533,9 @@ class Keys:
             self.account_tokens(user_id),
             self.account_failures(user_id),
             self.user(user_id),
-            self.user_seen(user_id),
+            self.reader_read(user_id),
+            self.reader_seen(user_id),
+            self.reader_saved(user_id),
             self.feed("user", user_id),
             self.feed_page(user_id),
         ]

@@ -34,9 +34,10 @@ FEED_TTL_SECONDS = 300
 TRENDING_KINDS = ("story", "entity", "topic")
 PROFILE_PREFERENCE_FIELDS = ("follow_topics", "follow_sources", "block_topics", "block_sources")
 """Preference fields that are also :class:`UserProfile` attributes (ranking reads them)."""
-EXTRA_PREFERENCE_FIELDS = ("prefer_sources", "dismiss_topics")
+EXTRA_PREFERENCE_FIELDS = ("prefer_sources", "dismiss_topics", "mute_words")
 """Preference fields serving alone reads (:meth:`RankingStore.preference_extras`): outlets whose report
-leads a story's coverage, and inferred interests (topics) the reader removed from For You."""
+leads a story's coverage, inferred interests (topics) the reader removed from For You, and muted words and
+phrases (:mod:`newsflow.core.muting`)."""
 PREFERENCE_FIELDS = PROFILE_PREFERENCE_FIELDS + EXTRA_PREFERENCE_FIELDS
 """Fields of the user hash a reader sets (``/v1/me/preferences``, the web UI); JSON lists."""
 
@@ -173,6 +174,16 @@ def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecor
     )
 
 
+def extras_from_values(values) -> dict[str, frozenset]:
+    """:data:`EXTRA_PREFERENCE_FIELDS` as frozensets from their raw values in that order (an HMGET reply)."""
+    prefer, dismiss, mute = (_json_list(v) for v in values)
+    return {
+        "prefer_sources": frozenset(o for o in (outlet(str(x)) for x in prefer) if o),
+        "dismiss_topics": frozenset(str(x).lower() for x in dismiss),
+        "mute_words": frozenset(str(x) for x in mute if isinstance(x, str)),
+    }
+
+
 def user_from_hash(user_id: str, h: Mapping[bytes, bytes]) -> UserProfile:
     """Builds a :class:`UserProfile` from an HGETALL of ``Keys.user(user_id)`` (an empty hash is a
     new user). Followed and blocked sources become outlets (:func:`newsflow.core.outlets.outlet`), so a
@@ -288,31 +299,9 @@ class RankingStore:
     def preference_extras(self, user_id: str) -> dict[str, frozenset]:
         """The reader's :data:`EXTRA_PREFERENCE_FIELDS` as frozensets (one HMGET); ``prefer_sources`` hold
         outlets (stored hosts are reduced with :func:`newsflow.core.outlets.outlet`), ``dismiss_topics`` lower-case
-        labels; missing or unparsable fields are empty."""
+        labels, ``mute_words`` normalized phrases; missing or unparsable fields are empty."""
         raw = self.client.hmget(self.keys.user(user_id), list(EXTRA_PREFERENCE_FIELDS))
-        prefer, dismiss = (_json_list(v) for v in raw)
-        return {
-            "prefer_sources": frozenset(o for o in (outlet(str(x)) for x in prefer) if o),
-            "dismiss_topics": frozenset(str(x).lower() for x in dismiss),
-        }
-
-    def seen_story(self, user_id: str, story_id: str) -> dict | None:
-        """What the reader last saw of a story's coverage (the JSON object :meth:`mark_seen` stored at
-        ``Keys.user_seen``), or ``None`` (never seen, or unreadable)."""
-        raw = self.client.hget(self.keys.user_seen(user_id), story_id)
-        try:
-            doc = json.loads(raw) if raw is not None else None
-        except ValueError:
-            return None
-        return doc if isinstance(doc, dict) else None
-
-    def mark_seen(self, user_id: str, story_id: str, snapshot: Mapping, ttl_seconds: int = 30 * 86400) -> None:
-        """Stores ``snapshot`` (a JSON-able mapping) as what the reader saw of a story; the reader's whole
-        seen-hash expires ``ttl_seconds`` after their last coverage view."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hset(self.keys.user_seen(user_id), story_id, json.dumps(snapshot, separators=(",", ":"), sort_keys=True))
-        pipe.expire(self.keys.user_seen(user_id), int(ttl_seconds))
-        pipe.execute()
+        return extras_from_values(raw)
 
     def write_preferences(self, user_id: str, prefs: Mapping[str, Iterable[str]]) -> None:
         """Sets some of a reader's :data:`PREFERENCE_FIELDS` (each a JSON list, sorted) in one HSET on

@@ -118,13 +118,13 @@ def _stats(r) -> dict:
     return {k: v["calls"] for k, v in r.info("commandstats").items() if k not in ignored}
 
 
-def test_a_precomputed_feed_is_one_hmget_and_one_get(r, tmp_path):
+def test_a_precomputed_feed_is_one_hmget_one_get_and_the_read_marks(r, tmp_path):
     build_feeds(r, NOW)
     with _client(r, tmp_path, cache_s=60) as c:  # one event loop, as under uvicorn
         first = _get(c, "u-interest")  # warms the shared breaking-set cache and opens the connection
         r.config_resetstat()
         again = _get(c, "u-interest")
-        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1}
+        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1, "cmdstat_hgetall": 1}
         assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
         assert _get(c, "u-interest").status_code == 200
         etag = first.headers["etag"]
@@ -149,7 +149,7 @@ def test_a_reader_asking_again_within_the_read_window_costs_no_round_trip(r, tmp
         assert _stats(r) == {}
         t[0] = 1.0  # the answer is a second old: read again
         later = _get(c, "u-plain")
-        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1}
+        assert _stats(r) == {"cmdstat_hmget": 1, "cmdstat_get": 1, "cmdstat_hgetall": 1}
         assert "s6" not in [s["story_id"] for s in later.json()["stories"]]
         # a preference change through the app is seen by the next request, within the window
         token = sign_token("u-plain", SECRET, NOW, 3600)

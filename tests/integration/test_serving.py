@@ -143,6 +143,10 @@ def test_openapi_lists_every_route(r, tmp_path):
         "/v1/stories/{story_id}",
         "/v1/feed",
         "/v1/me/preferences",
+        "/v1/me/saved",
+        "/v1/me/saved/{story_id}",
+        "/v1/me/read",
+        "/v1/me/read/{story_id}",
         "/v1/events",
         # the sources admin API (serving/admin.py; its own test: tests/integration/test_sources_admin.py)
         "/v1/admin/sources",

@@ -86,7 +86,7 @@ def test_the_app_answers_503_while_redis_is_away_and_recovers_by_itself(tmp_path
         )
         app = create_app(serving_client(f"unix://{sock}"), cfg)
         auth = {"Authorization": "Bearer " + sign_token("someone", SECRET, NOW, 3600)}
-        event = {"events": [{"type": "click", "story_id": "s1"}]}
+        event = {"events": [{"type": "impression", "story_id": "s1"}]}  # a click would mark s1 read
         with serve_in_thread(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as http:
             health = http.get("/healthz")
             assert (health.status_code, health.json()) == (200, {"redis": True})

@@ -38,6 +38,9 @@ def every_key(k: Keys) -> dict[str, str]:
         "story_pattern": k.story_pattern,
         "topic_lambdas": k.topic_lambdas,
         "user": k.user("u1"),
+        "reader_read": k.reader_read("u1"),
+        "reader_seen": k.reader_seen("u1"),
+        "reader_saved": k.reader_saved("u1"),
         "active_users": k.active_users(7),
         "events": k.events(7),
         "events_flushed": k.events_flushed(7),
@@ -192,6 +195,15 @@ def test_parsers_and_pickling():
     with pytest.raises(ValueError):
         k.pool("user", "x")
     assert pickle.loads(pickle.dumps(k)) == k
+
+
+def test_a_readers_state_shares_their_model_bucket_slot_and_readers_spread():
+    k = Keys()
+    b = reader_bucket("u1")
+    assert k.reader_read("u1") == f"nf:{{r{b}}}:reader:u1:read"
+    same = {k.reader_read("u1"), k.reader_seen("u1"), k.reader_saved("u1"), k.model_bucket("interest", "d", b)}
+    assert len({key_slot(key.encode()) for key in same}) == 1
+    assert len({key_slot(k.reader_read(f"u{i}").encode()) for i in range(50)}) > 40
 
 
 def test_reader_models_events_and_active_readers_spread_over_buckets_and_shards():

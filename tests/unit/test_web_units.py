@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from newsflow.schemas import ArticleRecord, UserProfile
+from newsflow.schemas import UserProfile
 from newsflow.serving.pages import coverage_page
 from newsflow.serving.preferences import (
     apply_action,
@@ -25,6 +25,7 @@ from newsflow.serving.web_view import (
     utc_text,
     why_labels,
 )
+from tests.helpers import article_record as _art
 
 T = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
@@ -79,6 +80,7 @@ def test_merge_preferences_replaces_given_fields_and_refuses_conflicts():
         "block_sources": ["reuters.com"],
         "prefer_sources": ["apnews.com"],
         "dismiss_topics": [],
+        "mute_words": [],
     }
     with pytest.raises(ValueError, match="prefer and block"):
         merge_preferences(cur, {"block_sources": ["www.apnews.com"]})
@@ -121,21 +123,6 @@ def test_apply_action_moves_between_follow_and_block():
     for args in bad:
         with pytest.raises(ValueError):
             apply_action(cur, *args)
-
-
-def _art(aid, dom, cid, auth, t):
-    return ArticleRecord(
-        article_id=aid,
-        title=f"title {aid}",
-        url=f"https://{dom}/{aid}",
-        source_domain=dom,
-        source_name=dom,
-        event_time=t,
-        cluster_id=cid,
-        story_id="s1",
-        authority=auth,
-        language="en",
-    )
 
 
 def test_coverage_lead_skips_blocked_outlets():

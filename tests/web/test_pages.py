@@ -11,23 +11,15 @@ import re
 
 import httpx
 import lxml.html
-import pytest
 
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
 from tests.helpers import PASSWORD, populated_app, register_reader
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, STORIES
+from tests.web.conftest import SECRET
 
-SECRET = b"w" * 32
 KEYS = Keys()
-
-
-@pytest.fixture()
-def site(server, tmp_path):
-    with serve_in_thread(populated_app(server, str(tmp_path / "snap"), SECRET, front_page=True)) as port:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
-            yield c
 
 
 def _doc(resp) -> lxml.html.HtmlElement:
@@ -164,6 +156,7 @@ def test_preferences_api(site):
         "block_sources": [],
         "prefer_sources": [],
         "dismiss_topics": [],
+        "mute_words": [],
     }
     put = site.put(
         "/v1/me/preferences",
@@ -238,11 +231,6 @@ def test_json_surfaces_apply_a_bearer_readers_blocks(site):
 def test_prefer_lead_outlet_and_remove_inferred_interest(site):
     _signin(site, "fay")
     csrf = _csrf(site)
-    story = _doc(site.get("/stories/s1"))
-    assert story.xpath("//select[@name='value']/option/@value") == ["a.com", "b.com", "e.com", "f.com", "wire-copy.com"]
-    site.post("/prefs", data={"csrf": csrf, "action": "prefer", "kind": "source", "value": "e.com", "next": "/"})
-    lead = _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='lead-h']//a/@href")[0]
-    assert lead == "https://e.com/a4"  # e.com's independent report leads
     # For You of a cold-start reader: all inferred; remove "world" as an interest from s1's card
     before = _card_ids(_doc(site.get("/for-you")))
     assert {"s1", "s3"} <= set(before)
@@ -258,6 +246,11 @@ def test_prefer_lead_outlet_and_remove_inferred_interest(site):
     # a followed topic places s3 by a follow, not by inference: it comes back
     site.post("/prefs", data={"csrf": csrf, "action": "follow", "kind": "topic", "value": "business", "next": "/"})
     assert "s3" in _card_ids(_doc(site.get("/for-you")))
+    story = _doc(site.get("/stories/s1"))
+    assert story.xpath("//select[@name='value']/option/@value") == ["a.com", "b.com", "e.com", "f.com", "wire-copy.com"]
+    site.post("/prefs", data={"csrf": csrf, "action": "prefer", "kind": "source", "value": "e.com", "next": "/"})
+    lead = _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='lead-h']//a/@href")[0]
+    assert lead == "https://e.com/a4"  # e.com's independent report leads
     prefs = {
         li: [a.text for a in _doc(site.get("/settings")).xpath(f"//section[@aria-labelledby='h-{li}']//li/a")]
         for li in ("prefer_sources", "dismiss_topics", "follow_topics")
