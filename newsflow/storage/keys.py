@@ -524,8 +524,8 @@ class Keys:
 
     def reader_owned(self, user_id: str) -> list[str]:
         """Every key that holds one reader's data alone (deleted with the account): account, sessions, tokens,
-        sign-in failures, profile, read marks, last-seen coverage, saved stories, precomputed feed. Per-reader model fields and the
-        active-reader entry live in shared keys and are removed field by field
+        sign-in failures, profile, read marks, last-seen coverage, saved stories, precomputed feed. Per-reader
+        model fields and the active-reader entry live in shared keys and are removed field by field
         (:meth:`newsflow.storage.accounts.AccountStore.delete`)."""
         return [
             self.account(user_id),

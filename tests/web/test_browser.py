@@ -246,9 +246,8 @@ def test_save_read_marks_and_muting_keyboard_only_without_javascript(browser, ba
     with the keyboard only; then axe-core on the Saved and settings pages as this reader has them."""
     ctx = browser.new_context(java_script_enabled=False, viewport=PHONE)
     page = ctx.new_page()
-    page.goto(base_url + "/signin?next=/topics/business")
-    _tab_to_field(page, "name")
-    page.keyboard.type("gwen")
+    page.goto(base_url + "/register?next=/topics/business")
+    _type_into(page, {"name": "gwen", "password": PASSWORD, "password2": PASSWORD})
     page.keyboard.press("Enter")
     page.wait_for_url("**/topics/business")
     _tab_to(page, "Markets rally")
@@ -265,8 +264,7 @@ def test_save_read_marks_and_muting_keyboard_only_without_javascript(browser, ba
     _enter(page)
     assert _card_ids(page) == [] and page.url.endswith("/saved?hide_read=1")
     page.goto(base_url + "/settings")
-    _tab_to_field(page, "value")  # the first field on the page is the muted-word field
-    page.keyboard.type("Phone")
+    _type_into(page, {"value": "Phone"})  # the first field named "value" on the page is the muted-word field
     _enter(page)  # submits the form, back to /settings
     assert page.locator("section[aria-labelledby='h-mute_words'] li span").all_inner_texts() == ["phone"]
     page.goto(base_url + "/")
