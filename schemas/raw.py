@@ -27,8 +27,8 @@ class RawDocument(NamedTuple):
       etag: the ``ETag`` header ("" when absent), kept for conditional GET.
       last_modified: the ``Last-Modified`` header ("" when absent).
       body: raw response body bytes, undecoded; ``None`` for feed-only documents.
-      title: feed entry title as an HTML fragment (a text title escaped, see
-        ``newsflow.crawler.feeds.FeedEntry``), feed-only or as a hint, else ``None``.
+      title: feed entry title as an HTML fragment (a title the feed marks as text is escaped by the
+        crawl tier's feed parser), feed-only or as a hint, else ``None``.
       summary: feed entry summary/description, else ``None``.
       published_time: feed entry publish time, UTC epoch seconds, else ``None``.
       source_name: human name of the publisher ("Reuters"), else ``None``.

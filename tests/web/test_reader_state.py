@@ -10,6 +10,7 @@ import lxml.html
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feed_page import drop_user_feed
 from newsflow.storage.keys import Keys, reader_bucket
+from tests.helpers import register_reader
 from tests.integration.ranking_data import NOW, STORIES
 from tests.web.conftest import SECRET
 
@@ -167,8 +168,8 @@ def _doc(resp) -> lxml.html.HtmlElement:
 
 
 def _signin(c: httpx.Client, name: str) -> str:
-    token = _doc(c.get("/signin")).xpath("//form[@action='/signin']/input[@name='csrf']/@value")[0]
-    assert c.post("/signin", data={"csrf": token, "name": name, "next": "/"}).status_code == 303
+    """Registers ``name`` on the web (the client keeps the session) and returns the settings page's CSRF token."""
+    assert register_reader(c, name).status_code == 303
     return _doc(c.get("/settings")).xpath("//input[@name='csrf']/@value")[0]
 
 
