@@ -60,6 +60,7 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,6 +209,8 @@ class Api:
         self.redis_url = async_url(client)  # the asyncio client's server (None: thread pool only)
         self.aredis = None  # the redis.asyncio client while the app's lifespan runs
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
+        self._names_lock = threading.Lock()
+        self._names: dict[str, tuple[float, list[str]]] = {}
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
@@ -217,6 +220,33 @@ class Api:
         self.breaker.mark_down()
 
     # -- helpers ------------------------------------------------------------------------
+    def feed_names(self, kind: str) -> list[str]:
+        """Edition or topic names that have a precomputed feed, sorted (a SCAN, cached for 30 s); with Redis
+        unreachable, the names of the snapshotted feeds of that kind."""
+        with self._names_lock:
+            hit = self._names.get(kind)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        names: set[str] = set()
+        try:
+            self._guard()
+            keys = self.store.keys
+            for key in self.store.client.scan_iter(match=keys.feed_pattern(kind), count=500):
+                name = keys.feed_name_of(kind, key)
+                if name:
+                    names.add(name)
+        except REDIS_ERRORS:
+            self._mark_down()
+            names = {n.split(":", 1)[1] for n in self.snapshots.names() if n.startswith(kind + ":")}
+        out = sorted(names)
+        with self._names_lock:
+            self._names[kind] = (time.monotonic() + 30.0, out)
+        return out
+
+    def editions(self) -> list[str]:
+        """The editions a reader can ask for: ``global`` and every language with a precomputed feed."""
+        return sorted(set(self.feed_names("edition")) | {GLOBAL_EDITION})
+
     def _limit(self, request: Request) -> int:
         raw = request.query_params.get("limit")
         if raw is None:
@@ -225,8 +255,14 @@ class Api:
             raise ApiError(400, "bad_parameter", f"limit must be an integer in [1, {MAX_LIMIT}], got {raw!r}")
         return int(raw)
 
-    @staticmethod
-    def _edition(request: Request, default: str = GLOBAL_EDITION) -> str:
+    def _edition(self, request: Request, default: str = GLOBAL_EDITION) -> str:
+        """The ``edition`` parameter, lower case (``default`` when absent).
+
+        Raises:
+          ApiError: 400 when it is not ``global`` or a language code, or names no edition (an edition
+            exists when the ranker has built its feed, :meth:`editions`; the message lists them). With no
+            edition known at all (Redis down and nothing snapshotted) any well-formed code passes.
+        """
         raw = request.query_params.get("edition")
         if raw is None or raw == "":
             return default
@@ -237,6 +273,9 @@ class Api:
                 "bad_parameter",
                 f"edition must be 'global' or a language code like 'en' or 'en-us', got {echo(raw)}",
             )
+        valid = self.editions()
+        if ed not in valid and len(valid) > 1:
+            raise ApiError(400, "unknown_edition", f"no edition {ed!r}; editions: {', '.join(valid)}")
         return ed
 
     def _respond(

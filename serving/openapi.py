@@ -19,7 +19,8 @@ LIMIT = _q("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default":
 EDITION = _q(
     "edition",
     {"type": "string", "pattern": r"^(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)$", "default": "global"},
-    "edition: 'global' or a language code such as 'en'",
+    "edition: 'global' or a language code such as 'en' that has a feed (another code is 400 `unknown_edition`, "
+    "its message lists the editions)",
 )
 ERR = {"$ref": "#/components/responses/Error"}
 STALE = {

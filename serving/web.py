@@ -121,7 +121,6 @@ class Web:
         self.env = templates()
         self.secret = api.config.token_secret
         self._names_lock = threading.Lock()
-        self._names: dict[str, tuple[float, list[str]]] = {}
         self._memos: dict[str, tuple[float, object]] = {}
 
     # -- readers ------------------------------------------------------------------------
@@ -237,25 +236,8 @@ class Web:
 
     # -- data -----------------------------------------------------------------------------
     def _names_of(self, kind: str) -> list[str]:
-        """Edition or topic names that have a precomputed feed (a SCAN, cached for 30 s)."""
-        with self._names_lock:
-            hit = self._names.get(kind)
-        if hit and hit[0] > time.monotonic():
-            return hit[1]
-        names: set[str] = set()
-        try:
-            self.api._guard()
-            keys = self.api.store.keys
-            for key in self.api.store.client.scan_iter(match=keys.feed_pattern(kind), count=500):
-                name = keys.feed_name_of(kind, key)
-                if name:
-                    names.add(name)
-        except REDIS_ERRORS:
-            self.api._mark_down()
-        out = sorted(names)
-        with self._names_lock:
-            self._names[kind] = (time.monotonic() + 30.0, out)
-        return out
+        """Edition or topic names that have a precomputed feed (:meth:`Api.feed_names`)."""
+        return self.api.feed_names(kind)
 
     def _memo(self, key: str, build):
         """``build()``, kept in-process for ``local_cache_seconds`` (shared by every reader; 0 disables):
@@ -321,7 +303,7 @@ class Web:
             return {
                 "title": "Top stories",
                 "edition": edition,
-                "editions": sorted(set(self._names_of("edition")) | {GLOBAL_EDITION, edition}),
+                "editions": self.api.editions(),
                 "stories": without_blocked(stories, profile) if profile else stories,
                 "hidden": len(stories) - len(without_blocked(stories, profile)) if profile else 0,
                 "breaking": self._breaking(profile),
