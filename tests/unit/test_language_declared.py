@@ -108,7 +108,8 @@ def test_outlet_languages_population_is_the_share_of_registered_outlets():
 
 def test_an_english_outlet_mix_keeps_short_english_headlines_english(lid):
     prior = OutletLanguages(ENGLISH_TABLE).prior()
-    italian_looking = "'True Detective's' predictable, simplistic finale"  # a bundled aggregator headline; lid.176 alone: "it"
+    # a bundled aggregator headline; lid.176 alone: "it"
+    italian_looking = "'True Detective's' predictable, simplistic finale"
     assert lid.detect(italian_looking)[0] == "it"
     assert lid.detect(italian_looking, prior=prior)[0] == "en"
     assert lid.detect(LNG)[0] == "zh"
