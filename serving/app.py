@@ -2,10 +2,11 @@
 
 Endpoints (all JSON; schema at ``GET /openapi.json``):
 
-* ``GET /v1/top?edition=&limit=`` — the edition's precomputed feed (``global`` by default);
+* ``GET /v1/top?edition=&limit=&cursor=`` — the edition's precomputed feed (``global`` by default), a page
+  at a time: ``next_cursor`` of an answer is the ``cursor`` of the next page (:mod:`newsflow.serving.paging`);
   on ``/v1/top``, ``/v1/topics/{topic}`` and ``/v1/trending`` an optional bearer token of a reader who
   blocks topics or outlets removes those stories (answered ``private``);
-* ``GET /v1/topics/{topic}?limit=`` — a topic's precomputed feed;
+* ``GET /v1/topics/{topic}?limit=&cursor=`` — a topic's precomputed feed, paged the same way;
 * ``GET /v1/trending?limit=`` — latest trending stories/entities/topics and the breaking set;
 * ``GET /v1/stories/{story_id}`` — full coverage: every source, independent reports
   (near-duplicate groups) apart from their syndicated copies;
@@ -74,6 +75,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
+from newsflow.core.ranking.front_page import TRENDING_LOOKBACK_S, entity_chips, trending_stories
 from newsflow.core.ranking.rerank import without_blocked
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.schemas import UserProfile
@@ -93,6 +95,7 @@ from newsflow.serving.http_cache import (
 from newsflow.serving.metrics import MetricsMiddleware, metrics_route
 from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
+from newsflow.serving.paging import BadCursor, Cursor, decode_cursor
 from newsflow.serving.personal import PersonalFeeds
 from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
 from newsflow.serving.resilience import (
@@ -247,6 +250,18 @@ class Api:
         """The editions a reader can ask for: ``global`` and every language with a precomputed feed."""
         return sorted(set(self.feed_names("edition")) | {GLOBAL_EDITION})
 
+    @staticmethod
+    def _cursor(request: Request) -> Cursor | None:
+        """The ``cursor`` parameter (:mod:`newsflow.serving.paging`).
+
+        Raises:
+          ApiError: 400 ``bad_cursor`` when it is not a cursor this server issued.
+        """
+        try:
+            return decode_cursor(request.query_params.get("cursor"))
+        except BadCursor as e:
+            raise ApiError(400, "bad_cursor", str(e)) from None
+
     def _limit(self, request: Request) -> int:
         raw = request.query_params.get("limit")
         if raw is None:
@@ -354,10 +369,15 @@ class Api:
         )
 
     def _top_key(self, request: Request) -> str:
-        return f"top|{self._edition(request)}|{self._limit(request)}"
+        return f"top|{self._edition(request)}|{self._limit(request)}|{self._cursor_key(request)}"
 
     def _topic_key(self, request: Request) -> str:
-        return f"topic|{self._topic_param(request)}|{self._limit(request)}"
+        return f"topic|{self._topic_param(request)}|{self._limit(request)}|{self._cursor_key(request)}"
+
+    def _cursor_key(self, request: Request) -> str:
+        """The validated cursor as a cache-key part (``""`` for the first page)."""
+        cursor = self._cursor(request)
+        return "" if cursor is None else f"{cursor.offset}:{cursor.last_id}"
 
     def _trending_key(self, request: Request) -> str:
         return f"trending|{self._limit(request)}"
@@ -371,14 +391,14 @@ class Api:
 
     # -- handlers -----------------------------------------------------------------------
     def top(self, request: Request) -> Response:
-        edition, limit = self._edition(request), self._limit(request)
+        edition, limit, cursor = self._edition(request), self._limit(request), self._cursor(request)
 
         def build(conditional: bool = True) -> Response:
             name = f"edition:{edition}"
             doc, stale = self._feed_with_fallback(
                 name, self.store.keys.feed("edition", edition), f"edition:{GLOBAL_EDITION}"
             )
-            page = feed_page("edition", edition, doc, limit, stale)
+            page = feed_page("edition", edition, doc, limit, stale, cursor)
             return self._respond(request, page, "public", stale, conditional)
 
         profile = self._reader_blocks(request)
@@ -399,7 +419,7 @@ class Api:
         except ValueError as e:
             raise ApiError(400, "bad_parameter", str(e)) from None
 
-    def topic_feed(self, topic: str, limit: int) -> tuple[dict, str]:
+    def topic_feed(self, topic: str, limit: int, cursor: Cursor | None = None) -> tuple[dict, str]:
         """A topic's feed page and its stale reason (:func:`newsflow.serving.pages.topic_feed_state`), shared by
         ``/v1/topics/{topic}`` and the web's topic page.
 
@@ -411,15 +431,15 @@ class Api:
         if state == "unknown":
             raise UnknownTopic(topic)
         stale = "" if state == "empty" else stale
-        return feed_page("topic", topic, doc, limit, stale), stale
+        return feed_page("topic", topic, doc, limit, stale, cursor), stale
 
     def topic(self, request: Request) -> Response:
         topic = self._topic_param(request)
-        limit = self._limit(request)
+        limit, cursor = self._limit(request), self._cursor(request)
 
         def build(conditional: bool = True) -> Response:
             try:
-                page, stale = self.topic_feed(topic, limit)
+                page, stale = self.topic_feed(topic, limit, cursor)
             except UnknownTopic as e:
                 raise ApiError(404, "not_found", str(e)) from None
             return self._respond(request, page, "public", stale, conditional)
@@ -429,6 +449,30 @@ class Api:
             return self._without_blocked(request, build(False), profile)
         return self._cached(request, self._topic_key(request), build)
 
+    def trending_parts(self, now: float, limit: int) -> tuple[float | None, list, list, list]:
+        """``(latest window end, [(StoryRecord, new articles)], entity chips, [(topic, new articles)])`` at
+        ``now``: :func:`newsflow.core.ranking.front_page.trending_stories` over the windows of the last
+        ``TRENDING_LOOKBACK_S``, newest first, read until ``limit`` stories are listed; the chips of the
+        latest entity window (:func:`~newsflow.core.ranking.front_page.entity_chips`). Redis errors propagate."""
+        ends = self.store.recent_windows("story", now, now - TRENDING_LOOKBACK_S)
+        windows: list[list[tuple[str, int]]] = []
+        recs: dict = {}
+        stories: list = []
+        for end in ends:
+            rows = self.store.window_rows("story", end, 4 * limit)
+            windows.append(rows)
+            missing = [sid for sid, _ in rows if sid not in recs]
+            while missing:
+                got = [r for r in self.store.get_stories(missing) if r is not None]
+                recs.update({r.story_id: r for r in got})
+                missing = [r.merged_into for r in got if r.merged_into and r.merged_into not in recs]
+            stories = trending_stories(windows, recs, k=limit)
+            if len(stories) >= limit:
+                break
+        _, entity_rows = self.store.latest_trending("entity", 10 * limit, now)
+        _, topic_rows = self.store.latest_trending("topic", limit, now)
+        return (ends[0] if ends else None), stories, entity_chips(entity_rows, limit), topic_rows
+
     def trending(self, request: Request) -> Response:
         limit = self._limit(request)
 
@@ -436,12 +480,9 @@ class Api:
             now = self._ranking_now()
             try:
                 self._guard()
-                end, story_rows = self.store.latest_trending("story", limit, now)
-                _, entity_rows = self.store.latest_trending("entity", limit, now)
-                _, topic_rows = self.store.latest_trending("topic", limit, now)
-                breaking = self.store.breaking(now)
-                ids = [sid for sid, _ in story_rows] + [b for b in breaking if b not in dict(story_rows)]
-                recs = {s.story_id: s for s in self.store.get_stories(ids) if s is not None}
+                end, stories, chips, topic_rows = self.trending_parts(now, limit)
+                breaking, _ = self._breaking_items(now)
+                recs = {s.story_id: s for s in self.store.get_stories(list(breaking)) if s is not None}
             except REDIS_ERRORS as e:
                 self._mark_down()
                 log.warning("redis unavailable for trending: %s", e)
@@ -453,7 +494,7 @@ class Api:
                     "breaking": [],
                 }
                 return self._respond(request, dict(doc, stale=True), "public", "redis-unavailable", conditional)
-            doc = trending_page(end, story_rows, entity_rows, topic_rows, breaking, recs)
+            doc = trending_page(end, stories, chips, topic_rows, breaking, recs)
             self.snapshots.put("trending", dict(doc, generated_at=end))
             return self._respond(request, dict(doc, stale=False), "public", "", conditional)
 

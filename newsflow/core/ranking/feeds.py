@@ -24,6 +24,7 @@ import numpy as np
 
 from newsflow.core.outlets import outlet
 from newsflow.core.ranking.article_type import story_article_type
+from newsflow.core.ranking.coverage import breadth, independent_outlets
 from newsflow.core.ranking.decay import decay_scores, lambda_for
 from newsflow.core.ranking.mmr import (
     DEFAULT_ALPHA,
@@ -44,7 +45,10 @@ class FeedConfig:
     """Feed-building knobs.
 
     Attributes:
-      k: stories per public feed (top-k after MMR).
+      k: stories per page of a public feed (MMR picks a page at a time, each page with its own
+        per-outlet cap, so page 1 is the top-k).
+      depth: stories kept in a public feed, pages of ``k`` (a reader pages through them with a cursor,
+        :mod:`newsflow.serving.paging`); the pool's size, so a feed holds every story of its pool.
       user_k: stories kept in a precomputed personal feed (more than served, so the
         on-request re-rank can drop blocked/capped ones and still fill a page).
       alpha: MMR relevance weight, 0.5–0.9.
@@ -57,6 +61,7 @@ class FeedConfig:
     """
 
     k: int = 20
+    depth: int = POOL_SIZE
     user_k: int = 60
     alpha: float = DEFAULT_ALPHA
     source_cap: int = DEFAULT_SOURCE_CAP
@@ -71,7 +76,9 @@ class Candidates:
 
     Attributes:
       stories: list of :class:`StoryRecord` (length n).
-      scores: float64 (n,) decayed scores at ``now``.
+      scores: float64 (n,) scores at ``now``: authority × e^(−λ·age_hours) × coverage breadth
+        (:mod:`newsflow.core.ranking.coverage`).
+      breadth: float64 (n,) the coverage-breadth factors in ``scores``.
       lambdas: float64 (n,) decay rates used (1/hours): per topic and article type
         (:func:`newsflow.core.ranking.decay.lambda_for`).
       velocity: float64 (n,) new articles in the latest trending window.
@@ -102,13 +109,17 @@ class Candidates:
             ],
             dtype=np.float64,
         )
-        self.scores = decay_scores(
+        self.velocity = np.array([float(velocity.get(s.story_id, 0)) for s in self.stories])
+        self.breadth = breadth(
+            np.array([independent_outlets(s.source_count, s.independent_count) for s in self.stories]),
+            self.velocity,
+        )
+        self.scores = self.breadth * decay_scores(
             np.array([s.authority for s in self.stories], dtype=np.float64),
             np.array([s.earliest_time for s in self.stories], dtype=np.float64),
             now,
             self.lambdas,
         )
-        self.velocity = np.array([float(velocity.get(s.story_id, 0)) for s in self.stories])
         emb = np.zeros((n, EMBEDDING_DIM), dtype=np.float32)
         for i, s in enumerate(self.stories):
             if s.embedding is not None:
@@ -177,6 +188,30 @@ def rank(
     return [cands.item(int(idx[p]), float(relevance[idx[p]])) for p in picks]
 
 
+def rank_pages(
+    cands: Candidates,
+    relevance: np.ndarray,
+    k: int,
+    depth: int,
+    alpha: float,
+    source_cap: int,
+    exclude: np.ndarray | None = None,
+) -> list[dict]:
+    """Pages of :func:`rank`: MMR picks ``k`` items, then ``k`` more among the rest (each page capped at
+    ``source_cap`` per outlet on its own, and diverse within itself), until ``depth`` items or no candidate
+    is left. The first page is :func:`rank`'s top-``k``."""
+    out: list[dict] = []
+    mask = np.zeros(len(cands), dtype=bool) if exclude is None else exclude.copy()
+    pos = {s.story_id: i for i, s in enumerate(cands.stories)}
+    while len(out) < depth:
+        items = rank(cands, relevance, min(k, depth - len(out)), alpha, source_cap, exclude=mask)
+        if not items:
+            break
+        out += items
+        mask[[pos[it["story_id"]] for it in items]] = True
+    return out
+
+
 def feed_doc(kind: str, name: str, now: float, alpha: float, items: list[dict]) -> dict:
     """The stored feed document."""
     return {"kind": kind, "name": name, "generated_at": float(now), "alpha": float(alpha), "stories": items}
@@ -207,7 +242,7 @@ def build_public_feeds(
     now: float,
     config: FeedConfig = FeedConfig(),
 ) -> dict[tuple[str, str], dict]:
-    """One MMR feed per pool: ``{(kind, name): feed document}``."""
+    """One MMR feed per pool, :func:`rank_pages` deep: ``{(kind, name): feed document}``."""
     pos = {s.story_id: i for i, s in enumerate(cands.stories)}
     out = {}
     for (kind, name), members in pools.items():
@@ -216,6 +251,6 @@ def build_public_feeds(
         exclude[idx] = False
         rel = np.zeros(len(cands))
         rel[idx] = public_relevance(cands.scores[idx])
-        items = rank(cands, rel, config.k, config.alpha, config.source_cap, exclude=exclude)
+        items = rank_pages(cands, rel, config.k, config.depth, config.alpha, config.source_cap, exclude=exclude)
         out[(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
     return out
