@@ -71,6 +71,21 @@ class FeedConfig:
     follow_extra: int = 100
 
 
+CAP_EXEMPT_OUTLETS = 10
+"""A story with at least this many independent outlets (:func:`newsflow.core.ranking.coverage.independent_outlets`)
+is exempt from the per-outlet cap. The cap (``DESIGN.md``: 2 per source domain) keeps one outlet's own stories
+from filling a page; a story ten outlets report on their own is not its lead outlet's story (its lead is only
+the highest-authority report, so wire services lead most wide stories). On the demo at its replay clock the cap
+by lead outlet kept 4 of the 10 widest stories of the last 6 hours off the first page (Reuters and the LA
+Times led two wider ones each); exempt from 10 outlets, all 10 are on it."""
+
+
+def cap_key(story_id: str, domain: str, outlets: int) -> str:
+    """The per-outlet cap's key of a story: its lead outlet, or ``"story:<id>"`` (a key of its own) when it has
+    at least :data:`CAP_EXEMPT_OUTLETS` independent outlets."""
+    return f"story:{story_id}" if outlets >= CAP_EXEMPT_OUTLETS else outlet(domain)
+
+
 class Candidates:
     """Column view of candidate stories for vectorized ranking.
 
@@ -85,7 +100,9 @@ class Candidates:
       embeddings: float32 (n, 128) unit rows (zero rows for a missing embedding).
       breaking: bool (n,).
       sources: the outlet (:func:`newsflow.core.outlets.outlet`) of each representative domain, the key of
-        the per-source cap, follows and blocks.
+        follows and blocks.
+      cap_keys: the key of the per-source cap (:func:`cap_key`): the outlet, or the story itself for a
+        widely covered one.
       topics: each story's topic labels.
     """
 
@@ -125,8 +142,13 @@ class Candidates:
             if s.embedding is not None:
                 emb[i] = s.embedding
         self.embeddings = normalize_rows(emb) if n else emb
-        # the outlet (registrable domain), not the host: uk.reuters.com and in.reuters.com share one cap
+        # the outlet (registrable domain), not the host: uk.reuters.com and in.reuters.com share one cap;
+        # a widely covered story is nobody's own and counts against no outlet's cap (cap_key)
         self.sources = [outlet(s.domain) for s in self.stories]
+        self.cap_keys = [
+            cap_key(s.story_id, s.domain, independent_outlets(s.source_count, s.independent_count))
+            for s in self.stories
+        ]
         self.topics = [s.topics for s in self.stories]
 
     def __len__(self) -> int:
@@ -179,7 +201,7 @@ def rank(
     picks = mmr_select(
         relevance[idx],
         cands.embeddings[idx],
-        [cands.sources[i] for i in idx],
+        [cands.cap_keys[i] for i in idx],
         k=k,
         alpha=alpha,
         source_cap=source_cap,
