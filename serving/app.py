@@ -214,6 +214,7 @@ class Api:
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
         self._names_lock = threading.Lock()
         self._names: dict[str, tuple[float, list[str]]] = {}
+        self._names_known: dict[str, bool] = {}  # whether the names came from Redis or a snapshot
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
@@ -224,8 +225,8 @@ class Api:
 
     # -- helpers ------------------------------------------------------------------------
     def feed_names(self, kind: str) -> list[str]:
-        """Edition or topic names that have a precomputed feed, sorted (a SCAN, cached for 30 s); with Redis
-        unreachable, the names of the snapshotted feeds of that kind."""
+        """Edition or topic names that have a precomputed feed or a snapshot of one, sorted (a SCAN, cached for
+        30 s)."""
         with self._names_lock:
             hit = self._names.get(kind)
         if hit and hit[0] > time.monotonic():
@@ -238,12 +239,17 @@ class Api:
                 name = keys.feed_name_of(kind, key)
                 if name:
                     names.add(name)
+            known = True
         except REDIS_ERRORS:
             self._mark_down()
-            names = {n.split(":", 1)[1] for n in self.snapshots.names() if n.startswith(kind + ":")}
+            known = False
+        # a feed with a last good copy exists too (served stale while its key is missing or Redis is down)
+        names |= {n.split(":", 1)[1] for n in self.snapshots.names() if n.startswith(kind + ":")}
+        known = known or bool(names)
         out = sorted(names)
         with self._names_lock:
             self._names[kind] = (time.monotonic() + 30.0, out)
+            self._names_known[kind] = known
         return out
 
     def editions(self) -> list[str]:
@@ -276,7 +282,8 @@ class Api:
         Raises:
           ApiError: 400 when it is not ``global`` or a language code, or names no edition (an edition
             exists when the ranker has built its feed, :meth:`editions`; the message lists them). With no
-            edition known at all (Redis down and nothing snapshotted) any well-formed code passes.
+            edition known at all (Redis down and nothing snapshotted) any well-formed code passes (and is
+            served the global snapshot, marked stale).
         """
         raw = request.query_params.get("edition")
         if raw is None or raw == "":
@@ -289,7 +296,7 @@ class Api:
                 f"edition must be 'global' or a language code like 'en' or 'en-us', got {echo(raw)}",
             )
         valid = self.editions()
-        if ed not in valid and len(valid) > 1:
+        if ed not in valid and self._names_known.get("edition", True):
             raise ApiError(400, "unknown_edition", f"no edition {ed!r}; editions: {', '.join(valid)}")
         return ed
 
