@@ -212,10 +212,9 @@ class Web:
     def _home_key(self, request: Request) -> str:
         return f"home|{self.api._edition(request)}|{self.api._cursor_key(request)}"
 
-    @staticmethod
-    def _topic_key(request: Request) -> str | None:
+    def _topic_key(self, request: Request) -> str | None:
         try:
-            return f"topic|{normalize_topic(request.path_params['topic'])}"
+            return f"topic|{normalize_topic(request.path_params['topic'])}|{self.api._cursor_key(request)}"
         except ValueError:
             return None
 
@@ -378,10 +377,14 @@ class Web:
         except ValueError as e:
             raise PageError(400, "Not a topic", str(e)) from None
         limit = self.api.config.default_limit
+        cursor = self.api._cursor(request)
+        at = "" if cursor is None else f"{cursor.offset}:{cursor.last_id}"
 
         def build(profile):
             try:
-                page, stale = self._memo(f"topic|{topic}|{limit}", lambda: self.api.topic_feed(topic, limit))
+                page, stale = self._memo(
+                    f"topic|{topic}|{limit}|{at}", lambda: self.api.topic_feed(topic, limit, cursor)
+                )
             except UnknownTopic as e:
                 raise PageError(404, "Topic not found", str(e)) from None
             stories = page["stories"]
@@ -391,6 +394,7 @@ class Web:
                 "topic": topic,
                 "blocked_topic": blocked_topic,
                 "stories": [] if blocked_topic else (without_blocked(stories, profile) if profile else stories),
+                "next_cursor": None if blocked_topic else page["next_cursor"],
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }

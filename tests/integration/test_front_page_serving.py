@@ -75,6 +75,14 @@ def test_top_pages_beyond_20_with_a_cursor(client):
     cards = [a.get("href").rsplit("/", 1)[1] for a in page2.xpath("//ol[@class='cards']//article/h3/a")]
     assert cards == _ids(client.get("/v1/top", params={"cursor": first["next_cursor"]}).json())
     assert client.get("/?cursor=nope").status_code == 400
+    # a topic page pages the same way
+    topic = client.get("/v1/topics/world").json()
+    doc = lxml.html.fromstring(client.get("/topics/world").text)
+    assert doc.xpath("//a[@rel='next']/@href") == ["/topics/world?cursor=" + topic["next_cursor"]]
+    page2 = lxml.html.fromstring(client.get("/topics/world?cursor=" + topic["next_cursor"]).text)
+    cards = [a.get("href").rsplit("/", 1)[1] for a in page2.xpath("//ol[@class='cards']//article/h3/a")]
+    assert cards == _ids(client.get("/v1/topics/world", params={"cursor": topic["next_cursor"]}).json())
+    assert not set(cards) & set(_ids(topic))
 
 
 def test_trending_lists_ten_two_per_outlet_and_chips_link_to_entity_pages(client):
