@@ -27,7 +27,7 @@ import numpy as np
 
 W_OUTLETS = 0.6
 """Weight of ``ln(independent outlets)``. Measured on the demo (``newsflow demo``, 201 live stories at its
-replay clock; the script is in the issue-32 report) with the cap exemption of
+replay clock; ``python -m benchmarks.front_page [--no-evergreen-topics]``) with the cap exemption of
 :data:`newsflow.core.ranking.feeds.CAP_EXEMPT_OUTLETS`: without breadth, 2 of ``/v1/top``'s first 20 are
 single-source and 8 of the 10 stories with the most independent outlets in the replay's last 6 hours are in
 them; with any weight from 0.3 to 1.0 (0.3, 0.45, 0.6, 0.8, 1.0 tried), 0 single-source and the same 8 (the
