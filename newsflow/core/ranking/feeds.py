@@ -77,8 +77,8 @@ is exempt from the per-outlet cap. The cap (``DESIGN.md``: 2 per source domain) 
 from filling a page; a story ten outlets report on their own is not its lead outlet's story (its lead is only
 the highest-authority report, so wire services lead most wide stories). On the demo at its replay clock, with
 coverage breadth, capping by lead outlet kept 4 of the 10 widest stories of the last 6 hours off the first
-page (Reuters, the LA Times and the Washington Post led two wider ones each), and the exemption brings 2 back, all 4 once
-the evergreen article-type labels leave the topics (``python -m benchmarks.front_page``)."""
+page (Reuters, the LA Times and the Washington Post led two wider ones each); the exemption brings 2 back, all
+4 once the evergreen article-type labels leave the topics (``python -m benchmarks.front_page``)."""
 
 
 def cap_key(story_id: str, domain: str, outlets: int) -> str:
