@@ -2,10 +2,11 @@
 
 Endpoints (all JSON; schema at ``GET /openapi.json``):
 
-* ``GET /v1/top?edition=&limit=`` — the edition's precomputed feed (``global`` by default);
+* ``GET /v1/top?edition=&limit=&cursor=`` — the edition's precomputed feed (``global`` by default), a page
+  at a time: ``next_cursor`` of an answer is the ``cursor`` of the next page (:mod:`newsflow.serving.paging`);
   on ``/v1/top``, ``/v1/topics/{topic}`` and ``/v1/trending`` an optional bearer token of a reader who
   blocks topics or outlets removes those stories (answered ``private``);
-* ``GET /v1/topics/{topic}?limit=`` — a topic's precomputed feed;
+* ``GET /v1/topics/{topic}?limit=&cursor=`` — a topic's precomputed feed, paged the same way;
 * ``GET /v1/trending?limit=`` — latest trending stories/entities/topics and the breaking set;
 * ``GET /v1/stories/{story_id}`` — full coverage: every source, independent reports
   (near-duplicate groups) apart from their syndicated copies;
@@ -75,6 +76,7 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,6 +91,7 @@ from starlette.routing import Match, Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
+from newsflow.core.ranking.front_page import TRENDING_LOOKBACK_S, entity_chips, trending_stories
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.admin import admin_mount
 from newsflow.serving.http_body import BodyTooLarge, read_capped
@@ -107,6 +110,7 @@ from newsflow.serving.me import mark_read_now, me_routes, personal_coverage
 from newsflow.serving.metrics import MetricsMiddleware, metrics_route
 from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
+from newsflow.serving.paging import BadCursor, Cursor, decode_cursor
 from newsflow.serving.personal import PersonalFeeds
 from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
 from newsflow.serving.reader_view import ReaderView, hide_read_param
@@ -249,6 +253,9 @@ class Api:
         self.redis_url = async_url(client)  # the asyncio client's server (None: thread pool only)
         self.aredis = None  # the redis.asyncio client while the app's lifespan runs
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
+        self._names_lock = threading.Lock()
+        self._names: dict[str, tuple[float, list[str]]] = {}
+        self._names_known: dict[str, bool] = {}  # whether the names came from Redis or a snapshot
 
     # -- circuit breaker: one failed call makes the next ones fail fast for a while ------
     def _guard(self) -> None:
@@ -258,6 +265,50 @@ class Api:
         self.breaker.mark_down()
 
     # -- helpers ------------------------------------------------------------------------
+    def feed_names(self, kind: str) -> list[str]:
+        """Edition or topic names that have a precomputed feed or a snapshot of one, sorted (a SCAN, cached for
+        30 s)."""
+        with self._names_lock:
+            hit = self._names.get(kind)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        names: set[str] = set()
+        try:
+            self._guard()
+            keys = self.store.keys
+            for key in self.store.client.scan_iter(match=keys.feed_pattern(kind), count=500):
+                name = keys.feed_name_of(kind, key)
+                if name:
+                    names.add(name)
+            known = True
+        except REDIS_ERRORS:
+            self._mark_down()
+            known = False
+        # a feed with a last good copy exists too (served stale while its key is missing or Redis is down)
+        names |= {n.split(":", 1)[1] for n in self.snapshots.names() if n.startswith(kind + ":")}
+        known = known or bool(names)
+        out = sorted(names)
+        with self._names_lock:
+            self._names[kind] = (time.monotonic() + 30.0, out)
+            self._names_known[kind] = known
+        return out
+
+    def editions(self) -> list[str]:
+        """The editions a reader can ask for: ``global`` and every language with a precomputed feed."""
+        return sorted(set(self.feed_names("edition")) | {GLOBAL_EDITION})
+
+    @staticmethod
+    def _cursor(request: Request) -> Cursor | None:
+        """The ``cursor`` parameter (:mod:`newsflow.serving.paging`).
+
+        Raises:
+          ApiError: 400 ``bad_cursor`` when it is not a cursor this server issued.
+        """
+        try:
+            return decode_cursor(request.query_params.get("cursor"))
+        except BadCursor as e:
+            raise ApiError(400, "bad_cursor", str(e)) from None
+
     def _limit(self, request: Request) -> int:
         raw = request.query_params.get("limit")
         if raw is None:
@@ -266,8 +317,15 @@ class Api:
             raise ApiError(400, "bad_parameter", f"limit must be an integer in [1, {MAX_LIMIT}], got {raw!r}")
         return int(raw)
 
-    @staticmethod
-    def _edition(request: Request, default: str = GLOBAL_EDITION) -> str:
+    def _edition(self, request: Request, default: str = GLOBAL_EDITION) -> str:
+        """The ``edition`` parameter, lower case (``default`` when absent).
+
+        Raises:
+          ApiError: 400 when it is not ``global`` or a language code, or names no edition (an edition
+            exists when the ranker has built its feed, :meth:`editions`; the message lists them). With no
+            edition known at all (Redis down and nothing snapshotted) any well-formed code passes (and is
+            served the global snapshot, marked stale).
+        """
         raw = request.query_params.get("edition")
         if raw is None or raw == "":
             return default
@@ -278,6 +336,9 @@ class Api:
                 "bad_parameter",
                 f"edition must be 'global' or a language code like 'en' or 'en-us', got {echo(raw)}",
             )
+        valid = self.editions()
+        if ed not in valid and self._names_known.get("edition", True):
+            raise ApiError(400, "unknown_edition", f"no edition {ed!r}; editions: {', '.join(valid)}")
         return ed
 
     def _respond(
@@ -424,10 +485,15 @@ class Api:
         )
 
     def _top_key(self, request: Request) -> str:  # ?hide_read= only matters with a token (never cached)
-        return f"top|{self._edition(request)}|{self._limit(request)}"
+        return f"top|{self._edition(request)}|{self._limit(request)}|{self._cursor_key(request)}"
 
     def _topic_key(self, request: Request) -> str:
-        return f"topic|{self._topic_param(request)}|{self._limit(request)}"
+        return f"topic|{self._topic_param(request)}|{self._limit(request)}|{self._cursor_key(request)}"
+
+    def _cursor_key(self, request: Request) -> str:
+        """The validated cursor as a cache-key part (``""`` for the first page)."""
+        cursor = self._cursor(request)
+        return "" if cursor is None else f"{cursor.offset}:{cursor.last_id}"
 
     def _trending_key(self, request: Request) -> str:
         return f"trending|{self._limit(request)}"
@@ -441,14 +507,14 @@ class Api:
 
     # -- handlers -----------------------------------------------------------------------
     def top(self, request: Request) -> Response:
-        edition, limit = self._edition(request), self._limit(request)
+        edition, limit, cursor = self._edition(request), self._limit(request), self._cursor(request)
 
         def build(conditional: bool = True) -> Response:
             name = f"edition:{edition}"
             doc, stale = self._feed_with_fallback(
                 name, self.store.keys.feed("edition", edition), f"edition:{GLOBAL_EDITION}"
             )
-            page = feed_page("edition", edition, doc, limit, stale)
+            page = feed_page("edition", edition, doc, limit, stale, cursor)
             return self._respond(request, page, "public", stale, conditional)
 
         view = self._reader_view_of(request)
@@ -469,7 +535,7 @@ class Api:
         except ValueError as e:
             raise ApiError(400, "bad_parameter", str(e)) from None
 
-    def topic_feed(self, topic: str, limit: int) -> tuple[dict, str]:
+    def topic_feed(self, topic: str, limit: int, cursor: Cursor | None = None) -> tuple[dict, str]:
         """A topic's feed page and its stale reason (:func:`newsflow.serving.pages.topic_feed_state`), shared by
         ``/v1/topics/{topic}`` and the web's topic page.
 
@@ -481,15 +547,15 @@ class Api:
         if state == "unknown":
             raise UnknownTopic(topic)
         stale = "" if state == "empty" else stale
-        return feed_page("topic", topic, doc, limit, stale), stale
+        return feed_page("topic", topic, doc, limit, stale, cursor), stale
 
     def topic(self, request: Request) -> Response:
         topic = self._topic_param(request)
-        limit = self._limit(request)
+        limit, cursor = self._limit(request), self._cursor(request)
 
         def build(conditional: bool = True) -> Response:
             try:
-                page, stale = self.topic_feed(topic, limit)
+                page, stale = self.topic_feed(topic, limit, cursor)
             except UnknownTopic as e:
                 raise ApiError(404, "not_found", str(e)) from None
             return self._respond(request, page, "public", stale, conditional)
@@ -499,6 +565,30 @@ class Api:
             return self._for_reader(request, build(False), view)
         return self._cached(request, self._topic_key(request), build)
 
+    def trending_parts(self, now: float, limit: int) -> tuple[float | None, list, list, list]:
+        """``(latest window end, [(StoryRecord, new articles)], entity chips, [(topic, new articles)])`` at
+        ``now``: :func:`newsflow.core.ranking.front_page.trending_stories` over the windows of the last
+        ``TRENDING_LOOKBACK_S``, newest first, read until ``limit`` stories are listed; the chips of the
+        latest entity window (:func:`~newsflow.core.ranking.front_page.entity_chips`). Redis errors propagate."""
+        ends = self.store.recent_windows("story", now, now - TRENDING_LOOKBACK_S)
+        windows: list[list[tuple[str, int]]] = []
+        recs: dict = {}
+        stories: list = []
+        for end in ends:
+            rows = self.store.window_rows("story", end, 4 * limit)
+            windows.append(rows)
+            missing = [sid for sid, _ in rows if sid not in recs]
+            while missing:
+                got = [r for r in self.store.get_stories(missing) if r is not None]
+                recs.update({r.story_id: r for r in got})
+                missing = [r.merged_into for r in got if r.merged_into and r.merged_into not in recs]
+            stories = trending_stories(windows, recs, k=limit)
+            if len(stories) >= limit:
+                break
+        _, entity_rows = self.store.latest_trending("entity", 10 * limit, now)
+        _, topic_rows = self.store.latest_trending("topic", limit, now)
+        return (ends[0] if ends else None), stories, entity_chips(entity_rows, limit), topic_rows
+
     def trending(self, request: Request) -> Response:
         limit = self._limit(request)
 
@@ -506,12 +596,9 @@ class Api:
             now = self._ranking_now()
             try:
                 self._guard()
-                end, story_rows = self.store.latest_trending("story", limit, now)
-                _, entity_rows = self.store.latest_trending("entity", limit, now)
-                _, topic_rows = self.store.latest_trending("topic", limit, now)
-                breaking = self.store.breaking(now)
-                ids = [sid for sid, _ in story_rows] + [b for b in breaking if b not in dict(story_rows)]
-                recs = {s.story_id: s for s in self.store.get_stories(ids) if s is not None}
+                end, stories, chips, topic_rows = self.trending_parts(now, limit)
+                breaking, _ = self._breaking_items(now)
+                recs = {s.story_id: s for s in self.store.get_stories(list(breaking)) if s is not None}
             except REDIS_ERRORS as e:
                 self._mark_down()
                 log.warning("redis unavailable for trending: %s", e)
@@ -523,7 +610,7 @@ class Api:
                     "breaking": [],
                 }
                 return self._respond(request, dict(doc, stale=True), "public", "redis-unavailable", conditional)
-            doc = trending_page(end, story_rows, entity_rows, topic_rows, breaking, recs)
+            doc = trending_page(end, stories, chips, topic_rows, breaking, recs)
             self.snapshots.put("trending", dict(doc, generated_at=end))
             return self._respond(request, dict(doc, stale=False), "public", "", conditional)
 

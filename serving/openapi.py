@@ -21,10 +21,16 @@ HIDE_READ = _q(
     {"type": "string", "enum": ["0", "1", "true", "false"]},
     "with a bearer token: 1 leaves out the stories the reader read (without it they carry read: true)",
 )
+CURSOR = _q(
+    "cursor",
+    {"type": "string", "maxLength": 200},
+    "the page after the one whose next_cursor this is (absent: the first page; another value is 400 `bad_cursor`)",
+)
 EDITION = _q(
     "edition",
     {"type": "string", "pattern": r"^(global|[a-z]{2,3}(-[a-z0-9]{2,8})?)$", "default": "global"},
-    "edition: 'global' or a language code such as 'en'",
+    "edition: 'global' or a language code such as 'en' that has a feed (another code is 400 `unknown_edition`, "
+    "its message lists the editions)",
 )
 ERR = {"$ref": "#/components/responses/Error"}
 STALE = {
@@ -91,6 +97,10 @@ def openapi_schema() -> dict:
             "stale": {"type": "boolean"},
             "count": {"type": "integer"},
             "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
+            "next_cursor": {
+                "type": ["string", "null"],
+                "description": "the cursor of the next page (null on the last; /v1/top and /v1/topics/{topic})",
+            },
         },
     }
     str_list = {"type": "array", "maxItems": 200, "items": {"type": "string", "maxLength": 253}}
@@ -125,14 +135,19 @@ def openapi_schema() -> dict:
             "/v1/top": {
                 "get": {
                     "summary": "Top stories of an edition",
-                    "parameters": [EDITION, LIMIT, HIDE_READ],
+                    "parameters": [EDITION, LIMIT, HIDE_READ, CURSOR],
                     "responses": {"200": _ok("FeedPage", "feed page"), "304": NOT_MODIFIED, "400": ERR},
                 }
             },
             "/v1/topics/{topic}": {
                 "get": {
                     "summary": "Top stories of a topic",
-                    "parameters": [_p("topic", {"type": "string", "maxLength": 64}, "topic label"), LIMIT, HIDE_READ],
+                    "parameters": [
+                        _p("topic", {"type": "string", "maxLength": 64}, "topic label"),
+                        LIMIT,
+                        HIDE_READ,
+                        CURSOR,
+                    ],
                     "responses": {
                         "200": _ok("FeedPage", "feed page (empty for a label of the topic model without stories)"),
                         "304": NOT_MODIFIED,
@@ -334,7 +349,10 @@ def openapi_schema() -> dict:
                         "window_end": {"type": ["number", "null"]},
                         "stale": {"type": "boolean"},
                         "stories": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
-                        "entities": {"type": "array"},
+                        "entities": {
+                            "type": "array",
+                            "description": "chips {entity, key, new_articles}; the web links each to /entities/{key}",
+                        },
                         "topics": {"type": "array"},
                         "breaking": {"type": "array", "items": {"$ref": "#/components/schemas/Story"}},
                     },

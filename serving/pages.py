@@ -13,21 +13,24 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from newsflow.core.syndication import split_copies
 from newsflow.core.topics import LABELS
+from newsflow.serving.paging import Cursor, page_of
 
 MODEL_TOPICS = frozenset(label.lower() for label in LABELS)
 """Topic names the shipped topic model can assign (lower case, as topic feeds are named)."""
 
 
-def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str) -> dict:
-    """The first ``limit`` stories of a feed document as a page ``{kind: name, generated_at, stale, count,
-    stories}``; ``doc`` ``None`` gives an empty page."""
-    stories = (doc or {}).get("stories", [])[:limit]
+def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str, cursor: Cursor | None = None) -> dict:
+    """A page of ``limit`` stories of a feed document, the first or the one ``cursor`` points at
+    (:mod:`newsflow.serving.paging`), as ``{kind: name, generated_at, stale, count, stories, next_cursor}``;
+    ``doc`` ``None`` gives an empty page."""
+    stories, next_cursor = page_of((doc or {}).get("stories", []), cursor, limit)
     return {
         kind: name,
         "generated_at": (doc or {}).get("generated_at"),
         "stale": bool(stale),
         "count": len(stories),
         "stories": stories,
+        "next_cursor": next_cursor,
     }
 
 
@@ -145,21 +148,21 @@ def _by_language(reports: list[dict], articles: list) -> list[dict]:
     ]
 
 
-def trending_page(
-    window_end, story_rows, entity_rows, topic_rows, breaking: Mapping[str, float], records: Mapping
-) -> dict:
-    """Trending stories/entities/topics of the latest window and the breaking set (newest first).
+def trending_page(window_end, stories, chips, topic_rows, breaking: Mapping[str, float], records: Mapping) -> dict:
+    """Trending stories/entities/topics and the breaking set (newest first).
 
     Args:
       window_end: end of the latest trending window (UTC epoch s) or ``None``.
-      story_rows / entity_rows / topic_rows: ``[(key, new_articles)]``, highest first.
-      breaking: ``{story_id: breaking_since}``.
-      records: ``{story_id: StoryRecord}`` of the stories named above (missing ones are skipped).
+      stories: ``[(StoryRecord, new_articles)]`` (:func:`newsflow.core.ranking.front_page.trending_stories`).
+      chips: entity chips (:func:`newsflow.core.ranking.front_page.entity_chips`).
+      topic_rows: ``[(topic, new_articles)]``, highest first.
+      breaking: ``{story_id: breaking_since}`` (stories that meet the banner rule).
+      records: ``{story_id: StoryRecord}`` of the breaking stories (missing ones are skipped).
     """
     return {
         "window_end": window_end,
-        "stories": [dict(records[sid].summary(), new_articles=c) for sid, c in story_rows if sid in records],
-        "entities": [{"entity": k, "new_articles": c} for k, c in entity_rows],
+        "stories": [dict(rec.summary(), new_articles=c) for rec, c in stories],
+        "entities": chips,
         "topics": [{"topic": k, "new_articles": c} for k, c in topic_rows],
         "breaking": [
             dict(records[sid].summary(), breaking_since=since)

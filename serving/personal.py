@@ -31,8 +31,10 @@ from typing import NamedTuple
 
 from starlette.concurrency import run_in_threadpool
 
+from newsflow.core.ranking.article_type import story_article_type
 from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
+from newsflow.core.ranking.front_page import banner_ok
 from newsflow.core.ranking.rerank import injected_item
 from newsflow.serving.pages import feed_page
 from newsflow.serving.reader_view import ReaderView
@@ -323,7 +325,8 @@ class PersonalFeeds:
             return None
 
     def breaking_set(self, now: float) -> BreakingSet:
-        """The live breaking set and its feed items (:class:`BreakingSet`), shared by all readers
+        """The live breaking set and its feed items (:class:`BreakingSet`): the stories of the breaking set
+        that meet the banner rule at ``now`` (:func:`newsflow.core.ranking.front_page.banner_ok`), shared by all readers
         and cached in-process for ``breaking_seconds`` (the set changes every few minutes); items are scored
         at the start of ``now``'s minute (:data:`BREAKING_SCORE_STEP_SECONDS`)."""
         last = self._breaking_cache
@@ -333,8 +336,14 @@ class PersonalFeeds:
         scored_at = now - now % BREAKING_SCORE_STEP_SECONDS
         items = {}
         if breaking:
+            # the banner rule (newsflow.core.ranking.front_page): still over the breaking threshold in the
+            # latest window ending within the last hour, and not evergreen
+            ends = self.store.recent_windows("story", now, now - 3600.0)
+            velocity = self.store.window_counts("story", ends[0], list(breaking)) if ends else {}
             for rec in self.store.get_stories(list(breaking)):
                 if rec is None or rec.merged_into:
+                    continue
+                if not banner_ok(velocity.get(rec.story_id, 0), rec.topics, story_article_type(rec)):
                     continue
                 items[rec.story_id] = dict(
                     rec.summary(),
@@ -343,5 +352,6 @@ class PersonalFeeds:
                     score=decay_score(rec.authority, rec.earliest_time, scored_at, LAMBDA_BREAKING),
                 )
         encoded = {sid: compact_json(injected_item(it)) for sid, it in items.items()}
+        breaking = {sid: since for sid, since in breaking.items() if sid in items}
         self._breaking_cache = BreakingSet(time.monotonic() + self.breaking_seconds, breaking, items, encoded)
         return self._breaking_cache

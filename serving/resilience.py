@@ -116,6 +116,11 @@ class SnapshotStore:
         except OSError as e:  # a full disk must not break serving
             log.warning("snapshot write failed for %s: %s", name, e)
 
+    def names(self) -> list[str]:
+        """Names of the copies this process holds in memory (e.g. ``"edition:en"``)."""
+        with self._lock:
+            return sorted(self._mem)
+
     def get(self, name: str) -> dict | None:
         """The last good copy of ``name`` (memory, else file), or ``None``."""
         with self._lock:

@@ -3,13 +3,15 @@
 Pages (all ``GET``; forms ``POST`` with a CSRF token):
 
 ==========================  ===============================================================
-``/``                       top stories of an edition (``?edition=``) — the same stories as
+``/``                       top stories of an edition (``?edition=``, a page at a time: ``?cursor=``,
+                            "More stories") — the same stories as
                             ``/v1/top`` in the same order — with the breaking banner
 ``/stories/{story_id}``     full coverage: "N sources", the lead report, independent reports
                             with their syndicated copies, a timeline, entities
 ``/topics``, ``/topics/{t}`` the topic list and a topic's feed (as ``/v1/topics/{t}``)
 ``/trending``               trending stories, topics and entities, breaking stories
 ``/sources/{outlet}``       stories an outlet leads in the global pool
+``/entities/{name}``        stories of the global pool naming an entity (a trending chip's link)
 ``/for-you``                the reader's own feed (as ``/v1/feed``), each card saying why
 ``/saved``                  the reader's saved stories (``POST``: ``op=save:<id>``/``unsave:<id>`` from any card
                             or coverage page)
@@ -61,11 +63,13 @@ from starlette.staticfiles import StaticFiles
 
 from newsflow.core.outlets import outlet
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE
+from newsflow.core.ranking.front_page import banner, chip_key
 from newsflow.schemas import UserProfile
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
 from newsflow.serving.me import live_records
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
+from newsflow.serving.paging import Cursor
 from newsflow.serving.preferences import apply_action, normalize_source, normalize_topic, reader_preferences
 from newsflow.serving.reader_view import NEW_DEVELOPMENTS, ReaderView, hide_read_param
 from newsflow.serving.resilience import REDIS_ERRORS
@@ -132,7 +136,6 @@ class Web:
         self.env = templates()
         self.secret = api.config.token_secret
         self._names_lock = threading.Lock()
-        self._names: dict[str, tuple[float, list[str]]] = {}
         self._memos: dict[str, tuple[float, object]] = {}
 
     # -- readers ------------------------------------------------------------------------
@@ -226,12 +229,11 @@ class Web:
         return cache_hit_on_loop(self.api.cache, cache_key, handler)
 
     def _home_key(self, request: Request) -> str:
-        return f"home|{self.api._edition(request)}"
+        return f"home|{self.api._edition(request)}|{self.api._cursor_key(request)}"
 
-    @staticmethod
-    def _topic_key(request: Request) -> str | None:
+    def _topic_key(self, request: Request) -> str | None:
         try:
-            return f"topic|{normalize_topic(request.path_params['topic'])}"
+            return f"topic|{normalize_topic(request.path_params['topic'])}|{self.api._cursor_key(request)}"
         except ValueError:
             return None
 
@@ -267,25 +269,8 @@ class Web:
 
     # -- data -----------------------------------------------------------------------------
     def _names_of(self, kind: str) -> list[str]:
-        """Edition or topic names that have a precomputed feed (a SCAN, cached for 30 s)."""
-        with self._names_lock:
-            hit = self._names.get(kind)
-        if hit and hit[0] > time.monotonic():
-            return hit[1]
-        names: set[str] = set()
-        try:
-            self.api._guard()
-            keys = self.api.store.keys
-            for key in self.api.store.client.scan_iter(match=keys.feed_pattern(kind), count=500):
-                name = keys.feed_name_of(kind, key)
-                if name:
-                    names.add(name)
-        except REDIS_ERRORS:
-            self.api._mark_down()
-        out = sorted(names)
-        with self._names_lock:
-            self._names[kind] = (time.monotonic() + 30.0, out)
-        return out
+        """Edition or topic names that have a precomputed feed (:meth:`Api.feed_names`)."""
+        return self.api.feed_names(kind)
 
     def _memo(self, key: str, build):
         """``build()``, kept in-process for ``local_cache_seconds`` (shared by every reader; 0 disables):
@@ -305,14 +290,15 @@ class Web:
             self._memos[key] = (now + ttl, value)
         return value
 
-    def _feed(self, kind: str, name: str, limit: int) -> tuple[dict, str]:
+    def _feed(self, kind: str, name: str, limit: int, cursor: Cursor | None = None) -> tuple[dict, str]:
         def build() -> tuple[dict, str]:
             key = self.api.store.keys.feed(kind, name)
             fallback = f"edition:{GLOBAL_EDITION}" if kind == "edition" else ""
             doc, stale = self.api._feed_with_fallback(f"{kind}:{name}", key, fallback)
-            return feed_page(kind, name, doc, limit, stale), stale
+            return feed_page(kind, name, doc, limit, stale, cursor), stale
 
-        return self._memo(f"feed|{kind}|{name}|{limit}", build)
+        at = "" if cursor is None else f"{cursor.offset}:{cursor.last_id}"
+        return self._memo(f"feed|{kind}|{name}|{limit}|{at}", build)
 
     def _stories_by_outlet(self) -> dict[str, list[dict]]:
         """Summaries of the global pool's stories grouped by the outlet that leads them, in pool (score)
@@ -329,6 +315,46 @@ class Web:
 
         return self._memo("by-outlet", build)
 
+    def _stories_by_entity(self) -> dict[str, list[dict]]:
+        """Summaries of the global pool's stories by the normalised form of each entity they name
+        (:func:`newsflow.core.ranking.front_page.chip_key`, as the trending chips), in pool (score) order.
+        Redis errors propagate."""
+
+        def build() -> dict[str, list[dict]]:
+            store = self.api.store
+            ids = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, POOL_SIZE)]
+            out: dict[str, list[dict]] = {}
+            for rec in store.get_stories(ids):
+                if rec is None or rec.merged_into:
+                    continue
+                for key in dict.fromkeys(chip_key(str(e.get("text", ""))) for e in rec.entities or ()):
+                    if key:
+                        out.setdefault(key, []).append(rec.summary())
+            return out
+
+        return self._memo("by-entity", build)
+
+    def entity(self, request: Request) -> Response:
+        """``/entities/{name}``: the live stories naming an entity (a trending chip's link)."""
+        key = chip_key(request.path_params["name"])
+        if not key:
+            raise PageError(400, "Not an entity", "give a name, e.g. /entities/barack%20obama")
+        limit = self.api.config.default_limit
+
+        def build(view):
+            stories, stale = [], ""
+            try:
+                self.api._guard()
+                stories = self._stories_by_entity().get(key, [])[:limit]
+            except REDIS_ERRORS:
+                self.api._mark_down()
+                stale = "redis-unavailable"
+            if view:
+                stories = view.stories(stories)
+            return {"title": key, "entity": key, "stories": stories, "stale": stale}
+
+        return self._page(request, f"entity|{key}", "entity.html", build)
+
     def _breaking(self, view: ReaderView | None) -> list[dict]:
         try:
             self.api._guard()
@@ -344,18 +370,21 @@ class Web:
     def home(self, request: Request) -> Response:
         edition = self.api._edition(request)
         limit = self.api.config.default_limit
+        cursor = self.api._cursor(request)  # a bad one is a 400, like a bad edition
 
         def build(view):
-            page, stale = self._feed("edition", edition, limit)
+            page, stale = self._feed("edition", edition, limit, cursor)
             stories = page["stories"]
             shown = view.stories(stories) if view else stories
             return {
                 "title": "Top stories",
                 "edition": edition,
-                "editions": sorted(set(self._names_of("edition")) | {GLOBAL_EDITION, edition}),
+                "editions": self.api.editions(),
                 "stories": shown,
                 "hidden": len(stories) - len(shown),
-                "breaking": self._breaking(view),
+                # the banner on the first page only, without the stories of its first cards
+                "breaking": banner(self._breaking(view), shown) if cursor is None else [],
+                "next_cursor": page["next_cursor"],
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }
@@ -378,10 +407,14 @@ class Web:
         except ValueError as e:
             raise PageError(400, "Not a topic", str(e)) from None
         limit = self.api.config.default_limit
+        cursor = self.api._cursor(request)
+        at = "" if cursor is None else f"{cursor.offset}:{cursor.last_id}"
 
         def build(view):
             try:
-                page, stale = self._memo(f"topic|{topic}|{limit}", lambda: self.api.topic_feed(topic, limit))
+                page, stale = self._memo(
+                    f"topic|{topic}|{limit}|{at}", lambda: self.api.topic_feed(topic, limit, cursor)
+                )
             except UnknownTopic as e:
                 raise PageError(404, "Topic not found", str(e)) from None
             stories = page["stories"]
@@ -391,6 +424,7 @@ class Web:
                 "topic": topic,
                 "blocked_topic": blocked_topic,
                 "stories": [] if blocked_topic else (view.stories(stories) if view else stories),
+                "next_cursor": None if blocked_topic else page["next_cursor"],
                 "generated_at": page["generated_at"],
                 "stale": stale,
             }
@@ -405,21 +439,13 @@ class Web:
             stale = ""
             try:
                 self.api._guard()
-                store = self.api.store
-                end, story_rows = store.latest_trending("story", limit, now)
-                _, entity_rows = store.latest_trending("entity", limit, now)
-                _, topic_rows = store.latest_trending("topic", limit, now)
-                recs = {s.story_id: s for s in store.get_stories([sid for sid, _ in story_rows]) if s is not None}
+                end, rows, chips, topic_rows = self.api.trending_parts(now, limit)
             except REDIS_ERRORS:
                 self.api._mark_down()
-                end, story_rows, entity_rows, topic_rows, recs, stale = None, [], [], [], {}, "redis-unavailable"
-            stories = [
-                dict(recs[sid].summary(), new_articles=c)
-                for sid, c in story_rows
-                if sid in recs and not recs[sid].merged_into
-            ]
+                end, rows, chips, topic_rows, stale = None, [], [], [], "redis-unavailable"
+            stories = [dict(rec.summary(), new_articles=c) for rec, c in rows]
             topics = [{"topic": k, "new_articles": c} for k, c in topic_rows]
-            entities = [{"entity": k, "new_articles": c} for k, c in entity_rows]
+            entities = chips
             if view:
                 stories, topics, entities = view.stories(stories), view.topics(topics), view.entities(entities)
             return {
@@ -428,7 +454,7 @@ class Web:
                 "stories": stories,
                 "entities": entities,
                 "topics": topics,
-                "breaking": self._breaking(view),
+                "breaking": banner(self._breaking(view), stories),
                 "stale": stale,
             }
 
@@ -691,6 +717,7 @@ def web_routes(api) -> tuple[list, Web]:
         Route("/topics/{topic}", web.public_page(web._topic_key, web.topic), methods=["GET"]),
         Route("/trending", web.public_page(lambda _: "trending", web.trending), methods=["GET"]),
         Route("/sources/{outlet}", web.source, methods=["GET"]),
+        Route("/entities/{name}", web.entity, methods=["GET"]),
         Route("/for-you", web.for_you, methods=["GET"]),
         Route("/saved", web.saved, methods=["GET"]),
         Route("/saved", web.save_form, methods=["POST"]),

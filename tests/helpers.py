@@ -246,6 +246,15 @@ def populate_ranking(server, *, trending=None, breaking=False, readers=False, fe
     return server
 
 
+# /v1/top (global) over ranking_data with the front page's trending s5 12 > s3 4 > s1 2 and s5 breaking, by hand:
+# score × coverage breadth 1 + .3·ln(1 + velocity): s1 .814354·1.329584 = 1.082752, s3 .573112·1.482831 = .849829,
+# s7 .769112, s2 .723870, s5 (λ .5) .389400·1.769485 = .689037, s6 .666736, s4 .491238. MMR (α .7) page 1: s1, s3,
+# s7 (a.com's cap of 2 reached: s2, s5 wait), s6, s4; page 2: s2 (.7·.66855) then s5 (.7·.63638)
+FRONT_GLOBAL = ["s1", "s3", "s7", "s6", "s4", "s2", "s5"]
+# the same without trending and breaking (scores as ranking_data's docstring): page 1 s1, s7, s6, s3, s4; page 2 s2, s5
+PLAIN_GLOBAL = ["s1", "s7", "s6", "s3", "s4", "s2", "s5"]
+
+
 def populated_app(server, snapshot_dir: str, secret: bytes, *, local_cache_seconds: float = 0, front_page=False):
     """The serving app over ``server`` flushed and filled with ``ranking_data``'s stories and feeds at its
     ``NOW`` (the app's clock); with ``front_page``, also trending s5 > s3 > s1 and s5 breaking."""

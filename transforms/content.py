@@ -20,7 +20,7 @@ from apache_beam.utils import shared
 
 from newsflow.core.articles import build_article, event_time_ms, fingerprint_text
 from newsflow.core.extraction import ExtractedContent, ExtractionConfig, ExtractionError, check_fetch, extract_content
-from newsflow.core.language import LanguageIdentifier
+from newsflow.core.language import LanguageIdentifier, OutletLanguages
 from newsflow.core.simhash import simhash, to_hex
 from newsflow.core.sources import DEFAULT_SOURCES_PATH, UNKNOWN_AUTHORITY, SourceTable
 from newsflow.core.urls import check_document_url
@@ -283,13 +283,22 @@ class _CountFn(beam.DoFn):
         yield element
 
 
+class _LanguagePrior:
+    """A language prior held through ``Shared`` (which needs a weak-referenceable object)."""
+
+    def __init__(self, prior: dict[str, float]):
+        self.prior = prior
+
+
 class _DetectLanguageFn(beam.DoFn):
     """Article -> Article with ``language`` / ``language_confidence`` from fastText lid.176 on the
-    headline and lead text, with ``declared_language`` as evidence (``newsflow.core.language``)."""
+    headline and lead text, with ``declared_language`` and the sources table's language mix
+    (:class:`OutletLanguages`) as evidence (``newsflow.core.language``)."""
 
-    def __init__(self, config: ContentConfig, shared_handle: shared.Shared):
+    def __init__(self, config: ContentConfig, shared_handle: shared.Shared, prior_handle: shared.Shared | None = None):
         self._config = config
         self._shared = shared_handle
+        self._prior_shared = prior_handle or shared.Shared()
         self.und = Metrics.counter(METRICS_NAMESPACE, "language_und")
 
     def setup(self):
@@ -297,11 +306,17 @@ class _DetectLanguageFn(beam.DoFn):
         self._language = self._shared.acquire(
             lambda: _language_identifier(config), tag=f"language:{config.language_threshold}"
         )
+        path = config.sources_path or DEFAULT_SOURCES_PATH
+        self._prior = self._prior_shared.acquire(
+            lambda: _LanguagePrior(OutletLanguages.from_sources(_source_table(config, path)).prior()),
+            tag=f"language-prior:{path}",
+        ).prior
 
     def process(self, article: Article):
-        # Headline + lead text, with the publisher's declared language as evidence.
+        # Headline + lead text, with the publisher's declared language and the outlets' languages
+        # as evidence (newsflow.core.language: module docstring).
         language, confidence = self._language.detect(
-            fingerprint_text(article)[:2000], declared=article.declared_language or None
+            fingerprint_text(article)[:2000], declared=article.declared_language or None, prior=self._prior
         )
         if language == "und":
             self.und.inc()

@@ -19,7 +19,10 @@ Scores (:func:`evaluate_headlines`), each an accuracy over all headlines (``und`
 * ``headline_lead_wrong_declared``: headline + lead with a *wrong* declaration (``de`` for
   English pages, ``en`` for all others), the robustness check: the text must win;
 * ``headline_wrong_declared``: the same without lead (a bare headline follows its declaration
-  by design; reported to show that cost).
+  by design; reported to show that cost);
+* ``all_evidence``: what the pipeline stores: headline + lead, the page's declaration (for an
+  aggregator headline its outlet's registered language in the sources table, as the pipeline's
+  fallback), and the sources table's language mix as prior (:class:`OutletLanguages`).
 
 Command (prints one JSON line)::
 
@@ -66,7 +69,8 @@ def build_headline_set(shared: Path, corpus: Path | None = None) -> list[dict]:
       corpus: ``headlines.jsonl.gz`` (``RawDocument`` JSON lines); default :data:`DEFAULT_CORPUS`.
 
     Returns:
-      ``[{"id", "source", "title", "lead", "label"}]``; ``label`` an ISO 639-1 code.
+      ``[{"id", "source", "title", "lead", "label"}]`` (aggregator rows also ``"domain"``, the
+      outlet); ``label`` an ISO 639-1 code.
 
     Raises:
       InputError: a folder or file is missing or unreadable.
@@ -104,21 +108,32 @@ def build_headline_set(shared: Path, corpus: Path | None = None) -> list[dict]:
     for i, rec in enumerate(_read_jsonl(Path(corpus or DEFAULT_CORPUS))):
         if rec.get("title"):
             rec_id = f"aggregator:{i}"
-            out.append({"id": rec_id, "source": "aggregator", "title": rec["title"], "lead": "", "label": "en"})
+            out.append(
+                {
+                    "id": rec_id,
+                    "source": "aggregator",
+                    "title": rec["title"],
+                    "lead": "",
+                    "label": "en",
+                    "domain": rec.get("source_domain") or "",
+                }
+            )
     if not out:
         raise InputError(f"{shared}: no labelled headline found")
     return out
 
 
-def evaluate_headlines(records: list[dict], threshold: float | None = None) -> dict:
+def evaluate_headlines(records: list[dict], threshold: float | None = None, sources_path: str | None = None) -> dict:
     """Scores the variants of the module docstring on ``records`` (from :func:`build_headline_set`).
 
     Returns:
       ``{"headlines", "by_source", "label_counts", "<variant>": {"accuracy", "und", "by_source"},
       "wrong_headline_lead_declared": [...]}`` with accuracies rounded to 4 digits; ``by_source``
-      maps source -> accuracy.
+      maps source -> accuracy. ``sources_path``: the sources CSV for ``all_evidence`` (default: the
+      shipped ``data/sources.csv``).
     """
-    from newsflow.core.language import LanguageIdentifier
+    from newsflow.core.language import LanguageIdentifier, OutletLanguages
+    from newsflow.core.sources import DEFAULT_SOURCES_PATH, SourceTable
 
     lid = LanguageIdentifier() if threshold is None else LanguageIdentifier(threshold)
     titles = [r["title"] for r in records]
@@ -126,6 +141,11 @@ def evaluate_headlines(records: list[dict], threshold: float | None = None) -> d
     # The aggregator headlines declare nothing: an outlet-level declaration is not in the data.
     correct_decl = [r["label"] if r["source"] != "aggregator" else None for r in records]
     wrong_decl = ["de" if r["label"] == "en" else "en" for r in records]
+    table = SourceTable.load(sources_path or DEFAULT_SOURCES_PATH)
+    registered = [(table.lookup(r.get("domain") or "") or None) for r in records]
+    pipeline_decl = [
+        d if d is not None else (s.language if s else "") for d, s in zip(correct_decl, registered, strict=True)
+    ]
     variants = {
         "headline": lid.detect_batch(titles),
         "headline_lead": lid.detect_batch(with_lead),
@@ -133,6 +153,9 @@ def evaluate_headlines(records: list[dict], threshold: float | None = None) -> d
         "headline_lead_declared": lid.detect_batch(with_lead, declared=correct_decl),
         "headline_lead_wrong_declared": lid.detect_batch(with_lead, declared=wrong_decl),
         "headline_wrong_declared": lid.detect_batch(titles, declared=wrong_decl),
+        "all_evidence": lid.detect_batch(
+            with_lead, declared=pipeline_decl, prior=OutletLanguages.from_sources(table).prior()
+        ),
     }
     sources = sorted({r["source"] for r in records})
     out: dict = {

@@ -80,6 +80,7 @@ from newsflow.core.embedding import (
 )
 from newsflow.core.quality import article_quality, authority, is_original
 from newsflow.core.story_state import StoryState, StoryStore
+from newsflow.core.story_titles import choose_title
 from newsflow.schemas.story import EntityRef, StoryArticle, StoryAssignment, TopicScore  # re-exported
 
 
@@ -393,8 +394,13 @@ class StoryAssigner:
         merged: list[str] = []
         if not created:
             story, merged, _ = self._merge_converging(story, since, t, article.article_id)
+        story.headline = choose_title(story.groups.values(), story.centroid, self._title_vector)
         self.store.save(story, article.article_id)
         return StoryAssignment(article.article_id, story.story_id, created, False, tuple(merged), round(best_score, 6))
+
+    def _title_vector(self, headline: str) -> dict[str, float]:
+        """TF-IDF vector of a headline alone (no slug), in the centroid's terms (story titles)."""
+        return self.model.article_vector(headline, "", self.config.slug_weight)
 
     def _absorb(self, story: StoryState, a: StoryArticle, vec: dict[str, float]) -> None:
         cfg = self.config

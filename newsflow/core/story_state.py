@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from newsflow.core.outlets import outlet
+from newsflow.core.story_titles import clean_headline
 
 # Fields of the clusterer JSON (:meth:`StoryState.to_json`); the others are kept by the stores apart.
 _JSON_FIELDS = (
@@ -43,6 +44,7 @@ _JSON_FIELDS = (
     "article_count",
     "languages",
     "representative",
+    "headline",
 )
 
 
@@ -92,6 +94,9 @@ class StoryState:
       languages: distinct member languages, sorted.
       representative: the original of the highest-authority independent report
         (``[t, article id, authority, domain, title, url]``, see :meth:`add_member`), or ``None``.
+      headline: the independent report whose headline is the story's title
+        (:func:`newsflow.core.story_titles.choose_title`, set by the clusterer), same shape, or ``None``
+        (the representative's headline is the title).
       groups: near-duplicate group id -> its original (earliest ``(t, article id)`` member) as
         ``[t, article id, authority, domain, title, url]``; one entry per independent report (not in the JSON).
       outlets: distinct member outlets (registrable domains, :func:`newsflow.core.outlets.outlet`; not in the JSON).
@@ -111,6 +116,7 @@ class StoryState:
     article_count: int = 0
     languages: list[str] = field(default_factory=list)
     representative: list | None = None
+    headline: list | None = None
     groups: dict[str, list] = field(default_factory=dict, repr=False)
     outlets: set[str] = field(default_factory=set, repr=False)
     delta: StoryDelta = field(default_factory=StoryDelta, repr=False, compare=False)
@@ -162,12 +168,13 @@ class StoryState:
           domain: its source domain (``""`` if unknown: not counted as an outlet).
           cluster: its near-duplicate group id.
           authority: its authority in [0, 1].
-          title / url: shown when it is the representative.
+          title / url: shown when it is the representative; the title is kept cleaned of wire slugs and
+            source tags (:func:`newsflow.core.story_titles.clean_headline`).
           lang: its language code.
         """
         self.article_count += 1
         self.delta.added[article_id] = t
-        self._offer(cluster, [t, article_id, authority, domain, title, url])
+        self._offer(cluster, [t, article_id, authority, domain, clean_headline(title, domain), url])
         o = outlet(domain) if domain else ""
         if o and o not in self.outlets:
             self.outlets.add(o)
@@ -240,6 +247,7 @@ class StoryState:
         """The story serving hash fields (:meth:`newsflow.storage.keys.Keys.story`) (values as str/bytes/int/float);
         its size does not grow with the members."""
         rep = self.representative or [0.0, "", 0.0, "", "", ""]
+        title = self.headline[4] if self.headline else rep[4]
         topics = {}
         if self.topic_n:
             means = sorted(((s / self.topic_n, lab) for lab, s in self.topic_sums.items()), reverse=True)
@@ -252,7 +260,7 @@ class StoryState:
         else:
             emb = b""
         return {
-            "title": rep[4],
+            "title": title,
             "url": rep[5],
             "domain": rep[3],
             "representative_id": rep[1],

@@ -46,9 +46,10 @@ def replay_clock(client, keys: Keys = Keys()) -> float | None:
     return None if raw is None else float(raw)
 
 
-def velocity_map(store: RankingStore, n: int = 500) -> dict[str, int]:
-    """``story_id -> new articles`` in the latest trending window (empty when none)."""
-    _, rows = store.latest_trending("story", n)
+def velocity_map(store: RankingStore, n: int = 500, now: float | None = None) -> dict[str, int]:
+    """``story_id -> new articles`` in the latest trending window ending at or before ``now`` (UTC epoch s;
+    ``None``: any) (empty when none)."""
+    _, rows = store.latest_trending("story", n, now)
     return dict(rows)
 
 
@@ -116,7 +117,7 @@ def build_user_feed(
     learned = load_learned(store.client, store.keys, profile.user_id)
     profile = with_learned(profile, learned)
     if shared is None:
-        shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
+        shared = (velocity_map(store, now=now), store.lambda_overrides(), set(store.breaking(now)))
     velocity, overrides, breaking_ids = shared
     ids = user_candidate_ids(store, profile, edition, velocity, config)
     if stories_by_id is not None:
@@ -241,7 +242,7 @@ def build_feeds(
     for i in range(0, len(ids), 1000):
         stories += live_stories(store.get_stories(ids[i : i + 1000]), now)
     stories.sort(key=lambda s: s.story_id)
-    shared = (velocity_map(store), store.lambda_overrides(), set(store.breaking(now)))
+    shared = (velocity_map(store, now=now), store.lambda_overrides(), set(store.breaking(now)))
     cands = Candidates(stories, now, shared[1], shared[2], shared[0])
     pools = compute_pools(cands, config.pool_size)
     for (kind, name), members in pools.items():

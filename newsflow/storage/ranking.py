@@ -396,6 +396,29 @@ class RankingStore:
                 return end, [(_s(k), int(v)) for k, v in rows]
         return None, []
 
+    def recent_windows(self, kind: str, now: float, since: float) -> list[float]:
+        """Ends (UTC epoch s) of the written windows of ``kind`` in ``(since, now]``, newest first."""
+        return [
+            float(score)
+            for _, score in self.client.zrevrangebyscore(
+                self.keys.trending_windows(kind), now, f"({float(since)!r}", withscores=True
+            )
+        ]
+
+    def window_rows(self, kind: str, end: float, n: int = 50) -> list[tuple[str, int]]:
+        """The top-``n`` ``(key, count)`` pairs of the window of ``kind`` ending at ``end`` (``[]`` if gone)."""
+        rows = self.client.zrevrange(self.keys.trending(kind, end), 0, n - 1, withscores=True)
+        return [(_s(k), int(v)) for k, v in rows]
+
+    def window_counts(self, kind: str, end: float, keys: list[str]) -> dict[str, int]:
+        """The counts of ``keys`` in the window of ``kind`` ending at ``end`` (0 for a key not in it)."""
+        if not keys:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for k in keys:
+            pipe.zscore(self.keys.trending(kind, end), k)
+        return {k: int(v or 0) for k, v in zip(keys, pipe.execute(), strict=True)}
+
     # -- pools ----------------------------------------------------------------------
     def replace_pool(
         self, kind: str, name: str, scores: Mapping[str, float], size: int = POOL_SIZE, ttl_seconds: int = 86400

@@ -38,30 +38,34 @@ def axis(i: int) -> np.ndarray:
     return v
 
 
+def story_fields(sid, title, dom, auth, age, langs, topics, ax, outlets=1, entities=()) -> dict:
+    """The story hash of one ``STORIES``-shaped row (``outlets`` independent outlets, ``entities`` texts)."""
+    return {
+        "title": title,
+        "url": f"https://{dom}/{sid}",
+        "domain": dom,
+        "representative_id": f"a-{sid}",
+        "article_count": outlets,
+        "source_count": outlets,
+        "independent_count": outlets,
+        "earliest_time": repr(NOW - age * H),
+        "latest_time": repr(NOW - age * H + 600),
+        "topics": json.dumps(topics),
+        "languages": json.dumps(langs),
+        "authority": repr(auth),
+        "embedding": encode_embedding(axis(ax)),
+        "entities": json.dumps(
+            [{"key": "PERSON:" + e.lower(), "text": e, "label": "PERSON", "count": 1} for e in entities]
+        ),
+        "merged_into": "",
+    }
+
+
 def populate(r, keys: Keys = Keys()) -> None:
     """Writes the stories, s1's articles, a merged story and nothing else."""
     pipe = r.pipeline()
-    for sid, (title, dom, auth, age, langs, topics, ax) in STORIES.items():
-        pipe.hset(
-            keys.story(sid),
-            mapping={
-                "title": title,
-                "url": f"https://{dom}/{sid}",
-                "domain": dom,
-                "representative_id": f"a-{sid}",
-                "article_count": 1,
-                "source_count": 1,
-                "independent_count": 1,
-                "earliest_time": repr(NOW - age * H),
-                "latest_time": repr(NOW - age * H + 600),
-                "topics": json.dumps(topics),
-                "languages": json.dumps(langs),
-                "authority": repr(auth),
-                "embedding": encode_embedding(axis(ax)),
-                "entities": json.dumps([]),
-                "merged_into": "",
-            },
-        )
+    for sid, row in STORIES.items():
+        pipe.hset(keys.story(sid), mapping=story_fields(sid, *row))
     # s3's topics in the stories step's {label: probability} form (Business first)
     pipe.hset(keys.story("s3"), "topics", json.dumps({"World": 0.41, "Business": 0.91}))
     # the stories step's own keys under the same prefix must not be read as stories

@@ -31,9 +31,10 @@ def test_pools_and_public_feeds(r):
     assert en["s1"] == pytest.approx(0.814354, abs=1e-6)
     assert en["s4"] == pytest.approx(0.491238, abs=1e-6)  # evergreen λ = 0.02
     assert [sid for sid, _ in store.pool("edition", "de")] == ["s6"]
-    # en: s1, then s7 (a.com reaches the cap of 2, removing s2 and s5), then s3, s4
-    assert _ids(r, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4"]
-    assert _ids(r, "nf:feed:edition:global") == ["s1", "s7", "s6", "s3", "s4"]
+    # en page 1: s1, then s7 (a.com reaches the cap of 2, leaving s2 and s5), then s3, s4; page 2 (a cap of its
+    # own): s2 (relevance .889) before s5 (.584), no page-2 pick alike (MMR sees one page's picks)
+    assert _ids(r, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4", "s2", "s5"]
+    assert _ids(r, "nf:feed:edition:global") == ["s1", "s7", "s6", "s3", "s4", "s2", "s5"]
     assert _ids(r, "nf:feed:topic:obituary") == ["s4"]
     # s3's topics came as {label: probability}: both labels pool it, most probable first
     assert _ids(r, "nf:feed:topic:business") == ["s3"]
@@ -143,7 +144,7 @@ def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     )
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(lines) == 2 and lines[0]["now"] == NOW - 0.5 * 3600 + 600 and lines[0]["stories"] == 7
-    assert _ids(server, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4"]
+    assert _ids(server, "nf:feed:edition:en") == ["s1", "s7", "s3", "s4", "s2", "s5"]
 
     monkeypatch.delenv("NEWSFLOW_TOKEN_SECRET", raising=False)
     sp = argparse.ArgumentParser()

@@ -44,6 +44,13 @@ def _auth(user, secret=SECRET, now=NOW, ttl=3600):
     return {"Authorization": "Bearer " + sign_token(user, secret, now, ttl)}
 
 
+# /v1/top?edition=en over the fixture: scores × coverage breadth 1 + 0.3·ln(1 + velocity) (one outlet each):
+# s3 .573112·(1 + .3 ln 5) = .849829, s5 .475615·(1 + .3 ln 13) = .841593, s1 .814354, s7 .769112, s2 .723870,
+# s4 .491238. MMR (α .7) page 1: s3, s5 (.7·.99031), s1 (.7·.95825), then a.com is capped (s5, s1): s4;
+# page 2: s7 (.7·.90502) then s2 (.7·.85179)
+TOP_EN = ["s3", "s5", "s1", "s4", "s7", "s2"]
+
+
 def _ids(resp):
     return [s["story_id"] for s in resp.json()["stories"]]
 
@@ -53,7 +60,7 @@ def test_top_edition_cdn_headers_and_304(r, tmp_path):
     c = _client(r, tmp_path)
     resp = c.get("/v1/top", params={"edition": "en"})
     assert resp.status_code == 200
-    assert _ids(resp) == ["s1", "s7", "s3", "s4"]
+    assert _ids(resp) == TOP_EN
     assert resp.headers["cache-control"] == "public, max-age=30, s-maxage=60"
     etag = resp.headers["etag"]
     assert "x-newsflow-stale" not in resp.headers
@@ -62,8 +69,9 @@ def test_top_edition_cdn_headers_and_304(r, tmp_path):
     assert again.headers["cache-control"] == "public, max-age=30, s-maxage=60"
     other = c.get("/v1/top", params={"edition": "en"}, headers={"If-None-Match": '"nope"'})
     assert other.status_code == 200
-    assert _ids(c.get("/v1/top", params={"edition": "en", "limit": 2})) == ["s1", "s7"]
-    assert _ids(c.get("/v1/top")) == ["s1", "s7", "s6", "s3", "s4"]  # global by default
+    assert _ids(c.get("/v1/top", params={"edition": "en", "limit": 2})) == ["s3", "s5"]
+    # global by default: s6 (.666736, relevance .78455) fills page 1 after a.com's cap; s7, s2 open page 2
+    assert _ids(c.get("/v1/top")) == ["s3", "s5", "s1", "s6", "s4", "s7", "s2"]
     assert _ids(c.get("/v1/topics/Obituary")) == ["s4"]
 
 
@@ -124,10 +132,12 @@ def test_story_full_coverage_groups_syndicated_copies(r, tmp_path):
 
 
 def test_trending(r, tmp_path):
-    r.zadd("nf:breaking", {"s5": NOW + 600})
-    r.hset("nf:breaking:since", "s5", repr(NOW - 60))
+    r.zadd("nf:breaking", {"s5": NOW + 600, "s3": NOW + 600})
+    r.hset("nf:breaking:since", mapping={"s5": repr(NOW - 60), "s3": repr(NOW - 60)})
+    r.zadd(Keys().trending("story", NOW), {"s5": 21})  # the breaking rule: more than 20 in the last hour
     body = _client(r, tmp_path).get("/v1/trending").json()
-    assert [(s["story_id"], s["new_articles"]) for s in body["stories"]] == [("s5", 12), ("s3", 4)]
+    assert [(s["story_id"], s["new_articles"]) for s in body["stories"]] == [("s5", 21), ("s3", 4)]
+    # s3 is in the breaking set but has 4 new articles in the latest hour: not breaking news
     assert [s["story_id"] for s in body["breaking"]] == ["s5"]
     assert body["window_end"] == NOW
 
@@ -203,7 +213,7 @@ def test_cold_start_unknown_user(r, tmp_path):
     resp = _client(r, tmp_path).get("/v1/feed", headers=_auth("newcomer"))
     assert resp.status_code == 200
     assert resp.headers["cache-control"] == "private, no-store"
-    # rel = .5 s/max + .5 v/max: s5 .792, s3 .519, s1 .5, s7 .472, s2 .444, s6 .409, s4 .302
+    # rel = .5 s/max + .5 v/max (scores as TOP_EN): s5 .995, s3 .667, s1 .479, s7 .453, s2 .426, s6 .392, s4 .289
     # MMR: s5, s3, s1 (a.com now at cap: s7, s2 removed), s6, s4
     assert _ids(resp) == ["s5", "s3", "s1", "s6", "s4"]
     assert json.loads(r.get("nf:feed:user:newcomer"))["generated_at"] == NOW  # cached for 5 min
@@ -213,16 +223,17 @@ def test_cold_start_unknown_user(r, tmp_path):
 def test_follows_and_blocks_apply_from_first_request(r, tmp_path):
     r.hset("nf:user:u1", mapping={"block_sources": '["a.com"]', "follow_topics": '["sports"]'})
     resp = _client(r, tmp_path).get("/v1/feed", headers=_auth("u1"))
-    # a.com blocked (s1, s2, s5, s7); s6 boosted by +.2 (.409 -> .609) above s3 (.519)
-    assert _ids(resp) == ["s6", "s3", "s4"]
+    # a.com blocked (s1, s2, s5, s7); rel = .5 s/max + .5 v/max with s3's score .849829 the max (TOP_EN):
+    # s3 .5 + .5·4/12 = .667 stays above s6 boosted by +.2 (.5·.666736/.849829 + .2 = .592), then s4 .289
+    assert _ids(resp) == ["s3", "s6", "s4"]
 
 
 def test_interest_vector_after_20_clicks(r, tmp_path):
     r.hset("nf:user:u3", mapping={"clicks": "25", "interest": encode_embedding(axis(1) * 3)})
     resp = _client(r, tmp_path).get("/v1/feed", headers=_auth("u3"))
-    # rel = .4 s/max + .6 max(0, cos): s3 .882, s1 .4, s7 .378, s2 .356, s6 .327, s4 .241, s5 .234
-    # MMR: s3, s1, then s2 is a copy of s1's angle (-.3) so s7; a.com capped; s6, s4
-    assert _ids(resp) == ["s3", "s1", "s7", "s6", "s4"]
+    # rel = .4 s/max + .6 max(0, cos), scores as TOP_EN: s3 1.0, s5 .396, s1 .383, s7 .362, s2 .341, s6 .314,
+    # s4 .231. MMR: s3, s5, s1; a.com capped (s7, s2); s6, s4
+    assert _ids(resp) == ["s3", "s5", "s1", "s6", "s4"]
 
 
 def test_breaking_injection_into_cached_feed(r, tmp_path):
@@ -237,6 +248,7 @@ def test_breaking_injection_into_cached_feed(r, tmp_path):
         ],
     }
     r.set("nf:feed:user:u2", json.dumps(cached), ex=300)
+    r.zadd(Keys().trending("story", NOW), {"s5": 21, "s6": 21})  # both over the breaking threshold now
     r.zadd("nf:breaking", {"s5": NOW + 3000, "s6": NOW + 3000, "s7": NOW - 1})  # s7 expired
     r.hset("nf:breaking:since", mapping={"s5": repr(NOW - 60), "s6": repr(NOW - 1200), "s7": repr(NOW - 30)})
     body = _client(r, tmp_path).get("/v1/feed", headers=_auth("u2")).json()
@@ -287,7 +299,7 @@ def test_real_uvicorn_server(r, tmp_path):
     cfg = ServingConfig(token_secret=SECRET, snapshot_dir=str(tmp_path / "snap"), clock=lambda: NOW)
     with serve_in_thread(create_app(r, cfg)) as port:
         resp = httpx.get(f"http://127.0.0.1:{port}/v1/top?edition=en")
-        assert resp.status_code == 200 and _ids(resp) == ["s1", "s7", "s3", "s4"]
+        assert resp.status_code == 200 and _ids(resp) == TOP_EN
 
 
 # ---- degraded mode -------------------------------------------------------------------------

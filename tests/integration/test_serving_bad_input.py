@@ -129,3 +129,22 @@ def test_event_bodies_that_break_the_json_parser_are_400(client, body):
     resp = client.post("/v1/events", content=body, headers=dict(_auth(), **{"content-type": "application/json"}))
     assert resp.status_code in (400, 413)
     assert resp.json()["error"]["code"] in ("invalid_json", "too_large")
+
+
+def test_an_unknown_edition_is_400_listing_the_editions(client):
+    # ranking_data's stories are English and German: the ranker builds "en" and "de" editions
+    for path in ("/v1/top?edition=fr", "/v1/top?edition=us", "/v1/feed?edition=hu"):
+        resp = client.get(path, headers=_auth())
+        assert resp.status_code == 400, (path, resp.text[:200])
+        error = resp.json()["error"]
+        assert error["code"] == "unknown_edition"
+        assert error["message"].endswith("editions: de, en, global")
+    assert client.get("/v1/top?edition=de").json()["edition"] == "de"
+    assert client.get("/?edition=us").status_code == 400
+
+
+def test_editions_are_named_in_words_on_the_home_page(client):
+    html = client.get("/?edition=de").text
+    assert '<option value="de" selected>German</option>' in html
+    assert '<option value="en">English</option>' in html
+    assert "Top stories, German edition" in html

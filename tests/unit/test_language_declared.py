@@ -10,9 +10,12 @@ from newsflow.core.language import (
     DECLARED_PRIOR,
     UNDETERMINED,
     LanguageIdentifier,
+    OutletLanguages,
     combine_with_declared,
     declared_code,
+    mixture_prior,
 )
+from newsflow.core.sources import SourceTable
 
 STACY = "Stacy weds techie beau"
 LNG = "US urged to export more LNG in response to Russia-Ukraine crisis"
@@ -81,3 +84,49 @@ def test_combine_with_declared_is_bayes_rule():
     assert math.isclose(post["en"], 0.0126 * DECLARED_PRIOR / z)
     assert math.isclose(sum(post.values()), 1.0)
     assert combine_with_declared(probs, "") == pytest.approx({k: v / sum(probs.values()) for k, v in probs.items()})
+
+
+# --- the outlets' language mix as evidence (issue 32, item 2) ---------------------------------------------------
+
+ENGLISH_TABLE = ["en"] * 130 + ["de"] * 12 + ["fr"] * 2 + ["it"] * 2
+
+
+def test_mixture_prior_is_bounded_by_its_strength():
+    prior = mixture_prior({"en": 0.75, "de": 0.25}, 0.1, 176)
+    assert prior["en"] == pytest.approx(0.1 * 0.75 + 0.9 / 176)
+    assert prior["de"] == pytest.approx(0.1 * 0.25 + 0.9 / 176)
+    # the most favoured label is at most (s + (1 - s) / n) / ((1 - s) / n) times any other
+    assert prior["en"] / (0.9 / 176) < 1 + 0.1 * 176 / 0.9
+
+
+def test_outlet_languages_population_is_the_share_of_registered_outlets():
+    langs = OutletLanguages(["en", "en-GB", "de", "", "iw", "english"])
+    assert langs.population == {"en": 0.5, "de": 0.25, "he": 0.25}
+    assert OutletLanguages(["", ""]).prior() == {}
+    assert OutletLanguages.from_sources(SourceTable.load()).population["en"] > 0.7
+
+
+def test_an_english_outlet_mix_keeps_short_english_headlines_english(lid):
+    prior = OutletLanguages(ENGLISH_TABLE).prior()
+    # a bundled aggregator headline; lid.176 alone: "it"
+    italian_looking = "'True Detective's' predictable, simplistic finale"
+    assert lid.detect(italian_looking)[0] == "it"
+    assert lid.detect(italian_looking, prior=prior)[0] == "en"
+    assert lid.detect(LNG)[0] == "zh"
+    assert lid.detect(LNG, prior=prior)[0] == "en"
+
+
+def test_long_text_still_beats_the_outlet_mix(lid):
+    prior = OutletLanguages(ENGLISH_TABLE).prior()
+    assert lid.detect(GERMAN, prior=prior)[0] == "de"
+    assert lid.detect(GERMAN, declared="en", prior=prior)[0] == "de"  # wrong declaration and the mix together
+
+
+def test_prior_posterior_is_bayes_rule_over_the_model_distribution(lid):
+    # recompute the posterior independently from the model's full distribution
+    prior = OutletLanguages(ENGLISH_TABLE).prior()
+    labels, probs = lid._model.predict([LNG.lower()], k=-1)
+    dist = {lab.replace("__label__", ""): float(p) for lab, p in zip(labels[0], probs[0], strict=True)}
+    rest = (1 - sum(prior.values())) / (176 - len(prior))
+    post = {k: v * prior.get(k, rest) for k, v in dist.items()}
+    assert lid.detect(LNG, prior=prior)[1] == pytest.approx(post["en"] / sum(post.values()), rel=1e-6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from newsflow.core.ranking.feeds import Candidates, build_public_feeds, compute_pools
+from newsflow.core.ranking.feeds import Candidates, FeedConfig, build_public_feeds, compute_pools
 from newsflow.core.ranking.rerank import is_blocked, rerank, without_blocked
 from newsflow.schemas import StoryRecord, UserProfile
 from newsflow.storage.ranking import user_from_hash
@@ -52,8 +52,11 @@ def test_public_feed_caps_two_per_outlet_not_per_host():
     assert cands.sources[:4] == ["reuters.com"] * 4
     feeds = build_public_feeds(cands, compute_pools(cands), NOW)
     ids = [it["story_id"] for it in feeds[("edition", "global")]["stories"]]
-    # by authority, two reuters, then two bbc, then example.org: the other three are over the cap
-    assert ids == ["r1", "r2", "b1", "b2", "x1"]
+    # page 1 by authority: two reuters, then two bbc, then example.org; the other three are over its cap and
+    # open page 2 (each page of 20 has its own cap)
+    assert ids == ["r1", "r2", "b1", "b2", "x1", "r3", "r4", "b3"]
+    one_page = build_public_feeds(cands, compute_pools(cands), NOW, FeedConfig(k=5, depth=5))
+    assert [it["story_id"] for it in one_page[("edition", "global")]["stories"]] == ["r1", "r2", "b1", "b2", "x1"]
 
 
 def test_rerank_blocks_and_caps_by_outlet():

@@ -14,7 +14,7 @@ import lxml.html
 
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.keys import Keys
-from tests.helpers import PASSWORD, populated_app, register_reader
+from tests.helpers import FRONT_GLOBAL, PASSWORD, PLAIN_GLOBAL, populated_app, register_reader
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, STORIES
 from tests.web.conftest import SECRET
@@ -49,7 +49,7 @@ def test_home_lists_v1_top_in_order_with_links_and_cdn_headers(site):
     api = site.get("/v1/top").json()
     page = site.get("/")
     doc = _doc(page)
-    assert _card_ids(doc) == ["s1", "s7", "s6", "s3", "s4"]  # the order test_serving works out by hand
+    assert _card_ids(doc) == FRONT_GLOBAL
     for s in api["stories"]:
         links = doc.xpath(f"//article[@aria-labelledby='t-{s['story_id']}']//a/@href")
         assert f"/stories/{s['story_id']}" in links and s["url"] in links
@@ -58,8 +58,9 @@ def test_home_lists_v1_top_in_order_with_links_and_cdn_headers(site):
     assert "Cookie" in page.headers["vary"] and "set-cookie" not in page.headers
     again = site.get("/", headers={"If-None-Match": page.headers["etag"]})
     assert again.status_code == 304 and again.content == b""
-    # breaking banner and the edition selector
-    assert doc.xpath("//section[@aria-labelledby='breaking-h']//a/@href") == ["/stories/s5"]
+    # no breaking banner: s5 is in the breaking set with 12 new articles in the hour (the rule wants more than
+    # 20) and among the first 10 cards anyway (test_front_page.py shows a banner); the edition selector
+    assert doc.xpath("//section[@aria-labelledby='breaking-h']//a/@href") == []
     assert doc.xpath("//select[@name='edition']/option/@value") == ["de", "en", "global"]
     assert "script-src" not in page.headers["content-security-policy"]  # default-src 'none': no script runs
 
@@ -124,7 +125,7 @@ def test_block_outlet_holds_on_every_surface_and_follow_topic(site, server):
         doc = _doc(site.get(path))
         shown = set(_card_ids(doc)) | {h.rsplit("/", 1)[1] for h in doc.xpath("//section[@class='banner']//a/@href")}
         assert not shown & a_com, (path, shown)
-    assert _card_ids(_doc(site.get("/"))) == ["s6", "s3", "s4"]
+    assert _card_ids(_doc(site.get("/"))) == ["s3", "s6", "s4"]
     # coverage lead moves to the earliest independent report of an unblocked outlet (b.com's a3)
     lead = _doc(site.get("/stories/s1")).xpath("//section[@aria-labelledby='lead-h']//a/@href")[0]
     assert lead == "https://b.com/a3"
@@ -140,7 +141,7 @@ def test_block_outlet_holds_on_every_surface_and_follow_topic(site, server):
     assert stored[b"block_sources"] == b'["a.com"]' and stored[b"follow_topics"] == b'["business"]'
     # unblock brings them back; anonymous pages never changed
     site.post("/prefs", data={"csrf": csrf, "action": "unblock", "kind": "source", "value": "a.com", "next": "/"})
-    assert _card_ids(_doc(site.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
+    assert _card_ids(_doc(site.get("/"))) == FRONT_GLOBAL
 
 
 def test_preferences_api(site):
@@ -224,7 +225,7 @@ def test_json_surfaces_apply_a_bearer_readers_blocks(site):
     trending = site.get("/v1/trending", headers=auth).json()
     assert trending["stories"] == [] and trending["breaking"] == []  # s5, s1 a.com; s3 business
     assert "business" not in {t["topic"].lower() for t in trending["topics"]}
-    assert [s["story_id"] for s in site.get("/v1/top").json()["stories"]] == ["s1", "s7", "s6", "s3", "s4"]
+    assert [s["story_id"] for s in site.get("/v1/top").json()["stories"]] == FRONT_GLOBAL
     assert site.get("/v1/top", headers={"Authorization": "Bearer nf1.x.y"}).status_code == 401
 
 
@@ -314,7 +315,7 @@ def test_in_process_cache_is_shared_before_blocks_are_applied(server, tmp_path):
     app = populated_app(server, str(tmp_path / "snap"), SECRET, local_cache_seconds=60)
     with serve_in_thread(app) as port:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", follow_redirects=False, timeout=10) as c:
-            assert _card_ids(_doc(c.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
+            assert _card_ids(_doc(c.get("/"))) == PLAIN_GLOBAL
             assert _card_ids(_doc(c.get("/sources/a.com"))) == ["s1", "s7", "s2", "s5"]
             server.delete(KEYS.feed("edition", "global"))  # served from the in-process copy now
             _signin(c, "ivy")
@@ -322,7 +323,7 @@ def test_in_process_cache_is_shared_before_blocks_are_applied(server, tmp_path):
             assert _card_ids(_doc(c.get("/"))) == ["s6", "s3", "s4"]  # the shared copy, with ivy's blocks
             assert _card_ids(_doc(c.get("/sources/b.com"))) == ["s3"]
             c.post("/signout", data={"csrf": _csrf(c)})
-            assert _card_ids(_doc(c.get("/"))) == ["s1", "s7", "s6", "s3", "s4"]
+            assert _card_ids(_doc(c.get("/"))) == PLAIN_GLOBAL
 
 
 def test_a_visitors_query_text_never_reaches_the_next_visitors_cached_page(server, tmp_path):

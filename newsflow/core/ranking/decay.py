@@ -40,6 +40,13 @@ def is_breaking(velocity: int, threshold: int = BREAKING_THRESHOLD) -> bool:
     return int(velocity) > threshold
 
 
+def is_evergreen(topics: Sequence[str], article_type: str | None = None) -> bool:
+    """True for an evergreen story: a topic label in :data:`EVERGREEN_TOPICS` (any case) or a ``service``
+    article (explainers, how-tos, guides)."""
+    kind = str(article_type).lower() if article_type else None
+    return kind == "service" or any(str(t).lower() in EVERGREEN_TOPICS for t in topics)
+
+
 def lambda_for(
     topics: Sequence[str],
     breaking: bool,
@@ -86,7 +93,7 @@ def decay_rate(
                 return float(overrides[f"{label}/{kind}"]), "learned", f"{label}/{kind}"
             if label in overrides:
                 return float(overrides[label]), "learned", label
-    if kind == "service" or any(label in EVERGREEN_TOPICS for label in labels):
+    if is_evergreen(labels, kind):
         return LAMBDA_EVERGREEN, "evergreen", ""
     return LAMBDA_DEFAULT, "default", ""
 

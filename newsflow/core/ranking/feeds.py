@@ -24,6 +24,7 @@ import numpy as np
 
 from newsflow.core.outlets import outlet
 from newsflow.core.ranking.article_type import story_article_type
+from newsflow.core.ranking.coverage import breadth, independent_outlets
 from newsflow.core.ranking.decay import decay_scores, lambda_for
 from newsflow.core.ranking.mmr import (
     DEFAULT_ALPHA,
@@ -44,7 +45,10 @@ class FeedConfig:
     """Feed-building knobs.
 
     Attributes:
-      k: stories per public feed (top-k after MMR).
+      k: stories per page of a public feed (MMR picks a page at a time, each page with its own
+        per-outlet cap, so page 1 is the top-k).
+      depth: stories kept in a public feed, pages of ``k`` (a reader pages through them with a cursor,
+        :mod:`newsflow.serving.paging`); the pool's size, so a feed holds every story of its pool.
       user_k: stories kept in a precomputed personal feed (more than served, so the
         on-request re-rank can drop blocked/capped ones and still fill a page).
       alpha: MMR relevance weight, 0.5–0.9.
@@ -57,6 +61,7 @@ class FeedConfig:
     """
 
     k: int = 20
+    depth: int = POOL_SIZE
     user_k: int = 60
     alpha: float = DEFAULT_ALPHA
     source_cap: int = DEFAULT_SOURCE_CAP
@@ -66,19 +71,39 @@ class FeedConfig:
     follow_extra: int = 100
 
 
+CAP_EXEMPT_OUTLETS = 10
+"""A story with at least this many independent outlets (:func:`newsflow.core.ranking.coverage.independent_outlets`)
+is exempt from the per-outlet cap. The cap (``DESIGN.md``: 2 per source domain) keeps one outlet's own stories
+from filling a page; a story ten outlets report on their own is not its lead outlet's story (its lead is only
+the highest-authority report, so wire services lead most wide stories). On the demo at its replay clock, with
+coverage breadth, capping by lead outlet kept 4 of the 10 widest stories of the last 6 hours off the first
+page (Reuters, the LA Times and the Washington Post led two wider ones each); the exemption brings 2 back, all
+4 once the evergreen article-type labels leave the topics (``python -m benchmarks.front_page``)."""
+
+
+def cap_key(story_id: str, domain: str, outlets: int) -> str:
+    """The per-outlet cap's key of a story: its lead outlet, or ``"story:<id>"`` (a key of its own) when it has
+    at least :data:`CAP_EXEMPT_OUTLETS` independent outlets."""
+    return f"story:{story_id}" if outlets >= CAP_EXEMPT_OUTLETS else outlet(domain)
+
+
 class Candidates:
     """Column view of candidate stories for vectorized ranking.
 
     Attributes:
       stories: list of :class:`StoryRecord` (length n).
-      scores: float64 (n,) decayed scores at ``now``.
+      scores: float64 (n,) scores at ``now``: authority × e^(−λ·age_hours) × coverage breadth
+        (:mod:`newsflow.core.ranking.coverage`).
+      breadth: float64 (n,) the coverage-breadth factors in ``scores``.
       lambdas: float64 (n,) decay rates used (1/hours): per topic and article type
         (:func:`newsflow.core.ranking.decay.lambda_for`).
       velocity: float64 (n,) new articles in the latest trending window.
       embeddings: float32 (n, 128) unit rows (zero rows for a missing embedding).
       breaking: bool (n,).
       sources: the outlet (:func:`newsflow.core.outlets.outlet`) of each representative domain, the key of
-        the per-source cap, follows and blocks.
+        follows and blocks.
+      cap_keys: the key of the per-source cap (:func:`cap_key`): the outlet, or the story itself for a
+        widely covered one.
       topics: each story's topic labels.
     """
 
@@ -102,20 +127,29 @@ class Candidates:
             ],
             dtype=np.float64,
         )
-        self.scores = decay_scores(
+        self.velocity = np.array([float(velocity.get(s.story_id, 0)) for s in self.stories])
+        self.breadth = breadth(
+            np.array([independent_outlets(s.source_count, s.independent_count) for s in self.stories]),
+            self.velocity,
+        )
+        self.scores = self.breadth * decay_scores(
             np.array([s.authority for s in self.stories], dtype=np.float64),
             np.array([s.earliest_time for s in self.stories], dtype=np.float64),
             now,
             self.lambdas,
         )
-        self.velocity = np.array([float(velocity.get(s.story_id, 0)) for s in self.stories])
         emb = np.zeros((n, EMBEDDING_DIM), dtype=np.float32)
         for i, s in enumerate(self.stories):
             if s.embedding is not None:
                 emb[i] = s.embedding
         self.embeddings = normalize_rows(emb) if n else emb
-        # the outlet (registrable domain), not the host: uk.reuters.com and in.reuters.com share one cap
+        # the outlet (registrable domain), not the host: uk.reuters.com and in.reuters.com share one cap;
+        # a widely covered story is nobody's own and counts against no outlet's cap (cap_key)
         self.sources = [outlet(s.domain) for s in self.stories]
+        self.cap_keys = [
+            cap_key(s.story_id, s.domain, independent_outlets(s.source_count, s.independent_count))
+            for s in self.stories
+        ]
         self.topics = [s.topics for s in self.stories]
 
     def __len__(self) -> int:
@@ -168,13 +202,37 @@ def rank(
     picks = mmr_select(
         relevance[idx],
         cands.embeddings[idx],
-        [cands.sources[i] for i in idx],
+        [cands.cap_keys[i] for i in idx],
         k=k,
         alpha=alpha,
         source_cap=source_cap,
         normalized=True,
     )
     return [cands.item(int(idx[p]), float(relevance[idx[p]])) for p in picks]
+
+
+def rank_pages(
+    cands: Candidates,
+    relevance: np.ndarray,
+    k: int,
+    depth: int,
+    alpha: float,
+    source_cap: int,
+    exclude: np.ndarray | None = None,
+) -> list[dict]:
+    """Pages of :func:`rank`: MMR picks ``k`` items, then ``k`` more among the rest (each page capped at
+    ``source_cap`` per outlet on its own, and diverse within itself), until ``depth`` items or no candidate
+    is left. The first page is :func:`rank`'s top-``k``."""
+    out: list[dict] = []
+    mask = np.zeros(len(cands), dtype=bool) if exclude is None else exclude.copy()
+    pos = {s.story_id: i for i, s in enumerate(cands.stories)}
+    while len(out) < depth:
+        items = rank(cands, relevance, min(k, depth - len(out)), alpha, source_cap, exclude=mask)
+        if not items:
+            break
+        out += items
+        mask[[pos[it["story_id"]] for it in items]] = True
+    return out
 
 
 def feed_doc(kind: str, name: str, now: float, alpha: float, items: list[dict]) -> dict:
@@ -207,7 +265,7 @@ def build_public_feeds(
     now: float,
     config: FeedConfig = FeedConfig(),
 ) -> dict[tuple[str, str], dict]:
-    """One MMR feed per pool: ``{(kind, name): feed document}``."""
+    """One MMR feed per pool, :func:`rank_pages` deep: ``{(kind, name): feed document}``."""
     pos = {s.story_id: i for i, s in enumerate(cands.stories)}
     out = {}
     for (kind, name), members in pools.items():
@@ -216,6 +274,6 @@ def build_public_feeds(
         exclude[idx] = False
         rel = np.zeros(len(cands))
         rel[idx] = public_relevance(cands.scores[idx])
-        items = rank(cands, rel, config.k, config.alpha, config.source_cap, exclude=exclude)
+        items = rank_pages(cands, rel, config.k, config.depth, config.alpha, config.source_cap, exclude=exclude)
         out[(kind, name)] = feed_doc(kind, name, now, config.alpha, items)
     return out
