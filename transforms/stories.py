@@ -1,15 +1,35 @@
 """Story clustering in event-time order, independent of how the runner bundles elements.
 
-:class:`AssignStories` keys every article to one shard key, and a stateful DoFn buffers
-articles in a bag and releases them on an event-time timer: when the watermark passes time T,
-every buffered article with event time <= T is sorted by ``(event_time, article_id)`` and fed to
-:class:`newsflow.core.stories.StoryAssigner` (state in Redis, :class:`RedisStoryStore`). Because the
-watermark only passes T once every element with event time <= T has arrived (bar late data), the
-clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay on the
-DirectRunner gives the same stories as streaming. This is the pattern of Beam's ordered-processing
-examples (buffer + event-time timer). Late elements (behind the watermark) are released at the
-next timer firing in their sorted position among what is buffered then; they are counted
-(``stories_late``).
+:class:`AssignStories` runs in three parts.
+
+1. ``VectorizeArticles`` (parallel, no key): each article's story vector (headline + URL slug
+   TF-IDF, :func:`newsflow.core.stories.story_vector`) is computed on any worker and travels with the
+   article, so the ordered step does not tokenize or weight text.
+2. Buffering by release tick (streaming, ``ordering="timers"``): each article is keyed by its
+   release tick (``"<shard_key>/<tick index>"``, the next multiple of ``release_granularity_s`` at or
+   after its event time): one Beam key per tick, spread over workers. A tick's bag holds only that
+   tick's articles and its event-time timer (at the tick) releases all of them sorted by
+   ``(event_time, article_id)`` as one batch. Bounded runs (``ordering="sort"``) group the whole
+   input instead (one GroupByKey, then a sort).
+3. The ordered commit, on the single ``shard_key``: :class:`newsflow.core.stories.StoryAssigner`
+   (state in Redis, :class:`RedisStoryStore`) over the batches in tick order. A batch reaches it
+   once the watermark passed its tick, so its state holds due batches only, never articles of later
+   ticks; a firing releases every batch at or before its time and re-arms at the latest one left,
+   so each batch is read by at most two firings (counters ``story_buffer_read`` and
+   ``story_buffer_released``, both stages summed: equal when the watermark advances tick by tick).
+
+Because the watermark only passes T once every element with event time <= T has arrived (bar late
+data), the clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay
+on the DirectRunner gives the same stories as streaming. Late elements (behind the watermark) go out
+in a batch of their own, released in its sorted position among what the ordered step holds then;
+they are counted (``stories_late``).
+
+Why the commit is one key. Every decision (join the best story, merge converging ones) reads the
+stories that earlier articles built, through any shared term or entity, and a story's terms reach
+far: on the shared headlines every article is linked to all but a handful of others by a chain of
+stories sharing a term within the time window, so no partition of the articles (by term, entity or
+bucket) runs independently and still gives the stories of one ordered run. The step therefore keeps
+one ordered writer and moves everything that does not read story state out of it.
 
 Replays are idempotent (the store remembers each article id), so re-delivered bundles do not
 double count. A merge re-sends the retired story's recent articles to trending under the survivor
@@ -70,9 +90,9 @@ class StoryTransformConfig:
       redis_url: Redis holding the story state (``None``: ``$REDIS_URL`` or the embedded server).
       stories: clustering thresholds.
       text_model_path: text model file (``None``: the default, built when missing).
-      shard_key: key of the single ordering shard (all articles share it: story clustering
-        compares each article with every live story, so one ordered stream is the simple, exact
-        choice; it handles thousands of articles per second, far above the crawl rate).
+      shard_key: key of the ordered commit (every article's decision goes through it, see "Why the
+        commit is one key" in the module docstring); the streaming path's release-tick keys are
+        ``"<shard_key>/<tick index>"``.
       ordering: ``"timers"`` (streaming: buffer in state, release on event-time timers) or
         ``"sort"`` (bounded replays: one GroupByKey then a sort by ``(event_time, article_id)``;
         the whole input is present, so the order cannot depend on bundling, and it avoids
