@@ -513,10 +513,9 @@ class AssignStories(beam.PTransform):
                         (float(p[0].event_time), p[0].article_id, pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)),
                     )
                 ).with_output_types(tuple[str, tuple[float, str, bytes]])
+                # no Reshuffle after it: on the streaming DirectRunner a GroupByKey drops what the tick timers emit
+                # once the watermark is at the end of time (a drain); distributed runners shuffle to the next key
                 | "CollectReleaseTicks" >> beam.ParDo(_CollectTickFn(cfg)).with_output_types(tuple[str, typing.Any])
-                # a shuffle between the two timer steps (one element per tick): without it the FnApiRunner fuses
-                # them and the second one's state and timers see nothing
-                | "ShuffleTickBatches" >> beam.Reshuffle()
             )
             fn = _OrderedAssignFn(cfg)
         out = keyed | "AssignInEventTimeOrder" >> beam.ParDo(fn).with_outputs(

@@ -1,26 +1,31 @@
-"""AssignStories' streaming path: articles wait per release tick (one Beam key per tick), the ordered step
-reads only the tick batches it releases, and the stories are those of one sequential run in
-``(event_time, article_id)`` order (TestStream on the BundleBasedDirectRunner, real Redis).
+"""AssignStories' streaming path: articles wait per release tick (one Beam key per tick), then the ordered
+step releases the tick batches; the stories are those of one sequential run in ``(event_time, article_id)``
+order, whether the watermark passes the ticks one by one or all at once (TestStream on the
+BundleBasedDirectRunner, real Redis).
 
-Slow (about 25 s each on a loaded 2-core machine): each test runs the step over 150 real headlines twice or
-compares it with a sequential run, the least that spreads them over ten ticks with stories of several sizes."""
+Slow (about 25 s on a loaded 2-core machine): the step runs twice over 150 real headlines, the least that
+spreads them over ten ticks with stories of several sizes."""
 
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from collections import Counter
 
-import apache_beam as beam
 import pytest
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.metrics.execution import MetricsContainer, MetricsEnvironment
+from apache_beam.metrics.metricbase import MetricName
+from apache_beam.runners.worker import statesampler
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.counters import CounterFactory
+from apache_beam.utils.timestamp import Timestamp
 
 from newsflow.core.embedding import load_text_model
 from newsflow.core.stories import StoryAssigner, StoryConfig
 from newsflow.core.story_state import InMemoryStoryStore
 from newsflow.schemas import StoryArticle
-from newsflow.transforms.stories import AssignStories, StoryTransformConfig
+from newsflow.transforms.stories import METRICS_NAMESPACE, AssignStories, StoryTransformConfig
 from tests.helpers import arrival_stream, corpus_lines, redis_story_of_every_article, streaming_test_pipeline
 
 pytestmark = pytest.mark.slow
@@ -78,30 +83,116 @@ def test_articles_released_tick_by_tick_get_the_stories_of_one_sequential_run(re
     assert _stream(redis_server, articles, [(order, None)]) == expected
 
 
-def test_the_ordered_step_reads_each_article_at_most_twice_when_every_tick_is_due_at_once(redis_server):
-    """The FnApiRunner (the bounded local runner) reports counters from timer firings (the streaming
-    test runner drops them): with the whole input present, every tick fires at once; the first firing
-    of the ordered step reads every batch and releases the earliest, the next releases the rest."""
+class _Bag:
+    """The bag state a runner hands a DoFn (read, add, clear), held in a list."""
+
+    def __init__(self):
+        self.items = []
+
+    def read(self):
+        return list(self.items)
+
+    def add(self, x):
+        self.items.append(x)
+
+    def clear(self):
+        self.items = []
+
+
+class _Cell(_Bag):
+    """A read-modify-write state cell."""
+
+    def read(self):
+        return self.items[0] if self.items else None
+
+    def write(self, x):
+        self.items = [x]
+
+
+class _Timer:
+    def __init__(self):
+        self.at = None
+
+    def set(self, ts):
+        self.at = float(ts)
+
+
+def _entries(articles) -> dict[float, list]:
+    """Tick time -> the ``_CollectTickFn`` entries of the articles due at it, as that step sorts them."""
+    from newsflow.transforms.stories import _release_tick
+
+    out: dict[float, list] = {}
+    for a in articles:
+        entry = (a.event_time, a.article_id, pickle.dumps((a, None)))
+        out.setdefault(_release_tick(a.event_time, 60.0) * 60.0, []).append(entry)
+    return {t: sorted(v) for t, v in sorted(out.items())}
+
+
+def _counted(run) -> dict[str, int]:
+    """Runs ``run()`` inside a Beam metrics container (as a worker does); returns the buffer counters."""
+    sampler = statesampler.StateSampler("", CounterFactory())
+    statesampler.set_current_tracker(sampler)
+    state = sampler.scoped_state("step", "process", metrics_container=MetricsContainer("step"))
+    sampler.start()
+    try:
+        with state:
+            run()
+            container = MetricsEnvironment.current_container()
+            return {
+                name: container.get_counter(MetricName(METRICS_NAMESPACE, name)).get_cumulative()
+                for name in ("story_buffer_read", "story_buffer_released")
+            }
+    finally:
+        sampler.stop()
+
+
+def test_each_firing_reads_only_the_batches_it_releases_while_the_watermark_passes_tick_by_tick(redis_server):
+    from newsflow.transforms.stories import _CollectTickFn, _OrderedAssignFn
+
+    _, url = redis_server
     articles = _articles()
-    client, url = redis_server
-    p = beam.Pipeline(runner=FnApiRunner())
-    order = list(range(N))
-    random.Random(5).shuffle(order)
-    _ = (
-        p
-        | beam.Create([articles[i] for i in order])
-        | beam.Map(lambda a: beam.window.TimestampedValue(a, a.event_time))
-        | AssignStories(StoryTransformConfig(url, ordering="timers"))
-    )
-    result = p.run()
-    result.wait_until_finish()
-    counters = Counter()
-    for c in result.metrics().query(MetricsFilter())["counters"]:
-        counters[c.key.metric.name] += c.committed
-    assert redis_story_of_every_article(client) == _sequential(articles)
-    first_tick = sum(1 for a in articles if a.event_time <= B + 60)
-    assert counters["stories_assigned"] == N
-    # the tick step reads and releases each article once; the ordered step releases each once and
-    # reads each batch once per firing that finds it (two here: the earliest tick's, then the last one)
-    assert counters["story_buffer_released"] == 2 * N
-    assert counters["story_buffer_read"] == 3 * N - first_tick
+    ticks = _entries(articles)
+    cfg = StoryTransformConfig(url)
+    collect, ordered = _CollectTickFn(cfg), _OrderedAssignFn(cfg)
+    ordered.setup()
+    out = []
+
+    def steady():
+        bag, state, timer = _Bag(), _Cell(), _Timer()
+        for tick, entries in ticks.items():
+            tick_bag = _Bag()
+            for e in entries:
+                collect.process((f"stories/{int(tick // 60)}", e), tick_bag, _Timer())
+            (batch,) = collect.on_flush(Timestamp.of(tick), tick_bag)
+            ordered.process(batch.value, bag, state, timer)
+            assert timer.at == tick
+            out.extend(ordered.on_flush(Timestamp.of(tick), bag, state, timer))
+            assert bag.items == [] and state.read() is None
+
+    counters = _counted(steady)
+    assert counters == {"story_buffer_read": 2 * N, "story_buffer_released": 2 * N}
+    assigned = {r.value.article_id for r in out if isinstance(r, TimestampedValue)}
+    assert assigned == {a.article_id for a in articles}
+
+
+def test_when_every_tick_is_due_at_once_a_batch_is_read_by_at_most_two_firings(redis_server):
+    from newsflow.transforms.stories import _OrderedAssignFn
+
+    _, url = redis_server
+    ticks = _entries(_articles())
+    ordered = _OrderedAssignFn(StoryTransformConfig(url))
+    ordered.setup()
+    first, last = min(ticks), max(ticks)
+
+    def jump():
+        bag, state, timer = _Bag(), _Cell(), _Timer()
+        for tick in reversed(ticks):  # any arrival order: the timer goes to the earliest tick
+            ordered.process(("stories", (tick, ticks[tick])), bag, state, timer)
+        assert timer.at == first
+        list(ordered.on_flush(Timestamp.of(first), bag, state, timer))
+        assert timer.at == last and len(bag.items) == len(ticks) - 1  # re-armed at the latest tick left
+        list(ordered.on_flush(Timestamp.of(last), bag, state, timer))
+        assert bag.items == [] and state.read() is None
+
+    counters = _counted(jump)
+    assert counters == {"story_buffer_read": 2 * N - len(ticks[first]), "story_buffer_released": N}
