@@ -14,9 +14,9 @@
 3. The ordered commit, on the single ``shard_key``: :class:`newsflow.core.stories.StoryAssigner`
    (state in Redis, :class:`RedisStoryStore`) over the batches in tick order. A batch reaches it
    once the watermark passed its tick, so its state holds due batches only, never articles of later
-   ticks; a firing releases every batch at or before its time and re-arms at the latest one left,
-   so each batch is read by at most two firings (counters ``story_buffer_read`` and
-   ``story_buffer_released``, both stages summed: equal when the watermark advances tick by tick).
+   ticks; a firing releases every batch at or before its time and re-arms at the latest one left
+   (counters ``story_buffer_read`` and ``story_buffer_released``, both steps summed: equal when the
+   watermark passes the ticks one by one; a batch is read once more when every tick is due at once).
 
 Because the watermark only passes T once every element with event time <= T has arrived (bar late
 data), the clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay
@@ -342,8 +342,10 @@ class _OrderedAssignFn(_AssignFnBase):
     or absent). A batch arrives once the watermark passed its tick, so the bag holds only batches of
     ticks the watermark has (nearly) reached, never articles of later ticks. The timer is set to the
     earliest buffered tick; a firing releases every batch at or before its time, sorted by
-    ``(event_time, article_id)``, and re-arms at the latest tick left, so a batch is read by at most
-    two firings (``story_buffer_read`` vs ``story_buffer_released``).
+    ``(event_time, article_id)``, and re-arms at the latest tick left. A batch that waits is read again
+    by each firing before its release: none while the watermark passes the ticks one by one, one when
+    they all became due at once, more only when batches of earlier ticks keep arriving meanwhile
+    (late data) (``story_buffer_read`` vs ``story_buffer_released``).
     Both are empty once the watermark passes the last article.
     """
 
