@@ -1,15 +1,35 @@
 """Story clustering in event-time order, independent of how the runner bundles elements.
 
-:class:`AssignStories` keys every article to one shard key, and a stateful DoFn buffers
-articles in a bag and releases them on an event-time timer: when the watermark passes time T,
-every buffered article with event time <= T is sorted by ``(event_time, article_id)`` and fed to
-:class:`newsflow.core.stories.StoryAssigner` (state in Redis, :class:`RedisStoryStore`). Because the
-watermark only passes T once every element with event time <= T has arrived (bar late data), the
-clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay on the
-DirectRunner gives the same stories as streaming. This is the pattern of Beam's ordered-processing
-examples (buffer + event-time timer). Late elements (behind the watermark) are released at the
-next timer firing in their sorted position among what is buffered then; they are counted
-(``stories_late``).
+:class:`AssignStories` runs in three parts.
+
+1. ``VectorizeArticles`` (parallel, no key): each article's story vector (headline + URL slug
+   TF-IDF, :func:`newsflow.core.stories.story_vector`) is computed on any worker and travels with the
+   article, so the ordered step does not tokenize or weight text.
+2. Buffering by release tick (streaming, ``ordering="timers"``): each article is keyed by its
+   release tick (``"<shard_key>/<tick index>"``, the next multiple of ``release_granularity_s`` at or
+   after its event time): one Beam key per tick, spread over workers. A tick's bag holds only that
+   tick's articles and its event-time timer (at the tick) releases all of them sorted by
+   ``(event_time, article_id)`` as one batch. Bounded runs (``ordering="sort"``) group the whole
+   input instead (one GroupByKey, then a sort).
+3. The ordered commit, on the single ``shard_key``: :class:`newsflow.core.stories.StoryAssigner`
+   (state in Redis, :class:`RedisStoryStore`) over the batches in tick order. A batch reaches it
+   once the watermark passed its tick, so its state holds due batches only, never articles of later
+   ticks; a firing releases every batch at or before its time and re-arms at the latest one left
+   (counters ``story_buffer_read`` and ``story_buffer_released``, both steps summed: equal when the
+   watermark passes the ticks one by one; a batch is read once more when every tick is due at once).
+
+Because the watermark only passes T once every element with event time <= T has arrived (bar late
+data), the clusterer sees the same sequence whatever the arrival order or bundling: a bounded replay
+on the DirectRunner gives the same stories as streaming. Late elements (behind the watermark) go out
+in a batch of their own, released in its sorted position among what the ordered step holds then;
+they are counted (``stories_late``).
+
+Why the commit is one key. Every decision (join the best story, merge converging ones) reads the
+stories that earlier articles built, through any shared term or entity, and a story's terms reach
+far: on the shared headlines every article is linked to all but a handful of others by a chain of
+stories sharing a term within the time window, so no partition of the articles (by term, entity or
+bucket) runs independently and still gives the stories of one ordered run. The step therefore keeps
+one ordered writer and moves everything that does not read story state out of it.
 
 Replays are idempotent (the store remembers each article id), so re-delivered bundles do not
 double count. A merge re-sends the retired story's recent articles to trending under the survivor
@@ -41,11 +61,12 @@ from __future__ import annotations
 
 import math
 import pickle
+import typing
 from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam import pvalue
-from apache_beam.coders import BytesCoder, FloatCoder, StrUtf8Coder, TupleCoder
+from apache_beam.coders import BytesCoder, FloatCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
@@ -69,9 +90,9 @@ class StoryTransformConfig:
       redis_url: Redis holding the story state (``None``: ``$REDIS_URL`` or the embedded server).
       stories: clustering thresholds.
       text_model_path: text model file (``None``: the default, built when missing).
-      shard_key: key of the single ordering shard (all articles share it: story clustering
-        compares each article with every live story, so one ordered stream is the simple, exact
-        choice; it handles thousands of articles per second, far above the crawl rate).
+      shard_key: key of the ordered commit (every article's decision goes through it, see "Why the
+        commit is one key" in the module docstring); the streaming path's release-tick keys are
+        ``"<shard_key>/<tick index>"``.
       ordering: ``"timers"`` (streaming: buffer in state, release on event-time timers) or
         ``"sort"`` (bounded replays: one GroupByKey then a sort by ``(event_time, article_id)``;
         the whole input is present, so the order cannot depend on bundling, and it avoids
@@ -181,10 +202,11 @@ class _AssignFnBase(beam.DoFn):
         it = iter(out)
         return [None if a is None else next(it) for a in resolved]
 
-    def _assign(self, article, t):
-        """Runs the clusterer on one article; yields the assignment or a dead letter."""
+    def _assign(self, article, t, vector=None):
+        """Runs the clusterer on one article (``vector``: its story vector from :class:`_VectorizeFn`, or
+        ``None`` to compute it); yields the assignment or a dead letter."""
         try:
-            result: StoryAssignment = self._clusterer.add(article)
+            result: StoryAssignment = self._clusterer.add(article, vector)
         except ValueError as e:  # permanent: bad record (refused before any state changed)
             self.dead.inc()
             yield pvalue.TaggedOutput(
@@ -237,21 +259,104 @@ class _AssignFnBase(beam.DoFn):
                 yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(moved, mt))
 
 
-class _OrderedAssignFn(_AssignFnBase):
-    """(shard key, StoryArticle) -> StoryAssignment, released in event-time order.
+class _VectorizeFn(beam.DoFn):
+    """StoryArticle -> ``(StoryArticle, its story vector as sorted (term, weight) pairs)``, in parallel.
 
-    State: ``buffer`` (bag of ``(event_time, article_id, pickled StoryArticle)`` not yet released,
-    with a deterministic ``TupleCoder``) and ``timer_at`` (event time the flush timer is set to, or
-    absent). The flush timer is set to
-    the release tick (next multiple of ``release_granularity_s``) of the earliest buffered article
-    and fires when the watermark passes it; it releases everything at or before the tick, sorted by
-    ``(event_time, article_id)``, clears the bag and re-adds what is left, then re-arms itself for
-    the earliest remaining article. Both are empty once the watermark passes the last article.
+    The state-independent part of an article's step (tokenizing, IDF weighting, the cross-language
+    form: :func:`newsflow.core.stories.story_vector`) runs here, on any worker, keyed by nothing, so the
+    ordered step only looks up and scores candidates. ``None`` instead of the pairs when the vector
+    cannot be computed (the ordered step then computes it, and dead-letters the article if that fails).
+    """
+
+    def __init__(self, config: StoryTransformConfig):
+        self._config = config
+
+    def setup(self):
+        from newsflow.core.embedding import load_text_model
+
+        self._model = load_text_model(self._config.text_model_path)
+
+    def process(self, article):
+        from newsflow.core.stories import story_vector
+
+        try:
+            vec = tuple(sorted(story_vector(self._model, article, self._config.stories).items()))
+        except (TypeError, ValueError):
+            vec = None
+        yield article, vec
+
+
+def _vector_key(article) -> tuple:
+    return article.article_id, article.title, article.url, article.language
+
+
+def _vectors(pairs) -> dict:
+    """``(article, vector pairs)`` -> {(id, title, url, language): vector dict} (what ``_assign`` looks up)."""
+    return {_vector_key(a): dict(v) for a, v in pairs if v is not None}
+
+
+def _release_tick(t: float, g: float) -> int:
+    """Index of the release tick of event time ``t`` (UTC epoch s): the tick is at ``index * g`` seconds.
+    A non-finite time gets tick 0 (released first; the clusterer dead-letters the article)."""
+    return math.ceil(t / g) if math.isfinite(t) else 0
+
+
+class _CollectTickFn(beam.DoFn):
+    """(``"<shard key>/<tick index>"``, (event time, article id, pickled (article, vector))) -> (shard key, tick batch).
+
+    State: ``buffer`` (bag of the key's entries: every article of one release tick, so each firing
+    reads exactly what it releases). The watermark timer is set to the tick's time; it emits the
+    batch ``(tick time, sorted entries)`` at the tick time and clears the bag. An article arriving
+    after its tick fired (late) sets the timer again and goes out in a batch of its own.
     """
 
     BUFFER = BagStateSpec("buffer", TupleCoder((FloatCoder(), StrUtf8Coder(), BytesCoder())))
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def __init__(self, config: StoryTransformConfig):
+        self._config = config
+        self.read = Metrics.counter(METRICS_NAMESPACE, "story_buffer_read")
+        self.released = Metrics.counter(METRICS_NAMESPACE, "story_buffer_released")
+
+    def process(self, element, buffer=beam.DoFn.StateParam(BUFFER), flush=beam.DoFn.TimerParam(FLUSH)):
+        key, entry = element
+        buffer.add(entry)
+        tick = int(key.rsplit("/", 1)[1])
+        flush.set(Timestamp.of(tick * self._config.release_granularity_s))
+
+    @on_timer(FLUSH)
+    def on_flush(self, fire=beam.DoFn.TimestampParam, buffer=beam.DoFn.StateParam(BUFFER)):
+        items = sorted(buffer.read(), key=lambda x: (x[0], x[1]))
+        buffer.clear()
+        self.read.inc(len(items))
+        self.released.inc(len(items))
+        if items:
+            yield beam.window.TimestampedValue((self._config.shard_key, (float(fire), items)), fire)
+
+
+class _OrderedAssignFn(_AssignFnBase):
+    """(shard key, tick batch) -> StoryAssignment, released in event-time order.
+
+    State: ``buffer`` (bag of ``(tick time, article count, pickled batch)``: the tick batches of
+    :class:`_CollectTickFn` not yet released) and ``timer_at`` (event time the flush timer is set to,
+    or absent). A batch arrives once the watermark passed its tick, so the bag holds only batches of
+    ticks the watermark has (nearly) reached, never articles of later ticks. The timer is set to the
+    earliest buffered tick; a firing releases every batch at or before its time, sorted by
+    ``(event_time, article_id)``, and re-arms at the latest tick left. A batch that waits is read again
+    by each firing before its release: none while the watermark passes the ticks one by one, one when
+    they all became due at once, more only when batches of earlier ticks keep arriving meanwhile
+    (late data) (``story_buffer_read`` vs ``story_buffer_released``).
+    Both are empty once the watermark passes the last article.
+    """
+
+    BUFFER = BagStateSpec("buffer", TupleCoder((FloatCoder(), VarIntCoder(), BytesCoder())))
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", FloatCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def __init__(self, config: StoryTransformConfig):
+        super().__init__(config)
+        self.read = Metrics.counter(METRICS_NAMESPACE, "story_buffer_read")
+        self.released = Metrics.counter(METRICS_NAMESPACE, "story_buffer_released")
 
     def process(
         self,
@@ -260,13 +365,8 @@ class _OrderedAssignFn(_AssignFnBase):
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         flush=beam.DoFn.TimerParam(FLUSH),
     ):
-        _, article = element
-        t = float(article.event_time)
-        # The bag holds (time, id, pickled article): three objects per entry, cheap for the
-        # runner's state cache to size, whatever the embedding length.
-        buffer.add((t, article.article_id, pickle.dumps(article, protocol=pickle.HIGHEST_PROTOCOL)))
-        g = self._config.release_granularity_s
-        tick = math.ceil(t / g) * g
+        _, (tick, items) = element
+        buffer.add((tick, len(items), pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)))
         current = timer_at.read()
         if current is None or tick < current:
             flush.set(Timestamp.of(tick))
@@ -281,30 +381,35 @@ class _OrderedAssignFn(_AssignFnBase):
         flush=beam.DoFn.TimerParam(FLUSH),
     ):
         limit = float(fire)
-        items = sorted(buffer.read(), key=lambda x: (x[0], x[1]))
-        ready = [x for x in items if x[0] <= limit]
-        rest = [x for x in items if x[0] > limit]
-        buffer.clear()
-        for x in rest:
-            buffer.add(x)
+        batches = list(buffer.read())
+        self.read.inc(sum(n for _, n, _ in batches))
+        ready = [b for b in batches if b[0] <= limit]
+        rest = [b for b in batches if b[0] > limit]
         if rest:
-            g = self._config.release_granularity_s
-            tick = math.ceil(rest[0][0] / g) * g
-            flush.set(Timestamp.of(tick))
-            timer_at.write(tick)
+            buffer.clear()
+            for b in rest:
+                buffer.add(b)
+            last = max(b[0] for b in rest)
+            flush.set(Timestamp.of(last))
+            timer_at.write(last)
         else:
+            buffer.clear()
             timer_at.clear()
         if not ready:
             return
-        articles = self._current_clusters([pickle.loads(payload) for _, _, payload in ready])
-        ready = [x for x, a in zip(ready, articles, strict=True) if a is not None]
+        entries = sorted((x for _, _, payload in ready for x in pickle.loads(payload)), key=lambda x: (x[0], x[1]))
+        self.released.inc(len(entries))
+        pairs = [pickle.loads(payload) for _, _, payload in entries]
+        vectors = _vectors(pairs)
+        articles = self._current_clusters([a for a, _ in pairs])
+        times = [t for (t, _, _), a in zip(entries, articles, strict=True) if a is not None]
         articles = [a for a in articles if a is not None]
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
             self._store.prefetch_assigned(a.article_id for a in articles)
-            for (t, _, _), article in zip(ready, articles, strict=True):
+            for t, article in zip(times, articles, strict=True):
                 if t < limit - self._config.release_granularity_s:
                     self.late.inc()
-                yield from self._assign(article, t)
+                yield from self._assign(article, t, vectors.get(_vector_key(article)))
 
 
 class _SortedAssignFn(_AssignFnBase):
@@ -326,8 +431,10 @@ class _SortedAssignFn(_AssignFnBase):
         self._log = StoryInputLog(self._config.input_log) if self._config.input_log else None
 
     def process(self, element):
-        _, articles = element
-        articles = list(articles)
+        _, pairs = element
+        pairs = list(pairs)
+        vectors = _vectors(pairs)
+        articles = [a for a, _ in pairs]
         self.key_elements.update(len(articles))
         batch = articles
         logged_all = self._log.read() if self._log is not None else {}
@@ -353,7 +460,7 @@ class _SortedAssignFn(_AssignFnBase):
             ordered = [a for a in ordered if a is not None]  # superseded versions of re-slugged articles
             self._store.prefetch_assigned(a.article_id for a in ordered)
             for article in ordered:
-                yield from self._assign(article, float(article.event_time))
+                yield from self._assign(article, float(article.event_time), vectors.get(_vector_key(article)))
         if self._log is not None:
             self._log.add(a for a in articles if a != logged_all.get(a.article_id))
         if len(logged) < len(logged_all) and reclustered:  # Redis no longer holds the expired ones either
@@ -391,13 +498,28 @@ class AssignStories(beam.PTransform):
         self._config = config
 
     def expand(self, pcoll):
-        key = self._config.shard_key
-        keyed = pcoll | "KeyToShard" >> beam.Map(lambda a: (key, a))
-        if self._config.ordering == "sort":
-            keyed = keyed | "CollectBoundedInput" >> beam.GroupByKey()
-            fn = _SortedAssignFn(self._config)
+        cfg = self._config
+        key = cfg.shard_key
+        prepared = pcoll | "VectorizeArticles" >> beam.ParDo(_VectorizeFn(cfg))
+        if cfg.ordering == "sort":
+            keyed = prepared | "KeyToShard" >> beam.Map(lambda p: (key, p)) | "CollectBoundedInput" >> beam.GroupByKey()
+            fn = _SortedAssignFn(cfg)
         else:
-            fn = _OrderedAssignFn(self._config)
+            g = cfg.release_granularity_s
+            keyed = (
+                prepared
+                | "KeyByReleaseTick"
+                >> beam.Map(
+                    lambda p: (
+                        f"{key}/{_release_tick(float(p[0].event_time), g)}",
+                        (float(p[0].event_time), p[0].article_id, pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)),
+                    )
+                ).with_output_types(tuple[str, tuple[float, str, bytes]])
+                # no Reshuffle after it: on the streaming DirectRunner a GroupByKey drops what the tick timers emit
+                # once the watermark is at the end of time (a drain); distributed runners shuffle to the next key
+                | "CollectReleaseTicks" >> beam.ParDo(_CollectTickFn(cfg)).with_output_types(tuple[str, typing.Any])
+            )
+            fn = _OrderedAssignFn(cfg)
         out = keyed | "AssignInEventTimeOrder" >> beam.ParDo(fn).with_outputs(
             DEAD_LETTER_TAG, TREND_INPUT_TAG, main="main"
         )

@@ -166,6 +166,14 @@ def story_article(article, topics, entities, embedding) -> StoryArticle:
     )
 
 
+def story_vector(model: TextModel, article: StoryArticle, config: StoryConfig) -> dict[str, float]:
+    """The article's unit TF-IDF vector as story clustering compares it: headline + URL slug words
+    (``config.slug_weight`` per slug word), for es/de/fr/pt/it in the cross-language form of
+    :meth:`newsflow.core.embedding.TextModel.article_vector`. A pure function of the article's
+    ``title``, ``url`` and ``language``, so it may be computed ahead of the ordered step (in parallel)."""
+    return model.article_vector(article.title, article.url, config.slug_weight, article.language)
+
+
 def _time_factor(dt_s: float, tau_s: float) -> float:
     return math.exp(-abs(dt_s) / tau_s) if not math.isinf(tau_s) else 1.0
 
@@ -250,9 +258,8 @@ class StoryAssigner:
             self._norms.clear()
 
     def vector(self, article: StoryArticle) -> dict[str, float]:
-        """The article's unit TF-IDF vector (headline + URL slug words; for es/de/fr/pt/it in the
-        cross-language form of :meth:`newsflow.core.embedding.TextModel.article_vector`)."""
-        return self.model.article_vector(article.title, article.url, self.config.slug_weight, article.language)
+        """:func:`story_vector` of ``article`` with this assigner's model and config."""
+        return story_vector(self.model, article, self.config)
 
     def _article_score(self, vec, ent_keys: set, story: StoryState, t: float) -> float:
         n = self._centroid_norm(story)
@@ -357,8 +364,13 @@ class StoryAssigner:
             out.append((self._story_score(story, o), o))
         return out
 
-    def add(self, article: StoryArticle) -> StoryAssignment:
+    def add(self, article: StoryArticle, vector: dict[str, float] | None = None) -> StoryAssignment:
         """Assigns one article (call in event-time order).
+
+        Args:
+          article: the article.
+          vector: its :func:`story_vector` computed beforehand (e.g. by a parallel step), or ``None`` to
+            compute it here; the result is the same either way.
 
         Raises:
           ValueError: the article has no id or a non-finite event time.
@@ -372,7 +384,7 @@ class StoryAssigner:
             return StoryAssignment(article.article_id, self.store.resolve(prior), False, True, (), 0.0)
         cfg = self.config
         t = float(article.event_time)
-        vec = self.vector(article)
+        vec = self.vector(article) if vector is None else vector
         ent_keys = {e[0] for e in article.entities}
         since = t - cfg.window_s
         terms, with_entities = lookup_keys(vec, 1.0, cfg.join_threshold, cfg.entity_weight)
@@ -482,4 +494,4 @@ class StoryAssigner:
         winner.merged_from = sorted(set(winner.merged_from) | {loser.story_id} | set(loser.merged_from))
 
 
-__all__ = ["StoryArticle", "StoryAssignment", "StoryAssigner", "StoryConfig", "sparse_normalize"]
+__all__ = ["StoryArticle", "StoryAssignment", "StoryAssigner", "StoryConfig", "sparse_normalize", "story_vector"]

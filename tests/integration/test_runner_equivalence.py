@@ -49,6 +49,10 @@ def reference(tmp_path_factory, landing):
             "multiworker",
             ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
         ),
+        (
+            "multiworker4",
+            ["--runner", "DirectRunner", "--direct_num_workers", "4", "--direct_running_mode", "multi_processing"],
+        ),
     ],
 )
 def test_runner_gives_the_same_redis_state_and_parquet_rows(tmp_path, landing, reference, name, flags):
