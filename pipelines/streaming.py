@@ -266,6 +266,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             text_model_path=text_model,
             key_prefix=settings.key_prefix,
             input_log=o.story_input_log,
+            trend_window_s=o.trending_window_s,
         ),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
@@ -406,6 +407,7 @@ SUMMARY_COUNTERS = (
     "stories_created",
     "stories_merged",
     "stories_reclustered",
+    "stories_late_lane",
     "stories_recluster_refused",
     "parquet_files_articles",
     "parquet_files_clusters",
