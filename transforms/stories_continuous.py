@@ -29,6 +29,10 @@ or before the oldest checkpoint kept, is not re-evaluated in event-time order: i
 run's window, on the state at its end, logged at the newest order time (so later rewinds re-run it in that
 place), sends nothing to trending (its windows are long written) and is counted by ``stories_late_lane``.
 
+Crashes. Before it rewinds, a run marks ``state.json`` pending; a run that finds the mark (the last one stopped
+half-way, and the cursor brings its files again) rewinds that run's new articles as well, so it ends in the
+state of a clean run.
+
 Guard. The log's ``state.json`` keeps the size of ``Keys.story_assign`` after the last run (``HLEN``, O(1)).
 When Redis holds a different number at the next run (another job wrote stories on the same key prefix,
 or the log was lost), and retention does not explain it (a moved cutoff and fewer assignments), the log
@@ -83,15 +87,16 @@ class ContinuousAssignFn(_AssignFnBase):
             return -math.inf
         return cutoff if math.isfinite(cutoff) else -math.inf
 
-    def _start(self, cutoff: float) -> float:
+    def _start(self, cutoff: float) -> tuple[float, bool]:
         """Checks the guard and retention against ``state.json`` (a fresh start clears the log and checkpoints);
-        returns the newest order time logged (``-inf`` when none)."""
+        returns the newest order time logged (``-inf`` when none) and whether the last run stopped half-way."""
         state = self._log.load_state()
         assigned = int(self._store.r.hlen(self._store.keys.story_assign))
         if state is not None:
             before = state.get("cutoff")
             moved = cutoff > (-math.inf if before is None else float(before))
-            if assigned == state.get("assigned") or (moved and assigned < int(state.get("assigned") or 0)):
+            pending = bool(state.get("pending"))
+            if pending or assigned == state.get("assigned") or (moved and assigned < int(state.get("assigned") or 0)):
                 if moved:  # retention expired stories a checkpoint may hold, and the articles before the cutoff
                     window_s = self._config.stories.window_s
                     self._ckpts.drop(
@@ -99,14 +104,18 @@ class ContinuousAssignFn(_AssignFnBase):
                     )
                     self._log.prune(cutoff)
                 newest = state.get("newest")
-                return -math.inf if newest is None else float(newest)
+                return (-math.inf if newest is None else float(newest)), pending
             self.recluster_refused.inc()
         self._log.clear()
         self._ckpts.drop()
-        return -math.inf
+        return -math.inf, False
 
     def _boundary(self, bucket: int | None) -> float:
         return -math.inf if bucket is None else bucket * self._log.bucket_s
+
+    def _before(self, a: int | None, b: int | None) -> bool:
+        """Whether checkpoint bucket ``a`` comes before ``b`` (genesis, ``None``, before all)."""
+        return self._boundary(a) < self._boundary(b)
 
     def process(self, element):
         from newsflow.storage.story_checkpoints import Checkpoints, clear_trends_after, rewind, snapshot
@@ -121,7 +130,7 @@ class ContinuousAssignFn(_AssignFnBase):
         to_log: list = []
         replaced: dict[str, float] = {}
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
-            newest = self._start(cutoff)
+            newest, pending = self._start(cutoff)
             if not self._ckpts.list() and batch:
                 if newest == -math.inf:  # genesis: the state before every logged article
                     first = min(float(a.event_time) for a in batch.values())
@@ -149,8 +158,11 @@ class ContinuousAssignFn(_AssignFnBase):
                         new_ids.add(a.article_id)
                 order = sorted(window.values(), key=lambda x: (x[0], x[1].article_id))
                 first = order[0][0]
-                if logged:
-                    undone = rewind(r, keys, Checkpoints.read(path), set(logged))
+                # a run that stopped half-way (state "pending") may have assigned some of these same new articles
+                undo = set(logged) | (new_ids if pending else set())
+                self._log.save_state(self._state(newest, cutoff, pending=True))
+                if undo:
+                    undone = rewind(r, keys, Checkpoints.read(path), undo)
                     self._store.invalidate()
                     self.reclustered.inc(len(logged))
                     for sid, members in sorted(undone["restored_losers"].items()):
@@ -160,12 +172,13 @@ class ContinuousAssignFn(_AssignFnBase):
                 clear_trends_after(r, keys, first)
                 yield from self._trend_context(first)
                 logged_now: list = []
-                yield from self._run_window(order, bucket, new_ids, logged_now)
+                taken: set = set()
+                yield from self._run_window(order, bucket, new_ids, logged_now, taken)
                 to_log += [(o, batch[aid]) for o, aid in logged_now]
                 top = max(top, order[-1][0])
+                # the checkpoints after the rewound one that no article of the window crossed now are stale
                 kept = [b for b, _ in self._ckpts.list()]
-                if any(b is not None and b > self._log.bucket(top) for b in kept):  # crossed by no article now
-                    self._ckpts.drop(keep=[b for b in kept if b is None or b <= self._log.bucket(top)])
+                self._ckpts.drop(keep=[b for b in kept if b in taken or b == bucket or self._before(b, bucket)])
             if late:
                 for a in self._current_clusters(late):
                     if a is None:
@@ -185,10 +198,10 @@ class ContinuousAssignFn(_AssignFnBase):
             self._log.drop(replaced)
         self._finish(top, cutoff)
 
-    def _run_window(self, order, bucket, new_ids: set, logged: list):
+    def _run_window(self, order, bucket, new_ids: set, logged: list, taken: set):
         """Assigns the window's ``(order time, article)`` s in order, taking a checkpoint at each bucket
-        boundary it crosses after ``bucket``; appends ``(order time, id)`` of each of ``new_ids`` that was not
-        a replay to ``logged``."""
+        boundary it crosses after ``bucket`` (their buckets go to ``taken``); appends ``(order time, id)`` of
+        each of ``new_ids`` that was not a replay to ``logged``."""
         from newsflow.storage.story_checkpoints import snapshot
 
         r, keys = self._store.r, self._store.keys
@@ -201,6 +214,7 @@ class ContinuousAssignFn(_AssignFnBase):
             if last is None or b > last:
                 self._store.flush()
                 self._ckpts.put(b, snapshot(r, keys, self._boundary(b) - self._config.stories.window_s))
+                taken.add(b)
                 last = b
             quiet = o != float(a.event_time)  # an article of the late lane, re-run at its place
             dup = False
@@ -267,10 +281,15 @@ class ContinuousAssignFn(_AssignFnBase):
         if below:
             self._ckpts.drop(keep=[b for b in ckpts if self._boundary(b) > top - bound] + [below[-1]])
             self._log.prune(self._boundary(below[-1]) - self._config.trend_window_s)
-        self._log.save_state(
-            {
-                "assigned": int(self._store.r.hlen(self._store.keys.story_assign)),
-                "cutoff": None if cutoff == -math.inf else cutoff,
-                "newest": None if top == -math.inf else top,
-            }
-        )
+        self._log.save_state(self._state(top, cutoff))
+
+    def _state(self, newest: float, cutoff: float, pending: bool = False) -> dict:
+        """``state.json``: ``assigned`` (``HLEN`` of ``Keys.story_assign``), ``cutoff`` (retention cutoff seen),
+        ``newest`` (newest order time logged; ``None`` for none), ``pending`` (a run is between its rewind and
+        its end: the next run trusts the log and rewinds this run's articles too)."""
+        return {
+            "assigned": int(self._store.r.hlen(self._store.keys.story_assign)),
+            "cutoff": None if cutoff == -math.inf else cutoff,
+            "newest": None if newest == -math.inf else newest,
+            "pending": pending,
+        }
