@@ -131,8 +131,9 @@ class NewsflowOptions(PipelineOptions):
             "--story_input_log",
             default=None,
             help="bounded runs only (newsflow run-continuous sets it): local directory of the story input "
-            "log; each run re-clusters the logged story inputs with its own from an empty story state, "
-            "so many runs give the stories of one run over all their files",
+            "log and its checkpoints; each run rewinds the stories to the checkpoint before its earliest "
+            "article and re-clusters the logged inputs after it with its own, so many runs give the stories "
+            "of one run over all their files",
         )
 
 

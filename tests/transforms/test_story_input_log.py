@@ -219,3 +219,34 @@ def test_one_batch_spanning_the_whole_log_interleaves_with_it(tmp_path):
     finally:
         for s in (one, logged):
             stop_embedded(s, save=False)
+
+
+def test_a_run_that_stopped_before_logging_is_redone_from_its_checkpoint(tmp_path):
+    """A run that stopped half-way (it assigned the earlier half of its articles, by time, and logged nothing;
+    the log as before it, marked pending): the next run over the same files rewinds those too and ends in the
+    state of one run."""
+    import json as _json
+    import shutil
+
+    arts = _articles()
+    batches = _batches(arts)
+    one, logged = _server(tmp_path, "one"), _server(tmp_path, "logged")
+    try:
+        _run(f"unix://{one.socket_file}", arts, None)
+        url, log = f"unix://{logged.socket_file}", str(tmp_path / "log")
+        for b in batches[:-1]:
+            _run(url, b, log)
+        shutil.copytree(log, tmp_path / "before")
+        last = sorted(batches[-1], key=lambda a: a.event_time)
+        _run(url, last[: len(last) // 2], log)
+        shutil.rmtree(log)
+        shutil.copytree(tmp_path / "before", log)
+        state = _json.loads((tmp_path / "log" / "state.json").read_text())
+        (tmp_path / "log" / "state.json").write_text(_json.dumps(state | {"pending": True}))
+        c = _run(url, batches[-1], log)
+        assert not c.get("stories_recluster_refused") and c.get("stories_reclustered")
+        assert _partition(logged) == _partition(one)
+        assert _story_keys(logged) == _story_keys(one)
+    finally:
+        for s in (one, logged):
+            stop_embedded(s, save=False)
