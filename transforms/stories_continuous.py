@@ -33,6 +33,14 @@ Crashes. Before it rewinds, a run marks ``state.json`` pending; a run that finds
 half-way, and the cursor brings its files again) rewinds that run's new articles as well, so it ends in the
 state of a clean run.
 
+Costs and limits. A checkpoint holds the keys of the stories live at its boundary (those with a member within
+the story window, 12.5 h by default), so each bucket boundary a run crosses costs O(live stories), whatever the
+history; the log and the checkpoints keep the late bound plus a trending window. A copy that bridges two
+near-duplicate groups renames the members of one of them (:mod:`newsflow.storage.groups`); members of it
+ordered before the rewound checkpoint keep the group id their story step read, where one bounded run reads
+the final one, so that story's state may differ from one bounded run's (a gap the tests do not meet: the rewind
+would have to start before the earliest renamed member).
+
 Guard. The log's ``state.json`` keeps the size of ``Keys.story_assign`` after the last run (``HLEN``, O(1)).
 When Redis holds a different number at the next run (another job wrote stories on the same key prefix,
 or the log was lost), and retention does not explain it (a moved cutoff and fewer assignments), the log

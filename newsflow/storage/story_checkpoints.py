@@ -135,11 +135,9 @@ class Checkpoints:
         except FileNotFoundError:
             return []
         found: dict[int | None, str] = {}
-        for n in sorted(names, key=lambda n: os.path.getmtime(os.path.join(self.directory, n))):
-            m = _FILE.match(n)
-            if m:
-                tag = m.group(1)
-                found[None if tag == "genesis" else int(tag[1:])] = os.path.join(self.directory, n)
+        ours = [(m.group(1), os.path.join(self.directory, n)) for n in names if (m := _FILE.match(n))]
+        for tag, path in sorted(ours, key=lambda x: os.path.getmtime(x[1])):
+            found[None if tag == "genesis" else int(tag[1:])] = path
         return sorted(found.items(), key=lambda x: -math.inf if x[0] is None else x[0])
 
     def put(self, bucket: int | None, content: dict) -> str:
