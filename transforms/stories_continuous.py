@@ -6,7 +6,8 @@ source). Appending them would cluster the union in arrival order, not in ``(even
 order. With ``StoryTransformConfig.input_log`` the story step (:class:`ContinuousAssignFn`, after one
 GroupByKey of the run's articles) therefore:
 
-1. picks the latest checkpoint at or before the run's earliest article
+1. unless its earliest article comes after every logged one (then it only appends), picks the latest
+   checkpoint at or before the run's earliest article
    (:mod:`newsflow.storage.story_checkpoints`; checkpoints are taken at every event-time bucket boundary,
    ``StoryTransformConfig.checkpoint_s`` = 1 h, that the ordered step crosses);
 2. rewinds Redis to it (:func:`~newsflow.storage.story_checkpoints.rewind`: only the stories the logged
@@ -24,8 +25,8 @@ for every article within the late bound, and a run costs its new articles plus t
 checkpoint it rewinds to (plus one trending window of context), not the history. Counter
 ``stories_reclustered``: logged articles re-clustered.
 
-Late lane. An article ordered before the newest logged one by more than ``late_bound_s`` (default 24 h),
-or before the oldest checkpoint kept, is not re-evaluated in event-time order: it is assigned after the
+Late lane. An article not after the newest logged one and either more than ``late_bound_s`` (default 24 h)
+before it or before the oldest checkpoint kept, is not re-evaluated in event-time order: it is assigned after the
 run's window, on the state at its end, logged at the newest order time (so later rewinds re-run it in that
 place), sends nothing to trending (its windows are long written) and is counted by ``stories_late_lane``.
 
@@ -147,14 +148,18 @@ class ContinuousAssignFn(_AssignFnBase):
                     b = self._log.bucket(newest) + 1
                     self._ckpts.put(b, snapshot(r, keys, self._boundary(b) - window_s))
             ckpts = self._ckpts.list()
+            # an article after every logged one appends; an earlier one needs a checkpoint at or before it
             floor = max(newest - bound, self._boundary(ckpts[0][0]) if ckpts else math.inf)
-            on_time = [a for a in batch.values() if float(a.event_time) >= floor]
-            late = sorted((a for a in batch.values() if float(a.event_time) < floor), key=_order)
+            on_time = [a for a in batch.values() if float(a.event_time) >= floor or float(a.event_time) > newest]
+            late = sorted((a for a in batch.values() if floor > float(a.event_time) <= newest), key=_order)
             top = newest
             if on_time:
                 e = min(float(a.event_time) for a in on_time)
-                bucket, path = [(b, p) for b, p in ckpts if self._boundary(b) <= e][-1]
-                logged = self._log.entries(since=self._boundary(bucket))
+                if e > newest and not pending:  # after every logged article: the state now is the state at e
+                    bucket, path, logged = (None if newest == -math.inf else self._log.bucket(newest)), None, {}
+                else:
+                    bucket, path = [(b, p) for b, p in ckpts if self._boundary(b) <= e][-1]
+                    logged = self._log.entries(since=self._boundary(bucket))
                 window = dict(logged)
                 new_ids = set()
                 for a in on_time:
