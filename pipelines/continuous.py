@@ -15,12 +15,14 @@ transforms, :mod:`newsflow.pipelines.streaming`) as repeated bounded runs over a
 
 Stories equal those of one bounded run. A run's files may hold articles older than ones an earlier
 run assigned; story assignment is ordered by ``(event_time, article_id)``, so every job run gets
-``--story_input_log`` (:func:`default_story_log_dir`): its story step re-clusters every article of
-the earlier runs together with its own from an empty story state (see "Continuous runs" in
-:mod:`newsflow.transforms.stories`). After any sequence of runs, the story partition, the stories'
-Redis records, the trending windows and the breaking set are those of one ``newsflow run`` over the
-same files on a fresh Redis (tests/integration/test_continuous_equals_bounded.py). The cost is a story
-step over every article since the retention cutoff in each run.
+``--story_input_log`` (:func:`default_story_log_dir`): its story step rewinds the story state to the
+latest checkpoint at or before the run's earliest article and re-clusters the logged articles after it
+together with its own (:mod:`newsflow.transforms.stories_continuous`). After any sequence of runs whose
+articles are within the late bound (24 h before the newest logged article), the story partition, the
+stories' Redis records, the trending windows and the breaking set are those of one ``newsflow run`` over
+the same files on a fresh Redis (tests/integration/test_continuous_equals_bounded.py); older articles go
+to the story step's late lane (``stories_late_lane``). A run costs its own articles plus the logged ones
+after the checkpoint it rewinds to and one trending window of context, not the history.
 
 A crash between a run and the cursor update only makes the next run replay those files, which
 changes nothing (every write of the job is keyed by stable ids). Run it with
@@ -68,6 +70,7 @@ JOB_FIELDS = (
     "stories_assigned",
     "stories_reclustered",
     "stories_recluster_refused",
+    "stories_late_lane",
     "dead_lettered",
 )
 

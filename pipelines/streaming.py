@@ -131,8 +131,9 @@ class NewsflowOptions(PipelineOptions):
             "--story_input_log",
             default=None,
             help="bounded runs only (newsflow run-continuous sets it): local directory of the story input "
-            "log; each run re-clusters the logged story inputs with its own from an empty story state, "
-            "so many runs give the stories of one run over all their files",
+            "log and its checkpoints; each run rewinds the stories to the checkpoint before its earliest "
+            "article and re-clusters the logged inputs after it with its own, so many runs give the stories "
+            "of one run over all their files",
         )
 
 
@@ -266,6 +267,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             text_model_path=text_model,
             key_prefix=settings.key_prefix,
             input_log=o.story_input_log,
+            trend_window_s=o.trending_window_s,
         ),
         trending=TrendingConfig(
             window_seconds=o.trending_window_s,
@@ -406,6 +408,7 @@ SUMMARY_COUNTERS = (
     "stories_created",
     "stories_merged",
     "stories_reclustered",
+    "stories_late_lane",
     "stories_recluster_refused",
     "parquet_files_articles",
     "parquet_files_clusters",

@@ -18,6 +18,7 @@ import asyncio
 import calendar
 import contextlib
 import gzip
+import math
 import os
 import socket
 import threading
@@ -659,4 +660,26 @@ def nd_revisions(client, keys) -> dict[str, str]:
         rev = client.hget(key, "rev")
         if rev:
             out[key.decode()[len(keys.article_record("")) - len("}:nd") : -len("}:nd")]] = rev.decode()
+    return out
+
+
+def expected_rewinds(batch_times: list[list[float]], checkpoint_s: float) -> list[int]:
+    """Logged articles each continuous run re-clusters (``stories_reclustered``), from the rule of
+    :mod:`newsflow.transforms.stories_continuous`: checkpoints at the start of the log and at the start of
+    every ``checkpoint_s`` bucket holding a logged article; a run whose earliest article comes after every
+    logged one appends, any other rewinds to the latest checkpoint at or before its earliest article and
+    re-clusters every logged article from there on. ``batch_times``: the event times of each run's articles
+    (all within the late bound), in arrival order."""
+    out: list[int] = []
+    logged: list[float] = []
+    for times in batch_times:
+        e = min(times)
+        if not logged or e > max(logged):
+            out.append(0)
+            logged += times
+            continue
+        starts = [math.floor(t / checkpoint_s) * checkpoint_s for t in logged]
+        boundary = max([-math.inf, *(s for s in starts if s <= e)])
+        out.append(sum(1 for t in logged if t >= boundary))
+        logged += times
     return out

@@ -35,21 +35,11 @@ Replays are idempotent (the store remembers each article id), so re-delivered bu
 double count. A merge re-sends the retired story's recent articles to trending under the survivor
 (``counts_from`` = the merge time: windows ending after it count them there).
 
-Continuous runs. ``newsflow run-continuous`` runs the job as bounded runs over the landing files as
-they arrive, and a run's files may hold articles older than ones an earlier run assigned (a feed's
-older items, a slow source). Appending them would cluster the union in arrival order, not event-time
-order. With ``StoryTransformConfig.input_log`` each run instead clusters every logged input together
-with its own, in ``(event_time, article_id)`` order, from an empty story state
-(:meth:`RedisStoryStore.clear` under the writer lease), and then logs its own inputs
-(:mod:`newsflow.storage.story_inputs`): the story state after any sequence of runs is the one a single
-bounded run over all their files builds. Each run re-sends every article (and every merge's moved
-articles) to trending, as that bounded run does, after deleting the story trending windows and the
-breaking set (:func:`newsflow.storage.trends.clear_story_trends`), so that no count stays under a story
-id the re-clustering retired. Cost: each run clusters every logged article again,
-O(articles since the retention cutoff) per run, and the log keeps one line per article on disk. When
-Redis holds assignments of articles the log lacks (stories written by another job on the same key
-prefix, or a lost log), the run does not clear them: it adds its own articles as without a log and
-counts ``stories_recluster_refused``.
+Continuous runs. With ``StoryTransformConfig.input_log`` (``newsflow run-continuous``), the step is
+:class:`newsflow.transforms.stories_continuous.ContinuousAssignFn`: each bounded run rewinds the story
+state to a checkpoint at or before its earliest article and re-clusters the logged articles after it
+together with its own, so that any sequence of runs leaves the stories of one bounded run over all their
+files (see that module for the window, the trending context and the late lane).
 
 Writes are batched: a released bundle's assignments are read with one ``HMGET`` and
 its steps written in transactions of ``write_batch`` articles (each touched story once per
@@ -75,7 +65,6 @@ from apache_beam.utils.timestamp import Timestamp
 from newsflow.core.stories import StoryConfig
 from newsflow.schemas import StoryAssignment
 from newsflow.storage.keys import Keys
-from newsflow.storage.trends import clear_story_trends
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
 METRICS_NAMESPACE = "newsflow.core.stories"
@@ -108,10 +97,15 @@ class StoryTransformConfig:
         many seconds before the merge are re-sent to trending under the survivor (must be at least
         the trending window; older ones fall in no window that ends after the merge).
       input_log: continuous local mode (``ordering="sort"`` only): local directory of the story input
-        log (:class:`newsflow.storage.story_inputs.StoryInputLog`). Each run clusters the logged
-        inputs together with its own from an empty story state, then logs its own: after any
-        sequence of runs, the stories of one bounded run over all their input (see "Continuous
-        runs" in the module docstring). ``None``: each run adds to the stories in Redis.
+        log and its checkpoints (:mod:`newsflow.transforms.stories_continuous`): after any sequence of
+        runs, the stories of one bounded run over all their input. ``None``: each run adds to the
+        stories in Redis.
+      trend_window_s: with ``input_log``: the trending window, seconds (the job's ``--trending_window_s``):
+        each run re-sends the logged articles of one window before its first article to trending.
+      late_bound_s: with ``input_log``: articles ordered more than this many seconds before the newest
+        logged one go to the late lane (``stories_late_lane``) instead of a rewind.
+      checkpoint_s: with ``input_log``: event-time bucket of the log files and of the checkpoints, seconds
+        (a run rewinds at most one bucket before its earliest article).
     """
 
     redis_url: str | None = None
@@ -124,6 +118,9 @@ class StoryTransformConfig:
     write_batch: int = 256
     merged_trend_horizon_s: float = 86400.0
     input_log: str | None = None
+    trend_window_s: float = 3600.0
+    late_bound_s: float = 86400.0
+    checkpoint_s: float = 3600.0
 
     def __post_init__(self):
         Keys(self.key_prefix)  # validates the prefix
@@ -135,6 +132,11 @@ class StoryTransformConfig:
             raise ValueError(f"merged_trend_horizon_s must be > 0, got {self.merged_trend_horizon_s}")
         if self.release_granularity_s <= 0:
             raise ValueError(f"release_granularity_s must be > 0, got {self.release_granularity_s}")
+        if not (self.trend_window_s > 0 and self.late_bound_s > 0 and self.checkpoint_s > 0):
+            raise ValueError(
+                "trend_window_s, late_bound_s and checkpoint_s must be > 0, got "
+                f"{self.trend_window_s}, {self.late_bound_s}, {self.checkpoint_s}"
+            )
         if self.input_log is not None and self.ordering != "sort":
             raise ValueError(f"input_log needs ordering='sort' (bounded runs), got ordering={self.ordering!r}")
 
@@ -416,19 +418,8 @@ class _SortedAssignFn(_AssignFnBase):
     """(shard key, all StoryArticles) -> StoryAssignments in ``(event_time, article_id)`` order.
 
     For bounded input after a GroupByKey: every article is in the group, so sorting gives the
-    same sequence whatever the file order or bundling. With ``input_log`` (continuous mode) the
-    group is clustered together with every logged input from an empty story state, when the
-    log covers every article Redis has assigned (else, counted as ``stories_recluster_refused``,
-    the group is added to the stories in Redis as without a log); the group is logged after its
-    assignments are committed, and logged inputs before the retention cutoff are pruned after a
-    re-clustering left Redis without them.
+    same sequence whatever the file order or bundling.
     """
-
-    def setup(self):
-        super().setup()
-        from newsflow.storage.story_inputs import StoryInputLog
-
-        self._log = StoryInputLog(self._config.input_log) if self._config.input_log else None
 
     def process(self, element):
         _, pairs = element
@@ -436,52 +427,12 @@ class _SortedAssignFn(_AssignFnBase):
         vectors = _vectors(pairs)
         articles = [a for a, _ in pairs]
         self.key_elements.update(len(articles))
-        batch = articles
-        logged_all = self._log.read() if self._log is not None else {}
-        logged = self._unexpired(logged_all)
-        if logged_all:
-            from newsflow.storage.story_inputs import one_per_id
-
-            batch = list(one_per_id([*logged.values(), *articles]).values())
-        ordered = self._current_clusters(sorted(batch, key=lambda a: (float(a.event_time), a.article_id)))
-        reclustered = False
+        ordered = self._current_clusters(sorted(articles, key=lambda a: (float(a.event_time), a.article_id)))
+        ordered = [a for a in ordered if a is not None]  # superseded versions of re-slugged articles
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
-            if logged_all:
-                known = logged_all.keys() | {a.article_id for a in articles}
-                if all(_str(aid) in known for aid in self._store.r.hkeys(self._store.keys.story_assign)):
-                    self._store.clear()  # re-cluster everything from an empty state
-                    clear_story_trends(self._store.r, self._store.keys)  # this run's trending step rewrites them
-                    reclustered = True
-                    self.reclustered.inc(len(logged))
-                else:  # Redis holds stories the log cannot rebuild (another job wrote them): add to them
-                    self.recluster_refused.inc()
-                    new = {a.article_id for a in articles}
-                    ordered = [a for a in ordered if a is None or a.article_id in new]
-            ordered = [a for a in ordered if a is not None]  # superseded versions of re-slugged articles
             self._store.prefetch_assigned(a.article_id for a in ordered)
             for article in ordered:
                 yield from self._assign(article, float(article.event_time), vectors.get(_vector_key(article)))
-        if self._log is not None:
-            self._log.add(a for a in articles if a != logged_all.get(a.article_id))
-        if len(logged) < len(logged_all) and reclustered:  # Redis no longer holds the expired ones either
-            self._log.prune(self._cutoff)
-
-    def _unexpired(self, logged: dict) -> dict:
-        """The logged inputs at or after the retention cutoff (``Keys.retention_cutoff``: older state was
-        expired, and the near-duplicate step refuses such articles, so a bounded run would not cluster
-        them either)."""
-        if not logged:
-            return logged
-        raw = self._store.r.get(self._store.keys.retention_cutoff)
-        cutoff = float(raw) if raw is not None else -math.inf
-        if not math.isfinite(cutoff):
-            cutoff = -math.inf  # as the near-duplicate step: a corrupt value expires nothing
-        self._cutoff = cutoff
-        return {aid: a for aid, a in logged.items() if float(a.event_time) >= cutoff}
-
-
-def _str(v) -> str:
-    return v.decode() if isinstance(v, bytes) else v
 
 
 class AssignStories(beam.PTransform):
@@ -500,6 +451,15 @@ class AssignStories(beam.PTransform):
     def expand(self, pcoll):
         cfg = self._config
         key = cfg.shard_key
+        if cfg.ordering == "sort" and cfg.input_log:
+            # run-continuous: the ordered step re-clusters from a checkpoint (stories_continuous), vectors inline
+            from newsflow.transforms.stories_continuous import ContinuousAssignFn
+
+            keyed = pcoll | "KeyToShard" >> beam.Map(lambda a: (key, a)) | "CollectBoundedInput" >> beam.GroupByKey()
+            out = keyed | "AssignInEventTimeOrder" >> beam.ParDo(ContinuousAssignFn(cfg)).with_outputs(
+                DEAD_LETTER_TAG, TREND_INPUT_TAG, main="main"
+            )
+            return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG], TREND_INPUT_TAG: out[TREND_INPUT_TAG]}
         prepared = pcoll | "VectorizeArticles" >> beam.ParDo(_VectorizeFn(cfg))
         if cfg.ordering == "sort":
             keyed = prepared | "KeyToShard" >> beam.Map(lambda p: (key, p)) | "CollectBoundedInput" >> beam.GroupByKey()

@@ -21,13 +21,16 @@ lane instead of its windows: a dead letter (step ``trending``, error ``late``, t
 counted by ``newsflow.trending/trend_inputs_late``. Articles within the bound update their windows (a
 late firing with the corrected count). Nothing is dropped silently: the windows stay open for the bound
 plus two probe steps (:func:`window_lateness_s`), longer than the gate's view of the watermark can lag
-(:class:`_LateLaneFn`). Bounded input has no late data.
+(:class:`_LateLaneFn`). The gate is keyed by a hash of the article id into :data:`LATE_GATE_SHARDS` keys
+(:func:`late_gate_key`), each learning the watermark by its own probe timer; what a shard cannot judge yet
+(its first articles, or after its quiet spell) goes to one fallback gate key. Bounded input has no late data.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import zlib
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -53,8 +56,18 @@ from newsflow.transforms.io import date_partition
 
 METRICS_NAMESPACE = "newsflow.trending"
 TRENDS_TAG = "trends"
+UNDECIDED_TAG = "undecided"
 DEFAULT_LATE_BOUND_S = 6 * 3600
 """Default late bound, seconds: sitemaps and slow feeds deliver articles hours after their event time."""
+LATE_GATE_SHARDS = 16
+"""Keys of the late-lane gate (:func:`late_gate_key`): each gate key sees about 1/16 of the trend inputs."""
+
+
+def late_gate_key(article_id: str, shards: int = LATE_GATE_SHARDS) -> str:
+    """The late-lane gate key of an article: ``"trending-<n>"``, n = CRC-32 of the UTF-8 id modulo
+    ``shards`` (stable across processes and runs, unlike ``hash``), so the gate's elements spread over
+    ``shards`` keys and workers instead of one hot key."""
+    return f"trending-{zlib.crc32(article_id.encode('utf-8')) % shards}"
 
 
 @dataclass(frozen=True)
@@ -131,7 +144,7 @@ class _ParseFn(beam.DoFn):
 
 class _LateLaneFn(beam.DoFn):
     """(gate key, TrendInput) -> the TrendInput (timestamp kept), or a ``late`` dead letter when its
-    timestamp is more than the late bound behind the watermark.
+    timestamp is more than the late bound behind the watermark. Gate keys: :func:`late_gate_key`.
 
     Python DoFns cannot read the watermark, so the gate learns it from an event-time timer: the
     ``probe`` timer fires once the watermark has passed it, and its firing time is kept in ``seen``
@@ -140,11 +153,17 @@ class _LateLaneFn(beam.DoFn):
     article (the bound plus a window of watermark progress) its step doubles, so draining to the end of
     time takes a few dozen firings, and the next article pulls the probe back to the next step tick.
     An article arriving after such a long quiet spell is judged by the last probe (``seen`` may then
-    lag by up to half the quiet spell), the one case in which the gate is lenient.
+    lag by up to half the quiet spell), and a key's first article (no probe has fired yet) passes.
+
+    With ``last=False`` (the sharded first stage) an article its key cannot judge tightly (no probe has
+    fired yet, or the probe backed off) goes to the :data:`UNDECIDED_TAG` output instead; the transform
+    sends those to one fallback key (``last=True``), which judges everything it gets. Only each shard's
+    first articles and those after a shard's quiet spell take that path, so the fallback key sees a
+    small share of the elements.
 
     Counters: ``trend_inputs_late``, ``trend_inputs_on_time``.
 
-    State (one key, all trend inputs; cleared never: three numbers): ``seen`` (float, epoch s),
+    State (per gate key; cleared never: three numbers): ``seen`` (float, epoch s),
     ``armed`` (float, the probe's time, absent when not armed), ``idle`` (firings since the last
     article).
     """
@@ -154,7 +173,8 @@ class _LateLaneFn(beam.DoFn):
     IDLE = ReadModifyWriteStateSpec("idle", VarIntCoder())
     PROBE = TimerSpec("probe", TimeDomain.WATERMARK)
 
-    def __init__(self, bound_s: float, step_s: float, tight_firings: int):
+    def __init__(self, bound_s: float, step_s: float, tight_firings: int, last: bool = True):
+        self._last = bool(last)
         self._bound = float(bound_s)
         self._step = float(step_s)
         self._tight = int(tight_firings)
@@ -173,6 +193,7 @@ class _LateLaneFn(beam.DoFn):
         _, item = element
         t = float(timestamp)
         watermark = seen.read()
+        stale = watermark is None or (idle.read() or 0) > self._tight  # no probe yet, or backed off
         idle.write(0)
         # the next step tick after what is known; also pulls in a probe pushed far out while idle
         at = (math.floor(max(t, watermark or t) / self._step) + 1) * self._step
@@ -180,6 +201,9 @@ class _LateLaneFn(beam.DoFn):
         if current is None or at < current:
             probe.set(Timestamp.of(at))
             armed.write(at)
+        if stale and not self._last:
+            yield pvalue.TaggedOutput(UNDECIDED_TAG, item)  # judged by the single fallback key
+            return
         if watermark is not None and t < watermark - self._bound:
             self.late.inc()
             yield pvalue.TaggedOutput(
@@ -350,15 +374,24 @@ class ComputeTrendingWindows(beam.PTransform):
             tight = math.ceil((c.allowed_lateness_seconds + c.window_seconds) / step) + 1
             gated = (
                 parsed[TRENDS_TAG]
-                | "KeyToLateGate" >> beam.Map(lambda ti: ("trending", ti))
+                | "KeyToLateGate" >> beam.Map(lambda ti: (late_gate_key(ti.article_id), ti))
                 | "LateLane"
+                >> beam.ParDo(_LateLaneFn(c.allowed_lateness_seconds, step, tight, last=False)).with_outputs(
+                    DEAD_LETTER_TAG, UNDECIDED_TAG, main=TRENDS_TAG
+                )
+            )
+            fallback = (
+                gated[UNDECIDED_TAG]
+                | "KeyToFallbackGate" >> beam.Map(lambda ti: ("trending", ti))
+                | "FallbackLateLane"
                 >> beam.ParDo(_LateLaneFn(c.allowed_lateness_seconds, step, tight)).with_outputs(
                     DEAD_LETTER_TAG, main=TRENDS_TAG
                 )
             )
-            late = gated[DEAD_LETTER_TAG]
+            late = (gated[DEAD_LETTER_TAG], fallback[DEAD_LETTER_TAG]) | "LateLaneDeadLetters" >> beam.Flatten()
             trends = (
-                gated[TRENDS_TAG]
+                (gated[TRENDS_TAG], fallback[TRENDS_TAG])
+                | "GatedTrendInputs" >> beam.Flatten()
                 | "SlidingWindows"
                 >> beam.WindowInto(
                     window.SlidingWindows(c.window_seconds, c.period_seconds),

