@@ -8,7 +8,7 @@ first two factors) with
 * ``outlets`` — independent outlets: distinct outlets that carry an independent report, bounded by the
   story's distinct outlets and by its independent reports (near-duplicate groups), so 40 sites running
   one wire copy count once: ``min(source_count, independent_count)``, at least 1;
-* ``velocity`` — new articles in the latest trending window (1 hour, :mod:`newsflow.transforms.trending`).
+* ``velocity`` — new articles in the latest trending window (1 hour, the streaming job's trending step).
 
 Sources. Del Corso, Gullì and Romani ("Ranking a Stream of News", WWW 2005) rank a news cluster by the
 number and authority of the sources reporting it, decayed by age; Google News ranks "stories covered by

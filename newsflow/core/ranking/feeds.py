@@ -48,7 +48,7 @@ class FeedConfig:
       k: stories per page of a public feed (MMR picks a page at a time, each page with its own
         per-outlet cap, so page 1 is the top-k).
       depth: stories kept in a public feed, pages of ``k`` (a reader pages through them with a cursor,
-        :mod:`newsflow.serving.paging`); the pool's size, so a feed holds every story of its pool.
+        the serving tier's paging); the pool's size, so a feed holds every story of its pool.
       user_k: stories kept in a precomputed personal feed (more than served, so the
         on-request re-rank can drop blocked/capped ones and still fill a page).
       alpha: MMR relevance weight, 0.5–0.9.

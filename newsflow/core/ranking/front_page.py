@@ -3,7 +3,7 @@
 **Breaking banner** (:func:`banner_ok`, :func:`banner`). A story is in the banner when, at ``now``:
 
 * it meets the breaking rule of :mod:`newsflow.core.ranking.decay` — more than 20 new articles in the
-  latest trending window (one hour, :mod:`newsflow.transforms.trending`) ending within the last hour;
+  latest trending window (one hour, the streaming job's trending step) ending within the last hour;
   the breaking set keeps a story an hour after its last breaking window, so the set alone is not proof;
 * it is not evergreen (an obituary, historical piece or explainer, or a ``service`` article: slow
   stories, λ 0.02), whatever its burst;
