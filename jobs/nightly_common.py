@@ -5,13 +5,16 @@ the same root the streaming job writes articles and clusters to)::
 
     events/date=YYYY-MM-DD/events-<first id>-<last id>.parquet   reader events (newsflow.storage.events)
     stories/date=YYYY-MM-DD/part-00000.parquet                   story snapshot (newsflow.jobs.snapshot_stories)
-    models/<name>/date=YYYY-MM-DD/part-00000.parquet             each night's model outputs
+    models/<name>/date=YYYY-MM-DD/part-NNNNN.parquet             each night's model outputs
     quarantine/events/date=YYYY-MM-DD/<file name>                events files that could not be read
     deadletters/step=nightly_events/part-<hash>.parquet          one dead letter per quarantined file
 
-A nightly output partition holds exactly one file, ``part-00000.parquet``, written under a temp
-name and moved into place after the partition's other files are removed, so re-running a date
-replaces that date's output instead of adding to it.
+A nightly output partition holds the files of one run: one file, ``part-00000.parquet``, written under
+a temp name by :func:`write_partition` (small outputs: stories, decay, weights), or the shards
+``part-00000.parquet``, ``part-00001.parquet``, ... that parallel writers stage and :class:`WritePartition`
+moves in (the per-reader and per-story models); either way the partition's other files are removed
+first, so re-running a date replaces that date's output instead of adding to it. Readers take every
+file of a partition.
 
 Faults in the events dataset do not stop a night: :func:`quarantine_unreadable` (run by ``newsflow
 nightly`` after its flush) moves an events file that does not read whole (truncated, corrupt, not

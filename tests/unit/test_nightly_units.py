@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -348,3 +349,22 @@ def test_keyed_cluster_rounds_give_the_sequential_minhash_clusters():
     assert labels == expected and "one" not in labels and labels["lonely"] == "lonely"
     assert len(set(expected.values())) < len(expected) / 5  # real clusters formed
     assert descending_min_labels([("b", "b"), ("a", "a"), ("c", "a")]) == [("a", "a"), ("b", "a"), ("c", "a")]
+
+
+def test_write_partition_transform_replaces_the_partition_with_the_runs_shards(tmp_path):
+    import apache_beam as beam
+
+    from newsflow.jobs.nightly_common import WritePartition
+
+    schema = pa.schema([pa.field("k", pa.string()), pa.field("n", pa.int64())])
+    root = str(tmp_path)
+    write_partition(root, "models/x", "2026-03-01", pa.Table.from_pylist([{"k": "old", "n": 0}], schema))
+    stale = tmp_path / "models/x/date=2026-03-01/part-00007.parquet"  # a shard an earlier, wider run left
+    pq.write_table(pa.Table.from_pylist([{"k": "stale", "n": -1}], schema), stale)
+    rows = [{"k": f"r{i}", "n": i} for i in range(50)]
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(rows) | WritePartition(root, "models/x", "2026-03-01", schema)
+    files = partition_files(root, "models/x", ["2026-03-01"])
+    got = sorted((r for f in files for r in pq.read_table(f).to_pylist()), key=lambda r: r["n"])
+    assert got == rows and not stale.exists()
+    assert sorted(os.listdir(tmp_path / "models/x")) == ["date=2026-03-01"]  # the staging directory is gone
