@@ -174,9 +174,10 @@ def top_neighbors(story, neighbors) -> tuple[str, list]:
 CLUSTER_ROUNDS = 4
 """Rounds of keyed relabelling that compute the reader clusters (:func:`cluster_labels`). A reader's cluster
 is :func:`~newsflow.core.learning.collaborative.minhash_user_clusters` ' cluster when the chain of
-ever-earlier readers leading to its founder is short enough for the rounds (each round reaches at least
-twice as far as the one before); otherwise it is an earlier reader of that chain (a similar reader still),
-and the job counts the readers whose cluster was still moving in the last round (``cluster_labels_unsettled``)."""
+ever-earlier readers leading to its founder is short enough for the rounds (the label jump of each round
+lets a round follow the chains the earlier rounds found); otherwise it is an earlier reader of that chain
+(a similar reader still), and the job counts the readers whose cluster was still moving in the last round
+(``cluster_labels_unsettled``)."""
 
 
 def reader_bands(profile) -> list:
