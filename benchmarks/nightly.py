@@ -36,6 +36,7 @@ skipped and listed in ``skipped``; the growth keys then name the sizes that ran.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import subprocess
@@ -59,7 +60,6 @@ RUNNER_FLAGS = ["--direct_running_mode", "multi_processing", "--direct_num_worke
 def synthetic_night(client, root: str, readers: int, stories: int, seed: int = 7) -> dict:
     """Writes the stories to Redis (serving hashes + live index, as the streaming job leaves them), the night's
     events (3 per reader) as ``events/date=DATE`` Parquet and previous-night interest rows; returns sizes."""
-    import json
 
     from newsflow.jobs.interest_vectors import INTEREST_OUTPUT_SCHEMA
     from newsflow.jobs.nightly_common import write_partition
@@ -288,6 +288,7 @@ def main(argv=None) -> None:
         run = one_size(n, args.stories, feeds=i < args.feed_sizes)
         run["total_s"] = sig(time.perf_counter() - t0)
         runs.append(run)
+        print(json.dumps(run), file=sys.stderr, flush=True)  # each size as it ends, should a later one be cut off
     result: dict = {"benchmark": "nightly", "runner_flags": " ".join(RUNNER_FLAGS), "stories": args.stories}
     result["runs"] = runs
     result["skipped"] = skipped
