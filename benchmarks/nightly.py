@@ -15,7 +15,8 @@ runs as ``python -m newsflow.jobs.<job>`` with ``--direct_running_mode multi_pro
 --direct_num_workers 2``; per job:
 
 * ``peak_rss_bytes``: the largest resident set of any one process of the job (the launcher or a worker),
-  the larger of ``wait4``'s ``ru_maxrss`` and a 0.2 s poll of the process tree (psutil);
+  from a 0.2 s poll of the process tree (psutil; ``wait4``'s ``ru_maxrss`` is not used: a forked child
+  inherits this process's high-water mark);
 * ``pipeline_bytes``: ``len(pipeline.to_runner_api().SerializeToString())`` of the job's pipeline built
   for that night (``--dry_run true``: built, not run);
 * ``wall_s_per_reader``: the job's wall seconds / ``n``.
@@ -198,15 +199,14 @@ def run_job(job: str, root: str, redis_url: str, data_dir: str) -> dict:
 
         watcher = threading.Thread(target=poll, daemon=True)
         watcher.start()
-        _, status, usage = os.wait4(proc.pid, 0)  # ru_maxrss: the largest of the job and its reaped workers
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.wait()  # not wait4's ru_maxrss: a forked child starts with this process's high-water mark
         done.set()
         watcher.join()
         seconds = time.perf_counter() - t0
         if proc.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"{job} failed: {err.read().decode(errors='replace')[-3000:]}")
-    return {"seconds": seconds, "peak_rss_bytes": max(peak["rss"], usage.ru_maxrss * 1024)}
+    return {"seconds": seconds, "peak_rss_bytes": peak["rss"]}
 
 
 def one_size(readers: int, stories: int, feeds: bool) -> dict:
