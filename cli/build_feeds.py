@@ -9,8 +9,10 @@ One run (:func:`build_feeds`):
    (top 500 each; editions are story languages plus ``global``);
 4. writes the MMR top-20 feed of every pool to ``nf:feed:edition:{edition}`` /
    ``nf:feed:topic:{topic}`` with a 5-minute TTL;
-5. writes the personal feeds of readers active in the last ``active_window`` seconds
-   (the active-reader shards ``nf:{s<k>}:users:active``) to ``nf:feed:user:{user_id}`` with the same
+5. writes the personal feeds of every reader active in the last ``active_window`` seconds
+   (all members of the active-reader shards ``nf:{s<k>}:users:active`` in that window, read in pages;
+   readers handled in batches of 500: one pipeline of profiles, two of models, one of feeds per batch;
+   :func:`newsflow.storage.feeds.build_feeds`) to ``nf:feed:user:{user_id}`` with the same
    TTL, each with its serving form at ``nf:feedpage:user:{user_id}`` (:mod:`newsflow.storage.feed_page`:
    the request path re-ranks it without parsing the feed);
 6. optionally moves the reader-event streams to Parquet (``--events-dir``).

@@ -5,13 +5,16 @@ the same root the streaming job writes articles and clusters to)::
 
     events/date=YYYY-MM-DD/events-<first id>-<last id>.parquet   reader events (newsflow.storage.events)
     stories/date=YYYY-MM-DD/part-00000.parquet                   story snapshot (newsflow.jobs.snapshot_stories)
-    models/<name>/date=YYYY-MM-DD/part-00000.parquet             each night's model outputs
+    models/<name>/date=YYYY-MM-DD/part-NNNNN.parquet             each night's model outputs
     quarantine/events/date=YYYY-MM-DD/<file name>                events files that could not be read
     deadletters/step=nightly_events/part-<hash>.parquet          one dead letter per quarantined file
 
-A nightly output partition holds exactly one file, ``part-00000.parquet``, written under a temp
-name and moved into place after the partition's other files are removed, so re-running a date
-replaces that date's output instead of adding to it.
+A nightly output partition holds the files of one run: one file, ``part-00000.parquet``, written under
+a temp name by :func:`write_partition` (small outputs: stories, decay, weights), or the shards
+``part-00000.parquet``, ``part-00001.parquet``, ... that parallel writers stage and :class:`WritePartition`
+moves in (the per-reader and per-story models); either way the partition's other files are removed
+first, so re-running a date replaces that date's output instead of adding to it. Readers take every
+file of a partition.
 
 Faults in the events dataset do not stop a night: :func:`quarantine_unreadable` (run by ``newsflow
 nightly`` after its flush) moves an events file that does not read whole (truncated, corrupt, not
@@ -378,4 +381,156 @@ class ReadStories(beam.PTransform):
             | "KeyByStory" >> beam.Map(_story_row)
             | "NewestSnapshot" >> beam.CombinePerKey(lambda vs: max(vs, key=lambda v: v[0]))
             | "DropPath" >> beam.MapTuple(lambda sid, v: (sid, v[1]))
+        )
+
+
+class _SwapPartitionFn(beam.DoFn):
+    """Moves the staged files of one run into ``<root>/<dataset>/date=<date>`` after removing the partition's
+    other files; yields the final paths. Runs once, after every staged file is written (side input)."""
+
+    def __init__(self, root: str, dataset: str, date: str, staging: str):
+        self.root, self.dataset, self.date, self.staging = root, dataset, date, staging
+
+    def process(self, _unused, staged):
+        from pyarrow import fs as pafs
+
+        d = partition_dir(self.root, self.dataset, self.date)
+        filesystem, path = filesystem_and_path(d)
+        filesystem.create_dir(path, recursive=True)
+        names = {f.replace("\\", "/").rsplit("/", 1)[-1] for f in staged}
+        for info in filesystem.get_file_info(pafs.FileSelector(path)):
+            if info.type == pafs.FileType.File and info.base_name not in names:
+                filesystem.delete_file(info.path)
+        for f in sorted(staged):
+            name = f.replace("\\", "/").rsplit("/", 1)[-1]
+            sfs, spath = filesystem_and_path(f)
+            sfs.move(spath, f"{path}/{name}")
+            yield f"{d}/{name}"
+        sfs, spath = filesystem_and_path(self.staging)
+        if sfs.get_file_info(spath).type == pafs.FileType.Directory:
+            sfs.delete_dir(spath)
+
+
+class WritePartition(beam.PTransform):
+    """Writes a PCollection of row dicts (``schema``) as the partition ``<root>/<dataset>/date=<date>``,
+    replacing its files, by parallel writers.
+
+    Each worker writes its own shard (``beam.io.WriteToParquet`` under ``<root>/<dataset>/_staging-date=<date>``,
+    zstd); once all are written, one step removes the partition's older files and moves the shards in
+    (``part-00000.parquet``, ``part-00001.parquet``, ...; as many as the runner's bundles). Returns the
+    PCollection of the partition's file paths. Readers take every file of a partition
+    (:func:`partition_files`), so the number of shards never changes what a night reads.
+    """
+
+    def __init__(self, root: str, dataset: str, date: str, schema: pa.Schema):
+        super().__init__()
+        self.root, self.dataset, self.date, self.schema = root.rstrip("/"), dataset, date, schema
+
+    def expand(self, rows):
+        staging = f"{self.root}/{self.dataset}/_staging-date={self.date}"
+        if "://" not in staging:
+            os.makedirs(staging, exist_ok=True)
+        staged = rows | "WriteShards" >> beam.io.WriteToParquet(
+            f"{staging}/part",
+            self.schema,
+            codec="zstd",
+            file_name_suffix=".parquet",
+            shard_name_template="-SSSSS",
+        )
+        return (
+            rows.pipeline
+            | "Once" >> beam.Create([None])
+            | "SwapIntoPartition"
+            >> beam.ParDo(_SwapPartitionFn(self.root, self.dataset, self.date, staging), beam.pvalue.AsList(staged))
+        )
+
+
+class _BeginModelsFn(beam.DoFn):
+    """Marks each bucketed model of the night ``writing`` (every bucket listed); yields ``{name: buckets an
+    earlier write of that version left}`` for the commit."""
+
+    def __init__(self, config: NightlyConfig, names: tuple):
+        self.config, self.names = config, names
+
+    def process(self, _unused):
+        from newsflow.storage.keys import READER_BUCKETS
+
+        models = open_models(self.config)
+        yield {n: models.begin(n, self.config.date, range(READER_BUCKETS)) for n in self.names}
+
+
+class _WriteBucketFn(beam.DoFn):
+    """``((name, bucket), [(field, value)])`` -> one MULTI replacing that bucket's hash
+    (:meth:`newsflow.storage.models.ModelStore.write_bucket`); yields ``(name, (bucket, fields))``."""
+
+    def __init__(self, config: NightlyConfig):
+        self.config = config
+        self.buckets = Metrics.counter(NAMESPACE, "model_buckets_written")
+
+    def setup(self):
+        self.models = open_models(self.config)
+
+    def process(self, element, _begun):
+        (name, bucket), fields = element
+        mapping = dict(fields)
+        self.models.write_bucket(name, self.config.date, bucket, mapping)
+        self.buckets.inc()
+        yield name, (bucket, len(mapping))
+
+
+def _bucket_summary(name: str, values) -> tuple[str, tuple[list, int]]:
+    """``(name, [(bucket, fields)])`` -> ``(name, (sorted buckets, total fields))``."""
+    values = list(values)
+    return name, (sorted(b for b, _ in values), sum(n for _, n in values))
+
+
+class _CommitModelsFn(beam.DoFn):
+    """Marks each bucketed model ``ready`` with the buckets written (unlinking buckets an earlier write left)."""
+
+    def __init__(self, config: NightlyConfig, names: tuple):
+        self.config, self.names = config, names
+
+    def process(self, _unused, summary, begun):
+        models = open_models(self.config)
+        for name in self.names:
+            buckets, fields = summary.get(name, ([], 0))
+            models.commit(name, self.config.date, fields, buckets, begun.get(name, []))
+            yield name
+
+
+class WriteModelBuckets(beam.PTransform):
+    """Writes ``(model name, field, value)`` elements as the night's versions of the bucketed models ``names``
+    (:data:`newsflow.storage.models.BUCKETED_MODELS`) in the layout of :mod:`newsflow.storage.models`, by
+    parallel writers: one step marks every model ``writing``, then the fields are grouped by
+    ``(name, reader_bucket(field))`` and each bucket is replaced in its own MULTI by whichever worker holds
+    it, then one step marks the models ``ready`` (a model with no field is ``ready`` with no bucket).
+    Returns the PCollection of the committed model names."""
+
+    def __init__(self, config: NightlyConfig, names: tuple):
+        super().__init__()
+        self.config, self.names = config, tuple(names)
+
+    def expand(self, fields):
+        from newsflow.storage.keys import reader_bucket
+
+        begun = (
+            fields.pipeline
+            | "Start" >> beam.Create([None])
+            | "BeginVersions" >> beam.ParDo(_BeginModelsFn(self.config, self.names))
+        )
+        written = (
+            fields
+            | "KeyByBucket" >> beam.Map(lambda nfv: ((nfv[0], reader_bucket(nfv[1])), (nfv[1], nfv[2])))
+            | "GroupByBucket" >> beam.GroupByKey()
+            | "WriteBuckets" >> beam.ParDo(_WriteBucketFn(self.config), beam.pvalue.AsSingleton(begun))
+            | "GroupWrittenBuckets" >> beam.GroupByKey()
+            | "SummarizeBuckets" >> beam.MapTuple(_bucket_summary)
+        )
+        return (
+            fields.pipeline
+            | "End" >> beam.Create([None])
+            | "CommitVersions"
+            >> beam.ParDo(
+                _CommitModelsFn(self.config, self.names), beam.pvalue.AsDict(written), beam.pvalue.AsSingleton(begun)
+            )
         )

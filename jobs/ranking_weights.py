@@ -21,6 +21,11 @@ Each impression is one row (clicked when a click on the same story and surface a
   story snapshot; the fitted weight is then 0 and serving keeps the defaults' boosts);
 * ``position``: log1p(0-based position).
 
+Every per-reader input is keyed: each day's impression outcomes are joined by reader (``CoGroupByKey``) with
+the previous night's ``interest`` rows read from Parquet in the pipeline; the co-visitation counts (per
+story pair) and the night's λ overrides are side inputs read from Parquet in the pipeline. The fit takes
+at most :data:`MAX_FIT_ROWS` rows (a deterministic sample above it, :func:`sample_key`).
+
 Fit: :func:`newsflow.core.learning.weights.fit_weights` (scikit-learn logistic regression, time-ordered
 held-out within-reader AUC; the defaults when data is thin, when the fit's held-out within-reader AUC
 does not beat the defaults' on the same rows, or when no reader had a previous-night interest vector,
@@ -36,6 +41,7 @@ Run::
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import sys
@@ -57,7 +63,6 @@ from newsflow.jobs.nightly_common import (
     config_from_options,
     open_models,
     partition_files,
-    read_partitions,
     write_partition,
 )
 from newsflow.pipelines.launcher import JobSpec, main
@@ -86,34 +91,66 @@ WEIGHTS_DAYS = 3
 """Days of events (ending at the night's date) the fit uses."""
 
 
-def load_context(config: NightlyConfig, date: str | None = None) -> dict:
-    """The night's λ overrides and the interest vectors, recent clicks, topic interests and
-    co-visitation of the night before ``date`` (default: the night's date), read from Parquet (empty
-    where the partition does not exist)."""
-    ctx = {"lambdas": {}, "interest": {}, "recent": {}, "covisit": {}, "topics": {}}
-    decay = read_partitions(config.output, "models/decay", [config.date])
-    if decay is not None:
-        ctx["lambdas"] = {override_key(r): r["lambda_per_hour"] for r in decay.to_pylist() if r["sufficient"]}
-    prev = _previous(date or config.date)
-    interest = read_partitions(config.output, "models/interest", [prev])
-    if interest is not None:
-        for r in interest.to_pylist():
-            if r["interest"] is not None:
-                ctx["interest"][r["user_id"]] = tuple(r["interest"])
-            ctx["recent"][r["user_id"]] = tuple(r["recent"] or ())
-            if r.get("topics"):
-                ctx["topics"][r["user_id"]] = {str(t["label"]).lower(): float(t["share"]) for t in r["topics"]}
-    covisit = read_partitions(config.output, "models/covisit", [prev])
-    if covisit is not None:
-        for r in covisit.to_pylist():
-            ctx["covisit"][(r["story_id"], r["neighbor_id"])] = r["readers"]
-    return ctx
+MAX_FIT_ROWS = 200_000
+"""Most impression rows the fit sees: above it, a deterministic sample (the rows with the largest
+:func:`sample_key`), so the fit's memory does not grow with the readers."""
+
+
+def sample_key(row) -> bytes:
+    """A feature row's stable sampling key (BLAKE2b of its repr: the same rows win on every runner)."""
+    return hashlib.blake2b(repr(row).encode(), digest_size=8).digest()
+
+
+def model_files(config: NightlyConfig, date: str) -> dict[str, list[str]]:
+    """The Parquet files the rows of ``date`` are featurised from: the night's ``decay`` output and the
+    ``interest`` and ``covisit`` outputs of the night before ``date`` (the models serving that day)."""
+    prev = _previous(date)
+    return {
+        "decay": partition_files(config.output, "models/decay", [config.date]),
+        "interest": partition_files(config.output, "models/interest", [prev]),
+        "covisit": partition_files(config.output, "models/covisit", [prev]),
+    }
+
+
+def _lambda_entry(row: dict) -> list:
+    return [(override_key(row), row["lambda_per_hour"])] if row["sufficient"] else []
+
+
+def _reader_model(row: dict) -> tuple:
+    """An interest output row -> ``(reader, (interest tuple or None, recent tuple, {topic: share}))``."""
+    topics = {str(t["label"]).lower(): float(t["share"]) for t in row.get("topics") or []}
+    interest = tuple(row["interest"]) if row["interest"] is not None else None
+    return row["user_id"], (interest, tuple(row["recent"] or ()), topics)
+
+
+def _featurise(element, stories, lambdas, covisit) -> list:
+    """``(reader, {"outcome": [outcome], "model": [previous-night model]})`` -> the reader's feature rows."""
+    user, grouped = element
+    ctx = {"lambdas": lambdas, "interest": {}, "recent": {}, "covisit": covisit, "topics": {}}
+    if grouped["model"]:
+        interest, recent, topics = grouped["model"][0]
+        if interest is not None:
+            ctx["interest"][user] = interest
+        ctx["recent"][user], ctx["topics"][user] = recent, topics
+    return [row for outcome in grouped["outcome"] for row in features_of((user, outcome), stories, ctx)]
+
+
+class _ReadParquet(beam.PTransform):
+    """Parquet files -> their rows (dicts); an empty PCollection without files."""
+
+    def __init__(self, files: list[str]):
+        super().__init__()
+        self.files = files
+
+    def expand(self, pbegin):
+        return pbegin | "Files" >> beam.Create(self.files) | "Rows" >> beam.io.ReadAllFromParquet()
 
 
 def features_of(outcome_user, stories, ctx) -> list:
     """``(user, (story, first impression time, position, clicked))`` -> ``[(t, features, clicked, user)]``
     (empty when the story has no snapshot)."""
     user, (story, t, position, clicked) = outcome_user
+    # ctx: {"lambdas": {override key: λ}, "interest" / "recent" / "topics": {reader: ...}, "covisit": {(a, b): n}}
     info = stories.get(story)
     if info is None:
         return []
@@ -190,6 +227,11 @@ def build(pipeline: beam.Pipeline, config: NightlyConfig):
         partition_files(config.output, "stories", config.dates(config.history_days))
     )
     story_map = beam.pvalue.AsDict(stories)
+    lambdas = beam.pvalue.AsDict(
+        pipeline
+        | "ReadDecay" >> _ReadParquet(model_files(config, config.date)["decay"])
+        | "SufficientLambdas" >> beam.FlatMap(_lambda_entry)
+    )
     per_day = []
     dates = config.dates(WEIGHTS_DAYS)
     for back, date in zip(range(len(dates) - 1, -1, -1), dates, strict=True):
@@ -197,7 +239,13 @@ def build(pipeline: beam.Pipeline, config: NightlyConfig):
         if not files and date != config.date:
             continue
         day = f"[night-{back}]"  # labels relative to the night, the same every night
-        per_day.append(
+        models = model_files(config, date)
+        covisit = beam.pvalue.AsDict(
+            pipeline
+            | f"ReadCoVisit{day}" >> _ReadParquet(models["covisit"])
+            | f"CoVisitPairs{day}" >> beam.Map(lambda r: ((r["story_id"], r["neighbor_id"]), r["readers"]))
+        )
+        outcomes = (
             pipeline
             | f"ReadEvents{day}" >> ReadEvents(files)
             | f"ImpressionsAndClicks{day}" >> beam.Filter(lambda e: e.type in ("impression", "click"))
@@ -205,12 +253,21 @@ def build(pipeline: beam.Pipeline, config: NightlyConfig):
             | f"GroupByReaderStory{day}" >> beam.GroupByKey()
             | f"ImpressionOutcomes{day}"
             >> beam.FlatMapTuple(lambda k, es: [(k[0], o) for o in impression_outcomes(k, es)])
-            | f"Features{day}" >> beam.FlatMap(features_of, story_map, load_context(config, date))
+        )
+        readers = (
+            pipeline
+            | f"ReadInterest{day}" >> _ReadParquet(models["interest"])
+            | f"KeyModelByReader{day}" >> (beam.Map(_reader_model))
+        )
+        per_day.append(
+            {"outcome": outcomes, "model": readers}
+            | f"JoinReaderModels{day}" >> beam.CoGroupByKey()
+            | f"Features{day}" >> beam.FlatMap(_featurise, story_map, lambdas, covisit)
         )
     return (
         per_day
         | "AllDays" >> beam.Flatten()
-        | "CollectRows" >> beam.combiners.ToList()
+        | "SampleRows" >> beam.combiners.Top.Of(MAX_FIT_ROWS, key=sample_key)
         | "FitWeights" >> beam.Map(fit_rows)
         | "PublishWeights" >> beam.ParDo(_PublishWeightsFn(config))
     )

@@ -26,14 +26,60 @@ from newsflow.core.ranking.feeds import (
     live_stories,
     rank,
 )
-from newsflow.core.ranking.personalize import blocked_mask, history_weight, personal_signals, with_learned
+from newsflow.core.ranking.personalize import (
+    LearnedSignals,
+    blocked_mask,
+    history_weight,
+    personal_signals,
+    with_learned,
+)
 from newsflow.core.timeutil import epoch_or_iso_to_epoch
 from newsflow.schemas import StoryRecord, UserProfile
 from newsflow.storage.events import flush_events
 from newsflow.storage.feed_page import write_user_feeds
-from newsflow.storage.keys import Keys
-from newsflow.storage.models import load_learned
-from newsflow.storage.ranking import FEED_TTL_SECONDS, RankingStore
+from newsflow.storage.keys import EVENT_SHARDS, Keys
+from newsflow.storage.models import load_learned, load_learned_many
+from newsflow.storage.ranking import FEED_TTL_SECONDS, RankingStore, user_from_hash
+
+USER_BATCH = 500
+"""Readers per batch of ``build_feeds``: one pipeline of their profiles, two of their models, one of their feeds."""
+ACTIVE_PAGE = 1000
+"""Members per ``ZRANGEBYSCORE`` page when ``build_feeds`` walks the active-reader shards."""
+
+
+def iter_active_readers(client, since: float, keys: Keys = Keys(), page: int = ACTIVE_PAGE):
+    """Every reader with an event at or after ``since`` (UTC epoch s), shard by shard, each once.
+
+    Reads the :data:`~newsflow.storage.keys.EVENT_SHARDS` shards ``Keys.active_users(k)`` in rounds of one
+    pipeline (``ZRANGEBYSCORE since +inf LIMIT offset page`` for every shard not yet exhausted), so a run
+    over ``n`` active readers takes about ``n / (256 · page) + 1`` round trips and holds one round in memory.
+
+    Yields:
+      Reader ids (str), in shard order, then score order within a shard.
+    """
+    offset = dict.fromkeys(range(EVENT_SHARDS), 0)
+    while offset:
+        pipe = client.pipeline(transaction=False)
+        shards = sorted(offset)
+        for k in shards:
+            pipe.zrangebyscore(keys.active_users(k), float(since), "+inf", start=offset[k], num=page)
+        for k, got in zip(shards, pipe.execute(), strict=True):
+            yield from (u.decode() if isinstance(u, bytes) else str(u) for u in got)
+            if len(got) < page:
+                del offset[k]
+            else:
+                offset[k] += page
+
+
+def _batches(items, n: int):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def replay_clock(client, keys: Keys = Keys()) -> float | None:
@@ -59,6 +105,7 @@ def user_candidate_ids(
     edition: str,
     velocity: Mapping[str, int],
     config: FeedConfig = FeedConfig(),
+    pool_cache: dict | None = None,
 ) -> list[str]:
     """Candidate story ids for a reader.
 
@@ -66,10 +113,19 @@ def user_candidate_ids(
     ``global_extra`` and the top ``trending_extra`` trending stories. A cold-start reader
     (no clicks) gets the edition's trending stories (trending ∩ edition pool) plus the
     global pool's top ``global_extra``. Both get the top ``follow_extra`` of each followed
-    topic's pool. Order: first occurrence.
+    topic's pool. Order: first occurrence. ``pool_cache`` (a dict a batch job keeps for one run) memoizes
+    the pool reads, so readers of one run share them.
     """
-    ed_pool = [sid for sid, _ in store.pool("edition", edition or GLOBAL_EDITION, config.pool_size)]
-    glob = [sid for sid, _ in store.pool("edition", GLOBAL_EDITION, config.global_extra)]
+
+    def pool(kind: str, name: str, n: int) -> list[tuple[str, float]]:
+        if pool_cache is None:
+            return store.pool(kind, name, n)
+        if (kind, name, n) not in pool_cache:
+            pool_cache[kind, name, n] = store.pool(kind, name, n)
+        return pool_cache[kind, name, n]
+
+    ed_pool = [sid for sid, _ in pool("edition", edition or GLOBAL_EDITION, config.pool_size)]
+    glob = [sid for sid, _ in pool("edition", GLOBAL_EDITION, config.global_extra)]
     trending = sorted(velocity, key=lambda sid: (-velocity[sid], sid))[: config.trending_extra]
     if history_weight(profile.clicks) == 0:
         ed_set = set(ed_pool)
@@ -77,7 +133,7 @@ def user_candidate_ids(
     else:
         ids = ed_pool + glob + trending
     for topic in sorted(profile.follow_topics):
-        ids += [sid for sid, _ in store.pool("topic", topic, config.follow_extra)]
+        ids += [sid for sid, _ in pool("topic", topic, config.follow_extra)]
     seen, out = set(), []
     for sid in ids:
         if sid not in seen:
@@ -95,6 +151,8 @@ def build_user_feed(
     k: int | None = None,
     stories_by_id: Mapping[str, StoryRecord] | None = None,
     shared: tuple | None = None,
+    learned: LearnedSignals | None = None,
+    pool_cache: dict | None = None,
 ) -> dict:
     """A reader's personal feed document (MMR over personal relevance, blocks removed).
 
@@ -109,17 +167,21 @@ def build_user_feed(
         not in it are read from Redis.
       shared: ``(velocity, lambda overrides, breaking ids)`` already read for this ``now``
         (a batch job reads them once for all readers).
+      learned: the reader's model signals already read (a batch job reads a batch's at once,
+        :func:`newsflow.storage.models.load_learned_many`); ``None`` reads them.
+      pool_cache: see :func:`user_candidate_ids`.
 
     Returns:
       Feed document with ``kind="user"`` and ``name=profile.user_id``.
     """
     edition = edition or profile.edition or GLOBAL_EDITION
-    learned = load_learned(store.client, store.keys, profile.user_id)
+    if learned is None:
+        learned = load_learned(store.client, store.keys, profile.user_id)
     profile = with_learned(profile, learned)
     if shared is None:
         shared = (velocity_map(store, now=now), store.lambda_overrides(), set(store.breaking(now)))
     velocity, overrides, breaking_ids = shared
-    ids = user_candidate_ids(store, profile, edition, velocity, config)
+    ids = user_candidate_ids(store, profile, edition, velocity, config, pool_cache)
     if stories_by_id is not None:
         missing = [sid for sid in ids if sid not in stories_by_id]
         fetched = {s.story_id: s for s in live_stories(store.get_stories(missing), now)} if missing else {}
@@ -249,17 +311,23 @@ def build_feeds(
         store.replace_pool(kind, name, members, config.pool_size)
     feeds = {keys.feed(kind, name): doc for (kind, name), doc in build_public_feeds(cands, pools, now, config).items()}
     store.write_feeds(feeds, feed_ttl)
-    users = store.active_users(now - active_window)
     by_id = {s.story_id: s for s in stories}
-    user_feeds = {}
-    for uid in users:
-        user_feeds[uid] = build_user_feed(
-            store, store.user_profile(uid), now, "", config, stories_by_id=by_id, shared=shared
-        )
-        if len(user_feeds) >= 200:
-            write_user_feeds(client, user_feeds, feed_ttl, keys)
-            user_feeds.clear()
-    write_user_feeds(client, user_feeds, feed_ttl, keys)
+    pool_cache: dict = {}
+    users = 0
+    for batch in _batches(iter_active_readers(client, now - active_window, keys), USER_BATCH):
+        pipe = client.pipeline(transaction=False)
+        for uid in batch:
+            pipe.hgetall(keys.user(uid))
+        profiles = [user_from_hash(uid, h) for uid, h in zip(batch, pipe.execute(), strict=True)]
+        learned = load_learned_many(client, keys, batch)
+        docs = {
+            p.user_id: build_user_feed(
+                store, p, now, "", config, stories_by_id=by_id, shared=shared, learned=m, pool_cache=pool_cache
+            )
+            for p, m in zip(profiles, learned, strict=True)
+        }
+        write_user_feeds(client, docs, feed_ttl, keys)
+        users += len(docs)
     flushed = 0
     if events_dir:
         while True:
@@ -267,6 +335,4 @@ def build_feeds(
             flushed += n
             if n == 0:
                 break
-    return BuildStats(
-        now, len(stories), len(pools), len(feeds), len(users), flushed, round(time.perf_counter() - t0, 3)
-    )
+    return BuildStats(now, len(stories), len(pools), len(feeds), users, flushed, round(time.perf_counter() - t0, 3))

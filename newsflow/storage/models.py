@@ -345,7 +345,7 @@ def json_field(value) -> object:
 
 
 def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
-    """Reads the reader's signals from the current model versions.
+    """Reads the reader's signals from the current model versions (:func:`load_learned_many` for one reader).
 
     The pointer key is read once and every later read names those versions, so a switch meanwhile
     never mixes two nights. Round trips: the pointers, one pipeline for the reader's interest,
@@ -355,40 +355,45 @@ def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
     Returns :data:`NO_MODELS`-like empty fields for models that are absent; Redis errors propagate
     (the caller decides how to degrade).
     """
+    return load_learned_many(client, keys, [user_id])[0]
+
+
+def load_learned_many(client, keys: Keys, user_ids: list[str]) -> list[LearnedSignals]:
+    """:func:`load_learned` for a batch of readers in the same four round trips (pointers, one pipeline of
+    every reader's interest, history and cluster, one of their co-visits and cluster tops, the weights).
+
+    Returns:
+      One :class:`LearnedSignals` per reader, in order.
+    """
     store = ModelStore(client, keys)
     versions = store.current()
     if not versions:
-        return NO_MODELS
+        return [NO_MODELS for _ in user_ids]
     mine = [n for n in ("interest", "history", "cluster") if n in versions]
-    first = _read_many(store, [(n, versions[n], [user_id]) for n in mine])
-    got = {n: row[0] for n, row in zip(mine, first, strict=True)}
-    interest = None
-    raw = got.get("interest")
-    if raw is not None and len(raw) == 4 * 128:
-        interest = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-    history = json_field(got.get("history"))
-    clicks, recent, topics = 0, [], {}
-    if isinstance(history, dict):
-        clicks = int(history.get("clicks") or 0)
-        recent = [str(x) for x in history.get("recent") or []]
-        raw_topics = history.get("topics") if isinstance(history.get("topics"), dict) else {}
-        topics = {str(k).lower(): float(v) for k, v in raw_topics.items()}
-    second = []
-    if recent and "covisit" in versions:
-        second.append(("covisit", versions["covisit"], recent))
-    cid = got.get("cluster")
-    if cid is not None:
-        second.append(("cluster", versions["cluster"], [f"c:{_s(cid)}"]))
-    rows = dict(zip([r[0] for r in second], _read_many(store, second), strict=True))
-    covisit: dict[str, float] = {}
-    for row in rows.get("covisit", []):
-        for sid, n in (json_field(row) or {}).items():
-            if sid not in recent:
-                covisit[sid] = covisit.get(sid, 0.0) + float(n)
-    cluster: dict[str, float] = {}
-    if "cluster" in rows:
-        top = json_field(rows["cluster"][0]) or {}
-        cluster = {str(k): float(v) for k, v in top.items() if str(k) not in recent}
+    first = _read_many(store, [(n, versions[n], [u]) for u in user_ids for n in mine])
+    parsed, second = [], []
+    for k in range(len(user_ids)):
+        got = {n: row[0] for n, row in zip(mine, first[k * len(mine) : (k + 1) * len(mine)], strict=True)}
+        interest = None
+        raw = got.get("interest")
+        if raw is not None and len(raw) == 4 * 128:
+            interest = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        history = json_field(got.get("history"))
+        clicks, recent, topics = 0, [], {}
+        if isinstance(history, dict):
+            clicks = int(history.get("clicks") or 0)
+            recent = [str(x) for x in history.get("recent") or []]
+            raw_topics = history.get("topics") if isinstance(history.get("topics"), dict) else {}
+            topics = {str(k).lower(): float(v) for k, v in raw_topics.items()}
+        asks = []
+        if recent and "covisit" in versions:
+            asks.append(("covisit", versions["covisit"], recent))
+        cid = got.get("cluster")
+        if cid is not None:
+            asks.append(("cluster", versions["cluster"], [f"c:{_s(cid)}"]))
+        parsed.append((interest, clicks, recent, topics, asks))
+        second += asks
+    answers = iter(_read_many(store, second))
     weights = None
     if "weights" in versions:
         w = store.read("weights", versions["weights"])
@@ -397,7 +402,20 @@ def load_learned(client, keys: Keys, user_id: str) -> LearnedSignals:
                 weights = {f: float(w[f.encode()]) for f in (*WEIGHT_FEATURES, "_intercept")}
             except (KeyError, ValueError):
                 weights = None
-    return LearnedSignals(versions, interest, clicks, covisit, cluster, weights, topics)
+    out = []
+    for interest, clicks, recent, topics, asks in parsed:
+        rows = {ask[0]: next(answers) for ask in asks}
+        covisit: dict[str, float] = {}
+        for row in rows.get("covisit", []):
+            for sid, n in (json_field(row) or {}).items():
+                if sid not in recent:
+                    covisit[sid] = covisit.get(sid, 0.0) + float(n)
+        cluster: dict[str, float] = {}
+        if "cluster" in rows:
+            top = json_field(rows["cluster"][0]) or {}
+            cluster = {str(k): float(v) for k, v in top.items() if str(k) not in recent}
+        out.append(LearnedSignals(versions, interest, clicks, covisit, cluster, weights, topics))
+    return out
 
 
 def _read_many(store: ModelStore, requests: list[tuple[str, str, list[str]]]) -> list[list[bytes | None]]:

@@ -157,3 +157,37 @@ def test_cli_build_feeds_and_serve_token(server, tmp_path, capsys, monkeypatch):
     assert verify_token(token, secret, time.time()) == "alice"
     monkeypatch.setenv("NEWSFLOW_TOKEN_SECRET", "short")
     assert serve_cmd.run(sp.parse_args(["--data-dir", str(tmp_path), "--mint-token", "alice"])) == 2
+
+
+@pytest.mark.slow  # 20,000 readers (issue 31's figure): ~20 s of feed building
+def test_every_active_reader_gets_a_feed_in_batches(r):
+    """20,000 active readers (beyond one batch and one shard page): one feed each, the same feed the
+    one-reader path builds, and none for a reader outside the window."""
+    from newsflow.core.ranking.feeds import FeedConfig
+    from newsflow.storage.feeds import build_user_feed
+    from newsflow.storage.keys import Keys
+    from newsflow.storage.models import ModelStore
+
+    n = 20_000
+    readers = {f"r{i:05d}": NOW - 60 - i % 3000 for i in range(n)}
+    for i in range(0, n, 2000):
+        pipe = r.pipeline(transaction=False)
+        mark_active(pipe, dict(list(readers.items())[i : i + 2000]))
+        pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    mark_active(pipe, {"idle": NOW - 7200})
+    pipe.execute()
+    r.hset("nf:user:r00007", mapping={"follow_topics": json.dumps(["obituary"]), "edition": "de"})
+    models = ModelStore(r, Keys())
+    models.write("history", "2026-01-01", {"r00003": json.dumps({"clicks": 9, "recent": ["s1", "s3"]})})
+    models.write("covisit", "2026-01-01", {"s1": json.dumps({"s4": 3}), "s3": json.dumps({"s4": 1})})
+    models.write("weights", "2026-01-01", {"_empty": "1"})
+    models.switch({"history": "2026-01-01", "covisit": "2026-01-01", "weights": "2026-01-01"})
+    stats = build_feeds(r, NOW)
+    assert stats.user_feeds == n
+    written = {k.decode()[len("nf:feed:user:") :] for k in r.scan_iter("nf:feed:user:*", count=5000)}
+    assert written == set(readers)
+    store = RankingStore(r)
+    for uid in ("r00003", "r00007", "r19999"):
+        alone = build_user_feed(store, store.user_profile(uid), NOW, "", FeedConfig())
+        assert json.loads(r.get(f"nf:feed:user:{uid}")) == json.loads(json.dumps(alone, sort_keys=True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -303,7 +304,7 @@ def test_topic_affinity_gives_unseen_labels_the_readers_prior():
 
 def test_ranking_weights_rows_of_each_day_use_the_models_of_the_night_before(tmp_path):
     from newsflow.jobs.interest_vectors import INTEREST_OUTPUT_SCHEMA
-    from newsflow.jobs.ranking_weights import WEIGHTS_DAYS, load_context
+    from newsflow.jobs.ranking_weights import WEIGHTS_DAYS, _reader_model, model_files
 
     root = str(tmp_path)
     for date, label in (("2026-03-01", "tech"), ("2026-03-02", "world")):
@@ -312,6 +313,58 @@ def test_ranking_weights_rows_of_each_day_use_the_models_of_the_night_before(tmp
         write_partition(root, "models/interest", date, pa.Table.from_pylist([row], INTEREST_OUTPUT_SCHEMA))
     config = NightlyConfig("2026-03-03", root, None, "nf")
     assert WEIGHTS_DAYS == 3 and config.dates(WEIGHTS_DAYS) == ["2026-03-01", "2026-03-02", "2026-03-03"]
-    assert load_context(config)["topics"] == {"u": {"world": 1.0}}  # the night's own events: 03-02's models
-    assert load_context(config, "2026-03-02")["topics"] == {"u": {"tech": 1.0}}
-    assert load_context(config, "2026-03-01")["topics"] == {}  # no models before the first day
+
+    def topics(date=config.date):
+        rows = [r for f in model_files(config, date)["interest"] for r in pq.read_table(f).to_pylist()]
+        return {r["user_id"]: _reader_model(r)[1][2] for r in rows}
+
+    assert topics() == {"u": {"world": 1.0}}  # the night's own events: 03-02's models
+    assert topics("2026-03-02") == {"u": {"tech": 1.0}}
+    assert model_files(config, "2026-03-01") == {"decay": [], "interest": [], "covisit": []}  # none before day one
+
+
+def test_keyed_cluster_rounds_give_the_sequential_minhash_clusters():
+    import random
+    from collections import defaultdict
+
+    from newsflow.core.learning.collaborative import descending_min_labels, minhash_bands, minhash_user_clusters
+
+    rnd = random.Random(5)
+    users = {f"u{i:03d}": [f"s{(i % 9) * 3 + k}" for k in range(4)] + [f"s{rnd.randrange(40)}"] for i in range(200)}
+    users["lonely"] = ["x1", "x2"]
+    users["one"] = ["s1"]  # under two clicks: no bands, no cluster
+    assert minhash_bands(users["one"]) == [] and len(minhash_bands(users["lonely"])) == 14
+    buckets = defaultdict(list)
+    for u, items in users.items():
+        for band in minhash_bands(items):
+            buckets[band].append(u)
+    labels = {u: u for members in buckets.values() for u in members}
+    for _ in range(8):  # relabel over the buckets, then jump to the label's label (the job's rounds)
+        new = {}
+        for members in buckets.values():
+            for u, label in descending_min_labels([(u, labels[u]) for u in members]):
+                new[u] = min(new.get(u, label), label)
+        labels = {u: min(label, new[label]) for u, label in new.items()}
+    expected = minhash_user_clusters(users)
+    assert labels == expected and "one" not in labels and labels["lonely"] == "lonely"
+    assert len(set(expected.values())) < len(expected) / 5  # real clusters formed
+    assert descending_min_labels([("b", "b"), ("a", "a"), ("c", "a")]) == [("a", "a"), ("b", "a"), ("c", "a")]
+
+
+def test_write_partition_transform_replaces_the_partition_with_the_runs_shards(tmp_path):
+    import apache_beam as beam
+
+    from newsflow.jobs.nightly_common import WritePartition
+
+    schema = pa.schema([pa.field("k", pa.string()), pa.field("n", pa.int64())])
+    root = str(tmp_path)
+    write_partition(root, "models/x", "2026-03-01", pa.Table.from_pylist([{"k": "old", "n": 0}], schema))
+    stale = tmp_path / "models/x/date=2026-03-01/part-00007.parquet"  # a shard an earlier, wider run left
+    pq.write_table(pa.Table.from_pylist([{"k": "stale", "n": -1}], schema), stale)
+    rows = [{"k": f"r{i}", "n": i} for i in range(50)]
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(rows) | WritePartition(root, "models/x", "2026-03-01", schema)
+    files = partition_files(root, "models/x", ["2026-03-01"])
+    got = sorted((r for f in files for r in pq.read_table(f).to_pylist()), key=lambda r: r["n"])
+    assert got == rows and not stale.exists()
+    assert sorted(os.listdir(tmp_path / "models/x")) == ["date=2026-03-01"]  # the staging directory is gone

@@ -200,6 +200,55 @@ def minhash_user_clusters(
     return out
 
 
+def minhash_bands(
+    items: Sequence[Hashable], threshold: float = 0.5, num_perm: int = 64, min_items: int = 2, seed: int = 1
+) -> list[tuple[int, bytes]]:
+    """The LSH band keys of one user's click set, as :func:`minhash_user_clusters` buckets it.
+
+    Two users are LSH candidates of each other (``MinHashLSH.query`` returns one for the other) exactly
+    when they share a band key, so a keyed job can group users by band key instead of querying one index.
+
+    Args:
+      items: the items the user clicked (duplicates ignored).
+      threshold, num_perm, min_items, seed: as for :func:`minhash_user_clusters`.
+
+    Returns:
+      ``[(band index, band hash bytes)]``, one per LSH band (14 at the defaults); empty when the user has
+      fewer than ``min_items`` distinct items.
+    """
+    from datasketch import MinHash, MinHashLSH
+
+    distinct = {str(i).encode() for i in items}
+    if len(distinct) < min_items:
+        return []
+    m = MinHash(num_perm=num_perm, seed=seed)
+    m.update_batch(list(distinct))
+    ranges = MinHashLSH(threshold=threshold, num_perm=num_perm).hashranges
+    return [(i, m.hashvalues[start:end].tobytes()) for i, (start, end) in enumerate(ranges)]
+
+
+def descending_min_labels(members: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One round of :func:`minhash_user_clusters` ' cluster ids over one LSH band bucket.
+
+    :func:`minhash_user_clusters` gives user ``u`` the smallest cluster id among the earlier (sorted-first)
+    users it shares a band with, else ``u``: the smallest user reachable from ``u`` by a path of
+    ever-earlier users each sharing a band with the one before. Rounds of this function compute it by
+    keys: given each member's current label, every member gets the smallest label among itself and the
+    members sorted before it.
+
+    Args:
+      members: ``[(user, label)]`` of one band bucket (any order; string users).
+
+    Returns:
+      ``[(user, new label)]`` in user order.
+    """
+    out, best = [], None
+    for user, label in sorted(members):
+        best = label if best is None or label < best else best
+        out.append((user, best))
+    return out
+
+
 class ScorerConfig(NamedTuple):
     """Hyper-parameters of :class:`SessionScorer` (hours for half-lives, 1/hours for λ)."""
 
