@@ -33,7 +33,7 @@ import os
 import uuid
 from collections.abc import Iterable
 
-from newsflow.schemas.story import EntityRef, StoryArticle, TopicScore
+from newsflow.schemas.story import EntityRef, StoryArticle, TopicScore, split_legacy_topics
 
 _PREFIX = "inputs-"
 _SUFFIX = ".jsonl.gz"
@@ -43,6 +43,7 @@ def article_to_json(a: StoryArticle) -> str:
     """One log line (without newline) for ``a``."""
     d = a._asdict()
     d["topics"] = [[t.label, t.probability] for t in (TopicScore(*t) for t in a.topics)]
+    d["types"] = [[t.label, t.probability] for t in (TopicScore(*t) for t in a.types)]
     d["entities"] = [[e.key, e.text, e.label] for e in (EntityRef(*e) for e in a.entities)]
     d["embedding"] = None if a.embedding is None else [float(x) for x in a.embedding]
     return json.dumps(d, separators=(",", ":"), sort_keys=True)
@@ -59,6 +60,8 @@ def article_from_json(line: str | bytes) -> StoryArticle:
         raise ValueError(f"a story input line must be a JSON object, got {type(d).__name__}")
     try:
         d["topics"] = tuple(TopicScore(str(label), float(p)) for label, p in d.get("topics") or ())
+        d["types"] = tuple(TopicScore(str(label), float(p)) for label, p in d.get("types") or ())
+        d["topics"], d["types"] = split_legacy_topics(d["topics"], d["types"])  # lines written before ``types``
         d["entities"] = tuple(EntityRef(str(k), str(t), str(lab)) for k, t, lab in d.get("entities") or ())
         if d.get("embedding") is not None:
             d["embedding"] = tuple(float(x) for x in d["embedding"])
