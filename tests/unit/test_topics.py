@@ -48,16 +48,19 @@ def test_shipped_model_matches_the_embedder_and_covers_every_section(shipped):
 
 
 def test_known_topics_on_clear_headlines(shipped):
-    heads = [
+    texts = [
         "Stocks fall as Fed raises interest rates",
         "Apple unveils new iPhone with faster chip",
         "Senate passes bill after vote on Trump impeachment",
-        "Lakers beat Celtics in overtime as LeBron James scores 40",
-        "Russia and Ukraine trade blame after strike on Kyiv",
+        # title + lead, as the pipeline embeds them (headline-only sports and world texts are weaker: the training
+        # text is mostly HuffPost headline + description)
+        "Lakers beat Celtics in overtime\nLeBron James scored 40 points as the Lakers won the NBA game in Boston.",
+        "Russia and Ukraine trade blame after strike on Kyiv\nMissiles hit the capital overnight, Ukrainian "
+        "officials said, as Moscow denied targeting civilians.",
     ]
-    out = _predict(shipped, heads)
+    out = _predict(shipped, texts)
     assert [o.topics[0][0] for o in out] == ["Business", "Technology", "Politics", "Sports", "World"]
-    assert all(0.0 < o.topics[0][1] <= 1.0 and o.types == [] for o in out)
+    assert all(0.5 < o.topics[0][1] <= 1.0 and o.types == [] for o in out)
 
 
 def test_article_types_are_a_separate_field(shipped):
@@ -72,12 +75,11 @@ def test_section_probabilities_and_abstention(shipped):
     v = embedder.embed(["Stocks fall", "10 easy ways to style your living room this fall"])
     p = clf.probabilities(v)
     assert p.shape == (2, len(SECTIONS)) and ((p >= 0) & (p <= 1 + 1e-9)).all()
-    # a section is the sum of its classes; lifestyle classes (no section) take the rest of the mass
+    # a section's probability is the sum of its classes' (classes without a section would take the rest)
     cp = clf.class_probabilities(v)
-    assert cp.sum(axis=1) == pytest.approx([1.0, 1.0])
+    assert cp.sum(axis=1) == pytest.approx([1.0, 1.0]) and (p.sum(axis=1) <= 1 + 1e-9).all()
     sports = [i for i, c in enumerate(clf.classes) if class_section(c) == "Sports"]
     assert p[:, SECTIONS.index("Sports")] == pytest.approx(cp[:, sports].sum(axis=1))
-    assert p[1].sum() < p[0].sum()  # the living-room headline is mostly a class without a section
     assert clf.predict(v, ["", ""], threshold=1.01) == [Labels([], []), Labels([], [])]
     assert clf.predict(v[:0], []) == []
 
