@@ -65,6 +65,14 @@ def test_enrich_articles():
         _article("x5", "What is the new iPhone chip and why does it matter?", ""),
     ]
     q1 = article_quality(TEXT, authors=("Ann Lee",), original=True, word_count=len(TEXT.split()))
+    # x1's topic as the shipped classifier gives it outside the pipeline, on the text the embedding step embeds
+    # (title + the first 300 characters of the text); the model files it as Nation, not Technology
+    from newsflow.core.embedder import load_embedder
+    from newsflow.core.topics import TopicClassifier
+
+    x1_text = f"{arts[0].title}\n{TEXT[:300]}"
+    x1_topic = TopicClassifier.load().predict(load_embedder().embed([x1_text]), [arts[0].title])[0].topics[0][0]
+    assert x1_topic == "Nation"
     p = beam.Pipeline(
         runner=BundleBasedDirectRunner(), options=PipelineOptions(["--runner", "BundleBasedDirectRunner"])
     )
@@ -81,14 +89,14 @@ def test_enrich_articles():
             )
         )
         first = rows | beam.Filter(lambda r: r[0] == "x1")
-        # the topic model gives Technology with this lead; spaCy also tags the bare "Cook"
+        # spaCy also tags the bare "Cook"
         assert_that(
             first,
             equal_to(
                 [
                     (
                         "x1",
-                        "Technology",
+                        x1_topic,
                         ["LOC:california", "ORG:apple", "PERSON:cook", "PERSON:tim cook"],
                         round(0.7 * 0.9 + 0.3 * q1, 4),
                         128,
@@ -119,7 +127,7 @@ def test_enrich_articles():
     result = p.run()
     result.wait_until_finish()
     enriched = result.metrics().query(MetricsFilter().with_name("enriched"))["counters"]
-    assert sum(c.committed for c in enriched) == 3
+    assert sum(c.committed for c in enriched) == 4  # x1, x2, x4, x5 (x3 is dead-lettered)
 
 
 def _corpus_articles(n: int) -> list[Article]:
