@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-dev.txt setup.py
 
 install: $(STAMP)
 
-# Topic classifier + text-embedding model, trained from data/topics when missing (seconds).
+# The 128-dim text model, trained from data/topics when missing (seconds); the topic classifier ships in data/topics.
 models: $(STAMP)
 	$(BIN)/newsflow train-topics
 

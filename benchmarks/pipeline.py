@@ -116,16 +116,17 @@ def bare_library_costs(docs) -> dict:
 
 
 def _story_stages(articles, client) -> dict:
-    """Bare costs of the story half: fastText topics, spaCy entities, embedding, story clustering
-    (Redis store, event-time order), in batches of 64 like the pipeline; models load untimed."""
+    """Bare costs of the story half: sentence embedding + topics, spaCy entities, 128-dim embedding, story
+    clustering (Redis store, event-time order), in batches of 64 like the pipeline; models load untimed."""
+    from newsflow.core.embedder import load_embedder
     from newsflow.core.embedding import load_text_model
     from newsflow.core.entities import EntityExtractor, load_nlp
     from newsflow.core.stories import StoryAssigner, story_article
-    from newsflow.core.topic_training import ensure_topic_model
     from newsflow.core.topics import TopicClassifier
     from newsflow.storage.stories import RedisStoryStore
 
-    topics_model = TopicClassifier.load(ensure_topic_model())
+    topics_model = TopicClassifier.load()
+    embedder = load_embedder()
     text_model = load_text_model()
     load_nlp()
     entities = EntityExtractor(lead_chars=1000)
@@ -135,7 +136,8 @@ def _story_stages(articles, client) -> dict:
         batch = articles[i : i + 64]
         docs = [f"{a.title}\n{(a.text or '')[:1000]}".strip() for a in batch]
         t0 = time.perf_counter()
-        topics = topics_model.predict(docs)
+        vectors = embedder.embed([f"{a.title}\n{(a.text or '')[:300]}".strip() for a in batch])
+        labels = topics_model.predict(vectors, [a.title for a in batch])
         out["topics"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         ents = entities.extract_many([(a.title, a.text or "") for a in batch], [a.language for a in batch])
@@ -143,7 +145,10 @@ def _story_stages(articles, client) -> dict:
         t0 = time.perf_counter()
         emb = text_model.embed(docs)
         out["embedding"] += time.perf_counter() - t0
-        story_articles += [story_article(a, tp, en, e) for a, tp, en, e in zip(batch, topics, ents, emb, strict=False)]
+        story_articles += [
+            story_article(a, lab.topics, en, e, types=lab.types)
+            for a, lab, en, e in zip(batch, labels, ents, emb, strict=False)
+        ]
     store = RedisStoryStore(client, cache=True, write_batch=_story_write_batch())
     clusterer = StoryAssigner(store, text_model)
     t0 = time.perf_counter()

@@ -27,7 +27,6 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from newsflow.core.embedding import default_embedding_path
 from newsflow.core.extraction import ExtractionConfig
 from newsflow.core.resources import default_model_dir, is_remote
-from newsflow.core.topics import default_topic_path
 from newsflow.pipelines.launcher import (
     JobSpec,
     LaunchResult,
@@ -161,7 +160,9 @@ class JobConfig:
 def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None) -> tuple[str | None, str | None]:
     """``(topic model, text model)`` paths as the workers will see them.
 
-    Local runners and remote model directories (``gs://...``) use ``model_dir`` as given. Remote
+    The topic classifier is always the one shipped with newsflow (``None``: ``data/topics/topic_model.npz``,
+    packaged on every worker). Local runners and remote model directories (``gs://...``) use ``model_dir`` as
+    given for the text model. Remote
     workers cannot see this machine's files: with the default model directory they get ``None``, i.e.
     the models packaged with the newsflow that ``--setup_file`` (or the Flex Template image) installs
     on them (:mod:`newsflow.core.resources`).
@@ -170,7 +171,7 @@ def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None)
       ValueError: a remote runner with a local model directory that is not the default.
     """
     if local or is_remote(model_dir):
-        return default_topic_path(model_dir), default_embedding_path(model_dir)
+        return None, default_embedding_path(model_dir)
     if os.path.abspath(model_dir) == os.path.abspath(default_model_dir(data_dir)):
         return None, None
     raise ValueError(
@@ -456,11 +457,7 @@ SPEC = JobSpec(
     build=build_pipeline,
     counters=SUMMARY_COUNTERS,
     summarize=story_summary,
-    model_files=(
-        os.path.basename(default_topic_path("m")),
-        os.path.basename(default_topic_path("m")) + ".calibration.json",
-        os.path.basename(default_embedding_path("m")),
-    ),
+    model_files=(os.path.basename(default_embedding_path("m")),),
     description="The newsflow streaming job: landing files, Pub/Sub or Kafka -> articles -> near-duplicate "
     "groups -> stories -> trends, into Redis and Parquet.",
 )

@@ -17,6 +17,26 @@ import pyarrow as pa
 
 from newsflow.schemas._arrow import UTC_TS, embedding_field, table_to_records
 
+#: Article types (kinds of write-up that age slowly), kept apart from topics in every record. Records written
+#: before the split carry them inside ``topics``; :func:`split_legacy_topics` separates them on read (kept for
+#: one release).
+ARTICLE_TYPES = ("obituary", "explainer", "historical")
+
+
+def split_legacy_topics(labels, types) -> tuple[tuple, tuple]:
+    """``(topics, types)`` of a record: article types found in ``labels`` move to ``types`` (records written
+    before the two were separate fields), keeping order and dropping duplicates.
+
+    ``labels`` are strings or ``(label, probability)`` pairs; ``types`` likewise (``None``: absent).
+    """
+
+    def name(x):
+        return str(x[0] if isinstance(x, tuple) else x)
+
+    labels, types = tuple(labels or ()), tuple(types or ())
+    moved = tuple(x for x in labels if name(x).lower() in ARTICLE_TYPES and name(x) not in {name(t) for t in types})
+    return tuple(x for x in labels if name(x).lower() not in ARTICLE_TYPES), types + moved
+
 
 class TopicScore(NamedTuple):
     """One topic label with its classifier probability in [0, 1]."""
@@ -58,15 +78,17 @@ class StoryArticle(NamedTuple):
       cluster_id: near-duplicate group id (``None``: the article is its own cluster).
       authority: article authority in [0, 1] (0.7 source + 0.3 article quality).
       language: ISO 639 code.
-      topics: :class:`TopicScore` ``(label, probability)`` pairs from the topic classifier.
+      topics: :class:`TopicScore` ``(section, probability)`` pairs from the topic classifier (sections only).
       entities: :class:`EntityRef` ``(key, display text, label)`` triples.
       embedding: 128-dim unit embedding (float32 values) or ``None``.
       authority_if_original / authority_if_copy: the article's authority as the first report of its
         near-duplicate group and as a syndicated copy (``None``: not known, keep ``authority``). Which
         one applies is decided when the story step releases the article, from the group as Redis holds
         it then (an earlier copy arriving late makes this one a copy): :meth:`with_cluster`.
+      types: :class:`TopicScore` ``(article type, probability)`` pairs (obituary, explainer, historical; see
+        ``newsflow.core.topics``), apart from ``topics``.
 
-    Build ``topics`` and ``entities`` from :class:`TopicScore` / :class:`EntityRef`, not plain
+    Build ``topics``, ``types`` and ``entities`` from :class:`TopicScore` / :class:`EntityRef`, not plain
     tuples: Beam's row coder reads nested fields by name (plain tuples work outside Beam).
     """
 
@@ -83,6 +105,7 @@ class StoryArticle(NamedTuple):
     embedding: Optional[Sequence[float]] = None
     authority_if_original: Optional[float] = None
     authority_if_copy: Optional[float] = None
+    types: Sequence[TopicScore] = ()
 
     def with_cluster(self, cluster_id: str) -> "StoryArticle":
         """This article in near-duplicate group ``cluster_id``: the id, and the authority that goes with
@@ -107,6 +130,7 @@ STORY_ARTICLE_SCHEMA = pa.schema(
         embedding_field("embedding"),
         pa.field("authority_if_original", pa.float32()),
         pa.field("authority_if_copy", pa.float32()),
+        pa.field("types", pa.list_(_TOPIC_SCORE_TYPE)),
     ]
 )
 
@@ -156,7 +180,7 @@ class StoryRecord(NamedTuple):
       independent_count: distinct near-duplicate groups (independent reports).
       earliest_time: first seen, the earliest member event time, UTC epoch seconds.
       latest_time: latest member event time, UTC epoch seconds.
-      topics: topic labels, most probable first.
+      topics: topic labels (sections, never article types), most probable first.
       languages: member languages (ISO 639 codes).
       authority: authority of the lead article in [0, 1].
       embedding: 128-dim unit centroid embedding, float32 ``numpy.ndarray``, or ``None``.
@@ -169,6 +193,8 @@ class StoryRecord(NamedTuple):
       article_ids: member article ids in event-time order (empty when not loaded).
       article_type: the lead article's type (live, opinion, analysis, feature, service, news; see
         ``newsflow.core.ranking.article_type``), filled by the nightly story snapshot; ``None`` when not set.
+      types: the story's article types of ``newsflow.core.topics.ARTICLE_TYPES`` (obituary, explainer,
+        historical): those of at least half its members' headlines; never in ``topics``.
     """
 
     story_id: str
@@ -191,6 +217,7 @@ class StoryRecord(NamedTuple):
     outlets: Sequence[str] = ()
     article_ids: Sequence[str] = ()
     article_type: Optional[str] = None
+    types: Sequence[str] = ()
 
     def summary(self) -> dict:
         """JSON-safe dict of the fields a feed item shows."""
@@ -200,6 +227,7 @@ class StoryRecord(NamedTuple):
             "url": self.url,
             "domain": self.domain,
             "topics": list(self.topics),
+            "types": list(self.types),
             "languages": list(self.languages),
             "article_count": self.article_count,
             "source_count": self.source_count,
@@ -232,6 +260,7 @@ STORY_SCHEMA = pa.schema(
         pa.field("outlets", pa.list_(pa.string())),
         pa.field("article_ids", pa.list_(pa.string())),
         pa.field("article_type", pa.string()),
+        pa.field("types", pa.list_(pa.string())),
     ]
 )
 
@@ -241,16 +270,23 @@ def _topic_scores(values) -> tuple:
 
 
 def story_articles_from_table(table: pa.Table) -> list:
-    """StoryArticles from a table with :data:`STORY_ARTICLE_SCHEMA` (tuples where written as tuples)."""
-    return table_to_records(
+    """StoryArticles from a table with :data:`STORY_ARTICLE_SCHEMA` (tuples where written as tuples); tables
+    written before ``types`` existed get their article types moved out of ``topics``."""
+    rows = table_to_records(
         table,
         StoryArticle,
         {
             "topics": _topic_scores,
+            "types": _topic_scores,
             "entities": lambda vs: tuple(EntityRef(v["key"], v["text"], v["label"]) for v in vs),
             "embedding": tuple,
         },
     )
+    out = []
+    for r in rows:
+        topics, types = split_legacy_topics(r.topics, r.types)
+        out.append(r._replace(topics=topics, types=types))
+    return out
 
 
 def story_assignments_from_table(table: pa.Table) -> list:
@@ -259,12 +295,20 @@ def story_assignments_from_table(table: pa.Table) -> list:
 
 
 def story_records_from_table(table: pa.Table) -> list:
-    """StoryRecords from a table with :data:`STORY_SCHEMA` (embeddings back as float32 arrays)."""
-    return table_to_records(
+    """StoryRecords from a table with :data:`STORY_SCHEMA` (embeddings back as float32 arrays); tables written
+    before ``types`` existed get their article types moved out of ``topics`` and ``topic_scores``."""
+    rows = table_to_records(
         table,
         StoryRecord,
         {
             "embedding": lambda v: np.asarray(v, dtype=np.float32),
             "topic_scores": _topic_scores,
+            "types": tuple,
         },
     )
+    out = []
+    for r in rows:
+        topics, types = split_legacy_topics(r.topics, r.types)
+        scores, _ = split_legacy_topics(r.topic_scores, ())
+        out.append(r._replace(topics=list(topics), types=types, topic_scores=scores))
+    return out

@@ -69,7 +69,17 @@ def openapi_schema() -> dict:
             "title": {"type": "string"},
             "url": {"type": "string"},
             "domain": {"type": "string", "description": "representative source domain"},
-            "topics": {"type": "array", "items": {"type": "string"}},
+            "topics": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "sections (World, Nation, Business, Technology, Entertainment, Sports, Science, "
+                "Health, Politics); topic pages and follows use these",
+            },
+            "types": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["obituary", "explainer", "historical"]},
+                "description": "article types of at least half the story's reports; never topics",
+            },
             "languages": {"type": "array", "items": {"type": "string"}},
             "article_count": {"type": "integer"},
             "source_count": {"type": "integer"},

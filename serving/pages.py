@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from newsflow.core.syndication import split_copies
-from newsflow.core.topics import LABELS
+from newsflow.core.topics import SECTIONS
 from newsflow.serving.paging import Cursor, page_of
 
-MODEL_TOPICS = frozenset(label.lower() for label in LABELS)
-"""Topic names the shipped topic model can assign (lower case, as topic feeds are named)."""
+MODEL_TOPICS = frozenset(label.lower() for label in SECTIONS)
+"""Topic names the shipped topic model can assign (lower case, as topic feeds are named); article types
+(obituary, explainer, historical) are not topics."""
 
 
 def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str, cursor: Cursor | None = None) -> dict:

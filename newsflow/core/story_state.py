@@ -28,6 +28,11 @@ import numpy as np
 
 from newsflow.core.outlets import outlet
 from newsflow.core.story_titles import clean_headline
+from newsflow.schemas.story import ARTICLE_TYPES
+
+#: A story is of an article type when at least this share of its members' headlines are (a single explainer
+#: among fifty reports does not make the story an explainer).
+STORY_TYPE_SHARE = 0.5
 
 # Fields of the clusterer JSON (:meth:`StoryState.to_json`); the others are kept by the stores apart.
 _JSON_FIELDS = (
@@ -84,8 +89,8 @@ class StoryState:
       story_id: ``"s"`` + article id of the founding article (stable).
       centroid: sparse sum of member TF-IDF vectors (term -> weight), pruned to the strongest terms.
       entities: entity key -> ``[display text, label, count]``.
-      topic_sums: topic label -> sum of member probabilities.
-      topic_n: members that carried topic predictions.
+      topic_sums: topic label or article type -> sum of member probabilities (the serving record splits them).
+      topic_n: members (the denominator of the means).
       embedding_mean: running mean of member embeddings (list of floats) or ``None``.
       embedding_n: members averaged into ``embedding_mean``.
       earliest_time / latest_time: member event-time range, UTC epoch seconds.
@@ -248,10 +253,11 @@ class StoryState:
         its size does not grow with the members."""
         rep = self.representative or [0.0, "", 0.0, "", "", ""]
         title = self.headline[4] if self.headline else rep[4]
-        topics = {}
+        topics, types = {}, {}
         if self.topic_n:
             means = sorted(((s / self.topic_n, lab) for lab, s in self.topic_sums.items()), reverse=True)
-            topics = {lab: round(p, 4) for p, lab in means[:top_topics]}
+            topics = {lab: round(p, 4) for p, lab in [m for m in means if m[1] not in ARTICLE_TYPES][:top_topics]}
+            types = {lab: round(p, 4) for p, lab in means if lab in ARTICLE_TYPES and p >= STORY_TYPE_SHARE}
         ents = sorted(self.entities.items(), key=lambda kv: (-kv[1][2], kv[0]))[:top_entities]
         if self.embedding_mean is not None:
             e = np.asarray(self.embedding_mean, dtype=np.float32)
@@ -270,6 +276,7 @@ class StoryState:
             "earliest_time": self.earliest_time,
             "latest_time": self.latest_time,
             "topics": json.dumps(topics, sort_keys=True),
+            "types": json.dumps(types, sort_keys=True),
             "languages": json.dumps(self.languages),
             "authority": round(float(rep[2]), 6),
             "embedding": emb,

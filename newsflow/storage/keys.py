@@ -98,7 +98,7 @@ key                                       type    holds                         
                                                   article_count, source_count,                      demo
                                                   independent_count,
                                                   earliest_time, latest_time,
-                                                  topics (JSON), languages,
+                                                  topics (JSON), types (JSON), languages,
                                                   authority, embedding,
                                                   entities, merged_into
 ``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time: the   RedisStoryStore   ranking store,

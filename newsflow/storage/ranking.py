@@ -27,6 +27,7 @@ from newsflow.core.outlets import outlet
 # Re-exported: the records live in schemas/; this module parses them from Redis hashes.
 from newsflow.core.ranking.feeds import POOL_SIZE
 from newsflow.schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicScore, UserProfile
+from newsflow.schemas.story import split_legacy_topics
 from newsflow.storage.events import active_readers
 from newsflow.storage.keys import Keys
 
@@ -135,6 +136,10 @@ def story_from_hash(story_id: str, h: Mapping[bytes, bytes]) -> StoryRecord:
     """Builds a :class:`StoryRecord` from an HGETALL of ``Keys.story(story_id)``; missing fields get
     neutral defaults (``outlets`` and ``article_ids`` are not in the hash and stay empty)."""
     g = lambda name: h.get(name.encode())  # noqa: E731
+    # ``types`` is its own field; hashes written before it hold article types inside ``topics`` (read for one
+    # release: split_legacy_topics moves them)
+    topics, types = split_legacy_topics(_topic_labels(g("topics")), _topic_labels(g("types")))
+    topic_scores, _ = split_legacy_topics(_topic_scores(g("topics")), ())
     return StoryRecord(
         story_id=story_id,
         title=_s(g("title")),
@@ -146,13 +151,14 @@ def story_from_hash(story_id: str, h: Mapping[bytes, bytes]) -> StoryRecord:
         independent_count=_i(g("independent_count")),
         earliest_time=_f(g("earliest_time")),
         latest_time=_f(g("latest_time")),
-        topics=_topic_labels(g("topics")),
+        topics=list(topics),
         languages=[str(t) for t in _json_list(g("languages"))],
         authority=min(1.0, max(0.0, _f(g("authority")))),
         embedding=decode_embedding(g("embedding")),
         entities=_json_list(g("entities")),
         merged_into=_s(g("merged_into")),
-        topic_scores=_topic_scores(g("topics")),
+        topic_scores=topic_scores,
+        types=types,
     )
 
 

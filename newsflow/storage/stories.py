@@ -18,8 +18,9 @@ committed members are read (one ``ZRANGE``) and added to the survivor's ZSET, it
 
 The serving hash ``Keys.story(id)`` holds ``title``, ``url``, ``domain``, ``representative_id``,
 ``article_count``, ``source_count`` (distinct outlets), ``independent_count`` (distinct near-duplicate
-clusters), ``earliest_time`` / ``latest_time`` (UTC epoch seconds), ``topics`` (JSON ``{label: mean
-probability}``), ``languages`` (JSON list), ``authority``, ``embedding`` (128 float32 little-endian
+clusters), ``earliest_time`` / ``latest_time`` (UTC epoch seconds), ``topics`` (JSON ``{section: mean
+probability}``, sections only), ``types`` (JSON ``{article type: share of members}``, types of at least half the
+members), ``languages`` (JSON list), ``authority``, ``embedding`` (128 float32 little-endian
 bytes), ``entities`` (JSON list of ``{key, text, label, count}``), ``merged_into`` (``""`` while live).
 """
 

@@ -39,7 +39,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable
 
-from newsflow.schemas.story import EntityRef, StoryArticle, TopicScore
+from newsflow.schemas.story import EntityRef, StoryArticle, TopicScore, split_legacy_topics
 
 BUCKET_S = 3600.0
 """Default event-time bucket of the log files and of the checkpoints, seconds."""
@@ -51,6 +51,7 @@ def article_to_json(a: StoryArticle, order: float | None = None) -> str:
     """One log line (without newline) for ``a``; ``order``: its order time (``None``: its event time)."""
     d = a._asdict()
     d["topics"] = [[t.label, t.probability] for t in (TopicScore(*t) for t in a.topics)]
+    d["types"] = [[t.label, t.probability] for t in (TopicScore(*t) for t in a.types)]
     d["entities"] = [[e.key, e.text, e.label] for e in (EntityRef(*e) for e in a.entities)]
     d["embedding"] = None if a.embedding is None else [float(x) for x in a.embedding]
     d["_order"] = float(a.event_time) if order is None else float(order)
@@ -69,6 +70,8 @@ def entry_from_json(line: str | bytes) -> tuple[float, StoryArticle]:
     try:
         order = d.pop("_order", None)
         d["topics"] = tuple(TopicScore(str(label), float(p)) for label, p in d.get("topics") or ())
+        d["types"] = tuple(TopicScore(str(label), float(p)) for label, p in d.get("types") or ())
+        d["topics"], d["types"] = split_legacy_topics(d["topics"], d["types"])  # lines written before ``types``
         d["entities"] = tuple(EntityRef(str(k), str(t), str(lab)) for k, t, lab in d.get("entities") or ())
         if d.get("embedding") is not None:
             d["embedding"] = tuple(float(x) for x in d["embedding"])

@@ -11,17 +11,12 @@ import pytest
 
 from newsflow.core.embedding import EMBEDDING_VERSION
 from newsflow.core.resources import default_model_dir
-from newsflow.core.topics import TOPIC_VERSION
 from newsflow.pipelines.streaming import run
 from tests.helpers import gcs_emulator_on, parquet_rows, redis_state, state_difference, write_headlines
 
 BUCKET = "newsflow-models-test"
 N_HEADLINES = 60
-MODEL_FILES = (
-    f"topics-{TOPIC_VERSION}.bin",
-    f"topics-{TOPIC_VERSION}.bin.calibration.json",
-    f"embedding-{EMBEDDING_VERSION}.npz",
-)
+MODEL_FILES = (f"embedding-{EMBEDDING_VERSION}.npz",)  # the topic classifier ships with the package
 
 
 @pytest.fixture
@@ -103,7 +98,7 @@ def test_streaming_job_with_gs_model_dir_matches_local_models(gcs_emulator, land
 def test_missing_remote_model_fails_with_its_name(gcs_emulator, landing, tmp_path, monkeypatch):
     """A gs:// model directory without the models is an error naming the file, not a silent fallback."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    expected = f"model file gs://{gcs_emulator}/empty/topics-{TOPIC_VERSION}.bin cannot be read"
+    expected = f"model file gs://{gcs_emulator}/empty/embedding-{EMBEDDING_VERSION}.npz cannot be read"
     with pytest.raises(Exception, match=expected):
         _run(tmp_path, "missing", landing, f"gs://{gcs_emulator}/empty")
 

@@ -1,6 +1,6 @@
 """``eval topics`` on bad input: ``error: <file>[:<line>]: <problem>`` on stderr, nothing on stdout, exit code 2.
 
-Every bad-input case fails while reading the data, before the topic model is loaded or trained. Also: per-section
+Every bad-input case fails while reading the data, before the topic model or the embedder is loaded. Also: per-section
 figures on hand-counted rows, and rows that are training texts are never scored.
 """
 
@@ -64,6 +64,12 @@ def test_no_test_bucket_rows_suggests_all_rows(tmp_path, capsys):
     assert capsys.readouterr().err == f"error: {p}: no scorable rows in the held-out test buckets (try --all-rows)\n"
 
 
+def test_an_abstention_counts_as_an_error():
+    rows = [("a", ("Sports",), "Sports"), ("b", ("World",), "World")]
+    # "" is what evaluate() predicts when the classifier gives no topic
+    assert ev.score(rows, ["Sports", ""]) == {"accuracy": 0.5, "macro_f1": 0.5}
+
+
 def test_per_section_and_score_on_hand_counted_rows():
     rows = [("a", ("Sports",), "Sports")] * 3 + [("b", ("World",), "World")] * 2
     rows += [("c", ("Technology", "Science"), "Technology/Science")]
@@ -97,7 +103,7 @@ def test_training_rows_are_never_scored(tmp_path, capsys):
     result = ev.evaluate(str(p), all_rows=True)
     assert result["docs"] == 1 and result["excluded_training_overlap"] == 1
     assert result["per_section"] == {"Sports": {"support": 1, "precision": 1.0, "recall": 1.0, "f1": 1.0}}
-    assert result["accuracy"] == 1.0
+    assert result["accuracy"] == 1.0 and result["coverage"] == 1.0 and result["accuracy_confident"] == 1.0
     assert result["accuracy_over_baseline"] == round(1.0 - result["baseline_tfidf_logreg"]["accuracy"], 4)
     only_seen = tmp_path / "seen.jsonl"
     only_seen.write_text(json.dumps(seen) + "\n", encoding="utf-8")

@@ -122,7 +122,8 @@ class Candidates:
         self.breaking = np.fromiter((s.story_id in brk for s in self.stories), dtype=bool, count=n)
         self.lambdas = np.array(
             [
-                lambda_for(s.topics, bool(b), overrides, article_type=story_article_type(s))
+                # article types (obituary, explainer, historical) are evergreen classes beside the topics
+                lambda_for((*s.topics, *s.types), bool(b), overrides, article_type=story_article_type(s))
                 for s, b in zip(self.stories, self.breaking, strict=False)
             ],
             dtype=np.float64,
