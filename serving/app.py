@@ -86,7 +86,7 @@ from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import without_blocked
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.schemas import UserProfile
-from newsflow.serving.admin import admin_mount
+from newsflow.serving.admin import AdminActions, admin_mount
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import (
     STALE_REASON_HEADER,
@@ -179,6 +179,11 @@ class ServingConfig:
         :func:`newsflow.storage.accounts.default_hasher`).
       admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
         the setting; editors' personal tokens are accepted either way.
+      discover_feeds: the admin's "add by home page": ``url -> {"found", "tried", "blocked"}``, the crawl tier's
+        polite feed discovery, injected by ``newsflow serve`` (serving does not import the crawler); ``None``:
+        the admin answers 503 ``not_configured`` to it (:class:`newsflow.serving.admin.AdminActions`).
+      host_check: ``url -> (problem, warning)``, the crawl tier's registration-time address check run on every
+        feed the admin registers (``newsflow.crawler.safety.RegistrationHostCheck``); ``None`` resolves nothing.
     """
 
     token_secret: bytes
@@ -198,6 +203,8 @@ class ServingConfig:
     trusted_proxies: tuple[str, ...] = ()
     password_hasher: object | None = None
     admin_token: str | None = None
+    discover_feeds: Callable[[str], dict] | None = None
+    host_check: Callable[[str], tuple[str | None, str | None]] | None = None
 
 
 class ApiError(Exception):
@@ -357,14 +364,14 @@ class Api:
         except TokenError as e:
             raise _refused(e.reason) from None
 
-    def editor_token(self, request: Request) -> bool:
-        """Whether the request carries the personal token of an editor (the admin API's check; blocking Redis
-        calls: run it in the thread pool). Operator tokens without a token id never are."""
+    def editor_token(self, request: Request) -> str | None:
+        """The editor whose personal token the request carries, else ``None`` (the admin API's check; blocking
+        Redis calls: run it in the thread pool). Operator tokens without a token id never are."""
         try:
             user, jti = self._claims(request)
         except ApiError:
-            return False
-        return jti is not None and self.accounts.role(user) == "editor"
+            return None
+        return user if jti is not None and self.accounts.role(user) == "editor" else None
 
     def _reader_blocks(self, request: Request) -> UserProfile | None:
         """The profile of the bearer-token reader of a public endpoint when they block something, else
@@ -740,6 +747,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
       A Starlette application.
     """
     api = Api(client, config)
+    api.admin = AdminActions(client, config.keys, config.clock, config.discover_feeds, config.host_check)
 
     routes_web, web = web_routes(api)
 
@@ -800,7 +808,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
         metrics_route(),  # Prometheus text format (serving/metrics.py)
-        admin_mount(client, config.keys, config.admin_token, api.editor_token),  # /v1/admin/sources (admin.py)
+        admin_mount(api.admin, config.admin_token, api.editor_token),  # /v1/admin/... (admin.py)
         *routes_web,
     ]
 

@@ -495,6 +495,17 @@ class Keys:
         """ZSET failed sign-in id -> time (UTC epoch s) from one client address, the last 15 minutes (TTL)."""
         return f"{self.prefix}:signin:failures:{address}"
 
+    @property
+    def accounts_index(self) -> str:
+        """ZSET every account name (score 0, so ``ZRANGEBYLEX`` finds names by prefix); the admin readers list."""
+        return f"{self.prefix}:accounts"
+
+    @property
+    def admin_audit(self) -> str:
+        """LIST JSON records of editors' admin actions ``{"time", "editor", "action", "target", "detail"}``,
+        newest first (capped, :mod:`newsflow.storage.audit`)."""
+        return f"{self.prefix}:admin:audit"
+
     def deleted_readers(self, shard: int) -> str:
         """ZSET deleted reader id -> deletion time (UTC epoch s) of event shard ``shard`` (:func:`event_shard`):
         the tombstones whose events the nightly run and ``newsflow retention`` drop from the events dataset."""

@@ -472,6 +472,76 @@ class SourceRegistry:
                     yield row
             start += len(ids)
 
+    def page(
+        self, statuses: Iterable[str] = ("active", "paused"), offset: int = 0, limit: int = 50, search: str = ""
+    ) -> tuple[list[dict], bool]:
+        """One page of :meth:`iter_feeds` rows: ``(rows, more)``, ``limit`` rows from the ``offset``-th feed with a
+        status in ``statuses`` (registration order), ``more`` when a later one exists.
+
+        ``search`` keeps the feeds of the outlets whose name contains it (case-insensitive; the outlet set is
+        scanned in Redis with ``SSCAN MATCH``). Without it, only statuses are read until the page is found
+        (``HGET`` pipelined per batch) and only the page's rows are loaded.
+        """
+        wanted = set(statuses)
+        if search:
+            glob = "".join("\\" + c if c in "*?[]\\^" else c for c in search.strip().lower())
+            names = [_s(o) for o in self.r.sscan_iter(self.keys.source_outlets, match=f"*{glob}*", count=1000)]
+            pipe = self.r.pipeline(transaction=False)
+            for name in names:
+                pipe.smembers(self.keys.source_outlet_feeds(name))
+            ids = sorted({_s(f) for members in (pipe.execute() if names else []) for f in members})
+            rows = [r for r in self._load(ids) if r["status"] in wanted]
+            rows.sort(key=lambda r: (r["added"], r["id"]))
+            return rows[offset : offset + limit], len(rows) > offset + limit
+        if wanted >= set(STATUSES):
+            ids = [_s(f) for f in self.r.zrange(self.keys.source_feeds, offset, offset + limit)]
+            return self._load(ids[:limit]), len(ids) > limit
+        picked: list[str] = []
+        skip, start = offset, 0
+        while len(picked) <= limit:
+            ids = [_s(f) for f in self.r.zrange(self.keys.source_feeds, start, start + self.batch - 1)]
+            if not ids:
+                break
+            pipe = self.r.pipeline(transaction=False)
+            for fid in ids:
+                pipe.hget(self.keys.source_feed(fid), "status")
+            for fid, status in zip(ids, pipe.execute(), strict=True):
+                if status is None or _s(status) not in wanted:
+                    continue
+                if skip:
+                    skip -= 1
+                elif len(picked) <= limit:
+                    picked.append(fid)
+            start += len(ids)
+        return self._load(picked[:limit]), len(picked) > limit
+
+    def crawl_state(self, feed_ids: list[str]) -> dict[str, dict]:
+        """The crawl frontier's schedule of each feed id (a feed id is its crawl task id): ``{id: {"due" (epoch s,
+        None while leased or never queued), "interval_s", "last_fetch", "last_status", "failures", "errors",
+        "backoff_until", "last_error", "fetches", "items"}}``; a feed the frontier has not taken yet is absent."""
+        pipe = self.r.pipeline(transaction=False)
+        for fid in feed_ids:
+            pipe.hgetall(self.keys.crawl_task(fid))
+        tasks = {fid: _decode(h) for fid, h in zip(feed_ids, pipe.execute() if feed_ids else [], strict=True) if h}
+        pipe = self.r.pipeline(transaction=False)
+        for fid, h in tasks.items():
+            pipe.zscore(self.keys.crawl_queue(h.get("host", "")), fid)
+        dues = pipe.execute() if tasks else []
+        out = {}
+        for (fid, h), due in zip(tasks.items(), dues, strict=True):
+            num = {k: float(h[k]) if h.get(k) else None for k in ("interval_s", "last_fetch", "backoff_until")}
+            out[fid] = {
+                "due": due,
+                **num,
+                "last_status": h.get("last_status", ""),
+                "failures": int(h.get("failures") or 0),
+                "errors": int(h.get("errors") or 0),
+                "last_error": h.get("last_error", ""),
+                "fetches": int(h.get("fetches") or 0),
+                "items": int(h.get("items") or 0),
+            }
+        return out
+
     def feeds(self, statuses: Iterable[str] = ("active", "paused"), outlet: str | None = None) -> list[dict]:
         """The feeds of :meth:`iter_feeds`, optionally only those of one outlet."""
         if outlet is None:
