@@ -740,6 +740,16 @@ class Keys:
         """SET feed ids of an outlet."""
         return f"{self.source_outlet(outlet)}:feeds"
 
+    def source_status(self, status: str) -> str:
+        """ZSET feed id -> registration time of the feeds with ``status`` (``active``, ``paused``, ``removed``, or
+        ``listed`` for active and paused): the admin's paging index."""
+        return f"{self.source_base}status:{status}"
+
+    @property
+    def source_status_indexed(self) -> str:
+        """STRING ``1`` once the status index (:meth:`source_status`) covers every registered feed."""
+        return self.source_base + "status-indexed"
+
     @property
     def source_outlets(self) -> str:
         """SET outlets with a record."""

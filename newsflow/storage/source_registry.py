@@ -10,7 +10,10 @@ overwriting an edited record), see ``data/SOURCES.md``.
 
 Keys (all named by :class:`newsflow.storage.keys.Keys`): ``src:feed:<id>`` (HASH), ``src:feeds`` (ZSET id
 -> registration time), ``src:outlet:<outlet>`` (HASH), ``src:outlet:<outlet>:feeds`` (SET),
-``src:outlets`` (SET), ``src:log`` (LIST of change records). The frontier reads two keys:
+``src:outlets`` (SET), ``src:log`` (LIST of change records), ``src:status:<status>`` (ZSET id ->
+registration time per status, and ``src:status:listed`` for active and paused: the paging index of
+:meth:`SourceRegistry.page`, built from the feed records once when a registry predates it, marked by
+``src:status-indexed``). The frontier reads two keys:
 ``{crawl}:crawl:held`` (SET of the task ids of paused and removed feeds, never queued, see
 the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
 frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
@@ -28,6 +31,7 @@ Writes are pipelined in batches (default 1,000 entries per round trip pair) and 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 import time
@@ -287,6 +291,9 @@ class SourceRegistry:
           A :class:`Report` with one outcome per entry, in input order.
         """
         self._ensure_seeded()
+        if not getattr(self, "_indexed", False) and not self.r.exists(self.keys.source_feeds):
+            self.r.set(self.keys.source_status_indexed, "1")  # a new registry: every feed is indexed as added
+            self._indexed = True
         report = Report()
         seen: dict[str, str] = {}
         self._added_categories: dict[str, list[str]] = {}  # feeds this call added -> their categories
@@ -353,6 +360,7 @@ class SourceRegistry:
         for o in outlets:
             pipe.exists(self.keys.source_outlet(o))
         outlet_exists = dict(zip(outlets, pipe.execute(), strict=True))
+        restored: list[str] = []
         pipe = self.r.pipeline(transaction=False)
         changed = 0
         for (ref, item, url, fid), status, slot in zip(valid, statuses, slots, strict=True):
@@ -374,6 +382,7 @@ class SourceRegistry:
                 }
                 pipe.hset(self.keys.source_feed(fid), mapping=record)
                 pipe.zadd(self.keys.source_feeds, {fid: now}, nx=True)
+                self._index(pipe, fid, now, item.status)
                 pipe.sadd(self.keys.source_outlet_feeds(o), fid)
                 if not outlet_exists.get(o):
                     pipe.hsetnx(self.keys.source_outlet(o), "authority", repr(default_authority("")))
@@ -386,6 +395,7 @@ class SourceRegistry:
                 pipe.hset(self.keys.source_feed(fid), mapping={"status": "active", "updated": repr(now)})
                 pipe.hdel(self.keys.source_feed(fid), "removed")
                 self._apply_status(pipe, fid, item.kind, url, "active")
+                restored.append(fid)
             else:
                 report.outcomes[slot] = Outcome(ref, url, fid, "unchanged", f"already registered ({_s(status)})")
                 continue
@@ -393,6 +403,12 @@ class SourceRegistry:
             report.outcomes[slot] = Outcome(ref, url, fid, result, report.outcomes[slot].detail)
         if changed:
             self._log(pipe, "register", origin=origin[:200], feeds=changed)
+            pipe.execute()
+        if restored:
+            added = self.r.zmscore(self.keys.source_feeds, restored)
+            pipe = self.r.pipeline(transaction=False)
+            for fid, score in zip(restored, added, strict=True):
+                self._index(pipe, fid, float(score or now), "active", "removed")
             pipe.execute()
 
     def _merge_categories(self, fid: str, item: FeedEntry, valid: list, merged: dict) -> list[str]:
@@ -424,6 +440,39 @@ class SourceRegistry:
             )
         else:
             pipe.sadd(self.keys.crawl_held, fid)
+
+    def _index(self, pipe, fid: str, added: float, status: str, previous: str | None = None) -> None:
+        """Queues the status-index update of a feed now in ``status`` (registered at ``added``), ``previous``
+        its status before (``None``: a new feed)."""
+        if previous is not None and previous != status:
+            pipe.zrem(self.keys.source_status(previous), fid)
+        pipe.zadd(self.keys.source_status(status), {fid: added})
+        if status == "removed":
+            pipe.zrem(self.keys.source_status("listed"), fid)
+        else:
+            pipe.zadd(self.keys.source_status("listed"), {fid: added})
+
+    def _ensure_indexed(self) -> None:
+        """Builds the status index from the feed records when the registry predates it (once)."""
+        if getattr(self, "_indexed", False) or self.r.exists(self.keys.source_status_indexed):
+            self._indexed = True
+            return
+        start = 0
+        while True:
+            chunk = self.r.zrange(self.keys.source_feeds, start, start + self.batch - 1, withscores=True)
+            if not chunk:
+                break
+            pipe = self.r.pipeline(transaction=False)
+            for fid, _ in chunk:
+                pipe.hget(self.keys.source_feed(_s(fid)), "status")
+            statuses = pipe.execute()
+            pipe = self.r.pipeline(transaction=False)
+            for (fid, added), status in zip(chunk, statuses, strict=True):
+                self._index(pipe, _s(fid), float(added), _s(status) if status else "active")
+            pipe.execute()
+            start += len(chunk)
+        self.r.set(self.keys.source_status_indexed, "1")
+        self._indexed = True
 
     def _log(self, pipe, action: str, **fields) -> None:
         pipe.lpush(self.keys.source_log, json.dumps({"time": self.clock(), "action": action, **fields}))
@@ -478,9 +527,10 @@ class SourceRegistry:
         """One page of :meth:`iter_feeds` rows: ``(rows, more)``, ``limit`` rows from the ``offset``-th feed with a
         status in ``statuses`` (registration order), ``more`` when a later one exists.
 
-        ``search`` keeps the feeds of the outlets whose name contains it (case-insensitive; the outlet set is
-        scanned in Redis with ``SSCAN MATCH``). Without it, only statuses are read until the page is found
-        (``HGET`` pipelined per batch) and only the page's rows are loaded.
+        Without ``search`` one ``ZRANGE`` of the status index (module docstring) finds the page (any status,
+        one status, or active and paused; another pair of statuses reads the statuses until the page is found)
+        and only its rows are loaded. ``search`` keeps the feeds of the outlets whose name contains it
+        (case-insensitive; the outlet set is scanned in Redis with ``SSCAN MATCH``).
         """
         wanted = set(statuses)
         if search:
@@ -493,27 +543,25 @@ class SourceRegistry:
             rows = [r for r in self._load(ids) if r["status"] in wanted]
             rows.sort(key=lambda r: (r["added"], r["id"]))
             return rows[offset : offset + limit], len(rows) > offset + limit
+        index = None
         if wanted >= set(STATUSES):
-            ids = [_s(f) for f in self.r.zrange(self.keys.source_feeds, offset, offset + limit)]
+            index = self.keys.source_feeds
+        elif len(wanted) == 1 or wanted == {"active", "paused"}:
+            self._ensure_indexed()
+            index = self.keys.source_status("listed" if len(wanted) == 2 else next(iter(wanted)))
+        if index is not None:
+            ids = [_s(f) for f in self.r.zrange(index, offset, offset + limit)]
             return self._load(ids[:limit]), len(ids) > limit
-        picked: list[str] = []
-        skip, start = offset, 0
-        while len(picked) <= limit:
-            ids = [_s(f) for f in self.r.zrange(self.keys.source_feeds, start, start + self.batch - 1)]
-            if not ids:
-                break
-            pipe = self.r.pipeline(transaction=False)
-            for fid in ids:
-                pipe.hget(self.keys.source_feed(fid), "status")
-            for fid, status in zip(ids, pipe.execute(), strict=True):
-                if status is None or _s(status) not in wanted:
-                    continue
-                if skip:
-                    skip -= 1
-                elif len(picked) <= limit:
-                    picked.append(fid)
-            start += len(ids)
-        return self._load(picked[:limit]), len(picked) > limit
+        rows = list(itertools.islice(self.iter_feeds(wanted), offset, offset + limit + 1))
+        return rows[:limit], len(rows) > limit
+
+    def status_counts(self) -> dict[str, int]:
+        """``{status: number of feeds}`` from the status index."""
+        self._ensure_indexed()
+        pipe = self.r.pipeline(transaction=False)
+        for s in STATUSES:
+            pipe.zcard(self.keys.source_status(s))
+        return dict(zip(STATUSES, (int(n) for n in pipe.execute()), strict=True))
 
     def crawl_state(self, feed_ids: list[str]) -> dict[str, dict]:
         """The crawl frontier's schedule of each feed id (a feed id is its crawl task id): ``{id: {"due" (epoch s,
@@ -632,6 +680,7 @@ class SourceRegistry:
                 pipe.hdel(self.keys.source_feed(row["id"]), "removed")
             pipe.hset(self.keys.source_feed(row["id"]), mapping=fields)
             self._apply_status(pipe, row["id"], row["kind"], row["url"], target)
+            self._index(pipe, row["id"], row["added"], target, row["status"])
             changed.append(row["id"])
             report.outcomes.append(Outcome(ref, row["url"], row["id"], result))
         if changed:
