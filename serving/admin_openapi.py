@@ -146,8 +146,17 @@ def admin_openapi_paths() -> dict:
         },
     }
 
+    def json_body(schema: dict) -> dict:
+        return {"required": True, "content": {"application/json": {"schema": schema}}}
+
     def body_of(description: str, schema: dict) -> dict:
         return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+    def listing(description: str, field: str, row: dict, total: str) -> dict:
+        """A page of ``row`` objects under ``field`` with ``total`` (the number of all of them) and the paging."""
+        props = {field: {"type": "array", "items": row}, total: {"type": "integer"}}
+        props.update(offset={"type": "integer"}, limit={"type": "integer"})
+        return body_of(description, {"type": "object", "properties": props})
 
     return {
         "/v1/admin/sources": {
@@ -170,19 +179,9 @@ def admin_openapi_paths() -> dict:
             "post": {
                 "summary": "register feeds (admin)",
                 "security": sec,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "oneOf": [
-                                    feed,
-                                    {"type": "object", "properties": {"feeds": {"type": "array", "items": feed}}},
-                                ]
-                            }
-                        }
-                    },
-                },
+                "requestBody": json_body(
+                    {"oneOf": [feed, {"type": "object", "properties": {"feeds": {"type": "array", "items": feed}}}]}
+                ),
                 "responses": {"200": report, "201": report, "422": report, "413": err, **errors},
             },
         },
@@ -228,22 +227,17 @@ def admin_openapi_paths() -> dict:
             "post": {
                 "summary": "add a publisher by home page: polite feed discovery, then registration (admin)",
                 "security": sec,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["url"],
-                                "properties": {
-                                    "url": {"type": "string", "format": "uri"},
-                                    "paused": {"type": "boolean", "default": False},
-                                    "all": {"type": "boolean", "default": False, "description": "every feed found"},
-                                },
-                            }
-                        }
-                    },
-                },
+                "requestBody": json_body(
+                    {
+                        "type": "object",
+                        "required": ["url"],
+                        "properties": {
+                            "url": {"type": "string", "format": "uri"},
+                            "paused": {"type": "boolean", "default": False},
+                            "all": {"type": "boolean", "default": False, "description": "every feed found"},
+                        },
+                    }
+                ),
                 "responses": {"200": report, "201": report, "422": report, "413": err, **errors},
             }
         },
@@ -253,18 +247,7 @@ def admin_openapi_paths() -> dict:
                 "security": sec,
                 "parameters": [{"name": "q", "in": "query", "schema": {"type": "string"}}, *paging],
                 "responses": {
-                    "200": body_of(
-                        "accounts",
-                        {
-                            "type": "object",
-                            "properties": {
-                                "count": {"type": "integer"},
-                                "readers": {"type": "array", "items": reader_row},
-                                "offset": {"type": "integer"},
-                                "limit": {"type": "integer"},
-                            },
-                        },
-                    ),
+                    "200": listing("accounts (count: all of them)", "readers", reader_row, "count"),
                     **errors,
                 },
             }
@@ -306,18 +289,7 @@ def admin_openapi_paths() -> dict:
                 "security": sec,
                 "parameters": paging,
                 "responses": {
-                    "200": body_of(
-                        "audit records",
-                        {
-                            "type": "object",
-                            "properties": {
-                                "records": {"type": "array", "items": audit_row},
-                                "count": {"type": "integer"},
-                                "offset": {"type": "integer"},
-                                "limit": {"type": "integer"},
-                            },
-                        },
-                    ),
+                    "200": listing("audit records (count: all kept)", "records", audit_row, "count"),
                     **errors,
                 },
             }
