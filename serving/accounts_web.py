@@ -89,7 +89,6 @@ class AccountPages:
         self.web = web
         self.api = web.api
         self.accounts = web.api.accounts
-        self._registry = None
 
     def _now(self) -> float:
         return self.api.config.clock()

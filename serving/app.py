@@ -308,10 +308,13 @@ class Api:
             return await run_in_threadpool(self._user, request)
         try:
             self._guard()
-            entry = await self.aredis.hget(self.store.keys.account_tokens(user), jti)
+            pipe = self.aredis.pipeline(transaction=False)  # one slot: the account's keys share its tag
+            pipe.hget(self.store.keys.account_tokens(user), jti)
+            pipe.hexists(self.store.keys.account(user), "disabled")
+            entry, disabled = await pipe.execute()
         except REDIS_ERRORS as e:
             raise self._lookup_down(e) from None
-        if not token_live(entry, self.config.clock()):
+        if not token_live(entry, self.config.clock()) or disabled:
             raise _refused("revoked")
         return user
 

@@ -185,7 +185,11 @@ def test_an_editor_runs_the_desk_through_the_api_and_the_pages(desk):
         r = ed.post("/admin/readers", data={"csrf": csrf, "name": "bob", "action": "disable", "next": "/admin/readers"})
         assert r.status_code == 303
         assert bob.get("/account").status_code == 303  # his session ended
-        assert bob.get("/v1/me/preferences", headers=_bearer(bob_token)).status_code == 401
+        for method, path in (("GET", "/v1/me/preferences"), ("GET", "/v1/feed"), ("PUT", "/v1/me/preferences")):
+            r = bob.request(method, path, headers=_bearer(bob_token), json={"follow_topics": ["world"]})
+            assert r.status_code == 401, (method, path)
+        event = {"type": "click", "story_id": "s1", "position": 0, "surface": "top"}
+        assert bob.post("/v1/events", headers=_bearer(bob_token), json={"events": [event]}).status_code == 401
         with _client(base) as again:
             assert signin_reader(again, "bob").status_code == 400  # the right password, a disabled account
         assert "Enable bob" in ed.get("/admin/readers?q=bo").text
