@@ -245,12 +245,20 @@ class AdminActions:
 
     def sources_page(self, statuses: list[str], offset: int, limit: int, search: str = "") -> dict:
         """``{"feeds": rows with "crawl" (the frontier's schedule, or None), "offset", "limit", "more",
-        "registered"}``."""
+        "registered" (every feed), "counts" ({status: feeds})}``."""
         rows, more = self.registry.page(statuses, offset, limit, search)
         state = self.registry.crawl_state([r["id"] for r in rows])
         for r in rows:
             r["crawl"] = state.get(r["id"])
-        return {"feeds": rows, "offset": offset, "limit": limit, "more": more, "registered": self.registry.count()}
+        counts = self.registry.status_counts()
+        return {
+            "feeds": rows,
+            "offset": offset,
+            "limit": limit,
+            "more": more,
+            "registered": sum(counts.values()),
+            "counts": counts,
+        }
 
     def readers(self, prefix: str, offset: int, limit: int) -> dict:
         """``{"count" (every account), "readers": [{"name", "role", "created", "disabled"}], "offset", "limit"}``:

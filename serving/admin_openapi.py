@@ -121,6 +121,11 @@ def admin_openapi_paths() -> dict:
                         "limit": {"type": "integer"},
                         "more": {"type": "boolean", "description": "a next page exists"},
                         "registered": {"type": "integer", "description": "feeds registered, removed ones included"},
+                        "counts": {
+                            "type": "object",
+                            "additionalProperties": {"type": "integer"},
+                            "description": "feeds per status",
+                        },
                     },
                 }
             }

@@ -178,6 +178,8 @@ def test_an_editor_runs_the_desk_through_the_api_and_the_pages(desk):
         r = ed.post("/admin/sources", data={"csrf": csrf, "ref": fid, "action": "pause", "next": "/admin?q=local"})
         assert (r.status_code, r.headers["location"]) == (303, "/admin?q=local")
         assert ed.get(f"/v1/admin/sources/{fid}", headers=_bearer(token)).json()["feeds"][0]["status"] == "paused"
+        listed = ed.get("/v1/admin/sources", headers=_bearer(token)).json()
+        assert listed["counts"] == {"active": 2, "paused": 1, "removed": 0} and listed["registered"] == 3
 
         readers = ed.get("/v1/admin/readers", headers=_bearer(token), params={"q": "b"}).json()
         assert readers["count"] == 3 and [x["name"] for x in readers["readers"]] == ["bea", "bob"]
