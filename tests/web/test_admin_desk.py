@@ -215,3 +215,27 @@ def test_an_editor_runs_the_desk_through_the_api_and_the_pages(desk):
         assert {a["time"] for a in audit["records"]} == {NOW} and audit["count"] == 6
         recent = lxml.html.fromstring(ed.get("/admin").text).xpath("//section[@aria-labelledby='h-audit']//li")
         assert "ed · readers.enable bob" in " ".join(recent[0].text_content().split())
+
+
+def test_a_home_page_registered_as_is_offers_to_find_its_feeds(desk):
+    """A home page registered as is (the demo registers each outlet's so, paused) offers discovery on its row,
+    which registers the feed the page links to; a page that cannot be reached is reported, nothing registered."""
+    from newsflow.cli.demo import register_corpus_outlets
+    from newsflow.storage.source_registry import FeedEntry, SourceRegistry
+
+    base, client, _ = desk
+    registry = SourceRegistry(client, KEYS)
+    register_corpus_outlets(registry, {"down.example.com": "Down"})  # https://down.example.com/: no TLS there
+    home = "http://local.example.com/"
+    registry.register([("home", FeedEntry(home, "feed", "Local News", (), home, "paused"))])
+    with _client(base) as ed:
+        signin_reader(ed, "ed")
+        page = lxml.html.fromstring(ed.get("/admin").text)
+        offered = page.xpath("//form[@action='/admin/sources/add']//input[@name='url']/@value")
+        assert sorted(offered) == [home, "https://down.example.com/"]
+        csrf = web_form_csrf(ed, "/admin")
+        found = ed.post("/admin/sources/add", data={"csrf": csrf, "url": home})
+        assert found.status_code == 200 and "1 added" in found.text
+        assert registry.get(crawl_task_id("feed", "http://local.example.com/rss.xml"))["status"] == "active"
+        failed = ed.post("/admin/sources/add", data={"csrf": csrf, "url": "https://down.example.com/"})
+        assert failed.status_code == 400 and "no feed or news sitemap found" in failed.text
