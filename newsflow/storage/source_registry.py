@@ -527,12 +527,18 @@ class SourceRegistry:
         """One page of :meth:`iter_feeds` rows: ``(rows, more)``, ``limit`` rows from the ``offset``-th feed with a
         status in ``statuses`` (registration order), ``more`` when a later one exists.
 
-        Without ``search`` one ``ZRANGE`` of the status index (module docstring) finds the page (any status,
-        one status, or active and paused; another pair of statuses reads the statuses until the page is found)
-        and only its rows are loaded. ``search`` keeps the feeds of the outlets whose name contains it
-        (case-insensitive; the outlet set is scanned in Redis with ``SSCAN MATCH``).
+        The status index (module docstring) orders and filters the feeds (any status, one status, or active and
+        paused; another pair of statuses reads the feeds in order until the page is found); only the page's rows
+        are loaded. ``search`` keeps the feeds of the outlets whose name contains it (case-insensitive; the
+        outlet set is scanned in Redis with ``SSCAN MATCH``, the matches ranked with one ``ZMSCORE``).
         """
         wanted = set(statuses)
+        index = None
+        if wanted >= set(STATUSES):
+            index = self.keys.source_feeds
+        elif len(wanted) == 1 or wanted == {"active", "paused"}:
+            self._ensure_indexed()
+            index = self.keys.source_status("listed" if len(wanted) == 2 else next(iter(wanted)))
         if search:
             glob = "".join("\\" + c if c in "*?[]\\^" else c for c in search.strip().lower())
             names = [_s(o) for o in self.r.sscan_iter(self.keys.source_outlets, match=f"*{glob}*", count=1000)]
@@ -540,15 +546,14 @@ class SourceRegistry:
             for name in names:
                 pipe.smembers(self.keys.source_outlet_feeds(name))
             ids = sorted({_s(f) for members in (pipe.execute() if names else []) for f in members})
-            rows = [r for r in self._load(ids) if r["status"] in wanted]
-            rows.sort(key=lambda r: (r["added"], r["id"]))
-            return rows[offset : offset + limit], len(rows) > offset + limit
-        index = None
-        if wanted >= set(STATUSES):
-            index = self.keys.source_feeds
-        elif len(wanted) == 1 or wanted == {"active", "paused"}:
-            self._ensure_indexed()
-            index = self.keys.source_status("listed" if len(wanted) == 2 else next(iter(wanted)))
+            if index is None:
+                rows = sorted(
+                    (r for r in self._load(ids) if r["status"] in wanted), key=lambda r: (r["added"], r["id"])
+                )
+                return rows[offset : offset + limit], len(rows) > offset + limit
+            scores = self.r.zmscore(index, ids) if ids else []
+            ranked = sorted((score, fid) for fid, score in zip(ids, scores, strict=True) if score is not None)
+            return self._load([fid for _, fid in ranked[offset : offset + limit]]), len(ranked) > offset + limit
         if index is not None:
             ids = [_s(f) for f in self.r.zrange(index, offset, offset + limit)]
             return self._load(ids[:limit]), len(ids) > limit
