@@ -375,13 +375,38 @@ class AccountStore:
         self.end_all_sessions(user)
         return changed
 
+    def _ensure_indexed(self) -> None:
+        """Adds the accounts made before the name index existed to it, once (a ``SCAN`` of the account keys; an
+        account hash is the one with a ``password`` field)."""
+        if getattr(self, "_indexed", False) or self.client.exists(self.keys.accounts_indexed):
+            self._indexed = True
+            return
+        head = self.keys.account_pattern()[: -len("{r*}:account:*")]
+        found = []
+        for key in self.client.scan_iter(match=self.keys.account_pattern(), count=1000):
+            key = _s(key)
+            tag_end = key.find("}:account:", len(head))
+            name = key[tag_end + len("}:account:") :] if tag_end >= 0 else ""
+            if USER_RE.match(name) and key == self.keys.account(name):
+                found.append(name)
+        pipe = self.client.pipeline(transaction=False)
+        for name in found:
+            pipe.hexists(self.keys.account(name), "password")
+        names = [n for n, ok in zip(found, pipe.execute() if found else [], strict=True) if ok]
+        if names:
+            self.client.zadd(self.keys.accounts_index, dict.fromkeys(names, 0))
+        self.client.set(self.keys.accounts_indexed, "1")
+        self._indexed = True
+
     def count(self) -> int:
         """Number of accounts (readers and editors)."""
+        self._ensure_indexed()
         return int(self.client.zcard(self.keys.accounts_index))
 
     def search(self, prefix: str = "", offset: int = 0, limit: int = 50) -> list[dict]:
         """Accounts whose name starts with ``prefix`` (exact case), in name order, ``limit`` from ``offset``:
         ``[{"name", "role", "created" (epoch s), "disabled" (epoch s or None)}]``."""
+        self._ensure_indexed()
         lo, hi = (f"[{prefix}", f"[{prefix}\xff") if prefix else ("-", "+")
         names = [_s(n) for n in self.client.zrangebylex(self.keys.accounts_index, lo, hi, start=offset, num=limit)]
         pipe = self.client.pipeline(transaction=False)

@@ -501,6 +501,15 @@ class Keys:
         return f"{self.prefix}:accounts"
 
     @property
+    def accounts_indexed(self) -> str:
+        """STRING ``1`` once :attr:`accounts_index` lists every account (accounts made before it are added once)."""
+        return f"{self.prefix}:accounts:indexed"
+
+    def account_pattern(self) -> str:
+        """``SCAN`` pattern of the account hashes (and their ``:sessions``, ``:tokens``, ``:failures`` keys)."""
+        return f"{self.prefix}:{{r*}}:account:*"
+
+    @property
     def admin_audit(self) -> str:
         """LIST JSON records of editors' admin actions ``{"time", "editor", "action", "target", "detail"}``,
         newest first (capped, :mod:`newsflow.storage.audit`)."""

@@ -239,3 +239,20 @@ def test_a_home_page_registered_as_is_offers_to_find_its_feeds(desk):
         assert registry.get(crawl_task_id("feed", "http://local.example.com/rss.xml"))["status"] == "active"
         failed = ed.post("/admin/sources/add", data={"csrf": csrf, "url": "https://down.example.com/"})
         assert failed.status_code == 400 and "no feed or news sitemap found" in failed.text
+
+
+def test_accounts_made_before_the_name_index_are_counted_and_found(server):
+    """The readers admin's count and search cover accounts that predate the name index: it is built once from
+    the account keys (sessions, tokens and sign-in failures are not accounts)."""
+    server.flushall()
+    accounts = AccountStore(server, KEYS, cheap_hasher())
+    for name in ("amy", "ann", "bo", "a:b"):
+        accounts.create(name, PASSWORD, NOW)
+    accounts.new_session("amy", NOW)
+    accounts.add_token("ann", "cli", NOW)
+    accounts.check_password("bo", "wrong password", "10.0.0.1", NOW)  # a failures key
+    server.delete(KEYS.accounts_index)  # as before the index existed
+    fresh = AccountStore(server, KEYS, cheap_hasher())
+    assert fresh.count() == 4
+    assert [a["name"] for a in fresh.search("a")] == ["a:b", "amy", "ann"]
+    assert server.get(KEYS.accounts_indexed) == b"1"
