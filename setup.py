@@ -80,6 +80,7 @@ setup(
         "anyascii>=0.3",
         "babel>=2.14",
         "starlette>=0.37",
+        "python-multipart>=0.0.18",  # Starlette's multipart form parser: the admin's file import
         "argon2-cffi>=23.1,<26",
         "uvicorn>=0.29",
         "google-cloud-storage>=2.14",

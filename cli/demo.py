@@ -43,10 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
+def _scan_inputs(pattern: str, outlets: dict[str, str] | None = None) -> tuple[int, dict[str, float]]:
     """Counts landing records and finds the newest ``fetch_time`` per file (unparsable lines are
-    skipped here: the pipeline dead-letters them)."""
+    skipped here: the pipeline dead-letters them); fills ``outlets`` (when given) with each record's outlet
+    (registrable domain of its URL) -> its ``source_name`` (the first non-empty one, else ``""``)."""
     import json
+
+    from newsflow.core.outlets import outlet
 
     n, newest = 0, {}
     for path in sorted(glob.glob(pattern)):
@@ -55,11 +58,32 @@ def _scan_inputs(pattern: str) -> tuple[int, dict[str, float]]:
             for line in f:
                 n += 1
                 try:
-                    t = float(json.loads(line)["fetch_time"])
+                    rec = json.loads(line)
+                    t = float(rec["fetch_time"])
                 except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
                     continue  # ValueError also covers integers past Python's digit limit
                 newest[path] = max(newest.get(path, t), t)
+                if outlets is not None and isinstance(rec, dict) and isinstance(rec.get("url"), str):
+                    name = outlet(rec["url"])
+                    if name and not outlets.get(name):
+                        outlets[name] = rec["source_name"] if isinstance(rec.get("source_name"), str) else ""
     return n, newest
+
+
+def register_corpus_outlets(registry, outlets: dict[str, str]):
+    """Registers each corpus outlet as a *paused* entry (its home page ``https://<outlet>/``, titled with its
+    source name, origin ``demo``), so the editors' admin and ``newsflow sources list --status paused`` show the
+    outlets the site shows, and nothing is polled: a paused feed is never queued (no unreachable host of a
+    historical corpus is crawled). An editor finds the outlet's real feeds with "add by home page". Idempotent:
+    a second run reports every entry ``unchanged``. Returns the registry's
+    :class:`~newsflow.storage.source_registry.Report`."""
+    from newsflow.storage.source_registry import FeedEntry
+
+    entries = [
+        (name, FeedEntry(f"https://{name}/", "feed", title, (), f"https://{name}/", "paused"))
+        for name, title in sorted(outlets.items())
+    ]
+    return registry.register(entries, origin="demo")
 
 
 def _replay_clock(args, newest: dict[str, float]) -> float | None:
@@ -182,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
     if not inputs:
         print(f"newsflow demo: no landing files match {args.input}", file=sys.stderr)
         return 2
-    total, newest = _scan_inputs(args.input)
+    outlets: dict[str, str] = {}
+    total, newest = _scan_inputs(args.input, outlets)
     try:
         clock = _replay_clock(args, newest)
     except ValueError:
@@ -284,6 +309,15 @@ def run(args: argparse.Namespace) -> int:
                 print(
                     f"{i:3d}. {_short(item['title'], 80)}  [{item['source_count']} sources, score {item['score']:.3f}]"
                 )
+
+    from newsflow.core.sources import SourceTable
+    from newsflow.storage.source_registry import SourceRegistry
+
+    registered = register_corpus_outlets(SourceRegistry(client, keys, seed=SourceTable.load()), outlets).counts()
+    print(
+        f"\nSources: the corpus's {len(outlets):,} outlets are registered paused (not polled; "
+        f"{registered.get('added', 0):,} new): `newsflow sources list --status paused`, the editors' /admin page"
+    )
 
     print("\nOutputs:")
     for dataset in ("articles", "clusters", "story_assignments", "deadletters"):

@@ -2,6 +2,9 @@
 
 Settings (:mod:`newsflow.runtime.settings`): ``--redis-url`` / ``$REDIS_URL``, else the embedded server of the data
 directory (the one ``newsflow demo`` fills); ``--key-prefix``; ``--data-dir``.
+The editors' "add by home page" (``/admin``, ``POST /v1/admin/sources/discover``) runs the crawl tier's polite
+feed discovery from this process, through the crawler's address guard: ``--allow-host`` / ``--resolve`` as for
+``newsflow sources add``.
 Token secret: ``$NEWSFLOW_TOKEN_SECRET`` (≥ 32 bytes),
 else a random development secret kept in ``<data dir>/serving/token_secret`` (mode 0600).
 Feeds come from ``newsflow build-feeds``; without them the API answers from snapshots or
@@ -17,6 +20,7 @@ import secrets
 import sys
 import time
 
+from newsflow.cli.sources_common import add_address_arguments
 from newsflow.runtime.settings import Settings, add_settings_arguments
 
 COMMAND = "serve"
@@ -44,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "SECONDS, first at startup; 0 disables (run build-feeds on a schedule instead)",
     )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
+    add_address_arguments(parser)  # the admin's "add by home page": the discovery's address guard
     parser.add_argument(
         "--mint-token",
         metavar="USER",
@@ -165,6 +170,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.refresh_feeds:
         _start_feed_refresher(url, ranking_clock or time.time, args.refresh_feeds, settings.keys)
+    from newsflow.cli.sources_add import discovery_as_dict, home_page_discovery
+    from newsflow.cli.sources_common import CommandError, registration_host_check, resolve_overrides
+
+    try:  # the crawl tier's discovery and address check, injected: serving does not import the crawler
+        discover = discovery_as_dict(home_page_discovery(args.allow_host, resolve_overrides(args.resolve)))
+        host_check = registration_host_check(args)
+    except CommandError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     config = ServingConfig(
         token_secret=secret,
         keys=settings.keys,
@@ -172,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
         ranking_clock=ranking_clock,
         trusted_proxies=settings.trusted_proxies,
         admin_token=settings.admin_token or "",
+        discover_feeds=discover,
+        host_check=host_check,
     )
     print(
         f"newsflow on http://{args.host}:{args.port}/  (JSON API: /v1/top, schema: /openapi.json)",

@@ -57,25 +57,58 @@ def add_arguments(parser) -> None:
     add_common_arguments(parser)
 
 
-def _discover(args):
+def home_page_discovery(
+    allow_hosts=(), resolve: dict[str, str] | None = None, host_delay: float = 1.0, max_requests: int = 16
+):
+    """The polite feed discovery (:class:`newsflow.crawler.discover.Discoverer`, through the crawler's
+    address-safety guard) as a blocking callable ``url -> Discovery`` (one event loop per call, so it runs in
+    any thread): what ``newsflow sources add`` and the admin's "add by home page" (``newsflow serve``) use.
+
+    Args:
+      allow_hosts: hosts/IPs/CIDRs exempt from the private-address guard.
+      resolve: ``{host: "ip:port"}`` connect overrides (``"*"`` for every host).
+      host_delay: seconds between two requests to one host.
+      max_requests: HTTP requests at most per discovery.
+
+    Raises:
+      CommandError: ``host_delay < 0`` or ``max_requests < 1``.
+    """
     from newsflow.crawler.config import CrawlerConfig
     from newsflow.crawler.discover import Discoverer, DiscoveryConfig
     from newsflow.crawler.fetch import Fetcher
 
-    resolve = resolve_overrides(args.resolve)
-    if args.host_delay < 0 or args.max_requests < 1:
+    if host_delay < 0 or max_requests < 1:
         raise CommandError("need --host-delay >= 0 and --max-requests >= 1")
-    cfg = CrawlerConfig(allow_hosts=tuple(args.allow_host), resolve=resolve, total_timeout_s=20.0)
+    cfg = CrawlerConfig(allow_hosts=tuple(allow_hosts), resolve=dict(resolve or {}), total_timeout_s=20.0)
 
-    async def go():
-        fetcher = Fetcher(cfg)
-        try:
-            d = Discoverer(fetcher, DiscoveryConfig(max_requests=args.max_requests, host_delay_s=args.host_delay))
-            return await d.discover(args.url)
-        finally:
-            await fetcher.aclose()
+    def discover(url: str):
+        async def go():
+            fetcher = Fetcher(cfg)
+            try:
+                d = Discoverer(fetcher, DiscoveryConfig(max_requests=max_requests, host_delay_s=host_delay))
+                return await d.discover(url)
+            finally:
+                await fetcher.aclose()
 
-    return asyncio.run(go())
+        return asyncio.run(go())
+
+    return discover
+
+
+def discovery_as_dict(discover):
+    """``url -> {"found": [{"url", "kind", "title", "how", "items"}], "tried": [[url, outcome]], "blocked"}``
+    over a :func:`home_page_discovery` callable: the shape of ``ServingConfig.discover_feeds``."""
+
+    def run_one(url: str) -> dict:
+        d = discover(url)
+        return {"found": [f.__dict__ for f in d.found], "tried": [list(t) for t in d.tried], "blocked": d.blocked}
+
+    return run_one
+
+
+def _discover(args):
+    discover = home_page_discovery(args.allow_host, resolve_overrides(args.resolve), args.host_delay, args.max_requests)
+    return discover(args.url)
 
 
 def run(args) -> int:

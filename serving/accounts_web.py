@@ -1,4 +1,5 @@
-"""Account pages of the reader web UI: register, sign in and out, the account page, the editors' admin page.
+"""Account pages of the reader web UI: register, sign in and out, the account page (the editors' admin pages are
+:mod:`newsflow.serving.admin_web`).
 
 ==============================  ======  ===========================================================
 route                           method  does
@@ -18,8 +19,6 @@ route                           method  does
 ``/account/tokens``             POST    creates a personal API token, shown once on the page
 ``/account/tokens/revoke``      POST    revokes one of the account's (404 for any other id)
 ``/account/delete``             POST    deletes the account and its data (password needed)
-``/admin``                      GET     editors: the sources registry with pause/resume/remove
-``/admin/sources``              POST    editors: pause, resume or remove a feed
 ==============================  ======  ===========================================================
 
 Storage and rules (hashing, limits, sessions, tokens, deletion) are :mod:`newsflow.storage.accounts`; the
@@ -54,8 +53,6 @@ DONE = {
     "password": "Your password is changed; every other session is signed out.",
     "revoked": "The token is revoked.",
 }
-ADMIN_ACTIONS = ("pause", "resume", "remove")
-ADMIN_PAGE_FEEDS = 500
 
 
 def _unavailable() -> PageError:
@@ -74,7 +71,6 @@ class AccountPages:
         self.web = web
         self.api = web.api
         self.accounts = web.api.accounts
-        self._registry = None
 
     def _now(self) -> float:
         return self.api.config.clock()
@@ -296,58 +292,12 @@ class AccountPages:
         )
         return self._end_cookie(request, page)
 
-    # -- editors -----------------------------------------------------------------------------------
-    def _editor(self, request: Request) -> tuple[str, str] | Response:
-        sess = self.web.session(request)
-        if sess is None:
-            return RedirectResponse("/signin?next=/admin", status_code=303)
-        try:
-            self.api._guard()
-            role = self.accounts.role(sess[0])
-        except REDIS_ERRORS:
-            self.api._mark_down()
-            raise _unavailable() from None
-        if role != "editor":
-            raise PageError(403, "Editors only", "This page is for editors; your account is a reader's.")
-        return sess
-
-    @property
-    def registry(self):
-        if self._registry is None:
-            from newsflow.core.sources import SourceTable
-            from newsflow.storage.source_registry import SourceRegistry
-
-            self._registry = SourceRegistry(self.api.store.client, self.api.store.keys, seed=SourceTable.load())
-        return self._registry
-
-    def admin_page(self, request: Request) -> Response:
-        sess = self._editor(request)
-        if isinstance(sess, Response):
-            return sess
-        import itertools
-
-        feeds = list(itertools.islice(self.registry.iter_feeds(), ADMIN_PAGE_FEEDS))
-        ctx = self.web._context(request, sess, None)
-        ctx.update(title="Sources", feeds=feeds, registered=self.registry.count(), shown_max=ADMIN_PAGE_FEEDS)
-        return self.web.render(request, "admin.html", ctx, personal=True)
-
-    async def admin_action(self, request: Request) -> Response:
-        form = await self.web._form(request)
-        sess = await run_in_threadpool(self._editor, request)
-        if isinstance(sess, Response):
-            return sess
-        self.web._check_csrf(form, sess)
-        action, ref = form.get("action", ""), form.get("ref", "")
-        if action not in ADMIN_ACTIONS:
-            raise PageError(400, "Unknown action", f"action must be one of {', '.join(ADMIN_ACTIONS)}")
-        report = await self._call(self.registry.set_status, ref, action)
-        if report.errors:
-            raise PageError(404, "No such feed", f"No registered feed matches {ref!r}.")
-        return RedirectResponse("/admin", status_code=303)
-
 
 def account_routes(web) -> list[Route]:
-    """The routes of the module docstring for :func:`newsflow.serving.web.web_routes`."""
+    """The routes of the module docstring for :func:`newsflow.serving.web.web_routes`, and the editors' admin
+    pages (:func:`newsflow.serving.admin_web.admin_routes`)."""
+    from newsflow.serving.admin_web import admin_routes  # it imports this module
+
     pages = AccountPages(web)
     return [
         Route("/signin", pages.signin_form, methods=["GET"]),
@@ -361,6 +311,5 @@ def account_routes(web) -> list[Route]:
         Route("/account/tokens", pages.create_token, methods=["POST"]),
         Route("/account/tokens/revoke", pages.revoke_token, methods=["POST"]),
         Route("/account/delete", pages.delete_account, methods=["POST"]),
-        Route("/admin", pages.admin_page, methods=["GET"]),
-        Route("/admin/sources", pages.admin_action, methods=["POST"]),
+        *admin_routes(web),
     ]

@@ -93,7 +93,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.front_page import TRENDING_LOOKBACK_S, entity_chips, trending_stories
 from newsflow.runtime.redis_conn import connect_async
-from newsflow.serving.admin import admin_mount
+from newsflow.serving.admin import AdminActions, admin_mount
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import (
     STALE_REASON_HEADER,
@@ -190,6 +190,11 @@ class ServingConfig:
         :func:`newsflow.storage.accounts.default_hasher`).
       admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
         the setting; editors' personal tokens are accepted either way.
+      discover_feeds: the admin's "add by home page": ``url -> {"found", "tried", "blocked"}``, the crawl tier's
+        polite feed discovery, injected by ``newsflow serve`` (serving does not import the crawler); ``None``:
+        the admin answers 503 ``not_configured`` to it (:class:`newsflow.serving.admin.AdminActions`).
+      host_check: ``url -> (problem, warning)``, the crawl tier's registration-time address check run on every
+        feed the admin registers (``newsflow.crawler.safety.RegistrationHostCheck``); ``None`` resolves nothing.
     """
 
     token_secret: bytes
@@ -209,6 +214,8 @@ class ServingConfig:
     trusted_proxies: tuple[str, ...] = ()
     password_hasher: object | None = None
     admin_token: str | None = None
+    discover_feeds: Callable[[str], dict] | None = None
+    host_check: Callable[[str], tuple[str | None, str | None]] | None = None
 
 
 class ApiError(Exception):
@@ -370,10 +377,13 @@ class Api:
             return await run_in_threadpool(self._user, request)
         try:
             self._guard()
-            entry = await self.aredis.hget(self.store.keys.account_tokens(user), jti)
+            pipe = self.aredis.pipeline(transaction=False)  # one slot: the account's keys share its tag
+            pipe.hget(self.store.keys.account_tokens(user), jti)
+            pipe.hexists(self.store.keys.account(user), "disabled")
+            entry, disabled = await pipe.execute()
         except REDIS_ERRORS as e:
             raise self._lookup_down(e) from None
-        if not token_live(entry, self.config.clock()):
+        if not token_live(entry, self.config.clock()) or disabled:
             raise _refused("revoked")
         return user
 
@@ -426,14 +436,14 @@ class Api:
         except TokenError as e:
             raise _refused(e.reason) from None
 
-    def editor_token(self, request: Request) -> bool:
-        """Whether the request carries the personal token of an editor (the admin API's check; blocking Redis
-        calls: run it in the thread pool). Operator tokens without a token id never are."""
+    def editor_token(self, request: Request) -> str | None:
+        """The editor whose personal token the request carries, else ``None`` (the admin API's check; blocking
+        Redis calls: run it in the thread pool). Operator tokens without a token id never are."""
         try:
             user, jti = self._claims(request)
         except ApiError:
-            return False
-        return jti is not None and self.accounts.role(user) == "editor"
+            return None
+        return user if jti is not None and self.accounts.role(user) == "editor" else None
 
     def reader_view(self, user: str, hide_read: bool = False) -> ReaderView:
         """The reader's :class:`~newsflow.serving.reader_view.ReaderView`: profile and preferences, read marks and
@@ -856,6 +866,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
       A Starlette application.
     """
     api = Api(client, config)
+    api.admin = AdminActions(client, config.keys, config.clock, config.discover_feeds, config.host_check)
 
     routes_web, web = web_routes(api)
 
@@ -917,7 +928,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
         metrics_route(),  # Prometheus text format (serving/metrics.py)
-        admin_mount(client, config.keys, config.admin_token, api.editor_token),  # /v1/admin/sources (admin.py)
+        admin_mount(api.admin, config.admin_token, api.editor_token),  # /v1/admin/... (admin.py)
         *routes_web,
     ]
 

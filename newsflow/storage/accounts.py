@@ -3,11 +3,13 @@
 Keys (:mod:`newsflow.storage.keys`; ``b =`` :func:`~newsflow.storage.keys.reader_bucket` ``(user)``, so one
 reader's account keys share the slot of the tag ``{r<b>}``)::
 
-    P:{r<b>}:account:<user>            HASH  password (argon2id PHC string), role (reader|editor), created
+    P:{r<b>}:account:<user>            HASH  password (argon2id PHC string), role (reader|editor), created,
+                                             disabled (UTC epoch s, only while an editor has disabled it)
     P:{r<b>}:account:<user>:sessions   HASH  SHA-256 hex of a session id -> expiry (UTC epoch s)
     P:{r<b>}:account:<user>:tokens     HASH  personal API token id -> JSON {"name", "created", "expires"}
     P:{r<b>}:account:<user>:failures   ZSET  failed sign-ins of the account name in the last 15 minutes
     P:signin:failures:<address>        ZSET  failed sign-ins from one client address in the last 15 minutes
+    P:accounts                         ZSET  every account name, score 0 (lexical order: prefix search, count)
     P:{s<k>}:readers:deleted           ZSET  deleted reader -> deletion time (k = event shard of the reader)
 
 Passwords are hashed with argon2id (``argon2-cffi``, RFC 9106 low-memory profile by default: 3 passes over
@@ -24,6 +26,10 @@ A web session is a random 256-bit id; the cookie value is ``<base64url(user)>.<i
 the id's SHA-256 (a copy of the database holds no usable session). A session is never an API token:
 :mod:`newsflow.serving.tokens` tokens are signed ``nf1.`` strings, and a personal one carries a token id
 (``jti``) that must still be listed in the account's tokens hash.
+
+A disabled account (:meth:`AccountStore.set_disabled`, the editors' readers admin) cannot sign in (its
+right password is refused like a wrong one, without counting as a failure), its sessions end, and its
+personal API tokens are refused until it is enabled again (they are kept, and work again then).
 
 Deletion (:meth:`AccountStore.delete`): the reader's tombstone is written first (``P:{s<k>}:readers:deleted``,
 deletion time), then every key of :meth:`Keys.reader_owned`, the reader's fields of every stored per-reader
@@ -170,6 +176,7 @@ class AccountStore:
         if not self.client.hsetnx(key, "password", self.hasher.hash(password)):
             raise AccountError("taken", f"the name {user} is taken")
         self.client.hset(key, mapping={"role": role, "created": repr(float(now))})
+        self.client.zadd(self.keys.accounts_index, {user: 0})
 
     def role(self, user: str) -> str | None:
         """The account's role, or ``None`` when there is no such account."""
@@ -237,11 +244,13 @@ class AccountStore:
         if name is None or not isinstance(password, str) or len(password) > MAX_PASSWORD:
             self._record_failure(name, address, now)
             return False
-        stored = self.client.hget(self.keys.account(name), "password")
+        stored, disabled = self.client.hmget(self.keys.account(name), "password", "disabled")
         try:
             ok = self.hasher.verify(_s(stored) if stored else self._dummy, password) and stored is not None
         except (VerificationError, InvalidHashError):
             ok = False
+        if ok and disabled is not None:
+            return False
         if not ok:
             self._record_failure(name, address, now)
             return False
@@ -343,8 +352,77 @@ class AccountStore:
         return bool(self.client.hdel(self.keys.account_tokens(user), str(token_id)))
 
     def token_listed(self, user: str, token_id: str, now: float) -> bool:
-        """Whether ``token_id`` is a live personal token of ``user``."""
-        return token_live(self.client.hget(self.keys.account_tokens(user), str(token_id)), now)
+        """Whether ``token_id`` is a live personal token of ``user`` and the account is not disabled."""
+        pipe = self.client.pipeline(transaction=False)  # one slot: the account's keys share its tag
+        pipe.hget(self.keys.account_tokens(user), str(token_id))
+        pipe.hexists(self.keys.account(user), "disabled")
+        entry, disabled = pipe.execute()
+        return token_live(entry, now) and not disabled
+
+    # -- the editors' readers admin ---------------------------------------------------------------------
+    def set_disabled(self, user: str, disabled: bool, now: float) -> bool:
+        """Disables (ending every session) or enables ``user``; returns whether anything changed.
+
+        Raises:
+          AccountError: ``no_account``.
+        """
+        if self.role(user) is None:
+            raise AccountError("no_account", f"there is no account {user!r}")
+        key = self.keys.account(user)
+        if not disabled:
+            return bool(self.client.hdel(key, "disabled"))
+        changed = bool(self.client.hsetnx(key, "disabled", repr(float(now))))
+        self.end_all_sessions(user)
+        return changed
+
+    def _ensure_indexed(self) -> None:
+        """Adds the accounts made before the name index existed to it, once (a ``SCAN`` of the account keys; an
+        account hash is the one with a ``password`` field)."""
+        if getattr(self, "_indexed", False) or self.client.exists(self.keys.accounts_indexed):
+            self._indexed = True
+            return
+        head = self.keys.account_pattern()[: -len("{r*}:account:*")]
+        found = []
+        for key in self.client.scan_iter(match=self.keys.account_pattern(), count=1000):
+            key = _s(key)
+            tag_end = key.find("}:account:", len(head))
+            name = key[tag_end + len("}:account:") :] if tag_end >= 0 else ""
+            if USER_RE.match(name) and key == self.keys.account(name):
+                found.append(name)
+        pipe = self.client.pipeline(transaction=False)
+        for name in found:
+            pipe.hexists(self.keys.account(name), "password")
+        names = [n for n, ok in zip(found, pipe.execute() if found else [], strict=True) if ok]
+        if names:
+            self.client.zadd(self.keys.accounts_index, dict.fromkeys(names, 0))
+        self.client.set(self.keys.accounts_indexed, "1")
+        self._indexed = True
+
+    def count(self) -> int:
+        """Number of accounts (readers and editors)."""
+        self._ensure_indexed()
+        return int(self.client.zcard(self.keys.accounts_index))
+
+    def search(self, prefix: str = "", offset: int = 0, limit: int = 50) -> list[dict]:
+        """Accounts whose name starts with ``prefix`` (exact case), in name order, ``limit`` from ``offset``:
+        ``[{"name", "role", "created" (epoch s), "disabled" (epoch s or None)}]``."""
+        self._ensure_indexed()
+        lo, hi = (f"[{prefix}", f"[{prefix}\xff") if prefix else ("-", "+")
+        names = [_s(n) for n in self.client.zrangebylex(self.keys.accounts_index, lo, hi, start=offset, num=limit)]
+        pipe = self.client.pipeline(transaction=False)
+        for n in names:
+            pipe.hmget(self.keys.account(n), "role", "created", "disabled")
+        out = []
+        for n, (role, created, disabled) in zip(names, pipe.execute() if names else [], strict=True):
+            out.append(
+                {
+                    "name": n,
+                    "role": _s(role) if role else "reader",
+                    "created": float(created) if created else None,
+                    "disabled": float(disabled) if disabled else None,
+                }
+            )
+        return out
 
     # -- deletion --------------------------------------------------------------------------------------
     def delete(self, user: str, now: float) -> int:
@@ -360,6 +438,7 @@ class AccountStore:
         for key in model_fields:
             pipe.hdel(key, user)
         pipe.zrem(self.keys.active_users(shard), user)
+        pipe.zrem(self.keys.accounts_index, user)
         owned = self.keys.reader_owned(user)
         for key in owned[1:]:
             pipe.delete(key)

@@ -517,6 +517,26 @@ class Keys:
         """ZSET failed sign-in id -> time (UTC epoch s) from one client address, the last 15 minutes (TTL)."""
         return f"{self.prefix}:signin:failures:{address}"
 
+    @property
+    def accounts_index(self) -> str:
+        """ZSET every account name (score 0, so ``ZRANGEBYLEX`` finds names by prefix); the admin readers list."""
+        return f"{self.prefix}:accounts"
+
+    @property
+    def accounts_indexed(self) -> str:
+        """STRING ``1`` once :attr:`accounts_index` lists every account (accounts made before it are added once)."""
+        return f"{self.prefix}:accounts:indexed"
+
+    def account_pattern(self) -> str:
+        """``SCAN`` pattern of the account hashes (and their ``:sessions``, ``:tokens``, ``:failures`` keys)."""
+        return f"{self.prefix}:{{r*}}:account:*"
+
+    @property
+    def admin_audit(self) -> str:
+        """LIST JSON records of editors' admin actions ``{"time", "editor", "action", "target", "detail"}``,
+        newest first (capped, :mod:`newsflow.storage.audit`)."""
+        return f"{self.prefix}:admin:audit"
+
     def deleted_readers(self, shard: int) -> str:
         """ZSET deleted reader id -> deletion time (UTC epoch s) of event shard ``shard`` (:func:`event_shard`):
         the tombstones whose events the nightly run and ``newsflow retention`` drop from the events dataset."""
@@ -752,6 +772,16 @@ class Keys:
     def source_outlet_feeds(self, outlet: str) -> str:
         """SET feed ids of an outlet."""
         return f"{self.source_outlet(outlet)}:feeds"
+
+    def source_status(self, status: str) -> str:
+        """ZSET feed id -> registration time of the feeds with ``status`` (``active``, ``paused``, ``removed``, or
+        ``listed`` for active and paused): the admin's paging index."""
+        return f"{self.source_base}status:{status}"
+
+    @property
+    def source_status_indexed(self) -> str:
+        """STRING ``1`` once the status index (:meth:`source_status`) covers every registered feed."""
+        return self.source_base + "status-indexed"
 
     @property
     def source_outlets(self) -> str:

@@ -10,7 +10,10 @@ overwriting an edited record), see ``data/SOURCES.md``.
 
 Keys (all named by :class:`newsflow.storage.keys.Keys`): ``src:feed:<id>`` (HASH), ``src:feeds`` (ZSET id
 -> registration time), ``src:outlet:<outlet>`` (HASH), ``src:outlet:<outlet>:feeds`` (SET),
-``src:outlets`` (SET), ``src:log`` (LIST of change records). The frontier reads two keys:
+``src:outlets`` (SET), ``src:log`` (LIST of change records), ``src:status:<status>`` (ZSET id ->
+registration time per status, and ``src:status:listed`` for active and paused: the paging index of
+:meth:`SourceRegistry.page`, built from the feed records once when a registry predates it, marked by
+``src:status-indexed``). The frontier reads two keys:
 ``{crawl}:crawl:held`` (SET of the task ids of paused and removed feeds, never queued, see
 the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
 frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
@@ -28,6 +31,7 @@ Writes are pipelined in batches (default 1,000 entries per round trip pair) and 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 import time
@@ -287,6 +291,9 @@ class SourceRegistry:
           A :class:`Report` with one outcome per entry, in input order.
         """
         self._ensure_seeded()
+        if not getattr(self, "_indexed", False) and not self.r.exists(self.keys.source_feeds):
+            self.r.set(self.keys.source_status_indexed, "1")  # a new registry: every feed is indexed as added
+            self._indexed = True
         report = Report()
         seen: dict[str, str] = {}
         self._added_categories: dict[str, list[str]] = {}  # feeds this call added -> their categories
@@ -353,6 +360,7 @@ class SourceRegistry:
         for o in outlets:
             pipe.exists(self.keys.source_outlet(o))
         outlet_exists = dict(zip(outlets, pipe.execute(), strict=True))
+        restored: list[str] = []
         pipe = self.r.pipeline(transaction=False)
         changed = 0
         for (ref, item, url, fid), status, slot in zip(valid, statuses, slots, strict=True):
@@ -374,6 +382,7 @@ class SourceRegistry:
                 }
                 pipe.hset(self.keys.source_feed(fid), mapping=record)
                 pipe.zadd(self.keys.source_feeds, {fid: now}, nx=True)
+                self._index(pipe, fid, now, item.status)
                 pipe.sadd(self.keys.source_outlet_feeds(o), fid)
                 if not outlet_exists.get(o):
                     pipe.hsetnx(self.keys.source_outlet(o), "authority", repr(default_authority("")))
@@ -386,6 +395,7 @@ class SourceRegistry:
                 pipe.hset(self.keys.source_feed(fid), mapping={"status": "active", "updated": repr(now)})
                 pipe.hdel(self.keys.source_feed(fid), "removed")
                 self._apply_status(pipe, fid, item.kind, url, "active")
+                restored.append(fid)
             else:
                 report.outcomes[slot] = Outcome(ref, url, fid, "unchanged", f"already registered ({_s(status)})")
                 continue
@@ -393,6 +403,12 @@ class SourceRegistry:
             report.outcomes[slot] = Outcome(ref, url, fid, result, report.outcomes[slot].detail)
         if changed:
             self._log(pipe, "register", origin=origin[:200], feeds=changed)
+            pipe.execute()
+        if restored:
+            added = self.r.zmscore(self.keys.source_feeds, restored)
+            pipe = self.r.pipeline(transaction=False)
+            for fid, score in zip(restored, added, strict=True):
+                self._index(pipe, fid, float(score or now), "active", "removed")
             pipe.execute()
 
     def _merge_categories(self, fid: str, item: FeedEntry, valid: list, merged: dict) -> list[str]:
@@ -424,6 +440,39 @@ class SourceRegistry:
             )
         else:
             pipe.sadd(self.keys.crawl_held, fid)
+
+    def _index(self, pipe, fid: str, added: float, status: str, previous: str | None = None) -> None:
+        """Queues the status-index update of a feed now in ``status`` (registered at ``added``), ``previous``
+        its status before (``None``: a new feed)."""
+        if previous is not None and previous != status:
+            pipe.zrem(self.keys.source_status(previous), fid)
+        pipe.zadd(self.keys.source_status(status), {fid: added})
+        if status == "removed":
+            pipe.zrem(self.keys.source_status("listed"), fid)
+        else:
+            pipe.zadd(self.keys.source_status("listed"), {fid: added})
+
+    def _ensure_indexed(self) -> None:
+        """Builds the status index from the feed records when the registry predates it (once)."""
+        if getattr(self, "_indexed", False) or self.r.exists(self.keys.source_status_indexed):
+            self._indexed = True
+            return
+        start = 0
+        while True:
+            chunk = self.r.zrange(self.keys.source_feeds, start, start + self.batch - 1, withscores=True)
+            if not chunk:
+                break
+            pipe = self.r.pipeline(transaction=False)
+            for fid, _ in chunk:
+                pipe.hget(self.keys.source_feed(_s(fid)), "status")
+            statuses = pipe.execute()
+            pipe = self.r.pipeline(transaction=False)
+            for (fid, added), status in zip(chunk, statuses, strict=True):
+                self._index(pipe, _s(fid), float(added), _s(status) if status else "active")
+            pipe.execute()
+            start += len(chunk)
+        self.r.set(self.keys.source_status_indexed, "1")
+        self._indexed = True
 
     def _log(self, pipe, action: str, **fields) -> None:
         pipe.lpush(self.keys.source_log, json.dumps({"time": self.clock(), "action": action, **fields}))
@@ -471,6 +520,80 @@ class SourceRegistry:
                 if row["status"] in wanted:
                     yield row
             start += len(ids)
+
+    def page(
+        self, statuses: Iterable[str] = ("active", "paused"), offset: int = 0, limit: int = 50, search: str = ""
+    ) -> tuple[list[dict], bool]:
+        """One page of :meth:`iter_feeds` rows: ``(rows, more)``, ``limit`` rows from the ``offset``-th feed with a
+        status in ``statuses`` (registration order), ``more`` when a later one exists.
+
+        The status index (module docstring) orders and filters the feeds (any status, one status, or active and
+        paused; another pair of statuses reads the feeds in order until the page is found); only the page's rows
+        are loaded. ``search`` keeps the feeds of the outlets whose name contains it (case-insensitive; the
+        outlet set is scanned in Redis with ``SSCAN MATCH``, the matches ranked with one ``ZMSCORE``).
+        """
+        wanted = set(statuses)
+        index = None
+        if wanted >= set(STATUSES):
+            index = self.keys.source_feeds
+        elif len(wanted) == 1 or wanted == {"active", "paused"}:
+            self._ensure_indexed()
+            index = self.keys.source_status("listed" if len(wanted) == 2 else next(iter(wanted)))
+        if search:
+            glob = "".join("\\" + c if c in "*?[]\\^" else c for c in search.strip().lower())
+            names = [_s(o) for o in self.r.sscan_iter(self.keys.source_outlets, match=f"*{glob}*", count=1000)]
+            pipe = self.r.pipeline(transaction=False)
+            for name in names:
+                pipe.smembers(self.keys.source_outlet_feeds(name))
+            ids = sorted({_s(f) for members in (pipe.execute() if names else []) for f in members})
+            if index is None:
+                rows = sorted(
+                    (r for r in self._load(ids) if r["status"] in wanted), key=lambda r: (r["added"], r["id"])
+                )
+                return rows[offset : offset + limit], len(rows) > offset + limit
+            scores = self.r.zmscore(index, ids) if ids else []
+            ranked = sorted((score, fid) for fid, score in zip(ids, scores, strict=True) if score is not None)
+            return self._load([fid for _, fid in ranked[offset : offset + limit]]), len(ranked) > offset + limit
+        if index is not None:
+            ids = [_s(f) for f in self.r.zrange(index, offset, offset + limit)]
+            return self._load(ids[:limit]), len(ids) > limit
+        rows = list(itertools.islice(self.iter_feeds(wanted), offset, offset + limit + 1))
+        return rows[:limit], len(rows) > limit
+
+    def status_counts(self) -> dict[str, int]:
+        """``{status: number of feeds}`` from the status index."""
+        self._ensure_indexed()
+        pipe = self.r.pipeline(transaction=False)
+        for s in STATUSES:
+            pipe.zcard(self.keys.source_status(s))
+        return dict(zip(STATUSES, (int(n) for n in pipe.execute()), strict=True))
+
+    def crawl_state(self, feed_ids: list[str]) -> dict[str, dict]:
+        """The crawl frontier's schedule of each feed id (a feed id is its crawl task id): ``{id: {"due" (epoch s,
+        None while leased or never queued), "interval_s", "last_fetch", "last_status", "failures", "errors",
+        "backoff_until", "last_error", "fetches", "items"}}``; a feed the frontier has not taken yet is absent."""
+        pipe = self.r.pipeline(transaction=False)
+        for fid in feed_ids:
+            pipe.hgetall(self.keys.crawl_task(fid))
+        tasks = {fid: _decode(h) for fid, h in zip(feed_ids, pipe.execute() if feed_ids else [], strict=True) if h}
+        pipe = self.r.pipeline(transaction=False)
+        for fid, h in tasks.items():
+            pipe.zscore(self.keys.crawl_queue(h.get("host", "")), fid)
+        dues = pipe.execute() if tasks else []
+        out = {}
+        for (fid, h), due in zip(tasks.items(), dues, strict=True):
+            num = {k: float(h[k]) if h.get(k) else None for k in ("interval_s", "last_fetch", "backoff_until")}
+            out[fid] = {
+                "due": due,
+                **num,
+                "last_status": h.get("last_status", ""),
+                "failures": int(h.get("failures") or 0),
+                "errors": int(h.get("errors") or 0),
+                "last_error": h.get("last_error", ""),
+                "fetches": int(h.get("fetches") or 0),
+                "items": int(h.get("items") or 0),
+            }
+        return out
 
     def feeds(self, statuses: Iterable[str] = ("active", "paused"), outlet: str | None = None) -> list[dict]:
         """The feeds of :meth:`iter_feeds`, optionally only those of one outlet."""
@@ -562,6 +685,7 @@ class SourceRegistry:
                 pipe.hdel(self.keys.source_feed(row["id"]), "removed")
             pipe.hset(self.keys.source_feed(row["id"]), mapping=fields)
             self._apply_status(pipe, row["id"], row["kind"], row["url"], target)
+            self._index(pipe, row["id"], row["added"], target, row["status"])
             changed.append(row["id"])
             report.outcomes.append(Outcome(ref, row["url"], row["id"], result))
         if changed:

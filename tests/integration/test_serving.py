@@ -146,7 +146,8 @@ def test_openapi_lists_every_route(r, tmp_path):
     c = _client(r, tmp_path)
     spec = c.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.")
-    assert set(spec["paths"]) == {
+    # the admin API (serving/admin.py): tests/web/test_admin_desk.py checks its documented routes are the served ones
+    assert {p for p in spec["paths"] if not p.startswith("/v1/admin/")} == {
         "/v1/top",
         "/v1/topics/{topic}",
         "/v1/trending",
@@ -158,12 +159,6 @@ def test_openapi_lists_every_route(r, tmp_path):
         "/v1/me/read",
         "/v1/me/read/{story_id}",
         "/v1/events",
-        # the sources admin API (serving/admin.py; its own test: tests/integration/test_sources_admin.py)
-        "/v1/admin/sources",
-        "/v1/admin/sources/import",
-        "/v1/admin/sources/export",
-        "/v1/admin/sources/{ref}",
-        "/v1/admin/sources/{ref}/{action}",
     }
 
 

@@ -200,3 +200,80 @@ def test_a_non_string_title_is_a_bad_entry(api):
     r = http.post("/v1/admin/sources", json=doc, headers=admin())
     assert r.status_code in (200, 207, 400, 422)
     assert "must be strings" in r.text and "{'a': [1]}" not in http.get("/v1/admin/sources", headers=admin()).text
+
+
+@pytest.mark.slow  # registering 50,000 feeds (the size the issue names) takes 20-60 s on a shared machine
+def test_paging_and_search_over_fifty_thousand_sources(redis_flushed):
+    """A generated registry of 50,000 feeds (every 7th paused, every 101st removed): each page the admin asks for
+    is the slice of the list computed here from the registration order, the last page says there is no more,
+    and the outlet search finds exactly the feeds of the outlets whose name contains the term."""
+    from newsflow.storage.source_registry import FeedEntry, crawl_task_id
+
+    client, _ = redis_flushed
+    n = 50_000
+    clock = iter(range(10**6))
+    registry = SourceRegistry(client, Keys("big"), clock=lambda: 1e9 + next(clock) / 1e3, batch=5000)
+    urls = [f"https://www.outlet{i // 2:05d}.com/feed{i % 2}.xml" for i in range(n)]  # 25,000 outlets
+    status = ["removed" if i % 101 == 0 else "paused" if i % 7 == 0 else "active" for i in range(n)]
+    entries = ((str(i), FeedEntry(u, status="paused" if i % 7 == 0 else "active")) for i, u in enumerate(urls))
+    assert registry.register(entries).counts() == {"added": n}
+    for i in range(0, n, 101):
+        assert registry.set_status(crawl_task_id("feed", urls[i]), "remove").counts() == {"removed": 1}
+    assert registry.status_counts() == {s: status.count(s) for s in ("active", "paused", "removed")}
+    # registration order: one clock reading per batch of 5,000, then feed id (the ZSET's order of equal scores)
+    order = sorted(range(n), key=lambda i: (i // 5000, crawl_task_id("feed", urls[i])))
+    urls, status = [urls[i] for i in order], [status[i] for i in order]
+    listed = [u for u, s in zip(urls, status, strict=True) if s != "removed"]
+    assert len(listed) == n - len(range(0, n, 101))
+    for offset in (0, 50, 21_000, len(listed) - 50, len(listed) - 3):
+        rows, more = registry.page(["active", "paused"], offset, 50)
+        assert [r["url"] for r in rows] == listed[offset : offset + 50]
+        assert more == (offset + 50 < len(listed))
+    paused = [u for u, s in zip(urls, status, strict=True) if s == "paused"]
+    rows, more = registry.page(["paused"], 1000, 50)
+    assert [r["url"] for r in rows] == paused[1000:1050] and more
+    rows, more = registry.page(list(("active", "paused", "removed")), n - 10, 50)
+    assert [r["url"] for r in rows] == urls[n - 10 :] and not more
+    # outlets 12370..12379 contain "outlet1237" (and no other outlet does): 20 feeds, one of them removed
+    found = [u for u, s in zip(urls, status, strict=True) if "outlet1237" in u and s != "removed"]
+    assert len(found) == 19
+    rows, more = registry.page(["active", "paused"], 0, 50, search="OUTLET1237")
+    assert [r["url"] for r in rows] == found and not more
+    assert registry.page(["active", "paused"], 0, 50, search="*")[0] == []  # a glob character is literal
+    both = [u for u, s in zip(urls, status, strict=True) if "outlet1237" in u and s in ("active", "removed")]
+    rows, more = registry.page(["active", "removed"], 2, 5, search="outlet1237")  # no index for this pair
+    assert [r["url"] for r in rows] == both[2:7] and more == (len(both) > 7)
+    # a registry written before the status index existed gets it built once, from the feed records
+    for s in ("active", "paused", "removed", "listed"):
+        client.delete(registry.keys.source_status(s))
+    client.delete(registry.keys.source_status_indexed)
+    fresh = SourceRegistry(client, Keys("big"))
+    rows, more = fresh.page(["paused"], 1000, 50)
+    assert [r["url"] for r in rows] == paused[1000:1050] and more
+
+
+def test_demo_registers_the_corpus_outlets_paused_and_polls_none(redis_flushed, tmp_path, capsys):
+    """``newsflow demo``'s registration: each outlet of the input is a paused entry listed by ``sources list
+    --status paused``; nothing is queued for the crawler (every one is held); a second run changes nothing."""
+    from newsflow.cli.demo import _scan_inputs, register_corpus_outlets
+    from newsflow.cli.main import main
+    from newsflow.core.outlets import outlet
+    from tests.helpers import corpus_lines, write_landing
+
+    client, url = redis_flushed
+    lines = corpus_lines(300)
+    landing = write_landing(tmp_path / "landing.jsonl.gz", lines)
+    expected = {outlet(json.loads(line)["url"]) for line in lines} - {None}
+    outlets: dict[str, str] = {}
+    total, _ = _scan_inputs(landing, outlets)
+    assert total == len(lines) and set(outlets) == expected and len(expected) > 20
+    keys = Keys()
+    registry = SourceRegistry(client, keys)
+    assert register_corpus_outlets(registry, outlets).counts() == {"added": len(expected)}
+    assert register_corpus_outlets(registry, outlets).counts() == {"unchanged": len(expected)}
+    capsys.readouterr()
+    assert main(["sources", "list", "--status", "paused", "--json", "--redis-url", url]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert {r["outlet"] for r in rows} == expected and {r["status"] for r in rows} == {"paused"}
+    assert client.scard(keys.crawl_registrations) == 0
+    assert client.scard(keys.crawl_held) == len(expected)
