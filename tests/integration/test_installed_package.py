@@ -38,7 +38,9 @@ def test_the_shipped_package_runs_the_job_outside_the_checkout(tmp_path, redis_s
     work.mkdir()
     _run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", str(dist), REPO_ROOT], REPO_ROOT, env)
     (sdist,) = dist.glob("newsflow-*.tar.gz")
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], str(work), env)
+    # no pip or setuptools of its own: the build tools are this environment's (the pinned setuptools builds
+    # wheels itself; ensurepip's older one needs the wheel package's bdist_wheel, which wheel>=0.46 dropped)
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], str(work), env)
     py = str(venv / "bin" / "python")
     # "system" site-packages of a venv made from a venv is the base interpreter's: add this environment's
     # site-packages by a .pth line (its own .pth files, the editable install of the checkout among them,
