@@ -60,7 +60,9 @@ TOKEN_TTL_SECONDS = 90 * 86400
 MAX_TOKENS = 20
 MIN_PASSWORD = 8
 MAX_PASSWORD = 256
-USER_RE = re.compile(r"[A-Za-z0-9_.@:-]{1,64}\Z")
+# no ":" in account names: an account's keys are ``account:<name>`` and ``account:<name>:<part>``, so a name
+# "<other>:tokens" would address another account's tokens hash
+USER_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}\Z")
 TOKEN_NAME_RE = re.compile(r"[^\x00-\x1f\x7f]{1,60}\Z")
 PER_READER_MODELS = ("interest", "history", "cluster")
 _SID_RE = re.compile(r"[A-Za-z0-9_-]{43}\Z")
@@ -88,13 +90,13 @@ def _s(v) -> str:
 
 
 def check_name(user: str) -> str:
-    """``user`` when it is 1-64 characters of ``[A-Za-z0-9_.@:-]``.
+    """``user`` when it is 1-64 characters of ``[A-Za-z0-9_.@-]`` (no ``:``: see :data:`USER_RE`).
 
     Raises:
       AccountError: ``bad_name``.
     """
     if not isinstance(user, str) or not USER_RE.match(user):
-        raise AccountError("bad_name", "a reader name is 1 to 64 letters, digits or . _ @ : - (no spaces)")
+        raise AccountError("bad_name", "a reader name is 1 to 64 letters, digits or . _ @ - (no spaces)")
     return user
 
 

@@ -49,6 +49,7 @@ def test_row_coders_round_trip_real_records():
             topics=[TopicScore("world", 0.5)],
             entities=[EntityRef("ORG:un", "UN", "ORG")],
             embedding=[0.25] * 128,
+            types=[TopicScore("obituary", 1.0)],  # sequences come back as lists, as topics and entities do
         ),
         StoryAssignment(AID, "s" + AID, True, False, ["s1"], 0.0),
         TrendInput(AID, "s" + AID, ["world"], ["UN"]),

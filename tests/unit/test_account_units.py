@@ -44,7 +44,8 @@ def test_session_cookies_are_name_and_random_id_and_never_tokens():
 
 def test_name_and_password_rules():
     assert check_name("ana_b-1@x.org") == "ana_b-1@x.org"
-    for bad in ("", "a b", "x" * 65, "ä"):
+    # "vic:tokens" would name the keys of account "vic"'s tokens hash (account:<name>:tokens)
+    for bad in ("", "a b", "x" * 65, "ä", "vic:tokens", "vic:sessions"):
         with pytest.raises(AccountError) as e:
             check_name(bad)
         assert e.value.reason == "bad_name"
