@@ -61,7 +61,7 @@ def test_cached_public_pages_answer_while_every_worker_thread_waits_on_redis(sta
         redis_backoff_seconds=0.0,  # every request tries Redis: the stalled calls hold their threads
         clock=lambda: NOW,
     )
-    paths = ["/v1/top?edition=en", "/v1/topics/obituary", "/v1/trending", "/"]
+    paths = ["/v1/top?edition=en", "/v1/topics/business", "/v1/trending", "/"]
     with serve_in_thread(create_app(client, cfg), lifespan="off") as port:
         base = f"http://127.0.0.1:{port}"
         warm = {p: httpx.get(base + p, timeout=10) for p in paths}
