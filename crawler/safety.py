@@ -67,6 +67,10 @@ class AddressPolicy:
             except ValueError:
                 self._names.add(item.rstrip("."))
 
+    def host_exempt(self, name: str) -> bool:
+        """True when the host name (lower case, no trailing dot) is listed in the allow-list by name."""
+        return name in self._names
+
     def ip_allowed(self, ip: str) -> bool:
         """True when ``ip`` is public or in the allow-list."""
         addr = ipaddress.ip_address(ip.split("%")[0])
@@ -93,7 +97,7 @@ class AddressPolicy:
             never), or DNS fails.
         """
         name = host.lower().rstrip(".").strip("[]")
-        if name in self._names:
+        if self.host_exempt(name):
             return []
         literal = parse_ip_literal(name)
         if literal is not None and not self.ip_allowed(str(literal)):
@@ -170,7 +174,7 @@ class RegistrationHostCheck:
         return self._seen[host]
 
     def _check(self, host: str) -> tuple[str | None, str | None]:
-        if not host or host in self.policy._names or parse_ip_literal(host) is not None:
+        if not host or self.policy.host_exempt(host.lower()) or parse_ip_literal(host) is not None:
             return None, None  # literals were judged by literal_host_problem, which knows the same rules
         try:
             ips = self.resolve(host)

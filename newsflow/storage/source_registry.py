@@ -296,18 +296,20 @@ class SourceRegistry:
             self._indexed = True
         report = Report()
         seen: dict[str, str] = {}
-        self._added_categories: dict[str, list[str]] = {}  # feeds this call added -> their categories
+        added: dict[str, list[str]] = {}  # feeds this call added -> their categories
         chunk: list[tuple[str, FeedEntry | FeedError]] = []
         for item in entries:
             chunk.append(item)
             if len(chunk) >= self.batch:
-                self._register_batch(chunk, origin, seen, report, host_check)
+                self._register_batch(chunk, origin, seen, added, report, host_check)
                 chunk = []
         if chunk:
-            self._register_batch(chunk, origin, seen, report, host_check)
+            self._register_batch(chunk, origin, seen, added, report, host_check)
         return report
 
-    def _register_batch(self, chunk, origin: str, seen: dict[str, str], report: Report, host_check=None) -> None:
+    def _register_batch(
+        self, chunk, origin: str, seen: dict[str, str], added: dict[str, list[str]], report: Report, host_check=None
+    ) -> None:
         now = self.clock()
         valid: list[tuple[str, FeedEntry, str, str]] = []
         slots: list[int] = []
@@ -334,7 +336,7 @@ class SourceRegistry:
             fid = crawl_task_id(item.kind, url)
             if fid in seen:
                 detail = f"same feed as {seen[fid]}"
-                extra = self._merge_categories(fid, item, valid, merged)
+                extra = self._merge_categories(fid, item, valid, added, merged)
                 if extra:
                     detail += f"; its categories added: {', '.join(extra)}"
                 report.outcomes.append(Outcome(ref, url, fid, "unchanged", detail))
@@ -367,7 +369,7 @@ class SourceRegistry:
             o = outlet_by_url[url]
             if status is None:
                 result = "added"
-                self._added_categories[fid] = list(clean_categories(item.categories))
+                added[fid] = list(clean_categories(item.categories))
                 record = {
                     "url": url,
                     "kind": item.kind,
@@ -411,10 +413,12 @@ class SourceRegistry:
                 self._index(pipe, fid, float(score or now), "active", "removed")
             pipe.execute()
 
-    def _merge_categories(self, fid: str, item: FeedEntry, valid: list, merged: dict) -> list[str]:
+    @staticmethod
+    def _merge_categories(fid: str, item: FeedEntry, valid: list, added: dict, merged: dict) -> list[str]:
         """Adds a repeated listing's new categories to the feed's first listing in this call: to the entry
-        still pending in this batch (``valid``), or to ``merged`` when an earlier batch added the feed.
-        Returns the categories added ([] when none, or when the feed was registered before this call)."""
+        still pending in this batch (``valid``), or to ``merged`` when an earlier batch of this call added the
+        feed (``added``: feed id -> its categories). Returns the categories added ([] when none, or when the
+        feed was registered before this call)."""
         for i, (ref, first, url, vfid) in enumerate(valid):
             if vfid == fid:
                 cats = list(clean_categories(first.categories))
@@ -422,9 +426,9 @@ class SourceRegistry:
                 if extra:
                     valid[i] = (ref, dataclasses.replace(first, categories=tuple(cats + extra)), url, vfid)
                 return extra
-        if fid not in self._added_categories:
+        if fid not in added:
             return []
-        cats = self._added_categories[fid]
+        cats = added[fid]
         extra = [c for c in clean_categories(item.categories) if c not in cats]
         if extra:
             cats.extend(extra)
