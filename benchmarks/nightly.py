@@ -81,7 +81,7 @@ def synthetic_night(client, root: str, events: int, readers: int, stories: int, 
                 "merged_into": "",
             },
         )
-        pipe.zadd(keys.story_active, {f"s{i}": day})
+        pipe.zadd(keys.story_active_of(f"s{i}"), {f"s{i}": day})
     pipe.execute()
     ranks = np.arange(1, stories + 1, dtype=np.float64)
     pop = ranks**-1.1

@@ -341,7 +341,7 @@ class _SortedAssignFn(_AssignFnBase):
         with self._store.writer_lease():  # concurrent writers take turns (RedisStoryStore.writer_lease)
             if logged_all:
                 known = logged_all.keys() | {a.article_id for a in articles}
-                if all(_str(aid) in known for aid in self._store.r.hkeys(self._store.keys.story_assign)):
+                if self._store.assigned_ids() <= known:
                     self._store.clear()  # re-cluster everything from an empty state
                     clear_story_trends(self._store.r, self._store.keys)  # this run's trending step rewrites them
                     reclustered = True

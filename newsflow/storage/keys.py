@@ -234,7 +234,11 @@ DEFAULT_KEY_PREFIX = "nf"
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 
 ND_SHARDS = 1024  # shards of the near-duplicate group indexes (Keys.clusters_by_size/_by_latest)
-STORY_TAG = "{story}"
+STORY_ASSIGN_BUCKETS = 1024
+"""Buckets of the article -> story assignments and the merge records (``Keys.story_assign``/``story_merges``)."""
+STORY_INDEX_SHARDS = 64
+"""Shards of the live- and retired-story indexes (``Keys.story_active``/``story_retired``)."""
+STORY_WRITER_TAG = "{stw}"
 CRAWL_TAG = "{crawl}"
 READER_BUCKETS = 4096
 """Buckets of every per-reader (and per-story) nightly model version; see the module docstring."""
@@ -242,7 +246,6 @@ EVENT_SHARDS = 256
 """Shards of the reader events stream and the active-reader set; divides :data:`READER_BUCKETS`."""
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
-RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease", "retired"})
 
 
 def validate_key_prefix(prefix: str) -> str:
@@ -380,74 +383,126 @@ class Keys:
         """STRING number of indexed versions (band entries / 4)."""
         return f"{self.prefix}:nd:count"
 
-    # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
-    @property
-    def story_base(self) -> str:
-        """``nf:{story}:story:``, the start of every story key."""
-        return f"{self.prefix}:{STORY_TAG}:story:"
+    # -- stories (one tag per story, per assignment bucket, per index shard; newsflow.storage.stories) -----
+    @staticmethod
+    def story_assign_bucket(article_id: str) -> int:
+        """The assignment bucket (0 .. ``STORY_ASSIGN_BUCKETS`` - 1) of an article id: CRC-32 of its UTF-8 bytes."""
+        return zlib.crc32(str(article_id).encode("utf-8")) % STORY_ASSIGN_BUCKETS
+
+    @staticmethod
+    def story_index_shard(story_id: str) -> int:
+        """The live/retired index shard (0 .. ``STORY_INDEX_SHARDS`` - 1) of a story id: CRC-32 of its UTF-8 bytes."""
+        return zlib.crc32(str(story_id).encode("utf-8")) % STORY_INDEX_SHARDS
 
     def story(self, story_id: str) -> str:
-        """HASH serving record of a story."""
-        return f"{self.story_base}{story_id}"
+        """HASH serving record of a story; tag ``{st:<story id>}``."""
+        return f"{self.prefix}:{{st:{story_id}}}:story"
 
     def story_articles(self, story_id: str) -> str:
         """ZSET article id -> event time of a story."""
-        return f"{self.story_base}{story_id}:articles"
+        return f"{self.story(story_id)}:articles"
 
     def story_state(self, story_id: str) -> str:
-        """STRING clusterer JSON state of a live story (fixed-size fields, no member list)."""
-        return f"{self.story_base}{story_id}:state"
+        """STRING zlib-compressed clusterer JSON state of a live story (fixed-size fields, no member list)."""
+        return f"{self.story(story_id)}:state"
 
     def story_groups(self, story_id: str) -> str:
         """HASH near-duplicate group id -> JSON original ``[t, article id, authority, domain, title, url]``
         of a live story's independent reports."""
-        return f"{self.story_base}{story_id}:groups"
+        return f"{self.story(story_id)}:groups"
 
     def story_outlets(self, story_id: str) -> str:
         """HASH distinct outlet (registrable domain) of a live story's members -> 1 (a HASH, not a SET: small
         hashes are stored compactly by Redis, small sets of strings are not before Redis 7.2)."""
-        return f"{self.story_base}{story_id}:outlets"
+        return f"{self.story(story_id)}:outlets"
+
+    def story_assign(self, bucket: int) -> str:
+        """HASH article id -> story id it was first assigned to, of the articles of one assignment bucket
+        (:meth:`story_assign_bucket`); tag ``{sa:<bucket>}``."""
+        return f"{self.prefix}:{{sa:{int(bucket)}}}:story:assign"
+
+    def story_assign_of(self, article_id: str) -> str:
+        """The :meth:`story_assign` key holding ``article_id``'s assignment."""
+        return self.story_assign(self.story_assign_bucket(article_id))
+
+    def story_merges(self, bucket: int) -> str:
+        """HASH article id -> JSON list of the merge records ``{from, into, time, article_id}`` its step made,
+        of the articles of one assignment bucket (same slot as their assignments)."""
+        return f"{self.prefix}:{{sa:{int(bucket)}}}:story:merges"
+
+    def story_merges_of(self, article_id: str) -> str:
+        """The :meth:`story_merges` key holding the records of ``article_id``'s step."""
+        return self.story_merges(self.story_assign_bucket(article_id))
+
+    def story_active(self, shard: int) -> str:
+        """ZSET live story id -> latest event time, of one index shard (:meth:`story_index_shard`); tag
+        ``{sx:<shard>}``."""
+        return f"{self.prefix}:{{sx:{int(shard)}}}:story:active"
+
+    def story_active_of(self, story_id: str) -> str:
+        """The :meth:`story_active` shard holding ``story_id``."""
+        return self.story_active(self.story_index_shard(story_id))
+
+    def story_retired(self, shard: int) -> str:
+        """ZSET merged story id -> its latest event time (UTC epoch s), the retention index of merged stories,
+        of one index shard; tag ``{sx:<shard>}``."""
+        return f"{self.prefix}:{{sx:{int(shard)}}}:story:retired"
+
+    def story_retired_of(self, story_id: str) -> str:
+        """The :meth:`story_retired` shard holding ``story_id``."""
+        return self.story_retired(self.story_index_shard(story_id))
 
     @property
-    def story_assign(self) -> str:
-        """HASH article id -> story id it was first assigned to."""
-        return self.story_base + "assign"
+    def story_assign_keys(self) -> list[str]:
+        """Every :meth:`story_assign` bucket key, in bucket order."""
+        return [self.story_assign(b) for b in range(STORY_ASSIGN_BUCKETS)]
 
     @property
-    def story_active(self) -> str:
-        """ZSET live story id -> latest event time."""
-        return self.story_base + "active"
+    def story_merges_keys(self) -> list[str]:
+        """Every :meth:`story_merges` bucket key, in bucket order."""
+        return [self.story_merges(b) for b in range(STORY_ASSIGN_BUCKETS)]
 
     @property
-    def story_merges(self) -> str:
-        """LIST of JSON story merge records."""
-        return self.story_base + "merges"
+    def story_active_keys(self) -> list[str]:
+        """Every :meth:`story_active` shard key, in shard order."""
+        return [self.story_active(k) for k in range(STORY_INDEX_SHARDS)]
 
     @property
-    def story_retired(self) -> str:
-        """ZSET merged story id -> its latest event time (UTC epoch s), the retention index of merged stories."""
-        return self.story_base + "retired"
+    def story_retired_keys(self) -> list[str]:
+        """Every :meth:`story_retired` shard key, in shard order."""
+        return [self.story_retired(k) for k in range(STORY_INDEX_SHARDS)]
 
     @property
     def story_lease(self) -> str:
-        """STRING writer lease of story assignment: the holder's random token, with a PX expiry."""
-        return self.story_base + "lease"
+        """STRING writer lease of story assignment: the holder's random token, with a PX expiry; tag ``{stw}``."""
+        return f"{self.prefix}:{STORY_WRITER_TAG}:story:lease"
+
+    @property
+    def story_journal(self) -> str:
+        """STRING redo journal of the story writer: the write set committed under the lease and not yet
+        known applied (same slot as the lease; :mod:`newsflow.storage.stories`)."""
+        return f"{self.prefix}:{STORY_WRITER_TAG}:story:journal"
+
+    @property
+    def story_patterns(self) -> list[str]:
+        """SCAN patterns matching every story key but the writer's lease and journal: per-story keys,
+        assignment buckets, index shards (filter serving hashes with :meth:`story_id_of`)."""
+        return [f"{self.prefix}:{{st:*", f"{self.prefix}:{{sa:*", f"{self.prefix}:{{sx:*"]
 
     @property
     def story_pattern(self) -> str:
-        """SCAN pattern matching every story key (filter with :meth:`story_id_of`)."""
-        return self.story_base + "*"
+        """SCAN pattern matching every per-story key (``{st:<id>}``; filter with :meth:`story_id_of`)."""
+        return f"{self.prefix}:{{st:*"
 
     def story_id_of(self, key) -> str | None:
         """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
-        (the story's ``:articles``/``:state``/``:groups``/``:outlets`` keys and ``assign``/``active``/``merges``)."""
+        (the story's ``:articles``/``:state``/``:groups``/``:outlets`` keys and every index key)."""
         key = _s(key)
-        if not key.startswith(self.story_base):
+        start, end = f"{self.prefix}:{{st:", "}:story"
+        if not (key.startswith(start) and key.endswith(end)):
             return None
-        rest = key[len(self.story_base) :]
-        if not rest or ":" in rest or rest in RESERVED_STORY_NAMES:
-            return None
-        return rest
+        sid = key[len(start) : -len(end)]
+        return sid if sid and "}" not in sid and "{" not in sid else None
 
     # -- ranking, users, events (untagged) --------------------------------------------------------
     @property

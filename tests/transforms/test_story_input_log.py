@@ -19,8 +19,9 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
+from newsflow.storage.story_index import assigned_count, assignments
 from newsflow.transforms.stories import AssignStories, StoryTransformConfig
-from tests.helpers import HEADLINES, redis_state
+from tests.helpers import HEADLINES, is_story_key, redis_state
 
 KEYS = Keys()
 N = 240
@@ -71,15 +72,14 @@ def _run(url: str, arts: list[StoryArticle], log_dir: str | None) -> dict[str, i
 
 
 def _story_keys(client) -> dict:
-    base = KEYS.story_base.encode()
-    return {k: v for k, v in redis_state(client).items() if k.startswith(base)}
+    return {k: v for k, v in redis_state(client).items() if is_story_key(k)}
 
 
 def _partition(client) -> set[frozenset[str]]:
     store = RedisStoryStore(client)
     groups: dict[str, set[str]] = {}
-    for aid, sid in client.hgetall(KEYS.story_assign).items():
-        groups.setdefault(store.resolve(sid.decode()), set()).add(aid.decode())
+    for aid, sid in assignments(client, KEYS).items():
+        groups.setdefault(store.resolve(sid), set()).add(aid)
     return {frozenset(g) for g in groups.values()}
 
 
@@ -124,11 +124,11 @@ def test_stories_the_log_lacks_are_kept_and_the_run_only_adds(tmp_path):
     try:
         url = f"unix://{server.socket_file}"
         _run(url, arts[:80], None)  # another job's stories, not in the log
-        foreign = dict(server.hgetall(KEYS.story_assign))
+        foreign = assignments(server, KEYS)
         _run(url, arts[80:160], str(tmp_path / "log"))  # the log is empty: nothing to re-cluster
         c = _run(url, arts[160:], str(tmp_path / "log"))
         assert c.get("stories_recluster_refused") == 1 and not c.get("stories_reclustered")
-        assign = server.hgetall(KEYS.story_assign)
+        assign = assignments(server, KEYS)
         assert len(assign) == N and all(assign[k] == v for k, v in foreign.items())
     finally:
         stop_embedded(server, save=False)
@@ -147,16 +147,16 @@ def test_after_retention_the_log_replays_only_what_was_kept(tmp_path):
         cutoff = arts[100].event_time
         expire(server, cutoff, KEYS)  # stories whose latest article is older go; later stories keep older members
         kept = {a.article_id for a in arts[:200] if a.event_time >= cutoff}
-        assert len(server.hkeys(KEYS.story_assign)) > len(kept)  # some kept stories hold older members
+        assert assigned_count(server, KEYS) > len(kept)  # some kept stories hold older members
         c = _run(url, arts[200:], log)
         assert c.get("stories_reclustered") == len(kept) and not c.get("stories_recluster_refused")
         # expired articles are not brought back, and no story keeps a member from before the cutoff
-        assigned = {k.decode() for k in server.hkeys(KEYS.story_assign)}
+        assigned = set(assignments(server, KEYS))
         assert assigned == kept | {a.article_id for a in arts[200:]}
         # the log dropped them too, and the next run re-clusters what was kept
         assert set(StoryInputLog(log).read()) == assigned
         c = _run(url, arts[200:], log)
         assert c.get("stories_reclustered") == len(assigned) and not c.get("stories_recluster_refused")
-        assert {k.decode() for k in server.hkeys(KEYS.story_assign)} == assigned
+        assert set(assignments(server, KEYS)) == assigned
     finally:
         stop_embedded(server, save=False)
