@@ -239,7 +239,8 @@ STORY_ASSIGN_BUCKETS = 1024
 STORY_INDEX_SHARDS = 64
 """Shards of the live- and retired-story indexes (``Keys.story_active``/``story_retired``)."""
 STORY_WRITER_TAG = "{stw}"
-CRAWL_TAG = "{crawl}"
+CRAWL_BUCKETS = 128
+"""Buckets of the crawl frontier's scheduling keys, by CRC-32 of the politeness host (``Keys.crawl_bucket``)."""
 READER_BUCKETS = 4096
 """Buckets of every per-reader (and per-story) nightly model version; see the module docstring."""
 EVENT_SHARDS = 256
@@ -624,34 +625,41 @@ class Keys:
         """STRING event time (UTC epoch s) before which stories, groups and articles were expired."""
         return f"{self.prefix}:retention:cutoff"
 
-    # -- crawl frontier ---------------------------------------------------------------------------
-    @property
-    def crawl_scheduling(self) -> str:
-        """Tagged prefix (``nf:{crawl}:crawl:``, trailing colon) of the keys the frontier scripts move
-        tasks between; the scripts append ``task:``, ``q:``, ``hosts``, ``host:``, ``leases``."""
-        return f"{self.prefix}:{CRAWL_TAG}:crawl:"
+    # -- crawl frontier (scheduling keys per host bucket; crawler.frontier) ---------------------------
+    @staticmethod
+    def crawl_bucket(host: str) -> int:
+        """The frontier bucket (0 .. ``CRAWL_BUCKETS`` - 1) of a politeness host (``host[:port]``, lower
+        case, :func:`newsflow.core.urls.host_key`): CRC-32 of its UTF-8 bytes."""
+        return zlib.crc32(str(host).encode("utf-8")) % CRAWL_BUCKETS
 
-    def crawl_task(self, tid: str) -> str:
-        """HASH crawl task."""
-        return f"{self.crawl_scheduling}task:{tid}"
+    def crawl_scheduling(self, bucket: int) -> str:
+        """Tagged prefix (``nf:{cr:<bucket>}:crawl:``, trailing colon) of one bucket's keys the frontier scripts
+        move tasks between; the scripts append ``task:``, ``q:``, ``hosts``, ``host:``, ``leases``, ``held``."""
+        return f"{self.prefix}:{{cr:{int(bucket)}}}:crawl:"
+
+    def crawl_task(self, host: str, tid: str) -> str:
+        """HASH crawl task ``tid`` of politeness host ``host`` (in the host's bucket)."""
+        return f"{self.crawl_scheduling(self.crawl_bucket(host))}task:{tid}"
 
     def crawl_queue(self, host: str) -> str:
         """ZSET tids of one host by due time."""
-        return f"{self.crawl_scheduling}q:{host}"
+        return f"{self.crawl_scheduling(self.crawl_bucket(host))}q:{host}"
 
-    @property
-    def crawl_hosts(self) -> str:
-        """ZSET hosts by next allowed contact."""
-        return f"{self.crawl_scheduling}hosts"
+    def crawl_hosts(self, bucket: int) -> str:
+        """ZSET hosts of one bucket by next allowed contact."""
+        return f"{self.crawl_scheduling(bucket)}hosts"
 
     def crawl_host(self, host: str) -> str:
         """HASH politeness state of a host."""
-        return f"{self.crawl_scheduling}host:{host}"
+        return f"{self.crawl_scheduling(self.crawl_bucket(host))}host:{host}"
 
-    @property
-    def crawl_leases(self) -> str:
-        """ZSET leased tids by lease expiry."""
-        return f"{self.crawl_scheduling}leases"
+    def crawl_leases(self, bucket: int) -> str:
+        """ZSET leased tids of one bucket by lease expiry."""
+        return f"{self.crawl_scheduling(bucket)}leases"
+
+    def crawl_held(self, bucket: int) -> str:
+        """SET task ids of paused/removed feeds of one bucket's hosts, which the frontier scripts never queue."""
+        return f"{self.crawl_scheduling(bucket)}held"
 
     @property
     def crawl_base(self) -> str:
@@ -660,12 +668,12 @@ class Keys:
 
     @property
     def crawl_feeds(self) -> str:
-        """SET tids of feed/sitemap tasks."""
-        return self.crawl_base + "feeds"
+        """HASH tid -> politeness host of every feed/sitemap task (the host locates the task's bucket)."""
+        return self.crawl_base + "feedhosts"
 
     def crawl_domain(self, domain: str) -> str:
-        """SET feed tids of a source domain."""
-        return f"{self.crawl_base}domain:{domain}"
+        """HASH feed tid -> politeness host, of the feeds of a source domain."""
+        return f"{self.crawl_base}domainfeeds:{domain}"
 
     def crawl_seen(self, article_id: str) -> str:
         """STRING marker of a seen article URL."""
@@ -699,11 +707,6 @@ class Keys:
         return self.crawl_base + "stats"
 
     # -- sources registry (newsflow.storage.source_registry) ---------------------------------------------
-    @property
-    def crawl_held(self) -> str:
-        """SET task ids of paused/removed feeds, which the frontier scripts never queue ({crawl} slot)."""
-        return f"{self.crawl_scheduling}held"
-
     @property
     def crawl_registrations(self) -> str:
         """SET JSON ``{"kind", "url"}`` of registered/resumed feeds the frontier (re)queues."""

@@ -98,8 +98,8 @@ def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
     assert fr.add_many(adds) == [True]
     assert fr.count_new_items(feed.tid, ["g1", "g2"]) == (2, True)
     assert fr.complete(feed, "w1", now, 1.0, next_due=now + 900, fields={"items": 2}, seen_urls=[adds[0]["url"]])
-    assert client.hget(fr.keys.crawl_task(feed.tid), "items") == b"2"
-    assert client.exists(fr.keys.crawl_task(task_id("page", "https://d.example.org/p/1")))
+    assert client.hget(fr.keys.crawl_task(feed.host, feed.tid), "items") == b"2"
+    assert client.exists(fr.keys.crawl_task("d.example.org", task_id("page", "https://d.example.org/p/1")))
     assert fr.apply_priorities(now) == 0
     fr.incr_many({"feeds_fetched": 1})
     assert fr.stats()["feeds_fetched"] == 1

@@ -32,10 +32,12 @@ def every_key(k: Keys) -> dict[str, str]:
         "story_state": k.story_state("s1"),
         "story_groups": k.story_groups("s1"),
         "story_outlets": k.story_outlets("s1"),
-        "story_assign": k.story_assign,
-        "story_active": k.story_active,
-        "story_merges": k.story_merges,
+        "story_assign": k.story_assign(7),
+        "story_active": k.story_active(7),
+        "story_retired": k.story_retired(7),
+        "story_merges": k.story_merges(7),
         "story_pattern": k.story_pattern,
+        "story_journal": k.story_journal,
         "topic_lambdas": k.topic_lambdas,
         "user": k.user("u1"),
         "active_users": k.active_users(7),
@@ -86,7 +88,8 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
         "nf:{lsh:3:1234}:fps",
     ]
     assert k.article("a1") == "nf:{art:a1}:article" and k.cluster_languages("c") == "nf:{ndg:c}:cluster:languages"
-    assert k.story("s1") == "nf:{story}:story:s1" and k.story_active == "nf:{story}:story:active"
+    assert k.story("s1") == "nf:{st:s1}:story" and k.story_articles("s1") == "nf:{st:s1}:story:articles"
+    assert k.story_active(5) == "nf:{sx:5}:story:active" and k.story_assign(9) == "nf:{sa:9}:story:assign"
     assert k.crawl_queue("e.test") == "nf:{crawl}:crawl:q:e.test" and k.crawl_scheduling == "nf:{crawl}:crawl:"
     # untagged keys are exactly the names used before the layout existed
     assert [
@@ -116,7 +119,7 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
         "nf:crawl:seen:a1",
         "nf:crawl:stats",
     ]
-    assert k.feed_pattern("edition") == "nf:feed:edition:*" and k.story_pattern == "nf:{story}:story:*"
+    assert k.feed_pattern("edition") == "nf:feed:edition:*" and k.story_pattern == "nf:{st:*"
 
 
 @pytest.mark.parametrize("bad", ["", "{nf}", "a:b", "nf*", "a b", "x" * 33, None, 7])
@@ -137,17 +140,7 @@ def test_every_key_and_pattern_is_under_the_prefix(prefix):
 def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
     k = Keys("alt")
     groups = {
-        "story": [
-            k.story("s1"),
-            k.story("s2"),
-            k.story_articles("s3"),
-            k.story_state("s4"),
-            k.story_groups("s5"),
-            k.story_outlets("s6"),
-            k.story_assign,
-            k.story_active,
-            k.story_merges,
-        ],
+        "story writer": [k.story_lease, k.story_journal],
         "crawl": [
             k.crawl_task("t1"),
             k.crawl_queue("a.test"),
@@ -170,7 +163,7 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
 
 def test_parsers_and_pickling():
     k = Keys("alt")
-    assert k.story_id_of(b"alt:{story}:story:s1") == "s1"
+    assert k.story_id_of(b"alt:{st:s1}:story") == "s1"
     assert [
         k.story_id_of(x)
         for x in (
@@ -178,9 +171,9 @@ def test_parsers_and_pickling():
             k.story_state("s1"),
             k.story_groups("s1"),
             k.story_outlets("s1"),
-            k.story_assign,
-            k.story_active,
-            k.story_merges,
+            k.story_assign(1),
+            k.story_active(1),
+            k.story_merges(1),
             Keys().story("s1"),
         )
     ] == [None] * 8
