@@ -60,11 +60,12 @@ def every_key(k: Keys) -> dict[str, str]:
         "feed_pattern": k.feed_pattern("edition"),
         "feeds": k.feed_pattern(),
         "replay_clock": k.replay_clock,
-        "crawl_task": k.crawl_task("t1"),
+        "crawl_task": k.crawl_task("e.test", "t1"),
         "crawl_queue": k.crawl_queue("e.test"),
-        "crawl_hosts": k.crawl_hosts,
+        "crawl_hosts": k.crawl_hosts(7),
         "crawl_host": k.crawl_host("e.test"),
-        "crawl_leases": k.crawl_leases,
+        "crawl_leases": k.crawl_leases(7),
+        "crawl_held": k.crawl_held(7),
         "crawl_feeds": k.crawl_feeds,
         "crawl_domain": k.crawl_domain("e.test"),
         "crawl_seen": k.crawl_seen("a1"),
@@ -90,7 +91,9 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
     assert k.article("a1") == "nf:{art:a1}:article" and k.cluster_languages("c") == "nf:{ndg:c}:cluster:languages"
     assert k.story("s1") == "nf:{st:s1}:story" and k.story_articles("s1") == "nf:{st:s1}:story:articles"
     assert k.story_active(5) == "nf:{sx:5}:story:active" and k.story_assign(9) == "nf:{sa:9}:story:assign"
-    assert k.crawl_queue("e.test") == "nf:{crawl}:crawl:q:e.test" and k.crawl_scheduling == "nf:{crawl}:crawl:"
+    b = k.crawl_bucket("e.test")
+    assert k.crawl_queue("e.test") == f"nf:{{cr:{b}}}:crawl:q:e.test"
+    assert k.crawl_scheduling(b) == f"nf:{{cr:{b}}}:crawl:"
     # untagged keys are exactly the names used before the layout existed
     assert [
         k.topic_lambdas,
@@ -141,13 +144,12 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
     k = Keys("alt")
     groups = {
         "story writer": [k.story_lease, k.story_journal],
-        "crawl": [
-            k.crawl_task("t1"),
+        "crawl host a.test": [
+            k.crawl_task("a.test", "t1"),
             k.crawl_queue("a.test"),
-            k.crawl_queue("b.test"),
-            k.crawl_hosts,
+            k.crawl_hosts(k.crawl_bucket("a.test")),
             k.crawl_host("a.test"),
-            k.crawl_leases,
+            k.crawl_leases(k.crawl_bucket("a.test")),
         ],
     }
     slots = {}
