@@ -6,13 +6,14 @@ For a 3-master and a 6-master cluster started from the redis-server that redisli
 
 1. runs the streaming job (DirectRunner) on the bundled corpus (``data/corpus``: headlines and pages)
    through a ``redis+cluster://`` URL;
-2. writes one night of per-reader models for ``--readers`` synthetic readers (default 50,000; interest,
+2. writes two nights of per-reader models for ``--readers`` synthetic readers (default 50,000; interest,
    history, cluster and co-visitation models shaped as :func:`benchmarks.model_switch.synthetic_models`)
-   through :class:`newsflow.storage.models.ModelStore`, switches to it, and appends one event per reader;
+   through :class:`newsflow.storage.models.ModelStore`, switching to each (the served version and the one
+   kept for rollback, as every night leaves them), and appends one event per reader;
 3. measures every master: ``MEMORY USAGE <key> SAMPLES 0`` summed over its keys (``key_bytes``), its key
    count, its largest key, and ``used_memory`` (for information: it includes the server's own overhead);
-4. ``LATENCY RESET`` on every node, writes and switches a second night and prunes the first (``UNLINK``
-   of the old version's keys in bounded steps), then reads ``LATENCY LATEST`` of every node
+4. ``LATENCY RESET`` on every node, writes and switches a third night and prunes (``UNLINK`` of the oldest
+   version's keys in bounded steps, ``pruned_versions``), then reads ``LATENCY LATEST`` of every node
    (``latency_events.model_switch``);
 5. ``LATENCY RESET``, runs retention (:func:`newsflow.storage.retention.expire`, what ``newsflow
    retention`` runs) with the cutoff at the median article event time, so about half the stories,
@@ -41,7 +42,7 @@ from newsflow.core.resources import data_path
 from newsflow.storage.keys import Keys
 
 MODEL_NAMES = ("interest", "history", "cluster", "covisit")
-NIGHTS = ("2026-11-30", "2026-12-01")
+NIGHTS = ("2026-11-29", "2026-11-30", "2026-12-01")
 NAMES = {3: "three_masters", 6: "six_masters"}
 
 
@@ -127,6 +128,7 @@ def run_cluster(masters: int, readers: int, workdir: str) -> dict:
         t0 = time.perf_counter()
         models = ModelStore(client, keys)
         write_night(models, 0, NIGHTS[0], readers)
+        write_night(models, 1, NIGHTS[1], readers)
         now = time.time()
         events = [Event(f"reader-{i:08d}", "click", f"s{i:012x}", now, now, 0, None, "feed") for i in range(readers)]
         for i in range(0, readers, 5000):
@@ -139,7 +141,7 @@ def run_cluster(masters: int, readers: int, workdir: str) -> dict:
 
         latency_reset(ports)
         t0 = time.perf_counter()
-        write_night(models, 1, NIGHTS[1], readers)
+        write_night(models, 2, NIGHTS[2], readers)
         pruned = {name: models.prune(name) for name in MODEL_NAMES}
         phases["model_switch"] = sig(time.perf_counter() - t0)
         switch_events = latency_latest(ports)
