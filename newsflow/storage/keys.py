@@ -515,23 +515,13 @@ class Keys:
     @property
     def story_patterns(self) -> list[str]:
         """SCAN patterns matching every story key but the writer's lease and journal: per-story keys,
-        assignment buckets, index shards (filter serving hashes with :meth:`story_id_of`)."""
+        assignment buckets, index shards."""
         return [f"{self.prefix}:{{st:*", f"{self.prefix}:{{sa:*", f"{self.prefix}:{{sx:*"]
 
     @property
     def story_pattern(self) -> str:
-        """SCAN pattern matching every per-story key (``{st:<id>}``; filter with :meth:`story_id_of`)."""
+        """SCAN pattern matching every per-story key (``{st:<id>}``)."""
         return f"{self.prefix}:{{st:*"
-
-    def story_id_of(self, key) -> str | None:
-        """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
-        (the story's ``:articles``/``:state``/``:groups``/``:outlets`` keys and every index key)."""
-        key = _s(key)
-        start, end = f"{self.prefix}:{{st:", "}:story"
-        if not (key.startswith(start) and key.endswith(end)):
-            return None
-        sid = key[len(start) : -len(end)]
-        return sid if sid and "}" not in sid and "{" not in sid else None
 
     # -- ranking, users, events (untagged) --------------------------------------------------------
     @property

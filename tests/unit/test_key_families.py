@@ -66,7 +66,6 @@ NOT_FAMILIES = {
     "story_retired_keys",
     "story_patterns",
     "story_pattern",
-    "story_id_of",
     "trending_pattern",
     "pool_pattern",
     "feed_pattern",

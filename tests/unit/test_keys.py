@@ -165,20 +165,6 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
 
 def test_parsers_and_pickling():
     k = Keys("alt")
-    assert k.story_id_of(b"alt:{st:s1}:story") == "s1"
-    assert [
-        k.story_id_of(x)
-        for x in (
-            k.story_articles("s1"),
-            k.story_state("s1"),
-            k.story_groups("s1"),
-            k.story_outlets("s1"),
-            k.story_assign(1),
-            k.story_active(1),
-            k.story_merges(1),
-            Keys().story("s1"),
-        )
-    ] == [None] * 8
     assert k.feed_name_of("edition", "alt:feed:edition:en") == "en"
     assert k.feed_name_of("edition", "alt:feed:topic:en") is None
     assert k.feed_name_of("edition", "nf:feed:edition:en") is None
