@@ -11,9 +11,9 @@ overwriting an edited record), see ``data/SOURCES.md``.
 Keys (all named by :class:`newsflow.storage.keys.Keys`): ``src:feed:<id>`` (HASH), ``src:feeds`` (ZSET id
 -> registration time), ``src:outlet:<outlet>`` (HASH), ``src:outlet:<outlet>:feeds`` (SET),
 ``src:outlets`` (SET), ``src:log`` (LIST of change records). The frontier reads two keys:
-``{crawl}:crawl:held`` (SET of the task ids of paused and removed feeds, never queued, see
-the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
-frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
+``{cr:<bucket>}:crawl:held`` (SET of the task ids of paused and removed feeds, in the frontier bucket of
+the feed's host; never queued, see the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}``
+JSON members the frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
 
 Statuses: ``active`` (polled), ``paused`` (not polled, listed), ``removed`` (not polled, not
 listed by default; the record and the frontier's schedule state are kept, so history survives and
@@ -49,7 +49,7 @@ from newsflow.core.source_entries import (  # re-exported: the registry's vocabu
     crawl_task_id,
     validate_outlet_fields,
 )
-from newsflow.core.urls import MAX_URL_LENGTH
+from newsflow.core.urls import MAX_URL_LENGTH, host_key
 from newsflow.storage.keys import Keys
 
 __all__ = [
@@ -416,14 +416,15 @@ class SourceRegistry:
         return extra
 
     def _apply_status(self, pipe, fid: str, kind: str, url: str, status: str) -> None:
+        held = self.keys.crawl_held(self.keys.crawl_bucket(host_key(url)))  # the feed's frontier bucket
         if status == "active":
-            pipe.srem(self.keys.crawl_held, fid)
+            pipe.srem(held, fid)
             pipe.sadd(
                 self.keys.crawl_registrations,
                 json.dumps({"kind": kind, "url": url}, sort_keys=True, ensure_ascii=False),
             )
         else:
-            pipe.sadd(self.keys.crawl_held, fid)
+            pipe.sadd(held, fid)
 
     def _log(self, pipe, action: str, **fields) -> None:
         pipe.lpush(self.keys.source_log, json.dumps({"time": self.clock(), "action": action, **fields}))
