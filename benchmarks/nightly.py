@@ -94,7 +94,7 @@ def synthetic_night(client, root: str, readers: int, stories: int, seed: int = 7
                 "merged_into": "",
             },
         )
-        pipe.zadd(keys.story_active, {f"s{i}": day + 86000.0})
+        pipe.zadd(keys.story_active_of(f"s{i}"), {f"s{i}": day + 86000.0})
     pipe.execute()
     pop = np.arange(1, stories + 1, dtype=np.float64) ** -1.1
     pop /= pop.sum()

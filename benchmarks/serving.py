@@ -103,7 +103,7 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
                 "merged_into": "",
             },
         )
-        pipe.zadd(keys.story_active, {sid: now - age * 1800})  # the live-story index ranking reads
+        pipe.zadd(keys.story_active_of(sid), {sid: now - age * 1800})  # the live-story index ranking reads
     for i in range(N_COVERAGE):  # full coverage: 30 articles in 10 near-duplicate groups
         sid = f"s{i:05d}"
         for j in range(30):

@@ -101,8 +101,8 @@ def main(argv=None) -> dict:
             + int(client.memory_usage("bench:band:ids", samples=0))
         ) / members
         client.delete("bench:band:fps", "bench:band:ids")
-        story = [x for x in all_keys if x.startswith(k.story_base)]
-        stories = int(client.zcard(k.story_active)) + int(client.zcard(k.story_retired))
+        story = [x for x in all_keys if x.startswith(tuple(p.rstrip("*") for p in k.story_patterns))]
+        stories = sum(int(client.zcard(x)) for x in (*k.story_active_keys, *k.story_retired_keys))
         groups = sum(int(client.zcard(k.clusters_by_size(i))) for i in range(k.nd_shards))
         nd_bytes, story_bytes = _usage(client, nd), _usage(client, story)
         other_bytes = _usage(client, [x for x in all_keys if x not in set(nd) | set(story)])

@@ -21,6 +21,7 @@ import time
 
 from newsflow.runtime.settings import Settings, add_settings_arguments
 from newsflow.storage.keys import Keys
+from newsflow.storage.story_index import assigned_count, live_story_count
 
 COMMAND = "demo"
 HELP = "run the streaming job on the bundled real corpus (embedded Redis, local Parquet) and show the top stories"
@@ -107,7 +108,9 @@ def top_stories(client, n: int, keys: Keys = Keys()) -> list[dict]:
     the story serving records (:meth:`newsflow.storage.keys.Keys.story`)."""
     import json
 
-    ids = [x.decode() for x in client.zrange(keys.story_active, 0, -1)]
+    from newsflow.storage.story_index import live_story_ids
+
+    ids = live_story_ids(client, keys)
     pipe = client.pipeline(transaction=False)
     for sid in ids:
         pipe.hmget(
@@ -156,13 +159,13 @@ class _Progress(threading.Thread):
         self._client, self._keys, self._total, self._interval = client, keys, total, interval
         self._stop_event = threading.Event()
         self._start = time.monotonic()
-        self._before = (int(client.get(keys.nd_count) or 0), int(client.hlen(keys.story_assign)))
+        self._before = (int(client.get(keys.nd_count) or 0), assigned_count(client, keys))
 
     def run(self):
         last = None
         while not self._stop_event.wait(self._interval):
             done = int(self._client.get(self._keys.nd_count) or 0) - self._before[0]
-            stories = int(self._client.hlen(self._keys.story_assign)) - self._before[1]
+            stories = assigned_count(self._client, self._keys) - self._before[1]
             state = (done, stories)
             if state == last:
                 continue
@@ -270,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
 
     stories = top_stories(client, args.top, keys)
     print(
-        f"\nTop stories by distinct outlets ({int(client.zcard(keys.story_active)):,} live stories in Redis; "
+        f"\nTop stories by distinct outlets ({live_story_count(client, keys):,} live stories in Redis; "
         f"{counters.get('stories_merged', 0):,} merges):"
     )
     for i, st in enumerate(stories, 1):

@@ -43,7 +43,7 @@ def source_rows(frontier, now: float) -> list[dict]:
     feeds = frontier.feeds()
     pipe = frontier.r.pipeline(transaction=False)
     for h in feeds:
-        pipe.sismember(frontier.keys.crawl_held, h["tid"])
+        pipe.sismember(frontier.keys.crawl_held(frontier.keys.crawl_bucket(h.get("host", ""))), h["tid"])
     held = pipe.execute() if feeds else []
     for h, is_held in zip(feeds, held, strict=True):
         due = None if is_held else h.get("due")

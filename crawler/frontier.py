@@ -4,11 +4,14 @@ Any number of worker processes on any number of machines share one frontier.
 All state changes that must not race run as Lua scripts (atomic in Redis).
 
 Keys: the crawl keys of :mod:`newsflow.storage.keys` (``Keys.crawl_*``). The keys the Lua scripts move
-tasks between (``task:<tid>`` hash, ``q:<host>`` zset of due times, ``hosts`` zset of next contact
-times, ``host:<host>`` politeness hash, ``leases`` zset of lease expiries) share the ``{crawl}``
-hash tag (``nf:{crawl}:crawl:...``); the others (``feeds``, ``domain:<domain>``, ``seen:<id>``,
-``fg:<tid>``, ``robots:<origin>``, ``priority``, ``deadletter``, ``stats``) are untagged
-(``nf:crawl:...``). A task hash holds ``url``, ``kind`` (feed/page/sitemap), ``host``, ``source``,
+tasks between are split into ``CRAWL_BUCKETS`` (128) buckets by CRC-32 of the politeness host
+(:meth:`Keys.crawl_bucket`); one bucket's keys share the hash tag ``{cr:<bucket>}``
+(``nf:{cr:<b>}:crawl:...``): ``task:<tid>`` hash (a task lives in its host's bucket), ``q:<host>`` zset of
+due times, ``hosts`` zset of the bucket's hosts by next contact time, ``host:<host>`` politeness hash,
+``leases`` zset of the bucket's lease expiries, ``held`` set. Every script call touches one bucket. The
+others are untagged (``nf:crawl:...``): ``feedhosts`` and ``domainfeeds:<domain>`` (hashes tid -> host,
+which locate a feed's bucket), ``seen:<id>``, ``fg:<tid>``, ``robots:<origin>``, ``priority``,
+``deadletter``, ``stats``. A task hash holds ``url``, ``kind`` (feed/page/sitemap), ``host``, ``source``,
 ``depth``, ``meta`` (JSON); feeds also keep their schedule state (``alpha``, ``beta``,
 ``interval_s``, ``last_fetch``, ``last_status``, ``failures``, ``last_error``, ``backoff_until``,
 ``etag``, ``last_modified`` ...); ``holder`` while leased. A host whose request is in flight is
@@ -25,12 +28,16 @@ finished page task). A crashed worker's lease expires and the next ``claim`` by
 any worker puts the task back in its queue.
 
 Held tasks: the sources registry (:mod:`newsflow.storage.source_registry`) puts the task ids of paused and
-removed feeds in the ``held`` set (``Keys.crawl_held``, same slot). The scripts never queue a held
+removed feeds in their host bucket's ``held`` set (``Keys.crawl_held``, same slot). The scripts never queue a held
 task: ``add`` keeps its hash without queueing it, ``claim`` drops it from its host queue, ``complete``
 saves its schedule state without rescheduling it. Registered (or resumed) feeds reach the frontier
 through the set ``Keys.crawl_registrations``, which :meth:`Frontier.apply_registrations` drains
 (called by :meth:`Frontier.apply_priorities`). The scripts touch keys they compute from the tagged
-prefix Python hands them (:attr:`Keys.crawl_scheduling`), all in the ``{crawl}`` slot on Redis Cluster.
+prefix of one bucket Python hands them (:meth:`Keys.crawl_scheduling`), all in that bucket's slot.
+
+Claiming: :meth:`Frontier.claim` first reads, in one pipeline, the earliest due host and the earliest lease
+expiry of every bucket, then calls the claim script on the buckets with due work, earliest first, until it
+holds ``n`` tasks; an idle poll costs one pipelined round trip.
 """
 
 from __future__ import annotations
@@ -40,14 +47,13 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from redis.cluster import RedisCluster
 
 from newsflow.core.source_entries import crawl_task_id, crawl_task_id_of_canonical
-from newsflow.core.urls import article_id, canonicalize_url, source_domain
+from newsflow.core.urls import article_id, canonicalize_url, host_key, source_domain
 from newsflow.crawler.metrics import DEAD_LETTERS
-from newsflow.storage.keys import Keys
+from newsflow.storage.keys import CRAWL_BUCKETS, Keys
 from newsflow.storage.priority import request_priority_recrawl
 
 DEADLETTER_CAP = 10_000
@@ -165,14 +171,6 @@ return 1
 )
 
 
-def host_key(url: str) -> str:
-    """Politeness key of a URL: lower-case ``host[:port]`` (the unit of "one request in flight")."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower().rstrip(".")
-    default = 443 if parts.scheme == "https" else 80
-    return host if parts.port in (None, default) else f"{host}:{parts.port}"
-
-
 def task_id(kind: str, url: str) -> str:
     """Stable task id: 24 hex chars of SHA-1 of ``kind|canonical URL`` (defined once, in
     :func:`newsflow.core.source_entries.crawl_task_id`: a registered feed's id is its task id)."""
@@ -238,7 +236,6 @@ class Frontier:
     def __init__(self, redis, keys: Keys = Keys()):
         self.r = redis
         self.keys = keys
-        self._p = keys.crawl_scheduling  # the scripts' tagged prefix
         self._add = redis.register_script(_ADD)
         self._claim = redis.register_script(_CLAIM)
         self._complete = redis.register_script(_COMPLETE)
@@ -321,17 +318,15 @@ class Frontier:
         prepared = [self._add_args(**it) for it in items]
         if not prepared:
             return []
-        feeds = [(url, tid) for url, kind, tid, _ in prepared if kind != "page"]
+        feeds = [(url, tid, host_key(url)) for url, kind, tid, _ in prepared if kind != "page"]
 
         def queue(pipe) -> None:
-            for url, tid in feeds:
-                pipe.sadd(self.keys.crawl_feeds, tid)
-                pipe.sadd(self.keys.crawl_domain(source_domain(url)), tid)
+            for url, tid, host in feeds:
+                pipe.hset(self.keys.crawl_feeds, tid, host)
+                pipe.hset(self.keys.crawl_domain(source_domain(url)), tid, host)
 
-        hosts = [self.keys.crawl_hosts]
-        return [
-            bool(x) for x in self._run([(self._add, hosts, argv) for *_, argv in prepared], queue if feeds else None)
-        ]
+        calls = [(self._add, [self.keys.crawl_hosts(b)], argv) for _, _, _, (b, argv) in prepared]
+        return [bool(x) for x in self._run(calls, queue if feeds else None)]
 
     def _add_args(
         self,
@@ -342,23 +337,43 @@ class Frontier:
         depth: int = 0,
         meta: dict | None = None,
         force_due: bool = False,
-    ) -> tuple[str, str, str, list]:
-        """``(url, kind, task id, ARGV of the add script)``; ValueError for a bad URL or kind (see :meth:`add`)."""
+    ) -> tuple[str, str, str, tuple[int, list]]:
+        """``(url, kind, task id, (host bucket, ARGV of the add script))``; ValueError for a bad URL or kind
+        (see :meth:`add`)."""
         if kind not in ("feed", "sitemap", "page"):
             raise ValueError(f"unknown task kind {kind!r}")
         tid = crawl_task_id_of_canonical(kind, canonicalize_url(url))  # canonicalize_url: ValueError for a bad URL
         host = host_key(url)
         meta_json = json.dumps(meta or {}, ensure_ascii=False)
         fields = ["url", url, "kind", kind, "host", host, "source", source, "depth", str(depth), "meta", meta_json]
-        return url, kind, tid, [self._p, tid, host, due, "set" if force_due else "min", *fields, "created", str(due)]
+        b = self.keys.crawl_bucket(host)
+        argv = [self.keys.crawl_scheduling(b), tid, host, due, "set" if force_due else "min", *fields]
+        argv += ["created", str(due)]
+        return url, kind, tid, (b, argv)
 
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
         """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.
 
-        Expired leases are returned to their queues first. One script call: it returns each
-        leased task's id with its hash.
+        Expired leases are returned to their queues first. One pipeline finds the buckets with a due host or
+        an expired lease (module docstring); then one script call per such bucket, earliest first, until
+        ``n`` tasks are leased: each returns its leased tasks' ids with their hashes.
         """
-        flat = self._claim(keys=[self.keys.crawl_hosts], args=[self._p, now, lease_s, worker, n])
+        pipe = self.r.pipeline(transaction=False)
+        for b in range(CRAWL_BUCKETS):
+            pipe.zrangebyscore(self.keys.crawl_hosts(b), "-inf", now, start=0, num=1, withscores=True)
+            pipe.zrangebyscore(self.keys.crawl_leases(b), "-inf", now, start=0, num=1, withscores=True)
+        got = pipe.execute()
+        due = sorted(
+            (min(float(t) for _, t in got[2 * b] + got[2 * b + 1]), b)
+            for b in range(CRAWL_BUCKETS)
+            if got[2 * b] or got[2 * b + 1]
+        )
+        flat = []
+        for _, b in due:
+            if len(flat) >= 2 * n:
+                break
+            args = [self.keys.crawl_scheduling(b), now, lease_s, worker, n - len(flat) // 2]
+            flat += self._claim(keys=[self.keys.crawl_hosts(b)], args=args)
         out = []
         for tid, fields in zip(flat[0::2], flat[1::2], strict=True):  # tid, [field, value, ...] per task
             st = {_s(k): _s(v) for k, v in zip(fields[0::2], fields[1::2], strict=True)}
@@ -406,7 +421,9 @@ class Frontier:
         Raises:
           ValueError: a URL of ``seen_urls`` cannot be canonicalized; nothing is sent then.
         """
-        args = [self._p, task.tid, worker, now, host_delay_s, "" if next_due is None else repr(float(next_due))]
+        b = self.keys.crawl_bucket(task.host)
+        args = [self.keys.crawl_scheduling(b), task.tid, worker, now, host_delay_s]
+        args.append("" if next_due is None else repr(float(next_due)))
         for k, v in (fields or {}).items():
             args += [k, "" if v is None else str(v)]
         marks = self._seen_keys(seen_urls)
@@ -416,9 +433,9 @@ class Frontier:
             for key in marks:
                 pipe.set(key, b"1", nx=True, ex=max(1, int(seen_ttl_s)))
 
-        (ok,) = self._run([(self._complete, [self.keys.crawl_hosts], args)], queue if marks else None)
+        (ok,) = self._run([(self._complete, [self.keys.crawl_hosts(b)], args)], queue if marks else None)
         if ok and done_feed:
-            self.r.srem(self.keys.crawl_feeds, task.tid)
+            self.r.hdel(self.keys.crawl_feeds, task.tid)
         return bool(ok)
 
     def apply_priorities(self, now: float, max_items: int = 100) -> int:
@@ -439,14 +456,15 @@ class Frontier:
                 self.dead_letter("priority", "invalid_request", _s(raw)[:500], now)
                 continue
             if "://" in target:
+                host = host_key(target)
                 tids = [
                     t
                     for t in (task_id("feed", target), task_id("sitemap", target))
-                    if self.r.exists(self.keys.crawl_task(t))
+                    if self.r.exists(self.keys.crawl_task(host, t))
                 ]
                 if tids:
                     for t in tids:
-                        moved += self._pull(t, now)
+                        moved += self._pull(host, t, now)
                 else:
                     try:
                         self.add(target, "page", now, meta={"priority": True}, force_due=True)
@@ -456,8 +474,8 @@ class Frontier:
             else:
                 dom = target.lower()
                 dom = dom[4:] if dom.startswith("www.") else dom
-                for t in self.r.smembers(self.keys.crawl_domain(dom)):
-                    moved += self._pull(_s(t), now)
+                for t, host in sorted(self.r.hgetall(self.keys.crawl_domain(dom)).items()):
+                    moved += self._pull(_s(host), _s(t), now)
         return moved
 
     def apply_registrations(self, now: float, max_items: int = 1000) -> int:
@@ -484,11 +502,12 @@ class Frontier:
                 self.dead_letter("registry", "invalid_registration", f"{_s(raw)[:300]}: {e}", now)
         return applied
 
-    def _pull(self, tid: str, now: float) -> int:
-        h = self.r.hmget(self.keys.crawl_task(tid), "url", "kind", "host")
+    def _pull(self, host: str, tid: str, now: float) -> int:
+        h = self.r.hmget(self.keys.crawl_task(host, tid), "url", "kind", "host")
         if h[0] is None:
             return 0
-        self._add(keys=[self.keys.crawl_hosts], args=[self._p, tid, _s(h[2]), now, "set"])
+        b = self.keys.crawl_bucket(host)
+        self._add(keys=[self.keys.crawl_hosts(b)], args=[self.keys.crawl_scheduling(b), tid, _s(h[2]), now, "set"])
         return 1
 
     # ------------------------------------------------------------------ sets and caches
@@ -595,25 +614,35 @@ class Frontier:
     def feeds(self) -> list[dict]:
         """State of every feed/sitemap task (string values) plus ``tid`` and ``due`` (None while leased)."""
         out = []
-        for tid in sorted(_s(t) for t in self.r.smembers(self.keys.crawl_feeds)):
-            h = {_s(k): _s(v) for k, v in self.r.hgetall(self.keys.crawl_task(tid)).items()}
+        for tid, host in sorted((_s(t), _s(h)) for t, h in self.r.hgetall(self.keys.crawl_feeds).items()):
+            h = {_s(k): _s(v) for k, v in self.r.hgetall(self.keys.crawl_task(host, tid)).items()}
             if not h:
                 continue
-            due = self.r.zscore(self.keys.crawl_queue(h.get("host", "")), tid)
+            due = self.r.zscore(self.keys.crawl_queue(h.get("host", host)), tid)
             h.update(tid=tid, due=due)
             out.append(h)
         return out
 
     def pending(self) -> int:
-        """Number of queued plus leased tasks."""
-        n = self.r.zcard(self.keys.crawl_leases)
-        for host in self.r.zrange(self.keys.crawl_hosts, 0, -1):
-            n += self.r.zcard(self.keys.crawl_queue(_s(host)))
-        return n
+        """Number of queued plus leased tasks (two pipelined rounds over the buckets)."""
+        pipe = self.r.pipeline(transaction=False)
+        for b in range(CRAWL_BUCKETS):
+            pipe.zcard(self.keys.crawl_leases(b))
+            pipe.zrange(self.keys.crawl_hosts(b), 0, -1)
+        got = pipe.execute()
+        n = sum(int(x) for x in got[0::2])
+        pipe = self.r.pipeline(transaction=False)
+        for hosts in got[1::2]:
+            for host in hosts:
+                pipe.zcard(self.keys.crawl_queue(_s(host)))
+        return n + sum(int(x) for x in pipe.execute())
 
     def due_count(self, now: float) -> int:
-        """Number of hosts with work due by ``now``."""
-        return self.r.zcount(self.keys.crawl_hosts, "-inf", now)
+        """Number of hosts with work due by ``now`` (one pipeline over the buckets)."""
+        pipe = self.r.pipeline(transaction=False)
+        for b in range(CRAWL_BUCKETS):
+            pipe.zcount(self.keys.crawl_hosts(b), "-inf", now)
+        return sum(int(x) for x in pipe.execute())
 
 
 def describe_redis(client) -> str:

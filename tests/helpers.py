@@ -504,12 +504,13 @@ def redis_story_of_every_article(client, prefix: str = "nf") -> dict[str, str]:
     through :meth:`RedisStoryStore.resolve` (the store's own rule, independent of the Parquet writer)."""
     from newsflow.storage.keys import Keys
     from newsflow.storage.stories import RedisStoryStore
+    from newsflow.storage.story_index import assignments
 
     keys = Keys(prefix)
     store = RedisStoryStore(client, keys=keys)
     out = {}
-    for aid, sid in client.hgetall(keys.story_assign).items():
-        out[aid.decode()] = store.resolve(sid.decode())
+    for aid, sid in assignments(client, keys).items():
+        out[aid] = store.resolve(sid)
     return out
 
 
@@ -635,6 +636,13 @@ ND_TAGS = (b":{lsh:", b":{art:", b":{ndg:", b":{ndx:", b":nd:")
 def is_nd_key(key: bytes) -> bool:
     """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, groups, group indexes, lease)."""
     return any(t in key for t in ND_TAGS)
+
+
+def is_story_key(key: bytes, prefix: str = "nf") -> bool:
+    """Whether ``key`` is a story key (per-story keys, assignment buckets, index shards; not the writer lease)."""
+    from newsflow.storage.keys import Keys
+
+    return key.startswith(tuple(p.rstrip("*").encode() for p in Keys(prefix).story_patterns))
 
 
 def _scan(client, pattern: str) -> list[bytes]:

@@ -42,7 +42,8 @@ ordered before the rewound checkpoint keep the group id their story step read, w
 the final one, so that story's state may differ from one bounded run's (a gap the tests do not meet: the rewind
 would have to start before the earliest renamed member).
 
-Guard. The log's ``state.json`` keeps the size of ``Keys.story_assign`` after the last run (``HLEN``, O(1)).
+Guard. The log's ``state.json`` keeps the number of stored assignments after the last run (the ``HLEN`` sum of
+the ``Keys.story_assign`` buckets, one pipeline).
 When Redis holds a different number at the next run (another job wrote stories on the same key prefix,
 or the log was lost), and retention does not explain it (a moved cutoff and fewer assignments), the log
 and its checkpoints are dropped and the run starts afresh on what Redis holds (counter
@@ -100,7 +101,7 @@ class ContinuousAssignFn(_AssignFnBase):
         """Checks the guard and retention against ``state.json`` (a fresh start clears the log and checkpoints);
         returns the newest order time logged (``-inf`` when none) and whether the last run stopped half-way."""
         state = self._log.load_state()
-        assigned = int(self._store.r.hlen(self._store.keys.story_assign))
+        assigned = self._store.assigned_count()
         if state is not None:
             before = state.get("cutoff")
             moved = cutoff > (-math.inf if before is None else float(before))
@@ -175,7 +176,7 @@ class ContinuousAssignFn(_AssignFnBase):
                 undo = set(logged) | (new_ids if pending else set())
                 self._log.save_state(self._state(newest, cutoff, pending=True))
                 if undo:
-                    undone = rewind(r, keys, Checkpoints.read(path), undo)
+                    undone = rewind(self._store, Checkpoints.read(path), undo)
                     self._store.invalidate()
                     self.reclustered.inc(len(logged))
                     for sid, members in sorted(undone["restored_losers"].items()):
@@ -245,16 +246,13 @@ class ContinuousAssignFn(_AssignFnBase):
         """Trend inputs of the logged articles ordered in the trending window before ``first`` (under the story
         they were assigned to, counted only by windows ending after ``first``) and of the members moved by
         their steps' merges, so that the windows ending after ``first`` are written whole."""
-        from newsflow.storage.story_checkpoints import merges_after
+        from newsflow.storage.story_index import assigned_stories, merge_records
 
         r, keys = self._store.r, self._store.keys
         w = self._config.trend_window_s
         context = self._log.entries(since=first - w, until=first)
         ids = sorted(context)
-        stories = {}
-        for i in range(0, len(ids), 1000):
-            part = ids[i : i + 1000]
-            stories.update(zip(part, r.hmget(keys.story_assign, part), strict=True))
+        stories = assigned_stories(r, keys, ids)
         for aid in ids:
             o, a = context[aid]
             sid = stories.get(aid)
@@ -263,7 +261,7 @@ class ContinuousAssignFn(_AssignFnBase):
             t = float(a.event_time)
             trend = {
                 "article_id": aid,
-                "story_id": sid.decode() if isinstance(sid, bytes) else sid,
+                "story_id": sid,
                 "event_time": t,
                 "topics": [label for label, _ in a.topics],
                 "entities": [text for _, text, _ in a.entities],
@@ -271,7 +269,7 @@ class ContinuousAssignFn(_AssignFnBase):
             }
             yield pvalue.TaggedOutput(TREND_INPUT_TAG, beam.window.TimestampedValue(trend, t))
         horizon = self._config.merged_trend_horizon_s
-        for rec in merges_after(r, keys, set(context)):
+        for rec in merge_records(r, keys, ids):
             when = float(rec["time"])
             lo = max(when - horizon, first - w)
             for aid, mt in r.zrangebyscore(keys.story_articles(rec["from"]), f"({lo!r}", "+inf", withscores=True):
@@ -297,11 +295,11 @@ class ContinuousAssignFn(_AssignFnBase):
         self._log.save_state(self._state(top, cutoff))
 
     def _state(self, newest: float, cutoff: float, pending: bool = False) -> dict:
-        """``state.json``: ``assigned`` (``HLEN`` of ``Keys.story_assign``), ``cutoff`` (retention cutoff seen),
-        ``newest`` (newest order time logged; ``None`` for none), ``pending`` (a run is between its rewind and
-        its end: the next run trusts the log and rewinds this run's articles too)."""
+        """``state.json``: ``assigned`` (stored assignments, ``RedisStoryStore.assigned_count``), ``cutoff``
+        (retention cutoff seen), ``newest`` (newest order time logged; ``None`` for none), ``pending`` (a run is
+        between its rewind and its end: the next run trusts the log and rewinds this run's articles too)."""
         return {
-            "assigned": int(self._store.r.hlen(self._store.keys.story_assign)),
+            "assigned": self._store.assigned_count(),
             "cutoff": None if cutoff == -math.inf else cutoff,
             "newest": None if newest == -math.inf else newest,
             "pending": pending,

@@ -288,6 +288,15 @@ def source_domain(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
+def host_key(url: str) -> str:
+    """Politeness key of a URL: lower-case ``host[:port]``, the port only when not the scheme's default (the
+    crawl frontier's unit of "one request in flight", and what places its keys in a bucket)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().rstrip(".")
+    default = 443 if parts.scheme == "https" else 80
+    return host if parts.port in (None, default) else f"{host}:{parts.port}"
+
+
 MAX_URL_LENGTH = 2048
 _HOSTNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\Z")
 

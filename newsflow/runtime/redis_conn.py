@@ -65,9 +65,9 @@ def connect_cluster(url: str):
     """A Redis Cluster client for ``redis+cluster://host:port[,host:port...][/?options]``.
 
     The listed nodes are startup nodes; the client discovers the rest and routes every command by
-    key slot. newsflow's multi-key operations (the near-duplicate and frontier scripts, the story
-    transactions) keep their keys in one slot by hash tags (:mod:`newsflow.storage.keys`), so they work on a
-    cluster unchanged; every other key spreads over the slots.
+    key slot. newsflow's multi-key scripts (the writer leases and journals, the frontier's host buckets) keep
+    their keys in one slot by hash tags naming one entity each (:mod:`newsflow.storage.keys`), and no
+    transaction spans two slots, so they work on a cluster unchanged and every family spreads over the slots.
 
     Raises:
       ValueError: no node in the URL.

@@ -8,38 +8,56 @@ spells a key.
 ``_ . -``, see :func:`validate_key_prefix`); two deployments with different
 prefixes share a Redis without seeing each other's keys.
 
-**Hash tags (Redis NearDuplicateGroup).** Keys that one Lua script or one MULTI/EXEC transaction touches
-together must live in one cluster slot, so the layout itself places a hash tag right after the
-prefix: ``<prefix>:{<group>}:<rest>``, where ``<rest>`` is the key's untagged name (strip the tag
-and you get the name as it was before tags existed). Two groups are tagged:
+**Hash tags: one entity per tag.** Keys that one Lua script or one transaction touches together must live
+in one cluster slot, so the layout places a hash tag right after the prefix: ``<prefix>:{<tag>}:<rest>``.
+Every tag names ONE entity (an article, a band bucket, a group, a story, an assignment bucket, an index
+shard, a reader bucket, a stream shard, a crawl host bucket), never a kind of key, so every family spreads
+over the slots of a Redis Cluster; ``tests/unit/test_key_families.py`` checks every row of the table below.
+The only constant tag is ``{stw}``, the story writer's lease and journal (one key pair per deployment).
 
-==========  ==================================  =================================================
-tag         keys                                why they share a slot
-==========  ==================================  =================================================
-``{story}`` story state: ``story:*``            one MULTI/EXEC per story write in
-                                                ``storage/stories.py`` touches the story's
-                                                hash, state, articles, groups, outlets and the
-                                                global ``assign`` / ``active`` / ``merges`` keys
-                                                together
-``{crawl}`` crawl scheduling: ``task``, ``q``,  the frontier's claim/add/complete Lua scripts
-            ``hosts``, ``host``, ``leases``     (the crawl frontier)    move tasks between them
-==========  ==================================  =================================================
+==================  ==========================================  ==========================================
+tag                 keys                                        why they share a slot
+==================  ==========================================  ==========================================
+``{lsh:<i>:<h>}``   one LSH band bucket's two strings           read together per probe
+``{art:<id>}``      an article's serving hash, index record,    one entity
+                    versions
+``{ndg:<id>}``      a near-duplicate group's hash and sets      one entity
+``{ndx:<shard>}``   one of ``ND_SHARDS`` = 1,024 shards of the  by-size and by-latest of the same ids
+                    group indexes (CRC-32 of the group id)
+``{st:<id>}``       a story's serving hash, members, state,     one entity
+                    groups, outlets
+``{sa:<b>}``        one of ``STORY_ASSIGN_BUCKETS`` = 1,024     an article's assignment and the merge
+                    buckets of article -> story assignments     records its step made live together
+                    and merge records (CRC-32 of the article
+                    id)
+``{sx:<k>}``        one of ``STORY_INDEX_SHARDS`` = 64 shards   a story's live and retired entries
+                    of the live- and retired-story indexes
+                    (CRC-32 of the story id)
+``{stw}``           the story writer's lease and redo journal   the journal is stored only if the lease
+                                                                is still the writer's (one script)
+``{r<b>}``          reader bucket ``b`` of every nightly model  one node answers a reader's models
+                    version (below)
+``{s<k>}``          reader-event stream shard ``k`` (below)     stream, cursor and active set of a shard
+``{cr:<b>}``        one of ``CRAWL_BUCKETS`` = 128 crawl host   the frontier's add/claim/complete scripts
+                    buckets: tasks, host queues, hosts,         move a task between its host's keys
+                    politeness, leases, held tasks (CRC-32 of
+                    the politeness host)
+==================  ==========================================  ==========================================
 
-The near-duplicate index (:mod:`newsflow.storage.groups`) has no multi-key atomic step: its tags name one
-entity each, so it spreads over every slot: ``{lsh:<band>:<4 hex>}`` (one band bucket's two strings),
-``{art:<article id>}`` (an article's serving hash, index record and versions), ``{ndg:<cluster id>}`` (a
-group's hash and sets) and ``{ndx:<shard>}`` (one of ``ND_SHARDS`` shards of the group indexes, by CRC-32 of
-the cluster id). Its writer lease ``P:nd:lease`` and counter ``P:nd:count`` are single untagged keys.
-
-Every other key is untagged, so it hashes on its whole name and spreads over the slots (with the
-default prefix those names are exactly as before). Multi-key writes outside the tagged groups are
-plain (non-transactional) pipelines whose order makes them safe: a pool is replaced by DEL + ZADD +
-EXPIRE of its own key in one MULTI (no temporary key), the events flush advances ``events:flushed``
-before deleting the flushed entries (a repeat rewrites the same content-addressed file), and the
-crawl dead-letter list and its counter need no atomicity. The tag is the group name alone, so the
-``{story}`` groups of two prefixes share a slot; that is correct, only less spread. The Lua scripts get
-their group's tagged prefix (:attr:`Keys.crawl_scheduling`) and one key of the group (for cluster
-routing) from Python; they never spell a prefix.
+No transaction spans two tags: the near-duplicate index and the story state write through a fenced redo
+journal (:mod:`newsflow.storage.groups`, :mod:`newsflow.storage.stories`), every frontier script touches
+one host bucket. Every other key is untagged, so it hashes on its whole name: a key named by an entity
+(``P:user:<user id>``, ``P:crawl:seen:<article id>``, ...) spreads with its entities; the few untagged
+constant names are single global keys of bounded size (writer leases, counters, the model pointers and
+manifest, the breaking set, the crawl and sources registries' indexes and logs; each is listed with its
+reason in ``tests/unit/test_key_families.py``). Multi-key writes between untagged keys are plain
+(non-transactional) pipelines whose order makes them safe: a pool is replaced by DEL + ZADD + EXPIRE of its
+own key in one MULTI (no temporary key), the events flush advances ``events:flushed`` before deleting the
+flushed entries (a repeat rewrites the same content-addressed file), and the crawl dead-letter list and its
+counter need no atomicity. The tag does not include the prefix, so the same entity of two prefixes shares a
+slot; that is correct, only less spread. The Lua scripts get their bucket's tagged prefix
+(:meth:`Keys.crawl_scheduling`) and one key of the bucket (for cluster routing) from Python; they never
+spell a prefix.
 
 **Reader buckets and event shards.** Per-reader state is spread, never held in one key: a nightly
 per-reader model (and the per-story co-visitation model) is :data:`READER_BUCKETS` = 4,096 hashes
@@ -58,42 +76,42 @@ At 10M active readers a shard's active set is ~39k members (~4.5 MB); a shard's 
 measures these sizes. The pointer of the served versions is
 one untagged hash (``P:models:pointers``), so one MULTI on one key switches every model.
 
-Table of keys (``P`` = prefix; times are UTC epoch seconds):
+Table of keys (``P`` = prefix; ``<name>`` = a value, ``{...}`` = the hash tag; times are UTC epoch seconds):
 
 ========================================  ======  ==============================  ================  ==================
 key                                       type    holds                           written by        read by
 ========================================  ======  ==============================  ================  ==================
-``P:{lsh:i:hhhh}:fps``                     STRING  8-byte big-endian SimHash per   RedisGroupStore   RedisGroupStore
+``P:{lsh:<i>:<hhhh>}:fps``                STRING  8-byte big-endian SimHash per   RedisGroupStore   RedisGroupStore
                                                   entry of band bucket i (bits
                                                   16i..16i+15 = hhhh)
-``P:{lsh:i:hhhh}:ids``                     STRING  "<version id>\\n" per entry,    RedisGroupStore   RedisGroupStore
+``P:{lsh:<i>:<hhhh>}:ids``                STRING  "<version id>\\n" per entry,    RedisGroupStore   RedisGroupStore
                                                   aligned with ``:fps``
-``P:{art:{article_id}}:article``          HASH    title, url, source_domain,      RedisGroupStore   ranking store,
+``P:{art:<article_id>}:article``          HASH    title, url, source_domain,      RedisGroupStore   ranking store,
                                                   source_name, event_time,                          trends, sinks
                                                   language, cluster_id, ...
-``P:{art:{version_id}}:nd``               HASH    index record: fp (16 hex), mh   RedisGroupStore   RedisGroupStore,
+``P:{art:<version_id>}:nd``               HASH    index record: fp (16 hex), mh   RedisGroupStore   RedisGroupStore,
                                                   (MinHash, 128 x uint32 BE),                       sinks, story step,
                                                   rev (the article id a                             storage.aliases
                                                   re-slugged version is stored
                                                   under)
-``P:{art:{article_id}}:versions``         HASH    version id -> JSON fields, for  RedisGroupStore   RedisGroupStore
+``P:{art:<article_id>}:versions``         HASH    version id -> JSON fields, for  RedisGroupStore   RedisGroupStore
                                                   articles with >= 2 versions
-``P:{ndg:{cid}}:cluster``                 HASH    representative_*,               RedisGroupStore   RedisGroupStore
+``P:{ndg:<cid>}:cluster``                 HASH    representative_*,               RedisGroupStore   RedisGroupStore
                                                   rep_authority, rep_time,
                                                   earliest_time, latest_time,
                                                   created_by, founder_time
-``P:{ndg:{cid}}:cluster:articles``        SET     member article ids              RedisGroupStore   RedisGroupStore
-``P:{ndg:{cid}}:cluster:sources``         SET     distinct member source domains  RedisGroupStore   RedisGroupStore
-``P:{ndg:{cid}}:cluster:languages``       SET     distinct member languages       RedisGroupStore   RedisGroupStore
-``P:{ndx:{shard}}:clusters:by_size``      ZSET    live cluster id -> article      RedisGroupStore   RedisGroupStore,
+``P:{ndg:<cid>}:cluster:articles``        SET     member article ids              RedisGroupStore   RedisGroupStore
+``P:{ndg:<cid>}:cluster:sources``         SET     distinct member source domains  RedisGroupStore   RedisGroupStore
+``P:{ndg:<cid>}:cluster:languages``       SET     distinct member languages       RedisGroupStore   RedisGroupStore
+``P:{ndx:<shard>}:clusters:by_size``      ZSET    live cluster id -> article      RedisGroupStore   RedisGroupStore,
                                                   count (groups of >= 2)                            authority
-``P:{ndx:{shard}}:clusters:by_latest``    ZSET    live cluster id -> latest       RedisGroupStore   retention
+``P:{ndx:<shard>}:clusters:by_latest``    ZSET    live cluster id -> latest       RedisGroupStore   retention
                                                   member event time
 ``P:nd:lease``                            HASH    writer lease of the index:      RedisGroupStore   RedisGroupStore
                                                   token, deadline (epoch ms),
                                                   journal (redo log)
 ``P:nd:count``                            STRING  number of indexed versions      RedisGroupStore   RedisGroupStore
-``P:{story}:story:{story_id}``            HASH    serving record: title, url,     RedisStoryStore   ranking store,
+``P:{st:<story_id>}:story``               HASH    serving record: title, url,     RedisStoryStore   ranking store,
                                                   domain, representative_id,                        trends, serving,
                                                   article_count, source_count,                      demo
                                                   independent_count,
@@ -101,51 +119,60 @@ key                                       type    holds                         
                                                   topics (JSON), types (JSON), languages,
                                                   authority, embedding,
                                                   entities, merged_into
-``P:{story}:story:{story_id}:articles``   ZSET    article id -> event time: the   RedisStoryStore   ranking store,
+``P:{st:<story_id>}:story:articles``      ZSET    article id -> event time: the   RedisStoryStore   ranking store,
                                                   members (written by delta; a                      trends, snapshot
                                                   merged story keeps its own)
-``P:{story}:story:{story_id}:state``      STRING  clusterer JSON state, fixed     RedisStoryStore   RedisStoryStore
-                                                  size, no members (deleted on
-                                                  merge)
-``P:{story}:story:{story_id}:groups``     HASH    near-duplicate group id ->      RedisStoryStore   RedisStoryStore
+``P:{st:<story_id>}:story:state``         STRING  clusterer JSON state, zlib,     RedisStoryStore   RedisStoryStore
+                                                  fixed size, no members
+                                                  (deleted on merge)
+``P:{st:<story_id>}:story:groups``        HASH    near-duplicate group id ->      RedisStoryStore   RedisStoryStore
                                                   JSON original [t, id,
                                                   authority, domain, title, url]
                                                   (deleted on merge)
-``P:{story}:story:{story_id}:outlets``    HASH    distinct member outlets -> 1    RedisStoryStore   RedisStoryStore
-                                                  (a HASH: compact while small;
-                                                  deleted on merge)
-``P:{story}:story:assign``                HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore
-                                                  first assigned to
-                                                  (idempotency)
-``P:{story}:story:active``                ZSET    live story id -> latest event   RedisStoryStore   RedisStoryStore,
-                                                  time                                              demo
-``P:{story}:story:merges``                LIST    JSON merge records {from,       RedisStoryStore   RedisStoryStore
-                                                  into, time, article_id}
-``P:{story}:story:lease``                 STRING  random token of the one story   RedisStoryStore   RedisStoryStore
+``P:{st:<story_id>}:story:outlets``       HASH    distinct member outlets -> 1    RedisStoryStore   RedisStoryStore
+                                                  (deleted on merge)
+``P:{sa:<b>}:story:assign``               HASH    article id -> story id it was   RedisStoryStore   RedisStoryStore,
+                                                  first assigned to, for the                        story_assignments
+                                                  articles of bucket b (CRC-32
+                                                  of the id mod 1,024)
+``P:{sa:<b>}:story:merges``               HASH    article id -> JSON list of the  RedisStoryStore   RedisStoryStore,
+                                                  merge records {from, into,                        story_assignments
+                                                  time, article_id} its step
+                                                  made (bucket b as assign)
+``P:{sx:<k>}:story:active``               ZSET    live story id -> latest event   RedisStoryStore   RedisStoryStore,
+                                                  time, stories of shard k                          ranking, demo
+                                                  (CRC-32 of the id mod 64)
+``P:{sx:<k>}:story:retired``              ZSET    merged story id -> its latest   RedisStoryStore   retention
+                                                  event time (shard k)
+``P:{stw}:story:lease``                   STRING  random token of the one story   RedisStoryStore   RedisStoryStore
                                                   writer holding the lease (PX
                                                   expiry; deleted on release)
+``P:{stw}:story:journal``                 STRING  redo journal: the packed,       RedisStoryStore   RedisStoryStore
+                                                  zlib-compressed write set
+                                                  committed under the lease
+                                                  (deleted once applied)
 ``P:lambda:topic``                        HASH    topic label -> learned λ        nightly decay     ranking store
                                                   (1/hours)                       job
-``P:user:{user_id}``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
+``P:user:<user_id>``                      HASH    interest (128 float32 LE),      profile jobs,     ranking store,
                                                   clicks, follow_*/block_* (JSON  tests             serving
                                                   lists)
-``P:{r<b>}:reader:{user_id}:read``        HASH    story id -> "<t>:<n>": when the  serving (reader   serving (lists,
+``P:{r<b>}:reader:<user_id>:read``        HASH    story id -> "<t>:<n>": when the  serving (reader   serving (lists,
                                                   reader read it (UTC epoch s)    state store)      For You, /v1/me)
                                                   and its independent reports
                                                   then (30-day TTL, capped)
-``P:{r<b>}:reader:{user_id}:seen``        HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
+``P:{r<b>}:reader:<user_id>:seen``        HASH    story id -> JSON {t, title,     serving (web UI)  serving (web UI)
                                                   outlets, reports} of the
                                                   coverage last seen (30-day TTL)
-``P:{r<b>}:reader:{user_id}:saved``       ZSET    story id -> when saved (UTC     serving (reader   serving (Saved,
+``P:{r<b>}:reader:<user_id>:saved``       ZSET    story id -> when saved (UTC     serving (reader   serving (Saved,
                                                   epoch s), capped                state store)      /v1/me/saved)
-``P:{r<b>}:account:{user_id}``            HASH    password (argon2id), role,      accounts          serving,
+``P:{r<b>}:account:<user_id>``            HASH    password (argon2id), role,      accounts          serving,
                                                   created (b = reader_bucket)                       accounts CLI
-``P:{r<b>}:account:{user_id}:sessions``   HASH    SHA-256 of a session id ->      serving sign-in   serving
+``P:{r<b>}:account:<user_id>:sessions``   HASH    SHA-256 of a session id ->      serving sign-in   serving
                                                   expiry
-``P:{r<b>}:account:{user_id}:tokens``     HASH    personal API token id -> JSON   serving           serving
+``P:{r<b>}:account:<user_id>:tokens``     HASH    personal API token id -> JSON   serving           serving
                                                   {name, created, expires}
-``P:{r<b>}:account:{user_id}:failures``   ZSET    failed sign-ins (15 min)        serving sign-in   serving sign-in
-``P:signin:failures:{address}``           ZSET    failed sign-ins of a client     serving sign-in   serving sign-in
+``P:{r<b>}:account:<user_id>:failures``   ZSET    failed sign-ins (15 min)        serving sign-in   serving sign-in
+``P:signin:failures:<address>``           ZSET    failed sign-ins of a client     serving sign-in   serving sign-in
                                                   address (15 min)
 ``P:{s<k>}:readers:deleted``              ZSET    deleted reader -> deletion      account deletion  nightly,
                                                   time (tombstones of shard k)                      retention
@@ -157,17 +184,17 @@ key                                       type    holds                         
 ``P:models:manifest``                     HASH    ``<name>:<version>`` -> JSON    ModelStore        ModelStore
                                                   {state writing|ready|deleting,  (write, prune)    (switch, prune)
                                                   fields, buckets written}
-``P:model:{name}:{version}``              HASH    one night's small model:        nightly jobs      ranking
+``P:model:<name>:<version>``              HASH    one night's small model:        nightly jobs      ranking
                                                   decay (topic -> λ), weights                       (personalize)
-``P:{r<b>}:model:{name}:{version}``       HASH    bucket b (0..4095) of one       nightly jobs      ranking
+``P:{r<b>}:model:<name>:<version>``       HASH    bucket b (0..4095) of one       nightly jobs      ranking
                                                   night's per-reader/per-story                      (personalize)
                                                   model: interest, history,
                                                   cluster, covisit; a field
                                                   lives in bucket
                                                   :func:`reader_bucket` (field)
-``P:nightly:lock:{date}``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
+``P:nightly:lock:<date>``                 STRING  token of the nightly run        newsflow nightly  newsflow nightly
                                                   holding the date (TTL)
-``P:history:lock:{dataset}:{partition}``  STRING  token of the writer rewriting    history writers   history writers
+``P:history:lock:<dataset>:<partition>``  STRING  token of the writer rewriting    history writers   history writers
                                                   one Parquet partition (TTL)
 ``P:{s<k>}:users:active``                 ZSET    user id -> last event time,     events (serving)  build_feeds
                                                   readers of shard k              retention (trim)
@@ -181,62 +208,63 @@ key                                       type    holds                         
                                                   time
 ``P:breaking:since``                      HASH    story id -> when it (last)      trending sink     ranking, serving
                                                   became breaking
-``P:breaking:windows:{story}``            ZSET    breaking window end -> end      trending sink     trending sink
+``P:breaking:windows:<story_id>``         ZSET    breaking window end -> end      trending sink     trending sink
                                                   (newest 2,016; TTL 2 × breaking
                                                   TTL): the story's breaking runs
-``P:trending:{kind}:{window_end}``        ZSET    key -> count in that window     trending sink     ranking, serving
+``P:trending:<kind>:<window_end>``        ZSET    key -> count in that window     trending sink     ranking, serving
                                                   (kind story, entity, topic;
                                                   top-N, TTL 2 × window)
-``P:trending:windows:{kind}``             ZSET    window end -> window end        trending sink     ranking, serving
+``P:trending:windows:<kind>``             ZSET    window end -> window end        trending sink     ranking, serving
                                                   (newest 2,016)
-``P:pool:{edition|topic}:{name}``         ZSET    story id -> score, top ~500     build_feeds       build_feeds,
+``P:pool:<kind>:<name>``                  ZSET    story id -> score, top ~500     build_feeds       build_feeds,
                                                   (replaced whole)                                  serving
-``P:feed:{edition|topic|user}:{name}``    STRING  feed JSON, 5-minute TTL         build_feeds,      serving
+``P:feed:<kind>:<name>``                  STRING  feed JSON, 5-minute TTL         build_feeds,      serving
                                                                                   serving (user)
-``P:feedpage:user:{user_id}``             STRING  the user feed's serving form    build_feeds,      serving
+``P:feedpage:user:<user_id>``             STRING  the user feed's serving form    build_feeds,      serving
                                                   (newsflow.storage.feed_page),   serving (user)
                                                   same TTL
 ``P:clock:replay``                        STRING  replay clock (epoch s) of       demo              ranking, feeds
                                                   newsflow demo
 ``P:retention:cutoff``                    STRING  event time (epoch s) before     newsflow          near-duplicate
                                                   which state was expired         retention         and story steps
-``P:{story}:story:retired``               ZSET    merged story id -> its latest   RedisStoryStore   retention
-                                                  event time
-``P:{crawl}:crawl:task:{tid}``            HASH    a crawl task and its feed       frontier scripts  frontier, worker
-                                                  schedule state
-``P:{crawl}:crawl:q:{host}``              ZSET    tids of one host by due time    frontier scripts  frontier
-``P:{crawl}:crawl:hosts``                 ZSET    hosts by when they may be       frontier scripts  frontier
-                                                  contacted next
-``P:{crawl}:crawl:host:{host}``           HASH    inflight, next_allowed, delay   frontier scripts  frontier scripts
-``P:{crawl}:crawl:leases``                ZSET    leased tids by lease expiry     frontier scripts  frontier
-``P:crawl:feeds``                         SET     tids of feed/sitemap tasks      frontier          frontier (status)
-``P:crawl:domain:{domain}``               SET     feed tids of a source domain    frontier          frontier
-                                                                                                    (priority)
-``P:crawl:seen:{article_id}``             STRING  seen canonical article URL      frontier          frontier
+``P:{cr:<b>}:crawl:task:<tid>``           HASH    a crawl task and its feed       frontier scripts  frontier, worker
+                                                  schedule state (b = bucket of
+                                                  its host, CRC-32 mod 128)
+``P:{cr:<b>}:crawl:q:<host>``             ZSET    tids of one host by due time    frontier scripts  frontier
+``P:{cr:<b>}:crawl:hosts``                ZSET    bucket b's hosts by when they   frontier scripts  frontier
+                                                  may be contacted next
+``P:{cr:<b>}:crawl:host:<host>``          HASH    inflight, next_allowed, delay   frontier scripts  frontier scripts
+``P:{cr:<b>}:crawl:leases``               ZSET    bucket b's leased tids by       frontier scripts  frontier
+                                                  lease expiry
+``P:{cr:<b>}:crawl:held``                 SET     tids of paused/removed feeds    sources registry  frontier scripts
+                                                  of bucket b (never queued)
+``P:crawl:feedhosts``                     HASH    tid -> host of every            frontier          frontier (status)
+                                                  feed/sitemap task
+``P:crawl:domainfeeds:<domain>``          HASH    feed tid -> host, feeds of a    frontier          frontier
+                                                  source domain                                     (priority)
+``P:crawl:seen:<article_id>``             STRING  seen canonical article URL      frontier          frontier
                                                   (TTL)
-``P:alias:{alias_id}``                    STRING  article id an alias URL         crawler           storage.aliases
+``P:alias:<alias_id>``                    STRING  article id an alias URL         crawler           storage.aliases
                                                   resolves to (alias_id =         (newsflow.        (resolve)
                                                   article_id(alias URL); TTL)     aliases)
-``P:crawl:fg:{tid}``                      SET     item ids of a feed's last       frontier          frontier
+``P:crawl:fg:<tid>``                      SET     item ids of a feed's last       frontier          frontier
                                                   fetch
-``P:crawl:robots:{scheme://host}``        STRING  cached robots.txt policy JSON   frontier          frontier
+``P:crawl:robots:<origin>``               STRING  cached robots.txt policy JSON   frontier          frontier
                                                   (TTL)
 ``P:crawl:priority``                      LIST    priority re-crawl requests      trending sink,    frontier
                                                   (JSON)                          priority
 ``P:crawl:deadletter``                    LIST    refused crawl work (JSON),      frontier          operators
                                                   capped at 10,000
 ``P:crawl:stats``                         HASH    crawl counters                  frontier          sources status
-``P:{crawl}:crawl:held``                 SET     tids of paused/removed feeds    sources registry  frontier scripts
-                                                  (never queued)
 ``P:crawl:register``                      SET     JSON {kind, url} of feeds to    sources registry  frontier
                                                   (re)queue
-``P:src:feed:{feed_id}``                  HASH    registered feed: url, kind,     sources registry  sources registry,
+``P:src:feed:<feed_id>``                  HASH    registered feed: url, kind,     sources registry  sources registry,
                                                   outlet, title, categories,                        sources commands,
                                                   html_url, status, added, ...                      admin API
 ``P:src:feeds``                           ZSET    feed id -> registration time    sources registry  sources registry
-``P:src:outlet:{outlet}``                 HASH    name, tier, authority,          sources registry  sources registry
+``P:src:outlet:<outlet>``                 HASH    name, tier, authority,          sources registry  sources registry
                                                   authority_source, language
-``P:src:outlet:{outlet}:feeds``           SET     feed ids of an outlet           sources registry  sources registry
+``P:src:outlet:<outlet>:feeds``           SET     feed ids of an outlet           sources registry  sources registry
 ``P:src:outlets``                         SET     outlets with a record           sources registry  sources registry
 ``P:src:log``                             LIST    JSON change records (newest     sources registry  operators
                                                   first, capped at 100,000)
@@ -253,15 +281,19 @@ DEFAULT_KEY_PREFIX = "nf"
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}\Z")
 
 ND_SHARDS = 1024  # shards of the near-duplicate group indexes (Keys.clusters_by_size/_by_latest)
-STORY_TAG = "{story}"
-CRAWL_TAG = "{crawl}"
+STORY_ASSIGN_BUCKETS = 1024
+"""Buckets of the article -> story assignments and the merge records (``Keys.story_assign``/``story_merges``)."""
+STORY_INDEX_SHARDS = 64
+"""Shards of the live- and retired-story indexes (``Keys.story_active``/``story_retired``)."""
+STORY_WRITER_TAG = "{stw}"
+CRAWL_BUCKETS = 128
+"""Buckets of the crawl frontier's scheduling keys, by CRC-32 of the politeness host (``Keys.crawl_bucket``)."""
 READER_BUCKETS = 4096
 """Buckets of every per-reader (and per-story) nightly model version; see the module docstring."""
 EVENT_SHARDS = 256
 """Shards of the reader events stream and the active-reader set; divides :data:`READER_BUCKETS`."""
 POOL_KINDS = ("edition", "topic")
 FEED_KINDS = ("edition", "topic", "user")
-RESERVED_STORY_NAMES = frozenset({"assign", "active", "merges", "lease", "retired"})
 
 
 def validate_key_prefix(prefix: str) -> str:
@@ -399,74 +431,116 @@ class Keys:
         """STRING number of indexed versions (band entries / 4)."""
         return f"{self.prefix}:nd:count"
 
-    # -- stories (tag {story}, one MULTI per story write) ----------------------------------------
-    @property
-    def story_base(self) -> str:
-        """``nf:{story}:story:``, the start of every story key."""
-        return f"{self.prefix}:{STORY_TAG}:story:"
+    # -- stories (one tag per story, per assignment bucket, per index shard; newsflow.storage.stories) -----
+    @staticmethod
+    def story_assign_bucket(article_id: str) -> int:
+        """The assignment bucket (0 .. ``STORY_ASSIGN_BUCKETS`` - 1) of an article id: CRC-32 of its UTF-8 bytes."""
+        return zlib.crc32(str(article_id).encode("utf-8")) % STORY_ASSIGN_BUCKETS
+
+    @staticmethod
+    def story_index_shard(story_id: str) -> int:
+        """The live/retired index shard (0 .. ``STORY_INDEX_SHARDS`` - 1) of a story id: CRC-32 of its UTF-8 bytes."""
+        return zlib.crc32(str(story_id).encode("utf-8")) % STORY_INDEX_SHARDS
 
     def story(self, story_id: str) -> str:
-        """HASH serving record of a story."""
-        return f"{self.story_base}{story_id}"
+        """HASH serving record of a story; tag ``{st:<story id>}``."""
+        return f"{self.prefix}:{{st:{story_id}}}:story"
 
     def story_articles(self, story_id: str) -> str:
         """ZSET article id -> event time of a story."""
-        return f"{self.story_base}{story_id}:articles"
+        return f"{self.story(story_id)}:articles"
 
     def story_state(self, story_id: str) -> str:
-        """STRING clusterer JSON state of a live story (fixed-size fields, no member list)."""
-        return f"{self.story_base}{story_id}:state"
+        """STRING zlib-compressed clusterer JSON state of a live story (fixed-size fields, no member list)."""
+        return f"{self.story(story_id)}:state"
 
     def story_groups(self, story_id: str) -> str:
         """HASH near-duplicate group id -> JSON original ``[t, article id, authority, domain, title, url]``
         of a live story's independent reports."""
-        return f"{self.story_base}{story_id}:groups"
+        return f"{self.story(story_id)}:groups"
 
     def story_outlets(self, story_id: str) -> str:
         """HASH distinct outlet (registrable domain) of a live story's members -> 1 (a HASH, not a SET: small
         hashes are stored compactly by Redis, small sets of strings are not before Redis 7.2)."""
-        return f"{self.story_base}{story_id}:outlets"
+        return f"{self.story(story_id)}:outlets"
+
+    def story_assign(self, bucket: int) -> str:
+        """HASH article id -> story id it was first assigned to, of the articles of one assignment bucket
+        (:meth:`story_assign_bucket`); tag ``{sa:<bucket>}``."""
+        return f"{self.prefix}:{{sa:{int(bucket)}}}:story:assign"
+
+    def story_assign_of(self, article_id: str) -> str:
+        """The :meth:`story_assign` key holding ``article_id``'s assignment."""
+        return self.story_assign(self.story_assign_bucket(article_id))
+
+    def story_merges(self, bucket: int) -> str:
+        """HASH article id -> JSON list of the merge records ``{from, into, time, article_id}`` its step made,
+        of the articles of one assignment bucket (same slot as their assignments)."""
+        return f"{self.prefix}:{{sa:{int(bucket)}}}:story:merges"
+
+    def story_merges_of(self, article_id: str) -> str:
+        """The :meth:`story_merges` key holding the records of ``article_id``'s step."""
+        return self.story_merges(self.story_assign_bucket(article_id))
+
+    def story_active(self, shard: int) -> str:
+        """ZSET live story id -> latest event time, of one index shard (:meth:`story_index_shard`); tag
+        ``{sx:<shard>}``."""
+        return f"{self.prefix}:{{sx:{int(shard)}}}:story:active"
+
+    def story_active_of(self, story_id: str) -> str:
+        """The :meth:`story_active` shard holding ``story_id``."""
+        return self.story_active(self.story_index_shard(story_id))
+
+    def story_retired(self, shard: int) -> str:
+        """ZSET merged story id -> its latest event time (UTC epoch s), the retention index of merged stories,
+        of one index shard; tag ``{sx:<shard>}``."""
+        return f"{self.prefix}:{{sx:{int(shard)}}}:story:retired"
+
+    def story_retired_of(self, story_id: str) -> str:
+        """The :meth:`story_retired` shard holding ``story_id``."""
+        return self.story_retired(self.story_index_shard(story_id))
 
     @property
-    def story_assign(self) -> str:
-        """HASH article id -> story id it was first assigned to."""
-        return self.story_base + "assign"
+    def story_assign_keys(self) -> list[str]:
+        """Every :meth:`story_assign` bucket key, in bucket order."""
+        return [self.story_assign(b) for b in range(STORY_ASSIGN_BUCKETS)]
 
     @property
-    def story_active(self) -> str:
-        """ZSET live story id -> latest event time."""
-        return self.story_base + "active"
+    def story_merges_keys(self) -> list[str]:
+        """Every :meth:`story_merges` bucket key, in bucket order."""
+        return [self.story_merges(b) for b in range(STORY_ASSIGN_BUCKETS)]
 
     @property
-    def story_merges(self) -> str:
-        """LIST of JSON story merge records."""
-        return self.story_base + "merges"
+    def story_active_keys(self) -> list[str]:
+        """Every :meth:`story_active` shard key, in shard order."""
+        return [self.story_active(k) for k in range(STORY_INDEX_SHARDS)]
 
     @property
-    def story_retired(self) -> str:
-        """ZSET merged story id -> its latest event time (UTC epoch s), the retention index of merged stories."""
-        return self.story_base + "retired"
+    def story_retired_keys(self) -> list[str]:
+        """Every :meth:`story_retired` shard key, in shard order."""
+        return [self.story_retired(k) for k in range(STORY_INDEX_SHARDS)]
 
     @property
     def story_lease(self) -> str:
-        """STRING writer lease of story assignment: the holder's random token, with a PX expiry."""
-        return self.story_base + "lease"
+        """STRING writer lease of story assignment: the holder's random token, with a PX expiry; tag ``{stw}``."""
+        return f"{self.prefix}:{STORY_WRITER_TAG}:story:lease"
+
+    @property
+    def story_journal(self) -> str:
+        """STRING redo journal of the story writer: the write set committed under the lease and not yet
+        known applied (same slot as the lease; :mod:`newsflow.storage.stories`)."""
+        return f"{self.prefix}:{STORY_WRITER_TAG}:story:journal"
+
+    @property
+    def story_patterns(self) -> list[str]:
+        """SCAN patterns matching every story key but the writer's lease and journal: per-story keys,
+        assignment buckets, index shards."""
+        return [f"{self.prefix}:{{st:*", f"{self.prefix}:{{sa:*", f"{self.prefix}:{{sx:*"]
 
     @property
     def story_pattern(self) -> str:
-        """SCAN pattern matching every story key (filter with :meth:`story_id_of`)."""
-        return self.story_base + "*"
-
-    def story_id_of(self, key) -> str | None:
-        """The story id if ``key`` (str or bytes) is a story serving hash, else ``None``
-        (the story's ``:articles``/``:state``/``:groups``/``:outlets`` keys and ``assign``/``active``/``merges``)."""
-        key = _s(key)
-        if not key.startswith(self.story_base):
-            return None
-        rest = key[len(self.story_base) :]
-        if not rest or ":" in rest or rest in RESERVED_STORY_NAMES:
-            return None
-        return rest
+        """SCAN pattern matching every per-story key (``{st:<id>}``)."""
+        return f"{self.prefix}:{{st:*"
 
     # -- ranking, users, events (untagged) --------------------------------------------------------
     @property
@@ -666,34 +740,41 @@ class Keys:
         """STRING event time (UTC epoch s) before which stories, groups and articles were expired."""
         return f"{self.prefix}:retention:cutoff"
 
-    # -- crawl frontier ---------------------------------------------------------------------------
-    @property
-    def crawl_scheduling(self) -> str:
-        """Tagged prefix (``nf:{crawl}:crawl:``, trailing colon) of the keys the frontier scripts move
-        tasks between; the scripts append ``task:``, ``q:``, ``hosts``, ``host:``, ``leases``."""
-        return f"{self.prefix}:{CRAWL_TAG}:crawl:"
+    # -- crawl frontier (scheduling keys per host bucket; crawler.frontier) ---------------------------
+    @staticmethod
+    def crawl_bucket(host: str) -> int:
+        """The frontier bucket (0 .. ``CRAWL_BUCKETS`` - 1) of a politeness host (``host[:port]``, lower
+        case, :func:`newsflow.core.urls.host_key`): CRC-32 of its UTF-8 bytes."""
+        return zlib.crc32(str(host).encode("utf-8")) % CRAWL_BUCKETS
 
-    def crawl_task(self, tid: str) -> str:
-        """HASH crawl task."""
-        return f"{self.crawl_scheduling}task:{tid}"
+    def crawl_scheduling(self, bucket: int) -> str:
+        """Tagged prefix (``nf:{cr:<bucket>}:crawl:``, trailing colon) of one bucket's keys the frontier scripts
+        move tasks between; the scripts append ``task:``, ``q:``, ``hosts``, ``host:``, ``leases``, ``held``."""
+        return f"{self.prefix}:{{cr:{int(bucket)}}}:crawl:"
+
+    def crawl_task(self, host: str, tid: str) -> str:
+        """HASH crawl task ``tid`` of politeness host ``host`` (in the host's bucket)."""
+        return f"{self.crawl_scheduling(self.crawl_bucket(host))}task:{tid}"
 
     def crawl_queue(self, host: str) -> str:
         """ZSET tids of one host by due time."""
-        return f"{self.crawl_scheduling}q:{host}"
+        return f"{self.crawl_scheduling(self.crawl_bucket(host))}q:{host}"
 
-    @property
-    def crawl_hosts(self) -> str:
-        """ZSET hosts by next allowed contact."""
-        return f"{self.crawl_scheduling}hosts"
+    def crawl_hosts(self, bucket: int) -> str:
+        """ZSET hosts of one bucket by next allowed contact."""
+        return f"{self.crawl_scheduling(bucket)}hosts"
 
     def crawl_host(self, host: str) -> str:
         """HASH politeness state of a host."""
-        return f"{self.crawl_scheduling}host:{host}"
+        return f"{self.crawl_scheduling(self.crawl_bucket(host))}host:{host}"
 
-    @property
-    def crawl_leases(self) -> str:
-        """ZSET leased tids by lease expiry."""
-        return f"{self.crawl_scheduling}leases"
+    def crawl_leases(self, bucket: int) -> str:
+        """ZSET leased tids of one bucket by lease expiry."""
+        return f"{self.crawl_scheduling(bucket)}leases"
+
+    def crawl_held(self, bucket: int) -> str:
+        """SET task ids of paused/removed feeds of one bucket's hosts, which the frontier scripts never queue."""
+        return f"{self.crawl_scheduling(bucket)}held"
 
     @property
     def crawl_base(self) -> str:
@@ -702,12 +783,12 @@ class Keys:
 
     @property
     def crawl_feeds(self) -> str:
-        """SET tids of feed/sitemap tasks."""
-        return self.crawl_base + "feeds"
+        """HASH tid -> politeness host of every feed/sitemap task (the host locates the task's bucket)."""
+        return self.crawl_base + "feedhosts"
 
     def crawl_domain(self, domain: str) -> str:
-        """SET feed tids of a source domain."""
-        return f"{self.crawl_base}domain:{domain}"
+        """HASH feed tid -> politeness host, of the feeds of a source domain."""
+        return f"{self.crawl_base}domainfeeds:{domain}"
 
     def crawl_seen(self, article_id: str) -> str:
         """STRING marker of a seen article URL."""
@@ -741,11 +822,6 @@ class Keys:
         return self.crawl_base + "stats"
 
     # -- sources registry (newsflow.storage.source_registry) ---------------------------------------------
-    @property
-    def crawl_held(self) -> str:
-        """SET task ids of paused/removed feeds, which the frontier scripts never queue ({crawl} slot)."""
-        return f"{self.crawl_scheduling}held"
-
     @property
     def crawl_registrations(self) -> str:
         """SET JSON ``{"kind", "url"}`` of registered/resumed feeds the frontier (re)queues."""

@@ -30,6 +30,7 @@ from newsflow.schemas import EMBEDDING_DIM, ArticleRecord, StoryRecord, TopicSco
 from newsflow.schemas.story import split_legacy_topics
 from newsflow.storage.events import active_readers
 from newsflow.storage.keys import Keys
+from newsflow.storage.story_index import live_story_ids
 
 FEED_TTL_SECONDS = 300
 TRENDING_KINDS = ("story", "entity", "topic")
@@ -247,22 +248,15 @@ class RankingStore:
 
     # -- stories and articles -------------------------------------------------------
     def iter_story_ids(self, batch: int = 1000, since: float | None = None) -> Iterator[str]:
-        """Yields the ids of live stories from the live-story index (``Keys.story_active``, by latest
-        event time), never scanning the keyspace: merged stories and stories expired by retention are
-        not in it.
+        """Yields the ids of live stories from the live-story index shards (``Keys.story_active``, by
+        latest event time, then id), never scanning the keyspace: merged stories and stories expired by
+        retention are not in it.
 
         Args:
-          batch: ids read per round trip.
+          batch: unused (the shards are read in one pipeline); kept for callers.
           since: only stories whose latest event time (UTC epoch s) is at or after this.
         """
-        lo, start = ("-inf" if since is None else repr(float(since))), 0
-        while True:
-            ids = self.client.zrangebyscore(self.keys.story_active, lo, "+inf", start=start, num=batch)
-            for sid in ids:
-                yield _s(sid)
-            if len(ids) < batch:
-                return
-            start += batch
+        yield from live_story_ids(self.client, self.keys, "-inf" if since is None else repr(float(since)))
 
     def get_stories(self, story_ids: Sequence[str]) -> list[StoryRecord | None]:
         """Fetches stories in one pipeline; ``None`` where the hash does not exist."""

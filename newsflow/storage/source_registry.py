@@ -14,9 +14,9 @@ Keys (all named by :class:`newsflow.storage.keys.Keys`): ``src:feed:<id>`` (HASH
 registration time per status, and ``src:status:listed`` for active and paused: the paging index of
 :meth:`SourceRegistry.page`, built from the feed records once when a registry predates it, marked by
 ``src:status-indexed``). The frontier reads two keys:
-``{crawl}:crawl:held`` (SET of the task ids of paused and removed feeds, never queued, see
-the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}`` JSON members the
-frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
+``{cr:<bucket>}:crawl:held`` (SET of the task ids of paused and removed feeds, in the frontier bucket of
+the feed's host; never queued, see the crawl frontier) and ``crawl:register`` (SET of ``{"kind", "url"}``
+JSON members the frontier turns into tasks, so a registered or resumed feed is polled by the next worker claim).
 
 Statuses: ``active`` (polled), ``paused`` (not polled, listed), ``removed`` (not polled, not
 listed by default; the record and the frontier's schedule state are kept, so history survives and
@@ -53,7 +53,7 @@ from newsflow.core.source_entries import (  # re-exported: the registry's vocabu
     crawl_task_id,
     validate_outlet_fields,
 )
-from newsflow.core.urls import MAX_URL_LENGTH
+from newsflow.core.urls import MAX_URL_LENGTH, host_key
 from newsflow.storage.keys import Keys
 
 __all__ = [
@@ -436,14 +436,15 @@ class SourceRegistry:
         return extra
 
     def _apply_status(self, pipe, fid: str, kind: str, url: str, status: str) -> None:
+        held = self.keys.crawl_held(self.keys.crawl_bucket(host_key(url)))  # the feed's frontier bucket
         if status == "active":
-            pipe.srem(self.keys.crawl_held, fid)
+            pipe.srem(held, fid)
             pipe.sadd(
                 self.keys.crawl_registrations,
                 json.dumps({"kind": kind, "url": url}, sort_keys=True, ensure_ascii=False),
             )
         else:
-            pipe.sadd(self.keys.crawl_held, fid)
+            pipe.sadd(held, fid)
 
     def _index(self, pipe, fid: str, added: float, status: str, previous: str | None = None) -> None:
         """Queues the status-index update of a feed now in ``status`` (registered at ``added``), ``previous``

@@ -18,7 +18,6 @@ Run by :class:`newsflow.transforms.story_assignments.WriteStoryAssignments`; not
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 
 from newsflow.schemas._arrow import records_to_table, table_to_records
@@ -30,6 +29,7 @@ from newsflow.schemas.story_assignments import (
 )
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import partition_files, read_partition_file, replace_partition
+from newsflow.storage.story_index import assigned_stories, merge_records
 
 CHUNK = 1000  # ids per HMGET / pipeline
 MAX_MERGE_DEPTH = 10_000  # a merged_into chain longer than this is a cycle (a bug): ValueError
@@ -86,14 +86,14 @@ def current_rows(client, keys: Keys, article_ids: Iterable[str]) -> dict[str, St
     groups: dict[str, str | None] = {}
     for i in range(0, len(ids), CHUNK):
         part = ids[i : i + CHUNK]
+        assigned = assigned_stories(client, keys, part)
         pipe = client.pipeline(transaction=False)
-        pipe.hmget(keys.story_assign, part)
         for aid in part:
             pipe.hmget(keys.article(aid), ["event_time", "cluster_id"])
         res = pipe.execute()
         for j, aid in enumerate(part):
-            sid = _s(res[0][j])
-            t, cid = (_s(v) for v in res[1 + j])
+            sid = assigned[aid]
+            t, cid = (_s(v) for v in res[j])
             if sid is not None:
                 first[aid] = sid
             groups[aid] = cid
@@ -112,16 +112,12 @@ def current_rows(client, keys: Keys, article_ids: Iterable[str]) -> dict[str, St
 
 def merged_away(client, keys: Keys, article_ids: Iterable[str]) -> list[str]:
     """Ids of the stories that the steps of ``article_ids`` merged away, from the merge records
-    (``Keys.story_merges``, one ``LRANGE``); for replayed articles, whose step result says nothing."""
+    (``Keys.story_merges``, one pipelined ``HGET`` per article); for replayed articles, whose step result
+    says nothing."""
     wanted = set(article_ids)
     if not wanted:
         return []
-    out = []
-    for raw in client.lrange(keys.story_merges, 0, -1):
-        rec = json.loads(raw)
-        if rec.get("article_id") in wanted:
-            out.append(rec["from"])
-    return sorted(set(out))
+    return sorted({rec["from"] for rec in merge_records(client, keys, sorted(wanted))})
 
 
 def members(client, keys: Keys, story_ids: Iterable[str]) -> set[str]:

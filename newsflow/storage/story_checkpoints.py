@@ -2,24 +2,29 @@
 
 A checkpoint at boundary ``B`` holds the story keys, as Redis held them when the ordered story step had
 assigned every article ordered before ``B`` and none after, of every live story a later article can reach:
-the stories of ``Keys.story_active`` whose latest time is at or after ``B - window_s``
+the stories of the ``Keys.story_active`` shards whose latest time is at or after ``B - window_s``
 (:attr:`newsflow.core.stories.StoryConfig.window_s`: an article at ``t >= B`` compares itself with, joins
-and merges only stories whose latest time is at or after ``t - window_s``). Per story: its live score and
-each of its keys (:func:`story_key_names`) with its type and full value. The genesis checkpoint (boundary
-``None``: before every logged article) is taken when a log starts, from the stories whose latest time is
-at or after its ``since``.
+and merges only stories whose latest time is at or after ``t - window_s``). Per story: its live-index score
+(its entry in its ``{sx:<k>}`` shard) and each of its ``{st:<id>}`` keys
+(:func:`newsflow.storage.story_index.story_key_names`) with its type and full value. The genesis checkpoint
+(boundary ``None``: before every logged article) is taken when a log starts, from the stories whose latest
+time is at or after its ``since``.
 
 Files: ``ckpt-b<bucket>-<sha256 of the bytes, 20 hex>.json.gz`` (genesis: ``ckpt-genesis-<sha>``) in the
 story input log's directory, gzipped canonical JSON (values base64), so the same state gives the same
 bytes and name; written to a ``.tmp-`` name and renamed.
 
 :func:`rewind` makes Redis hold the story state of a checkpoint again, given the articles assigned after it
-(the logged articles ordered at or after its boundary): their assignments are deleted, the merge records
-their steps appended are trimmed from the end of ``Keys.story_merges``, and every story their steps touched
-(the stories they were assigned to and both sides of those merges) gets the checkpoint's keys back, or is
-deleted when the checkpoint does not hold it (it was founded after the boundary). Its cost is that of the
-rewound window, not of the history. :func:`clear_trends_after` drops the trending windows ending after the
-boundary and the breaking windows among them, so that the re-run's trending step writes them whole.
+(the logged articles ordered at or after its boundary): their assignments (``Keys.story_assign`` buckets)
+and the merge records their steps made (their fields of the ``Keys.story_merges`` buckets) are deleted, and
+every story their steps touched (the stories they were assigned to and both sides of those merges) gets the
+checkpoint's keys and live-index entry back (and leaves the retired index), or is deleted with its index
+entries when the checkpoint does not hold it (it was founded after the boundary). The rewind is one write
+set of value-setting commands through the story writer's fenced redo journal
+(:meth:`newsflow.storage.stories.RedisStoryStore.commit`), so a crash part-way is completed by the next
+lease holder. Its cost is that of the rewound window, not of the history. :func:`clear_trends_after` drops
+the trending windows ending after the boundary and the breaking windows among them, so that the re-run's
+trending step writes them whole.
 """
 
 from __future__ import annotations
@@ -32,10 +37,15 @@ import math
 import os
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import breaking_run_start
+from newsflow.storage.story_index import assigned_stories, live_stories, merge_records, story_key_names
 from newsflow.storage.story_inputs import _write_atomic
+
+if TYPE_CHECKING:
+    from newsflow.storage.stories import RedisStoryStore
 
 _FILE = re.compile(r"^ckpt-(genesis|b-?\d+)-[0-9a-f]{20}\.json\.gz$")
 TREND_KINDS = ("story", "entity", "topic")
@@ -53,27 +63,17 @@ def _unb64(v: str) -> bytes:
     return base64.b64decode(v)
 
 
-def story_key_names(keys: Keys, story_id: str) -> list[str]:
-    """Every per-story key of the story layout (:mod:`newsflow.storage.stories`): serving hash, article list,
-    state, groups, outlets."""
-    return [
-        keys.story(story_id),
-        keys.story_articles(story_id),
-        keys.story_state(story_id),
-        keys.story_groups(story_id),
-        keys.story_outlets(story_id),
-    ]
-
-
 def snapshot(client, keys: Keys, since: float) -> dict:
     """``{"since": since, "stories": {story id: [live score, {key: [type, value]}]}}`` of the live stories
     whose latest time is at or after ``since`` (values: a string's bytes, a hash's sorted ``[field, value]``
-    pairs, a zset's ``[member, score]`` pairs in rank order, a list's items; bytes base64). Two pipelined
-    rounds plus one for the index."""
+    pairs, a zset's ``[member, score]`` pairs in rank order; bytes base64). Three pipelined rounds: the index
+    shards, the key types, the values.
+
+    Raises:
+      ValueError: a story key holds a type the story layout does not use (not a string, hash or zset).
+    """
     lo = "-inf" if since == -math.inf else repr(float(since))
-    live = [
-        (_s(sid), float(score)) for sid, score in client.zrangebyscore(keys.story_active, lo, "+inf", withscores=True)
-    ]
+    live = live_stories(client, keys, lo)
     names = [k for sid, _ in live for k in story_key_names(keys, sid)]
     pipe = client.pipeline(transaction=False)
     for k in names:
@@ -87,8 +87,6 @@ def snapshot(client, keys: Keys, since: float) -> dict:
             pipe.hgetall(k)
         elif t == "zset":
             pipe.zrange(k, 0, -1, withscores=True)
-        elif t == "list":
-            pipe.lrange(k, 0, -1)
         elif t == "none":
             pipe.exists(k)
         else:
@@ -107,10 +105,8 @@ def snapshot(client, keys: Keys, since: float) -> dict:
                 v = _b64(v)
             elif t == "hash":
                 v = sorted([_b64(f), _b64(x)] for f, x in v.items())
-            elif t == "zset":
-                v = [[_b64(m), float(sc)] for m, sc in v]
             else:
-                v = [_b64(x) for x in v]
+                v = [[_b64(m), float(sc)] for m, sc in v]
             held[k] = [t, v]
         stories[sid] = [score, held]
     return {"since": None if since == -math.inf else float(since), "stories": stories}
@@ -171,73 +167,65 @@ class Checkpoints:
         return n
 
 
-def merges_after(client, keys: Keys, article_ids: set[str], chunk: int = 256) -> list[dict]:
-    """The merge records at the end of ``Keys.story_merges`` made by the steps of ``article_ids`` (read back
-    from the end until a record of another article), oldest first."""
-    out: list[dict] = []
-    end = -1
-    while True:
-        raw = client.lrange(keys.story_merges, end - chunk + 1, end)
-        if not raw:
-            break
-        recs = [json.loads(x) for x in raw]
-        for rec in reversed(recs):
-            if rec.get("article_id") not in article_ids:
-                return out[::-1]
-            out.append(rec)
-        if len(raw) < chunk:
-            break
-        end -= chunk
-    return out[::-1]
-
-
-def rewind(client, keys: Keys, checkpoint: dict, article_ids: set[str]) -> dict:
+def rewind(store: RedisStoryStore, checkpoint: dict, article_ids: set[str]) -> dict:
     """Makes Redis hold ``checkpoint``'s story state again, ``article_ids`` being every article assigned after
-    it (see the module docstring). One MULTI/EXEC (every key is under the ``{story}`` tag); call it inside the
-    story writer lease and drop the store's cache after it.
+    it (see the module docstring). Reads the articles' assignments and merge records (two pipelines), then
+    writes one write set through ``store``'s fenced journal (:meth:`RedisStoryStore.commit`), in the order
+    index removals, the touched stories' keys, their live-index entries, the merge records, the assignments.
+    Call it inside the story writer lease (``store.writer_lease()``) and drop the store's cache after it.
 
     Returns:
-      ``{"stories": touched story ids, "merges": the trimmed merge records, "restored_losers": {story id:
-      [(member id, event time)] at the checkpoint} of the merged-away stories it brought back}``.
+      ``{"stories": touched story ids, "merges": the deleted merge records (in step order),
+      "restored_losers": {story id: [(member id, event time)] at the checkpoint} of the merged-away stories
+      it brought back}``.
+
+    Raises:
+      ValueError: the checkpoint holds a key that is not one of its story's keys in ``store.keys`` (a
+        checkpoint of another key layout or prefix); nothing was written.
+      LeaseLost: the lease is no longer ``store``'s; nothing was written.
     """
+    client, keys = store.r, store.keys
     ids = sorted(article_ids)
-    merges = merges_after(client, keys, article_ids)
-    touched: set[str] = set()
-    for i in range(0, len(ids), 1000):
-        touched.update(_s(v) for v in client.hmget(keys.story_assign, ids[i : i + 1000]) if v is not None)
+    merges = merge_records(client, keys, ids)
+    touched = {sid for sid in assigned_stories(client, keys, ids).values() if sid is not None}
     for rec in merges:
         touched.update((rec["from"], rec["into"]))
     held = checkpoint["stories"]
-    losers: dict[str, list[str]] = {}
-    pipe = client.pipeline(transaction=True)
+    removals: list[list] = []
+    restores: list[list] = []
+    live: list[list] = []
     for sid in sorted(touched):
-        pipe.delete(*story_key_names(keys, sid))
-        pipe.zrem(keys.story_retired, sid)
+        removals.append(["ZREM", keys.story_retired_of(sid), sid])
         snap = held.get(sid)
         if snap is None:
-            pipe.zrem(keys.story_active, sid)
+            removals.append(["ZREM", keys.story_active_of(sid), sid])
+        restores += [["UNLINK", k] for k in story_key_names(keys, sid)]
+        if snap is None:
             continue
         score, values = snap
+        foreign = set(values) - set(story_key_names(keys, sid))
+        if foreign:
+            raise ValueError(f"checkpoint key(s) {sorted(foreign)} are not keys of story {sid} in this layout")
         for k, (t, v) in sorted(values.items()):
             if t == "string":
-                pipe.set(k, _unb64(v))
+                restores.append(["SET", k, _unb64(v)])
             elif t == "hash":
-                pipe.hset(k, mapping={_unb64(f): _unb64(x) for f, x in v})
-            elif t == "zset":
-                pipe.zadd(k, {_unb64(m): sc for m, sc in v})
+                restores.append(["HSET", k, *(x for f, val in v for x in (_unb64(f), _unb64(val)))])
             else:
-                pipe.rpush(k, *(_unb64(x) for x in v))
-        pipe.zadd(keys.story_active, {sid: score})
+                restores.append(["ZADD", k, *(x for m, sc in v for x in (repr(float(sc)), _unb64(m)))])
+        live.append(["ZADD", keys.story_active_of(sid), repr(float(score)), sid])
+    by_bucket: dict[int, list[str]] = {}
+    for aid in ids:
+        by_bucket.setdefault(keys.story_assign_bucket(aid), []).append(aid)
+    drops = [["HDEL", keys.story_merges(b), *part] for b, part in sorted(by_bucket.items())]
+    drops += [["HDEL", keys.story_assign(b), *part] for b, part in sorted(by_bucket.items())]
+    store.commit([*removals, *restores, *live, *drops])
+    losers: dict[str, list[tuple[str, float]]] = {}
     for rec in merges:
         snap = held.get(rec["from"])
         if snap is not None:
             zset = snap[1].get(keys.story_articles(rec["from"]), ["zset", []])[1]
             losers[rec["from"]] = [(_unb64(m).decode(), float(sc)) for m, sc in zset]
-    for i in range(0, len(ids), 1000):
-        pipe.hdel(keys.story_assign, *ids[i : i + 1000])
-    if merges:
-        pipe.ltrim(keys.story_merges, 0, -(len(merges) + 1))
-    pipe.execute()
     return {"stories": sorted(touched), "merges": merges, "restored_losers": losers}
 
 

@@ -59,7 +59,7 @@ def populate(r, keys: Keys) -> None:
                 "merged_into": "",
             },
         )
-        pipe.zadd(keys.story_active, {sid: NOW - H})  # the live-story index ranking reads
+        pipe.zadd(keys.story_active_of(sid), {sid: NOW - H})  # the live-story index ranking reads
     pipe.execute()
 
 

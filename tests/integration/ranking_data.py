@@ -69,10 +69,13 @@ def populate(r, keys: Keys = Keys()) -> None:
     # s3's topics in the stories step's {label: probability} form (Business first)
     pipe.hset(keys.story("s3"), "topics", json.dumps({"World": 0.41, "Business": 0.91}))
     # the stories step's own keys under the same prefix must not be read as stories
-    pipe.hset(keys.story_assign, mapping={"a1": "s1", "a3": "s1"})
+    for aid in ("a1", "a3"):
+        pipe.hset(keys.story_assign_of(aid), aid, "s1")
     # the live-story index the stories step keeps (merged s8 is not in it): what ranking reads
-    pipe.zadd(keys.story_active, {sid: NOW - v[3] * H + 600 for sid, v in STORIES.items()})
-    pipe.rpush(keys.story_merges, json.dumps({"from": "s8", "into": "s1"}))
+    for sid, v in STORIES.items():
+        pipe.zadd(keys.story_active_of(sid), {sid: NOW - v[3] * H + 600})
+    merge = {"from": "s8", "into": "s1", "time": NOW, "article_id": "a3"}
+    pipe.hset(keys.story_merges_of("a3"), "a3", json.dumps([merge]))
     pipe.set(keys.story_state("s1"), "{}")
     pipe.hset(
         keys.story("s8"),

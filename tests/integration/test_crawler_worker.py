@@ -25,7 +25,7 @@ from newsflow.crawler.landing import LandingWriter, read_landing_file
 from newsflow.crawler.schedule import ScheduleConfig
 from newsflow.crawler.worker import CrawlWorker
 from newsflow.runtime.redis_conn import stop_embedded
-from newsflow.storage.keys import Keys
+from newsflow.storage.keys import CRAWL_BUCKETS, Keys
 from tests.helpers import crawler_config
 
 FAST = ScheduleConfig(min_interval_s=600, max_interval_s=3600, backoff_base_s=0.2, backoff_cap_s=2.0)
@@ -212,7 +212,7 @@ def test_backoff_grows_then_recovers_and_304(redis, tmp_path):
         tid = task_id("feed", "http://e.test/feed.xml")
         # force the recovered feed due now to see the conditional GET
         redis.zadd(Keys().crawl_queue("e.test"), {tid: 0})
-        redis.zadd(Keys().crawl_hosts, {"e.test": 0})
+        redis.zadd(Keys().crawl_hosts(Keys().crawl_bucket("e.test")), {"e.test": 0})
         redis.hset(Keys().crawl_host("e.test"), "next_allowed", 0)
         run_worker(w, max_tasks=w.processed + 3, duration_s=5)
         time.sleep(0.1)
@@ -288,7 +288,7 @@ def test_killed_workers_lease_is_picked_up_by_another(redis, tmp_path):
         )
         try:
             assert site.arrived.wait(15), "doomed worker never fetched"
-            leased = redis.zrange(Keys().crawl_leases, 0, -1)
+            leased = redis.zrange(Keys().crawl_leases(Keys().crawl_bucket("k.test")), 0, -1)
             assert leased == [task_id("page", "http://k.test/news/7").encode()]
             proc.send_signal(signal.SIGKILL)
             proc.wait(5)
@@ -403,7 +403,8 @@ def test_add_many_and_mark_seen_many_equal_the_one_by_one_calls(redis):
         many.add_many([ok, {"url": "nope", "kind": "page", "due": 1.0}])
     with pytest.raises(TypeError):
         many.add_many([ok, {"url": "https://c.example/x"}])
-    assert not redis.exists(Keys("many").crawl_task(task_id("page", "https://c.example/ok")))  # nothing added
+    ok_key = Keys("many").crawl_task("c.example", task_id("page", "https://c.example/ok"))
+    assert not redis.exists(ok_key)  # nothing added
     assert many.add_many([]) == [] and many.mark_seen_many([], 60) == []
 
 
@@ -438,14 +439,14 @@ def test_complete_marks_seen_urls_with_the_completion(redis):
         True,
     ]
     assert 3500 < redis.ttl(Keys("co").crawl_seen(article_id("https://a.example/canon"))) <= 3600
-    assert not redis.exists(Keys("co").crawl_task(t1.tid))  # completed as done
+    assert not redis.exists(Keys("co").crawl_task(t1.host, t1.tid))  # completed as done
     # a lease no longer held: the marks are still made, the completion reports False
     assert not fr.complete(t2, "someone-else", 2.0, 0.0, None, seen_urls=["https://b.example/p/2"])
     assert fr.mark_seen_many(["https://b.example/p/2"], 60) == [False]
-    assert redis.exists(Keys("co").crawl_task(t2.tid))  # still leased by w
+    assert redis.exists(Keys("co").crawl_task(t2.host, t2.tid))  # still leased by w
     with pytest.raises(ValueError):  # a URL that cannot be canonicalized: nothing sent
         fr.complete(t2, "w", 2.0, 0.0, None, seen_urls=["not a url"])
-    assert redis.exists(Keys("co").crawl_task(t2.tid))
+    assert redis.exists(Keys("co").crawl_task(t2.host, t2.tid))
     # the robots policy cache
     fr.robots_put("https://a.example", '{"policy": 1}', 1800)
     assert redis.ttl(Keys("co").crawl_robots("https://a.example")) > 1700
@@ -542,7 +543,7 @@ def test_priorities_pull_tasks_forward_and_counters_add_up(redis):
     assert fr.claim("w", 20.0, 60.0, 1)[0].url == "https://h.example/feed.xml"  # due now, not at 500
     request_priority(redis, "https://h.example/new-page", "test", now=30.0, keys=Keys("hk"))
     assert fr.apply_priorities(40.0) == 1  # an unknown URL becomes a page task
-    assert redis.exists(Keys("hk").crawl_task(task_id("page", "https://h.example/new-page")))
+    assert redis.exists(Keys("hk").crawl_task("h.example", task_id("page", "https://h.example/new-page")))
     assert redis.zcard(Keys("hk").crawl_priority) == 0
 
 
@@ -576,7 +577,7 @@ def test_page_tails_overlap_fetches_and_finish_before_run_returns(redis, tmp_pat
     pages = sorted(f"http://{h}/news/0" for h in hosts)
     # run() returned only after every tail: all four pages published, landed, counted, leases completed
     assert sorted(pub.calls) == pages and sorted(d.url for d in landed(tmp_path / "land")) == pages
-    assert out["pages_landed"] == 4 and fr.r.zcard(fr.keys.crawl_leases) == 0
+    assert out["pages_landed"] == 4 and not any(fr.r.zcard(fr.keys.crawl_leases(b)) for b in range(CRAWL_BUCKETS))
     assert fr.stats()["pages_landed"] == 4
     # one connection fetched the next page while earlier pages were still being published: the four
     # page requests took less than the 0.8 s of sequential publishing

@@ -33,7 +33,8 @@ def client(server, tmp_path):
     for sid, age in (("b-breaking", 0.3), ("b-quiet", 0.3)):
         pipe.hset(KEYS.story(sid), mapping=story_fields(sid, sid, "wire.com", 0.5, age, ["en"], ["world"], 60))
         ids.append(sid)
-    pipe.zadd(KEYS.story_active, {sid: NOW for sid in ids})
+    for sid in ids:
+        pipe.zadd(KEYS.story_active_of(sid), {sid: NOW})
     pipe.execute()
     counts = {f"s{i:02d}": 100 - i for i in range(0, 48, 8)}  # o0.com's stories s00, s08, ... s40
     counts |= {f"s{i:02d}": 40 - i for i in (1, 2, 3, 4, 5, 6, 9, 10)}

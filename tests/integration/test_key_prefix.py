@@ -20,6 +20,7 @@ from newsflow.serving.app import ServingConfig, create_app
 from newsflow.storage.feeds import build_feeds, latest_story_time
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
+from newsflow.storage.story_index import live_story_count
 from tests.helpers import corpus_subset
 
 SECRET = b"k" * 32
@@ -72,7 +73,7 @@ def test_a_prefixed_deployment_writes_builds_and_serves_only_under_its_prefix(tm
 
     keys = [k.decode() for k in client.scan_iter(match="*", count=1000)]
     assert keys and all(k.startswith("alt:") for k in keys), sorted(k for k in keys if not k.startswith("alt:"))
-    assert client.exists(alt.feed("edition", "global")) and client.exists(alt.story_active)
+    assert client.exists(alt.feed("edition", "global")) and live_story_count(client, alt)
 
     top = _api(client, tmp_path, alt, now).get("/v1/top")
     assert top.status_code == 200

@@ -21,6 +21,7 @@ from newsflow.storage.feeds import build_feeds, build_user_feed
 from newsflow.storage.keys import Keys
 from newsflow.storage.models import ModelStore
 from newsflow.storage.ranking import RankingStore
+from newsflow.storage.story_index import live_story_count
 from tests.integration.nightly_data import DATE, NOW, OTHER, TECH, H, populate, reader_events
 
 
@@ -149,7 +150,9 @@ def test_the_night_recomputes_outlet_authority_and_applies_retention(night):
 
     client, settings, output = night
     keys = Keys()
-    latest = {sid.decode(): t for sid, t in client.zrange(keys.story_active, 0, -1, withscores=True)}
+    latest = {
+        sid.decode(): t for key in keys.story_active_keys for sid, t in client.zrange(key, 0, -1, withscores=True)
+    }
     end_of_date = (dt.datetime.fromisoformat(DATE).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)).timestamp()
     days = (end_of_date - (NOW - H) - 1.0) / 86400.0  # a cutoff one second after the stories' latest time
     summary = run_night(client, settings, DATE, output, retention_days=days)
@@ -159,5 +162,5 @@ def test_the_night_recomputes_outlet_authority_and_applies_retention(night):
     cutoff = end_of_date - days * 86400.0
     assert summary["retention"]["cutoff"] == pytest.approx(cutoff)
     assert summary["retention"]["stories"] == sum(1 for t in latest.values() if t < cutoff) == len(latest)
-    assert client.zcard(keys.story_active) == 0 and float(client.get(keys.retention_cutoff)) == pytest.approx(cutoff)
+    assert live_story_count(client, keys) == 0 and float(client.get(keys.retention_cutoff)) == pytest.approx(cutoff)
     assert list(client.scan_iter(match="nf:nightly:*")) == []

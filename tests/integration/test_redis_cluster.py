@@ -23,6 +23,7 @@ from newsflow.storage.feeds import build_feeds, latest_story_time
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
+from newsflow.storage.story_index import live_story_count
 from tests.helpers import nd_articles, redis_state, state_difference, write_headlines
 
 N_HEADLINES = 150
@@ -72,7 +73,7 @@ def test_the_job_on_a_cluster_leaves_the_state_of_one_server_spread_over_the_mas
     # retention runs its scripts and transactions on the cluster too
     counts = expire(client, now + 1.0, keys)
     assert counts["groups"] > 0 and counts["stories"] > 0
-    assert client.zcard(keys.story_active) == 0 and not nd_articles(client, keys)
+    assert live_story_count(client, keys) == 0 and not nd_articles(client, keys)
 
 
 def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
@@ -97,8 +98,8 @@ def test_the_crawl_frontier_scripts_run_on_a_cluster(cluster):
     assert fr.add_many(adds) == [True]
     assert fr.count_new_items(feed.tid, ["g1", "g2"]) == (2, True)
     assert fr.complete(feed, "w1", now, 1.0, next_due=now + 900, fields={"items": 2}, seen_urls=[adds[0]["url"]])
-    assert client.hget(fr.keys.crawl_task(feed.tid), "items") == b"2"
-    assert client.exists(fr.keys.crawl_task(task_id("page", "https://d.example.org/p/1")))
+    assert client.hget(fr.keys.crawl_task(feed.host, feed.tid), "items") == b"2"
+    assert client.exists(fr.keys.crawl_task("d.example.org", task_id("page", "https://d.example.org/p/1")))
     assert fr.apply_priorities(now) == 0
     fr.incr_many({"feeds_fetched": 1})
     assert fr.stats()["feeds_fetched"] == 1

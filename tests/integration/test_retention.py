@@ -15,7 +15,7 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
 from newsflow.storage.stories import RedisStoryStore
-from tests.helpers import art, is_nd_key, nd_articles, redis_state, state_difference
+from tests.helpers import art, is_nd_key, is_story_key, nd_articles, redis_state, state_difference
 
 KEYS = Keys()
 
@@ -61,7 +61,7 @@ def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease
         with store.writer_lease():
             clusterer.add(a)
     assert [m["from"] for m in store.merges()] == ["sa2"]
-    assert client.zrange(KEYS.story_retired, 0, -1) == [b"sa2"]
+    assert client.zrange(KEYS.story_retired_of("sa2"), 0, -1) == [b"sa2"]
     assert sorted(RankingStore(client).iter_story_ids()) == ["sa1", "sb1"]
     counts = store.expire_before(1000.0)
     assert counts == {"stories": 1, "merged": 1, "merge_records": 1, "assignments": 3}
@@ -72,11 +72,11 @@ def test_stories_expire_with_their_assignments_and_merge_records_under_the_lease
             KEYS.story_groups("sb1"),
             KEYS.story_outlets("sb1"),
             KEYS.story_articles("sb1"),
-            KEYS.story_assign,
-            KEYS.story_active,
+            KEYS.story_assign_of("b1"),
+            KEYS.story_active_of("sb1"),
         ]
     )
-    assert client.hgetall(KEYS.story_assign) == {b"b1": b"sb1"}
+    assert client.hgetall(KEYS.story_assign_of("b1")) == {b"b1": b"sb1"}
     assert list(RankingStore(client).iter_story_ids()) == ["sb1"]
     assert list(RankingStore(client).iter_story_ids(since=9500.0)) == []
 
@@ -106,15 +106,15 @@ def test_newsflow_retention_records_the_cutoff_and_the_job_dead_letters_older_ar
     assert latest_index
     for cid, latest in latest_index:
         assert latest >= cutoff and groups.get_cluster(cid.decode()).latest_time == latest
-    assert all(s >= cutoff for _, s in client.zrange(KEYS.story_active, 0, -1, withscores=True))
+    assert all(s >= cutoff for k in KEYS.story_active_keys for _, s in client.zrange(k, 0, -1, withscores=True))
     kept = set(nd_articles(client, KEYS))
     assert kept and len(kept) < len(times)
-    nd_and_stories = {k: v for k, v in redis_state(client).items() if is_nd_key(k) or b"{story}" in k}
+    nd_and_stories = {k: v for k, v in redis_state(client).items() if is_nd_key(k) or is_story_key(k)}
     # a cutoff is only moved forward
     assert expire(client, cutoff - 86400.0, KEYS)["cutoff"] == cutoff
     # a rerun of the same input: older articles are dead letters, the kept state does not change
     assert run(argv, environ={}).state == "DONE"
-    assert {k: v for k, v in redis_state(client).items() if is_nd_key(k) or b"{story}" in k} == nd_and_stories
+    assert {k: v for k, v in redis_state(client).items() if is_nd_key(k) or is_story_key(k)} == nd_and_stories
     dead = read_dataset(str(tmp_path / "out"), "deadletters").to_pylist()
     too_old = {d["url"] for d in dead if d["error_type"] == "older_than_retention"}
     assert too_old == {u for t, u in before.values() if t < cutoff}

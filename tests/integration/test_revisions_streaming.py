@@ -12,8 +12,9 @@ import sys
 from newsflow.core.urls import article_id
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
+from newsflow.storage.story_index import assignments
 from tests.conftest import REPO_ROOT
-from tests.helpers import is_nd_key, parquet_rows, redis_state, run_streaming_job, state_difference
+from tests.helpers import is_nd_key, is_story_key, parquet_rows, redis_state, run_streaming_job, state_difference
 
 PUBLISHED = 1_730_000_000.0
 OLD_URL = "https://www.gazette.example.org/city/mayor-opens-library-b2210/"
@@ -106,13 +107,13 @@ def test_streaming_mode_newest_version_first_gives_the_stories_and_groups_of_the
 
     def kept(client) -> dict:
         state = redis_state(client)
-        return {k: v for k, v in state.items() if is_nd_key(k) or k.startswith(b"nf:{story}:story:")}
+        return {k: v for k, v in state.items() if is_nd_key(k) or is_story_key(k)}
 
     a, b = kept(bounded), kept(streamed)
     assert a == b, state_difference(a, b)
     old_id = article_id(OLD_URL)
     assert streamed.hget(KEYS.article(old_id), "url") == NEW_URL.encode()
-    assert {k.decode(): v.decode() for k, v in streamed.hgetall(KEYS.story_assign).items()}.keys() == {
+    assert assignments(streamed, KEYS).keys() == {
         old_id,
         article_id(COPY_URL),
     }

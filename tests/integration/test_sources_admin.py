@@ -11,7 +11,7 @@ import pytest
 from newsflow.crawler.frontier import Frontier
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import sign_token
-from newsflow.storage.keys import Keys
+from newsflow.storage.keys import CRAWL_BUCKETS, Keys
 from newsflow.storage.source_registry import SourceRegistry
 from tests.integration.asgi_server import serve_in_thread
 
@@ -276,4 +276,5 @@ def test_demo_registers_the_corpus_outlets_paused_and_polls_none(redis_flushed, 
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert {r["outlet"] for r in rows} == expected and {r["status"] for r in rows} == {"paused"}
     assert client.scard(keys.crawl_registrations) == 0
-    assert client.scard(keys.crawl_held) == len(expected)
+    held = sum(client.scard(keys.crawl_held(b)) for b in range(CRAWL_BUCKETS))  # one held set per host bucket
+    assert held == len(expected)

@@ -121,7 +121,8 @@ def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_flushed):
     # both leased; pause a while its fetch is in flight: completing it must not queue it again
     registry.set_status(a, "pause")
     leased = {task_id("feed", a), task_id("feed", b)}
-    assert {x.decode() for x in client.zrange(keys.crawl_leases, 0, -1)} == leased
+    leases = [keys.crawl_leases(keys.crawl_bucket(h)) for h in ("a.example.com", "b.example.net")]
+    assert {x.decode() for k in leases for x in client.zrange(k, 0, -1)} == leased
     for url in (a, b):
         assert frontier.complete(
             _task(client, keys, url), "w", now + 1, 0.0, next_due=now + 10, fields={"last_status": "200"}
@@ -129,7 +130,7 @@ def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_flushed):
     later = now + 100
     assert [t.url for t in frontier.claim("w", later, 60, n=10)] == [b]
     # schedule state of the paused feed is kept
-    assert client.hget(keys.crawl_task(task_id("feed", a)), "last_status") == b"200"
+    assert client.hget(keys.crawl_task("a.example.com", task_id("feed", a)), "last_status") == b"200"
     assert {f["url"]: f["status"] for f in registry.feeds()} == {a: "paused", b: "active"}
     # resume: queued again by the next claim round
     registry.set_status(a, "resume")
@@ -153,10 +154,10 @@ def test_pause_resume_remove_as_the_frontier_sees_them(registry, redis_flushed):
 
 
 def _task(client, keys, url):
-    from newsflow.crawler.frontier import Task
+    from newsflow.crawler.frontier import Task, host_key
 
     tid = task_id("feed", url)
-    h = {k.decode(): v.decode() for k, v in client.hgetall(keys.crawl_task(tid)).items()}
+    h = {k.decode(): v.decode() for k, v in client.hgetall(keys.crawl_task(host_key(url), tid)).items()}
     return Task(tid, url, "feed", h["host"], "", 0, {}, h)
 
 

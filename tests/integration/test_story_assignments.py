@@ -32,7 +32,7 @@ ARTICLES = {
 def _seed(client) -> None:
     """Redis as the story step leaves it: assignments, article event times, groups, member lists."""
     for aid, (t, sid, cid) in ARTICLES.items():
-        client.hset(KEYS.story_assign, aid, sid)
+        client.hset(KEYS.story_assign_of(aid), aid, sid)
         client.hset(
             KEYS.article(aid), mapping={"event_time": repr(t), "url": f"https://e.com/{aid}", "cluster_id": cid}
         )
@@ -46,7 +46,7 @@ def _merge(client, loser: str, winner: str, by_article: str) -> None:
     client.zadd(KEYS.story_articles(winner), dict(members))
     client.hset(KEYS.story(loser), "merged_into", winner)
     rec = {"from": loser, "into": winner, "time": ARTICLES[by_article][0], "article_id": by_article}
-    client.rpush(KEYS.story_merges, json.dumps(rec))
+    client.hset(KEYS.story_merges_of(by_article), by_article, json.dumps([rec]))
 
 
 def _rows(root) -> dict[str, StoryAssignmentRow]:

@@ -58,15 +58,15 @@ def test_converging_stories_merge_the_same_in_every_arrival_order(tmp_path):
     assert resolved == "sa1"
     assert merges == [{"from": "sa2", "into": "sa1", "time": B + 250, "article_id": "a4"}]
     # the survivor holds every article and outlet; the retired id redirects and sits in the retired index
-    assert state[K.story_active.encode()] == ("zset", [(b"sa1", B + 250)])
-    assert state[K.story_retired.encode()][1][0][0] == b"sa2"
+    assert state[K.story_active_of("sa1").encode()] == ("zset", [(b"sa1", B + 250)])
+    assert state[K.story_retired_of("sa2").encode()][1][0][0] == b"sa2"
     assert [a for a, _ in state[K.story_articles("sa1").encode()][1]] == [b"a1", b"a2", b"a3", b"a4"]
     survivor = dict(state[K.story("sa1").encode()][1])
     assert survivor[b"article_count"] == b"4" and survivor[b"source_count"] == b"4"
     assert survivor[b"merged_into"] == b""
     assert dict(state[K.story("sa2").encode()][1])[b"merged_into"] == b"sa1"
     assert K.story_state("sa2").encode() not in state  # no live state left for the retired story
-    assign = dict(state[K.story_assign.encode()][1])
+    assign = {a: s for k, (_, v) in state.items() if k.endswith(b":story:assign") for a, s in v}
     assert assign == {b"a1": b"sa1", b"a2": b"sa2", b"a3": b"sa1", b"a4": b"sa1"}  # a2 resolves through sa2
 
 

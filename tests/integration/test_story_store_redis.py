@@ -14,6 +14,7 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
+from newsflow.storage.story_index import live_story_ids
 
 KEYS = Keys()
 
@@ -89,8 +90,8 @@ def test_redis_state_survives_restart_and_replay(tmp_path):
             (b"a2", 160.0),
             (b"a3", 220.0),
         ]
-        assert r.hget(KEYS.story_assign, "a2") == b"sa2"  # first assignment kept; resolves through the merge
-        assert [x.decode() for x in r.zrange(KEYS.story_active, 0, -1)] == ["sa1"]
+        assert r.hget(KEYS.story_assign_of("a2"), "a2") == b"sa2"  # first assignment kept; resolves through the merge
+        assert live_story_ids(r, KEYS) == ["sa1"]
         assert store.merges() == [{"from": "sa2", "into": "sa1", "time": 220.0, "article_id": "a3"}]
         # the restarted clusterer keeps going from the stored state
         nxt = c.add(StoryArticle("a4", 300.0, "alpha beta", source_domain="w.com"))

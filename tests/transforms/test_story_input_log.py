@@ -21,8 +21,9 @@ from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.schemas import StoryArticle
 from newsflow.storage.keys import Keys
 from newsflow.storage.stories import RedisStoryStore
+from newsflow.storage.story_index import assigned_count, assignments
 from newsflow.transforms.stories import AssignStories, StoryTransformConfig
-from tests.helpers import HEADLINES, expected_rewinds, redis_state
+from tests.helpers import HEADLINES, expected_rewinds, is_story_key, redis_state
 
 KEYS = Keys()
 N = 240
@@ -78,15 +79,14 @@ def _run(url: str, arts: list[StoryArticle], log_dir: str | None, **config) -> d
 
 
 def _story_keys(client) -> dict:
-    base = KEYS.story_base.encode()
-    return {k: v for k, v in redis_state(client).items() if k.startswith(base)}
+    return {k: v for k, v in redis_state(client).items() if is_story_key(k)}
 
 
 def _partition(client) -> set[frozenset[str]]:
     store = RedisStoryStore(client)
     groups: dict[str, set[str]] = {}
-    for aid, sid in client.hgetall(KEYS.story_assign).items():
-        groups.setdefault(store.resolve(sid.decode()), set()).add(aid.decode())
+    for aid, sid in assignments(client, KEYS).items():
+        groups.setdefault(store.resolve(sid), set()).add(aid)
     return {frozenset(g) for g in groups.values()}
 
 
@@ -136,13 +136,13 @@ def test_stories_written_before_the_log_are_kept_and_writes_beside_it_restart_th
     try:
         url, log = f"unix://{server.socket_file}", str(tmp_path / "log")
         _run(url, arts[:60], None)  # another job's stories, before the log starts: in its genesis checkpoint
-        foreign = dict(server.hgetall(KEYS.story_assign))
+        foreign = assignments(server, KEYS)
         c = _run(url, arts[60:120], log)
         assert not c.get("stories_recluster_refused") and not c.get("stories_reclustered")
         _run(url, arts[120:180], None)  # another job writes beside the log: Redis holds what the log cannot rewind
         c = _run(url, arts[180:], log)
         assert c.get("stories_recluster_refused") == 1 and not c.get("stories_reclustered")
-        assign = server.hgetall(KEYS.story_assign)
+        assign = assignments(server, KEYS)
         assert len(assign) == N and all(assign[k] == v for k, v in foreign.items())
         assert set(StoryInputLog(log, CHECKPOINT_S).read()) == {a.article_id for a in arts[180:]}  # restarted
     finally:
@@ -162,20 +162,20 @@ def test_after_retention_checkpoints_that_may_hold_expired_stories_go(tmp_path):
         _run(url, arts[120:195] + arts[196:200], log)
         cutoff = arts[100].event_time
         expire(server, cutoff, KEYS)  # stories whose latest article is older go; later stories keep older members
-        kept = {k.decode() for k in server.hkeys(KEYS.story_assign)}
+        kept = set(assignments(server, KEYS))
         assert kept and kept < {a.article_id for a in arts[:200]}
         # every checkpoint is within the story window (12.5 h) of the cutoff, so all go: the state now becomes
         # the checkpoint at the bucket after the newest logged article; later articles append
         c = _run(url, arts[200:], log)
         assert not c.get("stories_recluster_refused") and not c.get("stories_reclustered")
         assert not c.get("stories_late_lane")
-        assert {k.decode() for k in server.hkeys(KEYS.story_assign)} == kept | {a.article_id for a in arts[200:]}
+        assert set(assignments(server, KEYS)) == kept | {a.article_id for a in arts[200:]}
         assert min(a.event_time for a in StoryInputLog(log, CHECKPOINT_S).read().values()) >= cutoff
         # an article older than that checkpoint has none to rewind to: the late lane
         assert held.event_time < (math.floor(arts[199].event_time / CHECKPOINT_S) + 1) * CHECKPOINT_S
         c = _run(url, [held], log)
         assert c.get("stories_late_lane") == 1 and not c.get("stories_reclustered")
-        assert server.hget(KEYS.story_assign, held.article_id) is not None
+        assert server.hget(KEYS.story_assign_of(held.article_id), held.article_id) is not None
     finally:
         stop_embedded(server, save=False)
 
@@ -194,7 +194,7 @@ def test_articles_beyond_the_late_bound_take_the_late_lane(tmp_path):
         assert all(a.event_time < newest - 1800 for a in held)  # more than the bound before the newest
         c = _run(url, held + arts[200:], log, late_bound_s=1800.0)
         assert c.get("stories_late_lane") == len(held)
-        assert len(server.hkeys(KEYS.story_assign)) == N  # assigned all the same, on the state at the run's end
+        assert assigned_count(server, KEYS) == N  # assigned all the same, on the state at the run's end
         entries = StoryInputLog(log, CHECKPOINT_S).entries()
         top = max(a.event_time for a in arts[200:])
         assert all(entries[a.article_id][0] == top for a in held)  # logged in the place they were assigned

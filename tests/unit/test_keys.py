@@ -32,10 +32,12 @@ def every_key(k: Keys) -> dict[str, str]:
         "story_state": k.story_state("s1"),
         "story_groups": k.story_groups("s1"),
         "story_outlets": k.story_outlets("s1"),
-        "story_assign": k.story_assign,
-        "story_active": k.story_active,
-        "story_merges": k.story_merges,
+        "story_assign": k.story_assign(7),
+        "story_active": k.story_active(7),
+        "story_retired": k.story_retired(7),
+        "story_merges": k.story_merges(7),
         "story_pattern": k.story_pattern,
+        "story_journal": k.story_journal,
         "topic_lambdas": k.topic_lambdas,
         "user": k.user("u1"),
         "reader_read": k.reader_read("u1"),
@@ -61,11 +63,12 @@ def every_key(k: Keys) -> dict[str, str]:
         "feed_pattern": k.feed_pattern("edition"),
         "feeds": k.feed_pattern(),
         "replay_clock": k.replay_clock,
-        "crawl_task": k.crawl_task("t1"),
+        "crawl_task": k.crawl_task("e.test", "t1"),
         "crawl_queue": k.crawl_queue("e.test"),
-        "crawl_hosts": k.crawl_hosts,
+        "crawl_hosts": k.crawl_hosts(7),
         "crawl_host": k.crawl_host("e.test"),
-        "crawl_leases": k.crawl_leases,
+        "crawl_leases": k.crawl_leases(7),
+        "crawl_held": k.crawl_held(7),
         "crawl_feeds": k.crawl_feeds,
         "crawl_domain": k.crawl_domain("e.test"),
         "crawl_seen": k.crawl_seen("a1"),
@@ -89,8 +92,11 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
         "nf:{lsh:3:1234}:fps",
     ]
     assert k.article("a1") == "nf:{art:a1}:article" and k.cluster_languages("c") == "nf:{ndg:c}:cluster:languages"
-    assert k.story("s1") == "nf:{story}:story:s1" and k.story_active == "nf:{story}:story:active"
-    assert k.crawl_queue("e.test") == "nf:{crawl}:crawl:q:e.test" and k.crawl_scheduling == "nf:{crawl}:crawl:"
+    assert k.story("s1") == "nf:{st:s1}:story" and k.story_articles("s1") == "nf:{st:s1}:story:articles"
+    assert k.story_active(5) == "nf:{sx:5}:story:active" and k.story_assign(9) == "nf:{sa:9}:story:assign"
+    b = k.crawl_bucket("e.test")
+    assert k.crawl_queue("e.test") == f"nf:{{cr:{b}}}:crawl:q:e.test"
+    assert k.crawl_scheduling(b) == f"nf:{{cr:{b}}}:crawl:"
     # untagged keys are exactly the names used before the layout existed
     assert [
         k.topic_lambdas,
@@ -119,7 +125,7 @@ def test_the_default_layout_keeps_the_untagged_names_and_tags_the_script_and_tra
         "nf:crawl:seen:a1",
         "nf:crawl:stats",
     ]
-    assert k.feed_pattern("edition") == "nf:feed:edition:*" and k.story_pattern == "nf:{story}:story:*"
+    assert k.feed_pattern("edition") == "nf:feed:edition:*" and k.story_pattern == "nf:{st:*"
 
 
 @pytest.mark.parametrize("bad", ["", "{nf}", "a:b", "nf*", "a b", "x" * 33, None, 7])
@@ -140,24 +146,13 @@ def test_every_key_and_pattern_is_under_the_prefix(prefix):
 def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
     k = Keys("alt")
     groups = {
-        "story": [
-            k.story("s1"),
-            k.story("s2"),
-            k.story_articles("s3"),
-            k.story_state("s4"),
-            k.story_groups("s5"),
-            k.story_outlets("s6"),
-            k.story_assign,
-            k.story_active,
-            k.story_merges,
-        ],
-        "crawl": [
-            k.crawl_task("t1"),
+        "story writer": [k.story_lease, k.story_journal],
+        "crawl host a.test": [
+            k.crawl_task("a.test", "t1"),
             k.crawl_queue("a.test"),
-            k.crawl_queue("b.test"),
-            k.crawl_hosts,
+            k.crawl_hosts(k.crawl_bucket("a.test")),
             k.crawl_host("a.test"),
-            k.crawl_leases,
+            k.crawl_leases(k.crawl_bucket("a.test")),
         ],
     }
     slots = {}
@@ -173,20 +168,6 @@ def test_tagged_groups_share_one_cluster_slot_and_other_keys_spread():
 
 def test_parsers_and_pickling():
     k = Keys("alt")
-    assert k.story_id_of(b"alt:{story}:story:s1") == "s1"
-    assert [
-        k.story_id_of(x)
-        for x in (
-            k.story_articles("s1"),
-            k.story_state("s1"),
-            k.story_groups("s1"),
-            k.story_outlets("s1"),
-            k.story_assign,
-            k.story_active,
-            k.story_merges,
-            Keys().story("s1"),
-        )
-    ] == [None] * 8
     assert k.feed_name_of("edition", "alt:feed:edition:en") == "en"
     assert k.feed_name_of("edition", "alt:feed:topic:en") is None
     assert k.feed_name_of("edition", "nf:feed:edition:en") is None
