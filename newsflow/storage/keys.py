@@ -174,6 +174,12 @@ key                                       type    holds                         
 ``P:{r<b>}:account:<user_id>:failures``   ZSET    failed sign-ins (15 min)        serving sign-in   serving sign-in
 ``P:signin:failures:<address>``           ZSET    failed sign-ins of a client     serving sign-in   serving sign-in
                                                   address (15 min)
+``P:accounts``                            ZSET    every account name (score 0:    accounts          admin readers
+                                                  ZRANGEBYLEX finds a prefix)                       page
+``P:accounts:indexed``                    STRING  ``1`` once P:accounts lists     serving           serving
+                                                  every account
+``P:admin:audit``                         LIST    JSON editor actions (newest     admin API         admin pages
+                                                  first, capped)
 ``P:{s<k>}:readers:deleted``              ZSET    deleted reader -> deletion      account deletion  nightly,
                                                   time (tombstones of shard k)                      retention
 ``P:models:pointers``                     HASH    ``current:<name>`` -> version   nightly           ranking
@@ -266,6 +272,11 @@ key                                       type    holds                         
                                                   authority_source, language
 ``P:src:outlet:<outlet>:feeds``           SET     feed ids of an outlet           sources registry  sources registry
 ``P:src:outlets``                         SET     outlets with a record           sources registry  sources registry
+``P:src:status:<status>``                 ZSET    feed id -> registration time    sources registry  admin sources
+                                                  per status, and ``listed``                        page, sources
+                                                  (active and paused)                               list
+``P:src:status-indexed``                  STRING  ``1`` once the status index     sources registry  sources registry
+                                                  covers every feed
 ``P:src:log``                             LIST    JSON change records (newest     sources registry  operators
                                                   first, capped at 100,000)
 ========================================  ======  ==============================  ================  ==================

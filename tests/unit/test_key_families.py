@@ -44,6 +44,11 @@ SINGLETONS = {
     "P:src:feeds": "the sources registry's index of feeds (one member per registered feed)",
     "P:src:outlets": "the sources registry's index of outlets (one member per outlet)",
     "P:src:log": "the sources registry's change log, capped at 100,000 records",
+    "P:src:status-indexed": "one flag: the status index covers every registered feed",
+    "P:accounts": "the admin readers page's name index, one short member per account (shard it by name prefix "
+    "before ~10M accounts, ~0.5 GB)",
+    "P:accounts:indexed": "one flag: the name index lists every account",
+    "P:admin:audit": "the editors' audit log, capped at its newest records",
 }
 # Keys methods that build no key of their own (patterns, prefixes, helpers) or another method's key by an
 # entity id (the ``*_of`` forms pick the bucket or shard of an article, story or host).
@@ -68,6 +73,7 @@ NOT_FAMILIES = {
     "story_pattern",
     "trending_pattern",
     "pool_pattern",
+    "account_pattern",
     "feed_pattern",
     "feed_name_of",
     "crawl_bucket",
