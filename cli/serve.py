@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from newsflow.serving.app import ServingConfig, create_app, serving_client
+    from newsflow.storage.search_index import default_index_path
 
     data_dir = settings.data_dir
     url = settings.redis_url
@@ -172,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         ranking_clock=ranking_clock,
         trusted_proxies=settings.trusted_proxies,
         admin_token=settings.admin_token or "",
+        search_index=default_index_path(data_dir),
     )
     print(
         f"newsflow on http://{args.host}:{args.port}/  (JSON API: /v1/top, schema: /openapi.json)",

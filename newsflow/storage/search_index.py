@@ -251,9 +251,10 @@ class SearchIndex:
         """Rows in ``docs``."""
         return self._thread_conn().execute("SELECT count(*) FROM docs").fetchone()[0]
 
-    def search(self, query: str, filters: Filters = Filters(), limit: int = MAX_HITS) -> list[Hit]:
+    def search(self, query: str, filters: Filters | None = None, limit: int = MAX_HITS) -> list[Hit]:
         """The best ``limit`` articles with a story that match every word of ``query`` (any of its stems: in
         ``filters.language`` when given, else in every language) and the filters, best first."""
+        filters = filters or Filters()
         lang = base_language(filters.language)
         expr = query_expression(query, [lang] if lang else SNOWBALL)
         if not expr:
@@ -287,4 +288,3 @@ class SearchIndex:
 def _tabbed(values: Iterable[str]) -> str:
     vs = [v for v in values if v]
     return ("\t" + "\t".join(vs) + "\t") if vs else ""
-
