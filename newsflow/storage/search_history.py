@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import posixpath
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
@@ -70,7 +71,7 @@ def rebuild(index: SearchIndex, output_root: str, client, keys: Keys = Keys(), b
     story_fields: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     total = with_story = 0
     for rb in ds.to_batches(columns=_ARTICLE_COLUMNS, batch_size=batch):
-        times = pc.divide(pc.cast(pc.cast(rb.column("event_time"), "timestamp[us, tz=UTC]"), "int64"), 1e6)
+        times = pc.divide(pc.cast(pc.cast(rb.column("event_time"), pa.timestamp("us", tz="UTC")), pa.int64()), 1e6)
         cols = {name: rb.column(name).to_pylist() for name in _ARTICLE_COLUMNS if name != "event_time"}
         ids = cols["article_id"]
         texts = [
