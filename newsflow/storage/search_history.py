@@ -38,7 +38,12 @@ def _dataset(root: str, name: str) -> pads.Dataset | None:
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         return None
     return pads.dataset(
-        path, filesystem=fs, format="parquet", partitioning="hive", exclude_invalid_files=True, ignore_prefixes=[".", "_"]
+        path,
+        filesystem=fs,
+        format="parquet",
+        partitioning="hive",
+        exclude_invalid_files=True,
+        ignore_prefixes=[".", "_"],
     )
 
 

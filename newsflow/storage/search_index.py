@@ -8,7 +8,14 @@ Layout (``<data dir>/search/index.sqlite3`` by default, :func:`default_index_pat
   ``language``, ``topics`` (tab-separated labels, with a tab at each end), ``entities`` (tab-separated display
   texts), ``event_time`` (UTC epoch seconds);
 * ``terms`` — FTS5 over the analysed text of each row (:mod:`newsflow.core.search_text`: stemmed in the
-  article's language), columns ``title``, ``body`` (lead), ``entities``, ``outlet``; same rowid as ``docs``.
+  article's language), columns ``title``, ``body`` (lead), ``entities``, ``outlet``, and ``tags``: one token per
+  filter value (language, outlet, each topic, the event time's UTC year, month and day, and :data:`HAS_STORY_TAG`
+  once the row has a story), so every filter is part of the FTS5 query; same rowid as ``docs``.
+
+A query matches the words in ``title``, ``body``, ``entities`` and ``outlet`` (bm25 weights 10, 2, 4, 1) and its
+filters in ``tags``; it ranks (bm25) at most the newest :data:`MAX_CANDIDATES` matching rows (highest rowids, i.e.
+the last indexed), so a query of very common words costs the same at any index size, and news search favours
+what is recent. A date range matches whole UTC days (:func:`date_tags`).
 
 Two writers fill a row, in either order, each an idempotent upsert on ``article_id``: the article's text
 (:meth:`SearchIndex.put_texts`) and its story, topics and entities (:meth:`SearchIndex.put_stories`); after
@@ -26,14 +33,17 @@ queue (documented, not tested here).
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from newsflow.core.outlets import outlet as outlet_of
-from newsflow.core.search_text import SNOWBALL, analyze, base_language, query_expression
+from newsflow.core.search_text import analyze, base_language, query_expression
 
 LEAD_CHARS = 600
 """Characters of an article's text indexed and shown as its lead."""
@@ -57,12 +67,50 @@ CREATE TABLE IF NOT EXISTS docs(
   event_time REAL
 );
 CREATE INDEX IF NOT EXISTS docs_time ON docs(event_time);
+CREATE INDEX IF NOT EXISTS docs_language ON docs(language);
 CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
-  title, body, entities, outlet, tokenize = 'unicode61 remove_diacritics 2'
+  title, body, entities, outlet, tags, tokenize = 'unicode61 remove_diacritics 2'
 );
 """
 
-_WEIGHTS = "10.0, 2.0, 4.0, 1.0"  # bm25 weights of title, body, entities, outlet
+_WEIGHTS = "10.0, 2.0, 4.0, 1.0, 0.0"  # bm25 weights of title, body, entities, outlet, tags
+
+MAX_CANDIDATES = 2000
+"""A query ranks at most the newest this many matching articles (by when they were indexed)."""
+
+_LANGUAGES_TTL_S = 60.0
+
+
+def _tag(kind: str, value: str) -> str:
+    """The ``tags`` token of a filter value: ``x`` + kind + 12 hex chars of its SHA-1 (one alphanumeric token)."""
+    return "x" + kind + hashlib.sha1(value.encode("utf-8")).hexdigest()[:12]
+
+
+HAS_STORY_TAG = "xs"
+
+
+def date_tags(since: float, until: float) -> list[str]:
+    """The fewest ``tags`` tokens covering the UTC days from ``since``'s to the one before ``until`` (both UTC
+    epoch seconds; a date range matches by whole UTC days): whole years as ``xy2014``, whole months as
+    ``xm201403``, other days as ``xd20140310``. Empty when ``until <= since``."""
+    if until <= since:
+        return []
+    day = dt.datetime.fromtimestamp(since, dt.UTC).date()
+    last = dt.datetime.fromtimestamp(until - 1e-6, dt.UTC).date()
+    out: list[str] = []
+    while day <= last:
+        year_end = dt.date(day.year, 12, 31)
+        next_month = dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
+        if day.month == 1 and day.day == 1 and year_end <= last:
+            out.append(f"xy{day:%Y}")
+            day = year_end + dt.timedelta(days=1)
+        elif day.day == 1 and next_month - dt.timedelta(days=1) <= last:
+            out.append(f"xm{day:%Y%m}")
+            day = next_month
+        else:
+            out.append(f"xd{day:%Y%m%d}")
+            day += dt.timedelta(days=1)
+    return out
 
 
 def default_index_path(data_dir: str) -> str:
@@ -107,7 +155,8 @@ class Hit(NamedTuple):
 
 
 class Filters(NamedTuple):
-    """Search filters; ``None``/empty means any. ``since``/``until`` are UTC epoch seconds, ``[since, until)``."""
+    """Search filters; ``None``/empty means any. ``since``/``until`` are UTC epoch seconds, ``[since, until)``,
+    matched by whole UTC days (the days of ``since`` through the day before ``until``)."""
 
     topic: str = ""
     outlet: str = ""
@@ -219,18 +268,27 @@ class SearchIndex:
 
     @staticmethod
     def _reindex(conn: sqlite3.Connection, article_id: str) -> None:
-        rowid, title, lead, outlet, language, entities = conn.execute(
-            "SELECT rowid, title, lead, outlet, language, entities FROM docs WHERE article_id = ?", (article_id,)
+        rowid, title, lead, outlet, language, entities, topics, story_id, event_time = conn.execute(
+            "SELECT rowid, title, lead, outlet, language, entities, topics, story_id, event_time FROM docs "
+            "WHERE article_id = ?",
+            (article_id,),
         ).fetchone()
+        tags = [_tag("l", language), _tag("o", outlet)] + [_tag("t", t) for t in topics.split("\t") if t]
+        if event_time is not None:
+            day = dt.datetime.fromtimestamp(event_time, dt.UTC)
+            tags += [f"xy{day:%Y}", f"xm{day:%Y%m}", f"xd{day:%Y%m%d}"]
+        if story_id:
+            tags.append(HAS_STORY_TAG)
         conn.execute("DELETE FROM terms WHERE rowid = ?", (rowid,))
         conn.execute(
-            "INSERT INTO terms(rowid, title, body, entities, outlet) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO terms(rowid, title, body, entities, outlet, tags) VALUES (?, ?, ?, ?, ?, ?)",
             (
                 rowid,
                 analyze(title, language),
                 analyze(lead, language),
                 analyze(entities.replace("\t", " "), language),
                 " ".join(outlet.replace(".", " ").split()) + " " + outlet.split(".", 1)[0],
+                " ".join(tags),
             ),
         )
 
@@ -251,38 +309,73 @@ class SearchIndex:
         """Rows in ``docs``."""
         return self._thread_conn().execute("SELECT count(*) FROM docs").fetchone()[0]
 
+    def time_bounds(self) -> tuple[float, float]:
+        """``(earliest, latest)`` event time of the indexed articles (cached for a minute; ``(0, 0)`` when empty):
+        the ends of an open date range."""
+        now = time.monotonic()
+        cached = getattr(self._local, "bounds", None)
+        if cached is None or cached[0] < now:
+            lo, hi = self._thread_conn().execute("SELECT min(event_time), max(event_time) FROM docs").fetchone()
+            cached = self._local.bounds = (now + _LANGUAGES_TTL_S, (float(lo or 0.0), float(hi or 0.0)))
+        return cached[1]
+
+    def languages(self) -> list[str]:
+        """The languages of the indexed articles (cached for a minute): the stems a query without a language
+        filter tries."""
+        now = time.monotonic()
+        cached = getattr(self._local, "languages", None)
+        if cached is None or cached[0] < now:
+            langs = [r[0] for r in self._thread_conn().execute("SELECT DISTINCT language FROM docs") if r[0]]
+            cached = self._local.languages = (now + _LANGUAGES_TTL_S, langs)
+        return cached[1]
+
     def search(self, query: str, filters: Filters | None = None, limit: int = MAX_HITS) -> list[Hit]:
         """The best ``limit`` articles with a story that match every word of ``query`` (any of its stems: in
-        ``filters.language`` when given, else in every language) and the filters, best first."""
+        ``filters.language`` when given, else in every indexed language) and the filters, best first, among the
+        newest :data:`MAX_CANDIDATES` matches (module docstring)."""
         filters = filters or Filters()
         lang = base_language(filters.language)
-        expr = query_expression(query, [lang] if lang else SNOWBALL)
+        expr = query_expression(query, [lang] if lang else self.languages())
         if not expr:
             return []
-        where = ["terms MATCH ?", "d.story_id IS NOT NULL"]
-        params: list = [expr]
+        tags = [HAS_STORY_TAG]
         if lang:
-            where.append("d.language = ?")
-            params.append(lang)
+            tags.append(_tag("l", lang))
         if filters.outlet:
-            where.append("d.outlet = ?")
-            params.append(filters.outlet)
+            tags.append(_tag("o", filters.outlet))
         if filters.topic:
-            where.append("instr(d.topics, ?) > 0")
-            params.append("\t" + filters.topic.lower() + "\t")
-        if filters.since is not None:
-            where.append("d.event_time >= ?")
-            params.append(float(filters.since))
-        if filters.until is not None:
-            where.append("d.event_time < ?")
-            params.append(float(filters.until))
-        sql = (
-            "SELECT d.article_id, d.story_id, d.title, d.lead, d.url, d.domain, d.outlet, d.language, "
-            f"d.event_time, bm25(terms, {_WEIGHTS}) AS score FROM terms JOIN docs d ON d.rowid = terms.rowid "
-            f"WHERE {' AND '.join(where)} ORDER BY score, d.event_time DESC, d.article_id LIMIT ?"
-        )
-        params.append(int(limit))
-        return [Hit(*row) for row in self._thread_conn().execute(sql, params)]
+            tags.append(_tag("t", filters.topic.lower()))
+        match = "{title body entities outlet} : (" + expr + ") AND " + " AND ".join(f'tags : "{t}"' for t in tags)
+        if filters.since is not None or filters.until is not None:
+            lo, hi = self.time_bounds()
+            since = lo if filters.since is None else max(float(filters.since), lo)
+            until = hi + 1.0 if filters.until is None else min(float(filters.until), hi + 1.0)
+            days = date_tags(since, until)
+            if not days:
+                return []
+            match += " AND tags : (" + " OR ".join(f'"{t}"' for t in days) + ")"
+        where, params, join = "terms MATCH ?", [match], ""
+        conn = self._thread_conn()
+        cut = conn.execute(
+            f"SELECT terms.rowid FROM terms{join} WHERE {where} ORDER BY terms.rowid DESC LIMIT 1 OFFSET ?",
+            [*params, MAX_CANDIDATES - 1],
+        ).fetchone()
+        ranked = conn.execute(
+            f"SELECT terms.rowid, bm25(terms, {_WEIGHTS}) AS score FROM terms{join} WHERE {where} "
+            "AND terms.rowid >= ? ORDER BY score, terms.rowid DESC LIMIT ?",
+            [*params, cut[0] if cut else 0, int(limit)],
+        ).fetchall()
+        if not ranked:
+            return []
+        rows = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                "SELECT rowid, article_id, story_id, title, lead, url, domain, outlet, language, event_time FROM docs "
+                f"WHERE rowid IN ({','.join('?' * len(ranked))})",
+                [rowid for rowid, _ in ranked],
+            )
+        }
+        return [Hit(*rows[rowid], score) for rowid, score in ranked if rowid in rows]
 
 
 def _tabbed(values: Iterable[str]) -> str:

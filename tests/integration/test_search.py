@@ -90,11 +90,16 @@ def test_the_job_indexes_every_article_with_its_story_and_a_rebuild_from_parquet
     counts = rebuild(rebuilt, os.path.join(data_dir, "output"), server)
     assert counts["articles"] == counts["with_story"] == streamed.count()
     cols = "article_id, title, lead, url, domain, outlet, language, event_time"
-    rows = [ix._thread_conn().execute(f"SELECT {cols} FROM docs ORDER BY article_id").fetchall() for ix in (streamed, rebuilt)]
+    rows = [
+        ix._thread_conn().execute(f"SELECT {cols} FROM docs ORDER BY article_id").fetchall()
+        for ix in (streamed, rebuilt)
+    ]
     assert rows[0] == rows[1]
     # the streamed row keeps the story the article joined, the rebuilt one the story after merges: the same now
     stories = [dict(ix._thread_conn().execute("SELECT article_id, story_id FROM docs")) for ix in (streamed, rebuilt)]
-    assert {a: resolved(server, s) for a, s in stories[0].items()} == {a: resolved(server, s) for a, s in stories[1].items()}
+    assert {a: resolved(server, s) for a, s in stories[0].items()} == {
+        a: resolved(server, s) for a, s in stories[1].items()
+    }
     # a rebuilt row takes its story's entities (Parquet keeps none per article): it matches at least as much
     for q in ("titanfall", "xbox one", "microsoft", "ukraine"):
         a = {(h.article_id, h.story_id) for h in streamed.search(q)}
@@ -174,14 +179,20 @@ def test_a_readers_muted_words_and_blocks_hold_in_search(site):
     public = client.get("/v1/search", params={"q": "titanfall", "limit": 100}).json()["stories"]
     lead = public[0]
     muted = {"mute_words": ["titanfall"]}
-    put = reader.put("/v1/me/preferences", content=json.dumps(muted), headers=auth | {"Content-Type": "application/json"})
+    put = reader.put(
+        "/v1/me/preferences", content=json.dumps(muted), headers=auth | {"Content-Type": "application/json"}
+    )
     assert put.status_code == 200, put.text
     r = reader.get("/v1/search", params={"q": "titanfall", "limit": 100}, headers=auth)
     assert r.headers["cache-control"].startswith("private")
     assert r.json()["stories"] == []  # every match names the muted word
     page = reader.get("/search", params={"q": "titanfall"})
     assert lead["title"] not in page.text
-    reader.put("/v1/me/preferences", content=json.dumps({"mute_words": []}), headers=auth | {"Content-Type": "application/json"})
+    reader.put(
+        "/v1/me/preferences",
+        content=json.dumps({"mute_words": []}),
+        headers=auth | {"Content-Type": "application/json"},
+    )
     reader.put(f"/v1/me/read/{lead['story_id']}", headers=auth)
     marked = reader.get("/v1/search", params={"q": "titanfall", "limit": 100}, headers=auth).json()["stories"]
     assert [s["story_id"] for s in marked if s.get("read")] == [lead["story_id"]]

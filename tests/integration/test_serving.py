@@ -148,6 +148,7 @@ def test_openapi_lists_every_route(r, tmp_path):
         "/v1/me/read",
         "/v1/me/read/{story_id}",
         "/v1/events",
+        "/v1/search",
         # the sources admin API (serving/admin.py; its own test: tests/integration/test_sources_admin.py)
         "/v1/admin/sources",
         "/v1/admin/sources/import",

@@ -6,7 +6,8 @@ import sqlite3
 import pytest
 
 from newsflow.core.search_text import analyze, query_expression, query_terms, words
-from newsflow.storage.search_index import Filters, IndexMissing, SearchIndex, StoryRow, TextRow
+from newsflow.storage.search_index import Filters, IndexMissing, SearchIndex, StoryRow, TextRow, date_tags
+from tests.helpers import utc
 
 
 def test_documents_are_stemmed_in_their_own_language():
@@ -16,6 +17,23 @@ def test_documents_are_stemmed_in_their_own_language():
     # no stemmer for Japanese: words kept; CJK runs become bigrams
     assert analyze("東京都の選挙", "ja") == "東京 京都 都の の選 選挙"
     assert words("Titanfall's 792p") == ["titanfall", "s", "792p"]
+
+
+def test_a_date_range_is_covered_by_the_fewest_year_month_and_day_tags():
+    def tags(a, b):
+        return date_tags(utc(a + " 00:00:00"), utc(b + " 00:00:00"))
+
+    assert tags("2014-03-10", "2014-03-12") == ["xd20140310", "xd20140311"]
+    assert tags("2014-03-01", "2014-04-01") == ["xm201403"]
+    assert tags("2013-12-30", "2015-03-02") == [
+        "xd20131230",
+        "xd20131231",
+        "xy2014",
+        "xm201501",
+        "xm201502",
+        "xd20150301",
+    ]
+    assert tags("2014-03-10", "2014-03-10") == []
 
 
 def test_a_query_word_matches_through_its_stem_in_any_language_and_cannot_inject_syntax():
@@ -33,11 +51,38 @@ def index(tmp_path):
     ix.close()
 
 
+DAY = 86400.0
 TEXTS = [
-    TextRow("a1", "Titanfall review: robots and jetpacks", "Respawn's shooter launches", "http://p/1", "www.polygon.com", "en", 1000.0),
-    TextRow("a2", "Titanfall launches at 792p", "Microsoft confirms the resolution", "http://v/2", "uk.ign.com", "en", 2000.0),
-    TextRow("a3", "Die Wahlen in Berlin", "Wähler gehen zur Urne", "http://s/3", "www.spiegel.de", "de", 3000.0),
-    TextRow("a4", "Election night in Berlin", "Voters go to the polls", "http://r/4", "www.reuters.com", "en", 4000.0),
+    TextRow(
+        "a1",
+        "Titanfall review: robots and jetpacks",
+        "Respawn's shooter launches",
+        "http://p/1",
+        "www.polygon.com",
+        "en",
+        1000.0,
+    ),
+    TextRow(
+        "a2",
+        "Titanfall launches at 792p",
+        "Microsoft confirms the resolution",
+        "http://v/2",
+        "uk.ign.com",
+        "en",
+        2000.0,
+    ),
+    TextRow(
+        "a3", "Die Wahlen in Berlin", "Wähler gehen zur Urne", "http://s/3", "www.spiegel.de", "de", 3 * DAY + 3000.0
+    ),
+    TextRow(
+        "a4",
+        "Election night in Berlin",
+        "Voters go to the polls",
+        "http://r/4",
+        "www.reuters.com",
+        "en",
+        4 * DAY + 4000.0,
+    ),
 ]
 STORIES = [
     StoryRow("a1", "s1", ("Gaming",), ("Respawn Entertainment",)),
@@ -79,8 +124,11 @@ def test_words_match_title_lead_entities_and_outlet_and_filters_narrow(index):
     assert ids(index.search("berlin", Filters(outlet="spiegel.de"))) == ["a3"]
     assert ids(index.search("titanfall", Filters(topic="technology"))) == ["a2"]
     assert ids(index.search("titanfall", Filters(topic="politics"))) == []
-    assert ids(index.search("berlin", Filters(since=3500.0))) == ["a4"]
-    assert ids(index.search("berlin", Filters(until=3500.0))) == ["a3"]
+    # date ranges match whole UTC days: [day 4, ...) and [..., day 4)
+    assert ids(index.search("berlin", Filters(since=4 * DAY))) == ["a4"]
+    assert ids(index.search("berlin", Filters(until=4 * DAY))) == ["a3"]
+    assert ids(index.search("berlin", Filters(since=3 * DAY, until=5 * DAY))) == ["a3", "a4"]
+    assert ids(index.search("berlin", Filters(since=5 * DAY))) == []
     # the title weighs more than the lead: "launches" is a1's lead word but a2's headline word
     assert [h.article_id for h in index.search("launches")] == ["a2", "a1"]
 
