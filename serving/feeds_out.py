@@ -32,8 +32,7 @@ from newsflow.serving.http_cache import cache_headers, not_modified_or, strong_e
 from newsflow.serving.pages import UnknownTopic
 from newsflow.serving.preferences import normalize_source, normalize_topic
 from newsflow.serving.resilience import REDIS_ERRORS
-from newsflow.serving.search import parse_search, search_results
-from newsflow.storage.search_index import IndexMissing
+from newsflow.serving.search import api_search_request, api_search_results
 
 MEDIA_TYPES = {"rss": "application/rss+xml", "atom": "application/atom+xml"}
 FEED_ITEMS = 30
@@ -142,14 +141,21 @@ class FeedsOut:
         title = "Top stories" if edition == GLOBAL_EDITION else f"Top stories ({edition})"
         return self._answer(request, fmt, title, "/", page["stories"], stale)
 
+    @staticmethod
+    def _name(request: Request, param: str, normalize) -> str:
+        """The path parameter ``param`` normalized (a 400 ``bad_parameter`` when it cannot be)."""
+        from newsflow.serving.app import ApiError
+
+        try:
+            return normalize(request.path_params[param])
+        except ValueError as e:
+            raise ApiError(400, "bad_parameter", str(e)) from None
+
     def topic(self, request: Request) -> Response:
         from newsflow.serving.app import ApiError
 
         fmt = self._fmt(request)
-        try:
-            topic = normalize_topic(request.path_params["topic"])
-        except ValueError as e:
-            raise ApiError(400, "bad_parameter", str(e)) from None
+        topic = self._name(request, "topic", normalize_topic)
         try:
             page, stale = self.api.topic_feed(topic, FEED_ITEMS)
         except UnknownTopic as e:
@@ -157,13 +163,8 @@ class FeedsOut:
         return self._answer(request, fmt, f"Topic: {topic}", f"/topics/{quote(topic, safe='')}", page["stories"], stale)
 
     def source(self, request: Request) -> Response:
-        from newsflow.serving.app import ApiError
-
         fmt = self._fmt(request)
-        try:
-            name = normalize_source(request.path_params["outlet"])
-        except ValueError as e:
-            raise ApiError(400, "bad_parameter", str(e)) from None
+        name = self._name(request, "outlet", normalize_source)
         try:
             self.api._guard()
             stories = self.web._stories_by_outlet().get(name, [])[:FEED_ITEMS]
@@ -174,21 +175,9 @@ class FeedsOut:
         return self._answer(request, fmt, name, f"/sources/{quote(name, safe='')}", stories, stale)
 
     def search(self, request: Request) -> Response:
-        from newsflow.serving.app import ApiError
-
         fmt = self._fmt(request)
-        try:
-            req = parse_search(request.query_params, FEED_ITEMS)
-        except ValueError as e:
-            raise ApiError(400, "bad_parameter", str(e)) from None
-        try:
-            self.api._guard()
-            results = search_results(self.api, req, None)
-        except IndexMissing as e:
-            raise ApiError(503, "search_unavailable", str(e), {"Retry-After": "60"}) from None
-        except REDIS_ERRORS as e:
-            self.api._mark_down()
-            raise ApiError(503, "unavailable", f"story store unavailable: {type(e).__name__}") from None
+        req = api_search_request(request, FEED_ITEMS)
+        results = api_search_results(self.api, req, None)
         return self._answer(request, fmt, f"Search: {req.q}", "/search", results["stories"])
 
 

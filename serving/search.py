@@ -220,6 +220,40 @@ def search_results(api, req: SearchRequest, view: ReaderView | None) -> dict:
     }
 
 
+def api_search_request(request: Request, default_limit: int) -> SearchRequest:
+    """:func:`parse_search` of an API request (``/v1/search``, the search feeds).
+
+    Raises:
+      ApiError: 400 ``bad_parameter``.
+    """
+    from newsflow.serving.app import ApiError
+
+    try:
+        return parse_search(request.query_params, default_limit)
+    except ValueError as e:
+        raise ApiError(400, "bad_parameter", str(e)) from None
+
+
+def api_search_results(api, req: SearchRequest, view: ReaderView | None) -> dict:
+    """:func:`search_results` behind the API's Redis breaker.
+
+    Raises:
+      ApiError: 503 ``search_unavailable`` without an index, 503 ``unavailable`` with Redis down.
+    """
+    from newsflow.serving.app import ApiError
+
+    try:
+        api._guard()
+        return search_results(api, req, view)
+    except IndexMissing as e:
+        raise ApiError(503, "search_unavailable", str(e), {"Retry-After": "60"}) from None
+    except REDIS_ERRORS as e:
+        api._mark_down()
+        raise ApiError(
+            503, "unavailable", f"story store unavailable: {type(e).__name__}", {"Retry-After": "5"}
+        ) from None
+
+
 class SearchHandlers:
     """``GET /v1/search`` and ``GET /search`` over the app's :class:`~newsflow.serving.app.Api` and
     :class:`~newsflow.serving.web.Web`."""
@@ -228,23 +262,9 @@ class SearchHandlers:
         self.api, self.web = api, web
 
     def api_search(self, request: Request) -> Response:
-        from newsflow.serving.app import ApiError
-
-        try:
-            req = parse_search(request.query_params, self.api.config.default_limit)
-        except ValueError as e:
-            raise ApiError(400, "bad_parameter", str(e)) from None
+        req = api_search_request(request, self.api.config.default_limit)
         view = self.api._reader_view_of(request)
-        try:
-            self.api._guard()
-            payload = search_results(self.api, req, view)
-        except IndexMissing as e:
-            raise ApiError(503, "search_unavailable", str(e), {"Retry-After": "60"}) from None
-        except REDIS_ERRORS as e:
-            self.api._mark_down()
-            raise ApiError(
-                503, "unavailable", f"story store unavailable: {type(e).__name__}", {"Retry-After": "5"}
-            ) from None
+        payload = api_search_results(self.api, req, view)
         return self.api._respond(request, payload, "private" if view is not None else "public")
 
     def page(self, request: Request) -> Response:

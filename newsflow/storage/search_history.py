@@ -18,33 +18,23 @@ the history. The same history rebuilds the same index.
 from __future__ import annotations
 
 import json
-import posixpath
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 
-from newsflow.core.resources import filesystem_and_path
 from newsflow.storage.keys import Keys
+from newsflow.storage.parquet import open_dataset
 from newsflow.storage.search_index import SearchIndex, StoryRow, TextRow
 
 _ARTICLE_COLUMNS = ["article_id", "title", "text", "url", "source_domain", "language", "event_time"]
 
 
 def _dataset(root: str, name: str) -> pads.Dataset | None:
-    fs, base = filesystem_and_path(root)
-    path = posixpath.join(base, name)
-    if fs.get_file_info(path).type != pafs.FileType.Directory:
+    try:
+        return open_dataset(root, name)
+    except FileNotFoundError:
         return None
-    return pads.dataset(
-        path,
-        filesystem=fs,
-        format="parquet",
-        partitioning="hive",
-        exclude_invalid_files=True,
-        ignore_prefixes=[".", "_"],
-    )
 
 
 def _assignments(root: str) -> dict[str, str]:

@@ -25,7 +25,8 @@ SECRET = b"s" * 32
 
 @pytest.fixture(scope="module")
 def site(server, tmp_path_factory):
-    """``(app client, data dir, replay time)`` after the job ran on 120 headlines (30 about Titanfall) and feeds were built."""
+    """``(app client, data dir, replay time)`` after the job ran on 120 headlines (30 about Titanfall) and the
+    feeds were built."""
     tmp = tmp_path_factory.mktemp("search")
     server.flushall()
     lines = corpus_lines(640)
