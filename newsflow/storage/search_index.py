@@ -12,9 +12,12 @@ Layout (``<data dir>/search/index.sqlite3`` by default, :func:`default_index_pat
   filter value (language, outlet, each topic, the event time's UTC year, month and day, and :data:`HAS_STORY_TAG`
   once the row has a story), so every filter is part of the FTS5 query; same rowid as ``docs``.
 
-A query matches the words in ``title``, ``body``, ``entities`` and ``outlet`` (bm25 weights 10, 2, 4, 1) and its
-filters in ``tags``; it ranks (bm25) at most the newest :data:`MAX_CANDIDATES` matching rows (highest rowids, i.e.
-the last indexed), so a query of very common words costs the same at any index size, and news search favours
+A query matches the words in ``title``, ``body``, ``entities`` and ``outlet`` and its filters in ``tags``; it ranks
+at most the newest :data:`MAX_CANDIDATES` matching rows (highest rowids, i.e. the last indexed) by where its words
+are (:data:`FIELD_WEIGHTS`: a word in the headline counts most), newest first among equals. The candidates come
+from one FTS5 query that stops after :data:`MAX_CANDIDATES` rows, and their analysed headlines and entities are
+read by rowid from FTS5's own copy (its ``terms_content`` table), so a query of very common words costs the same
+at any index size (bm25 would count each word's rows in the whole index on every query), and news search favours
 what is recent. A date range matches whole UTC days (:func:`date_tags`).
 
 Two writers fill a row, in either order, each an idempotent upsert on ``article_id``: the article's text
@@ -43,7 +46,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from newsflow.core.outlets import outlet as outlet_of
-from newsflow.core.search_text import analyze, base_language, query_expression
+from newsflow.core.search_text import analyze, base_language, query_terms
 
 LEAD_CHARS = 600
 """Characters of an article's text indexed and shown as its lead."""
@@ -73,9 +76,11 @@ CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
 );
 """
 
-_WEIGHTS = "10.0, 2.0, 4.0, 1.0, 0.0"  # bm25 weights of title, body, entities, outlet, tags
+FIELD_WEIGHTS = (("title", 10.0), ("entities", 4.0))
+"""A matching article's score: the sum, over the query's words, of these weights of the fields the word is in
+(every match has each word somewhere: in the lead or the outlet when not in these)."""
 
-MAX_CANDIDATES = 2000
+MAX_CANDIDATES = 1000
 """A query ranks at most the newest this many matching articles (by when they were indexed)."""
 
 _LANGUAGES_TTL_S = 60.0
@@ -332,12 +337,14 @@ class SearchIndex:
     def search(self, query: str, filters: Filters | None = None, limit: int = MAX_HITS) -> list[Hit]:
         """The best ``limit`` articles with a story that match every word of ``query`` (any of its stems: in
         ``filters.language`` when given, else in every indexed language) and the filters, best first, among the
-        newest :data:`MAX_CANDIDATES` matches (module docstring)."""
+        newest :data:`MAX_CANDIDATES` matches (module docstring: :data:`FIELD_WEIGHTS`, ties newest first).
+        ``Hit.score`` is the negated field score (lower is better)."""
         filters = filters or Filters()
         lang = base_language(filters.language)
-        expr = query_expression(query, [lang] if lang else self.languages())
-        if not expr:
+        groups = query_terms(query, [lang] if lang else self.languages())
+        if not groups:
             return []
+        words = [" OR ".join(f'"{t}"' for t in forms) for forms in groups]
         tags = [HAS_STORY_TAG]
         if lang:
             tags.append(_tag("l", lang))
@@ -345,7 +352,12 @@ class SearchIndex:
             tags.append(_tag("o", filters.outlet))
         if filters.topic:
             tags.append(_tag("t", filters.topic.lower()))
-        match = "{title body entities outlet} : (" + expr + ") AND " + " AND ".join(f'tags : "{t}"' for t in tags)
+        match = (
+            "{title body entities outlet} : ("
+            + " AND ".join(f"({w})" for w in words)
+            + ") AND "
+            + " AND ".join(f'tags : "{t}"' for t in tags)
+        )
         if filters.since is not None or filters.until is not None:
             lo, hi = self.time_bounds()
             since = lo if filters.since is None else max(float(filters.since), lo)
@@ -354,28 +366,34 @@ class SearchIndex:
             if not days:
                 return []
             match += " AND tags : (" + " OR ".join(f'"{t}"' for t in days) + ")"
-        where, params, join = "terms MATCH ?", [match], ""
         conn = self._thread_conn()
-        cut = conn.execute(
-            f"SELECT terms.rowid FROM terms{join} WHERE {where} ORDER BY terms.rowid DESC LIMIT 1 OFFSET ?",
-            [*params, MAX_CANDIDATES - 1],
-        ).fetchone()
-        ranked = conn.execute(
-            f"SELECT terms.rowid, bm25(terms, {_WEIGHTS}) AS score FROM terms{join} WHERE {where} "
-            "AND terms.rowid >= ? ORDER BY score, terms.rowid DESC LIMIT ?",
-            [*params, cut[0] if cut else 0, int(limit)],
-        ).fetchall()
-        if not ranked:
+        candidates = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rowid FROM terms WHERE terms MATCH ? ORDER BY rowid DESC LIMIT ?", (match, MAX_CANDIDATES)
+            )
+        ]
+        if not candidates:
             return []
+        score = dict.fromkeys(candidates, 0.0)
+        marks = ",".join("?" * len(candidates))
+        for rowid, title, entities in conn.execute(
+            f"SELECT id, c0, c2 FROM terms_content WHERE id IN ({marks})",
+            candidates,  # FTS5's copy: title, entities
+        ):
+            fields = {"title": set(title.split()), "entities": set(entities.split())}
+            for forms in groups:
+                score[rowid] += sum(w for name, w in FIELD_WEIGHTS if not fields[name].isdisjoint(forms))
+        ranked = sorted(candidates, key=lambda r: (-score[r], -r))[: int(limit)]
         rows = {
             r[0]: r[1:]
             for r in conn.execute(
                 "SELECT rowid, article_id, story_id, title, lead, url, domain, outlet, language, event_time FROM docs "
                 f"WHERE rowid IN ({','.join('?' * len(ranked))})",
-                [rowid for rowid, _ in ranked],
+                ranked,
             )
         }
-        return [Hit(*rows[rowid], score) for rowid, score in ranked if rowid in rows]
+        return [Hit(*rows[r], -score[r]) for r in ranked if r in rows]
 
 
 def _tabbed(values: Iterable[str]) -> str:
