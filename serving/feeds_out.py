@@ -56,7 +56,7 @@ def page_feed_links(path: str, edition: str = "") -> list[tuple[str, str, str]]:
     for prefix, kind in (("/topics/", "topics"), ("/sources/", "sources")):
         name = path[len(prefix) :]
         if path.startswith(prefix) and name and "/" not in name:
-            return feed_links(name, f"/feeds/{kind}/{name}")
+            return feed_links(name, f"/feeds/{kind}/{quote(name, safe='')}")
     return []
 
 

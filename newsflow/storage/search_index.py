@@ -84,6 +84,10 @@ MAX_CANDIDATES = 1000
 """A query ranks at most the newest this many matching articles (by when they were indexed)."""
 
 _LANGUAGES_TTL_S = 60.0
+READER_MMAP_BYTES = 1 << 30
+"""A reader maps up to this much of the file (address space, not memory: the OS pages it in and out)."""
+READER_CACHE_KIB = 65536
+"""SQLite's page cache of one reader connection (one per serving thread), KiB."""
 
 
 def _tag(kind: str, value: str) -> str:
@@ -179,6 +183,8 @@ def _connect(path: str, busy_timeout_s: float, readonly: bool) -> sqlite3.Connec
         if not os.path.exists(path):
             raise IndexMissing(f"no search index at {path}: run `newsflow run` or `newsflow search-index --rebuild`")
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        conn.execute(f"PRAGMA mmap_size={READER_MMAP_BYTES}")  # pages read from the OS cache without copies
+        conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
     else:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
