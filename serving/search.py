@@ -294,7 +294,7 @@ class SearchHandlers:
             except REDIS_ERRORS:
                 self.api._mark_down()
                 ctx["unavailable"] = "Search is unavailable right now; try again in a moment."
-        ctx["feeds"] = search_feed_links(req)
+        ctx["alternate_feeds"] = search_feed_links(req)
         return self.web.render(request, "search.html", ctx, personal=sess is not None)
 
 

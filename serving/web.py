@@ -193,7 +193,7 @@ class Web:
             "now": self.api._ranking_now(),
             "ago": ago_text,
             "stale": "",
-            "feeds": page_feed_links(request.url.path, request.query_params.get("edition", "")),
+            "alternate_feeds": page_feed_links(request.url.path, request.query_params.get("edition", "")),
         }
 
     def render(self, request: Request, template: str, ctx: dict, personal: bool, status: int = 200) -> Response:
