@@ -149,7 +149,7 @@ class StoryRow(NamedTuple):
 
 
 class Hit(NamedTuple):
-    """One matching article, best first (``score``: FTS5 bm25, lower is better)."""
+    """One matching article, best first (``score``: minus its field score, :data:`FIELD_WEIGHTS`; lower is better)."""
 
     article_id: str
     story_id: str
