@@ -94,6 +94,8 @@ setup(
         "cssselect>=1.2",
         "hiredis>=3",
         "httptools>=0.6",
+        "PyStemmer>=2.2",
+        "feedgen>=1.0,<2",
     ],
     extras_require={
         "test": [

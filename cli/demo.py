@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
             from newsflow.runtime.redis_conn import stop_embedded
 
             stop_embedded(settings.embedded_redis_path, save=False)
-        for sub in ("output", "redis"):
+        for sub in ("output", "redis", "search"):
             shutil.rmtree(os.path.join(data_dir, sub), ignore_errors=True)
     inputs = sorted(glob.glob(args.input))
     if not inputs:

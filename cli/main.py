@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[tuple[str | None, str], ...] = (
     (None, "newsflow.cli.run_continuous"),
     (None, "newsflow.cli.build_feeds"),
     (None, "newsflow.cli.retention"),
+    (None, "newsflow.cli.search_index"),
     (None, "newsflow.cli.serve"),
     (None, "newsflow.cli.redis_server"),
     ("eval", "newsflow.cli.evaluation.extraction"),

@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from newsflow.serving.app import ServingConfig, create_app, serving_client
+    from newsflow.storage.search_index import default_index_path
 
     data_dir = settings.data_dir
     url = settings.redis_url
@@ -188,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         admin_token=settings.admin_token or "",
         discover_feeds=discover,
         host_check=host_check,
+        search_index=default_index_path(data_dir),
     )
     print(
         f"newsflow on http://{args.host}:{args.port}/  (JSON API: /v1/top, schema: /openapi.json)",

@@ -9,7 +9,8 @@ Example, a bounded replay on this machine::
 Sources (exactly one): ``--input`` landing files (JSONL or Parquet, local or ``gs://``),
 ``--pubsub_subscription`` (Dataflow) or ``--kafka_bootstrap_servers`` + ``--kafka_topic``
 (Flink). Sinks: Redis (``--redis_url``, default ``$REDIS_URL`` or an embedded server) and
-Parquet datasets under ``--output`` (articles, clusters, deadletters, trends, story_assignments).
+Parquet datasets under ``--output`` (articles, clusters, deadletters, trends, story_assignments), and the
+full-text search index (``--search_index``, :mod:`newsflow.transforms.search`).
 
 Runner choice, settings, the Redis check and the JSON summary are the launcher's
 (:mod:`newsflow.pipelines.launcher`).
@@ -39,6 +40,7 @@ from newsflow.pipelines.launcher import (
 )
 from newsflow.runtime.settings import Settings
 from newsflow.storage.groups import StoreConfig
+from newsflow.storage.search_index import default_index_path
 from newsflow.transforms.coders import register_coders
 from newsflow.transforms.content import (
     ContentConfig,
@@ -60,6 +62,7 @@ from newsflow.transforms.io import (
     WriteGroupSnapshots,
     check_inputs_exist,
 )
+from newsflow.transforms.search import SearchIndexConfig, UpdateSearchIndex
 from newsflow.transforms.stories import TREND_INPUT_TAG, AssignStories, StoryTransformConfig
 from newsflow.transforms.story_assignments import WriteStoryAssignments
 from newsflow.transforms.trending import DEFAULT_LATE_BOUND_S, ComputeTrendingWindows, TrendingConfig, WriteTrends
@@ -134,6 +137,13 @@ class NewsflowOptions(PipelineOptions):
             "article and re-clusters the logged inputs after it with its own, so many runs give the stories "
             "of one run over all their files",
         )
+        parser.add_argument(
+            "--search_index",
+            default=None,
+            help="the full-text search index file (SQLite FTS5) the job updates; default "
+            "<data_dir>/search/index.sqlite3 on local runners and off on remote ones (rebuild it on the serving "
+            "host with `newsflow search-index --rebuild`); 'off' turns it off",
+        )
 
 
 @dataclass(frozen=True)
@@ -155,6 +165,23 @@ class JobConfig:
     stories: StoryTransformConfig = field(default_factory=StoryTransformConfig)
     trending: TrendingConfig = field(default_factory=TrendingConfig)
     flush_seconds: int = 60
+    search: SearchIndexConfig = field(default_factory=SearchIndexConfig)
+
+
+def search_index_path(value: str | None, local: bool, data_dir: str) -> str | None:
+    """The index file the job writes: ``--search_index`` as given, ``None`` for ``off``; unset, the default path
+    (:func:`newsflow.storage.search_index.default_index_path`) on local runners and ``None`` on remote ones.
+
+    Raises:
+      ValueError: a ``gs://`` (or other remote) path: SQLite needs a local file.
+    """
+    if value is None:
+        return default_index_path(data_dir) if local else None
+    if value.lower() == "off":
+        return None
+    if "://" in value:
+        raise ValueError(f"--search_index must be a local file (SQLite), got {value!r}")
+    return value
 
 
 def worker_model_paths(model_dir: str, local: bool, data_dir: str | None = None) -> tuple[str | None, str | None]:
@@ -278,6 +305,7 @@ def job_config_from_options(options: PipelineOptions, settings: Settings | None 
             key_prefix=settings.key_prefix,
         ),
         flush_seconds=o.flush_seconds,
+        search=SearchIndexConfig(path=search_index_path(o.search_index, is_local(options), settings.data_dir)),
     )
 
 
@@ -378,6 +406,10 @@ def build_pipeline(pipeline: beam.Pipeline, config: JobConfig, source: beam.PTra
     ) | "FlattenAllDeadLetters" >> beam.Flatten()
     dead_files = all_dead | "WriteDeadLetters" >> WriteDeadLetters(sink)
     out = {}
+    if config.search.path:
+        out["search_index_writes"] = (articles, stories[TREND_INPUT_TAG]) | "UpdateSearchIndex" >> UpdateSearchIndex(
+            config.search
+        )
     if not sink.streaming:
         # Bounded runs only (``newsflow run``, each ``run-continuous`` run): under a repeated processing-time
         # trigger its chained groupings never finish on the streaming DirectRunner; not yet written by
@@ -416,6 +448,8 @@ SUMMARY_COUNTERS = (
     "parquet_files_deadletters",
     "parquet_files_story_assignments",
     "trend_inputs_late",
+    "search_texts_indexed",
+    "search_stories_indexed",
 )
 
 

@@ -21,6 +21,8 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
   ``/v1/trending`` and ``/v1/stories/{id}`` answer as the reader sees them
   (:mod:`newsflow.serving.reader_view`: blocks, muted words, ``read``/``saved`` marks, ``?hide_read=1``,
   the preferred lead), and ``/v1/feed`` never repeats a read story unless it changed;
+* ``GET /v1/search?q=`` — full-text search, results grouped by story (:mod:`newsflow.serving.search`), and
+  RSS/Atom feeds of top stories, topics, outlets and searches under ``/feeds/`` (:mod:`newsflow.serving.feeds_out`);
 * ``GET /metrics`` — Prometheus text format: request latency by route template and status class, Redis
   errors (:mod:`newsflow.serving.metrics`);
 * the reader web UI (HTML, :mod:`newsflow.serving.web`): ``/``, ``/stories/{id}``, ``/topics``, ``/trending``,
@@ -94,6 +96,7 @@ from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.front_page import TRENDING_LOOKBACK_S, entity_chips, trending_stories
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.admin import AdminActions, admin_mount
+from newsflow.serving.feeds_out import feed_routes
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import (
     STALE_REASON_HEADER,
@@ -122,6 +125,7 @@ from newsflow.serving.resilience import (
     feed_with_fallback,
     serving_client,
 )
+from newsflow.serving.search import Searcher, search_routes
 from newsflow.serving.tokens import TokenError, token_claims
 from newsflow.serving.web import PageError, web_routes
 from newsflow.storage.accounts import AccountStore, token_live
@@ -190,11 +194,8 @@ class ServingConfig:
         :func:`newsflow.storage.accounts.default_hasher`).
       admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
         the setting; editors' personal tokens are accepted either way.
-      discover_feeds: the admin's "add by home page": ``url -> {"found", "tried", "blocked"}``, the crawl tier's
-        polite feed discovery, injected by ``newsflow serve`` (serving does not import the crawler); ``None``:
-        the admin answers 503 ``not_configured`` to it (:class:`newsflow.serving.admin.AdminActions`).
-      host_check: ``url -> (problem, warning)``, the crawl tier's registration-time address check run on every
-        feed the admin registers (``newsflow.crawler.safety.RegistrationHostCheck``); ``None`` resolves nothing.
+from newsflow.serving.admin import AdminActions, admin_mount
+from newsflow.serving.feeds_out import feed_routes
     """
 
     token_secret: bytes
@@ -216,6 +217,7 @@ class ServingConfig:
     admin_token: str | None = None
     discover_feeds: Callable[[str], dict] | None = None
     host_check: Callable[[str], tuple[str | None, str | None]] | None = None
+    search_index: str | None = None
 
 
 class ApiError(Exception):
@@ -257,6 +259,7 @@ class Api:
             config.personal_cache_seconds,
         )
         self.reader_state = ReaderStateStore(client, config.keys)
+        self.search = Searcher(config.search_index)
         self.redis_url = async_url(client)  # the asyncio client's server (None: thread pool only)
         self.aredis = None  # the redis.asyncio client while the app's lifespan runs
         self._private_headers = cache_headers("private", config.max_age, config.s_maxage, config.stale_s_maxage)
@@ -924,6 +927,8 @@ def create_app(client, config: ServingConfig) -> Starlette:
         Route("/v1/me/preferences", api.get_preferences, methods=["GET"]),
         Route("/v1/me/preferences", api.put_preferences, methods=["PUT"]),
         *me_routes(api),  # /v1/me/saved, /v1/me/read (serving/me.py)
+        *search_routes(api, web),  # /v1/search, /search (serving/search.py)
+        *feed_routes(api, web),  # /feeds/...rss|atom (serving/feeds_out.py)
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),

@@ -237,6 +237,24 @@ def openapi_schema() -> dict:
                     },
                 },
             },
+            "/v1/search": {
+                "get": {
+                    "summary": "Full-text search over stories and their articles, results grouped by story (story "
+                    "fields + matches + articles); blocks, muted words and read marks of a bearer-token reader hold",
+                    "parameters": [
+                        _q("q", {"type": "string", "minLength": 1, "maxLength": 200}, "words (all must match)"),
+                        _q("topic", {"type": "string"}, "topic label"),
+                        _q("outlet", {"type": "string"}, "outlet (registrable domain, or a host/URL to reduce)"),
+                        _q("language", {"type": "string", "pattern": "^[a-z]{2,3}$"}, "ISO 639 language code"),
+                        _q("since", {"type": "string", "format": "date"}, "first UTC day, YYYY-MM-DD"),
+                        _q("until", {"type": "string", "format": "date"}, "last UTC day, YYYY-MM-DD"),
+                        LIMIT,
+                        _q("cursor", {"type": "string", "maxLength": 512}, "the 'next' of the previous page"),
+                        HIDE_READ,
+                    ],
+                    "responses": {"200": private_json, "304": NOT_MODIFIED, "400": ERR, "401": ERR, "503": ERR},
+                }
+            },
             "/v1/me/saved": {
                 "get": {
                     "summary": "The reader's saved stories, newest saved first (story fields + saved_at)",

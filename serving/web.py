@@ -65,6 +65,7 @@ from newsflow.core.outlets import outlet
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, POOL_SIZE
 from newsflow.core.ranking.front_page import banner, chip_key
 from newsflow.schemas import UserProfile
+from newsflow.serving.feeds_out import page_feed_links
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
 from newsflow.serving.me import live_records
@@ -195,6 +196,7 @@ class Web:
             "now": self.api._ranking_now(),
             "ago": ago_text,
             "stale": "",
+            "alternate_feeds": page_feed_links(request.url.path, request.query_params.get("edition", "")),
         }
 
     def render(self, request: Request, template: str, ctx: dict, personal: bool, status: int = 200) -> Response:

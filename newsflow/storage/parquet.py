@@ -76,8 +76,8 @@ def write_records(
     return write_content_addressed(root, dataset, partition, records_to_table(rows, schema))
 
 
-def read_dataset(root: str, dataset: str) -> pa.Table:
-    """Reads a whole dataset (all partitions) as one table; partition keys become columns.
+def open_dataset(root: str, dataset: str) -> pads.Dataset:
+    """A whole dataset (all partitions; partition keys become columns), to read as a table or in batches.
 
     Raises:
       FileNotFoundError: the dataset directory does not exist.
@@ -86,7 +86,7 @@ def read_dataset(root: str, dataset: str) -> pa.Table:
     path = posixpath.join(base, dataset)
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         raise FileNotFoundError(f"no dataset at {root}/{dataset}")
-    ds = pads.dataset(
+    return pads.dataset(
         path,
         filesystem=fs,
         format="parquet",
@@ -94,7 +94,15 @@ def read_dataset(root: str, dataset: str) -> pa.Table:
         exclude_invalid_files=True,
         ignore_prefixes=[".", "_"],
     )
-    return ds.to_table()
+
+
+def read_dataset(root: str, dataset: str) -> pa.Table:
+    """Reads a whole dataset (all partitions) as one table; partition keys become columns.
+
+    Raises:
+      FileNotFoundError: the dataset directory does not exist.
+    """
+    return open_dataset(root, dataset).to_table()
 
 
 def list_files(root: str, dataset: str) -> list[str]:

@@ -160,6 +160,7 @@ def test_openapi_lists_every_route(r, tmp_path):
         "/v1/me/read",
         "/v1/me/read/{story_id}",
         "/v1/events",
+        "/v1/search",
     }
 
 
