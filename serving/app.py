@@ -7,10 +7,11 @@ Endpoints (all JSON; schema at ``GET /openapi.json``):
   on ``/v1/top``, ``/v1/topics/{topic}`` and ``/v1/trending`` an optional bearer token of a reader who
   blocks topics or outlets removes those stories (answered ``private``);
 * ``GET /v1/topics/{topic}?limit=&cursor=`` — a topic's precomputed feed, paged the same way;
-* ``GET /v1/trending?limit=`` — latest trending stories/entities/topics and the breaking set;
+* ``GET /v1/trending?limit=`` — latest trending stories/entities/topics and the breaking set (one page: a
+  ``cursor`` is a 400);
 * ``GET /v1/stories/{story_id}`` — full coverage: every source, independent reports
   (near-duplicate groups) apart from their syndicated copies;
-* ``GET /v1/feed?edition=&limit=`` — the reader's personal feed; the reader comes from a
+* ``GET /v1/feed?edition=&limit=&cursor=`` — the reader's personal feed, paged like the feeds; the reader comes from a
   signed bearer token (:mod:`newsflow.serving.tokens`), never from a parameter;
 * ``POST /v1/events`` — impression/click/dwell events (validated, appended to a Redis stream);
 * ``GET/PUT /v1/me/preferences`` — the reader's followed and blocked topics and outlets, preferred lead
@@ -160,42 +161,42 @@ MAX_BODY_BYTES = 64 * 1024
 class ServingConfig:
     """API settings.
 
-    Attributes:
-      token_secret: HMAC key for reader tokens (≥ 32 bytes).
-      snapshot_dir: directory for last-good feed snapshots.
-      max_age: browser cache seconds for public pages.
-      s_maxage: shared (CDN) cache seconds for public pages.
-      stale_s_maxage: CDN seconds for a stale (degraded) answer.
-      local_cache_seconds: in-process cache of public pages (0 disables).
-      default_limit: stories per page when ``limit`` is absent.
-      redis_backoff_seconds: after a Redis error, requests skip Redis (answer from
-        snapshots at once) for this long instead of each waiting on a dead server.
-      feed: feed-building knobs for personal feeds built on request.
-      clock: returns the current UTC epoch seconds (tokens; injectable for tests).
-      ranking_clock: the serving clock: the time personal feeds are scored and breaking stories are
-        read at, and the time ``POST /v1/events`` stamps events with (their received time, and their
-        event time when the client sends none; a client ``time`` is checked against it), so the
-        nightly jobs see events on the same clock the stories were ranked on. ``None`` means
-        ``clock``. ``newsflow serve --now latest`` (the default after ``newsflow demo``) sets it to
-        the replayed corpus' time, advancing with the wall clock, so a historical corpus does not
-        decay to zero and ``newsflow nightly --date <replay day>`` finds the readers' events.
-      keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
-      personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
-        kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
-        meanwhile gets it without a Redis round trip; a preference change through this process is seen at
-        once, any other change at most this long later.
-      max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
-        ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
-      trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are
-        believed (uvicorn's ``ProxyHeadersMiddleware``; ``NEWSFLOW_TRUSTED_PROXIES``): behind one, the scheme
-        it reports decides whether cookies are ``Secure`` and the address it reports is the one the sign-in
-        limit counts. Empty: no forwarded header is believed.
-      password_hasher: the ``argon2.PasswordHasher`` of accounts (``None``:
-        :func:`newsflow.storage.accounts.default_hasher`).
-      admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
-        the setting; editors' personal tokens are accepted either way.
-from newsflow.serving.admin import AdminActions, admin_mount
-from newsflow.serving.feeds_out import feed_routes
+        Attributes:
+          token_secret: HMAC key for reader tokens (≥ 32 bytes).
+          snapshot_dir: directory for last-good feed snapshots.
+          max_age: browser cache seconds for public pages.
+          s_maxage: shared (CDN) cache seconds for public pages.
+          stale_s_maxage: CDN seconds for a stale (degraded) answer.
+          local_cache_seconds: in-process cache of public pages (0 disables).
+          default_limit: stories per page when ``limit`` is absent.
+          redis_backoff_seconds: after a Redis error, requests skip Redis (answer from
+            snapshots at once) for this long instead of each waiting on a dead server.
+          feed: feed-building knobs for personal feeds built on request.
+          clock: returns the current UTC epoch seconds (tokens; injectable for tests).
+          ranking_clock: the serving clock: the time personal feeds are scored and breaking stories are
+            read at, and the time ``POST /v1/events`` stamps events with (their received time, and their
+            event time when the client sends none; a client ``time`` is checked against it), so the
+            nightly jobs see events on the same clock the stories were ranked on. ``None`` means
+            ``clock``. ``newsflow serve --now latest`` (the default after ``newsflow demo``) sets it to
+            the replayed corpus' time, advancing with the wall clock, so a historical corpus does not
+            decay to zero and ``newsflow nightly --date <replay day>`` finds the readers' events.
+          keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
+          personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
+            kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
+            meanwhile gets it without a Redis round trip; a preference change through this process is seen at
+            once, any other change at most this long later.
+          max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
+            ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
+          trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are
+            believed (uvicorn's ``ProxyHeadersMiddleware``; ``NEWSFLOW_TRUSTED_PROXIES``): behind one, the scheme
+            it reports decides whether cookies are ``Secure`` and the address it reports is the one the sign-in
+            limit counts. Empty: no forwarded header is believed.
+          password_hasher: the ``argon2.PasswordHasher`` of accounts (``None``:
+            :func:`newsflow.storage.accounts.default_hasher`).
+          admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
+            the setting; editors' personal tokens are accepted either way.
+    from newsflow.serving.admin import AdminActions, admin_mount
+    from newsflow.serving.feeds_out import feed_routes
     """
 
     token_secret: bytes
@@ -604,6 +605,8 @@ class Api:
 
     def trending(self, request: Request) -> Response:
         limit = self._limit(request)
+        if "cursor" in request.query_params:  # one list of the moment, not a feed: no later page to point at
+            raise ApiError(400, "bad_parameter", "/v1/trending is one page (limit= sets its size); it takes no cursor")
 
         def build(conditional: bool = True) -> Response:
             now = self._ranking_now()
@@ -663,19 +666,23 @@ class Api:
     async def feed(self, request: Request) -> Response:
         user = await self._user_async(request)
         edition_param = self._edition(request, default="")
-        limit = self._limit(request)
+        limit, cursor = self._limit(request), self._cursor(request)
         hide_read = hide_read_param(request.query_params)
-        query = (edition_param, limit, hide_read)
+        query = (edition_param, limit, hide_read, cursor)
 
         async def make() -> tuple:
             """``(body, ETag)`` of a fresh page (kept), or ``(payload, stale reason)`` of a degraded one."""
             if self.aredis is not None:  # no worker thread unless the feed must be read or built otherwise
-                head, items, stale = await self.personal.parts_async(self.aredis, user, edition_param, limit, hide_read)
+                head, items, stale = await self.personal.parts_async(
+                    self.aredis, user, edition_param, limit, hide_read, cursor
+                )
             else:
-                head, items, stale = await run_in_threadpool(self.personal.parts, user, edition_param, limit, hide_read)
+                head, items, stale = await run_in_threadpool(
+                    self.personal.parts, user, edition_param, limit, hide_read, cursor
+                )
             if items is None:
                 return head, stale
-            raw = page_body(user, head["edition"], head["generated_at"], items)
+            raw = page_body(user, head["edition"], head["generated_at"], items, head["next_cursor"])
             etag = strong_etag(raw)
             self.personal.pages.put(user, query, raw, etag)
             return raw, etag
@@ -685,9 +692,11 @@ class Api:
             return self._respond(request, first, "private", second)
         return conditional_body(request.headers.get("if-none-match", ""), first, self._private_headers, second)
 
-    def personal_feed(self, user: str, edition_param: str, limit: int, hide_read: bool = False) -> tuple[dict, str]:
+    def personal_feed(
+        self, user: str, edition_param: str, limit: int, hide_read: bool = False, cursor: Cursor | None = None
+    ) -> tuple[dict, str]:
         """A reader's feed page (the For You page; ``/v1/feed`` sends the same page without parsing its
-        stories) and its stale reason ("" when fresh).
+        stories), the first or the one ``cursor`` names, and its stale reason ("" when fresh).
 
         The precomputed feed (or one built now when missing or of another edition), re-ranked on
         request: newer breaking stories injected, blocks and the per-outlet cap applied
@@ -695,7 +704,7 @@ class Api:
         :func:`~newsflow.core.ranking.rerank.rerank`).
         With Redis down, the edition's snapshot.
         """
-        head, items, stale = self.personal.parts(user, edition_param, limit, hide_read)
+        head, items, stale = self.personal.parts(user, edition_param, limit, hide_read, cursor)
         if items is None:
             return head, stale
         return dict(head, stories=[json.loads(b) for b in items]), stale

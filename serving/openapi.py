@@ -196,7 +196,7 @@ def openapi_schema() -> dict:
                     "only with new independent reports (marked read, new_since_read); stories of removed interests "
                     "placed by inference, blocked and muted stories are left out",
                     "security": BEARER,
-                    "parameters": [EDITION, LIMIT, HIDE_READ],
+                    "parameters": [EDITION, LIMIT, HIDE_READ, CURSOR],
                     "responses": {"200": _ok("FeedPage", "personal feed"), "304": NOT_MODIFIED, "400": ERR, "401": ERR},
                 }
             },

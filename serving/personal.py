@@ -37,6 +37,7 @@ from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.front_page import banner_ok
 from newsflow.core.ranking.rerank import injected_item
 from newsflow.serving.pages import feed_page
+from newsflow.serving.paging import Cursor, page_of
 from newsflow.serving.reader_view import ReaderView
 from newsflow.serving.resilience import REDIS_ERRORS, RedisBreaker, SnapshotStore
 from newsflow.storage.feed_page import (
@@ -174,23 +175,30 @@ class PersonalFeeds:
         self._breaking_refresh: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
 
     def parts(
-        self, user: str, edition_param: str, limit: int, hide_read: bool = False
+        self, user: str, edition_param: str, limit: int, hide_read: bool = False, cursor: Cursor | None = None
     ) -> tuple[dict, list | None, str]:
         """A reader's page: ``(payload without "stories", each story's compact JSON bytes, "")``; with Redis
         unreachable ``(the edition's snapshot payload, None, "redis-unavailable")``. Blocking (a worker thread).
-        ``hide_read`` also drops read stories that changed since the read (:mod:`newsflow.serving.reader_view`).
+        ``hide_read`` also drops read stories that changed since the read (:mod:`newsflow.serving.reader_view`);
+        ``cursor`` picks a later page (:mod:`newsflow.serving.paging`; the payload's ``next_cursor`` names the next).
         """
         now = self._now()
         try:
             self.breaker.guard()
             fields, raw, reads = read_for_request(self.store.client, user, self.store.keys)
             view = _view(user, fields, reads, hide_read)
-            return self._finish(user, edition_param, limit, now, raw, self.breaking_set(now), view)
+            return self._finish(user, edition_param, limit, now, raw, self.breaking_set(now), view, cursor)
         except REDIS_ERRORS as e:
-            return self._down(user, edition_param, limit, e)
+            return self._down(user, edition_param, limit, e, cursor)
 
     async def parts_async(
-        self, aredis, user: str, edition_param: str, limit: int, hide_read: bool = False
+        self,
+        aredis,
+        user: str,
+        edition_param: str,
+        limit: int,
+        hide_read: bool = False,
+        cursor: Cursor | None = None,
     ) -> tuple[dict, list | None, str]:
         """:meth:`parts` on the event loop: the round trip (the commands of
         :func:`~newsflow.storage.feed_page.read_commands`) through ``aredis`` (a ``redis.asyncio.Redis``); the
@@ -208,12 +216,12 @@ class PersonalFeeds:
             brk = self._breaking_cache
             if time.monotonic() >= brk.expires:
                 brk = await self._refresh_breaking(now)
-            done = self._from_form(user, edition_param, limit, raw, brk, view)
+            done = self._from_form(user, edition_param, limit, raw, brk, view, cursor)
             if done is None:
-                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, raw, brk, view)
+                done = await run_in_threadpool(self._finish, user, edition_param, limit, now, raw, brk, view, cursor)
             return done
         except REDIS_ERRORS as e:
-            return self._down(user, edition_param, limit, e)
+            return self._down(user, edition_param, limit, e, cursor)
 
     async def _refresh_breaking(self, now: float) -> BreakingSet:
         """:meth:`breaking_set` in the thread pool, one refresh at a time per event loop: requests that find the
@@ -227,13 +235,13 @@ class PersonalFeeds:
             running = self._breaking_refresh = (loop, loop.create_task(run_in_threadpool(self.breaking_set, now)))
         return await asyncio.shield(running[1])
 
-    def _down(self, user: str, edition_param: str, limit: int, e: Exception):
+    def _down(self, user: str, edition_param: str, limit: int, e: Exception, cursor: Cursor | None = None):
         """The personal feed with Redis unreachable: the edition's snapshot (stale)."""
         self.breaker.mark_down()
         log.warning("redis unavailable for feed of %s: %s", user, e)
         edition = edition_param or GLOBAL_EDITION
         snap = self.snapshots.get(f"edition:{edition}") or self.snapshots.get(f"edition:{GLOBAL_EDITION}")
-        page = feed_page("edition", edition, snap, limit, "redis-unavailable")
+        page = feed_page("edition", edition, snap, limit, "redis-unavailable", cursor)
         page["user"] = user
         return page, None, "redis-unavailable"
 
@@ -242,17 +250,17 @@ class PersonalFeeds:
         edition = edition_param or view.profile.edition or GLOBAL_EDITION
         return self._decode_page(user, raw), edition
 
-    def _from_form(self, user, edition_param, limit, raw, brk, view):
+    def _from_form(self, user, edition_param, limit, raw, brk, view, cursor=None):
         """The page from the reader's serving form, without Redis, or ``None`` when the form is absent,
         unreadable or of another edition than asked (with no ``?edition=``, the reader's own: a form stored
         for another edition a request asked for is not their feed)."""
         page, edition = self._parse(user, edition_param, view, raw)
         if page is None or page.edition not in (None, edition):
             return None
-        head, items = self._rerank(user, edition, limit, page, view, brk)
+        head, items = self._rerank(user, edition, limit, page, view, brk, cursor)
         return head, items, ""
 
-    def _finish(self, user, edition_param, limit, now, raw, brk, view):
+    def _finish(self, user, edition_param, limit, now, raw, brk, view, cursor=None):
         """:meth:`parts` after the round trip (Redis errors propagate)."""
         page, edition = self._parse(user, edition_param, view, raw)
         if page is None:  # no serving form: the feed document (written without one), if any
@@ -261,14 +269,16 @@ class PersonalFeeds:
             doc = build_user_feed(self.store, self.store.user_profile(user), now, edition, self.feed_config)
             write_user_feeds(self.store.client, {user: doc}, FEED_TTL_SECONDS, self.store.keys)
             page = decode_feed_page(encode_feed_page(doc))
-        head, items = self._rerank(user, edition, limit, page, view, brk)
+        head, items = self._rerank(user, edition, limit, page, view, brk, cursor)
         return head, items, ""
 
-    def _rerank(self, user, edition, limit, page, view: ReaderView, brk) -> tuple[dict, list]:
+    def _rerank(self, user, edition, limit, page, view: ReaderView, brk, cursor=None) -> tuple[dict, list]:
         """The page's head and items: newer breaking stories injected, blocks and the outlet cap applied
         (:func:`newsflow.storage.feed_page.select`), and the reader's read, muted and removed-interest rules
         (:meth:`newsflow.serving.reader_view.ReaderView.for_you_keep`): a read story that changed is sent with
-        ``"read": true`` and ``"new_since_read"``."""
+        ``"read": true`` and ``"new_since_read"``. A later page (``cursor``) selects as far as the page after
+        it and starts after the cursor's story where the selection still holds it
+        (:func:`newsflow.serving.paging.page_of`), so the pages of one feed version neither repeat nor skip."""
         inject = [
             (since, brk.items[sid])
             for sid, since in brk.since.items()
@@ -290,8 +300,17 @@ class PersonalFeeds:
             return ok
 
         rules = view.mutes or view.reads or view.dismiss
+        skip = cursor.offset if cursor is not None else 0
         picks = select(
-            page, inject, view.profile, k=limit, source_cap=self.feed_config.source_cap, keep=keep if rules else None
+            page,
+            inject,
+            view.profile,
+            k=skip + 2 * limit + 1,  # room for the cursor's story having moved down by up to a page
+            source_cap=self.feed_config.source_cap,
+            keep=keep if rules else None,
+        )
+        picks, next_cursor = page_of(
+            picks, cursor, limit, lambda p: page.ids[p] if isinstance(p, int) else p["story_id"]
         )
         items = page_items(page, picks, brk.encoded)
         for n, p in enumerate(picks):
@@ -300,6 +319,7 @@ class PersonalFeeds:
                 items[n] = compact_json(dict(hit[0], read=True, new_since_read=hit[1]))
         head = {"user": user, "edition": edition, "generated_at": page.generated_at, "stale": False}
         head["count"] = len(items)
+        head["next_cursor"] = next_cursor
         return head, items
 
     @staticmethod

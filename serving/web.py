@@ -552,9 +552,10 @@ class Web:
             return RedirectResponse("/signin?next=/for-you", status_code=303)
         edition = self.api._edition(request, default="")
         limit = self.api.config.default_limit
+        cursor = self.api._cursor(request)  # a bad one is a 400, like a bad edition
         view = self._view(request, sess[0])
         # the same page as /v1/feed: read stories only when they changed, removed interests and mutes dropped
-        payload, stale = self.api.personal_feed(sess[0], edition, limit, view.hide_read)
+        payload, stale = self.api.personal_feed(sess[0], edition, limit, view.hide_read, cursor)
         velocity = {}
         try:
             self.api._guard()
@@ -576,6 +577,8 @@ class Web:
             edition=payload.get("edition") or edition or GLOBAL_EDITION,
             generated_at=payload.get("generated_at"),
             stale=stale,
+            next_cursor=payload.get("next_cursor"),
+            edition_param=edition,
         )
         return self.render(request, "for_you.html", ctx, personal=True)
 

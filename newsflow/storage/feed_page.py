@@ -166,9 +166,11 @@ def page_items(page: FeedPage, picks: Sequence, encoded: Mapping[str, bytes] | N
     return [page.items[p] if isinstance(p, int) else (encoded.get(p["story_id"]) or compact_json(p)) for p in picks]
 
 
-def page_body(user: str, edition: str, generated_at: float, items: Sequence[bytes]) -> bytes:
+def page_body(
+    user: str, edition: str, generated_at: float, items: Sequence[bytes], next_cursor: str | None = None
+) -> bytes:
     """The ``/v1/feed`` body for ``items`` (compact JSON bytes each): the same bytes as the compact JSON of
-    ``{"user", "edition", "generated_at", "stale": false, "count", "stories"}``."""
+    ``{"user", "edition", "generated_at", "stale": false, "count", "stories", "next_cursor"}``."""
     return b"".join(
         (
             b'{"user":',
@@ -181,7 +183,9 @@ def page_body(user: str, edition: str, generated_at: float, items: Sequence[byte
             str(len(items)).encode(),
             b',"stories":[',
             b",".join(items),
-            b"]}",
+            b'],"next_cursor":',
+            compact_json(next_cursor),
+            b"}",
         )
     )
 

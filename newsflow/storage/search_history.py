@@ -5,7 +5,7 @@ Sources, under the job's output root:
 * ``articles`` (every Parquet file, any partition): the article side of each row
   (:class:`~newsflow.storage.search_index.TextRow`: title, text, URL, outlet, language, event time);
 * the story of each article: the ``story_assignments`` dataset when the run wrote one (bounded runs), else the
-  story step's record in Redis (``Keys.story_assign``); articles with neither are indexed without a story
+  story step's record in Redis (the ``Keys.story_assign`` buckets); articles with neither are indexed without a story
   and are not found until one is assigned;
 * topics and entities: the Parquet history keeps none per article, so a rebuilt row takes its story's
   (the story record in Redis: its topic labels and the display texts of its top entities). A story no longer
@@ -26,6 +26,7 @@ import pyarrow.dataset as pads
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import open_dataset
 from newsflow.storage.search_index import SearchIndex, StoryRow, TextRow
+from newsflow.storage.story_index import assigned_stories
 
 _ARTICLE_COLUMNS = ["article_id", "title", "text", "url", "source_domain", "language", "event_time"]
 
@@ -97,9 +98,7 @@ def _story_ids(client, keys: Keys, ids: list[str], assigned: dict[str, str]) -> 
     out = {aid: assigned[aid] for aid in ids if aid in assigned}
     missing = [aid for aid in ids if aid not in out]
     if missing:
-        for aid, sid in zip(missing, client.hmget(keys.story_assign, missing), strict=True):
-            if sid:
-                out[aid] = _s(sid)
+        out.update((aid, sid) for aid, sid in assigned_stories(client, keys, missing).items() if sid)
     return out
 
 

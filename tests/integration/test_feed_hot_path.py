@@ -23,6 +23,7 @@ from newsflow.core.ranking.rerank import rerank
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.http_cache import json_bytes, strong_etag
+from newsflow.serving.paging import encode_cursor
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.events import mark_active
 from newsflow.storage.feed_page import write_user_feeds
@@ -79,9 +80,19 @@ def _expected(r, user, limit, edition_param=""):
         if since > gen and velocity.get(sid, 0) > 20 and "obituary" not in rec.topics:
             score = decay_score(rec.authority, rec.earliest_time, NOW_MINUTE, LAMBDA_BREAKING)
             inject.append((since, dict(rec.summary(), breaking=True, relevance=None, score=score)))
-    items = rerank(doc["stories"], gen, inject, profile, k=limit, source_cap=FeedConfig().source_cap)
+    more = rerank(doc["stories"], gen, inject, profile, k=limit + 1, source_cap=FeedConfig().source_cap)
+    items = more[:limit]  # one more than the page: whether a next page exists (its cursor names the last story)
+    nxt = encode_cursor(len(items), items[-1]["story_id"]) if len(more) > limit else None
     return json_bytes(
-        {"user": user, "edition": edition, "generated_at": gen, "stale": False, "count": len(items), "stories": items}
+        {
+            "user": user,
+            "edition": edition,
+            "generated_at": gen,
+            "stale": False,
+            "count": len(items),
+            "stories": items,
+            "next_cursor": nxt,
+        }
     )
 
 
@@ -285,6 +296,6 @@ def test_requests_that_find_the_breaking_set_expired_share_one_refresh(r, tmp_pa
     assert len(reads) == 1  # twelve requests found it expired, one refresh
     for u, (head, items, stale) in zip(USERS * 3, pages, strict=True):
         assert stale == "" and head["user"] == u
-        assert json_bytes(dict(head, stories=[json.loads(i) for i in items])) == _expected(r, u, 20)
+        assert dict(head, stories=[json.loads(i) for i in items]) == json.loads(_expected(r, u, 20))
     asyncio.run(burst())  # within local_cache_seconds: the kept set
     assert len(reads) == 1

@@ -9,6 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from newsflow.serving.app import ServingConfig, create_app
+from newsflow.serving.tokens import sign_token
 from newsflow.storage.feeds import build_feeds
 from newsflow.storage.keys import Keys
 from tests.integration.ranking_data import NOW, add_trending, story_fields
@@ -84,6 +85,26 @@ def test_top_pages_beyond_20_with_a_cursor(client):
     cards = [a.get("href").rsplit("/", 1)[1] for a in page2.xpath("//ol[@class='cards']//article/h3/a")]
     assert cards == _ids(client.get("/v1/topics/world", params={"cursor": topic["next_cursor"]}).json())
     assert not set(cards) & set(_ids(topic))
+
+
+def test_personal_feed_pages_with_the_same_cursor_and_trending_takes_none(client):
+    auth = {"Authorization": "Bearer " + sign_token("pager", b"f" * 32, NOW, 3600)}
+    first = client.get("/v1/feed", params={"limit": 10}, headers=auth).json()
+    assert first["count"] == 10 and first["next_cursor"]
+    seen, cursor = _ids(first), first["next_cursor"]
+    while cursor:
+        page = client.get("/v1/feed", params={"limit": 10, "cursor": cursor}, headers=auth).json()
+        assert 1 <= page["count"] <= 10
+        seen += _ids(page)
+        cursor = page["next_cursor"]
+    # the reader's whole feed once, in the order of one big page (the outlet cap may leave some stories out)
+    whole = _ids(client.get("/v1/feed", params={"limit": 100}, headers=auth).json())
+    assert seen == whole and len(seen) == len(set(seen)) > 10  # more than one page
+    bad = client.get("/v1/feed", params={"cursor": "bm90IGEgY3Vyc29y"}, headers=auth)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_cursor"
+    for cursor in ("anything", first["next_cursor"]):
+        answer = client.get("/v1/trending", params={"cursor": cursor})
+        assert answer.status_code == 400 and "no cursor" in answer.json()["error"]["message"]
 
 
 def test_trending_lists_ten_two_per_outlet_and_chips_link_to_entity_pages(client):

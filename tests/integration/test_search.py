@@ -18,6 +18,7 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
 from newsflow.storage.search_history import rebuild
 from newsflow.storage.search_index import SearchIndex, default_index_path
+from newsflow.storage.story_index import assigned_stories
 from tests.helpers import cheap_hasher, corpus_lines, personal_token, register_reader, run_job, write_landing
 
 SECRET = b"s" * 32
@@ -57,7 +58,7 @@ def site(server, tmp_path_factory):
 
 def live_story(server, article_id: str) -> str | None:
     """The article's story now, read from Redis: its assignment followed through ``merged_into``."""
-    return resolved(server, server.hget(Keys().story_assign, article_id))
+    return resolved(server, assigned_stories(server, Keys(), [article_id])[article_id])
 
 
 def resolved(server, sid) -> str | None:

@@ -73,6 +73,7 @@ def _reference(doc, breaking, profile, k, cap) -> bytes:
     gen = float(parsed.get("generated_at") or 0.0)
     items = rerank(parsed.get("stories", []), gen, breaking, profile, k=k, source_cap=cap)
     payload = {"user": "u", "edition": "en", "generated_at": gen, "stale": False, "count": len(items), "stories": items}
+    payload["next_cursor"] = None  # one page: page_body without a cursor
     return json_bytes(payload)
 
 
