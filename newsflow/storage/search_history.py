@@ -46,10 +46,6 @@ def _assignments(root: str) -> dict[str, str]:
     return dict(zip(table.column("article_id").to_pylist(), table.column("story_id").to_pylist(), strict=True))
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def rebuild(index: SearchIndex, output_root: str, client, keys: Keys = Keys(), batch: int = 2000) -> dict:
     """Replaces ``index``'s rows with those of the history under ``output_root`` (module docstring).
 
