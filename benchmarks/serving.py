@@ -59,6 +59,7 @@ import numpy as np
 
 from newsflow.runtime.redis_conn import stop_embedded
 from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import RankingStore
 
 SECRET = b"benchmark-secret-benchmark-secret-0123"
 N_USERS = 200
@@ -308,8 +309,7 @@ def main(argv=None) -> int:
     if stats.public_feeds == 0:
         raise RuntimeError(f"build_feeds built no public feed from the synthetic stories: {stats}")
     for k in range(5):  # breaking after the feeds were built: injected on request
-        server.zadd(Keys().breaking, {f"s{k:05d}": now + 3600})
-        server.hset(Keys().breaking_since, f"s{k:05d}", repr(now + 1))
+        RankingStore(server).mark_breaking([(f"s{k:05d}", now + 1, 3599.0)])  # since now + 1, expiry now + 3600
     url = f"unix://{server.socket_file}"
     get = lambda path, extra=b"": f"GET {path} HTTP/1.1\r\nHost: {{HOST}}\r\n".encode() + extra + b"\r\n"  # noqa: E731
     tokens = [sign_token(f"u{u}", SECRET, now, 3600) for u in range(N_USERS)]

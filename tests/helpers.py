@@ -229,7 +229,6 @@ def populate_ranking(server, *, trending=None, breaking=False, readers=False, fe
     ``{story id: count}``, s5 breaking since a minute before ``NOW``, the four ``READERS``, and the feeds built
     at ``NOW``. Returns ``server``."""
     from newsflow.storage.feeds import build_feeds
-    from newsflow.storage.keys import Keys
     from tests.integration.ranking_data import NOW, add_trending, populate
 
     server.flushall()
@@ -237,9 +236,7 @@ def populate_ranking(server, *, trending=None, breaking=False, readers=False, fe
     if trending:
         add_trending(server, trending)
     if breaking:
-        keys = Keys()
-        server.zadd(keys.breaking, {"s5": NOW + 600})
-        server.hset(keys.breaking_since, "s5", repr(NOW - 60))
+        set_breaking(server, {"s5": (NOW - 60, NOW + 600)})
     if readers:
         add_readers(server)
     if feeds:
@@ -691,3 +688,30 @@ def expected_rewinds(batch_times: list[list[float]], checkpoint_s: float) -> lis
         out.append(sum(1 for t in logged if t >= boundary))
         logged += times
     return out
+
+
+def set_breaking(client, stories: dict, keys=None) -> None:
+    """Makes stories breaking as the trending sink leaves them: ``{story_id: (since, expiry)}`` (UTC epoch s)
+    becomes one breaking window ending at ``since`` (replacing the story's windows) and the expiry in the
+    breaking set, so :meth:`RankingStore.breaking` answers ``since`` while ``expiry`` is ahead."""
+    from newsflow.storage.keys import Keys
+
+    keys = keys or Keys()
+    pipe = client.pipeline(transaction=False)
+    for sid, (since, expiry) in stories.items():
+        pipe.delete(keys.breaking_windows(sid))
+        pipe.zadd(keys.breaking_windows(sid), {repr(float(since)): float(since)})
+        pipe.zadd(keys.breaking, {sid: float(expiry)})
+    pipe.execute()
+
+
+def personal_page_bytes(user: str, edition: str, generated_at: float, ranked: list, limit: int) -> bytes:
+    """The ``/v1/feed`` body of a first page worked out independently: ``ranked`` is ``rerank``'s answer for one
+    story more than ``limit`` (whether a next page exists; its cursor names the page's last story)."""
+    from newsflow.serving.http_cache import json_bytes
+    from newsflow.serving.paging import encode_cursor
+
+    items = ranked[:limit]
+    nxt = encode_cursor(len(items), items[-1]["story_id"]) if len(ranked) > limit else None
+    body = {"user": user, "edition": edition, "generated_at": generated_at, "stale": False, "count": len(items)}
+    return json_bytes(dict(body, stories=items, next_cursor=nxt))

@@ -212,11 +212,11 @@ key                                       type    holds                         
                                                   Parquet
 ``P:breaking``                            ZSET    story id -> breaking expiry     trending sink     ranking, serving
                                                   time
-``P:breaking:since``                      HASH    story id -> when it (last)      trending sink     ranking, serving
-                                                  became breaking
-``P:breaking:windows:<story_id>``         ZSET    breaking window end -> end      trending sink     trending sink
+``P:breaking:windows:<story_id>``         ZSET    breaking window end -> end      trending sink     ranking, serving
                                                   (newest 2,016; TTL 2 × breaking
-                                                  TTL): the story's breaking runs
+                                                  TTL): the story's breaking
+                                                  runs, whose latest start is
+                                                  when it became breaking
 ``P:trending:<kind>:<window_end>``        ZSET    key -> count in that window     trending sink     ranking, serving
                                                   (kind story, entity, topic;
                                                   top-N, TTL 2 × window)
@@ -689,11 +689,6 @@ class Keys:
     def breaking(self) -> str:
         """ZSET story id -> breaking expiry time."""
         return f"{self.prefix}:breaking"
-
-    @property
-    def breaking_since(self) -> str:
-        """HASH story id -> when it became breaking."""
-        return f"{self.prefix}:breaking:since"
 
     def breaking_windows(self, story_id: str) -> str:
         """ZSET window end -> window end: the ends of a story's breaking windows (its breaking runs)."""

@@ -331,11 +331,10 @@ class RankingStore:
         Returns:
           The story ids that were not breaking before (newly breaking).
 
-        ``since`` is the start of the story's latest breaking run (:func:`breaking_run_start` over every
-        breaking window end recorded for it, ``Keys.breaking_windows``), so it depends only on the set
-        of windows: windows in any order, in any bundles, or replayed give the state of one clean run in
-        event order. A window that arrives late inside the run moves ``since`` back; a window of an
-        older, separate run does not.
+        A story's ``since`` (:meth:`breaking`) is not stored: it is read from the set of its breaking window
+        ends (``Keys.breaking_windows``), which ZADD only grows, and the expiry only moves later (``ZADD GT``),
+        so writers in any order, in any bundles, concurrent or replayed leave the state of one clean run in
+        event order.
         """
         by_story: dict[str, tuple[list[float], float]] = {}
         for sid, now, ttl in items:
@@ -350,33 +349,35 @@ class RankingStore:
             pipe.zscore(self.keys.breaking, sid)
         before = pipe.execute()
         pipe = self.client.pipeline(transaction=False)
-        for sid in sids:
+        fresh = []
+        for sid, old in zip(sids, before, strict=True):
             ends, ttl = by_story[sid]
+            if old is None or float(old) <= min(ends):
+                fresh.append(sid)
             key = self.keys.breaking_windows(sid)
             pipe.zadd(key, {repr(e): e for e in ends})
             pipe.zremrangebyrank(key, 0, -(MAX_BREAKING_WINDOWS + 1))
             pipe.expire(key, max(1, int(2 * ttl)))
-            pipe.zrange(key, 0, -1, withscores=True)
-        recorded = pipe.execute()[3::4]
-        pipe = self.client.pipeline(transaction=False)
-        fresh = []
-        for sid, old, rows in zip(sids, before, recorded, strict=True):
-            ends, ttl = by_story[sid]
-            all_ends = sorted(score for _, score in rows)
-            if old is None or float(old) <= min(ends):
-                fresh.append(sid)
-            pipe.hset(self.keys.breaking_since, sid, repr(breaking_run_start(all_ends, ttl)))
-            pipe.zadd(self.keys.breaking, {sid: all_ends[-1] + ttl}, gt=True)
+            pipe.zadd(self.keys.breaking, {sid: max(ends) + ttl}, gt=True)
         pipe.execute()
         return fresh
 
     def breaking(self, now: float) -> dict[str, float]:
-        """Live breaking stories at ``now``: ``story_id -> since`` (UTC epoch s)."""
-        ids = [_s(x) for x in self.client.zrangebyscore(self.keys.breaking, f"({float(now)!r}", "+inf")]
-        if not ids:
+        """Live breaking stories at ``now``: ``story_id -> since`` (UTC epoch s), ``since`` the start of the
+        story's latest breaking run (:func:`breaking_run_start` over its recorded window ends, the TTL being its
+        expiry minus its newest end). A story whose windows have expired is left out. Two round trips."""
+        live = self.client.zrangebyscore(self.keys.breaking, f"({float(now)!r}", "+inf", withscores=True)
+        if not live:
             return {}
-        since = self.client.hmget(self.keys.breaking_since, ids)
-        return {sid: _f(s) for sid, s in zip(ids, since, strict=False)}
+        pipe = self.client.pipeline(transaction=False)
+        for sid, _ in live:
+            pipe.zrange(self.keys.breaking_windows(_s(sid)), 0, -1, withscores=True)
+        out = {}
+        for (sid, expiry), rows in zip(live, pipe.execute(), strict=True):
+            ends = [float(e) for _, e in rows]
+            if ends:
+                out[_s(sid)] = breaking_run_start(ends, float(expiry) - ends[-1])
+        return out
 
     # -- trending -------------------------------------------------------------------
     def latest_trending(

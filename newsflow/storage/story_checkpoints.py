@@ -40,7 +40,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from newsflow.storage.keys import Keys
-from newsflow.storage.ranking import breaking_run_start
 from newsflow.storage.story_index import assigned_stories, live_stories, merge_records, story_key_names
 from newsflow.storage.story_inputs import _write_atomic
 
@@ -231,8 +230,8 @@ def rewind(store: RedisStoryStore, checkpoint: dict, article_ids: set[str]) -> d
 
 def clear_trends_after(client, keys: Keys, boundary: float) -> int:
     """Deletes the trending windows (every kind) ending after ``boundary`` with their index entries, and the
-    breaking windows ending after it: each breaking story keeps its earlier windows (its expiry and the start
-    of its breaking run recomputed from them, the TTL read back from its expiry) or leaves the breaking set.
+    breaking windows ending after it: each breaking story keeps its earlier windows (its expiry recomputed from
+    them, the TTL read back from its expiry; the start of its run is read from them) or leaves the breaking set.
     Returns how many window keys it deleted. Cost: the windows after ``boundary``."""
     lo = f"({float(boundary)!r}"
     deleted = 0
@@ -253,10 +252,8 @@ def clear_trends_after(client, keys: Keys, boundary: float) -> int:
         if keep:
             pipe.zremrangebyscore(wkey, lo, "+inf")
             pipe.zadd(keys.breaking, {sid: keep[-1] + ttl})
-            pipe.hset(keys.breaking_since, sid, repr(breaking_run_start(keep, ttl)))
         else:
             pipe.delete(wkey)
             pipe.zrem(keys.breaking, sid)
-            pipe.hdel(keys.breaking_since, sid)
         pipe.execute()
     return deleted

@@ -8,7 +8,7 @@ switches to 0.5 while it stays in the breaking set.
 Redis keys written by :func:`write_trends` (the table is in :mod:`newsflow.storage.keys`):
 ``Keys.trending(kind, window_end)`` ZSET key -> count (top ``top_n``, expires after
 ``2 × window``), ``Keys.trending_windows(kind)`` ZSET of written window ends, and for
-breaking stories ``Keys.breaking`` / ``Keys.breaking_since`` plus a priority re-crawl request
+breaking stories ``Keys.breaking`` / ``Keys.breaking_windows`` plus a priority re-crawl request
 (``Keys.crawl_priority``) for the sources of each newly breaking story.
 """
 
@@ -113,7 +113,6 @@ def write_trends(
     fresh = store.mark_breaking(breaking)
     if breaking:
         client.expire(keys.breaking, int(breaking_ttl_seconds) * 2)
-        client.expire(keys.breaking_since, int(breaking_ttl_seconds) * 2)
     # Every breaking story asks for its re-crawl at the earliest window end it is breaking in (not only the
     # newly breaking ones: which writer sees a story first depends on bundling, the requests must not).
     when: dict[str, float] = {}

@@ -22,14 +22,14 @@ from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import rerank
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.app import ServingConfig, create_app
-from newsflow.serving.http_cache import json_bytes, strong_etag
-from newsflow.serving.paging import encode_cursor
+from newsflow.serving.http_cache import strong_etag
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.events import mark_active
 from newsflow.storage.feed_page import write_user_feeds
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore, encode_embedding
+from tests.helpers import personal_page_bytes, set_breaking
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, NOW_MINUTE, add_trending, axis, populate
 
@@ -81,19 +81,7 @@ def _expected(r, user, limit, edition_param=""):
             score = decay_score(rec.authority, rec.earliest_time, NOW_MINUTE, LAMBDA_BREAKING)
             inject.append((since, dict(rec.summary(), breaking=True, relevance=None, score=score)))
     more = rerank(doc["stories"], gen, inject, profile, k=limit + 1, source_cap=FeedConfig().source_cap)
-    items = more[:limit]  # one more than the page: whether a next page exists (its cursor names the last story)
-    nxt = encode_cursor(len(items), items[-1]["story_id"]) if len(more) > limit else None
-    return json_bytes(
-        {
-            "user": user,
-            "edition": edition,
-            "generated_at": gen,
-            "stale": False,
-            "count": len(items),
-            "stories": items,
-            "next_cursor": nxt,
-        }
-    )
+    return personal_page_bytes(user, edition, gen, more, limit)
 
 
 def _get(c, user, **params):
@@ -141,13 +129,13 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
         doc["stories"] = doc["stories"][1:]  # the feed rewritten (a new nightly model, say)
         write_user_feeds(r, {"u-interest": doc}, 300)
         check()
-        r.zadd(keys.breaking, {"s2": NOW + 3000, "s7": NOW + 3000})  # breaking after the feeds were built
+        # breaking after the feeds were built
+        set_breaking(r, {"s2": (NOW + 5, NOW + 3000), "s7": (NOW + 6, NOW + 3000)}, keys)
         r.zadd(keys.trending("story", NOW), {"s2": 21, "s7": 25})  # over the breaking threshold
-        r.hset(keys.breaking_since, mapping={"s2": repr(NOW + 5), "s7": repr(NOW + 6)})
         check()
         # u-follow's stored feed predates them (u-plain's was rebuilt by its ?edition=en query and holds them)
         assert any(s.get("injected") for s in _get(c, "u-follow").json()["stories"])
-        r.hset(keys.breaking_since, "s2", repr(NOW - 10))  # the same set, s2 now older than the feeds
+        set_breaking(r, {"s2": (NOW - 10, NOW + 3000)}, keys)  # the same set, s2 now older than the feeds
         check()
         r.zrem(keys.breaking, "s2", "s7")  # and no longer breaking
         check()
@@ -168,8 +156,7 @@ def test_breaking_scores_move_once_a_minute_so_pages_and_etags_stay_the_same(r, 
     )
     app = create_app(r, cfg)
     keys = Keys()
-    r.zadd(keys.breaking, {"s2": NOW + 3000})  # breaking after the feeds were built: injected
-    r.hset(keys.breaking_since, "s2", repr(NOW + 5))
+    set_breaking(r, {"s2": (NOW + 5, NOW + 3000)}, keys)  # breaking after the feeds were built: injected
     r.zadd(keys.trending("story", NOW), {"s2": 21})  # over the breaking threshold
     rec = RankingStore(r).get_story("s2")
     with TestClient(app) as c:

@@ -12,13 +12,12 @@ from newsflow.core.ranking.decay import LAMBDA_BREAKING, decay_score
 from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import rerank
 from newsflow.serving.app import ServingConfig, create_app
-from newsflow.serving.http_cache import json_bytes
 from newsflow.serving.personal import RecentPages
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feeds import build_user_feed
 from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
-from tests.helpers import READERS, populate_ranking
+from tests.helpers import READERS, personal_page_bytes, populate_ranking, set_breaking
 from tests.integration.ranking_data import NOW, NOW_MINUTE
 
 SECRET = b"p" * 32
@@ -67,10 +66,8 @@ def _expected(store, user, doc, edition, limit, stored=True) -> bytes:
     parsed = json.loads(json.dumps(doc, sort_keys=True)) if stored else doc
     gen = float(parsed["generated_at"])
     inject = [(s, it) for s, it in _breaking_items(store) if s > gen]
-    items = rerank(parsed["stories"], gen, inject, profile, k=limit, source_cap=FeedConfig().source_cap)
-    return json_bytes(
-        {"user": user, "edition": edition, "generated_at": gen, "stale": False, "count": len(items), "stories": items}
-    )
+    more = rerank(parsed["stories"], gen, inject, profile, k=limit + 1, source_cap=FeedConfig().source_cap)
+    return personal_page_bytes(user, edition, gen, more, limit)
 
 
 def test_served_precomputed_feed_equals_the_feed_built_on_request(r, tmp_path):
@@ -85,8 +82,7 @@ def test_served_precomputed_feed_equals_the_feed_built_on_request(r, tmp_path):
         profile = store.user_profile(u)
         built[u] = build_user_feed(store, profile, NOW, profile.edition or GLOBAL_EDITION, FeedConfig())
     # s7 and s6 become breaking after the build (injected on request), s4 before it (not injected)
-    r.zadd(Keys().breaking, {"s7": NOW + 3000, "s6": NOW + 3000, "s4": NOW + 3000})
-    r.hset(Keys().breaking_since, mapping={"s7": repr(NOW + 1), "s6": repr(NOW + 2), "s4": repr(NOW - 10)})
+    set_breaking(r, {"s7": (NOW + 1, NOW + 3000), "s6": (NOW + 2, NOW + 3000), "s4": (NOW - 10, NOW + 3000)})
     r.zadd(Keys().trending("story", NOW), {"s7": 21, "s6": 22, "s4": 23})  # over the breaking threshold
     c = _client(r, tmp_path)
     for u in READERS:

@@ -12,6 +12,7 @@ from newsflow.serving.app import ServingConfig, create_app
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.feeds import build_feeds
 from newsflow.storage.keys import Keys
+from tests.helpers import set_breaking
 from tests.integration.ranking_data import NOW, add_trending, story_fields
 
 KEYS = Keys()
@@ -45,8 +46,7 @@ def client(server, tmp_path):
         KEYS.trending("entity", NOW),
         {"Shailene Woodley": 30, "Shailene Woodley Reveals": 5, "Shailene Woodley.": 4, "Theo James Had": 3},
     )
-    server.zadd(KEYS.breaking, {"b-breaking": NOW + 600, "b-quiet": NOW + 600})
-    server.hset(KEYS.breaking_since, mapping={"b-breaking": repr(NOW - 60), "b-quiet": repr(NOW - 120)})
+    set_breaking(server, {"b-breaking": (NOW - 60, NOW + 600), "b-quiet": (NOW - 120, NOW + 600)})
     build_feeds(server, NOW)
     cfg = ServingConfig(
         token_secret=b"f" * 32, snapshot_dir=str(tmp_path / "snap"), local_cache_seconds=0, clock=lambda: NOW

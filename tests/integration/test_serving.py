@@ -21,7 +21,7 @@ from newsflow.serving.tokens import TokenError, sign_token, verify_token
 from newsflow.storage.events import backlog, flush_events
 from newsflow.storage.keys import Keys, event_shard
 from newsflow.storage.ranking import encode_embedding
-from tests.helpers import populate_ranking
+from tests.helpers import populate_ranking, set_breaking
 from tests.integration.asgi_server import serve_in_thread
 from tests.integration.ranking_data import NOW, axis, populate
 
@@ -133,8 +133,7 @@ def test_story_full_coverage_groups_syndicated_copies(r, tmp_path):
 
 
 def test_trending(r, tmp_path):
-    r.zadd("nf:breaking", {"s5": NOW + 600, "s3": NOW + 600})
-    r.hset("nf:breaking:since", mapping={"s5": repr(NOW - 60), "s3": repr(NOW - 60)})
+    set_breaking(r, {"s5": (NOW - 60, NOW + 600), "s3": (NOW - 60, NOW + 600)})
     r.zadd(Keys().trending("story", NOW), {"s5": 21})  # the breaking rule: more than 20 in the last hour
     body = _client(r, tmp_path).get("/v1/trending").json()
     assert [(s["story_id"], s["new_articles"]) for s in body["stories"]] == [("s5", 21), ("s3", 4)]
@@ -246,8 +245,8 @@ def test_breaking_injection_into_cached_feed(r, tmp_path):
     }
     r.set("nf:feed:user:u2", json.dumps(cached), ex=300)
     r.zadd(Keys().trending("story", NOW), {"s5": 21, "s6": 21})  # both over the breaking threshold now
-    r.zadd("nf:breaking", {"s5": NOW + 3000, "s6": NOW + 3000, "s7": NOW - 1})  # s7 expired
-    r.hset("nf:breaking:since", mapping={"s5": repr(NOW - 60), "s6": repr(NOW - 1200), "s7": repr(NOW - 30)})
+    # s7 expired
+    set_breaking(r, {"s5": (NOW - 60, NOW + 3000), "s6": (NOW - 1200, NOW + 3000), "s7": (NOW - 30, NOW - 1)})
     body = _client(r, tmp_path).get("/v1/feed", headers=_auth("u2")).json()
     # s5 became breaking after the cache was built: injected on top; s6 is older than the cache
     assert [s["story_id"] for s in body["stories"]] == ["s5", "s3", "s4"]

@@ -11,6 +11,7 @@ import pytest
 
 from newsflow.schemas.trend import TrendCount
 from newsflow.storage.keys import Keys
+from newsflow.storage.ranking import RankingStore
 from newsflow.storage.stories import RedisStoryStore
 from newsflow.storage.story_checkpoints import Checkpoints, clear_trends_after, rewind, snapshot
 from newsflow.storage.trends import write_trends
@@ -142,7 +143,7 @@ def test_trending_windows_after_the_boundary_go_and_breaking_runs_are_cut_there(
     assert client.zcard(KEYS.trending_windows("entity")) == 0
     # s1 keeps its run up to the boundary; s3, breaking only after it, leaves the set
     assert client.zscore(KEYS.breaking, "s1") == t - 300 + 3600
-    assert float(client.hget(KEYS.breaking_since, "s1")) == t - 300
-    assert client.zscore(KEYS.breaking, "s3") is None and client.hget(KEYS.breaking_since, "s3") is None
+    assert RankingStore(client).breaking(t) == {"s1": t - 300}
+    assert client.zscore(KEYS.breaking, "s3") is None
     assert not client.exists(KEYS.breaking_windows("s3"))
     assert clear_trends_after(client, KEYS, math.inf) == 0

@@ -32,7 +32,6 @@ SINGLETONS = {
     "P:models:pointers": "current/previous version per model name (~10 fields), switched by one MULTI",
     "P:models:manifest": "one JSON state per stored model version (a few per model name)",
     "P:breaking": "the stories breaking now (tens); expires 2 x the breaking TTL after the last one",
-    "P:breaking:since": "when each of those stories became breaking; same expiry",
     "P:trending:windows:<kind>": "three keys (story, entity, topic), the newest 2,016 window ends each",
     "P:clock:replay": "one number: the replay clock of newsflow demo",
     "P:retention:cutoff": "one number: the event time before which state was expired",
