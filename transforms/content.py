@@ -8,6 +8,7 @@ dict ``{"main": ..., "dead_letter": ...}``; every failure becomes a
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -92,6 +93,16 @@ class ParseRawDocuments(beam.PTransform):
     def expand(self, pcoll):
         out = pcoll | "Parse" >> beam.ParDo(_ParseFn()).with_outputs(DEAD_LETTER_TAG, main="main")
         return {"main": out.main, DEAD_LETTER_TAG: out[DEAD_LETTER_TAG]}
+
+
+# Beam runs ExtractPages in a process pool (``with_exception_handling(use_subprocess=True)``) built on
+# ProcessPoolExecutor's default start method. A worker of the multi-process DirectRunner, Dataflow or Flink is a
+# multi-threaded gRPC program, and a child *forked* from it can die before running a line (CPython documents fork
+# from a threaded process as unsafe; Python 3.14 makes forkserver the default for that reason): the bundle then
+# fails with BrokenProcessPool. A forkserver child is forked from a clean single-threaded server process instead.
+# Set only where the process has not chosen a start method itself.
+if multiprocessing.get_start_method(allow_none=True) is None and "forkserver" in multiprocessing.get_all_start_methods():
+    multiprocessing.set_start_method("forkserver")
 
 
 @dataclass(frozen=True)
