@@ -50,7 +50,7 @@ test-fast: $(STAMP) models
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not (integration or browser or slow)" --fast-lane tests
 
 bench: $(STAMP) models
-	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources nightly state_size near_duplicate_recheck story_scale near_duplicate_density model_switch continuous_recluster; do $(BIN)/python -m benchmarks.$$b --json; done
+	for b in simhash lsh pipeline extraction enrichment mmr serving crawl crawl_to_display sources nightly state_size near_duplicate_recheck story_scale near_duplicate_density model_switch continuous_recluster search cluster_balance; do $(BIN)/python -m benchmarks.$$b --json; done
 
 clean:
 	-$(BIN)/newsflow redis stop --data-dir var --no-save
