@@ -221,6 +221,10 @@ class ServingConfig:
     search_index: str | None = None
 
 
+MIN_MENU_EDITION_STORIES = 5
+"""Stories an edition's pool needs before the web's edition menu offers it (:meth:`Api.menu_editions`)."""
+
+
 class ApiError(Exception):
     """A 4xx/5xx answer with a machine-readable code."""
 
@@ -307,6 +311,30 @@ class Api:
     def editions(self) -> list[str]:
         """The editions a reader can ask for: ``global`` and every language with a precomputed feed."""
         return sorted(set(self.feed_names("edition")) | {GLOBAL_EDITION})
+
+    def menu_editions(self, current: str) -> list[str]:
+        """The editions the web's menu offers: ``global``, ``current`` and each edition whose candidate pool holds
+        at least :data:`MIN_MENU_EDITION_STORIES` stories (a language seen in one or two stories, often a
+        misdetected headline, stays reachable by URL but is not offered). Pool sizes are read with one pipelined
+        ``ZCARD`` per edition and kept with the names (30 s); with Redis down, every edition is offered."""
+        names = self.editions()
+        with self._names_lock:
+            hit = self._names.get("menu")
+        if hit is None or hit[0] <= time.monotonic() or hit[2] != names:
+            try:
+                self._guard()
+                pipe = self.store.client.pipeline(transaction=False)
+                for n in names:
+                    pipe.zcard(self.store.keys.pool("edition", n))
+                sizes = dict(zip(names, pipe.execute(), strict=True))
+                big = [n for n in names if n == GLOBAL_EDITION or int(sizes[n]) >= MIN_MENU_EDITION_STORIES]
+            except REDIS_ERRORS:
+                self._mark_down()
+                big = names
+            hit = (time.monotonic() + 30.0, big, names)
+            with self._names_lock:
+                self._names["menu"] = hit
+        return [n for n in names if n in hit[1] or n == current]
 
     @staticmethod
     def _cursor(request: Request) -> Cursor | None:

@@ -381,7 +381,7 @@ class Web:
             return {
                 "title": "Top stories",
                 "edition": edition,
-                "editions": self.api.editions(),
+                "editions": self.api.menu_editions(edition),
                 "stories": shown,
                 "hidden": len(stories) - len(shown),
                 # the banner on the first page only, without the stories of its first cards

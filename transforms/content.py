@@ -101,7 +101,10 @@ class ParseRawDocuments(beam.PTransform):
 # from a threaded process as unsafe; Python 3.14 makes forkserver the default for that reason): the bundle then
 # fails with BrokenProcessPool. A forkserver child is forked from a clean single-threaded server process instead.
 # Set only where the process has not chosen a start method itself.
-if multiprocessing.get_start_method(allow_none=True) is None and "forkserver" in multiprocessing.get_all_start_methods():
+if (
+    multiprocessing.get_start_method(allow_none=True) is None
+    and "forkserver" in multiprocessing.get_all_start_methods()
+):
     multiprocessing.set_start_method("forkserver")
 
 

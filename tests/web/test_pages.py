@@ -61,7 +61,10 @@ def test_home_lists_v1_top_in_order_with_links_and_cdn_headers(site):
     # no breaking banner: s5 is in the breaking set with 12 new articles in the hour (the rule wants more than
     # 20) and among the first 10 cards anyway (test_front_page.py shows a banner); the edition selector
     assert doc.xpath("//section[@aria-labelledby='breaking-h']//a/@href") == []
-    assert doc.xpath("//select[@name='edition']/option/@value") == ["de", "en", "global"]
+    # offers editions whose pool holds 5+ stories (de holds s6 alone) and the one shown
+    assert doc.xpath("//select[@name='edition']/option/@value") == ["en", "global"]
+    de = _doc(site.get("/", params={"edition": "de"}))
+    assert de.xpath("//select[@name='edition']/option/@value") == ["de", "en", "global"]
     assert "script-src" not in page.headers["content-security-policy"]  # default-src 'none': no script runs
 
 
