@@ -354,26 +354,33 @@ class Frontier:
     def claim(self, worker: str, now: float, lease_s: float, n: int = 1) -> list[Task]:
         """Leases up to ``n`` due tasks, at most one per host, none whose host is in flight or cooling down.
 
-        Expired leases are returned to their queues first. One pipeline finds the buckets with a due host or
-        an expired lease (module docstring); then one script call per such bucket, earliest first, until
-        ``n`` tasks are leased: each returns its leased tasks' ids with their hashes.
+        Expired leases are returned to their queues first. One pipeline reads, per bucket, up to ``n`` of its
+        due hosts and expired leases (module docstring); the buckets with any are taken earliest first, each
+        asked for as many tasks as it showed (at most ``n`` in all), and their script calls go in one more
+        round trip (:meth:`_run`): a claim costs two round trips (three when it spans buckets, for redis-py's
+        ``SCRIPT EXISTS``) however many buckets it touches. Each call returns its leased tasks' ids with their
+        hashes.
         """
         pipe = self.r.pipeline(transaction=False)
         for b in range(CRAWL_BUCKETS):
-            pipe.zrangebyscore(self.keys.crawl_hosts(b), "-inf", now, start=0, num=1, withscores=True)
-            pipe.zrangebyscore(self.keys.crawl_leases(b), "-inf", now, start=0, num=1, withscores=True)
+            pipe.zrangebyscore(self.keys.crawl_hosts(b), "-inf", now, start=0, num=n, withscores=True)
+            pipe.zrangebyscore(self.keys.crawl_leases(b), "-inf", now, start=0, num=n, withscores=True)
         got = pipe.execute()
         due = sorted(
-            (min(float(t) for _, t in got[2 * b] + got[2 * b + 1]), b)
+            (min(float(t) for _, t in got[2 * b] + got[2 * b + 1]), b, len(got[2 * b]) + len(got[2 * b + 1]))
             for b in range(CRAWL_BUCKETS)
             if got[2 * b] or got[2 * b + 1]
         )
-        flat = []
-        for _, b in due:
-            if len(flat) >= 2 * n:
+        calls, left = [], n
+        for _, b, shown in due:
+            if left <= 0:
                 break
-            args = [self.keys.crawl_scheduling(b), now, lease_s, worker, n - len(flat) // 2]
-            flat += self._claim(keys=[self.keys.crawl_hosts(b)], args=args)
+            quota = min(shown, left)
+            left -= quota
+            calls.append(
+                (self._claim, [self.keys.crawl_hosts(b)], [self.keys.crawl_scheduling(b), now, lease_s, worker, quota])
+            )
+        flat = [x for reply in (self._run(calls) if calls else []) for x in reply]
         out = []
         for tid, fields in zip(flat[0::2], flat[1::2], strict=True):  # tid, [field, value, ...] per task
             st = {_s(k): _s(v) for k, v in zip(fields[0::2], fields[1::2], strict=True)}
