@@ -115,6 +115,7 @@ from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from newsflow.serving.paging import BadCursor, Cursor, decode_cursor
 from newsflow.serving.personal import PersonalFeeds
+from newsflow.serving.pictures import picture_routes
 from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
 from newsflow.serving.reader_view import ReaderView, hide_read_param
 from newsflow.serving.resilience import (
@@ -194,8 +195,8 @@ class ServingConfig:
         :func:`newsflow.storage.accounts.default_hasher`).
       admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
         the setting; editors' personal tokens are accepted either way.
-from newsflow.serving.admin import AdminActions, admin_mount
-from newsflow.serving.feeds_out import feed_routes
+      thumbnail_dir: the thumbnail store ``/img/<name>`` answers from (local directory or ``gs://``;
+        :mod:`newsflow.serving.pictures`); ``None``: no pictures (every ``/img/`` name is a 404).
     """
 
     token_secret: bytes
@@ -218,6 +219,7 @@ from newsflow.serving.feeds_out import feed_routes
     discover_feeds: Callable[[str], dict] | None = None
     host_check: Callable[[str], tuple[str | None, str | None]] | None = None
     search_index: str | None = None
+    thumbnail_dir: str | None = None
 
 
 class ApiError(Exception):
@@ -929,6 +931,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         *me_routes(api),  # /v1/me/saved, /v1/me/read (serving/me.py)
         *search_routes(api, web),  # /v1/search, /search (serving/search.py)
         *feed_routes(api, web),  # /feeds/...rss|atom (serving/feeds_out.py)
+        *picture_routes(config.thumbnail_dir),  # /img/<name> (serving/pictures.py)
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),

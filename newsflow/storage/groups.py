@@ -482,6 +482,8 @@ _ARTICLE_FIELDS = (
     ("auth", "source_authority"),
     ("feed", "feed_only"),
     ("paywall", "paywalled"),
+    ("img", "image"),
+    ("icon", "icon"),
     ("ft", "fetch_time"),
     ("outlet", "outlet"),
 )
@@ -693,7 +695,11 @@ class _Assigner:
         for n in revs:
             versions.extend(self.versions_of(n))
             touched.add(tx.hget(k.article(n), "cluster_id"))
-        versions.append({f: a.get(f) for f in _VERSION_FIELDS} | {"paywall": a.get("paywall") or "0"})
+        # the pictures ride along with the new version (the stored versions' JSON does not keep them)
+        versions.append(
+            {f: a.get(f) for f in _VERSION_FIELDS}
+            | {"paywall": a.get("paywall") or "0", "img": a.get("img") or "", "icon": a.get("icon") or ""}
+        )
         versions.sort(key=lambda v: (_num(v.get("ft")) or 0.0, v["id"]))
         keep, latest = versions[0]["id"], versions[-1]
         members: list[str] = []
@@ -1026,6 +1032,8 @@ class RedisGroupStore:
                     "auth": repr(float(a.source_authority)),
                     "feed": "1" if a.feed_only else "0",
                     "paywall": "1" if getattr(a, "paywalled", None) else "0",
+                    "img": getattr(a, "image_thumb", "") or "",
+                    "icon": getattr(a, "icon_thumb", "") or "",
                     "ft": format_epoch(a.fetch_time),
                     "outlet": outlet(a.url) or "",
                 }
