@@ -133,7 +133,9 @@ def test_a_crawled_page_lands_with_its_thumbnail_names(web, flushed_server, tmp_
     worker = CrawlWorker(frontier, writer, crawler_config(srv.port), thumbnails=store)
     asyncio.run(worker.run(max_tasks=1, duration_s=20))
     writer.flush()
-    docs = [d for n in sorted(os.listdir(tmp_path / "landing")) for d in read_landing_file(str(tmp_path / "landing" / n))]
+    docs = [
+        d for n in sorted(os.listdir(tmp_path / "landing")) for d in read_landing_file(str(tmp_path / "landing" / n))
+    ]
     assert len(docs) == 1 and docs[0].image_thumb and docs[0].icon_thumb
     assert store.exists(docs[0].image_thumb) and store.exists(docs[0].icon_thumb)
     assert flushed_server.llen(Keys().crawl_deadletter) == 0
