@@ -191,3 +191,59 @@ def test_pages_show_stored_pictures_same_origin_and_cards_without_one_show_nothi
             by_id = {s["story_id"]: s for s in api}
             assert by_id["s1"]["image"] == lead.name and by_id["s1"]["icon"] == icon.name
             assert all(s["image"] == "" for sid, s in by_id.items() if sid != "s1")
+
+
+def test_the_job_carries_landed_thumbnail_names_to_the_article_the_story_and_parquet(redis_server, tmp_path):
+    import base64
+    import json
+
+    import pyarrow.dataset as ds
+
+    from newsflow.core.urls import article_id
+    from newsflow.storage.ranking import RankingStore
+    from tests.helpers import run_job, write_landing
+
+    client, url = redis_server
+    lead, icon = "ab" * 16 + "-320x213.webp", "cd" * 16 + "-32x32.webp"
+    texts = {  # two unrelated reports: two stories, each led by its own article
+        "with": ("River floods the town", "The river burst its banks overnight and the town centre was flooded. "),
+        "without": ("Chess final drawn", "The chess final ended in a draw after six hours of play in Madrid. "),
+    }
+
+    def page(path: str, thumbs: dict) -> bytes:
+        title, text = texts[path]
+        html = (
+            f'<html lang="en"><head><title>{title}</title><meta property="og:image" content="/{path}.jpg">'
+            f"</head><body><article><h1>{title}</h1><p>{text * 8}</p></article></body></html>"
+        )
+        doc = {
+            "url": f"https://news.example/{path}",
+            "source_domain": "news.example",
+            "fetch_time": 1.7e9,
+            "http_status": 200,
+            "content_type": "text/html; charset=utf-8",
+            "body_b64": base64.b64encode(html.encode()).decode(),
+            **thumbs,
+        }
+        return json.dumps(doc).encode()
+
+    landing = write_landing(
+        tmp_path / "landing.jsonl.gz",
+        [page("with", {"image_thumb": lead, "icon_thumb": icon}), page("without", {})],
+    )
+    run_job(tmp_path, url, landing)
+    store = RankingStore(client, Keys())
+    with_id, without_id = article_id("https://news.example/with"), article_id("https://news.example/without")
+    stories = [s for s in store.get_stories(list(store.iter_story_ids())) if s is not None]
+    arts = {a.article_id: a for s in stories for a in store.story_articles(s.story_id)}
+    assert (arts[with_id].image, arts[with_id].icon) == (lead, icon)
+    assert (arts[without_id].image, arts[without_id].icon) == ("", "")
+    # the story led by the article with pictures shows them; the other shows none
+    assert [(s.image, s.icon) for s in stories if s.representative_id == without_id] == [("", "")]
+    assert [(s.image, s.icon) for s in stories if s.representative_id == with_id] == [(lead, icon)]
+    rows = ds.dataset(str(tmp_path / "out" / "articles"), format="parquet").to_table().to_pylist()
+    by_id = {r["article_id"]: r for r in rows}
+    assert by_id[with_id]["image_url"] == "https://news.example/with.jpg" and by_id[with_id]["image_thumb"] == lead
+    assert (
+        by_id[without_id]["image_url"] == "https://news.example/without.jpg" and by_id[without_id]["image_thumb"] == ""
+    )
