@@ -157,6 +157,8 @@ def test_pages_show_stored_pictures_same_origin_and_cards_without_one_show_nothi
     populate_ranking(server, feeds=False)
     keys = Keys()
     server.hset(keys.story("s1"), mapping={"image": lead.name, "icon": icon.name})
+    server.hset(keys.article("a1"), mapping={"image": lead.name, "icon": icon.name})  # s1's lead report
+    server.hset(keys.article("a3"), mapping={"icon": icon.name})  # an independent report with an icon only
     build_feeds(server, NOW)
     cfg = ServingConfig(
         token_secret=b"k" * 32,
@@ -187,6 +189,17 @@ def test_pages_show_stored_pictures_same_origin_and_cards_without_one_show_nothi
             missing = lead.name.replace(lead.name[:32], "0" * 32)
             for path in (f"/img/{missing}", "/img/..%2F..%2Fetc%2Fpasswd", "/img/%2E%2E", "/img/x.webp"):
                 assert c.get(path).status_code == 404, path
+            story = lxml.html.fromstring(c.get("/stories/s1").text)
+            lead_imgs = story.xpath("//section[@class='lead']//img")
+            assert [(i.get("src"), i.get("alt"), i.get("width"), i.get("loading")) for i in lead_imgs] == [
+                (f"/img/{lead.name}", "title a1", "320", "lazy")
+            ]
+            # the coverage list: the outlet icon where a report has one (a3), nothing for the others (a4)
+            items = {li.xpath("string(./a[1])"): li.xpath(".//img") for li in story.xpath("//li[a[@rel='noopener']]")}
+            assert [(i.get("src"), i.get("alt"), i.get("height")) for i in items["title a3"]] == [
+                (f"/img/{icon.name}", "b.com", "32")
+            ]
+            assert items["title a4"] == []
             api = c.get("/v1/top").json()["stories"]
             by_id = {s["story_id"]: s for s in api}
             assert by_id["s1"]["image"] == lead.name and by_id["s1"]["icon"] == icon.name
