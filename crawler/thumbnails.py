@@ -77,6 +77,9 @@ class Thumbnailer:
       dead_letter: ``(step, reason, detail, url)`` recorder of pictures that could not be had.
       max_bytes: picture bodies over this many bytes are ``image_too_large``.
       icon_cache_size: icon URLs whose outcome (a name or "") is remembered.
+      budget_s: wall-clock limit of one page's pictures, seconds (default: the fetcher's ``total_timeout_s``, so a
+        page's fetch plus its pictures stay within two fetch deadlines, under the crawl lease); past it the page
+        lands with the pictures stored so far and the rest is dead-lettered ``image_timeout``.
     """
 
     def __init__(
@@ -86,29 +89,44 @@ class Thumbnailer:
         dead_letter: Callable[[str, str, str, str], None],
         max_bytes: int = MAX_IMAGE_BYTES,
         icon_cache_size: int = 2048,
+        budget_s: float | None = None,
     ):
         self.fetcher = fetcher
         self.store = store
         self.dead_letter = dead_letter
         self.max_bytes = max_bytes
         self.icon_cache_size = icon_cache_size
+        self.budget_s = fetcher.config.total_timeout_s if budget_s is None else budget_s
         self._icons: OrderedDict[str, str] = OrderedDict()
 
     async def page_pictures(self, body: bytes, content_type: str, page_url: str) -> PagePictures:
         """The page's pictures, stored; "" for each it has none of or that could not be had (dead-lettered)."""
         found = await asyncio.to_thread(page_images_of_body, body, content_type, page_url)
-        image = await self.thumbnail(found.image_url, CARD_BOX, MIN_IMAGE_SIDE) if found.image_url else ""
-        icon = ""
-        if found.icon_url:
-            if found.icon_url in self._icons:
-                self._icons.move_to_end(found.icon_url)
-                icon = self._icons[found.icon_url]
-            else:
-                icon = await self.thumbnail(found.icon_url, ICON_BOX, 1)
-                self._icons[found.icon_url] = icon
-                while len(self._icons) > self.icon_cache_size:
-                    self._icons.popitem(last=False)
-        return PagePictures(image, icon)
+        got = {"image": "", "icon": ""}
+        pending = {"image": found.image_url, "icon": found.icon_url}
+        try:
+            async with asyncio.timeout(self.budget_s):
+                if found.image_url:
+                    got["image"] = await self.thumbnail(found.image_url, CARD_BOX, MIN_IMAGE_SIDE)
+                pending["image"] = ""
+                if found.icon_url:
+                    got["icon"] = await self._icon(found.icon_url)
+                pending["icon"] = ""
+        except TimeoutError:
+            for url in filter(None, pending.values()):
+                self.dead_letter("thumbnail", "image_timeout", f"the page's pictures took over {self.budget_s} s", url)
+        return PagePictures(got["image"], got["icon"])
+
+    async def _icon(self, url: str) -> str:
+        """The icon's thumbnail name, fetched once per URL while it stays among the remembered ones."""
+        if url in self._icons:
+            self._icons.move_to_end(url)
+            return self._icons[url]
+        name = await self.thumbnail(url, ICON_BOX, 1)
+        self._icons[url] = name
+        while len(self._icons) > self.icon_cache_size:
+            self._icons.popitem(last=False)
+        return name
 
     async def thumbnail(self, url: str, box: tuple[int, int], min_side: int) -> str:
         """The stored thumbnail name of the picture at ``url``, or "" (the failure dead-lettered)."""

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import io
 import os
+import threading
 
 import httpx
 import lxml.html
@@ -122,6 +123,37 @@ def test_the_step_stores_webp_thumbnails_and_dead_letters_bombs_big_files_and_no
         "http://news.test/favicon.ico": "image_http_404",
     }
     assert len(handler.seen[("news.test", "/favicon.ico")]) == 1
+
+
+def test_a_page_whose_pictures_take_too_long_keeps_what_it_has_and_dead_letters_the_rest(images, tmp_path):
+    release = threading.Event()
+
+    def slow_icon(_req):
+        release.wait(5)  # answers once the step has given up on it
+        return Response(200, {"Content-Type": "image/png"}, images["icon"])
+
+    script = {
+        ("slow.test", "/p"): _ok("text/html", _page("https://cdn.test/lead.jpg", "/icon.png")),
+        ("cdn.test", "/lead.jpg"): _ok("image/jpeg", images["lead"]),
+        ("slow.test", "/icon.png"): [slow_icon],
+    }
+    with HttpServer(Scripted(script)) as srv:
+        letters = []
+        fetcher = Fetcher(crawler_config(srv.port))
+        step = Thumbnailer(fetcher, ThumbnailStore(str(tmp_path / "t")), lambda *a: letters.append(a), budget_s=1.0)
+
+        async def run():
+            try:
+                body = (await fetcher.fetch("http://slow.test/p")).body
+                return await step.page_pictures(body, "text/html", "http://slow.test/p")
+            finally:
+                release.set()
+                await fetcher.aclose()
+
+        got = asyncio.run(run())
+    assert got.image_thumb and got.icon_thumb == ""
+    assert os.listdir(tmp_path / "t") == [got.image_thumb]
+    assert [(r, u) for _s, r, _d, u in letters] == [("image_timeout", "http://slow.test/icon.png")]
 
 
 def test_a_crawled_page_lands_with_its_thumbnail_names(web, flushed_server, tmp_path):
