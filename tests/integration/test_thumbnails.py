@@ -15,7 +15,7 @@ import lxml.html
 import pytest
 from PIL import Image
 
-from newsflow.core.images import CARD_WIDTH, MAX_IMAGE_BYTES
+from newsflow.core.images import CARD_WIDTH, MAX_IMAGE_BYTES, make_thumbnail
 from newsflow.crawler.fetch import Fetcher
 from newsflow.crawler.frontier import Frontier
 from newsflow.crawler.httpserver import HttpServer, Response
@@ -174,7 +174,6 @@ def test_a_crawled_page_lands_with_its_thumbnail_names(web, flushed_server, tmp_
 
 
 def test_pages_show_stored_pictures_same_origin_and_cards_without_one_show_nothing(server, images, tmp_path):
-    from newsflow.core.images import make_thumbnail
     from newsflow.serving.app import ServingConfig, create_app
     from newsflow.storage.feeds import build_feeds
     from tests.helpers import cheap_hasher, populate_ranking
@@ -292,3 +291,25 @@ def test_the_job_carries_landed_thumbnail_names_to_the_article_the_story_and_par
     assert (
         by_id[without_id]["image_url"] == "https://news.example/without.jpg" and by_id[without_id]["image_thumb"] == ""
     )
+
+
+def test_the_store_and_the_route_work_on_gs_as_on_a_local_directory(monkeypatch, images):
+    from starlette.applications import Starlette
+
+    from newsflow.serving.pictures import picture_routes
+    from tests.helpers import gcs_emulator_on
+    from tests.integration.asgi_server import serve_in_thread
+
+    thumb = make_thumbnail(images["lead"], (CARD_WIDTH, 2 * CARD_WIDTH))
+    with gcs_emulator_on(monkeypatch, "pics") as bucket:
+        store = ThumbnailStore(f"gs://{bucket}/thumbs/")
+        assert store.get(thumb.name) is None and not store.exists(thumb.name)
+        assert store.put(thumb.name, thumb.data) is True
+        assert store.put(thumb.name, thumb.data) is False  # content-addressed: written once
+        assert store.get(thumb.name) == thumb.data
+        with pytest.raises(ValueError):
+            store.put("../escape.webp", thumb.data)
+        with serve_in_thread(Starlette(routes=picture_routes(store.root))) as port:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+                assert c.get(f"/img/{thumb.name}").content == thumb.data
+                assert c.get(f"/img/{'0' * 32}-1x1.webp").status_code == 404
