@@ -460,7 +460,9 @@ _VERSION_FIELDS = (
     "feed",
     "fp",
     "ft",
+    "icon",
     "id",
+    "img",
     "lang",
     "name",
     "outlet",
@@ -695,11 +697,7 @@ class _Assigner:
         for n in revs:
             versions.extend(self.versions_of(n))
             touched.add(tx.hget(k.article(n), "cluster_id"))
-        # the pictures ride along with the new version (the stored versions' JSON does not keep them)
-        versions.append(
-            {f: a.get(f) for f in _VERSION_FIELDS}
-            | {"paywall": a.get("paywall") or "0", "img": a.get("img") or "", "icon": a.get("icon") or ""}
-        )
+        versions.append({f: a.get(f) for f in _VERSION_FIELDS} | {"paywall": a.get("paywall") or "0"})
         versions.sort(key=lambda v: (_num(v.get("ft")) or 0.0, v["id"]))
         keep, latest = versions[0]["id"], versions[-1]
         members: list[str] = []

@@ -313,3 +313,23 @@ def test_the_store_and_the_route_work_on_gs_as_on_a_local_directory(monkeypatch,
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
                 assert c.get(f"/img/{thumb.name}").content == thumb.data
                 assert c.get(f"/img/{'0' * 32}-1x1.webp").status_code == 404
+
+
+def test_a_revised_article_shows_its_newest_versions_pictures_in_either_order(redis_server):
+    from newsflow.storage.groups import RedisGroupStore, StoreConfig
+    from tests.helpers import dump
+    from tests.integration.test_article_revisions import NEW, OLD
+
+    client, _ = redis_server
+    old = OLD._replace(image_thumb="aa" * 16 + "-320x180.webp", icon_thumb="ee" * 16 + "-32x32.webp")
+    new = NEW._replace(image_thumb="bb" * 16 + "-320x240.webp", icon_thumb="ee" * 16 + "-32x32.webp")
+    for prefix, order in (("one", [old, new]), ("two", [new, old])):
+        store = RedisGroupStore(client, StoreConfig(prefix=prefix))
+        for a in order:
+            store.assign_batch([a])
+        h = client.hgetall(Keys(prefix).article(OLD.article_id))  # one article, under the first-fetched id
+        assert (h[b"image"], h[b"icon"]) == (new.image_thumb.encode(), new.icon_thumb.encode()), prefix
+    state = dump(client)
+    assert {k[3:]: v for k, v in state.items() if k.startswith(b"one")} == {
+        k[3:]: v for k, v in state.items() if k.startswith(b"two")
+    }
