@@ -295,11 +295,7 @@ class CrawlWorker:
         """
         self.fetcher = Fetcher(self.config, clock=self.clock)
         if self.thumbnails is not None:
-            self._thumbnailer = Thumbnailer(
-                self.fetcher,
-                self.thumbnails,
-                lambda step, reason, detail, url: self.frontier.dead_letter(step, reason, detail, self.clock(), url),
-            )
+            self._thumbnailer = Thumbnailer(self.fetcher, self.thumbnails, self._picture_dead_letter)
         start = time.monotonic()
         stats_at_start = self.frontier.stats() if progress is not None else {}
 
@@ -842,6 +838,14 @@ class CrawlWorker:
             return
         if await self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}", delay):
             self.frontier.complete(task, self.worker_id, now, delay, None)
+
+    def _picture_dead_letter(self, step: str, reason: str, detail: str, url: str) -> None:
+        """Records a picture the thumbnail step could not have; with Redis away it is only counted (buffered
+        ``picture_dead_letter_unrecorded``): a missing picture must not hold its page back."""
+        try:
+            self.frontier.dead_letter(step, reason, detail, self.clock(), url)
+        except REDIS_DOWN:
+            self._count("picture_dead_letter_unrecorded")
 
     async def _page_tail(self, task: Task, res: FetchResult, doc: RawDocument, now: float, delay: float) -> None:
         """A fetched page's work after the fetch: publish, identity, links, lease completion."""
