@@ -1,8 +1,8 @@
 """Pictures in a real headless Chromium (Debian's ``chromium`` through Playwright, as ``test_browser.py``): the
 home page with one story carrying stored thumbnails shows them decoded at their declared size, every other card
-shows no image at all (no broken-image icon, no empty box), and the strict CSP lets the same-origin pictures load
-(no CSP console error, no failed request). A screenshot goes to ``$NEWSFLOW_TEST_ARTIFACTS`` (default
-``var/test-artifacts/web``)."""
+shows no image at all (no broken-image icon, no empty box), the strict CSP lets the same-origin pictures load (no
+CSP console error, no failed request) and axe-core finds no serious or critical violation. A screenshot goes to
+``$NEWSFLOW_TEST_ARTIFACTS`` (default ``var/test-artifacts/web``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from newsflow.core.images import CARD_WIDTH, ICON_SIZE, make_thumbnail
 from newsflow.storage.keys import Keys
 from newsflow.storage.thumbnails import ThumbnailStore
 from tests.integration.asgi_server import serve_in_thread
-from tests.web.test_browser import CHROMIUM, DESKTOP, artifacts_dir
+from tests.web.test_browser import CHROMIUM, DESKTOP, _axe_serious, artifacts_dir
 
 pytestmark = [
     pytest.mark.browser,
@@ -69,6 +69,7 @@ def test_cards_show_decoded_same_origin_pictures_and_nothing_where_there_is_none
                 ".querySelector('h3 a').getAttribute('href')}))"
             )
             page.screenshot(path=os.path.join(artifacts_dir(), "pictures-home-desktop.png"), full_page=True)
+            axe = _axe_serious(page)
         finally:
             browser.close()
     assert shown == [
@@ -77,3 +78,4 @@ def test_cards_show_decoded_same_origin_pictures_and_nothing_where_there_is_none
     ]
     assert (lead.width, lead.height) == (320, 180)
     assert errors == [] and failed == []
+    assert axe == []
