@@ -1,8 +1,8 @@
 """Pictures in a real headless Chromium (Debian's ``chromium`` through Playwright, as ``test_browser.py``): the
 home page with one story carrying stored thumbnails shows them decoded at their declared size, every other card
 shows no image at all (no broken-image icon, no empty box), the strict CSP lets the same-origin pictures load (no
-CSP console error, no failed request) and axe-core finds no serious or critical violation. A screenshot goes to
-``$NEWSFLOW_TEST_ARTIFACTS`` (default ``var/test-artifacts/web``)."""
+CSP console error, no failed request) and axe-core finds no serious or critical violation. Screenshots
+(1280x900, 390x844) go to ``$NEWSFLOW_TEST_ARTIFACTS`` (default ``var/test-artifacts/web``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from newsflow.core.images import CARD_WIDTH, ICON_SIZE, make_thumbnail
 from newsflow.storage.keys import Keys
 from newsflow.storage.thumbnails import ThumbnailStore
 from tests.integration.asgi_server import serve_in_thread
-from tests.web.test_browser import CHROMIUM, DESKTOP, _axe_serious, artifacts_dir
+from tests.web.test_browser import CHROMIUM, DESKTOP, PHONE, _axe_serious, artifacts_dir
 
 pytestmark = [
     pytest.mark.browser,
@@ -70,6 +70,14 @@ def test_cards_show_decoded_same_origin_pictures_and_nothing_where_there_is_none
             )
             page.screenshot(path=os.path.join(artifacts_dir(), "pictures-home-desktop.png"), full_page=True)
             axe = _axe_serious(page)
+            phone = browser.new_page(viewport=PHONE)
+            phone.goto(f"http://127.0.0.1:{port}/", wait_until="load")
+            # the card picture scales down to the phone's column and keeps its aspect ratio
+            fit = phone.evaluate(
+                "() => { const i = document.images[0]; const card = i.closest('article').getBoundingClientRect();"
+                " const r = i.getBoundingClientRect(); return [r.width <= card.width, r.height / r.width]; }"
+            )
+            phone.screenshot(path=os.path.join(artifacts_dir(), "pictures-home-phone.png"))
         finally:
             browser.close()
     assert shown == [
@@ -79,3 +87,4 @@ def test_cards_show_decoded_same_origin_pictures_and_nothing_where_there_is_none
     assert (lead.width, lead.height) == (320, 180)
     assert errors == [] and failed == []
     assert axe == []
+    assert fit[0] and abs(fit[1] - lead.height / lead.width) < 0.01
