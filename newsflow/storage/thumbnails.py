@@ -38,11 +38,12 @@ class ThumbnailStore:
     """Thumbnail files under ``root`` (a local directory or ``gs://bucket/prefix``).
 
     Args:
-      root: where the files live; a local directory is created on the first write.
+      root: where the files live; a local directory (made absolute) is created on the first write.
     """
 
     def __init__(self, root: str):
-        self.root = root.rstrip("/")
+        root = root.rstrip("/")
+        self.root = root if "://" in root else os.path.abspath(root)
         self._fs, self._base = filesystem_and_path(self.root)
         self._local = isinstance(self._fs, pafs.LocalFileSystem)
 
