@@ -96,6 +96,7 @@ setup(
         "httptools>=0.6",
         "PyStemmer>=2.2",
         "feedgen>=1.0,<2",
+        "pillow>=11,<13",  # thumbnails (newsflow.core.images): DecompressionBombError, WebP
     ],
     extras_require={
         "test": [

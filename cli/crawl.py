@@ -130,6 +130,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="serve Prometheus metrics at http://0.0.0.0:PORT/metrics while crawling (default: off)",
     )
+    parser.add_argument(
+        "--thumbnails",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="fetch each landed page's lead image and publisher icon through the crawler's address guard and "
+        "store WebP thumbnails in DIR (local or gs://; without DIR: $NEWSFLOW_THUMBNAILS or <data dir>/thumbnails, "
+        "where `newsflow serve` reads them); default: off, or on when $NEWSFLOW_THUMBNAILS is set",
+    )
     add_sink_arguments(parser)
 
 
@@ -150,6 +160,7 @@ def run(args) -> int:
     from newsflow.crawler.schedule import ScheduleConfig
     from newsflow.crawler.sinks import build_sink
     from newsflow.crawler.worker import CrawlWorker, run_async
+    from newsflow.storage.thumbnails import ENV_THUMBNAILS, ThumbnailStore, default_thumbnail_dir
 
     try:
         settings = Settings.resolve(args)
@@ -226,7 +237,10 @@ def run(args) -> int:
         except OSError as e:
             print(f"error: cannot serve metrics on port {args.metrics_port}: {e}", file=sys.stderr)
             return 2
-    worker = CrawlWorker(frontier, writer, cfg, schedule)
+    thumbnails = None
+    if args.thumbnails is not None or os.environ.get(ENV_THUMBNAILS):
+        thumbnails = ThumbnailStore(args.thumbnails or default_thumbnail_dir(settings.data_dir))
+    worker = CrawlWorker(frontier, writer, cfg, schedule, thumbnails=thumbnails)
     print(f"crawl: publishing to {', '.join(sink_names)}, {added} new sources registered", file=sys.stderr, flush=True)
 
     def progress(p: dict) -> None:

@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     from newsflow.serving.app import ServingConfig, create_app, serving_client
     from newsflow.storage.search_index import default_index_path
+    from newsflow.storage.thumbnails import default_thumbnail_dir
 
     data_dir = settings.data_dir
     url = settings.redis_url
@@ -190,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         discover_feeds=discover,
         host_check=host_check,
         search_index=default_index_path(data_dir),
+        thumbnail_dir=default_thumbnail_dir(data_dir),
     )
     print(
         f"newsflow on http://{args.host}:{args.port}/  (JSON API: /v1/top, schema: /openapi.json)",

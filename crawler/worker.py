@@ -103,8 +103,10 @@ from newsflow.crawler.schedule import (
     throttle_delay,
     update_rate,
 )
+from newsflow.crawler.thumbnails import Thumbnailer
 from newsflow.schemas import RawDocument
 from newsflow.storage.aliases import record_aliases
+from newsflow.storage.thumbnails import ThumbnailStore
 
 _HREF_RE = re.compile(rb"""<a\s[^>]*?href\s*=\s*["']([^"'>]+)["']""", re.I)
 _SKIP_EXT = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".css", ".js", ".pdf", ".zip", ".mp3", ".mp4", ".xml", ".ico")
@@ -208,6 +210,8 @@ class CrawlWorker:
       worker_id: unique id (default: random).
       clock: UTC epoch seconds source.
       rng: random source for jitter.
+      thumbnails: where the thumbnail step (:mod:`newsflow.crawler.thumbnails`) stores a landed page's pictures;
+        ``None``: pictures are not fetched and pages land without thumbnail names.
     """
 
     def __init__(
@@ -219,8 +223,11 @@ class CrawlWorker:
         worker_id: str = "",
         clock=time.time,
         rng: random.Random | None = None,
+        thumbnails: ThumbnailStore | None = None,
     ):
         self.frontier = frontier
+        self.thumbnails = thumbnails
+        self._thumbnailer: Thumbnailer | None = None
         self.publisher = publisher
         self.config = config
         self.schedule = schedule
@@ -287,6 +294,8 @@ class CrawlWorker:
           ``{"processed": int}`` plus the frontier counters.
         """
         self.fetcher = Fetcher(self.config, clock=self.clock)
+        if self.thumbnails is not None:
+            self._thumbnailer = Thumbnailer(self.fetcher, self.thumbnails, self._picture_dead_letter)
         start = time.monotonic()
         stats_at_start = self.frontier.stats() if progress is not None else {}
 
@@ -830,9 +839,20 @@ class CrawlWorker:
         if await self._land_feed_only(task, now, kind, res.error or f"HTTP {res.status}", delay):
             self.frontier.complete(task, self.worker_id, now, delay, None)
 
+    def _picture_dead_letter(self, step: str, reason: str, detail: str, url: str) -> None:
+        """Records a picture the thumbnail step could not have; with Redis away it is only counted (buffered
+        ``picture_dead_letter_unrecorded``): a missing picture must not hold its page back."""
+        try:
+            self.frontier.dead_letter(step, reason, detail, self.clock(), url)
+        except REDIS_DOWN:
+            self._count("picture_dead_letter_unrecorded")
+
     async def _page_tail(self, task: Task, res: FetchResult, doc: RawDocument, now: float, delay: float) -> None:
         """A fetched page's work after the fetch: publish, identity, links, lease completion."""
         body, ctype = res.body or b"", res.headers.get("content-type", "")
+        if self._thumbnailer is not None:
+            pictures = await self._thumbnailer.page_pictures(body, ctype, res.final_url)
+            doc = doc._replace(image_thumb=pictures.image_thumb or None, icon_thumb=pictures.icon_thumb or None)
         # the declared canonical is read in the publish's thread hop (one hop per page, not two)
         published, declared = await self._publish(
             task, [doc], now, delay, then=lambda: page_declared_canonical(body, ctype)

@@ -39,6 +39,10 @@ class Article(NamedTuple):
       paywalled: True when the page declares the article not free to read (schema.org
         ``isAccessibleForFree: false``): ``text`` is then only the free part; False when the page
         declares it free or declares nothing; ``None`` for feed-only articles (no page seen).
+      image_url / icon_url: the page's lead image and publisher icon (absolute URLs; ``newsflow.core.images``),
+        "" when none.
+      image_thumb / icon_thumb: their stored thumbnails (names in the thumbnail store, served at
+        ``/img/<name>``), "" when the crawler stored none (thumbnails off, a replayed corpus, a failed fetch).
     """
 
     article_id: str
@@ -62,6 +66,10 @@ class Article(NamedTuple):
     cluster_id: Optional[str] = None
     declared_language: str = ""
     paywalled: Optional[bool] = None
+    image_url: str = ""
+    icon_url: str = ""
+    image_thumb: str = ""
+    icon_thumb: str = ""
 
 
 ARTICLE_SCHEMA = pa.schema(
@@ -87,6 +95,10 @@ ARTICLE_SCHEMA = pa.schema(
         pa.field("cluster_id", pa.string()),
         pa.field("declared_language", pa.string()),
         pa.field("paywalled", pa.bool_()),
+        pa.field("image_url", pa.string()),
+        pa.field("icon_url", pa.string()),
+        pa.field("image_thumb", pa.string()),
+        pa.field("icon_thumb", pa.string()),
     ]
 )
 
@@ -108,6 +120,7 @@ class ArticleRecord(NamedTuple):
       language: ISO 639 code ("" when unknown).
       paywalled: the page declares its text not free (JSON-LD ``isAccessibleForFree: false``); the
         text is the free part.
+      image / icon: stored thumbnail names of its lead image and publisher icon ("" when none).
     """
 
     article_id: str
@@ -121,6 +134,8 @@ class ArticleRecord(NamedTuple):
     authority: float
     language: str
     paywalled: bool = False
+    image: str = ""
+    icon: str = ""
 
 
 ARTICLE_RECORD_SCHEMA = pa.schema(
@@ -136,5 +151,7 @@ ARTICLE_RECORD_SCHEMA = pa.schema(
         pa.field("authority", pa.float32()),
         pa.field("language", pa.string()),
         pa.field("paywalled", pa.bool_()),
+        pa.field("image", pa.string()),
+        pa.field("icon", pa.string()),
     ]
 )

@@ -3,6 +3,7 @@
 import base64
 import json
 import math
+import re
 from typing import NamedTuple, Optional
 
 import pyarrow as pa
@@ -33,6 +34,9 @@ class RawDocument(NamedTuple):
       published_time: feed entry publish time, UTC epoch seconds, else ``None``.
       source_name: human name of the publisher ("Reuters"), else ``None``.
       feed_url: the feed the URL was discovered in, else ``None``.
+      image_thumb: the stored card thumbnail of the page's lead image (a :data:`THUMBNAIL_NAME_RE` name in the
+        thumbnail store, written by the crawler's thumbnail step), else ``None``.
+      icon_thumb: the stored thumbnail of the publisher's icon, likewise, else ``None``.
     """
 
     url: str
@@ -49,6 +53,8 @@ class RawDocument(NamedTuple):
     published_time: Optional[float] = None
     source_name: Optional[str] = None
     feed_url: Optional[str] = None
+    image_thumb: Optional[str] = None
+    icon_thumb: Optional[str] = None
 
     @property
     def is_feed_only(self) -> bool:
@@ -71,7 +77,8 @@ class RawDocument(NamedTuple):
 
         Raises:
           RecordError: with ``error_type`` ``"not_an_object"``, ``"missing_fields"``,
-            ``"invalid_field"`` (wrong type, out of range, bad base64) or ``"invalid_unicode"``.
+            ``"invalid_field"`` (wrong type, out of range, bad base64, a thumbnail that is not a
+            :data:`THUMBNAIL_NAME_RE` name) or ``"invalid_unicode"``.
         """
         if not isinstance(d, dict):
             raise RecordError("not_an_object", f"landing record must be a JSON object, got {type(d).__name__}")
@@ -121,7 +128,23 @@ class RawDocument(NamedTuple):
             published_time=published,
             source_name=_text(d, "source_name"),
             feed_url=_text(d, "feed_url"),
+            image_thumb=_thumb(d, "image_thumb"),
+            icon_thumb=_thumb(d, "icon_thumb"),
         )
+
+
+THUMBNAIL_NAME_RE = re.compile(r"\A([0-9a-f]{32})-([1-9][0-9]{0,3})x([1-9][0-9]{0,3})\.webp\Z")
+"""A stored thumbnail's name (:mod:`newsflow.core.images`): the first 128 bits of SHA-256 of its WebP bytes as
+32 hex chars, ``-``, width ``x`` height in pixels (1..9999), ``.webp``."""
+
+
+def _thumb(d: dict, key: str) -> str | None:
+    value = _text(d, key)
+    if value in (None, ""):
+        return None
+    if not THUMBNAIL_NAME_RE.match(value):
+        raise RecordError("invalid_field", f"{key} is not a thumbnail name: {value[:100]!r}")
+    return value
 
 
 # Plausible range of news timestamps, UTC epoch seconds: 1970-01-01 .. 2100-01-01.
@@ -217,5 +240,7 @@ RAW_DOCUMENT_SCHEMA = pa.schema(
         pa.field("published_time", UTC_TS),
         pa.field("source_name", pa.string()),
         pa.field("feed_url", pa.string()),
+        pa.field("image_thumb", pa.string()),
+        pa.field("icon_thumb", pa.string()),
     ]
 )

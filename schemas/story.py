@@ -87,6 +87,8 @@ class StoryArticle(NamedTuple):
         it then (an earlier copy arriving late makes this one a copy): :meth:`with_cluster`.
       types: :class:`TopicScore` ``(article type, probability)`` pairs (obituary, explainer, historical; see
         ``newsflow.core.topics``), apart from ``topics``.
+      image / icon: stored thumbnail names of its lead image and publisher icon ("" when none); shown with the
+        story when the article is its representative.
 
     Build ``topics``, ``types`` and ``entities`` from :class:`TopicScore` / :class:`EntityRef`, not plain
     tuples: Beam's row coder reads nested fields by name (plain tuples work outside Beam).
@@ -106,6 +108,8 @@ class StoryArticle(NamedTuple):
     authority_if_original: Optional[float] = None
     authority_if_copy: Optional[float] = None
     types: Sequence[TopicScore] = ()
+    image: str = ""
+    icon: str = ""
 
     def with_cluster(self, cluster_id: str) -> "StoryArticle":
         """This article in near-duplicate group ``cluster_id``: the id, and the authority that goes with
@@ -131,6 +135,8 @@ STORY_ARTICLE_SCHEMA = pa.schema(
         pa.field("authority_if_original", pa.float32()),
         pa.field("authority_if_copy", pa.float32()),
         pa.field("types", pa.list_(_TOPIC_SCORE_TYPE)),
+        pa.field("image", pa.string()),
+        pa.field("icon", pa.string()),
     ]
 )
 
@@ -195,6 +201,8 @@ class StoryRecord(NamedTuple):
         ``newsflow.core.ranking.article_type``), filled by the nightly story snapshot; ``None`` when not set.
       types: the story's article types of ``newsflow.core.topics.ARTICLE_TYPES`` (obituary, explainer,
         historical): those of at least half its members' headlines; never in ``topics``.
+      image / icon: stored thumbnail names (``/img/<name>``) of the lead article's picture and its outlet's icon,
+        "" when none.
     """
 
     story_id: str
@@ -218,6 +226,8 @@ class StoryRecord(NamedTuple):
     article_ids: Sequence[str] = ()
     article_type: Optional[str] = None
     types: Sequence[str] = ()
+    image: str = ""
+    icon: str = ""
 
     def summary(self) -> dict:
         """JSON-safe dict of the fields a feed item shows."""
@@ -235,6 +245,8 @@ class StoryRecord(NamedTuple):
             "earliest_time": self.earliest_time,
             "latest_time": self.latest_time,
             "authority": self.authority,
+            "image": self.image,
+            "icon": self.icon,
         }
 
 
@@ -261,6 +273,8 @@ STORY_SCHEMA = pa.schema(
         pa.field("article_ids", pa.list_(pa.string())),
         pa.field("article_type", pa.string()),
         pa.field("types", pa.list_(pa.string())),
+        pa.field("image", pa.string()),
+        pa.field("icon", pa.string()),
     ]
 )
 

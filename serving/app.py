@@ -116,6 +116,7 @@ from newsflow.serving.openapi import openapi_schema
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page, topic_feed_state, trending_page
 from newsflow.serving.paging import BadCursor, Cursor, decode_cursor
 from newsflow.serving.personal import PersonalFeeds
+from newsflow.serving.pictures import picture_routes
 from newsflow.serving.preferences import echo, merge_preferences, normalize_topic, reader_preferences
 from newsflow.serving.reader_view import ReaderView, hide_read_param
 from newsflow.serving.resilience import (
@@ -161,42 +162,49 @@ MAX_BODY_BYTES = 64 * 1024
 class ServingConfig:
     """API settings.
 
-        Attributes:
-          token_secret: HMAC key for reader tokens (≥ 32 bytes).
-          snapshot_dir: directory for last-good feed snapshots.
-          max_age: browser cache seconds for public pages.
-          s_maxage: shared (CDN) cache seconds for public pages.
-          stale_s_maxage: CDN seconds for a stale (degraded) answer.
-          local_cache_seconds: in-process cache of public pages (0 disables).
-          default_limit: stories per page when ``limit`` is absent.
-          redis_backoff_seconds: after a Redis error, requests skip Redis (answer from
-            snapshots at once) for this long instead of each waiting on a dead server.
-          feed: feed-building knobs for personal feeds built on request.
-          clock: returns the current UTC epoch seconds (tokens; injectable for tests).
-          ranking_clock: the serving clock: the time personal feeds are scored and breaking stories are
-            read at, and the time ``POST /v1/events`` stamps events with (their received time, and their
-            event time when the client sends none; a client ``time`` is checked against it), so the
-            nightly jobs see events on the same clock the stories were ranked on. ``None`` means
-            ``clock``. ``newsflow serve --now latest`` (the default after ``newsflow demo``) sets it to
-            the replayed corpus' time, advancing with the wall clock, so a historical corpus does not
-            decay to zero and ``newsflow nightly --date <replay day>`` finds the readers' events.
-          keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
-          personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
-            kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
-            meanwhile gets it without a Redis round trip; a preference change through this process is seen at
-            once, any other change at most this long later.
-          max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
-            ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
-          trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are
-            believed (uvicorn's ``ProxyHeadersMiddleware``; ``NEWSFLOW_TRUSTED_PROXIES``): behind one, the scheme
-            it reports decides whether cookies are ``Secure`` and the address it reports is the one the sign-in
-            limit counts. Empty: no forwarded header is believed.
-          password_hasher: the ``argon2.PasswordHasher`` of accounts (``None``:
-            :func:`newsflow.storage.accounts.default_hasher`).
-          admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
-            the setting; editors' personal tokens are accepted either way.
-    from newsflow.serving.admin import AdminActions, admin_mount
-    from newsflow.serving.feeds_out import feed_routes
+    Attributes:
+      token_secret: HMAC key for reader tokens (≥ 32 bytes).
+      snapshot_dir: directory for last-good feed snapshots.
+      max_age: browser cache seconds for public pages.
+      s_maxage: shared (CDN) cache seconds for public pages.
+      stale_s_maxage: CDN seconds for a stale (degraded) answer.
+      local_cache_seconds: in-process cache of public pages (0 disables).
+      default_limit: stories per page when ``limit`` is absent.
+      redis_backoff_seconds: after a Redis error, requests skip Redis (answer from
+        snapshots at once) for this long instead of each waiting on a dead server.
+      feed: feed-building knobs for personal feeds built on request.
+      clock: returns the current UTC epoch seconds (tokens; injectable for tests).
+      ranking_clock: the serving clock: the time personal feeds are scored and breaking stories are
+        read at, and the time ``POST /v1/events`` stamps events with (their received time, and their
+        event time when the client sends none; a client ``time`` is checked against it), so the
+        nightly jobs see events on the same clock the stories were ranked on. ``None`` means
+        ``clock``. ``newsflow serve --now latest`` (the default after ``newsflow demo``) sets it to
+        the replayed corpus' time, advancing with the wall clock, so a historical corpus does not
+        decay to zero and ``newsflow nightly --date <replay day>`` finds the readers' events.
+      keys: the Redis key layout (:class:`newsflow.storage.keys.Keys`) the API reads and writes.
+      personal_cache_seconds: how long a reader's ``/v1/feed`` answer (body and ETag, per edition and limit) is
+        kept in-process (:class:`newsflow.serving.personal.RecentPages`; 0 disables): a reader asking again
+        meanwhile gets it without a Redis round trip; a preference change through this process is seen at
+        once, any other change at most this long later.
+      max_pending_events: unflushed events the stream may hold before ``POST /v1/events`` answers 503
+        ``backlog_full`` (:data:`newsflow.storage.events.MAX_PENDING_EVENTS`).
+      trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are
+        believed (uvicorn's ``ProxyHeadersMiddleware``; ``NEWSFLOW_TRUSTED_PROXIES``): behind one, the scheme
+        it reports decides whether cookies are ``Secure`` and the address it reports is the one the sign-in
+        limit counts. Empty: no forwarded header is believed.
+      password_hasher: the ``argon2.PasswordHasher`` of accounts (``None``:
+        :func:`newsflow.storage.accounts.default_hasher`).
+      admin_token: the optional shared bearer token of the admin API (``NEWSFLOW_ADMIN_TOKEN``); ``None`` reads
+        the setting; editors' personal tokens are accepted either way.
+      discover_feeds: the admin's "add by home page": ``url -> {"found", "tried", "blocked"}``, the crawl tier's
+        polite feed discovery, injected by ``newsflow serve`` (serving does not import the crawler); ``None``:
+        the admin answers 503 ``not_configured`` to it (:class:`newsflow.serving.admin.AdminActions`).
+      host_check: ``url -> (problem, warning)``, the crawl tier's registration-time address check run on every
+        feed the admin registers (``newsflow.crawler.safety.RegistrationHostCheck``); ``None`` resolves nothing.
+      search_index: the full-text search index file (:mod:`newsflow.serving.search`); ``None``: search answers
+        503 ``search_unavailable``.
+      thumbnail_dir: the thumbnail store ``/img/<name>`` answers from (local directory or ``gs://``;
+        :mod:`newsflow.serving.pictures`); ``None``: no pictures (every ``/img/`` name is a 404).
     """
 
     token_secret: bytes
@@ -219,6 +227,7 @@ class ServingConfig:
     discover_feeds: Callable[[str], dict] | None = None
     host_check: Callable[[str], tuple[str | None, str | None]] | None = None
     search_index: str | None = None
+    thumbnail_dir: str | None = None
 
 
 MIN_MENU_EDITION_STORIES = 5
@@ -966,6 +975,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
         *me_routes(api),  # /v1/me/saved, /v1/me/read (serving/me.py)
         *search_routes(api, web),  # /v1/search, /search (serving/search.py)
         *feed_routes(api, web),  # /feeds/...rss|atom (serving/feeds_out.py)
+        *picture_routes(config.thumbnail_dir),  # /img/<name> (serving/pictures.py)
         Route("/v1/events", api.events, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),

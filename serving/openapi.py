@@ -87,6 +87,15 @@ def openapi_schema() -> dict:
             "earliest_time": {"type": "number", "description": "UTC epoch seconds"},
             "latest_time": {"type": "number", "description": "UTC epoch seconds"},
             "authority": {"type": "number"},
+            "image": {
+                "type": "string",
+                "description": "the lead article's picture, a name served at /img/<name> (WebP, its size in the name: "
+                "<hash>-<width>x<height>.webp); empty when none",
+            },
+            "icon": {
+                "type": "string",
+                "description": "the lead outlet's icon, served at /img/<name> (WebP, at most 32 px); empty when none",
+            },
             "score": {"type": "number"},
             "relevance": {"type": ["number", "null"]},
             "breaking": {"type": "boolean"},

@@ -69,6 +69,8 @@ def article_json(a) -> dict:
         "event_time": a.event_time,
         "language": a.language,
         "paywalled": bool(getattr(a, "paywalled", False)),
+        "image": getattr(a, "image", "") or "",
+        "icon": getattr(a, "icon", "") or "",
     }
 
 

@@ -58,6 +58,7 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
     The article's URL and id follow the identity rules of :mod:`newsflow.core.urls`: a same-site
     canonical the page declares (``content.canonical_url``) replaces the fetched URL
     (:func:`newsflow.core.urls.choose_canonical`), and the id is :func:`newsflow.core.urls.article_id` of it.
+    Its pictures: the URLs extraction found, the thumbnail names the crawler landed with the document.
 
     Raises:
       ValueError: the URL cannot be canonicalized (not http(s), no host).
@@ -82,6 +83,10 @@ def build_article(raw: RawDocument, content, *, source_authority: float, source_
         word_count=len(_WORD_RE.findall(text)),
         feed_only=raw.is_feed_only,
         source_authority=float(source_authority),
+        image_url=getattr(content, "image_url", "") or "",
+        icon_url=getattr(content, "icon_url", "") or "",
+        image_thumb=raw.image_thumb or "",
+        icon_thumb=raw.icon_thumb or "",
     )
 
 

@@ -28,6 +28,7 @@ Steps for a fetched page (``raw.body`` is bytes):
    htmldate with ``extensive_search=False`` (structured markup and the URL only:
    the extensive search turns a footer "(c) 2024" into 2024-01-01, which would make
    a fresh article look months old) and ``max_date`` one day past fetch_time + ``max_future_s``.
+   The lead image and publisher icon URLs come from the uncleaned tree (:func:`newsflow.core.images.page_images`).
 
 Feed-only documents (``raw.body is None``) are built from the feed title and the
 summary with its HTML stripped; no title and no summary -> ``"missing_fields"``.
@@ -52,6 +53,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from newsflow.core.decoding import DecodeError, decode_html, inflate_gzip, strip_control_chars
+from newsflow.core.images import page_images
 from newsflow.core.page_cleaning import clean_tree
 from newsflow.core.scripts import latin_equivalent_length, nfc
 from newsflow.core.timeutil import page_date_to_epoch, utc_date
@@ -110,6 +112,8 @@ class ExtractedContent(NamedTuple):
       paywalled: True when the page declares the article not free (schema.org JSON-LD
         ``isAccessibleForFree: false``; ``text`` is then the free part only), False for other
         pages, ``None`` for feed-only documents (see :mod:`newsflow.core.page_cleaning`).
+      image_url / icon_url: the page's lead image and publisher icon, absolute and checked
+        (:func:`newsflow.core.images.page_images`); "" when none, and for feed-only documents.
     """
 
     title: str
@@ -120,6 +124,8 @@ class ExtractedContent(NamedTuple):
     html_language: str
     canonical_url: str = ""
     paywalled: bool | None = None
+    image_url: str = ""
+    icon_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -424,6 +430,7 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
     body_el = tree.find(".//body")
     if body_el is None or (len(body_el) == 0 and not (body_el.text or "").strip()):
         raise ExtractionError("broken_html", "HTML has no <body> content (truncated or empty document)")
+    pictures = page_images(tree, raw.url)  # before cleaning, which may drop the figure's surroundings
     html_language = _language_tag(tree.get("lang") or tree.get("{http://www.w3.org/XML/1998/namespace}lang"))
     if not html_language:
         html_language = _language_tag(raw.content_language)
@@ -470,6 +477,8 @@ def _extract_page(raw: RawDocument, config: ExtractionConfig) -> ExtractedConten
         html_language=html_language,
         canonical_url=declared_canonical_url(tree),
         paywalled=cleaned.paywalled,
+        image_url=pictures.image_url,
+        icon_url=pictures.icon_url,
     )
 
 

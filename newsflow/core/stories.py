@@ -165,6 +165,8 @@ def story_article(article, topics, entities, embedding, types=()) -> StoryArticl
         authority_if_original=by_origin[True],
         authority_if_copy=by_origin[False],
         types=tuple(TopicScore(str(label), float(p)) for label, p in types),
+        image=getattr(article, "image_thumb", "") or "",
+        icon=getattr(article, "icon_thumb", "") or "",
     )
 
 
@@ -456,6 +458,8 @@ class StoryAssigner:
             a.title,
             a.url,
             a.language or "und",
+            image=a.image or "",
+            icon=a.icon or "",
         )
         story.earliest_time = min(story.earliest_time, float(a.event_time))
         story.latest_time = max(story.latest_time, float(a.event_time))

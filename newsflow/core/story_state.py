@@ -98,7 +98,8 @@ class StoryState:
       article_count: members.
       languages: distinct member languages, sorted.
       representative: the original of the highest-authority independent report
-        (``[t, article id, authority, domain, title, url]``, see :meth:`add_member`), or ``None``.
+        (``[t, article id, authority, domain, title, url]``, then ``image, icon`` thumbnail names when it has
+        pictures; see :meth:`add_member`), or ``None``.
       headline: the independent report whose headline is the story's title
         (:func:`newsflow.core.story_titles.choose_title`, set by the clusterer), same shape, or ``None``
         (the representative's headline is the title).
@@ -162,6 +163,8 @@ class StoryState:
         title: str = "",
         url: str = "",
         lang: str = "und",
+        image: str = "",
+        icon: str = "",
     ) -> None:
         """Adds one member (an article not in any story yet) to the counts, the groups, the outlets,
         the languages and the representative, in O(1) except when it displaces the representative's
@@ -176,10 +179,15 @@ class StoryState:
           title / url: shown when it is the representative; the title is kept cleaned of wire slugs and
             source tags (:func:`newsflow.core.story_titles.clean_headline`).
           lang: its language code.
+          image / icon: its thumbnail names, shown when it is the representative (kept only when set, so an
+            original without pictures has the shape of states written before pictures).
         """
         self.article_count += 1
         self.delta.added[article_id] = t
-        self._offer(cluster, [t, article_id, authority, domain, clean_headline(title, domain), url])
+        original = [t, article_id, authority, domain, clean_headline(title, domain), url]
+        if image or icon:
+            original += [image, icon]
+        self._offer(cluster, original)
         o = outlet(domain) if domain else ""
         if o and o not in self.outlets:
             self.outlets.add(o)
@@ -279,6 +287,8 @@ class StoryState:
             "types": json.dumps(types, sort_keys=True),
             "languages": json.dumps(self.languages),
             "authority": round(float(rep[2]), 6),
+            "image": rep[6] if len(rep) > 7 else "",
+            "icon": rep[7] if len(rep) > 7 else "",
             "embedding": emb,
             "entities": json.dumps([{"key": k, "text": v[0], "label": v[1], "count": v[2]} for k, v in ents]),
             "merged_into": merged_into,

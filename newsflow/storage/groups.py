@@ -460,7 +460,9 @@ _VERSION_FIELDS = (
     "feed",
     "fp",
     "ft",
+    "icon",
     "id",
+    "img",
     "lang",
     "name",
     "outlet",
@@ -482,6 +484,8 @@ _ARTICLE_FIELDS = (
     ("auth", "source_authority"),
     ("feed", "feed_only"),
     ("paywall", "paywalled"),
+    ("img", "image"),
+    ("icon", "icon"),
     ("ft", "fetch_time"),
     ("outlet", "outlet"),
 )
@@ -1026,6 +1030,8 @@ class RedisGroupStore:
                     "auth": repr(float(a.source_authority)),
                     "feed": "1" if a.feed_only else "0",
                     "paywall": "1" if getattr(a, "paywalled", None) else "0",
+                    "img": getattr(a, "image_thumb", "") or "",
+                    "icon": getattr(a, "icon_thumb", "") or "",
                     "ft": format_epoch(a.fetch_time),
                     "outlet": outlet(a.url) or "",
                 }

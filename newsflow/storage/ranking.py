@@ -160,6 +160,8 @@ def story_from_hash(story_id: str, h: Mapping[bytes, bytes]) -> StoryRecord:
         merged_into=_s(g("merged_into")),
         topic_scores=topic_scores,
         types=types,
+        image=_s(g("image")),
+        icon=_s(g("icon")),
     )
 
 
@@ -178,6 +180,8 @@ def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecor
         authority=_f(g("authority")),
         language=_s(g("language")),
         paywalled=_s(g("paywalled")) == "1",
+        image=_s(g("image")),
+        icon=_s(g("icon")),
     )
 
 
