@@ -10,7 +10,7 @@ reader's account keys share the slot of the tag ``{r<b>}``)::
     P:{r<b>}:account:<user>:failures   ZSET  failed sign-ins of the account name in the last 15 minutes
     P:signin:failures:<address>        ZSET  failed sign-ins from one client address in the last 15 minutes
     P:accounts                         ZSET  every account name, score 0 (lexical order: prefix search, count)
-    P:{s<k>}:readers:deleted           ZSET  deleted reader -> deletion time (k = event shard of the reader)
+    P:{s<k>}:readers:deleted           HASH  deleted reader -> JSON {time, last_event} (k = its event shard)
 
 Passwords are hashed with argon2id (``argon2-cffi``, RFC 9106 low-memory profile by default: 3 passes over
 64 MiB); a hash made with weaker parameters is replaced at the next successful sign-in. A sign-in for an
@@ -31,10 +31,11 @@ A disabled account (:meth:`AccountStore.set_disabled`, the editors' readers admi
 right password is refused like a wrong one, without counting as a failure), its sessions end, and its
 personal API tokens are refused until it is enabled again (they are kept, and work again then).
 
-Deletion (:meth:`AccountStore.delete`): the reader's tombstone is written first (``P:{s<k>}:readers:deleted``,
-deletion time), then every key of :meth:`Keys.reader_owned`, the reader's fields of every stored per-reader
-model version (interest, history, cluster) and its active-reader entry are removed. Events received up to the
-deletion time are then dropped from the events dataset by
+Deletion (:meth:`AccountStore.delete`): the reader's tombstone is written first (``P:{s<k>}:readers:deleted``:
+the deletion time and the last id the reader's event stream had given), then every key of
+:meth:`Keys.reader_owned`, the reader's fields of every stored per-reader model version (interest, history,
+cluster) and its active-reader entry are removed. Events appended up to that stream id (whatever clock stamped
+them: a replayed corpus's clock stands still) are then dropped from the events dataset by
 :func:`newsflow.storage.tombstones.purge_deleted_events`, which ``newsflow nightly`` runs after its flush (before
 any job reads the events) and ``newsflow retention`` runs over the whole dataset; an account of the same name
 registered later starts clean.
@@ -50,6 +51,7 @@ import re
 import secrets
 
 from newsflow.storage.keys import Keys, event_shard, reader_bucket
+from newsflow.storage.tombstones import last_event_id
 
 ROLES = ("reader", "editor")
 MAX_FAILURES = 5
@@ -430,7 +432,8 @@ class AccountStore:
     def delete(self, user: str, now: float) -> int:
         """Deletes ``user``'s account and reader data (module docstring); returns the keys and fields removed."""
         shard = event_shard(user)
-        self.client.zadd(self.keys.deleted_readers(shard), {user: float(now)})  # first: events are excluded
+        stone = json.dumps({"time": float(now), "last_event": last_event_id(self.client, self.keys, shard)})
+        self.client.hset(self.keys.deleted_readers(shard), user, stone)  # first: events are excluded
         model_fields = []
         for field in self.client.hkeys(self.keys.model_manifest):
             name, _, version = _s(field).partition(":")

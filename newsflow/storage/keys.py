@@ -180,8 +180,10 @@ key                                       type    holds                         
                                                   every account
 ``P:admin:audit``                         LIST    JSON editor actions (newest     admin API         admin pages
                                                   first, capped)
-``P:{s<k>}:readers:deleted``              ZSET    deleted reader -> deletion      account deletion  nightly,
-                                                  time (tombstones of shard k)                      retention
+``P:{s<k>}:readers:deleted``              HASH    deleted reader -> JSON {time,   account deletion  nightly,
+                                                  last_event}: its tombstone in                     retention
+                                                  shard k (last_event: the
+                                                  stream's last id then)
 ``P:models:pointers``                     HASH    ``current:<name>`` -> version   nightly           ranking
                                                   serving reads; ``previous:``    (switch,          (personalize),
                                                   ``<name>`` -> version before    rollback)         nightly
@@ -623,8 +625,10 @@ class Keys:
         return f"{self.prefix}:admin:audit"
 
     def deleted_readers(self, shard: int) -> str:
-        """ZSET deleted reader id -> deletion time (UTC epoch s) of event shard ``shard`` (:func:`event_shard`):
-        the tombstones whose events the nightly run and ``newsflow retention`` drop from the events dataset."""
+        """HASH deleted reader id -> JSON ``{"time": deletion time (UTC epoch s), "last_event": "<ms>-<seq>"}`` of
+        event shard ``shard`` (:func:`event_shard`; ``last_event`` is the id the shard's stream had last given
+        then): the tombstones whose events the nightly run and ``newsflow retention`` drop from the events
+        dataset (:mod:`newsflow.storage.tombstones`)."""
         return f"{self.prefix}:{{s{int(shard)}}}:readers:deleted"
 
     def reader_owned(self, user_id: str) -> list[str]:

@@ -577,10 +577,12 @@ class SourceRegistry:
         """The crawl frontier's schedule of each feed id (a feed id is its crawl task id): ``{id: {"due" (epoch s,
         None while leased or never queued), "interval_s", "last_fetch", "last_status", "failures", "errors",
         "backoff_until", "last_error", "fetches", "items"}}``; a feed the frontier has not taken yet is absent."""
+        hosts = self.r.hmget(self.keys.crawl_feeds, feed_ids) if feed_ids else []  # locates each task's bucket
+        taken = [(fid, _s(h)) for fid, h in zip(feed_ids, hosts, strict=True) if h is not None]
         pipe = self.r.pipeline(transaction=False)
-        for fid in feed_ids:
-            pipe.hgetall(self.keys.crawl_task(fid))
-        tasks = {fid: _decode(h) for fid, h in zip(feed_ids, pipe.execute() if feed_ids else [], strict=True) if h}
+        for fid, host in taken:
+            pipe.hgetall(self.keys.crawl_task(host, fid))
+        tasks = {fid: _decode(h) for (fid, _), h in zip(taken, pipe.execute() if taken else [], strict=True) if h}
         pipe = self.r.pipeline(transaction=False)
         for fid, h in tasks.items():
             pipe.zscore(self.keys.crawl_queue(h.get("host", "")), fid)

@@ -1,29 +1,66 @@
 """Tombstones of deleted readers and the purge of their events from the events dataset.
 
 Deleting an account (:meth:`newsflow.storage.accounts.AccountStore.delete`) records the reader in the
-tombstone set of its event shard, ``P:{s<k>}:readers:deleted`` (reader -> deletion time, UTC epoch s; ``k =``
-:func:`~newsflow.storage.keys.event_shard` of the reader, the slot of that shard's stream). Events received
-up to that time, whether already flushed to Parquet or still in the stream then, are dropped by
-:func:`purge_deleted_events`: ``newsflow nightly`` runs it over the jobs' windows right after its flush, so no
-job reads them, and ``newsflow retention`` over every partition. Events received later (a new account of
-the same name, or an operator token still in use) are kept.
+tombstone hash of its event shard, ``P:{s<k>}:readers:deleted`` (reader -> JSON ``{"time", "last_event"}``;
+``k =`` :func:`~newsflow.storage.keys.event_shard` of the reader, the slot of that shard's stream):
+``last_event`` is the id the shard's stream had last given (:func:`last_event_id`). Events appended up to that
+id, whether already flushed to Parquet or still in the stream then, are dropped by :func:`purge_deleted_events`:
+``newsflow nightly`` runs it over the jobs' windows right after its flush, so no job reads them, and ``newsflow
+retention`` over every partition. Events appended later (a new account of the same name, or an operator token
+still in use) are kept. Stream ids come from the Redis server and only grow, so the rule holds whatever clock
+stamped the events (``newsflow demo``'s replay clock stands still); a row without a stream id (none is written
+so) falls back to its received time against the deletion time.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from newsflow.storage.keys import EVENT_SHARDS, Keys
+
+
+class Tombstone(NamedTuple):
+    """A deleted reader: ``time`` (UTC epoch s) and ``last_event`` (``(ms, seq)`` of the stream's last id then)."""
+
+    time: float
+    last_event: tuple[int, int]
 
 
 def _s(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def deleted_readers(client, shard: int, keys: Keys = Keys()) -> dict[str, float]:
-    """Tombstones of event shard ``shard``: ``{reader: deletion time (UTC epoch s)}``."""
-    return {_s(u): float(t) for u, t in client.zrange(keys.deleted_readers(shard), 0, -1, withscores=True)}
+def _stream_id(text: str) -> tuple[int, int] | None:
+    """``"<ms>-<seq>"`` (optionally ``"<shard>/"`` first, as event ids are) as ``(ms, seq)``; ``None`` if not."""
+    m = re.fullmatch(r"(?:\d+/)?(\d+)-(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def last_event_id(client, keys: Keys, shard: int) -> str:
+    """The id event stream ``shard`` last gave (``XINFO STREAM``'s ``last-generated-id``), else its flush cursor,
+    else ``"0-0"`` (no event was ever appended)."""
+    import redis
+
+    try:
+        return _s(client.xinfo_stream(keys.events(shard))["last-generated-id"])
+    except redis.ResponseError:  # no stream
+        flushed = client.get(keys.events_flushed(shard))
+        return _s(flushed) if flushed and _stream_id(_s(flushed)) else "0-0"
+
+
+def deleted_readers(client, shard: int, keys: Keys = Keys()) -> dict[str, Tombstone]:
+    """Tombstones of event shard ``shard``: ``{reader: Tombstone}`` (unreadable entries are skipped)."""
+    out = {}
+    for user, raw in client.hgetall(keys.deleted_readers(shard)).items():
+        try:
+            doc = json.loads(raw)
+            out[_s(user)] = Tombstone(float(doc["time"]), _stream_id(str(doc["last_event"])) or (0, 0))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
 
 
 def _shard_of_file(name: str) -> int | None:
@@ -32,7 +69,7 @@ def _shard_of_file(name: str) -> int | None:
 
 
 def purge_deleted_events(client, events_dir: str, keys: Keys = Keys(), dates: Iterable[str] | None = None) -> int:
-    """Drops the events of deleted readers (received up to their deletion time) from the events dataset.
+    """Drops the events of deleted readers (appended up to their tombstone's stream id) from the events dataset.
 
     Each file ``events-<shard>-….parquet`` holds one event shard, so only that shard's tombstones are read;
     a file with a deleted reader's rows is rewritten without them (temp file, then renamed over it).
@@ -72,11 +109,9 @@ def purge_deleted_events(client, events_dir: str, keys: Keys = Keys(), dates: It
                 continue
             table = pq.read_table(info.path, filesystem=filesystem)
             users = table.column("user_id").to_pylist()
+            ids = table.column("event_id").to_pylist()
             received = table.column("received_time").to_pylist()  # UTC datetimes
-            keep = [
-                not (u in gone and r is not None and r.timestamp() <= gone[u])
-                for u, r in zip(users, received, strict=True)
-            ]
+            keep = [not _deleted(gone.get(u), e, r) for u, e, r in zip(users, ids, received, strict=True)]
             if all(keep):
                 continue
             tmp = f"{d}/.{info.base_name}.tmp"
@@ -84,3 +119,14 @@ def purge_deleted_events(client, events_dir: str, keys: Keys = Keys(), dates: It
             filesystem.move(tmp, info.path)
             removed += keep.count(False)
     return removed
+
+
+def _deleted(stone: Tombstone | None, event_id: str | None, received) -> bool:
+    """Whether an event row belongs to a deleted reader's account: appended up to its tombstone's stream id
+    (by received time up to the deletion time when the row has no stream id)."""
+    if stone is None:
+        return False
+    position = _stream_id(event_id or "")
+    if position is not None:
+        return position <= stone.last_event
+    return received is not None and received.timestamp() <= stone.time

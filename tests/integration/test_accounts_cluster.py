@@ -10,6 +10,7 @@ from newsflow.runtime.redis_conn import connect
 from newsflow.storage.accounts import MAX_FAILURES, MAX_SESSIONS, AccountStore, TooManyAttempts
 from newsflow.storage.keys import Keys, event_shard
 from newsflow.storage.models import ModelStore
+from newsflow.storage.tombstones import deleted_readers
 from tests.helpers import PASSWORD, cheap_hasher
 
 NOW = 1_700_000_000.0
@@ -52,4 +53,4 @@ def test_accounts_on_a_cluster(cluster):
     assert store.role("reader8") is None and not store.token_listed("reader8", jti, NOW)
     assert not any(client.exists(k) for k in keys.reader_owned("reader8"))
     assert ModelStore(client, keys).read_fields("interest", ["reader8", "reader9"], "d1") == [None, b"w"]
-    assert client.zscore(keys.deleted_readers(event_shard("reader8")), "reader8") == NOW + 20
+    assert deleted_readers(client, event_shard("reader8"), keys)["reader8"].time == NOW + 20
