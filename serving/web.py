@@ -511,22 +511,26 @@ class Web:
             self.api._mark_down()
             raise PageError(503, "Temporarily unavailable", "The story store is unavailable; try again.") from None
 
+        cursor = self.api._cursor(request)  # "show more": a bad one is a 400
+
         def build(view):
             if view is None:
                 cov = coverage_page(rec.summary(), rec.entities, articles)
-                return dict(coverage_context(cov, articles, None), title=rec.title or "Full coverage")
+                return dict(coverage_context(cov, articles, None, cursor=cursor), title=rec.title or "Full coverage")
             arts = view.articles(articles)  # blocked outlets and muted headlines left out of lists and timeline
             cov = view.marked(coverage_page(rec.summary(), rec.entities, arts))
-            ctx = dict(coverage_context(cov, arts, view.profile, view.prefer), title=rec.title or "Full coverage")
+            ctx = coverage_context(cov, arts, view.profile, view.prefer, cursor)
+            ctx["title"] = rec.title or "Full coverage"
             if len(arts) < len(articles):  # the head still tells the story's whole coverage: "5 sources"
                 whole = coverage_page(rec.summary(), rec.entities, articles)
                 ctx["story"] = dict(cov, coverage=whole["coverage"], by_language=whole["by_language"])
                 ctx["outlet_count"] = len({outlet(x["domain"]) for x in whole["sources"]})
             ctx["hidden_articles"] = len(articles) - len(arts)
-            ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov)
+            ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov) if cursor is None else None
             return ctx
 
-        return self._page(request, f"story|{sid}", "story.html", build)
+        at = "" if cursor is None else f"|{cursor.offset}:{cursor.last_id}"
+        return self._page(request, f"story|{sid}{at}", "story.html", build)
 
     def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
         """What changed in ``sid``'s coverage since ``reader`` last opened it
