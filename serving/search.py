@@ -27,7 +27,6 @@ with muted words in the headline or lead are left out too. Answers with a reader
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import threading
 from collections.abc import Mapping
@@ -37,8 +36,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from newsflow.serving.paging import Cursor, decode_cursor, page_of
 from newsflow.serving.me import live_records
+from newsflow.serving.paging import Cursor, decode_cursor, page_of
 from newsflow.serving.preferences import echo, normalize_source, normalize_topic
 from newsflow.serving.reader_view import ReaderView
 from newsflow.serving.resilience import REDIS_ERRORS

@@ -67,7 +67,14 @@ from newsflow.core.ranking.front_page import banner, chip_key
 from newsflow.schemas import UserProfile
 from newsflow.serving.feeds_out import page_feed_links
 from newsflow.serving.http_body import BodyTooLarge, read_capped
-from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
+from newsflow.serving.http_cache import (
+    cache_headers,
+    cache_hit_on_loop,
+    cached_answer,
+    negotiated,
+    not_modified_or,
+    strong_etag,
+)
 from newsflow.serving.me import live_records
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
 from newsflow.serving.paging import Cursor
@@ -201,7 +208,8 @@ class Web:
 
     def render(self, request: Request, template: str, ctx: dict, personal: bool, status: int = 200) -> Response:
         """An HTML response: public pages get the API's CDN headers and a strong ETag (``304`` on a
-        matching ``If-None-Match``); personal ones ``private, no-store``."""
+        matching ``If-None-Match``); personal ones ``private, no-store``, gzip-encoded when the request accepts
+        it (:func:`~newsflow.serving.http_cache.negotiated`)."""
         body = self.env.get_template(template).render(**ctx).encode("utf-8")
         cfg = self.api.config
         headers = cache_headers(
@@ -211,11 +219,11 @@ class Web:
         headers.update(SECURITY_HEADERS)
         if status != 200:
             headers["Cache-Control"] = "no-store"
-        etag = strong_etag(body)
-        headers["ETag"] = etag
-        if status == 200 and etag_matches(request.headers.get("if-none-match", ""), etag):
-            return Response(status_code=304, headers=headers)
-        return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+        headers["ETag"] = strong_etag(body)
+        resp = Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+        if personal:  # sent once: compressed here; a public page is compressed once by the cache that keeps it
+            resp = negotiated(resp, request.headers.get("accept-encoding", ""))
+        return not_modified_or(resp, request.headers.get("if-none-match", ""))
 
     def public_page(self, key_of: Callable[[Request], str | None], handler: Callable[[Request], Response]):
         """:func:`~newsflow.serving.http_cache.cache_hit_on_loop` for a page :meth:`_page` caches for signed-out
@@ -261,9 +269,7 @@ class Web:
                 ctx.update(build(None))
                 return self.render(request, template, ctx, personal=False)
 
-            return not_modified_or(
-                self.api.cache.get_or_build("html|" + key, anon), request.headers.get("if-none-match", "")
-            )
+            return cached_answer(self.api.cache, "html|" + key, anon, request)
         view = self._view(request, sess[0])
         ctx = self._context(request, sess, view.profile, view)
         ctx.update(build(view))
