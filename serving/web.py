@@ -40,7 +40,10 @@ cookie``), so it changes with the session and cannot be forged without the secre
 registration forms use a double-submit random cookie (``nf_csrf``) against login CSRF. The pages send a
 ``Content-Security-Policy`` that allows no script at all.
 
-Templates live in ``serving/templates`` and the stylesheet in ``serving/static``; filters, time
+Site files: ``/robots.txt`` (:data:`ROBOTS_TXT`), ``/manifest.webmanifest`` (:data:`MANIFEST`) and the icon
+``/static/favicon.svg`` (``/favicon.ico`` redirects to it); the CSP allows the manifest (``manifest-src 'self'``).
+
+Templates live in ``serving/templates`` and the stylesheet and icon in ``serving/static``; filters, time
 text and the page-context builders are :mod:`newsflow.serving.web_view`.
 """
 
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import threading
@@ -101,13 +105,40 @@ MAX_FORM_BYTES = 8 * 1024
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
-        "frame-ancestors 'none'"
+        "default-src 'none'; style-src 'self'; img-src 'self'; manifest-src 'self'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
 MAX_LIMIT = 100
+ASSET_CACHE = "public, max-age=86400"
+ROBOTS_TXT = """User-agent: *
+Disallow: /account
+Disallow: /admin
+Disallow: /for-you
+Disallow: /prefs
+Disallow: /register
+Disallow: /saved
+Disallow: /settings
+Disallow: /signin
+Disallow: /signout
+Disallow: /v1/
+"""
+"""``/robots.txt``: public pages (top stories, coverage, topics, trending, sources, search, feeds) may be crawled;
+readers' own pages, forms and the JSON API may not."""
+MANIFEST = {
+    "name": "newsflow",
+    "short_name": "newsflow",
+    "description": "Top stories ranked by authority and freshness, grouped into full coverage.",
+    "start_url": "/",
+    "scope": "/",
+    "display": "browser",
+    "background_color": "#ffffff",
+    "theme_color": "#0b57d0",
+    "icons": [{"src": "/static/favicon.svg", "sizes": "any", "type": "image/svg+xml", "purpose": "any"}],
+}
+"""``/manifest.webmanifest`` (W3C Web App Manifest), linked from every page."""
 NAV = (
     ("/", "Top stories"),
     ("/for-you", "For You"),
@@ -689,7 +720,7 @@ class Web:
             self.api.personal.pages.forget(sess[0])
 
         await self._write(save, "Preferences", 400, "Could not change that")
-        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+        return RedirectResponse(safe_next(form.get("next")).split("#", 1)[0] + focus_fragment(form), status_code=303)
 
     def error_page(self, request: Request, exc: PageError) -> Response:
         """The HTML error page; the reader of a session looked up earlier in the request shows in its header
@@ -711,10 +742,48 @@ def form_action(form: dict[str, str]) -> tuple[str, str, str]:
     return form.get("action", ""), form.get("kind", ""), form.get("value", "")
 
 
+HIDING_ACTIONS = frozenset({"block", "dismiss"})
+"""Card actions after which the card leaves the page (its topic or outlet blocked, the interest removed)."""
+
+
+def focus_fragment(form: dict[str, str]) -> str:
+    """Where keyboard focus lands after a card's preference button: ``"#follow-<story id>"`` naming the first
+    button of the card the form came from (``card``), or of the next card (``after``) when the action hides
+    this one (:data:`HIDING_ACTIONS`); ``""`` when the form names no valid card (a settings form, the coverage
+    page). Browsers focus a focusable fragment target, and open the ``<details>`` around it."""
+    action = form_action(form)[0]
+    card, after = form.get("card", ""), form.get("after", "")
+    target = after if action in HIDING_ACTIONS and after else card
+    return f"#follow-{target}" if target and is_valid_story_id(target) else ""
+
+
 def https(request: Request) -> bool:
     """Whether cookies of this response are ``Secure``: the request's scheme is https (behind a trusted proxy,
     the scheme it forwarded: ``ServingConfig.trusted_proxies``)."""
     return request.url.scheme == "https"
+
+
+def site_files() -> list[Route]:
+    """``/robots.txt``, ``/manifest.webmanifest`` and ``/favicon.ico`` (a redirect to the SVG icon that
+    every page links), cacheable for a day."""
+    robots = ROBOTS_TXT.encode()
+    manifest = json.dumps(MANIFEST, indent=1).encode()
+    cache = {"Cache-Control": ASSET_CACHE}
+
+    def robots_txt(_: Request) -> Response:
+        return Response(robots, media_type="text/plain; charset=utf-8", headers=cache)
+
+    def web_manifest(_: Request) -> Response:
+        return Response(manifest, media_type="application/manifest+json", headers=cache)
+
+    def favicon(_: Request) -> Response:
+        return RedirectResponse("/static/favicon.svg", status_code=301, headers=cache)
+
+    return [
+        Route("/robots.txt", robots_txt, methods=["GET"]),
+        Route("/manifest.webmanifest", web_manifest, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
+    ]
 
 
 def web_routes(api) -> tuple[list, Web]:
@@ -736,6 +805,7 @@ def web_routes(api) -> tuple[list, Web]:
         Route("/settings", web.settings, methods=["GET"]),
         Route("/prefs", web.prefs, methods=["POST"]),
         *account_routes(web),
+        *site_files(),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     return routes, web
