@@ -281,9 +281,9 @@ EXTRA_STORIES = 20
 
 def wide_app(server, snapshot_dir: str, secret: bytes):
     """:func:`populated_app` (``front_page``) plus, before the feeds are built: :data:`EXTRA_STORIES` stories
-    ``x00..x19`` (one outlet each, ``xNN.example``, topic ``science``, so a home page has more than 15 cards) and
+    ``x00..x19`` (one outlet each, ``xNN.com``, topic ``science``, so a home page has more than 15 cards) and
     story :data:`WIDE_STORY` covered by :data:`WIDE_REPORTS` independent reports (one near-duplicate group each,
-    ``c-big-<k>``) from :data:`WIDE_OUTLETS` outlets: report ``k`` is at ``o<k % 60>.example``, authority
+    ``c-big-<k>``) from :data:`WIDE_OUTLETS` outlets: report ``k`` is at ``o<k % 60>.com``, authority
     ``0.2 + (k * 37 % 100) / 200``, event time ``NOW - 5 h + 60 k``."""
     from newsflow.serving.app import ServingConfig, create_app
     from newsflow.storage.feeds import build_feeds
@@ -295,14 +295,14 @@ def wide_app(server, snapshot_dir: str, secret: bytes):
     pipe = server.pipeline()
     for i in range(EXTRA_STORIES):
         sid = f"x{i:02d}"
-        row = (f"Science note {i}", f"x{i:02d}.example", 0.55, 2.0 + i / 10, ["en"], ["science"], 10 + i)
+        row = (f"Science note {i}", f"x{i:02d}.com", 0.55, 2.0 + i / 10, ["en"], ["science"], 10 + i)
         pipe.hset(keys.story(sid), mapping=story_fields(sid, *row))
         pipe.zadd(keys.story_active_of(sid), {sid: NOW - row[3] * H + 600})
-    big = story_fields(WIDE_STORY, "A storm of reports", "o0.example", 0.8, 5.0, ["en"], ["world"], 40, WIDE_OUTLETS)
-    pipe.hset(keys.story(WIDE_STORY), mapping=dict(big, url="https://o0.example/big-0", article_count=WIDE_REPORTS))
+    big = story_fields(WIDE_STORY, "A storm of reports", "o0.com", 0.8, 5.0, ["en"], ["world"], 40, WIDE_OUTLETS)
+    pipe.hset(keys.story(WIDE_STORY), mapping=dict(big, url="https://o0.com/big-0", article_count=WIDE_REPORTS))
     pipe.zadd(keys.story_active_of(WIDE_STORY), {WIDE_STORY: NOW - 5 * H + 600})
     for k in range(WIDE_REPORTS):
-        aid, dom, t = f"big-{k}", f"o{k % WIDE_OUTLETS}.example", NOW - 5 * H + 60 * k
+        aid, dom, t = f"big-{k}", f"o{k % WIDE_OUTLETS}.com", NOW - 5 * H + 60 * k
         pipe.hset(
             keys.article(aid),
             mapping={

@@ -39,7 +39,7 @@ def test_top_coverage_first_then_every_report_once_by_show_more(wide):
         doc = lxml.html.fromstring(first.text)
         meta = doc.xpath("//article[@class='coverage']/p[@class='meta']")[0].text_content()
         assert f"{WIDE_OUTLETS} sources" in meta and f"{WIDE_REPORTS} independent reports" in meta
-        assert doc.xpath("//section[@aria-labelledby='lead-h']//a/@href")[0] == "https://o0.example/big-0"
+        assert doc.xpath("//section[@aria-labelledby='lead-h']//a/@href")[0] == "https://o0.com/big-0"
         top = _reports(doc)
         # 30 reports, one per outlet (60 outlets have a best report each), highest authority first, and none of
         # the outlets left out has a better report than the weakest one shown
@@ -47,16 +47,16 @@ def test_top_coverage_first_then_every_report_once_by_show_more(wide):
         shown = [_authority(u) for u, _ in top]
         assert shown == sorted(shown, reverse=True)
         best_left_out = max(
-            _authority(f"https://o{k % 60}.example/big-{k}")
+            _authority(f"https://o{k % 60}.com/big-{k}")
             for k in range(1, WIDE_REPORTS)
-            if f"o{k % 60}.example" not in {o for _, o in top}
+            if f"o{k % 60}.com" not in {o for _, o in top}
         )
         assert min(shown) >= best_left_out
         assert "(30 of 299 other reports)" in doc.xpath("//h2[@id='reports-h']")[0].text_content()
         # timeline in brief: 17:13:20 + k min for k < 300: hours 17 (47), 18-21 (60 each), 22 (13)
         assert doc.xpath("//dl[@class='timeline']/dd/a/@href") == [
-            "https://o0.example/big-0",
-            "https://o59.example/big-299",
+            "https://o0.com/big-0",
+            "https://o59.com/big-299",
         ]
         busiest = [li.text_content() for li in doc.xpath("//ul[@class='busiest']/li")]
         assert busiest == [f"2023-11-14 {h}:00 UTC: 60 articles" for h in (18, 19, 20)]
@@ -80,7 +80,7 @@ def test_top_coverage_first_then_every_report_once_by_show_more(wide):
             pages += 1
             nxt = page.xpath("//a[@rel='next']/@href")
         assert pages == 10 and len(seen) == len(set(seen)) == WIDE_REPORTS - 1
-        assert set(seen) | {"https://o0.example/big-0"} == {f"https://o{k % 60}.example/big-{k}" for k in range(300)}
+        assert set(seen) | {"https://o0.com/big-0"} == {f"https://o{k % 60}.com/big-{k}" for k in range(300)}
         assert c.get(f"/stories/{WIDE_STORY}?cursor=bogus").status_code == 400
 
 
