@@ -566,8 +566,15 @@ class Web:
             ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov) if cursor is None else None
             return ctx
 
-        at = "" if cursor is None else f"|{cursor.offset}:{cursor.last_id}"
-        return self._page(request, f"story|{sid}{at}", "story.html", build)
+        return self._page(request, self._story_key(request), "story.html", build)
+
+    def _story_key(self, request: Request) -> str | None:
+        """The anonymous cache key of a coverage page (its story and cursor); ``None`` for a bad story id (the
+        handler answers 400). A bad cursor raises the 400 :meth:`Api._cursor` raises."""
+        sid = request.path_params["story_id"]
+        if not is_valid_story_id(sid):
+            return None
+        return f"story|{sid}|{self.api._cursor_key(request)}"
 
     def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
         """What changed in ``sid``'s coverage since ``reader`` last opened it
@@ -793,7 +800,7 @@ def web_routes(api) -> tuple[list, Web]:
     web = Web(api)
     routes = [
         Route("/", web.public_page(web._home_key, web.home), methods=["GET"]),
-        Route("/stories/{story_id}", web.story, methods=["GET"]),
+        Route("/stories/{story_id}", web.public_page(web._story_key, web.story), methods=["GET"]),
         Route("/topics", web.public_page(lambda _: "topics", web.topics), methods=["GET"]),
         Route("/topics/{topic}", web.public_page(web._topic_key, web.topic), methods=["GET"]),
         Route("/trending", web.public_page(lambda _: "trending", web.trending), methods=["GET"]),
