@@ -6,8 +6,11 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/``                       top stories of an edition (``?edition=``, a page at a time: ``?cursor=``,
                             "More stories") — the same stories as
                             ``/v1/top`` in the same order — with the breaking banner
-``/stories/{story_id}``     full coverage: "N sources", the lead report, independent reports
-                            with their syndicated copies, a timeline, entities
+``/stories/{story_id}``     full coverage: "N sources", the lead report, the top coverage (at most 30
+                            independent reports, two per outlet: :mod:`newsflow.core.coverage`) with their
+                            syndicated copies, "show more" pages (``?cursor=``), the timeline in brief,
+                            entities; signed in, the preferred-lead control is a text input with the
+                            covering outlets as a ``<datalist>``
 ``/topics``, ``/topics/{t}`` the topic list and a topic's feed (as ``/v1/topics/{t}``)
 ``/trending``               trending stories, topics and entities, breaking stories
 ``/sources/{outlet}``       stories an outlet leads in the global pool
@@ -20,7 +23,7 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/signout``, ``/account``  tokens, sign out everywhere, deletion) and the editors' ``/admin`` page:
 ``/admin``                  :mod:`newsflow.serving.accounts_web`
 ``/prefs``                  ``POST``: follow/unfollow/block/unblock a topic or outlet, then
-                            back to ``next``
+                            back to ``next`` (from a card: to ``#follow-<story id>``, :func:`focus_fragment`)
 ==========================  ===============================================================
 
 Caching: a page without a session cookie is the same for everyone and carries the JSON API's
@@ -39,6 +42,9 @@ CSRF: every form carries a token. Signed in, it is HMAC-SHA256(secret, ``"csrf|"
 cookie``), so it changes with the session and cannot be forged without the secret; the sign-in and
 registration forms use a double-submit random cookie (``nf_csrf``) against login CSRF. The pages send a
 ``Content-Security-Policy`` that allows no script at all.
+
+Compression: public pages are gzip-encoded once per cached version, personal ones per answer, for requests
+that accept gzip (:mod:`newsflow.serving.http_cache`).
 
 Site files: ``/robots.txt`` (:data:`ROBOTS_TXT`), ``/manifest.webmanifest`` (:data:`MANIFEST`) and the icon
 ``/static/favicon.svg`` (``/favicon.ico`` redirects to it); the CSP allows the manifest (``manifest-src 'self'``).
