@@ -82,6 +82,7 @@ def test_three_tab_stops_per_card_and_focus_stays_on_the_card_after_follow_and_b
         card15,
         "Un" + first["text"][0].lower() + first["text"][1:],
     )
+    page.screenshot(path=os.path.join(artifacts_dir(), "card-actions-open-desktop.png"))  # its "More", opened
     # block the card's outlet: the card leaves the page, focus is on the next card's control
     block = _tab_until(page, lambda f: f["card"] == card15 and f["text"].startswith("Block ") and "." in f["text"])
     with page.expect_navigation():
