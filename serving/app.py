@@ -104,10 +104,10 @@ from newsflow.serving.http_cache import (
     LocalCache,
     cache_headers,
     cache_hit_on_loop,
+    cached_answer,
     conditional_body,
     conditional_json,
     json_bytes,
-    not_modified_or,
     strong_etag,
 )
 from newsflow.serving.me import mark_read_now, me_routes, personal_coverage
@@ -550,8 +550,9 @@ class Api:
         return f"trending|{self._limit(request)}"
 
     def _cached(self, request: Request, key: str, build: Callable[[], Response]) -> Response:
-        """In-process cache of public ``200`` responses (:class:`~newsflow.serving.http_cache.LocalCache`)."""
-        return not_modified_or(self.cache.get_or_build(key, build), request.headers.get("if-none-match", ""))
+        """In-process cache of public ``200`` responses (:class:`~newsflow.serving.http_cache.LocalCache`),
+        compressed once per version (:func:`~newsflow.serving.http_cache.cached_answer`)."""
+        return cached_answer(self.cache, key, build, request)
 
     def _feed_with_fallback(self, name: str, key: str, fallback: str) -> tuple[dict | None, str]:
         return feed_with_fallback(self.store.read_feed_raw, self.breaker, self.snapshots, name, key, fallback)

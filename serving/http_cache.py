@@ -6,10 +6,19 @@ because a reader's token may turn them into the reader's own page), personal one
 body) and ``If-None-Match`` answers ``304`` (RFC 9110 §13.1.2: weak comparison, ``*`` matches).
 Public responses are also kept in-process for a short time (:class:`LocalCache`), well under the
 feeds' 5-minute TTL, so a burst of identical requests costs one Redis read.
+
+Compression: a response of at least :data:`COMPRESS_MIN_BYTES` is sent gzip-encoded (stdlib ``gzip``, level
+:data:`GZIP_LEVEL`, no timestamp, so the same body always gives the same bytes) to a request whose
+``Accept-Encoding`` accepts gzip (RFC 9110 §12.5.3: ``q=0`` refuses, ``*`` stands for any encoding not named).
+A cached response is compressed once per version, on the first request that accepts gzip, and the encoded
+copy is kept next to it (:meth:`LocalCache.peek`); it carries its own strong ``ETag`` (the identity tag with
+``-gzip`` before the closing quote), ``Content-Encoding: gzip`` and ``Vary: Accept-Encoding``. Brotli is not
+offered: no brotli package is a dependency.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import threading
@@ -20,6 +29,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+COMPRESS_MIN_BYTES = 1024
+"""Smallest body worth compressing (bytes): below it the headers outweigh the saving."""
+GZIP_LEVEL = 6
+"""zlib level of gzip answers: zlib's default, most of level 9's saving at a fraction of its CPU."""
 STALE_HEADER = "X-Newsflow-Stale"
 STALE_REASON_HEADER = "X-Newsflow-Stale-Reason"
 
@@ -121,7 +134,7 @@ def cache_hit_on_loop(
 
     async def endpoint(request: Request) -> Response:
         key = key_of(request)
-        hit = cache.peek(key) if key is not None else None
+        hit = cache.peek(key, request.headers.get("accept-encoding", "")) if key is not None else None
         if hit is not None:
             return not_modified_or(hit, request.headers.get("if-none-match", ""))
         return await run_in_threadpool(handler, request)
@@ -130,43 +143,121 @@ def cache_hit_on_loop(
     return endpoint
 
 
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header value accepts gzip: ``gzip`` (or ``x-gzip``) with a q-value
+    above 0, or ``*`` above 0 when gzip is not named; malformed q-values count as 1."""
+    named: float | None = None
+    star: float | None = None
+    for part in accept_encoding.lower().split(","):
+        coding, _, params = part.strip().partition(";")
+        q = 1.0
+        params = params.strip()
+        if params.startswith("q="):
+            try:
+                q = float(params[2:])
+            except ValueError:
+                q = 1.0
+        coding = coding.strip()
+        if coding in ("gzip", "x-gzip"):
+            named = q if named is None else max(named, q)
+        elif coding == "*":
+            star = q
+    if named is not None:
+        return named > 0
+    return star is not None and star > 0
+
+
+def gzip_variant(response: Response) -> Response | None:
+    """The gzip-encoded copy of a ``200`` ``response`` (same headers, ``Content-Encoding: gzip``, the
+    ``ETag`` with ``-gzip`` before its closing quote), or ``None`` when it is not worth it: not a ``200``,
+    already encoded, or under :data:`COMPRESS_MIN_BYTES`."""
+    body = response.body
+    if response.status_code != 200 or "content-encoding" in response.headers or len(body) < COMPRESS_MIN_BYTES:
+        return None
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    etag = response.headers.get("etag", "")
+    if etag.endswith('"'):
+        headers["etag"] = etag[:-1] + '-gzip"'
+    headers["content-encoding"] = "gzip"
+    if "accept-encoding" not in headers.get("vary", "").lower():
+        headers["vary"] = (headers["vary"] + ", " if headers.get("vary") else "") + "Accept-Encoding"
+    return Response(gzip.compress(body, GZIP_LEVEL, mtime=0), status_code=200, headers=headers)
+
+
+def negotiated(response: Response, accept_encoding: str) -> Response:
+    """``response`` compressed for ``accept_encoding`` when it accepts gzip and :func:`gzip_variant`
+    makes one, else ``response``: for an answer sent once (a reader's own page); cached answers keep their
+    encoded copy (:meth:`LocalCache.peek`)."""
+    if not accepts_gzip(accept_encoding):
+        return response
+    return gzip_variant(response) or response
+
+
+class _Entry:
+    """A cached response, its expiry (the cache's clock) and its encoded copy once made (``None``: not
+    yet; ``False``: not worth compressing)."""
+
+    __slots__ = ("expires", "response", "gzip")
+
+    def __init__(self, expires: float, response: Response):
+        self.expires, self.response, self.gzip = expires, response, None
+
+    def answer(self, accept_encoding: str) -> Response:
+        if not accepts_gzip(accept_encoding):
+            return self.response
+        if self.gzip is None:  # two threads may both compress once: the same bytes, the last one kept
+            self.gzip = gzip_variant(self.response) or False
+        return self.gzip or self.response
+
+
 class LocalCache:
     """In-process cache of public ``200`` responses for ``ttl_seconds`` (0 disables); thread-safe.
 
     Holds at most ``max_entries`` responses; when full it is emptied (the keys are few: editions,
-    topics and limits), which is cheaper than LRU bookkeeping on the request path.
+    topics and limits), which is cheaper than LRU bookkeeping on the request path. Each response is
+    compressed at most once while cached (see the module docstring), on the first request accepting gzip.
     """
 
     def __init__(self, ttl_seconds: float, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic):
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self._clock = clock
-        self._entries: dict[str, tuple[float, Response]] = {}
+        self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
-    def peek(self, key: str) -> Response | None:
-        """The cached, unexpired response for ``key`` or ``None``; never builds (no I/O, so it can be
-        called on the event loop)."""
+    def peek(self, key: str, accept_encoding: str = "") -> Response | None:
+        """The cached, unexpired response for ``key`` (gzip-encoded when ``accept_encoding`` accepts it) or
+        ``None``; never builds (no I/O, so it can be called on the event loop)."""
         if self.ttl <= 0:
             return None
         hit = self._entries.get(key)  # one dict read: atomic under the GIL, no lock needed
-        if hit is not None and hit[0] > self._clock():
-            return hit[1]
+        if hit is not None and hit.expires > self._clock():
+            return hit.answer(accept_encoding)
         return None
 
-    def get_or_build(self, key: str, build: Callable[[], Response]) -> Response:
-        """The cached response for ``key``, or ``build()`` (cached when it is a ``200``)."""
+    def get_or_build(self, key: str, build: Callable[[], Response], accept_encoding: str = "") -> Response:
+        """The cached response for ``key``, or ``build()`` (cached when it is a ``200``); gzip-encoded when
+        ``accept_encoding`` accepts it."""
         if self.ttl <= 0:
-            return build()
+            return negotiated(build(), accept_encoding)
         now = self._clock()
         with self._lock:
             hit = self._entries.get(key)
-        if hit is not None and hit[0] > now:
-            return hit[1]
+        if hit is not None and hit.expires > now:
+            return hit.answer(accept_encoding)
         resp = build()
-        if resp.status_code == 200:
-            with self._lock:
-                if len(self._entries) >= self.max_entries:
-                    self._entries.clear()
-                self._entries[key] = (now + self.ttl, resp)
-        return resp
+        if resp.status_code != 200:
+            return resp
+        entry = _Entry(now + self.ttl, resp)
+        with self._lock:
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[key] = entry
+        return entry.answer(accept_encoding)
+
+
+def cached_answer(cache: LocalCache, key: str, build: Callable[[], Response], request: Request) -> Response:
+    """``cache.get_or_build(key, build)`` for ``request``: encoded as its ``Accept-Encoding`` accepts, and a
+    ``304`` when its ``If-None-Match`` matches that encoding's ``ETag``."""
+    resp = cache.get_or_build(key, build, request.headers.get("accept-encoding", ""))
+    return not_modified_or(resp, request.headers.get("if-none-match", ""))

@@ -6,8 +6,11 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/``                       top stories of an edition (``?edition=``, a page at a time: ``?cursor=``,
                             "More stories") — the same stories as
                             ``/v1/top`` in the same order — with the breaking banner
-``/stories/{story_id}``     full coverage: "N sources", the lead report, independent reports
-                            with their syndicated copies, a timeline, entities
+``/stories/{story_id}``     full coverage: "N sources", the lead report, the top coverage (at most 30
+                            independent reports, two per outlet: :mod:`newsflow.core.coverage`) with their
+                            syndicated copies, "show more" pages (``?cursor=``), the timeline in brief,
+                            entities; signed in, the preferred-lead control is a text input with the
+                            covering outlets as a ``<datalist>``
 ``/topics``, ``/topics/{t}`` the topic list and a topic's feed (as ``/v1/topics/{t}``)
 ``/trending``               trending stories, topics and entities, breaking stories
 ``/sources/{outlet}``       stories an outlet leads in the global pool
@@ -20,7 +23,7 @@ Pages (all ``GET``; forms ``POST`` with a CSRF token):
 ``/signout``, ``/account``  tokens, sign out everywhere, deletion) and the editors' ``/admin`` page:
 ``/admin``                  :mod:`newsflow.serving.accounts_web`
 ``/prefs``                  ``POST``: follow/unfollow/block/unblock a topic or outlet, then
-                            back to ``next``
+                            back to ``next`` (from a card: to ``#follow-<story id>``, :func:`focus_fragment`)
 ==========================  ===============================================================
 
 Caching: a page without a session cookie is the same for everyone and carries the JSON API's
@@ -40,7 +43,13 @@ cookie``), so it changes with the session and cannot be forged without the secre
 registration forms use a double-submit random cookie (``nf_csrf``) against login CSRF. The pages send a
 ``Content-Security-Policy`` that allows no script at all.
 
-Templates live in ``serving/templates`` and the stylesheet in ``serving/static``; filters, time
+Compression: public pages are gzip-encoded once per cached version, personal ones per answer, for requests
+that accept gzip (:mod:`newsflow.serving.http_cache`).
+
+Site files: ``/robots.txt`` (:data:`ROBOTS_TXT`), ``/manifest.webmanifest`` (:data:`MANIFEST`) and the icon
+``/static/favicon.svg`` (``/favicon.ico`` redirects to it); the CSP allows the manifest (``manifest-src 'self'``).
+
+Templates live in ``serving/templates`` and the stylesheet and icon in ``serving/static``; filters, time
 text and the page-context builders are :mod:`newsflow.serving.web_view`.
 """
 
@@ -48,6 +57,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import threading
@@ -67,7 +77,14 @@ from newsflow.core.ranking.front_page import banner, chip_key
 from newsflow.schemas import UserProfile
 from newsflow.serving.feeds_out import page_feed_links
 from newsflow.serving.http_body import BodyTooLarge, read_capped
-from newsflow.serving.http_cache import cache_headers, cache_hit_on_loop, etag_matches, not_modified_or, strong_etag
+from newsflow.serving.http_cache import (
+    cache_headers,
+    cache_hit_on_loop,
+    cached_answer,
+    negotiated,
+    not_modified_or,
+    strong_etag,
+)
 from newsflow.serving.me import live_records
 from newsflow.serving.pages import UnknownTopic, coverage_page, feed_page
 from newsflow.serving.paging import Cursor
@@ -94,13 +111,40 @@ MAX_FORM_BYTES = 8 * 1024
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
-        "frame-ancestors 'none'"
+        "default-src 'none'; style-src 'self'; img-src 'self'; manifest-src 'self'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
 MAX_LIMIT = 100
+ASSET_CACHE = "public, max-age=86400"
+ROBOTS_TXT = """User-agent: *
+Disallow: /account
+Disallow: /admin
+Disallow: /for-you
+Disallow: /prefs
+Disallow: /register
+Disallow: /saved
+Disallow: /settings
+Disallow: /signin
+Disallow: /signout
+Disallow: /v1/
+"""
+"""``/robots.txt``: public pages (top stories, coverage, topics, trending, sources, search, feeds) may be crawled;
+readers' own pages, forms and the JSON API may not."""
+MANIFEST = {
+    "name": "newsflow",
+    "short_name": "newsflow",
+    "description": "Top stories ranked by authority and freshness, grouped into full coverage.",
+    "start_url": "/",
+    "scope": "/",
+    "display": "browser",
+    "background_color": "#ffffff",
+    "theme_color": "#0b57d0",
+    "icons": [{"src": "/static/favicon.svg", "sizes": "any", "type": "image/svg+xml", "purpose": "any"}],
+}
+"""``/manifest.webmanifest`` (W3C Web App Manifest), linked from every page."""
 NAV = (
     ("/", "Top stories"),
     ("/for-you", "For You"),
@@ -201,7 +245,8 @@ class Web:
 
     def render(self, request: Request, template: str, ctx: dict, personal: bool, status: int = 200) -> Response:
         """An HTML response: public pages get the API's CDN headers and a strong ETag (``304`` on a
-        matching ``If-None-Match``); personal ones ``private, no-store``."""
+        matching ``If-None-Match``); personal ones ``private, no-store``, gzip-encoded when the request accepts
+        it (:func:`~newsflow.serving.http_cache.negotiated`)."""
         body = self.env.get_template(template).render(**ctx).encode("utf-8")
         cfg = self.api.config
         headers = cache_headers(
@@ -211,11 +256,11 @@ class Web:
         headers.update(SECURITY_HEADERS)
         if status != 200:
             headers["Cache-Control"] = "no-store"
-        etag = strong_etag(body)
-        headers["ETag"] = etag
-        if status == 200 and etag_matches(request.headers.get("if-none-match", ""), etag):
-            return Response(status_code=304, headers=headers)
-        return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+        headers["ETag"] = strong_etag(body)
+        resp = Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+        if personal:  # sent once: compressed here; a public page is compressed once by the cache that keeps it
+            resp = negotiated(resp, request.headers.get("accept-encoding", ""))
+        return not_modified_or(resp, request.headers.get("if-none-match", ""))
 
     def public_page(self, key_of: Callable[[Request], str | None], handler: Callable[[Request], Response]):
         """:func:`~newsflow.serving.http_cache.cache_hit_on_loop` for a page :meth:`_page` caches for signed-out
@@ -261,9 +306,7 @@ class Web:
                 ctx.update(build(None))
                 return self.render(request, template, ctx, personal=False)
 
-            return not_modified_or(
-                self.api.cache.get_or_build("html|" + key, anon), request.headers.get("if-none-match", "")
-            )
+            return cached_answer(self.api.cache, "html|" + key, anon, request)
         view = self._view(request, sess[0])
         ctx = self._context(request, sess, view.profile, view)
         ctx.update(build(view))
@@ -511,22 +554,33 @@ class Web:
             self.api._mark_down()
             raise PageError(503, "Temporarily unavailable", "The story store is unavailable; try again.") from None
 
+        cursor = self.api._cursor(request)  # "show more": a bad one is a 400
+
         def build(view):
             if view is None:
                 cov = coverage_page(rec.summary(), rec.entities, articles)
-                return dict(coverage_context(cov, articles, None), title=rec.title or "Full coverage")
+                return dict(coverage_context(cov, articles, None, cursor=cursor), title=rec.title or "Full coverage")
             arts = view.articles(articles)  # blocked outlets and muted headlines left out of lists and timeline
             cov = view.marked(coverage_page(rec.summary(), rec.entities, arts))
-            ctx = dict(coverage_context(cov, arts, view.profile, view.prefer), title=rec.title or "Full coverage")
+            ctx = coverage_context(cov, arts, view.profile, view.prefer, cursor)
+            ctx["title"] = rec.title or "Full coverage"
             if len(arts) < len(articles):  # the head still tells the story's whole coverage: "5 sources"
                 whole = coverage_page(rec.summary(), rec.entities, articles)
                 ctx["story"] = dict(cov, coverage=whole["coverage"], by_language=whole["by_language"])
                 ctx["outlet_count"] = len({outlet(x["domain"]) for x in whole["sources"]})
             ctx["hidden_articles"] = len(articles) - len(arts)
-            ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov)
+            ctx["changes"] = self._since_last_look(view.profile.user_id, sid, cov) if cursor is None else None
             return ctx
 
-        return self._page(request, f"story|{sid}", "story.html", build)
+        return self._page(request, self._story_key(request), "story.html", build)
+
+    def _story_key(self, request: Request) -> str | None:
+        """The anonymous cache key of a coverage page (its story and cursor); ``None`` for a bad story id (the
+        handler answers 400). A bad cursor raises the 400 :meth:`Api._cursor` raises."""
+        sid = request.path_params["story_id"]
+        if not is_valid_story_id(sid):
+            return None
+        return f"story|{sid}|{self.api._cursor_key(request)}"
 
     def _since_last_look(self, reader: str, sid: str, cov: dict) -> dict | None:
         """What changed in ``sid``'s coverage since ``reader`` last opened it
@@ -682,7 +736,7 @@ class Web:
             self.api.personal.pages.forget(sess[0])
 
         await self._write(save, "Preferences", 400, "Could not change that")
-        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+        return RedirectResponse(safe_next(form.get("next")).split("#", 1)[0] + focus_fragment(form), status_code=303)
 
     def error_page(self, request: Request, exc: PageError) -> Response:
         """The HTML error page; the reader of a session looked up earlier in the request shows in its header
@@ -704,10 +758,48 @@ def form_action(form: dict[str, str]) -> tuple[str, str, str]:
     return form.get("action", ""), form.get("kind", ""), form.get("value", "")
 
 
+HIDING_ACTIONS = frozenset({"block", "dismiss"})
+"""Card actions after which the card leaves the page (its topic or outlet blocked, the interest removed)."""
+
+
+def focus_fragment(form: dict[str, str]) -> str:
+    """Where keyboard focus lands after a card's preference button: ``"#follow-<story id>"`` naming the first
+    button of the card the form came from (``card``), or of the next card (``after``) when the action hides
+    this one (:data:`HIDING_ACTIONS`); ``""`` when the form names no valid card (a settings form, the coverage
+    page). Browsers focus a focusable fragment target, and open the ``<details>`` around it."""
+    action = form_action(form)[0]
+    card, after = form.get("card", ""), form.get("after", "")
+    target = after if action in HIDING_ACTIONS and after else card
+    return f"#follow-{target}" if target and is_valid_story_id(target) else ""
+
+
 def https(request: Request) -> bool:
     """Whether cookies of this response are ``Secure``: the request's scheme is https (behind a trusted proxy,
     the scheme it forwarded: ``ServingConfig.trusted_proxies``)."""
     return request.url.scheme == "https"
+
+
+def site_files() -> list[Route]:
+    """``/robots.txt``, ``/manifest.webmanifest`` and ``/favicon.ico`` (a redirect to the SVG icon that
+    every page links), cacheable for a day."""
+    robots = ROBOTS_TXT.encode()
+    manifest = json.dumps(MANIFEST, indent=1).encode()
+    cache = {"Cache-Control": ASSET_CACHE}
+
+    def robots_txt(_: Request) -> Response:
+        return Response(robots, media_type="text/plain; charset=utf-8", headers=cache)
+
+    def web_manifest(_: Request) -> Response:
+        return Response(manifest, media_type="application/manifest+json", headers=cache)
+
+    def favicon(_: Request) -> Response:
+        return RedirectResponse("/static/favicon.svg", status_code=301, headers=cache)
+
+    return [
+        Route("/robots.txt", robots_txt, methods=["GET"]),
+        Route("/manifest.webmanifest", web_manifest, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
+    ]
 
 
 def web_routes(api) -> tuple[list, Web]:
@@ -717,7 +809,7 @@ def web_routes(api) -> tuple[list, Web]:
     web = Web(api)
     routes = [
         Route("/", web.public_page(web._home_key, web.home), methods=["GET"]),
-        Route("/stories/{story_id}", web.story, methods=["GET"]),
+        Route("/stories/{story_id}", web.public_page(web._story_key, web.story), methods=["GET"]),
         Route("/topics", web.public_page(lambda _: "topics", web.topics), methods=["GET"]),
         Route("/topics/{topic}", web.public_page(web._topic_key, web.topic), methods=["GET"]),
         Route("/trending", web.public_page(lambda _: "trending", web.trending), methods=["GET"]),
@@ -729,6 +821,7 @@ def web_routes(api) -> tuple[list, Web]:
         Route("/settings", web.settings, methods=["GET"]),
         Route("/prefs", web.prefs, methods=["POST"]),
         *account_routes(web),
+        *site_files(),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     return routes, web

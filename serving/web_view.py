@@ -12,9 +12,11 @@ from urllib.parse import quote
 
 import jinja2
 
+from newsflow.core.coverage import TOP_COVERAGE, ReportFacts, coverage_order, timeline_summary
 from newsflow.core.outlets import outlet
 from newsflow.core.ranking.rerank import is_blocked
 from newsflow.schemas import UserProfile
+from newsflow.serving.paging import Cursor, encode_cursor, page_of
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -98,7 +100,13 @@ def language_name(code: str | None) -> str:
     return Locale.parse("en").languages.get(code.split("-")[0], code)
 
 
-def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_sources: frozenset = frozenset()) -> dict:
+def coverage_context(
+    cov: dict,
+    articles,
+    profile: UserProfile | None,
+    prefer_sources: frozenset = frozenset(),
+    cursor: Cursor | None = None,
+) -> dict:
     """Template context of a full-coverage page from :func:`newsflow.serving.pages.coverage_page`'s ``cov``.
 
     The lead report, in order of precedence: the earliest article (an independent report's lead or a
@@ -106,8 +114,15 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_so
     representative article unless the reader blocks its outlet; the earliest report from an outlet
     they do not block; none (the page says every outlet is blocked). Free reports come first: a
     paywalled lead gives way to the earliest free report the reader does not block, and among
-    preferred outlets a free article wins. The timeline lists every article
-    by event time, marking syndicated copies.
+    preferred outlets a free article wins.
+
+    The other reports are paged (``cursor``: :mod:`newsflow.serving.paging`, ids are near-duplicate group
+    ids): the first page is the top coverage of :func:`newsflow.core.coverage.coverage_order` (at most
+    :data:`~newsflow.core.coverage.TOP_COVERAGE`, two per outlet), the next pages every other report, earliest
+    first, :data:`~newsflow.core.coverage.TOP_COVERAGE` at a time (``page``, ``next_cursor``, ``page_start``:
+    the 1-based position of the page's first report). ``timeline`` summarises every article
+    (:func:`newsflow.core.coverage.timeline_summary`): ``{"first", "latest": article row, "busiest": [(hour
+    start, count)], "articles", "hours"}``, an article row marking a syndicated copy (``copy_of``).
     """
     reports = cov["reports"]
     blocked = profile.block_sources if profile else frozenset()
@@ -137,12 +152,68 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_so
             None,
         )
         lead = free or lead
+    others = [r for r in reports if r is not lead]
+    page, next_cursor, start = _report_page(others, articles, cursor)
+    outlets = sorted({outlet(s["domain"]) for s in cov["sources"]})
+    return {
+        "story": cov,
+        "lead": lead,
+        "lead_is_preferred": lead_is_preferred,
+        "lead_blocked": bool(profile and lead is None and reports),
+        "others_count": len(others),
+        "page": page,
+        "page_start": start,
+        "next_cursor": next_cursor,
+        "first_page": cursor is None,
+        # the page's reports by language (the groups of ``cov["by_language"]``), when there are several
+        "others_by_language": _others_by_language(cov, page),
+        "timeline": _timeline(reports, articles),
+        "outlets": outlets,
+        "outlet_count": len(outlets),
+        "topic_blocked": bool(profile and is_blocked({"domain": "", "topics": cov.get("topics", [])}, profile)),
+    }
+
+
+def _report_page(others: list[dict], articles, cursor: Cursor | None) -> tuple[list[dict], str | None, int]:
+    """``(reports, next cursor, 1-based position of the first)`` of the page ``cursor`` names (see
+    :func:`coverage_context`)."""
+    authority = {a.article_id: float(a.authority or 0.0) for a in articles}
+    facts = [
+        ReportFacts(
+            r["cluster_id"],
+            outlet(r["article"]["source_domain"]),
+            authority.get(r["article"]["article_id"], 0.0),
+            float(r["article"]["event_time"] or 0.0),
+            bool(r["article"].get("paywalled")),
+        )
+        for r in others
+    ]
+    top, rest = coverage_order(facts)
+    by_id = {r["cluster_id"]: r for r in others}
+    ordered = [by_id[i] for i in top + rest]
+    if cursor is None:
+        more = encode_cursor(len(top), top[-1]) if top and rest else None
+        return ordered[: len(top)], more, 1
+    page, more = page_of(ordered, cursor, TOP_COVERAGE, id_of=lambda r: r["cluster_id"])
+    start = ordered.index(page[0]) + 1 if page else len(ordered) + 1
+    return page, more, start
+
+
+def _timeline(reports: list[dict], articles) -> dict:
+    """The story's timeline in brief (see :func:`coverage_context`)."""
     copy_of = {}
     for r in reports:
         for c in [*r["syndicated_copies"], *r.get("own_duplicates", [])]:
             copy_of[c["article_id"]] = r["article"]["source_domain"]
-    timeline = [
-        {
+    articles = list(articles)
+    brief = timeline_summary([(a.event_time, a.article_id) for a in articles])
+    by_id = {a.article_id: a for a in articles}
+
+    def row(aid: str) -> dict | None:
+        a = by_id.get(aid)
+        if a is None:
+            return None
+        return {
             "time": a.event_time,
             "outlet": outlet(a.source_domain),
             "source_domain": a.source_domain,
@@ -150,21 +221,13 @@ def coverage_context(cov: dict, articles, profile: UserProfile | None, prefer_so
             "url": a.url,
             "copy_of": copy_of.get(a.article_id, ""),
         }
-        for a in sorted(articles, key=lambda a: (a.event_time, a.article_id))
-    ]
-    outlets = sorted({outlet(s["domain"]) for s in cov["sources"]})
+
     return {
-        "story": cov,
-        "lead": lead,
-        "lead_is_preferred": lead_is_preferred,
-        "lead_blocked": bool(profile and lead is None and reports),
-        "others": [r for r in reports if r is not lead],
-        # the other reports by language (the groups of ``cov["by_language"]``), when there are several
-        "others_by_language": _others_by_language(cov, [r for r in reports if r is not lead]),
-        "timeline": timeline,
-        "outlets": outlets,
-        "outlet_count": len(outlets),
-        "topic_blocked": bool(profile and is_blocked({"domain": "", "topics": cov.get("topics", [])}, profile)),
+        "first": row(brief.first_id),
+        "latest": row(brief.latest_id) if brief.latest_id != brief.first_id else None,
+        "busiest": brief.busiest,
+        "articles": brief.articles,
+        "hours": brief.hours,
     }
 
 

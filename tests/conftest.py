@@ -62,7 +62,7 @@ PROCESS_TESTS = frozenset(
         "unit/test_simhash.py::test_fingerprints_are_identical_in_other_processes",
     }
 )
-BROWSER_TESTS = frozenset({"web/test_browser.py", "web/test_admin_browser.py"})
+BROWSER_TESTS = frozenset({"web/test_browser.py", "web/test_admin_browser.py", "web/test_coverage_browser.py"})
 # Tests over 0.5 s each (``pytest -m slow --durations=0`` on the shared 2-core machine, load ~2.5), kept out of
 # the fast lane so that it stays well under 90 s when the machine is busy.
 SLOW_TESTS = frozenset(

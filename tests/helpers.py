@@ -270,6 +270,59 @@ def populated_app(server, snapshot_dir: str, secret: bytes, *, local_cache_secon
     return create_app(server, cfg)
 
 
+WIDE_STORY = "big"
+WIDE_REPORTS = 300
+WIDE_OUTLETS = 60
+EXTRA_STORIES = 20
+
+
+def wide_app(server, snapshot_dir: str, secret: bytes):
+    """:func:`populated_app` (``front_page``) plus, before the feeds are built: :data:`EXTRA_STORIES` stories
+    ``x00..x19`` (one outlet each, ``xNN.com``, topic ``science``, so a home page has more than 15 cards) and
+    story :data:`WIDE_STORY` covered by :data:`WIDE_REPORTS` independent reports (one near-duplicate group each,
+    ``c-big-<k>``) from :data:`WIDE_OUTLETS` outlets: report ``k`` is at ``o<k % 60>.com``, authority
+    ``0.2 + (k * 37 % 100) / 200``, event time ``NOW - 5 h + 60 k``."""
+    from newsflow.serving.app import ServingConfig, create_app
+    from newsflow.storage.feeds import build_feeds
+    from newsflow.storage.keys import Keys
+    from tests.integration.ranking_data import NOW, H, story_fields
+
+    keys = Keys()
+    populate_ranking(server, trending={"s5": 12, "s3": 4, "s1": 2}, breaking=True, feeds=False)
+    pipe = server.pipeline()
+    for i in range(EXTRA_STORIES):
+        sid = f"x{i:02d}"
+        row = (f"Science note {i}", f"x{i:02d}.com", 0.55, 2.0 + i / 10, ["en"], ["science"], 10 + i)
+        pipe.hset(keys.story(sid), mapping=story_fields(sid, *row))
+        pipe.zadd(keys.story_active_of(sid), {sid: NOW - row[3] * H + 600})
+    big = story_fields(WIDE_STORY, "A storm of reports", "o0.com", 0.8, 5.0, ["en"], ["world"], 40, WIDE_OUTLETS)
+    pipe.hset(keys.story(WIDE_STORY), mapping=dict(big, url="https://o0.com/big-0", article_count=WIDE_REPORTS))
+    pipe.zadd(keys.story_active_of(WIDE_STORY), {WIDE_STORY: NOW - 5 * H + 600})
+    for k in range(WIDE_REPORTS):
+        aid, dom, t = f"big-{k}", f"o{k % WIDE_OUTLETS}.com", NOW - 5 * H + 60 * k
+        pipe.hset(
+            keys.article(aid),
+            mapping={
+                "title": f"Report {k} on the storm",
+                "url": f"https://{dom}/{aid}",
+                "source_domain": dom,
+                "source_name": dom,
+                "event_time": repr(t),
+                "cluster_id": f"c-big-{k}",
+                "story_id": WIDE_STORY,
+                "authority": repr(0.2 + (k * 37 % 100) / 200),
+                "language": "en",
+            },
+        )
+        pipe.zadd(keys.story_articles(WIDE_STORY), {aid: t})
+    pipe.execute()
+    build_feeds(server, NOW)
+    cfg = ServingConfig(
+        token_secret=secret, snapshot_dir=snapshot_dir, clock=lambda: NOW, password_hasher=cheap_hasher()
+    )
+    return create_app(server, cfg)
+
+
 def cheap_hasher():
     """argon2id at its cheapest parameters (tests sign in many times; production uses RFC 9106's profile)."""
     from argon2 import PasswordHasher, profiles

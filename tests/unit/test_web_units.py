@@ -8,6 +8,7 @@ import pytest
 
 from newsflow.schemas import UserProfile
 from newsflow.serving.pages import coverage_page
+from newsflow.serving.paging import decode_cursor, encode_cursor
 from newsflow.serving.preferences import (
     apply_action,
     merge_preferences,
@@ -136,8 +137,10 @@ def test_coverage_lead_skips_blocked_outlets():
     cov = coverage_page(summary, [], arts)
     anon = coverage_context(cov, arts, None)
     assert anon["lead"]["article"]["article_id"] == "a1" and anon["outlet_count"] == 3  # a.com, copy.com, b.com
-    assert [r["article"]["article_id"] for r in anon["others"]] == ["a3", "a4"]
-    assert [t["copy_of"] for t in anon["timeline"]] == ["", "www.a.com", "", ""]
+    assert [r["article"]["article_id"] for r in anon["page"]] == ["a3", "a4"]
+    brief = anon["timeline"]  # a1 first, a4 latest; all four between 22:13 and 22:29 UTC: one clock hour
+    assert (brief["first"]["url"], brief["latest"]["url"], brief["articles"]) == (arts[0].url, arts[3].url, 4)
+    assert brief["busiest"] == [(1_699_999_200, 4)] and brief["hours"] == 1 and brief["first"]["copy_of"] == ""
     no_a = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"a.com"})))
     assert no_a["lead"]["article"]["article_id"] == "a3"
     none = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"a.com", "b.com"})))
@@ -145,13 +148,35 @@ def test_coverage_lead_skips_blocked_outlets():
     # a preferred outlet leads when it covered the story, even with a syndicated copy (copy.com's a2)
     pref = coverage_context(cov, arts, UserProfile("u"), frozenset({"copy.com"}))
     assert pref["lead"]["article"]["article_id"] == "a2" and pref["lead_is_preferred"]
-    assert [r["article"]["article_id"] for r in pref["others"]] == ["a1", "a3", "a4"]
+    assert [r["article"]["article_id"] for r in pref["page"]] == ["a1", "a3", "a4"]
     pref_e = coverage_context(cov, arts, UserProfile("u"), frozenset({"b.com", "a.com"}))
     assert pref_e["lead"]["article"]["article_id"] == "a1"  # the earliest preferred article
     a_blocked = UserProfile("u", block_sources=frozenset({"a.com"}))
     blocked_pref = coverage_context(cov, arts, a_blocked, frozenset({"a.com"}))
     assert blocked_pref["lead"]["article"]["article_id"] == "a3" and not blocked_pref["lead_is_preferred"]
     assert not coverage_context(cov, arts, None, frozenset({"nobody.com"}))["lead_is_preferred"]
+
+
+def test_coverage_first_page_is_the_top_coverage_then_show_more_pages_by_time():
+    # 10 outlets o0..o9 with 4 reports each: report j of outlet i has authority .9 - .1 j - .01 i, time T + 10 (4 i + j)
+    arts = [
+        _art(f"a{i}{j}", f"o{i}.com", f"c{i}{j}", 0.9 - 0.1 * j - 0.01 * i, T + 10 * (4 * i + j))
+        for i in range(10)
+        for j in range(4)
+    ]
+    summary = {"story_id": "s1", "title": "t", "url": arts[0].url, "domain": "o0.com", "topics": []}
+    cov = coverage_page(summary, [], arts)
+    first = coverage_context(cov, arts, None)
+    assert first["lead"]["cluster_id"] == "c00" and first["others_count"] == 39 and first["outlet_count"] == 10
+    # every outlet's best report (o0's is c01: c00 leads), best first, then every outlet's second
+    top = ["c10", "c20", "c30", "c40", "c50", "c60", "c70", "c80", "c90", "c01"]
+    top += ["c11", "c21", "c31", "c41", "c51", "c61", "c71", "c81", "c91", "c02"]
+    assert [r["cluster_id"] for r in first["page"]] == top and first["page_start"] == 1
+    assert first["next_cursor"] == encode_cursor(20, "c02")
+    more = coverage_context(cov, arts, None, cursor=decode_cursor(first["next_cursor"]))
+    rest = ["c03"] + [f"c{i}{j}" for i in range(1, 10) for j in (2, 3)]  # the rest, earliest first
+    assert [r["cluster_id"] for r in more["page"]] == rest
+    assert more["page_start"] == 21 and more["next_cursor"] is None and not more["first_page"]
 
 
 def test_a_free_report_leads_over_a_paywalled_one():
@@ -164,7 +189,7 @@ def test_a_free_report_leads_over_a_paywalled_one():
     cov = coverage_page(summary, [], arts)
     ctx = coverage_context(cov, arts, None)
     assert ctx["lead"]["article"]["article_id"] == "f1"  # the earliest free report
-    assert [r["article"]["article_id"] for r in ctx["others"]] == ["p1", "f2"]
+    assert [r["article"]["article_id"] for r in ctx["page"]] == ["f2", "p1"]  # free first
     no_free = coverage_context(cov, arts, UserProfile("u", block_sources=frozenset({"free.org", "other.net"})))
     assert no_free["lead"]["article"]["article_id"] == "p1"  # nothing free left: the paywalled lead stays
     # a preferred outlet still leads, paywalled or not

@@ -118,11 +118,17 @@ def test_reader_journey_keyboard_only_without_javascript(browser, base_url):
     page.keyboard.press("Enter")  # submits the form
     page.wait_for_url(base_url + "/")
     assert page.locator(".account a").first.inner_text() == "dana"
-    # follow a topic from a card, keyboard only
+    # follow a topic from a card, keyboard only: open the card's "More" disclosure, then its first button
+    _tab_to(page, "More on Markets rally")
+    page.keyboard.press("Enter")
     _tab_to(page, "Follow business")
     _enter(page)
     assert page.locator("article[aria-labelledby='t-s3'] button", has_text="Unfollow business").count() == 1
-    # block a source from a card
+    # focus came back to that button (the redirect's #follow-s3), so the next card is a Tab away
+    assert page.locator(":focus").get_attribute("id") == "follow-s3"
+    # block a source from a later card
+    _tab_to(page, "More on New phone launched")
+    page.keyboard.press("Enter")
     _tab_to(page, "Block a.com")
     _enter(page)
     for path in ("/", "/?edition=en", "/topics/world", "/topics/tech", "/trending", "/for-you", "/sources/a.com"):
