@@ -67,7 +67,7 @@ def test_an_editor_manages_sources_and_readers_keyboard_only(browser, desk, tmp_
     # find a reader by name and disable the account
     _tab_to(page, "Readers")
     _enter(page)
-    _type_into(page, {"q": "bo"})
+    _type_into(page, {"q": "bo"}, field_id="q")  # the readers search, not the header's site search
     with page.expect_navigation():
         page.keyboard.press("Enter")
     _tab_to(page, "Disable bob")
