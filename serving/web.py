@@ -658,7 +658,8 @@ class Web:
         return self.render(request, "saved.html", ctx, personal=True)
 
     async def save_form(self, request: Request) -> Response:
-        """``POST /saved``: ``op=save:<story id>`` or ``op=unsave:<story id>``, then back to ``next``."""
+        """``POST /saved``: ``op=save:<story id>`` or ``op=unsave:<story id>``, then back to ``next`` at the story's
+        button (``#save-<story id>``: keyboard focus stays on it)."""
         form = await self._form(request)
         sess = self.session(request)
         self._check_csrf(form, sess)
@@ -676,7 +677,7 @@ class Web:
             self.api.reader_state.save(sess[0], rec.story_id, self.api._ranking_now())
 
         await self._write(change, "Saved stories", 409, "Too many saved stories")
-        return RedirectResponse(safe_next(form.get("next")), status_code=303)
+        return RedirectResponse(safe_next(form.get("next")).split("#", 1)[0] + f"#save-{sid}", status_code=303)
 
     async def _write(self, change, what: str, refused_status: int, refused_title: str) -> None:
         """``change()`` in the thread pool behind the API's Redis breaker: a ``ValueError`` is refused with

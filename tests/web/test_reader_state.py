@@ -190,7 +190,8 @@ def test_web_read_marks_hide_read_saved_page_and_muted_words(site):
     # save from a card and from the coverage page; the Saved page lists them
     button = home.xpath("//article[@aria-labelledby='t-s7']//button[@value='save:s7']")
     assert button and button[0].text == "Save"
-    assert site.post("/saved", data={"csrf": csrf, "op": "save:s7", "next": "/"}).status_code == 303
+    saved = site.post("/saved", data={"csrf": csrf, "op": "save:s7", "next": "/"})
+    assert saved.status_code == 303 and saved.headers["location"] == "/#save-s7"  # focus back on the button
     story = _doc(site.get("/stories/s6"))
     assert story.xpath("//button[@value='save:s6']")
     site.post("/saved", data={"csrf": csrf, "op": "save:s6", "next": "/stories/s6"})
