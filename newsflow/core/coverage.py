@@ -6,8 +6,8 @@ outlets (every outlet's best report before any outlet's second, at most :data:`P
 free before paywalled — and puts every other report after it, earliest first, for the "show more" pages.
 :func:`timeline_summary` reduces the story's articles to its first and latest report and its busiest hours.
 
-Inputs are plain tuples (:class:`ReportFacts`, ``(event_time, id)`` pairs); the serving layer maps its
-coverage dicts onto them (:mod:`newsflow.serving.web_view`).
+Inputs are plain tuples (:class:`ReportFacts`, ``(event_time, id)`` pairs); the serving tier maps its coverage
+dicts onto them.
 """
 
 from __future__ import annotations
