@@ -117,44 +117,27 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
             },
         )
         pipe.zadd(keys.story_active_of(sid), {sid: now - age * 1800})  # the live-story index ranking reads
+
+    def report(sid: str, aid: str, title: str, dom: str, t: float, group: str) -> None:
+        fields = {"title": title, "url": f"https://{dom}/{aid}", "source_domain": dom, "source_name": dom}
+        fields |= {"event_time": repr(t), "cluster_id": group, "story_id": sid, "language": "en"}
+        pipe.hset(keys.article(aid), mapping=dict(fields, authority=repr(float(rng.uniform(0.2, 1.0)))))
+        pipe.zadd(keys.story_articles(sid), {aid: t})
+
     for i in range(N_COVERAGE):  # full coverage: 30 articles in 10 near-duplicate groups
-        sid = f"s{i:05d}"
         for j in range(30):
-            aid = f"a{i:05d}-{j:02d}"
-            t = now - 3600 + j * 60
-            dom = f"outlet{(i + j) % 40}.example"
-            pipe.hset(
-                keys.article(aid),
-                mapping={
-                    "title": f"Report {j} on story {i} " + "y" * 40,
-                    "url": f"https://{dom}/{aid}",
-                    "source_domain": dom,
-                    "source_name": dom,
-                    "event_time": repr(t),
-                    "cluster_id": f"c{i}-{j % 10}",
-                    "story_id": sid,
-                    "authority": repr(float(rng.uniform(0.2, 1.0))),
-                    "language": "en",
-                },
+            title = f"Report {j} on story {i} " + "y" * 40
+            report(
+                f"s{i:05d}",
+                f"a{i:05d}-{j:02d}",
+                title,
+                f"outlet{(i + j) % 40}.example",
+                now - 3600 + j * 60,
+                f"c{i}-{j % 10}",
             )
-            pipe.zadd(keys.story_articles(sid), {aid: t})
     for j in range(WIDE_REPORTS):  # one story of 300 independent reports from 100 outlets
-        aid, t, dom = f"w{j:03d}", now - 6 * 3600 + j * 60, f"outlet{j % 100}.example"
-        pipe.hset(
-            keys.article(aid),
-            mapping={
-                "title": f"Report {j} on the wide story " + "z" * 40,
-                "url": f"https://{dom}/{aid}",
-                "source_domain": dom,
-                "source_name": dom,
-                "event_time": repr(t),
-                "cluster_id": f"cw-{j}",
-                "story_id": WIDE_STORY,
-                "authority": repr(float(rng.uniform(0.2, 1.0))),
-                "language": "en",
-            },
-        )
-        pipe.zadd(keys.story_articles(WIDE_STORY), {aid: t})
+        title = f"Report {j} on the wide story " + "z" * 40
+        report(WIDE_STORY, f"w{j:03d}", title, f"outlet{j % 100}.example", now - 6 * 3600 + j * 60, f"cw-{j}")
     for u in range(N_USERS):
         pipe.hset(
             keys.user(f"u{u}"),

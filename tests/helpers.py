@@ -768,3 +768,14 @@ def personal_page_bytes(user: str, edition: str, generated_at: float, ranked: li
     nxt = encode_cursor(len(items), items[-1]["story_id"]) if len(ranked) > limit else None
     body = {"user": user, "edition": edition, "generated_at": generated_at, "stale": False, "count": len(items)}
     return json_bytes(dict(body, stories=items, next_cursor=nxt))
+
+
+def single_server_state(redis_server, landing: str, out) -> dict:
+    """:func:`redis_state` of one Redis server after the streaming job (DirectRunner) ran over ``landing`` on it,
+    Parquet under ``out``: the reference a cluster run is compared with."""
+    from newsflow.pipelines.streaming import run
+
+    single, url = redis_server
+    argv = ["--runner", "DirectRunner", "--input", landing, "--redis_url", url, "--output", str(out)]
+    assert run(argv, environ={}).state == "DONE"
+    return redis_state(single)

@@ -18,7 +18,7 @@ import redis
 from newsflow.pipelines.streaming import run
 from newsflow.runtime.redis_conn import connect
 from newsflow.storage.keys import Keys
-from tests.helpers import redis_state, state_difference, write_headlines
+from tests.helpers import redis_state, single_server_state, state_difference, write_headlines
 from tests.integration.redis_cluster import _bin
 
 N_HEADLINES = 150
@@ -84,8 +84,5 @@ def test_moving_1000_slots_while_the_job_writes_surfaces_no_error_and_changes_no
     assert sum(after) == 16384 and (len(moves) % 2 == 0 or after[0] == before[0] - SLOTS), (before, after)
     on_cluster = redis_state(client)
 
-    single, single_url = redis_server
-    argv = ["--runner", "DirectRunner", "--input", landing, "--redis_url", single_url, "--output", str(tmp_path / "s")]
-    assert run(argv, environ={}).state == "DONE"
-    on_one = redis_state(single)
+    on_one = single_server_state(redis_server, landing, tmp_path / "s")
     assert on_cluster == on_one, state_difference(on_cluster, on_one)

@@ -24,7 +24,7 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.ranking import RankingStore
 from newsflow.storage.retention import expire
 from newsflow.storage.story_index import live_story_count
-from tests.helpers import nd_articles, redis_state, state_difference, write_headlines
+from tests.helpers import nd_articles, redis_state, single_server_state, state_difference, write_headlines
 
 N_HEADLINES = 150
 
@@ -44,10 +44,8 @@ def test_the_job_on_a_cluster_leaves_the_state_of_one_server_spread_over_the_mas
     assert run(argv, environ={}).state == "DONE"
     on_cluster = redis_state(client)
 
-    single, single_url = redis_server
-    argv = ["--runner", "DirectRunner", "--input", landing, "--redis_url", single_url, "--output", str(tmp_path / "s")]
-    assert run(argv, environ={}).state == "DONE"
-    on_one = redis_state(single)
+    single, _ = redis_server
+    on_one = single_server_state(redis_server, landing, tmp_path / "s")
     assert on_cluster == on_one, state_difference(on_cluster, on_one)
 
     per_master = [redis.Redis(port=p).dbsize() for p in ports]
