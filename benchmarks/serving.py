@@ -121,7 +121,7 @@ def _populate(client, n_stories: int, now: float, seed: int) -> None:
     def report(sid: str, aid: str, title: str, dom: str, t: float, group: str) -> None:
         fields = {"title": title, "url": f"https://{dom}/{aid}", "source_domain": dom, "source_name": dom}
         fields |= {"event_time": repr(t), "cluster_id": group, "story_id": sid, "language": "en"}
-        pipe.hset(keys.article(aid), mapping=dict(fields, authority=repr(float(rng.uniform(0.2, 1.0)))))
+        pipe.hset(keys.article(aid), mapping=dict(fields, source_authority=repr(float(rng.uniform(0.2, 1.0)))))
         pipe.zadd(keys.story_articles(sid), {aid: t})
 
     for i in range(N_COVERAGE):  # full coverage: 30 articles in 10 near-duplicate groups

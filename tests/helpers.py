@@ -310,7 +310,7 @@ def wide_app(server, snapshot_dir: str, secret: bytes):
                 "event_time": repr(t),
                 "cluster_id": f"c-big-{k}",
                 "story_id": WIDE_STORY,
-                "authority": repr(0.2 + (k * 37 % 100) / 200),
+                "source_authority": repr(0.2 + (k * 37 % 100) / 200),
                 "language": "en",
             },
         )

@@ -177,7 +177,7 @@ def article_from_hash(article_id: str, h: Mapping[bytes, bytes]) -> ArticleRecor
         event_time=_f(g("event_time")),
         cluster_id=_s(g("cluster_id")) or f"solo:{article_id}",
         story_id=_s(g("story_id")),
-        authority=_f(g("authority")),
+        authority=_f(g("source_authority")),  # the serving hash's name (newsflow.storage.groups)
         language=_s(g("language")),
         paywalled=_s(g("paywalled")) == "1",
         image=_s(g("image")),

@@ -110,7 +110,7 @@ def populate(r, keys: Keys = Keys()) -> None:
                 "event_time": repr(t),
                 "cluster_id": cid,
                 "story_id": "s1",
-                "authority": repr(auth),
+                "source_authority": repr(auth),
                 "language": "en",
             },
         )

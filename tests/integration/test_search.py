@@ -16,6 +16,7 @@ from newsflow.serving.app import ServingConfig, create_app
 from newsflow.storage.feeds import build_feeds
 from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
+from newsflow.storage.ranking import RankingStore
 from newsflow.storage.search_history import rebuild
 from newsflow.storage.search_index import SearchIndex, default_index_path
 from newsflow.storage.story_index import assigned_stories
@@ -249,3 +250,18 @@ def test_without_an_index_search_says_it_is_not_ready(server, tmp_path):
     r = client.get("/v1/search", params={"q": "titanfall"})
     assert r.status_code == 503 and r.json()["error"]["code"] == "search_unavailable"
     assert "not ready" in client.get("/search", params={"q": "titanfall"}).text
+
+
+def test_coverage_reads_each_reports_authority_as_the_job_stored_it(site, server):
+    """The article records serving reads (coverage order, lead copies) carry the authority the job wrote: the
+    Parquet rows' ``source_authority``, not 0 (the serving hash names it ``source_authority``)."""
+    _, data_dir, _ = site
+    rows = read_dataset(os.path.join(data_dir, "output"), "articles").to_pylist()
+    parquet = {a["article_id"]: a["source_authority"] for a in rows}
+    store = RankingStore(server)
+    sid = max(
+        (live_story(server, a) for a in titanfall_articles(data_dir)), key=lambda s: store.get_story(s).article_count
+    )
+    served = {a.article_id: a.authority for a in store.story_articles(sid)}
+    assert len(served) >= 5 and len({round(v, 3) for v in served.values()}) >= 2  # outlets differ in authority
+    assert all(served[a] == pytest.approx(parquet[a], abs=1e-6) for a in served)

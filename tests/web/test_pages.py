@@ -283,7 +283,7 @@ def test_coverage_tells_a_returning_reader_what_changed(site, server):
             "event_time": repr(NOW - 100),
             "cluster_id": "c4",
             "story_id": "s1",
-            "authority": "0.5",
+            "source_authority": "0.5",
             "language": "en",
         },
     )
