@@ -101,6 +101,7 @@ from newsflow.serving.feeds_out import feed_routes
 from newsflow.serving.http_body import BodyTooLarge, read_capped
 from newsflow.serving.http_cache import (
     STALE_REASON_HEADER,
+    CompressResponses,
     LocalCache,
     cache_headers,
     cache_hit_on_loop,
@@ -561,17 +562,17 @@ class Api:
     def top(self, request: Request) -> Response:
         edition, limit, cursor = self._edition(request), self._limit(request), self._cursor(request)
 
-        def build(conditional: bool = True) -> Response:
+        def build(conditional: bool = True, view: ReaderView | None = None) -> Response:
             name = f"edition:{edition}"
             doc, stale = self._feed_with_fallback(
                 name, self.store.keys.feed("edition", edition), f"edition:{GLOBAL_EDITION}"
             )
-            page = feed_page("edition", edition, doc, limit, stale, cursor)
+            page = feed_page("edition", edition, doc, limit, stale, cursor, view.stories if view else None)
             return self._respond(request, page, "public", stale, conditional)
 
         view = self._reader_view_of(request)
-        if view is not None:
-            return self._for_reader(request, build(False), view)
+        if view is not None:  # the reader's rules filter the feed before it is paged
+            return self._for_reader(request, build(False, view), view)
         return self._cached(request, self._top_key(request), build)
 
     @staticmethod
@@ -587,9 +588,12 @@ class Api:
         except ValueError as e:
             raise ApiError(400, "bad_parameter", str(e)) from None
 
-    def topic_feed(self, topic: str, limit: int, cursor: Cursor | None = None) -> tuple[dict, str]:
+    def topic_feed(
+        self, topic: str, limit: int, cursor: Cursor | None = None, view: ReaderView | None = None
+    ) -> tuple[dict, str]:
         """A topic's feed page and its stale reason (:func:`newsflow.serving.pages.topic_feed_state`), shared by
-        ``/v1/topics/{topic}`` and the web's topic page.
+        ``/v1/topics/{topic}`` and the web's topic page; with a reader's ``view`` its rules filter the feed
+        before it is paged.
 
         Raises:
           UnknownTopic: the topic is unknown (a 404).
@@ -599,22 +603,22 @@ class Api:
         if state == "unknown":
             raise UnknownTopic(topic)
         stale = "" if state == "empty" else stale
-        return feed_page("topic", topic, doc, limit, stale, cursor), stale
+        return feed_page("topic", topic, doc, limit, stale, cursor, view.stories if view else None), stale
 
     def topic(self, request: Request) -> Response:
         topic = self._topic_param(request)
         limit, cursor = self._limit(request), self._cursor(request)
 
-        def build(conditional: bool = True) -> Response:
+        def build(conditional: bool = True, view: ReaderView | None = None) -> Response:
             try:
-                page, stale = self.topic_feed(topic, limit, cursor)
+                page, stale = self.topic_feed(topic, limit, cursor, view)
             except UnknownTopic as e:
                 raise ApiError(404, "not_found", str(e)) from None
             return self._respond(request, page, "public", stale, conditional)
 
         view = self._reader_view_of(request)
         if view is not None:
-            return self._for_reader(request, build(False), view)
+            return self._for_reader(request, build(False, view), view)
         return self._cached(request, self._topic_key(request), build)
 
     def trending_parts(self, now: float, limit: int) -> tuple[float | None, list, list, list]:
@@ -1002,7 +1006,7 @@ def create_app(client, config: ServingConfig) -> Starlette:
             if aredis is not None:
                 await aredis.aclose()
 
-    middleware = [Middleware(MetricsMiddleware)]
+    middleware = [Middleware(MetricsMiddleware), Middleware(CompressResponses)]
     if config.trusted_proxies:  # outermost: every later step sees the client's scheme and address
         middleware.insert(0, Middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies)))
     app = Starlette(

@@ -261,3 +261,86 @@ def cached_answer(cache: LocalCache, key: str, build: Callable[[], Response], re
     ``304`` when its ``If-None-Match`` matches that encoding's ``ETag``."""
     resp = cache.get_or_build(key, build, request.headers.get("accept-encoding", ""))
     return not_modified_or(resp, request.headers.get("if-none-match", ""))
+
+
+COMPRESSIBLE_TYPES = ("application/json", "text/html", "text/css", "application/rss+xml", "application/atom+xml")
+"""Media types :class:`CompressResponses` compresses (every other answer passes as it is)."""
+
+
+class CompressResponses:
+    """ASGI middleware: every other answer (not from :class:`LocalCache`, whose copies are compressed once per
+    version) compressed per request when the request accepts gzip (level and minimum size as :func:`gzip_variant`).
+
+    It takes a complete ``200`` of a :data:`COMPRESSIBLE_TYPES` type without a ``Content-Encoding`` (one body
+    message; streamed and file answers pass through), compresses it, gives it ``Vary: Accept-Encoding`` and the
+    gzip ETag (``-gzip`` before the closing quote: a strong tag names one representation, RFC 9110 §8.8.3), and
+    answers ``304`` when the request's ``If-None-Match`` names that tag, so conditional requests work for both
+    representations without the endpoints knowing.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if not accepts_gzip(request_headers.get("accept-encoding", "")):
+            await self.app(scope, receive, send)
+            return
+        held: dict = {}
+
+        async def send_compressed(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in message.get("headers", [])}
+                media = headers.get("content-type", "").partition(";")[0].strip().lower()
+                if message["status"] == 200 and "content-encoding" not in headers and media in COMPRESSIBLE_TYPES:
+                    held["start"] = message  # decided with the body
+                    return
+                await send(message)
+            elif message["type"] == "http.response.body" and "start" in held:
+                start = held.pop("start")
+                if message.get("more_body"):  # streamed: not ours to buffer
+                    await send(start)
+                    await send(message)
+                    return
+                body = message.get("body", b"")
+                if len(body) < COMPRESS_MIN_BYTES:
+                    await send(start)
+                    await send(message)
+                    return
+                await self._send_gzip(start, body, request_headers.get("if-none-match", ""), send)
+            else:
+                await send(message)
+
+        await self.app(scope, receive, send_compressed)
+
+    @staticmethod
+    async def _send_gzip(start: dict, body: bytes, if_none_match: str, send) -> None:
+        """Sends ``body`` gzip-encoded with ``start``'s headers adjusted (every other header kept as sent, repeated
+        ones such as ``Set-Cookie`` included), or a bodiless ``304`` when ``if_none_match`` names its ETag."""
+        encoded = gzip.compress(body, GZIP_LEVEL, mtime=0)
+        headers, etag, vary = [], "", ""
+        for k, v in start.get("headers", []):
+            name = k.decode("latin-1").lower()
+            if name == "etag":
+                etag = v.decode("latin-1")
+                etag = etag[:-1] + '-gzip"' if etag.endswith('"') else etag
+            elif name == "vary":
+                vary = v.decode("latin-1")
+            elif name != "content-length":
+                headers.append((k, v))
+        if "accept-encoding" not in vary.lower():
+            vary = (vary + ", " if vary else "") + "Accept-Encoding"
+        headers += [(b"vary", vary.encode("latin-1")), (b"content-encoding", b"gzip")]
+        if etag:
+            headers.append((b"etag", etag.encode("latin-1")))
+        if etag and etag_matches(if_none_match, etag):
+            kept = [(k, v) for k, v in headers if k.lower() != b"content-type"]
+            await send({"type": "http.response.start", "status": 304, "headers": kept})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        headers.append((b"content-length", str(len(encoded)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": encoded})

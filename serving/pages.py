@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from newsflow.core.syndication import split_copies
 from newsflow.core.topics import SECTIONS
@@ -20,11 +20,21 @@ MODEL_TOPICS = frozenset(label.lower() for label in SECTIONS)
 (obituary, explainer, historical) are not topics."""
 
 
-def feed_page(kind: str, name: str, doc: dict | None, limit: int, stale: str, cursor: Cursor | None = None) -> dict:
+def feed_page(
+    kind: str,
+    name: str,
+    doc: dict | None,
+    limit: int,
+    stale: str,
+    cursor: Cursor | None = None,
+    keep: Callable[[list], list] | None = None,
+) -> dict:
     """A page of ``limit`` stories of a feed document, the first or the one ``cursor`` points at
     (:mod:`newsflow.serving.paging`), as ``{kind: name, generated_at, stale, count, stories, next_cursor}``;
-    ``doc`` ``None`` gives an empty page."""
-    stories, next_cursor = page_of((doc or {}).get("stories", []), cursor, limit)
+    ``doc`` ``None`` gives an empty page. ``keep`` (a reader's rules, ``ReaderView.stories``) filters the whole
+    feed before it is paged, so a reader's page holds ``limit`` stories they see while the feed has them."""
+    stories = (doc or {}).get("stories", [])
+    stories, next_cursor = page_of(keep(stories) if keep else stories, cursor, limit)
     return {
         kind: name,
         "generated_at": (doc or {}).get("generated_at"),

@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from newsflow.serving.me import live_records
-from newsflow.serving.paging import Cursor, decode_cursor, page_of
+from newsflow.serving.paging import BadCursor, Cursor, decode_cursor, page_of
 from newsflow.serving.preferences import echo, normalize_source, normalize_topic
 from newsflow.serving.reader_view import ReaderView
 from newsflow.serving.resilience import REDIS_ERRORS
@@ -210,12 +210,14 @@ def api_search_request(request: Request, default_limit: int) -> SearchRequest:
     """:func:`parse_search` of an API request (``/v1/search``, the search feeds).
 
     Raises:
-      ApiError: 400 ``bad_parameter``.
+      ApiError: 400 ``bad_cursor`` (a cursor this server did not issue), else 400 ``bad_parameter``.
     """
     from newsflow.serving.app import ApiError
 
     try:
         return parse_search(request.query_params, default_limit)
+    except BadCursor as e:
+        raise ApiError(400, "bad_cursor", str(e)) from None
     except ValueError as e:
         raise ApiError(400, "bad_parameter", str(e)) from None
 
@@ -274,7 +276,10 @@ class SearchHandlers:
                 results = search_results(self.api, req, view)
                 ctx["results"] = results
                 if results["next_cursor"]:
-                    ctx["next_href"] = "/search?" + _query(dict(req.params(), cursor=results["next_cursor"]))
+                    more = dict(req.params(), cursor=results["next_cursor"])
+                    if view is not None and view.hide_read:
+                        more["hide_read"] = "1"  # the next page keeps the read filter
+                    ctx["next_href"] = "/search?" + _query(more)
             except IndexMissing:
                 ctx["unavailable"] = "Search is not ready yet: nothing has been indexed."
             except REDIS_ERRORS:

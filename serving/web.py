@@ -335,12 +335,27 @@ class Web:
             self._memos[key] = (now + ttl, value)
         return value
 
-    def _feed(self, kind: str, name: str, limit: int, cursor: Cursor | None = None) -> tuple[dict, str]:
-        def build() -> tuple[dict, str]:
+    def _feed(
+        self, kind: str, name: str, limit: int, cursor: Cursor | None = None, view: ReaderView | None = None
+    ) -> tuple[dict, str, int]:
+        """``(page, stale reason, stories of the feed the reader's rules hide)``: a reader's ``view`` filters the
+        whole feed before it is paged (not kept in the memo); without one the page is the public one (kept)."""
+
+        def doc_of() -> tuple[dict | None, str]:
             key = self.api.store.keys.feed(kind, name)
             fallback = f"edition:{GLOBAL_EDITION}" if kind == "edition" else ""
-            doc, stale = self.api._feed_with_fallback(f"{kind}:{name}", key, fallback)
-            return feed_page(kind, name, doc, limit, stale, cursor), stale
+            return self.api._feed_with_fallback(f"{kind}:{name}", key, fallback)
+
+        if view is not None:
+            doc, stale = doc_of()
+            everything = (doc or {}).get("stories", [])
+            shown = view.stories(everything)
+            page = feed_page(kind, name, dict(doc or {}, stories=shown), limit, stale, cursor)
+            return page, stale, len(everything) - len(shown)
+
+        def build() -> tuple[dict, str, int]:
+            doc, stale = doc_of()
+            return feed_page(kind, name, doc, limit, stale, cursor), stale, 0
 
         at = "" if cursor is None else f"{cursor.offset}:{cursor.last_id}"
         return self._memo(f"feed|{kind}|{name}|{limit}|{at}", build)
@@ -418,15 +433,14 @@ class Web:
         cursor = self.api._cursor(request)  # a bad one is a 400, like a bad edition
 
         def build(view):
-            page, stale = self._feed("edition", edition, limit, cursor)
-            stories = page["stories"]
-            shown = view.stories(stories) if view else stories
+            page, stale, hidden = self._feed("edition", edition, limit, cursor, view)
+            shown = page["stories"]
             return {
                 "title": "Top stories",
                 "edition": edition,
                 "editions": self.api.menu_editions(edition),
                 "stories": shown,
-                "hidden": len(stories) - len(shown),
+                "hidden": hidden,
                 # the banner on the first page only, without the stories of its first cards
                 "breaking": banner(self._breaking(view), shown) if cursor is None else [],
                 "next_cursor": page["next_cursor"],
@@ -457,9 +471,12 @@ class Web:
 
         def build(view):
             try:
-                page, stale = self._memo(
-                    f"topic|{topic}|{limit}|{at}", lambda: self.api.topic_feed(topic, limit, cursor)
-                )
+                if view is not None:  # the reader's rules filter the feed before it is paged
+                    page, stale = self.api.topic_feed(topic, limit, cursor, view)
+                else:
+                    page, stale = self._memo(
+                        f"topic|{topic}|{limit}|{at}", lambda: self.api.topic_feed(topic, limit, cursor)
+                    )
             except UnknownTopic as e:
                 raise PageError(404, "Topic not found", str(e)) from None
             stories = page["stories"]
@@ -468,7 +485,7 @@ class Web:
                 "title": f"Topic: {topic}",
                 "topic": topic,
                 "blocked_topic": blocked_topic,
-                "stories": [] if blocked_topic else (view.stories(stories) if view else stories),
+                "stories": [] if blocked_topic else stories,
                 "next_cursor": None if blocked_topic else page["next_cursor"],
                 "generated_at": page["generated_at"],
                 "stale": stale,

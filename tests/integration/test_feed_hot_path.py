@@ -22,7 +22,7 @@ from newsflow.core.ranking.feeds import GLOBAL_EDITION, FeedConfig
 from newsflow.core.ranking.rerank import rerank
 from newsflow.runtime.redis_conn import connect_async
 from newsflow.serving.app import ServingConfig, create_app
-from newsflow.serving.http_cache import strong_etag
+from newsflow.serving.http_cache import COMPRESS_MIN_BYTES, strong_etag
 from newsflow.serving.tokens import sign_token
 from newsflow.storage.events import mark_active
 from newsflow.storage.feed_page import write_user_feeds
@@ -84,9 +84,12 @@ def _expected(r, user, limit, edition_param=""):
     return personal_page_bytes(user, edition, gen, more, limit)
 
 
-def _get(c, user, **params):
+def _get(c, user, gzip: bool = False, **params):
+    """``/v1/feed`` for ``user``: the identity representation (its ETag is the body's), or with ``gzip`` the
+    compressed one (``-gzip`` ETag; httpx decodes the body)."""
     token = sign_token(user, SECRET, NOW, 3600)
-    return c.get("/v1/feed", params=params, headers={"Authorization": "Bearer " + token})
+    encoding = "gzip" if gzip else "identity"
+    return c.get("/v1/feed", params=params, headers={"Authorization": "Bearer " + token, "Accept-Encoding": encoding})
 
 
 @pytest.mark.parametrize("path", ["event_loop", "thread_pool"])
@@ -113,11 +116,14 @@ def test_a_long_lived_app_follows_every_change_in_redis(r, tmp_path, path):
                     continue
                 params = {"limit": str(limit)} | ({"edition": edition} if edition else {})
                 want = _expected(r, u, limit, edition)
-                for _ in range(2):
-                    resp = _get(c, u, **params)
+                for gzip in (False, True):
+                    resp = _get(c, u, gzip, **params)
                     assert resp.status_code == 200, resp.text
                     assert resp.content == want, (u, limit, edition)
-                    assert resp.headers["etag"] == strong_etag(want)
+                    tag = strong_etag(want)
+                    big = len(want) >= COMPRESS_MIN_BYTES  # smaller answers are sent as they are
+                    assert resp.headers["etag"] == (tag[:-1] + '-gzip"' if gzip and big else tag)
+                    assert resp.headers.get("content-encoding") == ("gzip" if gzip and big else None)
                     served += 1
 
     with TestClient(app) as c:

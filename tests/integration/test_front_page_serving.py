@@ -87,6 +87,27 @@ def test_top_pages_beyond_20_with_a_cursor(client):
     assert not set(cards) & set(_ids(topic))
 
 
+def test_hide_read_filters_the_feed_before_it_is_paged(client):
+    """A reader who read the first 25 stories of /v1/top still gets full pages with ?hide_read=1: the read
+    filter applies to the whole feed, then the page is cut; the pages cover exactly the unread stories."""
+    auth = {"Authorization": "Bearer " + sign_token("reader-r", b"f" * 32, NOW, 3600)}
+    everything = _ids(client.get("/v1/top", params={"limit": 100}).json())
+    for sid in everything[:25]:
+        assert client.put(f"/v1/me/read/{sid}", headers=auth).status_code == 200
+    seen, cursor = [], None
+    while True:
+        params = {"hide_read": "1", "limit": 10} | ({"cursor": cursor} if cursor else {})
+        page = client.get("/v1/top", params=params, headers=auth).json()
+        assert page["count"] == len(page["stories"]) == (10 if page["next_cursor"] else len(page["stories"]))
+        seen += _ids(page)
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert seen == everything[25:]
+    first = client.get("/v1/topics/world", params={"hide_read": "1", "limit": 5}, headers=auth).json()
+    assert first["count"] == 5 and not set(_ids(first)) & set(everything[:25])
+
+
 def test_personal_feed_pages_with_the_same_cursor_and_trending_takes_none(client):
     auth = {"Authorization": "Bearer " + sign_token("pager", b"f" * 32, NOW, 3600)}
     first = client.get("/v1/feed", params={"limit": 10}, headers=auth).json()

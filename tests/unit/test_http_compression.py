@@ -86,3 +86,49 @@ def test_cache_compresses_once_per_version_and_answers_304_per_encoding():
     off = LocalCache(0)
     assert off.get_or_build("x", build, "gzip").headers["content-encoding"] == "gzip"
     assert "content-encoding" not in off.get_or_build("x", build, "").headers
+
+
+def test_compress_responses_middleware_encodes_other_answers_and_answers_304_per_encoding():
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from newsflow.serving.http_cache import CompressResponses, strong_etag
+
+    big = b'{"stories":[' + b",".join(b'{"id":%d,"title":"a headline long enough"}' % i for i in range(200)) + b"]}"
+
+    def page(request):
+        r = Response(big, media_type="application/json", headers={"ETag": strong_etag(big), "Vary": "Authorization"})
+        r.set_cookie("a", "1")
+        r.set_cookie("b", "2")
+        return r
+
+    def small(request):
+        return Response(b'{"ok":true}', media_type="application/json")
+
+    def stream(request):
+        return StreamingResponse(iter([big, big]), media_type="application/json")
+
+    def image(request):
+        return Response(big, media_type="image/webp")
+
+    routes = [Route("/page", page), Route("/small", small), Route("/stream", stream), Route("/img", image)]
+    client = TestClient(Starlette(routes=routes, middleware=[Middleware(CompressResponses)]))
+    gz = {"Accept-Encoding": "gzip"}
+    r = client.get("/page", headers=gz)
+    assert r.headers["content-encoding"] == "gzip" and r.content == big  # httpx decodes it
+    assert int(r.headers["content-length"]) == len(gzip.compress(big, 6, mtime=0)) < len(big) // 3
+    assert r.headers["etag"] == strong_etag(big)[:-1] + '-gzip"'
+    assert r.headers["vary"] == "Authorization, Accept-Encoding"
+    assert sorted(c.split("=")[0] for c in r.headers.get_list("set-cookie")) == ["a", "b"]  # both kept
+    again = client.get("/page", headers=dict(gz, **{"If-None-Match": r.headers["etag"]}))
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == r.headers["etag"]
+    # the identity tag does not match the gzip representation, and identity requests are not touched
+    assert client.get("/page", headers=dict(gz, **{"If-None-Match": strong_etag(big)})).status_code == 200
+    plain = client.get("/page", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.headers["etag"] == strong_etag(big)
+    # small, streamed and non-text answers pass as they are
+    for path in ("/small", "/stream", "/img"):
+        assert "content-encoding" not in client.get(path, headers=gz).headers, path
