@@ -39,6 +39,10 @@ class Article(NamedTuple):
       paywalled: True when the page declares the article not free to read (schema.org
         ``isAccessibleForFree: false``): ``text`` is then only the free part; False when the page
         declares it free or declares nothing; ``None`` for feed-only articles (no page seen).
+      aliases: ids of the other URLs of this article (32 hex each, sorted): versions of a re-slugged
+        permalink stored under ``article_id`` (rule 5 of "Article identity" in ``newsflow.core.urls``);
+        each resolves to ``article_id`` in Redis (``newsflow.storage.aliases.resolve_article_id``). Set
+        by the Parquet sink; empty for an article with one URL.
     """
 
     article_id: str
@@ -62,6 +66,7 @@ class Article(NamedTuple):
     cluster_id: Optional[str] = None
     declared_language: str = ""
     paywalled: Optional[bool] = None
+    aliases: Sequence[str] = ()
 
 
 ARTICLE_SCHEMA = pa.schema(
@@ -87,6 +92,7 @@ ARTICLE_SCHEMA = pa.schema(
         pa.field("cluster_id", pa.string()),
         pa.field("declared_language", pa.string()),
         pa.field("paywalled", pa.bool_()),
+        pa.field("aliases", pa.list_(pa.string())),
     ]
 )
 

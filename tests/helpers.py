@@ -630,11 +630,12 @@ def gcs_emulator_on(monkeypatch, bucket: str) -> Iterator[str]:
 
 # ---- the near-duplicate index's keys (newsflow.storage.keys, near-duplicate section) -------------------------
 
-ND_TAGS = (b":{lsh:", b":{art:", b":{ndg:", b":{ndx:", b":nd:")
+ND_TAGS = (b":{lsh:", b":{art:", b":{uid:", b":{ndg:", b":{ndx:", b":nd:")
 
 
 def is_nd_key(key: bytes) -> bool:
-    """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, groups, group indexes, lease)."""
+    """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, stable-id sets, groups, group
+    indexes, lease)."""
     return any(t in key for t in ND_TAGS)
 
 
