@@ -49,20 +49,44 @@ PUBLISH_TOLERANCE_S = 60.0
 _ID_RUN_RE = re.compile(r"(?<![0-9A-Za-z])[0-9]{4,}(?![0-9A-Za-z])")
 
 
+def _in(two: str, lo: int, hi: int) -> bool:
+    return lo <= int(two) <= hi
+
+
+def _md(m: str, d: str) -> bool:
+    return _in(m, 1, 12) and _in(d, 1, 31)
+
+
+def _year(y: str) -> bool:
+    return _in(y, 1900, 2099)
+
+
 def _is_date(run: str) -> bool:
-    """A year (``2024``) or a date/time stamp ``yyyymm[dd[hh[mm[ss]]]]`` (years 1900-2099): many articles of
-    one host share it, so it identifies none."""
-    if len(run) not in (4, 6, 8, 10, 12, 14) or not 1900 <= int(run[:4]) <= 2099:
-        return False
-    limits = ((4, 1, 12), (6, 1, 31), (8, 0, 23), (10, 0, 59), (12, 0, 59))
-    return all(lo <= int(run[i : i + 2]) <= hi for i, lo, hi in limits if i < len(run))
+    """Whether a digit run reads as a date or time stamp, which many articles of one host share:
+    4 digits: a year 1900-2099, ``mmdd`` or ``ddmm``; 6: ``yyyymm``, ``yymmdd``, ``ddmmyy`` or ``mmddyy``;
+    8: ``yyyymmdd``, ``ddmmyyyy`` or ``mmddyyyy``; 10, 12, 14: ``yyyymmdd`` then ``hh``, ``mm``, ``ss``."""
+    n = len(run)
+    if n == 4:
+        return _year(run) or _md(run[:2], run[2:]) or _md(run[2:], run[:2])
+    if n == 6:
+        y_m = _year(run[:4]) and _in(run[4:], 1, 12)
+        return y_m or _md(run[2:4], run[4:]) or _md(run[2:4], run[:2]) or _md(run[:2], run[2:4])
+    if n == 8:
+        return (_year(run[:4]) and _md(run[4:6], run[6:])) or (
+            _year(run[4:]) and (_md(run[2:4], run[:2]) or _md(run[:2], run[2:4]))
+        )
+    if n in (10, 12, 14):
+        clock = all(_in(run[i : i + 2], 0, hi) for i, hi in ((8, 23), (10, 59), (12, 59)) if i < n)
+        return _year(run[:4]) and _md(run[4:6], run[6:8]) and clock
+    return False
 
 
 def stable_url_id(url: str) -> str | None:
     """The stable id of an article URL: its host and the numeric id it carries, or ``None``.
 
     The numeric id is the last run of at least 4 digits that is a whole token (not touching a letter or
-    another digit) and not a year or date/time stamp (:func:`_is_date`), in the path; when the path has
+    another digit) and does not read as a date or time stamp (:func:`_is_date`: ``2024``, ``0307``, ``140311``,
+    ``20240512``, ...), in the path; when the path has
     none, in the query values (tracking parameters removed, keys sorted: :func:`newsflow.core.urls.canonicalize_url`).
     The host is the identity key's (:func:`newsflow.core.urls.identity_key`: ``www.``/``m.`` dropped where
     rule 1 drops them, a non-default port kept), so another host (``news.example.org`` vs ``example.org``)
