@@ -97,3 +97,21 @@ def test_an_hour_apart_or_another_host_is_another_article(redis_server):
     keys = Keys("h")
     assert nd_revisions(client, keys) == {}
     assert set(nd_articles(client, keys)) == {OLD.article_id, later.article_id, other_host.article_id}
+
+
+def test_a_chain_of_publish_times_is_one_article_in_every_order(redis_server):
+    """Publish times 0, 50 and 100 s: the ends are not within a minute of each other, the middle joins them."""
+    client, _ = redis_server
+    a = page(OLD_URL, OLD_FP, PUBLISHED, PUBLISHED + 300)
+    b = page(NEW_URL, NEW_FP, PUBLISHED + 50, PUBLISHED + 600)
+    c = page(NEW_URL + "-update", RELATED_FP, PUBLISHED + 100, PUBLISHED + 900)
+    states = []
+    for n, order in enumerate(itertools.permutations([a, b, c])):
+        store = RedisGroupStore(client, StoreConfig(prefix=f"c{n}"))
+        for x in order:
+            store.assign_batch([x])
+        states.append(_strip(dump(client), f"c{n}"))
+    assert all(s == states[0] for s in states[1:])
+    keys = Keys("c0")
+    assert nd_revisions(client, keys) == {b.article_id: a.article_id, c.article_id: a.article_id}
+    assert client.hget(keys.article(a.article_id), "url") == c.url.encode()
