@@ -856,11 +856,11 @@ def resolve_revisions(client, keys: Keys, elements: Sequence[T]) -> list[T | Non
     the stored id and, when it has an ``aliases`` field (``schemas.Article``), the sorted ids of the other
     versions (each resolves to the stored id). The other versions return ``None`` (the sinks and the story
     step drop them: one article, one row, one report). Elements of single-version articles are returned
-    unchanged. The answer depends
-    only on the Redis state, so it is the same whatever order the versions arrived in. A streaming sink
-    that flushed a version before another arrived keeps what it wrote: the older version first gives a
-    second row under the same stored id (the later ``fetch_time`` is the article), the newer version
-    first keeps its row under its own id (an alias of the stored id); a bounded run writes one row.
+    unchanged. The answer depends only on the Redis state, so it is the same whatever order the versions
+    arrived in. A streaming sink that flushed a version before another arrived keeps what it wrote: the
+    older version first gives a second row under the same stored id (the later ``fetch_time`` is the
+    article), the newer version first keeps its row under its own id (an alias of the stored id); a bounded
+    run writes one row.
 
     Args:
       client: a redis-py client.
