@@ -376,13 +376,6 @@ class _Tx:
             known[m] = True
             dirty.add(m)
 
-    def srem(self, key: str, *members: str) -> None:
-        known = self.s.setdefault(key, {})
-        dirty = self.dirty_s.setdefault(key, set())
-        for m in members:
-            known[m] = False
-            dirty.add(m)
-
     # -- sorted sets (write only) and strings ---------------------------------------------------------
     def zadd(self, key: str, member: str, score: float) -> None:
         self.z[(key, member)] = float(score)
@@ -419,11 +412,8 @@ class _Tx:
                 ops.append(["HDEL", key, *rem])
         for key, members in self.dirty_s.items():
             add = sorted(m for m in members if self.s[key].get(m))
-            rem = sorted(m for m in members if not self.s[key].get(m))
             if add:
                 ops.append(["SADD", key, *add])
-            if rem and key not in self.dropped:
-                ops.append(["SREM", key, *rem])
         for key, value in self.blob.items():
             orig = self.blob_orig.get(key)
             if value == orig:
@@ -676,7 +666,7 @@ class _Assigner:
             return set()
         mine = Version(a["id"], a.get("outlet", ""), _num(a.get("pt")), 0.0, 0.0, sid)
         out: set[str] = set()
-        for vid in self.tx.smembers(self.k.stable_url_versions(sid)):
+        for vid in self.stable_members(sid):
             if vid == a["id"]:
                 continue
             n = self.node_of(vid)
@@ -687,13 +677,22 @@ class _Assigner:
                     out.add(n)
         return out
 
+    def stable_members(self, sid: str) -> list[str]:
+        """The version ids indexed under stable URL id ``sid`` (``Keys.stable_url_versions``), sorted."""
+        return [_u(v) for v in (self.tx.get(self.k.stable_url_versions(sid)) or b"").split(b"\n")[:-1]]
+
+    def set_stable_members(self, sid: str, ids: Iterable[str]) -> None:
+        """Rewrites the stable-id string whole, sorted (deleted when empty): its bytes depend on the ids only."""
+        ids = sorted(set(ids))
+        self.tx.put(self.k.stable_url_versions(sid), "".join(f"{i}\n" for i in ids).encode() if ids else None)
+
     def index_version(self, a: dict, sig: str | None) -> None:
         tx, k = self.tx, self.k
         sid = a.get("sid")
         record = {"fp": a["fp"], **({"mh": sig} if sig is not None else {}), **({"sid": sid} if sid else {})}
         tx.hset(k.article_record(a["id"]), record)
         if sid:
-            tx.sadd(k.stable_url_versions(sid), a["id"])
+            self.set_stable_members(sid, [*self.stable_members(sid), a["id"]])
         entry_fp, entry_id = int(a["fp"], 16).to_bytes(8, "big"), _b(a["id"]) + b"\n"
         for fk, ik in zip(k.lsh_bands(a["fp"]), k.lsh_band_id_keys(a["fp"]), strict=True):
             tx.append(fk, entry_fp)
@@ -1082,8 +1081,8 @@ class RedisGroupStore:
             # round 1: the batch's own records and articles, the probed buckets, the stable-id sets, the counter
             tx.load(
                 hashes=[key for a in payload for key in (k.article_record(a["id"]), k.article(a["id"]))],
-                sets=[k.stable_url_versions(a["sid"]) for a in payload if a["sid"]],
                 blobs=[key for a in payload for key in (*k.lsh_bands(a["fp"]), *k.lsh_band_id_keys(a["fp"]))]
+                + [k.stable_url_versions(a["sid"]) for a in payload if a["sid"]]
                 + [k.nd_count],
             )
             batch_ids = {a["id"] for a in payload}
@@ -1092,7 +1091,7 @@ class RedisGroupStore:
                     tx.known_empty(*asg.ckeys("c" + a["id"]), k.article_versions(a["id"]))
             # round 2: records and articles of the stored candidates (filtered by distance on this worker)
             cands = {c for a in payload for c in asg.candidates(a["fp"])}
-            cands |= {v for a in payload if a["sid"] for v in tx.smembers(k.stable_url_versions(a["sid"]))}
+            cands |= {v for a in payload if a["sid"] for v in asg.stable_members(a["sid"])}
             cands = sorted(cands - batch_ids)
             tx.load(hashes=[key for c in cands for key in (k.article_record(c), k.article(c))])
             # round 3: the groups of the candidates (and the stored articles of revision candidates)
@@ -1171,7 +1170,7 @@ class RedisGroupStore:
                 for vid in vids[aid]:
                     sid = tx.hget(k.article_record(vid), "sid")
                     if sid:
-                        tx.srem(k.stable_url_versions(sid), vid)
+                        asg.set_stable_members(sid, [v for v in asg.stable_members(sid) if v != vid])
                     fp = tx.hget(k.article_record(vid), "fp")
                     if fp:
                         for fk, ik in zip(k.lsh_bands(fp), k.lsh_band_id_keys(fp), strict=True):

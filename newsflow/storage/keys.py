@@ -98,11 +98,11 @@ key                                       type    holds                         
                                                   id, optional)
 ``P:{art:<article_id>}:versions``         HASH    version id -> JSON fields, for  RedisGroupStore   RedisGroupStore
                                                   articles with >= 2 versions
-``P:{uid:<stable_id>}:versions``          SET     ids of the indexed versions     RedisGroupStore   RedisGroupStore
+``P:{uid:<stable_id>}:versions``          STRING  "<version id>\\n" per entry,    RedisGroupStore   RedisGroupStore
+                                                  sorted: the indexed versions
                                                   whose URL has this stable id
                                                   (newsflow.core.revisions.
-                                                  stable_url_id: host + numeric
-                                                  id)
+                                                  stable_url_id)
 ``P:{ndg:<cid>}:cluster``                 HASH    representative_*,               RedisGroupStore   RedisGroupStore
                                                   rep_authority, rep_time,
                                                   earliest_time, latest_time,
@@ -407,8 +407,8 @@ class Keys:
         return f"{self.prefix}:{{art:{article_id}}}:versions"
 
     def stable_url_versions(self, stable_id: str) -> str:
-        """SET of the indexed version ids whose URL has stable id ``stable_id`` (32 hex,
-        :func:`newsflow.core.revisions.stable_url_id`); tag ``{uid:<stable id>}``."""
+        """STRING of the indexed version ids whose URL has stable id ``stable_id`` (32 hex,
+        :func:`newsflow.core.revisions.stable_url_id`), ``"<id>\\n"`` each, sorted; tag ``{uid:<stable id>}``."""
         return f"{self.prefix}:{{uid:{stable_id}}}:versions"
 
     def cluster(self, cluster_id: str) -> str:
