@@ -45,7 +45,7 @@ PUBLISH_TOLERANCE_S = 60.0
 """How far apart (seconds) the publish times of two URLs with one stable URL id may be for one article."""
 
 # a run of 4+ digits that is a whole token: not touching a letter or another digit (``/a/57312``,
-# ``story-57312.html``, ``?id=57312``; not ``b2210``, ``x86_64``, hex hashes such as ``5f3a91234c``)
+# ``story-57312.html``, ``?id=57312``; not ``b2210`` or hex hashes such as ``5f3a91234c``)
 _ID_RUN_RE = re.compile(r"(?<![0-9A-Za-z])[0-9]{4,}(?![0-9A-Za-z])")
 
 
@@ -85,10 +85,9 @@ def stable_url_id(url: str) -> str | None:
     """The stable id of an article URL: its host and the numeric id it carries, or ``None``.
 
     The numeric id is the last run of at least 4 digits that is a whole token (not touching a letter or
-    another digit) and does not read as a date or time stamp (:func:`_is_date`: ``2024``, ``0307``, ``140311``,
-    ``20240512``, ...), in the path; when the path has
-    none, in the query values (tracking parameters removed, keys sorted: :func:`newsflow.core.urls.canonicalize_url`).
-    The host is the identity key's (:func:`newsflow.core.urls.identity_key`: ``www.``/``m.`` dropped where
+    another digit) and does not read as a date or time stamp (:func:`_is_date`: ``2024``, ``0307``,
+    ``140311``, ``20240512``, ...), in the path; when the path has none, in the query values (tracking
+    parameters removed, keys sorted: :func:`newsflow.core.urls.canonicalize_url`). The host is the identity key's (:func:`newsflow.core.urls.identity_key`: ``www.``/``m.`` dropped where
     rule 1 drops them, a non-default port kept), so another host (``news.example.org`` vs ``example.org``)
     gives another id.
 
