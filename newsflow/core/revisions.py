@@ -87,9 +87,9 @@ def stable_url_id(url: str) -> str | None:
     The numeric id is the last run of at least 4 digits that is a whole token (not touching a letter or
     another digit) and does not read as a date or time stamp (:func:`_is_date`: ``2024``, ``0307``,
     ``140311``, ``20240512``, ...), in the path; when the path has none, in the query values (tracking
-    parameters removed, keys sorted: :func:`newsflow.core.urls.canonicalize_url`). The host is the identity key's (:func:`newsflow.core.urls.identity_key`: ``www.``/``m.`` dropped where
-    rule 1 drops them, a non-default port kept), so another host (``news.example.org`` vs ``example.org``)
-    gives another id.
+    parameters removed, keys sorted: :func:`newsflow.core.urls.canonicalize_url`). The host is the identity
+    key's (:func:`newsflow.core.urls.identity_key`: ``www.``/``m.`` dropped where rule 1 drops them, a
+    non-default port kept), so another host (``news.example.org`` vs ``example.org``) gives another id.
 
     Examples: ``https://harbour-gazette.example/news/ferry-fares-rise-in-spring/a/57312`` and
     ``http://harbour-gazette.example/news/ferry-operator-confirms-fare-rise/a/57312?utm_source=rss`` give one id;
