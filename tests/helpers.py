@@ -130,6 +130,18 @@ CORPUS = os.path.join(REPO_ROOT, "data", "corpus")
 HEADLINES = os.path.join(CORPUS, "headlines.jsonl.gz")
 
 
+# Headlines among the first 600 of the bundled corpus that are an earlier version of a later headline there (same
+# host, same numeric id, published within a minute: newsflow.core.revisions.stable_url_id): the job stores each
+# with its later version as one article. "edges lower" -> "opens lower", a re-slug, two query strings.
+CORPUS_EARLIER_VERSIONS = frozenset(
+    {
+        "http://www.buenosairesherald.com/article/154063/wall-street-edges-lower-after-sps-record-close",
+        "http://www.thenation.com/blog/178761/capitalism-will-prevent-cold-war-over-ukraine-crimea",
+        "http://www.huffingtonpost.com/2014/03/10/largest-banana-company_n_4933389.html?utm_hp_ref=food&amp;ir=Food",
+    }
+)
+
+
 def corpus_lines(n: int, name: str = "headlines.jsonl.gz") -> list[bytes]:
     """The first ``n`` landing lines (bytes, without newlines) of the bundled corpus file ``name``
     (``data/corpus/headlines.jsonl.gz`` or ``pages.jsonl.gz``)."""

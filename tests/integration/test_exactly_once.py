@@ -23,6 +23,7 @@ from newsflow.storage.story_assignments import read_rows
 from newsflow.storage.story_index import assigned_count
 from tests.conftest import REPO_ROOT
 from tests.helpers import (
+    CORPUS_EARLIER_VERSIONS,
     corpus_lines,
     dataset_bytes,
     parquet_rows,
@@ -32,11 +33,7 @@ from tests.helpers import (
 )
 
 N_HEADLINES = 600
-# Headlines of the slice that are an earlier version of a later one (same host, same numeric id, published within
-# a minute: newsflow.core.revisions.stable_url_id), each stored as one article with its later version:
-# buenosairesherald.com/article/154063 ("edges lower" -> "opens lower"), thenation.com/blog/178761 (re-slugged),
-# huffingtonpost.com/..._n_4933389.html (two query strings).
-N_ARTICLES = N_HEADLINES - 3
+N_ARTICLES = N_HEADLINES - len(CORPUS_EARLIER_VERSIONS)  # each stored with its later version
 KEYS = Keys()
 
 
