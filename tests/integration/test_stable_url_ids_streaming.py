@@ -8,6 +8,7 @@ with the newest title and URL under the first id, the other id resolving to it (
 from __future__ import annotations
 
 import json
+import os
 
 from newsflow.core.urls import article_id
 from newsflow.storage.aliases import resolve_article_id
@@ -15,6 +16,7 @@ from newsflow.storage.keys import Keys
 from newsflow.storage.parquet import read_dataset
 from newsflow.storage.story_index import assignments
 from tests.helpers import parquet_rows, redis_state, run_job, state_difference, utc, write_lines
+from tests.integration.test_run_continuous import Loop
 
 OLD_URL = "https://harbour-gazette.example/news/ferry-fares-rise-in-spring/a/57312"
 NEW_URL = "https://harbour-gazette.example/news/ferry-operator-confirms-fare-rise/a/57312"
@@ -106,3 +108,32 @@ def test_an_edited_permalink_with_the_same_numeric_id_is_one_article_in_any_orde
     (sid,) = set(story_of.values())
     assert sorted(m.decode() for m in redis.zrange(KEYS.story_articles(sid), 0, -1)) == sorted([old_id, related_id])
     assert redis.hmget(KEYS.story(sid), "article_count", "independent_count") == [b"2", b"2"]
+
+
+def test_run_continuous_over_the_two_polls_as_two_runs_gives_one_article(tmp_path, redis_pair):
+    """``newsflow run-continuous``: poll 1's landing file is one run, poll 2's the next; the new version arrives in
+    a run after its stored id was logged and assigned. The Redis state equals one bounded run over both files."""
+    bounded, continuous = redis_pair
+    run_job(tmp_path, f"unix://{bounded.socket_file}", write_lines(tmp_path / "all.jsonl", POLLS), str(tmp_path / "b"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    loop = Loop(tmp_path, f"unix://{continuous.socket_file}")
+    try:
+        for k, polled in enumerate((POLLS[:1], POLLS[1:])):
+            path = write_lines(tmp_path / f"raw-{k:04d}.jsonl", polled)
+            os.replace(path, landing / os.path.basename(path))
+            runs = loop.wait_runs(k + 1)
+            assert runs[k]["files"] == 1 and runs[k]["job"]["state"] == "DONE", runs[k]
+    finally:
+        loop.stop()
+    old_id, related_id = article_id(OLD_URL), article_id(RELATED_URL)
+    assert continuous.hmget(KEYS.article(old_id), "title", "url") == [NEW_TITLE.encode(), NEW_URL.encode()]
+    assert assignments(continuous, KEYS).keys() == {old_id, related_id}
+    (sid,) = set(assignments(continuous, KEYS).values())
+    assert continuous.hmget(KEYS.story(sid), "article_count", "independent_count") == [b"2", b"2"]
+
+    def kept(client) -> dict:
+        return {k: v for k, v in redis_state(client).items() if b":{art:" in k or b":{uid:" in k or b":{st:" in k}
+
+    a, b = kept(bounded), kept(continuous)
+    assert a == b, state_difference(a, b)
