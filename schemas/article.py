@@ -43,6 +43,10 @@ class Article(NamedTuple):
         "" when none.
       image_thumb / icon_thumb: their stored thumbnails (names in the thumbnail store, served at
         ``/img/<name>``), "" when the crawler stored none (thumbnails off, a replayed corpus, a failed fetch).
+      aliases: ids of the other URLs of this article (32 hex each, sorted): versions of a re-slugged
+        permalink stored under ``article_id`` (rule 5 of "Article identity" in ``newsflow.core.urls``);
+        each resolves to ``article_id`` in Redis (``newsflow.storage.aliases.resolve_article_id``). Set
+        by the Parquet sink; empty for an article with one URL.
     """
 
     article_id: str
@@ -70,6 +74,7 @@ class Article(NamedTuple):
     icon_url: str = ""
     image_thumb: str = ""
     icon_thumb: str = ""
+    aliases: Sequence[str] = ()
 
 
 ARTICLE_SCHEMA = pa.schema(
@@ -99,6 +104,7 @@ ARTICLE_SCHEMA = pa.schema(
         pa.field("icon_url", pa.string()),
         pa.field("image_thumb", pa.string()),
         pa.field("icon_thumb", pa.string()),
+        pa.field("aliases", pa.list_(pa.string())),
     ]
 )
 

@@ -89,6 +89,8 @@ SLOW_TESTS = frozenset(
         "unit/test_source_files.py::test_finished_outlines_are_not_kept_in_memory",
         "unit/test_topics.py::test_a_model_is_read_once_per_process_until_its_files_change",
         "unit/test_topics.py::test_headline_and_description_copies_follow_their_row",
+        # the job twice (two arrival orders), and a bounded run beside two run-continuous runs (~25 s, ~45 s)
+        "integration/test_stable_url_ids_streaming.py",
         # a keyboard walk over five pages in Chromium, then axe-core on three (~25 s)
         "web/test_browser.py::test_save_read_marks_and_muting_keyboard_only_without_javascript",
     }

@@ -130,6 +130,18 @@ CORPUS = os.path.join(REPO_ROOT, "data", "corpus")
 HEADLINES = os.path.join(CORPUS, "headlines.jsonl.gz")
 
 
+# Headlines among the first 600 of the bundled corpus that are an earlier version of a later headline there (same
+# host, same numeric id, published within a minute: newsflow.core.revisions.stable_url_id): the job stores each
+# with its later version as one article. "edges lower" -> "opens lower", a re-slug, two query strings.
+CORPUS_EARLIER_VERSIONS = frozenset(
+    {
+        "http://www.buenosairesherald.com/article/154063/wall-street-edges-lower-after-sps-record-close",
+        "http://www.thenation.com/blog/178761/capitalism-will-prevent-cold-war-over-ukraine-crimea",
+        "http://www.huffingtonpost.com/2014/03/10/largest-banana-company_n_4933389.html?utm_hp_ref=food&amp;ir=Food",
+    }
+)
+
+
 def corpus_lines(n: int, name: str = "headlines.jsonl.gz") -> list[bytes]:
     """The first ``n`` landing lines (bytes, without newlines) of the bundled corpus file ``name``
     (``data/corpus/headlines.jsonl.gz`` or ``pages.jsonl.gz``)."""
@@ -680,11 +692,12 @@ def gcs_emulator_on(monkeypatch, bucket: str) -> Iterator[str]:
 
 # ---- the near-duplicate index's keys (newsflow.storage.keys, near-duplicate section) -------------------------
 
-ND_TAGS = (b":{lsh:", b":{art:", b":{ndg:", b":{ndx:", b":nd:")
+ND_TAGS = (b":{lsh:", b":{art:", b":{uid:", b":{ndg:", b":{ndx:", b":nd:")
 
 
 def is_nd_key(key: bytes) -> bool:
-    """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, groups, group indexes, lease)."""
+    """Whether ``key`` belongs to the near-duplicate index (band buckets, articles, stable-id sets, groups, group
+    indexes, lease)."""
     return any(t in key for t in ND_TAGS)
 
 

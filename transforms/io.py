@@ -417,7 +417,8 @@ class _ResolveGroupIdsFn(_StoreFn):
     is kept: when two documents share a canonical URL (a ``utm_`` variant, a re-fetch with a new
     publish time), the article exists once, in Redis and in Parquet, whatever partitions the
     copies fell in. Of the versions of a re-slugged article (``RedisGroupStore.resolve_revisions``) only
-    the newest is kept, under the id the article is stored as. Dropped copies are counted
+    the newest is kept, under the id the article is stored as, with the other versions' ids in ``aliases``
+    (each of them, in Redis, resolves to the stored id). Dropped copies are counted
     (``duplicate_article_copies``).
     """
 

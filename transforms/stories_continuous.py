@@ -188,7 +188,7 @@ class ContinuousAssignFn(_AssignFnBase):
                 logged_now: list = []
                 taken: set = set()
                 yield from self._run_window(order, bucket, new_ids, logged_now, taken)
-                to_log += [(o, batch[aid]) for o, aid in logged_now]
+                to_log += logged_now
                 top = max(top, order[-1][0])
                 # the checkpoints after the rewound one that no article of the window crossed now are stale
                 kept = [b for b, _ in self._ckpts.list()]
@@ -206,7 +206,7 @@ class ContinuousAssignFn(_AssignFnBase):
                             dup = out.value.duplicate
                         yield out
                     if not dup:
-                        to_log.append((top, batch[a.article_id]))
+                        to_log.append((top, a))
         self._log.add(to_log)
         if replaced:
             self._log.drop(replaced)
@@ -214,8 +214,9 @@ class ContinuousAssignFn(_AssignFnBase):
 
     def _run_window(self, order, bucket, new_ids: set, logged: list, taken: set):
         """Assigns the window's ``(order time, article)`` s in order, taking a checkpoint at each bucket
-        boundary it crosses after ``bucket`` (their buckets go to ``taken``); appends ``(order time, id)`` of
-        each of ``new_ids`` that was not a replay to ``logged``."""
+        boundary it crosses after ``bucket`` (their buckets go to ``taken``); appends ``(order time, article)`` of
+        each of ``new_ids`` that was not a replay to ``logged``: the article as assigned, so a re-slugged one is
+        logged as its newest version under its stored id (``resolve_revisions``), never as a superseded one."""
         from newsflow.storage.story_checkpoints import snapshot
 
         r, keys = self._store.r, self._store.keys
@@ -240,7 +241,7 @@ class ContinuousAssignFn(_AssignFnBase):
                     dup = out.value.duplicate
                 yield out
             if a.article_id in new_ids and not dup:
-                logged.append((o, a.article_id))
+                logged.append((o, a))
 
     def _trend_context(self, first: float):
         """Trend inputs of the logged articles ordered in the trending window before ``first`` (under the story

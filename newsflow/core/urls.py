@@ -49,16 +49,20 @@ near-duplicate step):
 5. **Revisions.** A permalink re-slugged after a headline edit
    (``/city/mayor-opens-library-b2210/`` -> ``/city/mayor-opens-new-central-library-b2210/``) gives a
    second id that no URL rule can see. The pipeline's near-duplicate step recognises it: two fetched
-   pages of the same outlet (:func:`newsflow.core.outlets.outlet`) with the same publish time and event
-   time whose texts are near-duplicates (SimHash within the threshold, or borderline and confirmed by
-   MinHash) are *versions* of one article. The versions (connected components) are stored as one
-   article under the id of the earliest ``(fetch time, id)`` version (the id issued first keeps
-   being the article's id) with the title, URL and other fields of the latest ``(fetch time, id)``
-   version; every other version id resolves to it (``rev`` of ``Keys.article_record``,
-   :func:`newsflow.storage.aliases.resolve_article_id`). Both choices depend on the versions only, not on
-   arrival order (:mod:`newsflow.core.revisions` states the rule; :mod:`newsflow.storage.groups`
-   applies it; the Parquet sink and the story step keep only the newest version under the stored id,
-   so it is one row and one report).
+   pages are *versions* of one article when their URLs have the same host and the same numeric id of at
+   least 4 digits in the path or query (not a date: :func:`newsflow.core.revisions.stable_url_id`;
+   ``/news/ferry-fares-rise-in-spring/a/57312`` -> ``/news/ferry-operator-confirms-fare-rise/a/57312``) and
+   publish times at most a minute apart, whatever their texts; or when they are of the same outlet
+   (:func:`newsflow.core.outlets.outlet`) with the same publish time and event time and their texts are
+   near-duplicates (SimHash within the threshold, or borderline and confirmed by MinHash). The versions
+   (connected components) are stored as one article under the id of the earliest ``(fetch time, id)``
+   version (the id issued first keeps being the article's id) with the title, URL and other fields of
+   the latest ``(fetch time, id)`` version; every other version id resolves to it (``rev`` of
+   ``Keys.article_record``, :func:`newsflow.storage.aliases.resolve_article_id`) and is listed in the
+   article's Parquet ``aliases`` column. Both choices depend on the versions only, not on arrival order
+   (:mod:`newsflow.core.revisions` states the rule; :mod:`newsflow.storage.groups` applies it; the Parquet
+   sink and the story step keep only the newest version under the stored id, so it is one row and one
+   report).
 """
 
 from __future__ import annotations

@@ -53,8 +53,12 @@ share a band are near-duplicates when their MinHash signatures (:mod:`newsflow.c
 in the version's index record, 512 bytes) agree on at least :attr:`StoreConfig.borderline_jaccard` of
 their 128 slots.
 
-**Revisions.** Near-duplicates of one outlet with the same publish and event time are versions of one
-article (rule 5 of "Article identity" in :mod:`newsflow.core.urls`, :mod:`newsflow.core.revisions`): stored
+**Revisions.** Near-duplicates of one outlet with the same publish and event time, and URLs with one stable
+URL id (same host and numeric id, :func:`newsflow.core.revisions.stable_url_id`) published at most a minute
+apart, are versions of one article (rule 5 of "Article identity" in :mod:`newsflow.core.urls`,
+:mod:`newsflow.core.revisions`). The near-duplicate candidates come from the band buckets; the stable-id
+candidates from ``Keys.stable_url_versions`` (every indexed version with that id; the version's index record
+names its id, ``sid``). The versions are stored
 once, under the earliest ``(fetch time, id)`` version's id with the latest version's fields; each other
 version's index record names that id (``rev``), every version's fields are in ``Keys.article_versions``;
 the groups a revision touches are rebuilt from their members. Sinks call :func:`resolve_revisions`.
@@ -79,6 +83,7 @@ import redis
 from newsflow.core.articles import fingerprint_text
 from newsflow.core.minhash_check import BORDERLINE, JACCARD_THRESHOLD, text_signature_hex
 from newsflow.core.outlets import outlet
+from newsflow.core.revisions import Version, same_stable_id, stable_url_id
 from newsflow.core.timeutil import format_epoch
 from newsflow.schemas import Article, NearDuplicateGroup
 from newsflow.storage.keys import ND_SHARDS, Keys
@@ -657,9 +662,41 @@ class _Assigner:
         h = self.tx.hgetall(self.k.article(n))
         return h.get("outlet") == a["outlet"] and h.get("publish_time") == a["pt"] and h.get("event_time") == a["t"]
 
+    def stable_revisions(self, a: dict) -> set[str]:
+        """Stored articles with a version that has ``a``'s stable URL id and a publish time within
+        :data:`newsflow.core.revisions.PUBLISH_TOLERANCE_S` of ``a``'s (rule 5, stable id)."""
+        sid = a.get("sid")
+        if not sid:
+            return set()
+        mine = Version(a["id"], a.get("outlet", ""), _num(a.get("pt")), 0.0, 0.0, sid)
+        out: set[str] = set()
+        for vid in self.stable_members(sid):
+            if vid == a["id"]:
+                continue
+            n = self.node_of(vid)
+            for v in self.versions_of(n):
+                if v["id"] == vid and same_stable_id(
+                    mine, Version(vid, v.get("outlet") or "", _num(v.get("pt")), 0.0, 0.0, sid)
+                ):
+                    out.add(n)
+        return out
+
+    def stable_members(self, sid: str) -> list[str]:
+        """The version ids indexed under stable URL id ``sid`` (``Keys.stable_url_versions``), sorted."""
+        return [_u(v) for v in (self.tx.get(self.k.stable_url_versions(sid)) or b"").split(b"\n")[:-1]]
+
+    def set_stable_members(self, sid: str, ids: Iterable[str]) -> None:
+        """Rewrites the stable-id string whole, sorted (deleted when empty): its bytes depend on the ids only."""
+        ids = sorted(set(ids))
+        self.tx.put(self.k.stable_url_versions(sid), "".join(f"{i}\n" for i in ids).encode() if ids else None)
+
     def index_version(self, a: dict, sig: str | None) -> None:
         tx, k = self.tx, self.k
-        tx.hset(k.article_record(a["id"]), {"fp": a["fp"], **({"mh": sig} if sig is not None else {})})
+        sid = a.get("sid")
+        record = {"fp": a["fp"], **({"mh": sig} if sig is not None else {}), **({"sid": sid} if sid else {})}
+        tx.hset(k.article_record(a["id"]), record)
+        if sid:
+            self.set_stable_members(sid, [*self.stable_members(sid), a["id"]])
         entry_fp, entry_id = int(a["fp"], 16).to_bytes(8, "big"), _b(a["id"]) + b"\n"
         for fk, ik in zip(k.lsh_bands(a["fp"]), k.lsh_band_id_keys(a["fp"]), strict=True):
             tx.append(fk, entry_fp)
@@ -768,6 +805,7 @@ class _Assigner:
                 revs.add(n)
             else:
                 groups.add(tx.hget(k.article(n), "cluster_id"))
+        revs |= self.stable_revisions(a)
         if revs:
             return self.assign_revision(a, sig, revs, groups)
         t_a = _num(a["t"]) or 0.0
@@ -818,12 +856,14 @@ def resolve_revisions(client, keys: Keys, elements: Sequence[T]) -> list[T | Non
     An element whose id is a version of an article with two or more versions (``rev`` of
     ``Keys.article_record``, ``Keys.article_versions``) is that article only when it is the version whose
     URL the article's serving hash holds (the latest fetched): it is returned with ``article_id`` set to
-    the stored id. The other versions return ``None`` (the sinks and the story step drop them: one article,
-    one row, one report). Elements of single-version articles are returned unchanged. The answer depends
-    only on the Redis state, so it is the same whatever order the versions arrived in. A streaming sink
-    that flushed a version before another arrived keeps what it wrote: the older version first gives a
-    second row under the same stored id (the later ``fetch_time`` is the article), the newer version
-    first keeps its row under its own id (an alias of the stored id); a bounded run writes one row.
+    the stored id and, when it has an ``aliases`` field (``schemas.Article``), the sorted ids of the other
+    versions (each resolves to the stored id). The other versions return ``None`` (the sinks and the story
+    step drop them: one article, one row, one report). Elements of single-version articles are returned
+    unchanged. The answer depends only on the Redis state, so it is the same whatever order the versions
+    arrived in. A streaming sink that flushed a version before another arrived keeps what it wrote: the
+    older version first gives a second row under the same stored id (the later ``fetch_time`` is the
+    article), the newer version first keeps its row under its own id (an alias of the stored id); a bounded
+    run writes one row.
 
     Args:
       client: a redis-py client.
@@ -841,7 +881,7 @@ def resolve_revisions(client, keys: Keys, elements: Sequence[T]) -> list[T | Non
     unique = sorted(set(ids))
     pipe = client.pipeline(transaction=False)
     for aid in unique:
-        pipe.exists(keys.article_versions(aid))
+        pipe.hkeys(keys.article_versions(aid))
         pipe.hget(keys.article(aid), "url")
     raw = pipe.execute()
     current = {
@@ -849,12 +889,14 @@ def resolve_revisions(client, keys: Keys, elements: Sequence[T]) -> list[T | Non
         for i, aid in enumerate(unique)
         if raw[2 * i]
     }
+    aliases = {aid: tuple(sorted(_text(v) for v in raw[2 * i] if _text(v) != aid)) for i, aid in enumerate(unique)}
     out: list = []
     for e, aid in zip(elements, ids, strict=True):
         if aid not in current:
             out.append(e)
         elif current[aid] == e.url:
-            out.append(e if aid == e.article_id else e._replace(article_id=aid))
+            fields = {"article_id": aid, **({"aliases": list(aliases[aid])} if "aliases" in e._fields else {})}
+            out.append(e._replace(**fields))
         else:
             out.append(None)
     return out
@@ -1034,6 +1076,7 @@ class RedisGroupStore:
                     "icon": getattr(a, "icon_thumb", "") or "",
                     "ft": format_epoch(a.fetch_time),
                     "outlet": outlet(a.url) or "",
+                    "sid": stable_url_id(a.url) or "",
                 }
             )
         sigs = [_u(bytes.fromhex(text_signature_hex(fingerprint_text(a)))) if recheck else None for a in articles]
@@ -1041,10 +1084,11 @@ class RedisGroupStore:
         def work(tx: _Tx) -> list[AssignResult]:
             k = self.keys
             asg = _Assigner(tx, k, self.config)
-            # round 1: the batch's own records and articles, the probed buckets, the counter
+            # round 1: the batch's own records and articles, the probed buckets, the stable-id sets, the counter
             tx.load(
                 hashes=[key for a in payload for key in (k.article_record(a["id"]), k.article(a["id"]))],
                 blobs=[key for a in payload for key in (*k.lsh_bands(a["fp"]), *k.lsh_band_id_keys(a["fp"]))]
+                + [k.stable_url_versions(a["sid"]) for a in payload if a["sid"]]
                 + [k.nd_count],
             )
             batch_ids = {a["id"] for a in payload}
@@ -1052,7 +1096,9 @@ class RedisGroupStore:
                 if not tx.hexists(k.article(a["id"])) and not tx.hexists(k.article_record(a["id"])):
                     tx.known_empty(*asg.ckeys("c" + a["id"]), k.article_versions(a["id"]))
             # round 2: records and articles of the stored candidates (filtered by distance on this worker)
-            cands = sorted({c for a in payload for c in asg.candidates(a["fp"])} - batch_ids)
+            cands = {c for a in payload for c in asg.candidates(a["fp"])}
+            cands |= {v for a in payload if a["sid"] for v in asg.stable_members(a["sid"])}
+            cands = sorted(cands - batch_ids)
             tx.load(hashes=[key for c in cands for key in (k.article_record(c), k.article(c))])
             # round 3: the groups of the candidates (and the stored articles of revision candidates)
             nodes = {asg.node_of(c) for c in cands}
@@ -1128,6 +1174,9 @@ class RedisGroupStore:
         for cid in found:
             for aid in members[cid]:
                 for vid in vids[aid]:
+                    sid = tx.hget(k.article_record(vid), "sid")
+                    if sid:
+                        asg.set_stable_members(sid, [v for v in asg.stable_members(sid) if v != vid])
                     fp = tx.hget(k.article_record(vid), "fp")
                     if fp:
                         for fk, ik in zip(k.lsh_bands(fp), k.lsh_band_id_keys(fp), strict=True):

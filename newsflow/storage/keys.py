@@ -21,6 +21,7 @@ tag                 keys                                        why they share a
 ``{lsh:<i>:<h>}``   one LSH band bucket's two strings           read together per probe
 ``{art:<id>}``      an article's serving hash, index record,    one entity
                     versions
+``{uid:<sid>}``     the versions carrying one stable URL id     one entity
 ``{ndg:<id>}``      a near-duplicate group's hash and sets      one entity
 ``{ndx:<shard>}``   one of ``ND_SHARDS`` = 1,024 shards of the  by-size and by-latest of the same ids
                     group indexes (CRC-32 of the group id)
@@ -93,9 +94,15 @@ key                                       type    holds                         
                                                   (MinHash, 128 x uint32 BE),                       sinks, story step,
                                                   rev (the article id a                             storage.aliases
                                                   re-slugged version is stored
-                                                  under)
+                                                  under), sid (its stable URL
+                                                  id, optional)
 ``P:{art:<article_id>}:versions``         HASH    version id -> JSON fields, for  RedisGroupStore   RedisGroupStore
                                                   articles with >= 2 versions
+``P:{uid:<stable_id>}:versions``          STRING  "<version id>\\n" per entry,    RedisGroupStore   RedisGroupStore
+                                                  sorted: the indexed versions
+                                                  whose URL has this stable id
+                                                  (newsflow.core.revisions.
+                                                  stable_url_id)
 ``P:{ndg:<cid>}:cluster``                 HASH    representative_*,               RedisGroupStore   RedisGroupStore
                                                   rep_authority, rep_time,
                                                   earliest_time, latest_time,
@@ -393,12 +400,18 @@ class Keys:
 
     def article_record(self, version_id: str) -> str:
         """HASH index record of one indexed version: ``fp`` (16 hex), ``mh`` (MinHash, 512 bytes, optional),
-        ``rev`` (the article id it is a revision of, optional); tag ``{art:<id>}``."""
+        ``rev`` (the article id it is a revision of, optional), ``sid`` (its stable URL id, optional);
+        tag ``{art:<id>}``."""
         return f"{self.prefix}:{{art:{version_id}}}:nd"
 
     def article_versions(self, article_id: str) -> str:
         """HASH version id -> JSON fields of each version of an article with two or more versions."""
         return f"{self.prefix}:{{art:{article_id}}}:versions"
+
+    def stable_url_versions(self, stable_id: str) -> str:
+        """STRING of the indexed version ids whose URL has stable id ``stable_id`` (32 hex,
+        :func:`newsflow.core.revisions.stable_url_id`), ``"<id>\\n"`` each, sorted; tag ``{uid:<stable id>}``."""
+        return f"{self.prefix}:{{uid:{stable_id}}}:versions"
 
     def cluster(self, cluster_id: str) -> str:
         """HASH of a near-duplicate group of two or more articles; tag ``{ndg:<cluster id>}``."""

@@ -111,8 +111,9 @@ def test_reslugged_permalink_is_one_article_in_either_order(redis_server):
     assert client.get(keys.url_alias(OLD.article_id)) == NEW.article_id.encode()
     assert resolve_article_id(client, keys, OLD_URL) == OLD.article_id
     # sinks keep exactly one element: the newest version, under the stored id
-    assert s1.resolve_revisions([OLD, NEW]) == [None, NEW._replace(article_id=OLD.article_id)]
-    assert resolve_revisions(client, Keys("two"), [NEW, OLD]) == [NEW._replace(article_id=OLD.article_id), None]
+    stored = NEW._replace(article_id=OLD.article_id, aliases=[NEW.article_id])
+    assert s1.resolve_revisions([OLD, NEW]) == [None, stored]
+    assert resolve_revisions(client, Keys("two"), [NEW, OLD]) == [stored, None]
 
 
 def test_replaying_a_version_changes_nothing(redis_server):

@@ -23,6 +23,7 @@ from newsflow.storage.story_assignments import read_rows
 from newsflow.storage.story_index import assigned_count
 from tests.conftest import REPO_ROOT
 from tests.helpers import (
+    CORPUS_EARLIER_VERSIONS,
     corpus_lines,
     dataset_bytes,
     parquet_rows,
@@ -32,6 +33,7 @@ from tests.helpers import (
 )
 
 N_HEADLINES = 600
+N_ARTICLES = N_HEADLINES - len(CORPUS_EARLIER_VERSIONS)  # each stored with its later version
 KEYS = Keys()
 
 
@@ -79,13 +81,13 @@ def clean(tmp_path_factory, landing):
     finally:
         stop_embedded(client, save=False)
     # the corpus slice exercises every part: groups with copies, merged stories, breaking, trends
-    assert len(rows["articles"]) == N_HEADLINES
+    assert len(rows["articles"]) == N_ARTICLES
     assert rows["trends"] and any(k.startswith(b"nf:trending:story:") for k in redis)
     assert redis.get(KEYS.breaking.encode()) is not None
     assert any(b":story:merges" in k for k in redis), "no story merge in the slice"
     assert KEYS.story_lease.encode() not in redis
     # one story_assignments row per article, with Redis's story after every merge
-    assert len(story_rows) == len({r.article_id for r in story_rows}) == N_HEADLINES
+    assert len(story_rows) == len({r.article_id for r in story_rows}) == N_ARTICLES
     assert {r.article_id: r.story_id for r in story_rows} == resolved
     assert any(r.merge_count > 0 and r.story_id != r.first_story_id for r in story_rows), "no merged member"
     assert files and all(name.startswith("date=") for name in files)

@@ -39,7 +39,9 @@ def test_every_record_is_registered_once_and_idempotently():
 def test_row_coders_round_trip_real_records():
     register_coders()
     samples = [
-        Article(AID, "https://e.com/a", "https://e.com/a", "e.com", "E", "Title", "Text", ["A"], "E", None, T0, T0),
+        Article(
+            AID, "https://e.com/a", "https://e.com/a", "e.com", "E", "Title", "Text", ["A"], "E", None, T0, T0
+        )._replace(aliases=["f" * 32]),  # a sequence: comes back as a list
         DeadLetter("extract", "not_an_article", "no text", b"\xff", "https://e.com/a"),
         Event("u1", "click", "s" + AID, T0, T0, 2, None, "top", "1-0"),
         StoryArticle(
