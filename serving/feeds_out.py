@@ -137,7 +137,7 @@ class FeedsOut:
     def top(self, request: Request) -> Response:
         fmt = self._fmt(request)
         edition = self.api._edition(request)
-        page, stale = self.web._feed("edition", edition, FEED_ITEMS)
+        page, stale, _ = self.web._feed("edition", edition, FEED_ITEMS)
         title = "Top stories" if edition == GLOBAL_EDITION else f"Top stories ({edition})"
         return self._answer(request, fmt, title, "/", page["stories"], stale)
 
