@@ -167,6 +167,17 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return star is not None and star > 0
 
 
+def gzip_tags(etag: str, vary: str) -> tuple[str, str]:
+    """The ``ETag`` and ``Vary`` of the gzip representation of an answer carrying ``etag`` and ``vary`` (either
+    may be ""): the tag with ``-gzip`` before its closing quote (a strong tag names one representation, RFC 9110
+    §8.8.3), and ``Accept-Encoding`` added to ``Vary`` once."""
+    if etag.endswith('"'):
+        etag = etag[:-1] + '-gzip"'
+    if "accept-encoding" not in vary.lower():
+        vary = (vary + ", " if vary else "") + "Accept-Encoding"
+    return etag, vary
+
+
 def gzip_variant(response: Response) -> Response | None:
     """The gzip-encoded copy of a ``200`` ``response`` (same headers, ``Content-Encoding: gzip``, the
     ``ETag`` with ``-gzip`` before its closing quote), or ``None`` when it is not worth it: not a ``200``,
@@ -175,12 +186,10 @@ def gzip_variant(response: Response) -> Response | None:
     if response.status_code != 200 or "content-encoding" in response.headers or len(body) < COMPRESS_MIN_BYTES:
         return None
     headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-    etag = response.headers.get("etag", "")
-    if etag.endswith('"'):
-        headers["etag"] = etag[:-1] + '-gzip"'
+    etag, headers["vary"] = gzip_tags(response.headers.get("etag", ""), headers.get("vary", ""))
+    if etag:
+        headers["etag"] = etag
     headers["content-encoding"] = "gzip"
-    if "accept-encoding" not in headers.get("vary", "").lower():
-        headers["vary"] = (headers["vary"] + ", " if headers.get("vary") else "") + "Accept-Encoding"
     return Response(gzip.compress(body, GZIP_LEVEL, mtime=0), status_code=200, headers=headers)
 
 
@@ -273,7 +282,7 @@ class CompressResponses:
 
     It takes a complete ``200`` of a :data:`COMPRESSIBLE_TYPES` type without a ``Content-Encoding`` (one body
     message; streamed and file answers pass through), compresses it, gives it ``Vary: Accept-Encoding`` and the
-    gzip ETag (``-gzip`` before the closing quote: a strong tag names one representation, RFC 9110 §8.8.3), and
+    gzip ETag (:func:`gzip_tags`), and
     answers ``304`` when the request's ``If-None-Match`` names that tag, so conditional requests work for both
     representations without the endpoints knowing.
     """
@@ -326,13 +335,11 @@ class CompressResponses:
             name = k.decode("latin-1").lower()
             if name == "etag":
                 etag = v.decode("latin-1")
-                etag = etag[:-1] + '-gzip"' if etag.endswith('"') else etag
             elif name == "vary":
                 vary = v.decode("latin-1")
             elif name != "content-length":
                 headers.append((k, v))
-        if "accept-encoding" not in vary.lower():
-            vary = (vary + ", " if vary else "") + "Accept-Encoding"
+        etag, vary = gzip_tags(etag, vary)
         headers += [(b"vary", vary.encode("latin-1")), (b"content-encoding", b"gzip")]
         if etag:
             headers.append((b"etag", etag.encode("latin-1")))
