@@ -40,9 +40,10 @@ browser:
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "make browser: not root and no sudo; run 'apt-get install chromium' (browser tests will skip)"; fi
 
-# Every test: unit, Beam (TestPipeline/TestStream), integration (embedded Redis, HTTP on 127.0.0.1) and browser.
+# Every test: unit, Beam (TestPipeline/TestStream), integration (embedded Redis, HTTP on 127.0.0.1) and browser;
+# the 25 slowest are listed at the end, to keep the suite inside its 35-minute budget.
 test: $(STAMP) models lint browser
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
 
 # The fast lane: tests not marked integration, browser or slow (markers applied in tests/conftest.py);
 # --fast-lane fails any of them that starts a process or opens a listening socket.
